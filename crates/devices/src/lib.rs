@@ -1,0 +1,43 @@
+//! # flashlab-devices: the storage devices the engine runs on
+//!
+//! Every byte the engine stores goes through one interface, [`Device`]: read,
+//! write, flush, trim, capacity and sector size. Behind it stand real files
+//! ([`file::FileDevice`]), plain memory ([`memory::MemoryDevice`]) and *models*
+//! of the devices the papers measured: a magnetic disk with a rotating platter
+//! and a seeking arm ([`hdd`]), NAND-flash SSDs with their flash translation
+//! layers ([`ssd`]) and raw NAND without any FTL ([`nand`]).
+//!
+//! A model is pure timing: [`model::DeviceModel::submit`] takes the virtual time
+//! a request arrives and answers when it completes, updating the model's state
+//! (head position, die and channel timelines, the FTL's mapping tables). It
+//! stores no data, which is what lets `flashlab replay` push a million requests
+//! a second through it. [`sim::SimDevice`] joins a model to a sparse data store
+//! and to the simulated runtime's clock: the calling task sleeps in virtual
+//! time until the model says the request is done.
+//!
+//! [`trace`] records every I/O (submit and completion time, device, storage
+//! space, operation, offset, length) and summarises it per device and space;
+//! it also reads and writes the block-trace formats `flashlab replay` accepts.
+//!
+//! Presets ([`presets`]) name the devices of the papers; each number in a
+//! preset says where it comes from, and every number comes from a device-level
+//! figure (a datasheet, or `[devices.*]` of the papers' results), never from a
+//! workload result.
+
+pub mod device;
+pub mod error;
+pub mod file;
+pub mod hdd;
+pub mod memory;
+pub mod model;
+pub mod nand;
+pub mod presets;
+pub mod replay;
+pub mod sim;
+pub mod ssd;
+pub mod trace;
+
+pub use device::{Device, DeviceRef};
+pub use error::DeviceError;
+pub use model::{DeviceModel, IoKind, IoRequest, ModelStats};
+pub use trace::{Space, TraceRecord};

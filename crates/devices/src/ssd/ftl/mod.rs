@@ -1,0 +1,98 @@
+//! Flash translation layers.
+//!
+//! An FTL maps logical pages (the host's address space, in flash-page units)
+//! to physical pages, and decides where each write goes and what must be
+//! reclaimed first. It does not keep time: it emits the flash operations a
+//! request costs ([`FlashOp`]) and the controller schedules them on the die
+//! and channel timelines. This split keeps every FTL a pure data structure,
+//! testable on its own (WAF, merge counts) without any timing.
+//!
+//! Invariants (FTL-n):
+//! 1. A physical page is programmed at most once between erases of its block.
+//! 2. Every mapped logical page maps to exactly one valid physical page, and
+//!    every valid physical page is mapped by exactly one logical page.
+//! 3. The operations a write emits end with the program of the host's page;
+//!    everything before it (GC copies, merges, erases) must happen first.
+
+pub mod block;
+pub mod hybrid;
+pub mod page;
+pub mod superblock;
+
+use serde::Serialize;
+
+/// A flash operation, as emitted by an FTL and timed by the controller.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum FlashOp {
+    /// Read a physical page (host read, or the read half of a copy).
+    Read { ppn: u64 },
+    /// Program a physical page.
+    Program { ppn: u64 },
+    /// Copy a page within one die without crossing the channel (copy-back).
+    CopyBack { from_ppn: u64, to_ppn: u64 },
+    /// Erase a block.
+    Erase { block: u64 },
+}
+
+/// What an FTL counted.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct FtlStats {
+    pub host_pages_written: u64,
+    pub flash_pages_written: u64,
+    pub flash_pages_read: u64,
+    pub gc_runs: u64,
+    pub switch_merges: u64,
+    pub partial_merges: u64,
+    pub full_merges: u64,
+    pub erases: u64,
+}
+
+/// Which FTL an SSD runs, and its policy.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum FtlKind {
+    /// Page mapping, GC victim with the fewest valid pages.
+    PageGreedy,
+    /// Page mapping, GC victim by benefit/cost = (1-u)/(2u) * age.
+    PageCostBenefit,
+    /// Block mapping: a logical block maps to one physical block; an
+    /// overwrite copies the block.
+    Block,
+    /// Hybrid log-block mapping, one log block per data block (BAST).
+    Bast,
+    /// Hybrid log-block mapping, log blocks shared by all data blocks (FAST).
+    Fast,
+    /// lee2008's super-block scheme: block mapping over super-blocks of
+    /// several erase units striped over chips, with log super-blocks.
+    SuperBlock,
+}
+
+impl FtlKind {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            FtlKind::PageGreedy => "page-greedy",
+            FtlKind::PageCostBenefit => "page-cost-benefit",
+            FtlKind::Block => "block",
+            FtlKind::Bast => "bast",
+            FtlKind::Fast => "fast",
+            FtlKind::SuperBlock => "super-block",
+        }
+    }
+}
+
+/// A flash translation layer. See the module documentation.
+pub trait Ftl: Send {
+    /// Logical pages the host can address.
+    fn logical_pages(&self) -> u64;
+    /// Where a logical page lives, or `None` if it was never written or is trimmed.
+    fn lookup(&self, lpn: u64) -> Option<u64>;
+    /// Write one logical page: push the operations it costs onto `ops`, the
+    /// host page's program last (FTL-3).
+    fn write(&mut self, lpn: u64, ops: &mut Vec<FlashOp>);
+    /// Forget a logical page.
+    fn trim(&mut self, lpn: u64);
+    /// Counters so far.
+    fn stats(&self) -> FtlStats;
+    /// Erase count of every block, for wear reporting.
+    fn erase_counts(&self) -> &[u32];
+}
