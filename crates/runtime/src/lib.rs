@@ -1,14 +1,249 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
+//! # flashlab-runtime: one engine, two worlds
+//!
+//! The engine runs in two worlds. In the **real** world its tasks are OS
+//! threads, time is the wall clock, and devices are files. In the
+//! **simulated** world time is virtual, devices are models, and a CPU model
+//! with N cores charges every task for the work it does; everything is
+//! deterministic, so a run with the same seed and configuration is
+//! bit-identical, and a crash can be placed at any instant.
+//!
+//! Engine code cannot tell the worlds apart. It talks to an [`Rt`] handle:
+//! [`Rt::now_ns`], [`Rt::sleep`], [`Rt::spawn`], [`Rt::cpu`] and the random
+//! source, and it waits with the primitives in [`sync`] ([`sync::Mutex`],
+//! [`sync::Condvar`], [`sync::channel`]), which work in both worlds because
+//! they are built on a single park/unpark pair that each world implements.
+//!
+//! ## Why threads, not async
+//!
+//! Simulated tasks are OS threads too, but only one of them runs at a time:
+//! the scheduler hands a *baton* to the task whose turn it is, and every
+//! other simulated thread sleeps on its own condition variable. A task gives
+//! the baton back whenever it blocks (a sleep, a CPU charge, a lock that is
+//! held, an I/O that takes virtual time). This keeps engine code ordinary,
+//! synchronous Rust (no `Pin`, no async traits, no colored functions) while
+//! the order of events depends only on virtual time and the seed, never on
+//! the host's thread scheduler. See [`sim`] for the invariants.
+//!
+//! A consequence to remember: a `std::sync::Mutex` must never be held across
+//! anything that may block in the runtime (it would stop the one running
+//! task while holding the lock another needs). Short critical sections with
+//! std locks are fine; anything held across I/O or CPU charges uses
+//! [`sync::Mutex`].
+
+pub mod cpu;
+mod park;
+pub mod real;
+pub mod sim;
+pub mod sync;
+
+use std::cell::RefCell;
+use std::sync::Arc;
+
+pub use real::RealRuntime;
+pub use sim::{Sim, SimConfig, SimError, SimOutcome, SimReport};
+pub use sync::{Condvar, Mutex, MutexGuard, Receiver, Sender, channel};
+
+pub(crate) use park::Waker;
+
+/// Nanoseconds per microsecond, millisecond and second, for readable arithmetic.
+pub const NS_PER_US: u64 = 1_000;
+pub const NS_PER_MS: u64 = 1_000_000;
+pub const NS_PER_S: u64 = 1_000_000_000;
+
+/// Which world a runtime belongs to. Engine code has no reason to ask; reports do.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum World {
+    Real,
+    Simulated,
 }
 
-#[cfg(test)]
-mod tests {
-    use super::*;
+/// Utilization of the CPU over a run.
+#[derive(Clone, Debug, Default, PartialEq)]
+pub struct CpuReport {
+    /// Busy nanoseconds of each (simulated) core.
+    pub core_busy_ns: Vec<u64>,
+    /// Length of the interval the utilization is measured over.
+    pub elapsed_ns: u64,
+}
 
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
+impl CpuReport {
+    /// Mean utilization over all cores, 0..1.
+    pub fn utilization(&self) -> f64 {
+        if self.elapsed_ns == 0 || self.core_busy_ns.is_empty() {
+            return 0.0;
+        }
+        let busy: u64 = self.core_busy_ns.iter().sum();
+        busy as f64 / (self.elapsed_ns as f64 * self.core_busy_ns.len() as f64)
+    }
+
+    /// Utilization of each core, 0..1.
+    pub fn per_core(&self) -> Vec<f64> {
+        self.core_busy_ns
+            .iter()
+            .map(|&b| {
+                if self.elapsed_ns == 0 {
+                    0.0
+                } else {
+                    b as f64 / self.elapsed_ns as f64
+                }
+            })
+            .collect()
+    }
+}
+
+/// What each world implements. Engine code uses [`Rt`], not this trait.
+pub(crate) trait RuntimeImpl: Send + Sync {
+    fn world(&self) -> World;
+    fn now_ns(&self) -> u64;
+    fn sleep_until(&self, deadline_ns: u64);
+    fn spawn_task(&self, rt: Rt, name: String, f: Box<dyn FnOnce() + Send>);
+    fn cpu(&self, cost_ns: u64);
+    fn random_u64(&self) -> u64;
+    fn cpu_report(&self) -> CpuReport;
+    fn current_waker(&self) -> Waker;
+    /// Block until unparked. May return spuriously; callers loop.
+    fn park(&self);
+    /// Block until unparked or `deadline_ns`; true when the deadline passed.
+    fn park_until(&self, deadline_ns: u64) -> bool;
+    fn yield_now(&self);
+}
+
+/// A handle to the runtime of the current world. Cheap to clone.
+#[derive(Clone)]
+pub struct Rt {
+    inner: Arc<dyn RuntimeImpl>,
+}
+
+thread_local! {
+    static CURRENT: RefCell<Option<Rt>> = const { RefCell::new(None) };
+}
+
+impl Rt {
+    pub(crate) fn from_impl(inner: Arc<dyn RuntimeImpl>) -> Rt {
+        Rt { inner }
+    }
+
+    /// The runtime of the calling task. Every task spawned by a runtime, and
+    /// the root closure of [`Sim::run`], has one; a plain thread in the real
+    /// world gets one with [`RealRuntime::enter`].
+    ///
+    /// # Panics
+    /// When called outside any runtime: that is a bug in the caller, not
+    /// something input can cause.
+    pub fn current() -> Rt {
+        Rt::try_current().expect(
+            "flashlab runtime: no runtime on this thread (use Sim::run or RealRuntime::enter)",
+        )
+    }
+
+    /// The runtime of the calling task, if any.
+    pub fn try_current() -> Option<Rt> {
+        CURRENT.with(|c| c.borrow().clone())
+    }
+
+    pub(crate) fn set_current(rt: Option<Rt>) -> Option<Rt> {
+        CURRENT.with(|c| std::mem::replace(&mut *c.borrow_mut(), rt))
+    }
+
+    /// The world this runtime belongs to, for reports.
+    pub fn world(&self) -> World {
+        self.inner.world()
+    }
+
+    /// Nanoseconds since the runtime started (virtual or wall clock).
+    pub fn now_ns(&self) -> u64 {
+        self.inner.now_ns()
+    }
+
+    /// Sleep for `duration_ns`.
+    pub fn sleep(&self, duration_ns: u64) {
+        let deadline_ns = self.now_ns().saturating_add(duration_ns);
+        self.inner.sleep_until(deadline_ns);
+    }
+
+    /// Sleep until `deadline_ns` (no-op if it has passed).
+    pub fn sleep_until(&self, deadline_ns: u64) {
+        self.inner.sleep_until(deadline_ns);
+    }
+
+    /// Charge `cost_ns` of CPU work to the calling task. In the simulated
+    /// world the task queues for a free core and holds it for `cost_ns` of
+    /// virtual time; in the real world this does nothing, because the real
+    /// CPU does the work.
+    pub fn cpu(&self, cost_ns: u64) {
+        if cost_ns > 0 {
+            self.inner.cpu(cost_ns);
+        }
+    }
+
+    /// Let other runnable tasks run.
+    pub fn yield_now(&self) {
+        self.inner.yield_now();
+    }
+
+    /// Start a concurrent task.
+    pub fn spawn<T, F>(&self, name: &str, f: F) -> JoinHandle<T>
+    where
+        T: Send + 'static,
+        F: FnOnce() -> T + Send + 'static,
+    {
+        let slot = Arc::new(sync::OneShot::new());
+        let done = slot.clone();
+        self.inner.spawn_task(
+            self.clone(),
+            name.to_string(),
+            Box::new(move || {
+                let value = f();
+                done.set(value);
+            }),
+        );
+        JoinHandle { slot }
+    }
+
+    /// A random number from the runtime's one seeded source. In the
+    /// simulated world every random choice comes from here (or from a
+    /// generator seeded here), which is what makes a run reproducible.
+    pub fn random_u64(&self) -> u64 {
+        self.inner.random_u64()
+    }
+
+    /// A generator of its own for a task, seeded from the runtime's source.
+    pub fn fork_rng(&self) -> rand_chacha::ChaCha8Rng {
+        use rand::SeedableRng;
+        rand_chacha::ChaCha8Rng::seed_from_u64(self.random_u64())
+    }
+
+    /// CPU utilization so far.
+    pub fn cpu_report(&self) -> CpuReport {
+        self.inner.cpu_report()
+    }
+
+    pub(crate) fn current_waker(&self) -> Waker {
+        self.inner.current_waker()
+    }
+
+    pub(crate) fn park(&self) {
+        self.inner.park();
+    }
+
+    pub(crate) fn park_until(&self, deadline_ns: u64) -> bool {
+        self.inner.park_until(deadline_ns)
+    }
+}
+
+/// Waits for a spawned task's result.
+pub struct JoinHandle<T> {
+    slot: Arc<sync::OneShot<T>>,
+}
+
+impl<T> JoinHandle<T> {
+    /// Block until the task returns, and take its result.
+    pub fn join(self) -> T {
+        self.slot.take()
+    }
+
+    /// True once the task has returned.
+    pub fn is_finished(&self) -> bool {
+        self.slot.is_set()
     }
 }

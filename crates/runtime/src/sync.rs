@@ -1,0 +1,412 @@
+//! Waiting primitives that work in both worlds.
+//!
+//! [`Mutex`], [`Condvar`], a bounded [`channel`] and a one-shot slot, all
+//! built on park/unpark of the current [`Rt`]. In the simulated world a task
+//! that waits hands the baton to the next task; in the real world it parks
+//! its OS thread. Each primitive keeps its waiters in FIFO order, so the
+//! simulated world wakes them in a deterministic order.
+//!
+//! Invariants (SYNC-n):
+//! 1. A waiter is woken only after its `notified` flag is set; a wake-up
+//!    without the flag (a stray token) makes it park again.
+//! 2. The data of a [`Mutex`] is only reachable through a guard, and at most
+//!    one guard exists at a time.
+//! 3. The std mutexes inside these primitives are never held across a park.
+
+use std::collections::VecDeque;
+use std::ops::{Deref, DerefMut};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicBool, Ordering};
+
+use crate::{Rt, Waker};
+
+/// One task waiting for a notification.
+#[derive(Clone)]
+struct Waiter {
+    notified: Arc<AtomicBool>,
+    waker: Waker,
+}
+
+impl Waiter {
+    fn current(rt: &Rt) -> Waiter {
+        Waiter {
+            notified: Arc::new(AtomicBool::new(false)),
+            waker: rt.current_waker(),
+        }
+    }
+
+    fn notify(&self) {
+        self.notified.store(true, Ordering::Release);
+        self.waker.wake();
+    }
+
+    fn is_notified(&self) -> bool {
+        self.notified.load(Ordering::Acquire)
+    }
+
+    /// Park until notified (SYNC-1).
+    fn wait(&self, rt: &Rt) {
+        while !self.is_notified() {
+            rt.park();
+        }
+    }
+
+    /// Park until notified or the deadline; true if notified.
+    fn wait_until(&self, rt: &Rt, deadline_ns: u64) -> bool {
+        loop {
+            if self.is_notified() {
+                return true;
+            }
+            if rt.now_ns() >= deadline_ns {
+                return false;
+            }
+            rt.park_until(deadline_ns);
+        }
+    }
+}
+
+/// A mutual-exclusion lock that may be held across blocking calls (I/O,
+/// CPU charges, sleeps) in either world.
+pub struct Mutex<T> {
+    state: std::sync::Mutex<LockState>,
+    data: std::sync::Mutex<T>,
+}
+
+#[derive(Default)]
+struct LockState {
+    locked: bool,
+    waiters: VecDeque<Waiter>,
+}
+
+/// Proof of holding a [`Mutex`]; unlocks on drop.
+pub struct MutexGuard<'a, T> {
+    lock: &'a Mutex<T>,
+    data: Option<std::sync::MutexGuard<'a, T>>,
+}
+
+impl<T> Mutex<T> {
+    pub fn new(value: T) -> Mutex<T> {
+        Mutex {
+            state: std::sync::Mutex::new(LockState::default()),
+            data: std::sync::Mutex::new(value),
+        }
+    }
+
+    /// Acquire the lock, waiting in FIFO order behind earlier waiters.
+    pub fn lock(&self) -> MutexGuard<'_, T> {
+        let waiter = {
+            let mut state = self.state.lock().expect("lock state");
+            if !state.locked {
+                state.locked = true;
+                None
+            } else {
+                let rt = Rt::current();
+                let waiter = Waiter::current(&rt);
+                state.waiters.push_back(waiter.clone());
+                Some((rt, waiter))
+            }
+        };
+        if let Some((rt, waiter)) = waiter {
+            // Ownership is handed over by `unlock` (no barging): when we are
+            // notified, `locked` is still true and it is ours.
+            waiter.wait(&rt);
+        }
+        self.guard()
+    }
+
+    /// Acquire the lock if it is free.
+    pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+        let mut state = self.state.lock().expect("lock state");
+        if state.locked {
+            return None;
+        }
+        state.locked = true;
+        drop(state);
+        Some(self.guard())
+    }
+
+    fn guard(&self) -> MutexGuard<'_, T> {
+        // SYNC-2: only the holder of `locked` reaches here, so this never waits.
+        let data = self
+            .data
+            .lock()
+            .unwrap_or_else(|poison| poison.into_inner());
+        MutexGuard {
+            lock: self,
+            data: Some(data),
+        }
+    }
+
+    fn unlock(&self) {
+        let mut state = self.state.lock().expect("lock state");
+        debug_assert!(state.locked, "SYNC-2: unlock of a free mutex");
+        match state.waiters.pop_front() {
+            // Hand the lock straight to the next waiter: `locked` stays true.
+            Some(next) => next.notify(),
+            None => state.locked = false,
+        }
+    }
+
+    /// Consume the mutex and return its value.
+    pub fn into_inner(self) -> T {
+        self.data
+            .into_inner()
+            .unwrap_or_else(|poison| poison.into_inner())
+    }
+}
+
+impl<T: Default> Default for Mutex<T> {
+    fn default() -> Self {
+        Mutex::new(T::default())
+    }
+}
+
+impl<T> Deref for MutexGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.data.as_ref().expect("guard holds data")
+    }
+}
+
+impl<T> DerefMut for MutexGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        self.data.as_mut().expect("guard holds data")
+    }
+}
+
+impl<T> Drop for MutexGuard<'_, T> {
+    fn drop(&mut self) {
+        self.data = None;
+        self.lock.unlock();
+    }
+}
+
+impl<'a, T> MutexGuard<'a, T> {
+    fn mutex(&self) -> &'a Mutex<T> {
+        self.lock
+    }
+}
+
+/// A condition variable for [`Mutex`].
+#[derive(Default)]
+pub struct Condvar {
+    waiters: std::sync::Mutex<VecDeque<Waiter>>,
+}
+
+impl Condvar {
+    pub fn new() -> Condvar {
+        Condvar::default()
+    }
+
+    /// Release the guard's lock, wait for a notification, re-acquire.
+    pub fn wait<'a, T>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
+        let rt = Rt::current();
+        let waiter = Waiter::current(&rt);
+        self.waiters
+            .lock()
+            .expect("condvar")
+            .push_back(waiter.clone());
+        let mutex = guard.mutex();
+        drop(guard);
+        waiter.wait(&rt);
+        mutex.lock()
+    }
+
+    /// Like [`Condvar::wait`], but give up at `deadline_ns`. The boolean is
+    /// true when the wait timed out without a notification.
+    pub fn wait_until<'a, T>(
+        &self,
+        guard: MutexGuard<'a, T>,
+        deadline_ns: u64,
+    ) -> (MutexGuard<'a, T>, bool) {
+        let rt = Rt::current();
+        let waiter = Waiter::current(&rt);
+        self.waiters
+            .lock()
+            .expect("condvar")
+            .push_back(waiter.clone());
+        let mutex = guard.mutex();
+        drop(guard);
+        let notified = waiter.wait_until(&rt, deadline_ns);
+        if !notified {
+            let mut waiters = self.waiters.lock().expect("condvar");
+            waiters.retain(|w| !Arc::ptr_eq(&w.notified, &waiter.notified));
+        }
+        // A notification that raced with the time-out still counts as one.
+        let timed_out = !waiter.is_notified();
+        (mutex.lock(), timed_out)
+    }
+
+    /// Wake the longest-waiting task.
+    pub fn notify_one(&self) {
+        let next = self.waiters.lock().expect("condvar").pop_front();
+        if let Some(waiter) = next {
+            waiter.notify();
+        }
+    }
+
+    /// Wake every waiting task.
+    pub fn notify_all(&self) {
+        let all: Vec<Waiter> = self.waiters.lock().expect("condvar").drain(..).collect();
+        for waiter in all {
+            waiter.notify();
+        }
+    }
+}
+
+/// A value that one task sets once and another takes.
+pub(crate) struct OneShot<T> {
+    value: Mutex<Option<T>>,
+    set: AtomicBool,
+    ready: Condvar,
+}
+
+impl<T> OneShot<T> {
+    pub(crate) fn new() -> OneShot<T> {
+        OneShot {
+            value: Mutex::new(None),
+            set: AtomicBool::new(false),
+            ready: Condvar::new(),
+        }
+    }
+
+    pub(crate) fn set(&self, value: T) {
+        let mut slot = self.value.lock();
+        *slot = Some(value);
+        self.set.store(true, Ordering::Release);
+        self.ready.notify_all();
+    }
+
+    pub(crate) fn is_set(&self) -> bool {
+        self.set.load(Ordering::Acquire)
+    }
+
+    pub(crate) fn take(&self) -> T {
+        let mut slot = self.value.lock();
+        loop {
+            if let Some(value) = slot.take() {
+                return value;
+            }
+            slot = self.ready.wait(slot);
+        }
+    }
+}
+
+/// The sending half of a [`channel`].
+pub struct Sender<T> {
+    shared: Arc<ChannelShared<T>>,
+}
+
+/// The receiving half of a [`channel`].
+pub struct Receiver<T> {
+    shared: Arc<ChannelShared<T>>,
+}
+
+struct ChannelShared<T> {
+    state: Mutex<ChannelState<T>>,
+    not_empty: Condvar,
+    not_full: Condvar,
+    capacity: usize,
+}
+
+struct ChannelState<T> {
+    queue: VecDeque<T>,
+    senders: usize,
+    receiver_alive: bool,
+}
+
+/// A bounded multi-producer, single-consumer channel holding at most
+/// `capacity` messages (at least 1). Senders wait when it is full.
+pub fn channel<T>(capacity: usize) -> (Sender<T>, Receiver<T>) {
+    let shared = Arc::new(ChannelShared {
+        state: Mutex::new(ChannelState {
+            queue: VecDeque::new(),
+            senders: 1,
+            receiver_alive: true,
+        }),
+        not_empty: Condvar::new(),
+        not_full: Condvar::new(),
+        capacity: capacity.max(1),
+    });
+    (
+        Sender {
+            shared: shared.clone(),
+        },
+        Receiver { shared },
+    )
+}
+
+impl<T> Sender<T> {
+    /// Send a message, waiting while the channel is full. Gives the message
+    /// back if the receiver is gone.
+    pub fn send(&self, value: T) -> Result<(), T> {
+        let mut state = self.shared.state.lock();
+        loop {
+            if !state.receiver_alive {
+                return Err(value);
+            }
+            if state.queue.len() < self.shared.capacity {
+                state.queue.push_back(value);
+                self.shared.not_empty.notify_one();
+                return Ok(());
+            }
+            state = self.shared.not_full.wait(state);
+        }
+    }
+}
+
+impl<T> Clone for Sender<T> {
+    fn clone(&self) -> Self {
+        self.shared.state.lock().senders += 1;
+        Sender {
+            shared: self.shared.clone(),
+        }
+    }
+}
+
+impl<T> Drop for Sender<T> {
+    fn drop(&mut self) {
+        let mut state = self.shared.state.lock();
+        state.senders -= 1;
+        if state.senders == 0 {
+            self.shared.not_empty.notify_all();
+        }
+    }
+}
+
+impl<T> Receiver<T> {
+    /// Receive the next message, waiting while the channel is empty. `None`
+    /// once it is empty and every sender is gone.
+    pub fn recv(&self) -> Option<T> {
+        let mut state = self.shared.state.lock();
+        loop {
+            if let Some(value) = state.queue.pop_front() {
+                self.shared.not_full.notify_one();
+                return Some(value);
+            }
+            if state.senders == 0 {
+                return None;
+            }
+            state = self.shared.not_empty.wait(state);
+        }
+    }
+
+    /// Receive a message if one is waiting.
+    pub fn try_recv(&self) -> Option<T> {
+        let mut state = self.shared.state.lock();
+        let value = state.queue.pop_front();
+        if value.is_some() {
+            self.shared.not_full.notify_one();
+        }
+        value
+    }
+}
+
+impl<T> Drop for Receiver<T> {
+    fn drop(&mut self) {
+        let mut state = self.shared.state.lock();
+        state.receiver_alive = false;
+        state.queue.clear();
+        self.shared.not_full.notify_all();
+    }
+}

@@ -1,0 +1,334 @@
+//! The runtime's promises, tested in both worlds where they apply.
+
+use std::sync::Arc;
+
+use flashlab_runtime::{
+    Condvar, Mutex, NS_PER_MS, RealRuntime, Rt, Sim, SimConfig, SimError, SimOutcome, channel,
+};
+
+fn sim<T: Send + 'static>(cores: u32, seed: u64, f: impl FnOnce(Rt) -> T + Send + 'static) -> T {
+    let config = SimConfig {
+        seed,
+        cores,
+        ..SimConfig::default()
+    };
+    let (outcome, _) = Sim::run(config, f).expect("simulation");
+    outcome.finished().expect("finished")
+}
+
+#[test]
+fn sleep_advances_virtual_time_exactly() {
+    let t = sim(1, 0, |rt| {
+        rt.sleep(5 * NS_PER_MS);
+        rt.sleep(7 * NS_PER_MS);
+        rt.now_ns()
+    });
+    assert_eq!(t, 12 * NS_PER_MS);
+}
+
+#[test]
+fn cpu_charges_queue_for_cores() {
+    // Four 10 ms charges on two cores take 20 ms, with both cores busy.
+    let config = SimConfig {
+        cores: 2,
+        ..SimConfig::default()
+    };
+    let (outcome, report) = Sim::run(config, |rt| {
+        let handles: Vec<_> = (0..4)
+            .map(|i| {
+                let task_rt = rt.clone();
+                rt.spawn(&format!("worker{i}"), move || {
+                    task_rt.cpu(10 * NS_PER_MS);
+                    task_rt.now_ns()
+                })
+            })
+            .collect();
+        handles.into_iter().map(|h| h.join()).collect::<Vec<_>>()
+    })
+    .expect("simulation");
+    let ends = outcome.finished().expect("finished");
+    assert_eq!(
+        ends,
+        vec![
+            10 * NS_PER_MS,
+            10 * NS_PER_MS,
+            20 * NS_PER_MS,
+            20 * NS_PER_MS
+        ]
+    );
+    assert_eq!(report.now_ns, 20 * NS_PER_MS);
+    assert!((report.cpu.utilization() - 1.0).abs() < 1e-9);
+}
+
+#[test]
+fn cpu_utilization_is_partial_when_cores_idle() {
+    let config = SimConfig {
+        cores: 2,
+        ..SimConfig::default()
+    };
+    let (_, report) = Sim::run(config, |rt| {
+        rt.cpu(10 * NS_PER_MS);
+        rt.sleep(10 * NS_PER_MS);
+    })
+    .expect("simulation");
+    // 10 ms busy of 2 cores x 20 ms.
+    assert!((report.cpu.utilization() - 0.25).abs() < 1e-9);
+    assert_eq!(report.cpu.per_core(), vec![0.5, 0.0]);
+}
+
+fn counter_under_mutex(rt: &Rt, tasks: usize, rounds: usize) -> u64 {
+    let counter = Arc::new(Mutex::new(0u64));
+    let handles: Vec<_> = (0..tasks)
+        .map(|i| {
+            let counter = counter.clone();
+            let task_rt = rt.clone();
+            rt.spawn(&format!("t{i}"), move || {
+                for _ in 0..rounds {
+                    let mut guard = counter.lock();
+                    let seen = *guard;
+                    task_rt.sleep(1_000); // hold the lock across a blocking call
+                    *guard = seen + 1;
+                }
+            })
+        })
+        .collect();
+    for handle in handles {
+        handle.join();
+    }
+    let value = *counter.lock();
+    value
+}
+
+#[test]
+fn mutex_held_across_sleep_loses_no_update_simulated() {
+    let (value, now) = sim(2, 1, |rt| {
+        let value = counter_under_mutex(&rt, 8, 10);
+        (value, rt.now_ns())
+    });
+    assert_eq!(value, 80);
+    // The lock serialises the sleeps: 80 x 1 us.
+    assert_eq!(now, 80_000);
+}
+
+#[test]
+fn mutex_held_across_sleep_loses_no_update_real() {
+    let rt = RealRuntime::new(1);
+    let _enter = RealRuntime::enter(&rt);
+    assert_eq!(counter_under_mutex(&rt, 4, 5), 20);
+}
+
+fn producer_consumer(rt: &Rt) -> Vec<u32> {
+    let (tx, rx) = channel(2);
+    let producers: Vec<_> = (0..3u32)
+        .map(|p| {
+            let tx = tx.clone();
+            rt.spawn(&format!("producer{p}"), move || {
+                for i in 0..5 {
+                    tx.send(p * 100 + i).expect("receiver alive");
+                }
+            })
+        })
+        .collect();
+    drop(tx);
+    let mut got = Vec::new();
+    while let Some(v) = rx.recv() {
+        got.push(v);
+    }
+    for p in producers {
+        p.join();
+    }
+    got
+}
+
+#[test]
+fn channel_delivers_everything_in_both_worlds() {
+    let mut simulated = sim(2, 3, |rt| producer_consumer(&rt));
+    simulated.sort();
+    let rt = RealRuntime::new(3);
+    let _enter = RealRuntime::enter(&rt);
+    let mut real = producer_consumer(&rt);
+    real.sort();
+    let expected: Vec<u32> = (0..3)
+        .flat_map(|p| (0..5).map(move |i| p * 100 + i))
+        .collect();
+    assert_eq!(simulated, expected);
+    assert_eq!(real, expected);
+}
+
+#[test]
+fn condvar_wait_until_times_out_in_virtual_time() {
+    let (timed_out, now) = sim(1, 0, |rt| {
+        let lock = Mutex::new(());
+        let cv = Condvar::new();
+        let guard = lock.lock();
+        let (_guard, timed_out) = cv.wait_until(guard, 3 * NS_PER_MS);
+        (timed_out, rt.now_ns())
+    });
+    assert!(timed_out);
+    assert_eq!(now, 3 * NS_PER_MS);
+}
+
+#[test]
+fn condvar_notify_wakes_waiter() {
+    let woke_at = sim(1, 0, |rt| {
+        let pair = Arc::new((Mutex::new(false), Condvar::new()));
+        let other = pair.clone();
+        let task_rt = rt.clone();
+        let notifier = rt.spawn("notifier", move || {
+            task_rt.sleep(2 * NS_PER_MS);
+            *other.0.lock() = true;
+            other.1.notify_all();
+        });
+        let mut ready = pair.0.lock();
+        while !*ready {
+            ready = pair.1.wait(ready);
+        }
+        drop(ready);
+        notifier.join();
+        rt.now_ns()
+    });
+    assert_eq!(woke_at, 2 * NS_PER_MS);
+}
+
+/// A run that mixes sleeps, CPU charges, locks and random numbers; returns
+/// its event log.
+fn busy_run(rt: Rt) -> Vec<(u64, usize, u64)> {
+    let log = Arc::new(Mutex::new(Vec::new()));
+    let lock = Arc::new(Mutex::new(0u64));
+    let handles: Vec<_> = (0..6)
+        .map(|i| {
+            let log = log.clone();
+            let lock = lock.clone();
+            let task_rt = rt.clone();
+            rt.spawn(&format!("t{i}"), move || {
+                for _ in 0..20 {
+                    let r = task_rt.random_u64();
+                    task_rt.cpu(r % 50_000);
+                    let mut guard = lock.lock();
+                    *guard += 1;
+                    task_rt.sleep(r % 7_000);
+                    drop(guard);
+                    log.lock().push((task_rt.now_ns(), i, r));
+                }
+            })
+        })
+        .collect();
+    for h in handles {
+        h.join();
+    }
+    let log = log.lock().clone();
+    log
+}
+
+#[test]
+fn same_seed_gives_identical_runs() {
+    for shuffle in [false, true] {
+        let run = |seed| {
+            let config = SimConfig {
+                seed,
+                cores: 2,
+                shuffle,
+                ..SimConfig::default()
+            };
+            let (outcome, report) = Sim::run(config, busy_run).expect("simulation");
+            (outcome.finished().expect("finished"), report)
+        };
+        let a = run(42);
+        let b = run(42);
+        let c = run(43);
+        assert_eq!(a, b, "same seed, same run (shuffle={shuffle})");
+        assert_ne!(a.0, c.0, "another seed, another run");
+    }
+}
+
+#[test]
+fn deadlock_is_reported_with_task_names() {
+    let result = Sim::run(SimConfig::default(), |rt| {
+        let a = Arc::new(Mutex::new(()));
+        let b = Arc::new(Mutex::new(()));
+        let (a2, b2) = (a.clone(), b.clone());
+        let task_rt = rt.clone();
+        let other = rt.spawn("other", move || {
+            let _gb = b2.lock();
+            task_rt.sleep(10);
+            let _ga = a2.lock();
+        });
+        let _ga = a.lock();
+        rt.sleep(10);
+        let _gb = b.lock();
+        other.join();
+    });
+    match result {
+        Err(SimError::Deadlock { blocked, .. }) => {
+            assert!(
+                blocked.iter().any(|name| name.starts_with("root")),
+                "{blocked:?}"
+            );
+            assert!(
+                blocked.iter().any(|name| name.starts_with("other")),
+                "{blocked:?}"
+            );
+        }
+        other => panic!("expected a deadlock, got {other:?}"),
+    }
+}
+
+#[test]
+fn deadline_stops_the_run_and_unwinds_background_tasks() {
+    let dropped = Arc::new(std::sync::atomic::AtomicUsize::new(0));
+    struct CountDrop(Arc<std::sync::atomic::AtomicUsize>);
+    impl Drop for CountDrop {
+        fn drop(&mut self) {
+            self.0.fetch_add(1, std::sync::atomic::Ordering::SeqCst);
+        }
+    }
+    let counter = dropped.clone();
+    let config = SimConfig {
+        deadline_ns: Some(5 * NS_PER_MS),
+        ..SimConfig::default()
+    };
+    let (outcome, report) = Sim::run(config, move |rt| {
+        let task_rt = rt.clone();
+        let background_counter = counter.clone();
+        rt.spawn("background", move || {
+            let _guard = CountDrop(background_counter);
+            loop {
+                task_rt.sleep(NS_PER_MS);
+            }
+        });
+        let _guard = CountDrop(counter);
+        rt.sleep(NS_PER_MS * 100);
+    })
+    .expect("simulation");
+    assert!(matches!(outcome, SimOutcome::Stopped));
+    assert!(report.now_ns <= 5 * NS_PER_MS);
+    assert_eq!(
+        dropped.load(std::sync::atomic::Ordering::SeqCst),
+        2,
+        "both tasks unwound"
+    );
+}
+
+#[test]
+#[should_panic(expected = "boom in a task")]
+fn a_panicking_task_fails_the_run() {
+    let _ = Sim::run(SimConfig::default(), |rt| {
+        let h = rt.spawn("bad", || panic!("boom in a task"));
+        h.join();
+    });
+}
+
+#[test]
+fn many_simulations_do_not_leak_threads() {
+    for seed in 0..50 {
+        sim(2, seed, |rt| {
+            let task_rt = rt.clone();
+            rt.spawn("forever", move || {
+                loop {
+                    task_rt.sleep(1000);
+                }
+            });
+            rt.sleep(10_000);
+        });
+    }
+}
