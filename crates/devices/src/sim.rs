@@ -1,1 +1,125 @@
-//! TODO
+//! A modelled device in the simulated world.
+//!
+//! [`SimDevice`] joins a timing model ([`DeviceModel`]) to a data store and
+//! to the simulated clock. A request is checked, submitted to the model at
+//! the current virtual time, applied to the store, and the calling task then
+//! sleeps until the completion time the model gave. Many tasks may have
+//! requests in flight at once; the model queues them as the real device
+//! would (a disk's command queue, an SSD's dies and channels).
+//!
+//! The store is updated at submission, so a later read sees the data even
+//! while the write is still "in flight"; crash semantics come from the store:
+//! whatever was not flushed before a crash is lost (or kept, or torn, as the
+//! fault model chooses).
+
+use std::sync::Mutex;
+
+use flashlab_runtime::Rt;
+
+use crate::device::Device;
+use crate::error::DeviceError;
+use crate::memory::unflushed_full;
+use crate::model::{DeviceModel, IoKind, IoRequest, ModelStats, check_request};
+use crate::store::{CrashFate, SparseStore};
+
+/// A device model with data, in virtual time.
+pub struct SimDevice {
+    name: String,
+    capacity_bytes: u64,
+    sector_bytes: u32,
+    model: Mutex<Box<dyn DeviceModel>>,
+    store: Mutex<SparseStore>,
+}
+
+impl SimDevice {
+    pub fn new(model: Box<dyn DeviceModel>) -> SimDevice {
+        SimDevice {
+            name: model.name().to_string(),
+            capacity_bytes: model.capacity_bytes(),
+            sector_bytes: model.sector_bytes(),
+            model: Mutex::new(model),
+            store: Mutex::new(SparseStore::new()),
+        }
+    }
+
+    /// Lose every write since the last flush.
+    pub fn crash(&self) {
+        self.store.lock().expect("store").crash();
+    }
+
+    /// A crash where `fate` decides each unflushed write (see [`SparseStore::crash_with`]).
+    pub fn crash_with(&self, fate: impl FnMut(usize, u64) -> CrashFate) {
+        self.store.lock().expect("store").crash_with(fate);
+    }
+
+    /// Submit to the model and sleep until the request completes.
+    fn timed(&self, kind: IoKind, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
+        let req = IoRequest {
+            kind,
+            offset_bytes,
+            len_bytes,
+        };
+        check_request(&self.name, self.capacity_bytes, self.sector_bytes, &req)?;
+        let rt = Rt::current();
+        let now_ns = rt.now_ns();
+        let done_ns = self.model.lock().expect("model").submit(now_ns, &req);
+        debug_assert!(done_ns >= now_ns, "MODEL-2");
+        rt.sleep_until(done_ns);
+        Ok(())
+    }
+}
+
+impl Device for SimDevice {
+    fn name(&self) -> &str {
+        &self.name
+    }
+
+    fn capacity_bytes(&self) -> u64 {
+        self.capacity_bytes
+    }
+
+    fn sector_bytes(&self) -> u32 {
+        self.sector_bytes
+    }
+
+    fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
+        self.timed(IoKind::Read, offset_bytes, buf.len() as u64)?;
+        self.store.lock().expect("store").read(offset_bytes, buf);
+        Ok(())
+    }
+
+    fn write(&self, offset_bytes: u64, data: &[u8]) -> Result<(), DeviceError> {
+        let req = IoRequest {
+            kind: IoKind::Write,
+            offset_bytes,
+            len_bytes: data.len() as u64,
+        };
+        check_request(&self.name, self.capacity_bytes, self.sector_bytes, &req)?;
+        self.store
+            .lock()
+            .expect("store")
+            .write(offset_bytes, data)
+            .map_err(|limit| unflushed_full(&self.name, limit))?;
+        self.timed(IoKind::Write, offset_bytes, data.len() as u64)
+    }
+
+    fn flush(&self) -> Result<(), DeviceError> {
+        let covered = self.store.lock().expect("store").unflushed_writes();
+        self.timed(IoKind::Flush, 0, 0)?;
+        self.store.lock().expect("store").flush_first(covered);
+        Ok(())
+    }
+
+    fn trim(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
+        self.timed(IoKind::Trim, offset_bytes, len_bytes)?;
+        self.store
+            .lock()
+            .expect("store")
+            .zero(offset_bytes, len_bytes)
+            .map_err(|limit| unflushed_full(&self.name, limit))
+    }
+
+    fn model_stats(&self) -> Option<ModelStats> {
+        Some(self.model.lock().expect("model").stats())
+    }
+}

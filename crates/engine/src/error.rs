@@ -1,0 +1,87 @@
+//! Engine errors.
+//!
+//! Every error names what it is about (the space, page, device offset, file
+//! or setting) in one line. Retryable errors (a write-write conflict, a
+//! transaction killed to prevent deadlock) say so through
+//! [`Error::is_retryable`], so a client can simply run the transaction again.
+
+use flashlab_devices::DeviceError;
+use thiserror::Error;
+
+/// The engine's result type.
+pub type Result<T, E = Error> = std::result::Result<T, E>;
+
+/// Everything the engine can fail with.
+#[derive(Debug, Error)]
+pub enum Error {
+    /// A page failed its checksum or carries another page's id.
+    #[error("corruption in space '{space}' page {page_no} at device offset {offset_bytes}: {problem}")]
+    Corruption {
+        space: String,
+        page_no: u64,
+        offset_bytes: u64,
+        problem: String,
+    },
+    /// A device or file has no room left.
+    #[error("space full: {0}")]
+    SpaceFull(String),
+    /// The transaction lost a conflict and must be retried.
+    #[error("transaction {txn} aborted to avoid a deadlock (wait-die); retry it")]
+    Deadlock { txn: u64 },
+    /// A configuration that cannot work.
+    #[error("configuration: {0}")]
+    Config(String),
+    /// A database that cannot be opened as it is.
+    #[error("cannot open database: {0}")]
+    Open(String),
+    /// A malformed record, page or row (decoders never panic).
+    #[error("malformed {what}: {problem}")]
+    Malformed { what: &'static str, problem: String },
+    /// A table or index that does not exist, or already does.
+    #[error("{0}")]
+    Catalog(String),
+    /// A key or row larger than a page can hold.
+    #[error("too large: {0}")]
+    TooLarge(String),
+    /// The log could not be made durable; the engine refuses further commits
+    /// until it is recovered (a failed fsync is never retried).
+    #[error("log failed, database needs recovery: {0}")]
+    LogFailed(String),
+    /// A transaction used after it ended, or a similar misuse.
+    #[error("invalid use: {0}")]
+    Invalid(String),
+    /// A device error.
+    #[error(transparent)]
+    Device(#[from] DeviceError),
+    /// An operating-system error on a database file.
+    #[error("{path}: {source}")]
+    Io {
+        path: String,
+        #[source]
+        source: std::io::Error,
+    },
+}
+
+impl Error {
+    /// True when running the transaction again may succeed.
+    pub fn is_retryable(&self) -> bool {
+        matches!(self, Error::Deadlock { .. })
+    }
+
+    /// True for "no room left" errors, from the engine or a device.
+    pub fn is_space_full(&self) -> bool {
+        match self {
+            Error::SpaceFull(_) => true,
+            Error::Device(e) => e.is_full(),
+            _ => false,
+        }
+    }
+
+    /// Shorthand for a malformed-input error.
+    pub fn malformed(what: &'static str, problem: impl Into<String>) -> Error {
+        Error::Malformed {
+            what,
+            problem: problem.into(),
+        }
+    }
+}

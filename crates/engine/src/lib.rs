@@ -1,0 +1,29 @@
+//! # flashlab-engine: an embeddable transactional storage engine
+//!
+//! The engine the papers' "database server" stands for. A database keeps its
+//! storage spaces apart, each on its own device (lee2008 section 1): one or
+//! more **data** spaces for tables and indexes (each with its own page size,
+//! as petrov2010 asks), the **log**, the **rollback** space for MVCC
+//! before-images, and the **temp** space for sorts and joins.
+//!
+//! Layers, bottom up:
+//! - [`page`]: the page header every page carries (checksum, page id, LSN);
+//! - [`buffer`]: one buffer pool per page size, steal/no-force, with a
+//!   background writer;
+//! - [`mtr`]: mini-transactions, which turn page changes into one atomic log
+//!   record of byte-range redo;
+//! - [`btree`]: B+trees on pages, written against [`mtr::PageAccess`];
+//! - [`row`]: the typed row codec and schemas;
+//! - [`wal`]: the write-ahead log with force-at-commit and group commit;
+//! - [`recovery`]: analysis, redo and undo after a crash;
+//! - [`txn`] and [`lock`]: transactions and row locks;
+//! - [`db`]: the `Database` API tying it all together.
+
+pub mod btree;
+pub mod error;
+pub mod mtr;
+pub mod page;
+pub mod row;
+
+pub use error::{Error, Result};
+pub use page::{PageId, PageNo, SpaceId};

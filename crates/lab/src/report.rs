@@ -1,0 +1,263 @@
+//! The reproduction report: `index.html`, `results.json` and raw files.
+//!
+//! An experiment produces an [`ExperimentResult`]: prose, tables that put
+//! measured values beside published ones, figures (inline SVG), fidelity
+//! [`Check`]s, and raw files (CSV, traces). [`write_report`] lays them out
+//! as one self-contained HTML page (no scripts, no external assets, so it
+//! reads the same from a file, a browser or a headless screenshot) and as
+//! `results.json`:
+//! `{"checks": [{"id", "paper", "published", "measured", "range", "pass", ...}], "experiments": [...]}`.
+
+use std::fmt::Write as _;
+use std::path::{Path, PathBuf};
+
+use serde::Serialize;
+
+use crate::check::Check;
+
+/// A table of the report.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Table {
+    pub title: String,
+    pub columns: Vec<String>,
+    pub rows: Vec<Vec<String>>,
+}
+
+/// A figure of the report: inline SVG and a caption.
+#[derive(Clone, Debug, Serialize)]
+pub struct Figure {
+    pub id: String,
+    pub title: String,
+    pub caption: String,
+    #[serde(skip)]
+    pub svg: String,
+}
+
+/// A raw file written beside the report (CSV, trace).
+#[derive(Clone, Debug)]
+pub struct RawFile {
+    pub name: String,
+    pub contents: Vec<u8>,
+}
+
+/// Everything one experiment produced.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct ExperimentResult {
+    pub id: String,
+    pub title: String,
+    pub paper: String,
+    /// What was run and how, in a paragraph.
+    pub description: String,
+    pub tables: Vec<Table>,
+    pub figures: Vec<Figure>,
+    pub checks: Vec<Check>,
+    /// Observations and reasons for misses.
+    pub notes: Vec<String>,
+    /// Machine-readable measurements.
+    pub data: serde_json::Value,
+    #[serde(skip)]
+    pub raw_files: Vec<RawFile>,
+    /// Host seconds the experiment took.
+    pub host_seconds: f64,
+}
+
+/// The whole run.
+#[derive(Clone, Debug, Serialize)]
+pub struct ReportMeta {
+    pub seed: u64,
+    pub quick: bool,
+    pub version: String,
+    pub host_seconds: f64,
+}
+
+#[derive(Serialize)]
+struct ResultsJson<'a> {
+    meta: &'a ReportMeta,
+    checks: Vec<&'a Check>,
+    experiments: &'a [ExperimentResult],
+}
+
+/// Write `index.html`, `results.json` and the raw files under `dir`.
+/// Files are written to a temporary name and renamed, so an interrupted run
+/// never leaves a half-written report.
+pub fn write_report(dir: &Path, meta: &ReportMeta, experiments: &[ExperimentResult]) -> std::io::Result<()> {
+    std::fs::create_dir_all(dir)?;
+    for experiment in experiments {
+        for raw in &experiment.raw_files {
+            write_atomic(&dir.join(&raw.name), &raw.contents)?;
+        }
+    }
+    let results = ResultsJson {
+        meta,
+        checks: experiments.iter().flat_map(|e| e.checks.iter()).collect(),
+        experiments,
+    };
+    let json = serde_json::to_vec_pretty(&results).map_err(std::io::Error::other)?;
+    write_atomic(&dir.join("results.json"), &json)?;
+    write_atomic(&dir.join("index.html"), render_html(meta, experiments).as_bytes())
+}
+
+fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    let mut tmp = PathBuf::from(path);
+    tmp.set_extension("partial");
+    std::fs::write(&tmp, contents)?;
+    std::fs::rename(&tmp, path)
+}
+
+/// Escape text for HTML.
+pub fn escape(text: &str) -> String {
+    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+}
+
+const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}\
+h1{font-size:1.7em}h2{border-bottom:1px solid #ccc;padding-bottom:.2em;margin-top:2em}\
+table{border-collapse:collapse;margin:1em 0;font-size:.9em}th,td{border:1px solid #ccc;padding:.25em .6em;text-align:right}\
+th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}\
+.pass{color:#0a0;font-weight:bold}.miss{color:#c00;font-weight:bold}\
+figure{margin:1em 0}figcaption{font-size:.9em;color:#555}.note{color:#555;font-size:.95em}\
+.summary{font-size:1.1em;padding:.6em;background:#f7f7f7;border:1px solid #ddd}";
+
+/// The report page.
+pub fn render_html(meta: &ReportMeta, experiments: &[ExperimentResult]) -> String {
+    let checks: Vec<&Check> = experiments.iter().flat_map(|e| e.checks.iter()).collect();
+    let passed = checks.iter().filter(|c| c.pass).count();
+    let mut html = String::new();
+    let _ = write!(
+        html,
+        "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>flashlab reproduce</title><style>{STYLE}</style></head><body>"
+    );
+    let _ = write!(
+        html,
+        "<h1>flashlab: reproducing the papers</h1><p class=\"summary\">{passed} of {} fidelity checks pass. Seed {}, {} run, {:.1} host seconds, flashlab {}.</p>",
+        checks.len(),
+        meta.seed,
+        if meta.quick { "quick" } else { "full" },
+        meta.host_seconds,
+        escape(&meta.version)
+    );
+    html.push_str("<ul>");
+    for e in experiments {
+        let _ = write!(html, "<li><a href=\"#{}\">{}</a></li>", escape(&e.id), escape(&e.title));
+    }
+    html.push_str("</ul>");
+    for e in experiments {
+        render_experiment(&mut html, e);
+    }
+    html.push_str("</body></html>\n");
+    html
+}
+
+fn render_experiment(html: &mut String, e: &ExperimentResult) {
+    let _ = write!(
+        html,
+        "<h2 id=\"{}\">{}</h2><p><em>{}</em>. {}</p>",
+        escape(&e.id),
+        escape(&e.title),
+        escape(&e.paper),
+        escape(&e.description)
+    );
+    if !e.checks.is_empty() {
+        render_checks(html, &e.checks);
+    }
+    for table in &e.tables {
+        render_table(html, table);
+    }
+    for figure in &e.figures {
+        let _ = write!(
+            html,
+            "<figure id=\"{}\">{}<figcaption>{}: {}</figcaption></figure>",
+            escape(&figure.id),
+            figure.svg,
+            escape(&figure.title),
+            escape(&figure.caption)
+        );
+    }
+    for note in &e.notes {
+        let _ = write!(html, "<p class=\"note\">{}</p>", escape(note));
+    }
+    let _ = write!(html, "<p class=\"note\">Ran in {:.1} host seconds.</p>", e.host_seconds);
+}
+
+fn render_checks(html: &mut String, checks: &[Check]) {
+    html.push_str("<table><tr><th>Check</th><th>Paper</th><th>Published</th><th>Measured</th><th>Pass range</th><th>Verdict</th><th>Note</th></tr>");
+    for c in checks {
+        let class = if c.pass { "pass" } else { "miss" };
+        let _ = write!(
+            html,
+            "<tr><td>{}</td><td>{}</td><td>{} {}</td><td>{} {}</td><td>{} to {}</td><td class=\"{class}\">{}</td><td>{}</td></tr>",
+            escape(&c.what),
+            escape(&c.paper),
+            fmt_num(c.published),
+            escape(&c.unit),
+            fmt_num(c.measured),
+            escape(&c.unit),
+            fmt_num(c.range[0]),
+            fmt_num(c.range[1]),
+            c.verdict(),
+            escape(&c.note)
+        );
+    }
+    html.push_str("</table>");
+}
+
+fn render_table(html: &mut String, table: &Table) {
+    let _ = write!(html, "<table><caption>{}</caption><tr>", escape(&table.title));
+    for column in &table.columns {
+        let _ = write!(html, "<th>{}</th>", escape(column));
+    }
+    html.push_str("</tr>");
+    for row in &table.rows {
+        html.push_str("<tr>");
+        for cell in row {
+            let _ = write!(html, "<td>{}</td>", escape(cell));
+        }
+        html.push_str("</tr>");
+    }
+    html.push_str("</table>");
+}
+
+/// A number with precision that suits its size.
+pub fn fmt_num(x: f64) -> String {
+    if !x.is_finite() {
+        return "n/a".to_string();
+    }
+    let a = x.abs();
+    if a >= 1000.0 || a == 0.0 {
+        format!("{x:.0}")
+    } else if a >= 10.0 {
+        format!("{x:.1}")
+    } else if a >= 0.1 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.3}")
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn report_contains_checks_and_is_written_atomically() {
+        let dir = tempfile::tempdir().unwrap();
+        let e = ExperimentResult {
+            id: "x".into(),
+            title: "X <test>".into(),
+            checks: vec![Check::within_pct("x.a", "paper", "a", "ms", 1.0, 1.1, 25.0)],
+            ..ExperimentResult::default()
+        };
+        let meta = ReportMeta {
+            seed: 1,
+            quick: true,
+            version: "test".into(),
+            host_seconds: 0.0,
+        };
+        write_report(dir.path(), &meta, &[e]).unwrap();
+        let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
+        assert!(html.contains("X &lt;test&gt;") && html.contains("PASS"));
+        let json: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("results.json")).unwrap()).unwrap();
+        assert_eq!(json["checks"][0]["pass"], serde_json::Value::Bool(true));
+        assert_eq!(json["checks"][0]["range"][1], serde_json::json!(1.25));
+        assert!(!dir.path().join("index.partial").exists());
+    }
+}
