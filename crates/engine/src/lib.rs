@@ -24,6 +24,7 @@ pub mod error;
 pub mod mtr;
 pub mod page;
 pub mod row;
+pub mod wal;
 
 pub use error::{Error, Result};
 pub use page::{PageId, PageNo, SpaceId};
