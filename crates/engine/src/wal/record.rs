@@ -81,6 +81,10 @@ pub enum Body {
     /// A fuzzy checkpoint's tables, as of its begin record.
     CheckpointEnd {
         begin_lsn: u64,
+        /// The next transaction id to hand out (ids are never reused).
+        next_txn: u64,
+        /// The next commit timestamp to hand out.
+        next_commit_ts: u64,
         active: Vec<ActiveTxn>,
         dirty: Vec<(PageId, u64)>,
     },
@@ -258,8 +262,16 @@ fn encode_body(w: &mut Writer, body: &Body) {
         }
         Body::Commit { commit_ts } => w.u64(*commit_ts),
         Body::Abort | Body::CheckpointBegin => {}
-        Body::CheckpointEnd { begin_lsn, active, dirty } => {
+        Body::CheckpointEnd {
+            begin_lsn,
+            next_txn,
+            next_commit_ts,
+            active,
+            dirty,
+        } => {
             w.u64(*begin_lsn);
+            w.u64(*next_txn);
+            w.u64(*next_commit_ts);
             w.u32(active.len() as u32);
             for a in active {
                 w.u64(a.txn);
@@ -297,6 +309,8 @@ fn decode_body(r: &mut Reader, kind: u8) -> Result<Body> {
         5 => Body::CheckpointBegin,
         6 => {
             let begin_lsn = r.u64()?;
+            let next_txn = r.u64()?;
+            let next_commit_ts = r.u64()?;
             let n = bounded(r.u32()?, CHECKPOINT_ENTRIES_MAX, "active transactions")?;
             let mut active = Vec::with_capacity(n.min(1024));
             for _ in 0..n {
@@ -311,7 +325,13 @@ fn decode_body(r: &mut Reader, kind: u8) -> Result<Body> {
             for _ in 0..n {
                 dirty.push((PageId::new(r.u32()?, r.u32()?), r.u64()?));
             }
-            Body::CheckpointEnd { begin_lsn, active, dirty }
+            Body::CheckpointEnd {
+                begin_lsn,
+                next_txn,
+                next_commit_ts,
+                active,
+                dirty,
+            }
         }
         other => return Err(Error::malformed("log record", format!("unknown kind {other}"))),
     })
@@ -360,6 +380,8 @@ mod tests {
                 prev_lsn: 0,
                 body: Body::CheckpointEnd {
                     begin_lsn: 4096,
+                    next_txn: 9,
+                    next_commit_ts: 4,
                     active: vec![ActiveTxn {
                         txn: 8,
                         last_lsn: 5000,
