@@ -7,7 +7,9 @@ use thiserror::Error;
 #[derive(Debug, Error)]
 pub enum DeviceError {
     /// A request reaches past the end of the device.
-    #[error("{device}: request at offset {offset_bytes} of {len_bytes} bytes reaches beyond the capacity of {capacity_bytes} bytes")]
+    #[error(
+        "{device}: request at offset {offset_bytes} of {len_bytes} bytes reaches beyond the capacity of {capacity_bytes} bytes"
+    )]
     OutOfRange {
         device: String,
         offset_bytes: u64,
@@ -15,7 +17,9 @@ pub enum DeviceError {
         capacity_bytes: u64,
     },
     /// Offset or length is not a multiple of the sector size.
-    #[error("{device}: request at offset {offset_bytes} of {len_bytes} bytes is not aligned to the {sector_bytes}-byte sector")]
+    #[error(
+        "{device}: request at offset {offset_bytes} of {len_bytes} bytes is not aligned to the {sector_bytes}-byte sector"
+    )]
     Unaligned {
         device: String,
         offset_bytes: u64,

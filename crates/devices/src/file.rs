@@ -44,19 +44,26 @@ pub struct FileDevice {
 
 impl FileDevice {
     /// Create (or truncate) a file of `capacity_bytes`.
-    pub fn create(path: &Path, capacity_bytes: u64, options: FileOptions) -> Result<FileDevice, DeviceError> {
+    pub fn create(
+        path: &Path,
+        capacity_bytes: u64,
+        options: FileOptions,
+    ) -> Result<FileDevice, DeviceError> {
         let file = open_options(options)
             .create(true)
             .truncate(true)
             .open(path)
             .map_err(|e| io_error(path, "create", e))?;
-        file.set_len(capacity_bytes).map_err(|e| io_error(path, "set length", e))?;
+        file.set_len(capacity_bytes)
+            .map_err(|e| io_error(path, "set length", e))?;
         Ok(FileDevice::from_file(path, file, capacity_bytes, options))
     }
 
     /// Open an existing file or block device, keeping its size.
     pub fn open(path: &Path, options: FileOptions) -> Result<FileDevice, DeviceError> {
-        let file = open_options(options).open(path).map_err(|e| io_error(path, "open", e))?;
+        let file = open_options(options)
+            .open(path)
+            .map_err(|e| io_error(path, "open", e))?;
         let capacity_bytes = device_size(&file).map_err(|e| io_error(path, "size", e))?;
         Ok(FileDevice::from_file(path, file, capacity_bytes, options))
     }
@@ -77,7 +84,11 @@ impl FileDevice {
     }
 
     fn check(&self, kind: IoKind, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
-        let sector = if self.options.direct { DIRECT_ALIGN_BYTES as u32 } else { FILE_SECTOR_BYTES };
+        let sector = if self.options.direct {
+            DIRECT_ALIGN_BYTES as u32
+        } else {
+            FILE_SECTOR_BYTES
+        };
         let req = IoRequest {
             kind,
             offset_bytes,
@@ -133,7 +144,11 @@ impl AlignedBuf {
     fn new(len: usize) -> AlignedBuf {
         let storage = vec![0u8; len + DIRECT_ALIGN_BYTES];
         let start = storage.as_ptr().align_offset(DIRECT_ALIGN_BYTES);
-        AlignedBuf { storage, start, len }
+        AlignedBuf {
+            storage,
+            start,
+            len,
+        }
     }
 
     fn as_slice(&self) -> &[u8] {
@@ -155,7 +170,11 @@ impl Device for FileDevice {
     }
 
     fn sector_bytes(&self) -> u32 {
-        if self.options.direct { DIRECT_ALIGN_BYTES as u32 } else { FILE_SECTOR_BYTES }
+        if self.options.direct {
+            DIRECT_ALIGN_BYTES as u32
+        } else {
+            FILE_SECTOR_BYTES
+        }
     }
 
     fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
@@ -168,7 +187,9 @@ impl Device for FileDevice {
             buf.copy_from_slice(bounce.as_slice());
             return Ok(());
         }
-        self.file.read_exact_at(buf, offset_bytes).map_err(|e| self.err("read", e))
+        self.file
+            .read_exact_at(buf, offset_bytes)
+            .map_err(|e| self.err("read", e))
     }
 
     fn write(&self, offset_bytes: u64, data: &[u8]) -> Result<(), DeviceError> {
@@ -181,17 +202,21 @@ impl Device for FileDevice {
                 .write_all_at(bounce.as_slice(), offset_bytes)
                 .map_err(|e| self.err("write", e));
         }
-        self.file.write_all_at(data, offset_bytes).map_err(|e| self.err("write", e))
+        self.file
+            .write_all_at(data, offset_bytes)
+            .map_err(|e| self.err("write", e))
     }
 
     fn flush(&self) -> Result<(), DeviceError> {
-        self.file.sync_data().map_err(|e| match self.err("fdatasync", e) {
-            DeviceError::Io { device, source, .. } => DeviceError::FlushFailed {
-                device,
-                problem: source.to_string(),
-            },
-            other => other,
-        })
+        self.file
+            .sync_data()
+            .map_err(|e| match self.err("fdatasync", e) {
+                DeviceError::Io { device, source, .. } => DeviceError::FlushFailed {
+                    device,
+                    problem: source.to_string(),
+                },
+                other => other,
+            })
     }
 
     fn trim(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
@@ -205,7 +230,14 @@ fn punch_hole(file: &File, offset_bytes: u64, len_bytes: u64) -> std::io::Result
     use std::os::fd::AsRawFd;
     let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
     // SAFETY: fallocate takes a valid descriptor and plain integers.
-    let rc = unsafe { libc::fallocate(file.as_raw_fd(), mode, offset_bytes as i64, len_bytes as i64) };
+    let rc = unsafe {
+        libc::fallocate(
+            file.as_raw_fd(),
+            mode,
+            offset_bytes as i64,
+            len_bytes as i64,
+        )
+    };
     if rc == 0 {
         return Ok(());
     }
@@ -223,7 +255,8 @@ mod tests {
     #[test]
     fn write_read_flush_round_trip() {
         let dir = tempfile::tempdir().unwrap();
-        let dev = FileDevice::create(&dir.path().join("dev"), 1 << 20, FileOptions::default()).unwrap();
+        let dev =
+            FileDevice::create(&dir.path().join("dev"), 1 << 20, FileOptions::default()).unwrap();
         dev.write(4096, &[5u8; 1024]).unwrap();
         dev.flush().unwrap();
         let mut buf = vec![0u8; 1024];
@@ -236,7 +269,8 @@ mod tests {
     #[test]
     fn out_of_range_and_unaligned_are_errors() {
         let dir = tempfile::tempdir().unwrap();
-        let dev = FileDevice::create(&dir.path().join("dev"), 1 << 20, FileOptions::default()).unwrap();
+        let dev =
+            FileDevice::create(&dir.path().join("dev"), 1 << 20, FileOptions::default()).unwrap();
         let err = dev.write(1 << 20, &[0u8; 512]).unwrap_err();
         assert!(err.to_string().contains("beyond the capacity"), "{err}");
         let err = dev.write(100, &[0u8; 512]).unwrap_err();

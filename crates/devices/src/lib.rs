@@ -24,6 +24,7 @@
 //! figure (a datasheet, or `[devices.*]` of the papers' results), never from a
 //! workload result.
 
+pub mod characterize;
 pub mod device;
 pub mod error;
 pub mod file;
@@ -35,6 +36,7 @@ pub mod presets;
 pub mod replay;
 pub mod sim;
 pub mod ssd;
+pub mod store;
 pub mod trace;
 
 pub use device::{Device, DeviceRef};

@@ -1,1 +1,132 @@
-//! TODO
+//! The device presets, by name.
+//!
+//! One registry for every named device: the disks (`hdd-2008`, `hdd-2010`),
+//! the SSDs (`ssd-2008`, `ssd-2008-poor-random`, `ssd-2010`,
+//! `ssd-array-2010`, `nvme-2024`) and `memory`. Each model's
+//! [`DeviceModel::describe`] lists its parameters with the source of every
+//! number; presets are calibrated from device-level figures only.
+
+use std::sync::Arc;
+
+use crate::device::DeviceRef;
+use crate::error::DeviceError;
+use crate::hdd::HddModel;
+use crate::memory::MemoryDevice;
+use crate::model::{DeviceModel, Parameter};
+use crate::sim::SimDevice;
+
+/// The zero-latency memory device's name.
+pub const MEMORY: &str = "memory";
+/// Capacity of a `memory` device when none is given (sparse: costs nothing
+/// until written).
+pub const MEMORY_CAPACITY_BYTES_DEFAULT: u64 = 64 << 30;
+
+const HDD_NAMES: [&str; 2] = ["hdd-2008", "hdd-2010"];
+
+/// Every modelled preset, in listing order (`memory` is not a model).
+pub fn model_names() -> Vec<&'static str> {
+    HDD_NAMES
+        .iter()
+        .chain(crate::ssd::presets::NAMES.iter())
+        .copied()
+        .collect()
+}
+
+/// Every name a device option accepts.
+pub fn names() -> Vec<&'static str> {
+    let mut names = model_names();
+    names.push(MEMORY);
+    names
+}
+
+fn unknown(name: &str) -> DeviceError {
+    DeviceError::UnknownPreset {
+        name: name.to_string(),
+        known: names().join(", "),
+    }
+}
+
+/// A fresh timing model of the preset called `name`.
+pub fn build_model(name: &str) -> Result<Box<dyn DeviceModel>, DeviceError> {
+    match name {
+        "hdd-2008" => Ok(Box::new(HddModel::hdd_2008()?)),
+        "hdd-2010" => Ok(Box::new(HddModel::hdd_2010()?)),
+        _ => crate::ssd::presets::build(name).unwrap_or_else(|| Err(unknown(name))),
+    }
+}
+
+/// A device of the simulated world: `memory`, or a preset model with data.
+pub fn open_simulated(name: &str) -> Result<DeviceRef, DeviceError> {
+    if name == MEMORY {
+        return Ok(Arc::new(MemoryDevice::new(
+            MEMORY,
+            MEMORY_CAPACITY_BYTES_DEFAULT,
+        )));
+    }
+    Ok(Arc::new(SimDevice::new(build_model(name)?)))
+}
+
+/// What `flashlab devices` shows of one preset.
+#[derive(Clone, Debug, serde::Serialize)]
+pub struct PresetInfo {
+    pub name: String,
+    pub capacity_bytes: u64,
+    pub sector_bytes: u32,
+    pub parameters: Vec<Parameter>,
+}
+
+/// Every preset with its parameters and their sources.
+pub fn describe_all() -> Result<Vec<PresetInfo>, DeviceError> {
+    let mut out = Vec::new();
+    for name in model_names() {
+        let model = build_model(name)?;
+        out.push(PresetInfo {
+            name: name.to_string(),
+            capacity_bytes: model.capacity_bytes(),
+            sector_bytes: model.sector_bytes(),
+            parameters: model.describe(),
+        });
+    }
+    out.push(PresetInfo {
+        name: MEMORY.to_string(),
+        capacity_bytes: MEMORY_CAPACITY_BYTES_DEFAULT,
+        sector_bytes: crate::memory::MEMORY_SECTOR_BYTES,
+        parameters: vec![Parameter::new(
+            "latency",
+            "0",
+            "no latency: data the papers keep cached in memory",
+        )],
+    });
+    Ok(out)
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn unknown_preset_names_the_known_ones() {
+        let err = build_model("floppy").err().expect("unknown");
+        let text = err.to_string();
+        assert!(
+            text.contains("unknown device 'floppy'") && text.contains("hdd-2008"),
+            "{text}"
+        );
+    }
+
+    #[test]
+    fn every_preset_builds_and_describes_its_sources() {
+        for info in describe_all().unwrap() {
+            assert!(info.capacity_bytes > 0, "{}", info.name);
+            assert!(!info.parameters.is_empty(), "{}", info.name);
+            for p in &info.parameters {
+                assert!(
+                    !p.source.is_empty(),
+                    "{}: {} has no source",
+                    info.name,
+                    p.name
+                );
+            }
+        }
+    }
+}

@@ -79,7 +79,10 @@ impl SparseStore {
         }
         let mut before = vec![0u8; data.len()];
         self.read(offset_bytes, &mut before);
-        self.unflushed.push(Unflushed { offset_bytes, before });
+        self.unflushed.push(Unflushed {
+            offset_bytes,
+            before,
+        });
         self.unflushed_bytes += len;
         self.put(offset_bytes, data);
         Ok(())
@@ -168,7 +171,10 @@ impl SparseStore {
 }
 
 fn split(offset_bytes: u64) -> (u64, usize) {
-    (offset_bytes / CHUNK_BYTES as u64, (offset_bytes % CHUNK_BYTES as u64) as usize)
+    (
+        offset_bytes / CHUNK_BYTES as u64,
+        (offset_bytes % CHUNK_BYTES as u64) as usize,
+    )
 }
 
 #[cfg(test)]
@@ -218,7 +224,13 @@ mod tests {
         let mut store = SparseStore::new();
         store.write(0, &[1u8; 512]).unwrap();
         store.write(0, &[2u8; 512]).unwrap();
-        store.crash_with(|i, _| if i == 0 { CrashFate::Keep } else { CrashFate::Drop });
+        store.crash_with(|i, _| {
+            if i == 0 {
+                CrashFate::Keep
+            } else {
+                CrashFate::Drop
+            }
+        });
         let mut buf = vec![0u8; 512];
         store.read(0, &mut buf);
         assert!(buf.iter().all(|&b| b == 1));

@@ -20,10 +20,13 @@
 //! - [`db`]: the `Database` API tying it all together.
 
 pub mod btree;
+pub mod buffer;
 pub mod error;
+pub mod lock;
 pub mod mtr;
 pub mod page;
 pub mod row;
+pub mod space;
 pub mod wal;
 
 pub use error::{Error, Result};

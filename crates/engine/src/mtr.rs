@@ -37,3 +37,275 @@ pub trait PageAccess {
     /// Give a page back to the space's free list.
     fn free(&mut self, page_no: PageNo) -> Result<()>;
 }
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use crate::buffer::{BufferPool, PageRef};
+use crate::error::Error;
+use crate::page::{self, PAGE_BODY_OFFSET, PageId, SpaceId};
+use crate::space::SpaceHeader;
+use crate::wal::record::{Body, PageRedo, Undo};
+use crate::wal::Wal;
+
+/// Gaps of unchanged bytes shorter than this are folded into one range:
+/// a range header costs about as much.
+const DIFF_GAP_BYTES_MIN: usize = 16;
+
+/// One page a mini-transaction has touched.
+struct MtrPage {
+    handle: PageRef,
+    image: Vec<u8>,
+    /// The image before the first write, if the page was written.
+    before: Option<Vec<u8>>,
+}
+
+/// A mini-transaction over the pages of one space. See the module
+/// documentation.
+pub struct Mtr {
+    pool: Arc<BufferPool>,
+    space: SpaceId,
+    space_name: String,
+    capacity_pages: u64,
+    pages: BTreeMap<PageNo, MtrPage>,
+}
+
+/// A logged, installed mini-transaction.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct Logged {
+    pub lsn: u64,
+    pub end_lsn: u64,
+}
+
+impl Mtr {
+    /// Start a mini-transaction on `space`, whose device holds
+    /// `capacity_pages` pages.
+    pub fn new(pool: Arc<BufferPool>, space: SpaceId, space_name: &str, capacity_pages: u64) -> Mtr {
+        Mtr {
+            pool,
+            space,
+            space_name: space_name.to_string(),
+            capacity_pages,
+            pages: BTreeMap::new(),
+        }
+    }
+
+    fn load(&mut self, page_no: PageNo) -> Result<&mut MtrPage> {
+        if !self.pages.contains_key(&page_no) {
+            let handle = self.pool.fetch(PageId::new(self.space, page_no))?;
+            let image = handle.read(|bytes| bytes.to_vec());
+            self.pages.insert(
+                page_no,
+                MtrPage {
+                    handle,
+                    image,
+                    before: None,
+                },
+            );
+        }
+        Ok(self.pages.get_mut(&page_no).expect("just loaded"))
+    }
+
+    /// A page beyond the space's high-water mark: never on the device, so
+    /// it is not read.
+    fn load_new(&mut self, page_no: PageNo) -> Result<&mut MtrPage> {
+        let handle = self.pool.fetch_new(PageId::new(self.space, page_no))?;
+        let image = handle.read(|bytes| bytes.to_vec());
+        self.pages.insert(
+            page_no,
+            MtrPage {
+                handle,
+                image,
+                before: None,
+            },
+        );
+        Ok(self.pages.get_mut(&page_no).expect("just loaded"))
+    }
+
+    fn header(&mut self) -> Result<SpaceHeader> {
+        let name = self.space_name.clone();
+        SpaceHeader::decode(&self.load(0)?.image, &name)
+    }
+
+    fn set_header(&mut self, header: &SpaceHeader) -> Result<()> {
+        header.encode(self.write(0)?);
+        Ok(())
+    }
+
+    /// Turn the written pages into redo: the byte ranges that differ.
+    fn redo(&self) -> Vec<PageRedo> {
+        self.pages
+            .iter()
+            .filter_map(|(&page_no, p)| {
+                let before = p.before.as_ref()?;
+                let ranges = diff(before, &p.image);
+                (!ranges.is_empty()).then(|| PageRedo {
+                    page: PageId::new(self.space, page_no),
+                    ranges,
+                })
+            })
+            .collect()
+    }
+
+    /// Log the changes as one record (MTR-2) and install the new images
+    /// (MTR-3). Returns `None` if nothing changed.
+    pub fn commit(self, wal: &Wal, txn: u64, prev_lsn: u64, undo: Option<Undo>) -> Result<Option<Logged>> {
+        let redo = self.redo();
+        if redo.is_empty() {
+            return Ok(None);
+        }
+        let (lsn, end_lsn) = wal.append(txn, prev_lsn, Body::Update { undo, redo })?;
+        self.install(end_lsn);
+        Ok(Some(Logged { lsn, end_lsn }))
+    }
+
+    /// Log the changes as a compensation record of an undo step.
+    pub fn commit_compensation(self, wal: &Wal, txn: u64, prev_lsn: u64, undo_next: u64) -> Result<Logged> {
+        let redo = self.redo();
+        let (lsn, end_lsn) = wal.append(txn, prev_lsn, Body::Compensation { undo_next, redo })?;
+        self.install(end_lsn);
+        Ok(Logged { lsn, end_lsn })
+    }
+
+    fn install(self, end_lsn: u64) {
+        for (_, p) in self.pages {
+            if p.before.is_some() {
+                p.handle.install(&p.image, end_lsn);
+            }
+        }
+    }
+}
+
+impl PageAccess for Mtr {
+    fn page_bytes(&self) -> usize {
+        self.pool.page_bytes()
+    }
+
+    fn read(&mut self, page_no: PageNo) -> Result<&[u8]> {
+        Ok(&self.load(page_no)?.image)
+    }
+
+    fn write(&mut self, page_no: PageNo) -> Result<&mut [u8]> {
+        let p = self.load(page_no)?;
+        if p.before.is_none() {
+            p.before = Some(p.image.clone());
+        }
+        Ok(&mut p.image)
+    }
+
+    fn allocate(&mut self, kind: PageType) -> Result<PageNo> {
+        let mut header = self.header()?;
+        let page_no = if header.free_head != 0 {
+            let page_no = header.free_head;
+            let next = SpaceHeader::free_next(self.read(page_no)?);
+            header.free_head = next;
+            page_no
+        } else {
+            if u64::from(header.page_count) >= self.capacity_pages {
+                return Err(Error::SpaceFull(format!(
+                    "data space '{}' is full: all {} pages are in use",
+                    self.space_name, self.capacity_pages
+                )));
+            }
+            let page_no = header.page_count;
+            header.page_count += 1;
+            self.load_new(page_no)?;
+            page_no
+        };
+        self.set_header(&header)?;
+        let page = self.write(page_no)?;
+        page[PAGE_BODY_OFFSET..].fill(0);
+        page::set_page_type(page, kind);
+        Ok(page_no)
+    }
+
+    fn free(&mut self, page_no: PageNo) -> Result<()> {
+        if page_no == 0 {
+            return Err(Error::Invalid("the space header page cannot be freed".into()));
+        }
+        let mut header = self.header()?;
+        let page = self.write(page_no)?;
+        page[PAGE_BODY_OFFSET..].fill(0);
+        page::set_page_type(page, PageType::Free);
+        SpaceHeader::set_free_next(page, header.free_head);
+        header.free_head = page_no;
+        self.set_header(&header)
+    }
+}
+
+/// The ranges where `after` differs from `before`, from `PAGE_BODY_OFFSET`
+/// on (MTR-1: the header before it is the pool's).
+pub fn diff(before: &[u8], after: &[u8]) -> Vec<(u32, Vec<u8>)> {
+    debug_assert_eq!(before.len(), after.len());
+    debug_assert_eq!(before[..PAGE_BODY_OFFSET], after[..PAGE_BODY_OFFSET], "MTR-1");
+    let mut ranges: Vec<(u32, Vec<u8>)> = Vec::new();
+    let mut i = PAGE_BODY_OFFSET;
+    while i < after.len() {
+        if before[i] == after[i] {
+            i += 1;
+            continue;
+        }
+        let start = i;
+        let mut end = i + 1;
+        let mut same = 0;
+        let mut j = end;
+        while j < after.len() && same < DIFF_GAP_BYTES_MIN {
+            if before[j] == after[j] {
+                same += 1;
+            } else {
+                same = 0;
+                end = j + 1;
+            }
+            j += 1;
+        }
+        ranges.push((start as u32, after[start..end].to_vec()));
+        i = end;
+    }
+    ranges
+}
+
+/// Apply redo ranges to a page image; errors if a range falls outside it.
+pub fn apply_ranges(image: &mut [u8], ranges: &[(u32, Vec<u8>)], page: PageId) -> Result<()> {
+    for (offset, bytes) in ranges {
+        let start = *offset as usize;
+        let end = start.checked_add(bytes.len()).filter(|&end| end <= image.len() && start >= PAGE_BODY_OFFSET);
+        match end {
+            Some(end) => image[start..end].copy_from_slice(bytes),
+            None => {
+                return Err(Error::malformed(
+                    "log record",
+                    format!("redo range at offset {start} of {} bytes does not fit page {page}", bytes.len()),
+                ));
+            }
+        }
+    }
+    Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn diff_finds_changed_ranges_and_applies_back() {
+        let before = vec![0u8; 4096];
+        let mut after = before.clone();
+        after[100] = 1;
+        after[105] = 2; // within the gap: one range
+        after[3000..3010].fill(7);
+        let ranges = diff(&before, &after);
+        assert_eq!(ranges.len(), 2);
+        assert_eq!(ranges[0].0, 100);
+        assert_eq!(ranges[0].1.len(), 6);
+        let mut image = before.clone();
+        apply_ranges(&mut image, &ranges, PageId::new(0, 1)).unwrap();
+        assert_eq!(image, after);
+    }
+
+    #[test]
+    fn ranges_outside_the_page_are_malformed() {
+        let mut image = vec![0u8; 2048];
+        assert!(apply_ranges(&mut image, &[(2040, vec![1; 16])], PageId::new(0, 1)).is_err());
+        assert!(apply_ranges(&mut image, &[(4, vec![1; 4])], PageId::new(0, 1)).is_err());
+    }
+}

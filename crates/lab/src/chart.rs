@@ -44,6 +44,7 @@ const PALETTE: [RGBColor; 8] = [
 impl LineChart {
     /// Render to SVG text.
     pub fn to_svg(&self) -> Result<String, String> {
+        crate::plot::register_fonts().map_err(|e| format!("chart '{}': {e}", self.title))?;
         let mut svg = String::new();
         {
             let root = SVGBackend::with_string(&mut svg, (CHART_WIDTH_PX, CHART_HEIGHT_PX)).into_drawing_area();
@@ -70,11 +71,9 @@ impl LineChart {
         (x0, x1, 0.0, if y1 > 0.0 { y1 * 1.1 } else { 1.0 })
     }
 
-    fn draw<DB: DrawingBackend>(&self, root: &DrawingArea<DB, plotters::coord::Shift>) -> Result<(), Box<dyn std::error::Error + '_>>
-    where
-        DB::ErrorType: 'static,
-    {
-        root.fill(&WHITE)?;
+    fn draw(&self, root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Result<(), String> {
+        let e = |err: &dyn std::fmt::Display| err.to_string();
+        root.fill(&WHITE).map_err(|err| e(&err))?;
         let (x0, x1, y0, y1) = self.bounds();
         let mut builder = ChartBuilder::on(root);
         builder
@@ -83,23 +82,41 @@ impl LineChart {
             .x_label_area_size(40)
             .y_label_area_size(60);
         if self.log_x {
-            let mut chart = builder.build_cartesian_2d((x0..x1).log_scale(), y0..y1)?;
-            chart.configure_mesh().x_desc(&self.x_label).y_desc(&self.y_label).draw()?;
+            let mut chart = builder.build_cartesian_2d((x0..x1).log_scale(), y0..y1).map_err(|err| e(&err))?;
+            chart
+                .configure_mesh()
+                .x_desc(&self.x_label)
+                .y_desc(&self.y_label)
+                .draw()
+                .map_err(|err| e(&err))?;
             self.draw_series(&mut chart)?;
-            chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .draw()
+                .map_err(|err| e(&err))?;
         } else {
-            let mut chart = builder.build_cartesian_2d(x0..x1, y0..y1)?;
-            chart.configure_mesh().x_desc(&self.x_label).y_desc(&self.y_label).draw()?;
+            let mut chart = builder.build_cartesian_2d(x0..x1, y0..y1).map_err(|err| e(&err))?;
+            chart
+                .configure_mesh()
+                .x_desc(&self.x_label)
+                .y_desc(&self.y_label)
+                .draw()
+                .map_err(|err| e(&err))?;
             self.draw_series(&mut chart)?;
-            chart.configure_series_labels().background_style(WHITE.mix(0.8)).border_style(BLACK).draw()?;
+            chart
+                .configure_series_labels()
+                .background_style(WHITE.mix(0.8))
+                .border_style(BLACK)
+                .draw()
+                .map_err(|err| e(&err))?;
         }
         Ok(())
     }
 
-    fn draw_series<'a, DB, X, Y>(&self, chart: &mut ChartContext<'a, DB, Cartesian2d<X, Y>>) -> Result<(), Box<dyn std::error::Error + 'a>>
+    fn draw_series<X, Y>(&self, chart: &mut ChartContext<'_, SVGBackend<'_>, Cartesian2d<X, Y>>) -> Result<(), String>
     where
-        DB: DrawingBackend + 'a,
-        DB::ErrorType: 'static,
         X: plotters::coord::ranged1d::Ranged<ValueType = f64>,
         Y: plotters::coord::ranged1d::Ranged<ValueType = f64>,
     {
@@ -107,15 +124,19 @@ impl LineChart {
             let color = PALETTE[index % PALETTE.len()];
             if series.published {
                 chart
-                    .draw_series(series.points.iter().map(|&p| TriangleMarker::new(p, 6, color.filled())))?
+                    .draw_series(series.points.iter().map(|&p| TriangleMarker::new(p, 6, color.filled())))
+                    .map_err(|err| err.to_string())?
                     .label(series.name.clone())
                     .legend(move |(x, y)| TriangleMarker::new((x + 8, y), 5, color.filled()));
             } else {
                 chart
-                    .draw_series(LineSeries::new(series.points.iter().copied(), color.stroke_width(2)))?
+                    .draw_series(LineSeries::new(series.points.iter().copied(), color.stroke_width(2)))
+                    .map_err(|err| err.to_string())?
                     .label(series.name.clone())
                     .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
-                chart.draw_series(series.points.iter().map(|&p| Circle::new(p, 3, color.filled())))?;
+                chart
+                    .draw_series(series.points.iter().map(|&p| Circle::new(p, 3, color.filled())))
+                    .map_err(|err| err.to_string())?;
             }
         }
         Ok(())

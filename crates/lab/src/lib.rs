@@ -1,14 +1,25 @@
-pub fn add(left: u64, right: u64) -> u64 {
-    left + right
-}
+//! # flashlab-lab: reproducing the papers' measurements
+//!
+//! The lab runs the experiments of the database-on-flash papers against
+//! flashlab's device models and engine, and turns what they record into the
+//! papers' kind of evidence: tables of numbers set beside the published
+//! ones, fidelity checks that pass or miss, and figures.
+//!
+//! - [`published`]: the papers' figures, compiled in;
+//! - [`check`]: one measured value against one published value;
+//! - [`chart`] and [`plot`]: line charts, and the time × address scatter
+//!   plots of lee2008 (Figures 4-8) and wang2010 (Figure 10), as SVG or PNG.
+//!   Every plotters drawing must call [`plot::register_fonts`] first
+//!   (plotters measures text through the font bundled with it, since the
+//!   build may use no system font libraries);
+//! - [`report`]: the HTML page and `results.json`;
+//! - [`experiments`]: what `flashlab reproduce` runs.
 
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    #[test]
-    fn it_works() {
-        let result = add(2, 2);
-        assert_eq!(result, 4);
-    }
-}
+pub mod chart;
+pub mod check;
+pub mod experiments;
+pub mod filechar;
+pub mod plot;
+pub mod published;
+pub mod report;
+pub mod reproduce;

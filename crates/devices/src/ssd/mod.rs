@@ -21,11 +21,16 @@
 //!   which the FTL's flash operations are scheduled;
 //! - the FTLs: page mapping with greedy or cost-benefit GC, block mapping,
 //!   BAST and FAST hybrid log-block mapping, and the super-block scheme of
-//!   lee2008 section 2.2.
+//!   lee2008 section 2.2;
+//! - [`array::ArrayModel`]: RAID-0 over several SSDs behind a RAID
+//!   controller (petrov2010 Table 3);
+//! - [`presets`]: the SSDs of the papers, and a current NVMe drive.
 
+pub mod array;
 pub mod controller;
 pub mod ftl;
 pub mod geometry;
+pub mod presets;
 
 pub use controller::SsdModel;
 pub use geometry::{Geometry, Timing};

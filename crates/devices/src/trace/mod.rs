@@ -31,7 +31,13 @@ pub enum Space {
 }
 
 impl Space {
-    pub const ALL: [Space; 5] = [Space::Data, Space::Log, Space::Rollback, Space::Temp, Space::Raw];
+    pub const ALL: [Space; 5] = [
+        Space::Data,
+        Space::Log,
+        Space::Rollback,
+        Space::Temp,
+        Space::Raw,
+    ];
 
     pub fn as_str(self) -> &'static str {
         match self {
@@ -44,7 +50,9 @@ impl Space {
     }
 
     pub fn parse(s: &str) -> Option<Space> {
-        Space::ALL.into_iter().find(|space| space.as_str() == s.trim())
+        Space::ALL
+            .into_iter()
+            .find(|space| space.as_str() == s.trim())
     }
 }
 

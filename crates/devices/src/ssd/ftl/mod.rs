@@ -21,6 +21,9 @@ pub mod superblock;
 
 use serde::Serialize;
 
+use crate::error::DeviceError;
+use crate::ssd::geometry::Geometry;
+
 /// A flash operation, as emitted by an FTL and timed by the controller.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum FlashOp {
@@ -95,4 +98,48 @@ pub trait Ftl: Send {
     fn stats(&self) -> FtlStats;
     /// Erase count of every block, for wear reporting.
     fn erase_counts(&self) -> &[u32];
+}
+
+/// Erase units per super-block when an [`FtlKind::SuperBlock`] is built
+/// without parameters: lee2008 section 2.2 ("a super-block consists of
+/// eight erase units ... of 128 KBytes each").
+pub const SUPER_BLOCK_ERASE_UNITS_DEFAULT: u32 = 8;
+/// Log super-blocks of a default-built [`FtlKind::SuperBlock`] (lee2008
+/// does not say; an assumption).
+pub const LOG_SUPER_BLOCKS_DEFAULT: u32 = 8;
+/// Log blocks of a default-built BAST or FAST FTL (an assumption).
+pub const HYBRID_LOG_BLOCKS_DEFAULT: u32 = 32;
+
+/// Build the FTL of `kind` over `geometry` with default parameters.
+///
+/// Page mapping is [`page::PageFtl`]; block mapping [`block::BlockFtl`];
+/// BAST and FAST [`hybrid::HybridFtl`] with [`HYBRID_LOG_BLOCKS_DEFAULT`]
+/// log blocks; the super-block scheme [`superblock::SuperBlockFtl`] with
+/// lee2008's eight erase units per super-block and
+/// [`LOG_SUPER_BLOCKS_DEFAULT`] log super-blocks. The geometry is validated
+/// first, so no FTL sees an impossible one.
+pub fn build(kind: FtlKind, geometry: &Geometry) -> Result<Box<dyn Ftl>, DeviceError> {
+    geometry.validate(kind.as_str())?;
+    Ok(match kind {
+        FtlKind::PageGreedy => Box::new(page::PageFtl::new(geometry, page::GcPolicy::Greedy)?),
+        FtlKind::PageCostBenefit => {
+            Box::new(page::PageFtl::new(geometry, page::GcPolicy::CostBenefit)?)
+        }
+        FtlKind::Block => Box::new(block::BlockFtl::new(geometry)),
+        FtlKind::Bast => Box::new(hybrid::HybridFtl::new(
+            geometry,
+            hybrid::HybridKind::Bast,
+            HYBRID_LOG_BLOCKS_DEFAULT,
+        )),
+        FtlKind::Fast => Box::new(hybrid::HybridFtl::new(
+            geometry,
+            hybrid::HybridKind::Fast,
+            HYBRID_LOG_BLOCKS_DEFAULT,
+        )),
+        FtlKind::SuperBlock => Box::new(superblock::SuperBlockFtl::new(
+            geometry,
+            SUPER_BLOCK_ERASE_UNITS_DEFAULT,
+            LOG_SUPER_BLOCKS_DEFAULT,
+        )),
+    })
 }

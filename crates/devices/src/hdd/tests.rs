@@ -1,0 +1,213 @@
+//! Hand-computed timings of the disk model.
+//!
+//! hdd-2008 numbers used throughout: a revolution is 8,333,333 ns, a track
+//! holds 1790 sectors, slot `k` starts at `floor(k * 8,333,333 / 1790)` ns into
+//! a revolution, so `slot_ns(8) = 37,243` and `slot_ns(16) = 74,487`; the
+//! track skew is 173 slots and the track-to-track seek 0.8 ms.
+
+use super::*;
+
+const KB4: u64 = 4096;
+const ROTATION_NS: u64 = 8_333_333;
+
+fn write(offset_bytes: u64, len_bytes: u64) -> IoRequest {
+    IoRequest {
+        kind: IoKind::Write,
+        offset_bytes,
+        len_bytes,
+    }
+}
+
+fn read(offset_bytes: u64, len_bytes: u64) -> IoRequest {
+    IoRequest {
+        kind: IoKind::Read,
+        ..write(offset_bytes, len_bytes)
+    }
+}
+
+fn flush() -> IoRequest {
+    IoRequest {
+        kind: IoKind::Flush,
+        ..write(0, 0)
+    }
+}
+
+fn disk_2008() -> HddModel {
+    HddModel::hdd_2008().unwrap()
+}
+
+#[test]
+fn hdd_sequential_write_right_after_the_previous_waits_nothing() {
+    let mut disk = disk_2008();
+    // Head on track 0 at phase 0: sector 0 is under it; 8 sectors pass in
+    // slot_ns(8) = 37,243 ns.
+    assert_eq!(disk.submit(0, &write(0, KB4)), 37_243);
+    // The next 4 KB starts at slot 8, exactly where the platter now is.
+    assert_eq!(disk.submit(37_243, &write(KB4, KB4)), 74_487);
+    assert_eq!(disk.stats().rotation_ns_total, 0);
+    assert_eq!(disk.stats().seek_ns_total, 0);
+}
+
+#[test]
+fn hdd_rewriting_the_sector_just_passed_waits_almost_a_revolution() {
+    let mut disk = disk_2008();
+    assert_eq!(disk.submit(0, &write(0, KB4)), 37_243);
+    // Sector 0 passed 37,243 ns ago: wait 8,333,333 - 37,243 = 8,296,090 ns,
+    // then transfer 37,243 ns: done one revolution + 37,243 ns after 0.
+    let done = disk.submit(37_243, &write(0, KB4));
+    assert_eq!(done, ROTATION_NS + 37_243);
+    assert_eq!(disk.stats().rotation_ns_total, 8_296_090);
+    assert!(disk.stats().rotation_ns_total > ROTATION_NS * 99 / 100);
+}
+
+#[test]
+fn hdd_request_across_a_track_boundary_pays_the_switch() {
+    let mut disk = disk_2008();
+    // Sectors 1786..1789 of track 0 and 0..3 of track 1.
+    let offset = 1786 * 512;
+    let done = disk.submit(0, &read(offset, KB4));
+    // Wait for slot 1786 (8,314,711 ns), 4 sectors to the end of the track
+    // (18,622 ns), switch 800,000 ns, then track 1's sector 0 sits at slot 173
+    // (805,400 ns into the revolution): wait 5,400 ns, 4 sectors 18,622 ns.
+    assert_eq!(done, 8_314_711 + 18_622 + 800_000 + 5_400 + 18_622);
+    assert_eq!(done, 9_157_355);
+    assert_eq!(disk.stats().seek_ns_total, 800_000);
+    assert_eq!(disk.stats().rotation_ns_total, 8_314_711 + 5_400);
+    assert_eq!(disk.head_track(), 1);
+}
+
+#[test]
+fn hdd_seek_time_follows_the_curve() {
+    let mut disk = disk_2008();
+    let track = 100_000;
+    let offset = track * 1790 * 512;
+    let expected_seek = disk.seek_curve().seek_ns(track);
+    let done = disk.submit(0, &read(offset, KB4));
+    let stats = disk.stats();
+    assert_eq!(stats.seek_ns_total, expected_seek);
+    // Track 100,000's sector 0 is at slot 100,000 * 173 mod 1790 = 1,440.
+    let slot_ns = 1_440 * ROTATION_NS / 1790;
+    let wait = (slot_ns + ROTATION_NS - expected_seek % ROTATION_NS) % ROTATION_NS;
+    assert_eq!(stats.rotation_ns_total, wait);
+    // 8 sectors from slot 1,440: slot_ns(1448) - slot_ns(1440) (37,244 ns
+    // here; slot starts are rounded down to whole nanoseconds).
+    let transfer = 1_448 * ROTATION_NS / 1790 - slot_ns;
+    assert_eq!(transfer, 37_244);
+    assert_eq!(done, expected_seek + wait + transfer);
+}
+
+#[test]
+fn hdd_queue_is_fifo() {
+    let mut disk = disk_2008();
+    let first = disk.submit(0, &write(0, KB4));
+    // Arrives at 0 but the mechanism is busy until 37,243; it then streams on.
+    let second = disk.submit(0, &write(KB4, KB4));
+    assert_eq!(first, 37_243);
+    assert_eq!(second, 74_487);
+    assert_eq!(disk.busy_until_ns(), 74_487);
+}
+
+#[test]
+fn hdd_flush_and_trim_without_cache() {
+    let mut disk = disk_2008();
+    let done = disk.submit(0, &write(0, KB4));
+    assert_eq!(
+        disk.submit(10, &flush()),
+        done,
+        "flush waits for outstanding work"
+    );
+    let trim = IoRequest {
+        kind: IoKind::Trim,
+        ..write(0, KB4)
+    };
+    assert_eq!(disk.submit(20, &trim), 20, "trim is a no-op");
+    assert_eq!(disk.submit(done + 5, &flush()), done + 5);
+    let stats = disk.stats();
+    assert_eq!((stats.writes, stats.flushes, stats.trims), (1, 2, 1));
+    assert_eq!(stats.bytes_written, KB4);
+}
+
+#[test]
+fn hdd_write_cache_completes_at_interface_speed_and_flush_waits_for_destage() {
+    let params = HddParams::hdd_2008().with_write_cache(true);
+    let mut disk = HddModel::new("cached", params).unwrap();
+    // 4096 bytes at 300 MB/s = 13,653 ns, before the platter write (37,243).
+    assert_eq!(disk.submit(0, &write(0, KB4)), 13_653);
+    assert_eq!(disk.submit(13_653, &flush()), 37_243);
+    // A read queues behind the destage (FIFO mechanism).
+    assert_eq!(disk.submit(13_653, &read(KB4, KB4)), 74_487);
+}
+
+#[test]
+fn hdd_write_cache_fills_then_writes_wait_for_destage() {
+    let mut params = HddParams::hdd_2008().with_write_cache(true);
+    params.write_cache_bytes = 2 * KB4;
+    let mut disk = HddModel::new("small-cache", params).unwrap();
+    // Three writes to the same sector: each destage waits a revolution.
+    let a = disk.submit(0, &write(0, KB4));
+    let b = disk.submit(a, &write(0, KB4));
+    let c = disk.submit(b, &write(0, KB4));
+    assert_eq!((a, b), (13_653, 27_306));
+    // The third must wait for the first destage (37,243) to free room.
+    assert_eq!(c, 37_243 + 13_653);
+    // Larger than the whole cache: written through.
+    let big = disk.submit(c, &write(0, 4 * KB4));
+    assert_eq!(big, disk.busy_until_ns());
+}
+
+#[test]
+fn hdd_2010_writes_pay_the_settle() {
+    let mut reader = HddModel::hdd_2010().unwrap();
+    let mut writer = HddModel::hdd_2010().unwrap();
+    let offset = 50_000 * 1250 * 512;
+    reader.submit(0, &read(offset, KB4));
+    writer.submit(0, &write(offset, KB4));
+    let settle = writer.stats().seek_ns_total - reader.stats().seek_ns_total;
+    assert_eq!(settle, 200_000);
+}
+
+#[test]
+fn hdd_new_refuses_impossible_disks() {
+    let mut zero_rpm = HddParams::hdd_2008();
+    zero_rpm.rpm = 0;
+    let mut bad_seek = HddParams::hdd_2008();
+    bad_seek.seek_ns_avg = 1_000_000; // below a third of the stroke
+    let mut tiny = HddParams::hdd_2008();
+    tiny.capacity_bytes = 512;
+    for params in [zero_rpm, bad_seek, tiny] {
+        let err = HddModel::new("bad", params).unwrap_err();
+        assert!(matches!(err, DeviceError::Geometry { .. }), "{err}");
+    }
+}
+
+#[test]
+fn hdd_describe_gives_every_number_a_source() {
+    let disk = disk_2008();
+    let listing = disk.describe();
+    for name in [
+        "rpm",
+        "seek_avg",
+        "seek_full_stroke",
+        "sectors_per_track",
+        "seek_curve",
+    ] {
+        assert!(listing.iter().any(|p| p.name == name), "{name} missing");
+    }
+    assert!(
+        listing
+            .iter()
+            .all(|p| !p.source.is_empty() && !p.value.is_empty())
+    );
+    let rpm = listing.iter().find(|p| p.name == "rpm").unwrap();
+    assert!(rpm.source.contains("lee2008"));
+}
+
+#[test]
+fn hdd_zero_length_requests_do_nothing() {
+    let mut disk = disk_2008();
+    assert_eq!(disk.submit(5, &read(0, 0)), 5);
+    assert_eq!(
+        disk.stats().seek_ns_total + disk.stats().rotation_ns_total,
+        0
+    );
+}

@@ -1,0 +1,237 @@
+//! Controller tests: timing of single requests on an idle device against
+//! sums done by hand, the write buffer, read-modify-write, trim, flush,
+//! determinism and refused geometries.
+
+use super::*;
+use crate::model::check_request;
+
+/// 2 channels x 1 chip x 1 die x 1 plane, 16 blocks of 8 pages of 4 KiB.
+fn geometry() -> Geometry {
+    Geometry {
+        channels: 2,
+        chips_per_channel: 1,
+        dies_per_chip: 1,
+        planes_per_die: 1,
+        blocks_per_plane: 16,
+        pages_per_block: 8,
+        page_bytes: 4096,
+        over_provisioning: 0.25,
+    }
+}
+
+/// Round numbers: a 4 KiB page crosses a channel in 100 us and the host
+/// link in 10 us.
+fn timing() -> Timing {
+    Timing {
+        page_read_ns: READ_NS,
+        page_program_ns: PROGRAM_NS,
+        block_erase_ns: 1_000_000,
+        channel_bytes_per_s: 40_960_000,
+        host_bytes_per_s: 409_600_000,
+        controller_overhead_ns: CONTROLLER_NS,
+    }
+}
+
+const READ_NS: u64 = 50_000;
+const PROGRAM_NS: u64 = 200_000;
+const CONTROLLER_NS: u64 = 5_000;
+const CHANNEL_NS: u64 = 100_000;
+const HOST_NS: u64 = 10_000;
+const T0: u64 = 1_000_000;
+
+fn ssd(buffer_bytes: u64) -> SsdModel {
+    SsdModel::new("t", geometry(), timing(), FtlKind::PageGreedy, buffer_bytes).unwrap()
+}
+
+fn req(kind: IoKind, offset_bytes: u64, len_bytes: u64) -> IoRequest {
+    IoRequest {
+        kind,
+        offset_bytes,
+        len_bytes,
+    }
+}
+
+#[test]
+fn idle_page_read_is_the_hand_sum() {
+    let mut m = ssd(0);
+    let done = m.submit(T0, &req(IoKind::Read, 0, 4096));
+    assert_eq!(done, T0 + CONTROLLER_NS + READ_NS + CHANNEL_NS + HOST_NS);
+}
+
+#[test]
+fn idle_page_write_is_the_hand_sum() {
+    let mut m = ssd(0);
+    let done = m.submit(T0, &req(IoKind::Write, 0, 4096));
+    assert_eq!(done, T0 + CONTROLLER_NS + HOST_NS + CHANNEL_NS + PROGRAM_NS);
+    let s = m.stats();
+    assert_eq!((s.host_pages_written, s.flash_pages_written), (1, 1));
+    assert_eq!(s.waf, Some(1.0));
+}
+
+#[test]
+fn buffered_write_completes_when_buffered_and_flush_waits_for_flash() {
+    let mut m = ssd(64 * 1024);
+    let done = m.submit(T0, &req(IoKind::Write, 0, 4096));
+    assert_eq!(done, T0 + CONTROLLER_NS + HOST_NS);
+    let t1 = done;
+    let flushed = m.submit(t1, &req(IoKind::Flush, 0, 0));
+    assert_eq!(
+        flushed,
+        T0 + CONTROLLER_NS + HOST_NS + CHANNEL_NS + PROGRAM_NS
+    );
+}
+
+#[test]
+fn a_full_buffer_makes_the_next_write_wait() {
+    let mut m = ssd(4096);
+    let first = m.submit(T0, &req(IoKind::Write, 0, 4096));
+    assert_eq!(first, T0 + CONTROLLER_NS + HOST_NS);
+    let programmed = first + CHANNEL_NS + PROGRAM_NS;
+    let second = m.submit(T0, &req(IoKind::Write, 4096, 4096));
+    assert_eq!(second, programmed + HOST_NS, "waits for the only slot");
+}
+
+#[test]
+fn pages_on_two_channels_read_in_parallel() {
+    let mut m = ssd(0);
+    // Never-written pages 0 and 1 sit on die 0 (channel 0) and die 1
+    // (channel 1); only the host link serialises them.
+    let done = m.submit(T0, &req(IoKind::Read, 0, 8192));
+    assert_eq!(
+        done,
+        T0 + CONTROLLER_NS + READ_NS + CHANNEL_NS + 2 * HOST_NS
+    );
+}
+
+#[test]
+fn pages_on_one_die_serialise() {
+    let mut m = ssd(0);
+    // Pages 0 and 2 both live on die 0: the second array read waits for
+    // the first page to leave the register.
+    let a = m.submit(T0, &req(IoKind::Read, 0, 4096));
+    let b = m.submit(T0, &req(IoKind::Read, 2 * 4096, 4096));
+    assert_eq!(a, T0 + CONTROLLER_NS + READ_NS + CHANNEL_NS + HOST_NS);
+    assert_eq!(b, a - HOST_NS + READ_NS + CHANNEL_NS + HOST_NS);
+}
+
+#[test]
+fn a_partial_page_write_reads_the_old_page_first() {
+    let mut m = ssd(0);
+    let t1 = m.submit(T0, &req(IoKind::Write, 0, 4096));
+    // Page 0 is on die 0; its rewrite goes to die 1 (round-robin). The old
+    // page is read on die 0 while the 512 host bytes arrive; then the
+    // merged page crosses channel 1 and is programmed.
+    let done = m.submit(t1, &req(IoKind::Write, 512, 512));
+    assert_eq!(
+        done,
+        t1 + CONTROLLER_NS + READ_NS + CHANNEL_NS + CHANNEL_NS + PROGRAM_NS
+    );
+    let s = m.stats();
+    assert_eq!(s.partial_page_writes, 1);
+    assert_eq!(s.flash_pages_read, 1);
+    // A partial write of a never-written page has nothing to merge.
+    m.submit(done, &req(IoKind::Write, 8192, 512));
+    assert_eq!(m.stats().partial_page_writes, 1);
+}
+
+#[test]
+fn trim_forgets_whole_pages_only() {
+    let mut m = ssd(0);
+    let t = m.submit(T0, &req(IoKind::Write, 0, 8192));
+    assert!(m.ftl().lookup(0).is_some() && m.ftl().lookup(1).is_some());
+    let done = m.submit(t, &req(IoKind::Trim, 0, 4096 + 512));
+    assert_eq!(done, t + CONTROLLER_NS);
+    assert_eq!(m.ftl().lookup(0), None);
+    assert!(m.ftl().lookup(1).is_some(), "a partly trimmed page stays");
+    assert_eq!(m.stats().trims, 1);
+}
+
+#[test]
+fn completions_never_precede_submissions() {
+    let mut m = ssd(16 * 1024);
+    let capacity = m.capacity_bytes();
+    let mut now = 0;
+    let mut x = 1u64;
+    for i in 0..5_000u64 {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let kind =
+            [IoKind::Read, IoKind::Write, IoKind::Write, IoKind::Trim][(x >> 60) as usize % 4];
+        let len = 512 * (1 + (x >> 40) % 16);
+        let offset = ((x >> 8) % (capacity - len)) / 512 * 512;
+        let r = req(kind, offset, len);
+        check_request("t", capacity, SECTOR_BYTES, &r).unwrap();
+        let done = m.submit(now, &r);
+        assert!(done >= now, "MODEL-2");
+        now += i % 7 * 10_000;
+    }
+    let s = m.stats();
+    assert!(s.gc_runs > 0, "the run should reach GC");
+    assert!(s.waf.unwrap() >= 1.0);
+    assert!(s.wear_max >= s.wear_min && s.wear_mean > 0.0);
+}
+
+#[test]
+fn runs_are_deterministic() {
+    let run = || {
+        let mut m = ssd(8192);
+        let mut now = 0;
+        let mut out = Vec::new();
+        for i in 0..3_000u64 {
+            let lpn = (i * 7919) % 40;
+            let kind = if i % 3 == 0 {
+                IoKind::Read
+            } else {
+                IoKind::Write
+            };
+            now = m.submit(now, &req(kind, lpn * 4096, 4096));
+            out.push(now);
+        }
+        (out, m.stats())
+    };
+    assert_eq!(run(), run());
+}
+
+#[test]
+fn impossible_geometries_are_refused() {
+    let refused = |g: Geometry, t: Timing, buffer: u64| {
+        matches!(
+            SsdModel::new("bad", g, t, FtlKind::PageGreedy, buffer),
+            Err(DeviceError::Geometry { .. })
+        )
+    };
+    let mut g = geometry();
+    g.channels = 0;
+    assert!(refused(g, timing(), 0));
+    let mut g = geometry();
+    g.pages_per_block = 0;
+    assert!(refused(g, timing(), 0), "a page larger than its erase unit");
+    let mut g = geometry();
+    g.page_bytes = 3000;
+    assert!(refused(g, timing(), 0));
+    let mut t = timing();
+    t.host_bytes_per_s = 0;
+    assert!(refused(geometry(), t, 0));
+    assert!(refused(geometry(), timing(), 1024), "buffer below one page");
+    assert!(refused(geometry(), timing(), WRITE_BUFFER_BYTES_MAX + 1));
+    let mut g = geometry();
+    g.blocks_per_plane = 2;
+    assert!(refused(g, timing(), 0), "too few blocks for page mapping");
+}
+
+#[test]
+fn describe_lists_every_parameter() {
+    let m = ssd(0).with_sources(&[("channels", "test")]);
+    let params = m.describe();
+    let channels = params.iter().find(|p| p.name == "channels").unwrap();
+    assert_eq!(
+        (channels.value.as_str(), channels.source.as_str()),
+        ("2", "test")
+    );
+    assert!(
+        params
+            .iter()
+            .any(|p| p.name == "ftl" && p.value == "page-greedy")
+    );
+}

@@ -1,0 +1,567 @@
+//! SSD presets: the drives of the papers, and a current NVMe drive.
+//!
+//! Each preset is a geometry, a timing, an FTL and a controller, and each
+//! number says where it comes from, in a comment here and in the model's
+//! `describe()`. Numbers come from device-level figures only: datasheets,
+//! the papers' descriptions of their drives, and their device tables
+//! (`[devices.*]` in `shared/papers/results.toml`). Where a paper gives a
+//! figure the model does not have as a parameter (a latency, a throughput),
+//! the parameter that produces it is *calibrated*: set so that the
+//! characterization (see `crate::characterize`) reproduces the figure, and
+//! the source says so. Nothing is fitted to a workload result.
+//!
+//! | name | drive | FTL |
+//! |---|---|---|
+//! | `ssd-2008` | Samsung MCAQE32G8APP (lee2008 Table 1, section 2.2) | super-block |
+//! | `ssd-2008-poor-random` | the same flash in 512 KB units: small random writes over 100x slower than sequential ones (wang2010's Mtron) | BAST |
+//! | `ssd-2010` | petrov2010 Table 1 enterprise SSD (Intel X25-E 32 GB class) | page, greedy |
+//! | `ssd-array-2010` | petrov2010 Table 3: 8 of them behind a RAID controller | page, greedy |
+//! | `nvme-2024` | Samsung 990 PRO 2 TB (datasheet) | page, greedy |
+
+use super::array::{ArrayConfig, ArrayModel};
+use super::controller::{ControllerExtras, SsdModel};
+use super::ftl::{FtlKind, superblock::SuperBlockFtl};
+use super::geometry::{Geometry, Timing};
+use crate::error::DeviceError;
+use crate::model::DeviceModel;
+
+/// The preset names, in the order `flashlab devices` lists them.
+pub const NAMES: [&str; 5] = [
+    "ssd-2008",
+    "ssd-2008-poor-random",
+    "ssd-2010",
+    "ssd-array-2010",
+    "nvme-2024",
+];
+
+const KIB: u64 = 1024;
+const MB: u64 = 1_000_000;
+const US: u64 = 1_000;
+
+/// Build the preset called `name`; `None` if there is no such preset.
+pub fn build(name: &str) -> Option<Result<Box<dyn DeviceModel>, DeviceError>> {
+    fn boxed<M: DeviceModel + 'static>(
+        m: Result<M, DeviceError>,
+    ) -> Result<Box<dyn DeviceModel>, DeviceError> {
+        m.map(|m| Box::new(m) as Box<dyn DeviceModel>)
+    }
+    Some(match name {
+        "ssd-2008" => boxed(ssd_2008()),
+        "ssd-2008-poor-random" => boxed(ssd_2008_poor_random()),
+        "ssd-2010" => boxed(ssd_2010()),
+        "ssd-array-2010" => boxed(ssd_array_2010()),
+        "nvme-2024" => boxed(nvme_2024()),
+        _ => return None,
+    })
+}
+
+// ------------------------------------------------------------------ 2008
+
+/// lee2008 section 2.2: "dual-channel architecture".
+const SSD2008_CHANNELS: u32 = 2;
+/// lee2008 section 2.2: "up to 4-way interleaving": two chips per channel.
+const SSD2008_CHIPS_PER_CHANNEL: u32 = 2;
+/// Two planes per chip, sharing the chip's busy time (K9WAG08U1A is a
+/// two-plane part; the model gives planes no parallelism of their own).
+const SSD2008_PLANES_PER_DIE: u32 = 2;
+/// results.toml [devices.nand_samsung_k9wag08u1a] page_kb = 2.
+const SSD2008_PAGE_BYTES: u32 = 2048;
+/// results.toml block_kb = 128 (lee2008 section 2.1 "typically 128
+/// KBytes"): 64 pages of 2 KB.
+const SSD2008_PAGES_PER_BLOCK: u32 = 64;
+/// 32 GiB of flash (sixteen 16 Gbit K9WAG08U1A, lee2008 Table 1) over
+/// 4 chips x 2 planes of 128 KB blocks: 32768 blocks per plane.
+const SSD2008_BLOCKS_PER_PLANE: u32 = 32_768;
+/// 32 GB (decimal) exported from 32 GiB of flash: 1 - 32e9 / 2^35.
+/// An assumption: Samsung does not state the spare area.
+const SSD2008_OVER_PROVISIONING: f64 = 0.0687;
+/// results.toml [devices.nand_samsung_k9wag08u1a]: read 80 us, write
+/// 200 us, erase 1500 us (lee2007 slides).
+const SSD2008_READ_NS: u64 = 80 * US;
+const SSD2008_PROGRAM_NS: u64 = 200 * US;
+const SSD2008_ERASE_NS: u64 = 1_500 * US;
+/// K9WAG08U1A bus: 8 bits at a 25 ns cycle = 40 MB/s.
+const SSD2008_CHANNEL_BYTES_PER_S: u64 = 40 * MB;
+/// lee2008 section 2.2: ATA-5 (PATA); UDMA/66 = 66 MB/s.
+const SSD2008_HOST_BYTES_PER_S: u64 = 66 * MB;
+/// Calibrated: with the transfers above, a 4 KB read at queue depth 1 takes
+/// lee2008 Table 1's 0.2 ms.
+const SSD2008_CONTROLLER_NS: u64 = 20 * US;
+/// lee2008 Table 1 footnote: 128 KB of SRAM for code, data and buffer. The
+/// 0.4 ms write latency of Table 1 is that of a write that waits for its
+/// program, so no page is acknowledged from SRAM: no write buffer.
+const SSD2008_WRITE_BUFFER_BYTES: u64 = 0;
+/// `ssd-2008-poor-random` maps 512 KB units: 256 pages of 2 KB (assumed;
+/// wang2010 gives no geometry), with the same 32 GiB of flash.
+const POOR_RANDOM_PAGES_PER_BLOCK: u32 = 256;
+const POOR_RANDOM_BLOCKS_PER_PLANE: u32 = SSD2008_BLOCKS_PER_PLANE / 4;
+/// lee2008 section 2.2: "a super-block consists of eight erase units".
+const SSD2008_ERASE_UNITS_PER_SUPER_BLOCK: u32 = 8;
+/// Log super-blocks: lee2008 does not say; an assumption.
+const SSD2008_LOG_SUPER_BLOCKS: u32 = 16;
+
+fn ssd_2008_geometry() -> Geometry {
+    Geometry {
+        channels: SSD2008_CHANNELS,
+        chips_per_channel: SSD2008_CHIPS_PER_CHANNEL,
+        dies_per_chip: 1,
+        planes_per_die: SSD2008_PLANES_PER_DIE,
+        blocks_per_plane: SSD2008_BLOCKS_PER_PLANE,
+        pages_per_block: SSD2008_PAGES_PER_BLOCK,
+        page_bytes: SSD2008_PAGE_BYTES,
+        over_provisioning: SSD2008_OVER_PROVISIONING,
+    }
+}
+
+fn ssd_2008_timing() -> Timing {
+    Timing {
+        page_read_ns: SSD2008_READ_NS,
+        page_program_ns: SSD2008_PROGRAM_NS,
+        block_erase_ns: SSD2008_ERASE_NS,
+        channel_bytes_per_s: SSD2008_CHANNEL_BYTES_PER_S,
+        host_bytes_per_s: SSD2008_HOST_BYTES_PER_S,
+        controller_overhead_ns: SSD2008_CONTROLLER_NS,
+    }
+}
+
+const SSD2008_SOURCES: [(&str, &str); 16] = [
+    (
+        "capacity_bytes",
+        "32 GB drive (lee2008 Table 1), less the FTL's log super-blocks",
+    ),
+    ("channels", "lee2008 2.2: dual-channel"),
+    (
+        "chips_per_channel",
+        "lee2008 2.2: 4-way interleaving over 2 channels",
+    ),
+    ("dies_per_chip", "one die per interleaving unit"),
+    (
+        "planes_per_die",
+        "K9WAG08U1A: 2 planes, sharing the chip's busy time",
+    ),
+    (
+        "blocks_per_plane",
+        "32 GiB of flash (16 x 16 Gbit) / (8 planes x 128 KB)",
+    ),
+    (
+        "pages_per_block",
+        "results.toml nand_samsung_k9wag08u1a: 128 KB / 2 KB",
+    ),
+    (
+        "page_bytes",
+        "results.toml nand_samsung_k9wag08u1a page_kb = 2",
+    ),
+    (
+        "over_provisioning",
+        "assumed: 32 GB decimal from 32 GiB of flash",
+    ),
+    (
+        "page_read_ns",
+        "results.toml nand_samsung_k9wag08u1a read_us = 80",
+    ),
+    (
+        "page_program_ns",
+        "results.toml nand_samsung_k9wag08u1a write_us = 200",
+    ),
+    (
+        "block_erase_ns",
+        "results.toml nand_samsung_k9wag08u1a erase_us = 1500",
+    ),
+    (
+        "channel_bytes_per_s",
+        "K9WAG08U1A bus: x8 at 25 ns cycle = 40 MB/s",
+    ),
+    ("host_bytes_per_s", "lee2008 2.2: ATA-5, UDMA/66"),
+    (
+        "controller_overhead_ns",
+        "calibrated: 4 KB QD1 read = 0.2 ms (lee2008 Table 1)",
+    ),
+    (
+        "write_buffer_bytes",
+        "none: Table 1's 0.4 ms write waits for the program",
+    ),
+];
+
+/// lee2008's Samsung MCAQE32G8APP: 32 GB, dual channel, 4-way
+/// interleaving, super-block FTL.
+pub fn ssd_2008() -> Result<SsdModel, DeviceError> {
+    let geometry = ssd_2008_geometry();
+    geometry.validate("ssd-2008")?;
+    let ftl = SuperBlockFtl::new(
+        &geometry,
+        SSD2008_ERASE_UNITS_PER_SUPER_BLOCK,
+        SSD2008_LOG_SUPER_BLOCKS,
+    );
+    let model = SsdModel::with_ftl(
+        "ssd-2008",
+        geometry,
+        ssd_2008_timing(),
+        FtlKind::SuperBlock,
+        Box::new(ftl),
+        SSD2008_WRITE_BUFFER_BYTES,
+    )?;
+    Ok(model.with_sources(&with_ftl_source(
+        &SSD2008_SOURCES,
+        "lee2008 2.2: super-blocks of 8 x 128 KB erase units over 4 chips; 16 log super-blocks (assumed)",
+    )))
+}
+
+/// The 2008 flash behind a BAST hybrid FTL (one log block per data block,
+/// a few log blocks) that maps 512 KB units: sequential overwrites fill log
+/// blocks in order and end in cheap switch merges, while small random
+/// writes scatter over data blocks, run out of log blocks and force full
+/// merges that copy a whole unit each. That makes small random writes over
+/// 100 times slower than sequential ones, the gap wang2010 measured on its
+/// Mtron drive (results.toml [wang2010.lfs_vs_inplace]
+/// mtron_seq_over_rand_write_small). With lee2008's 128 KB units BAST gives
+/// only about 35x; pure block mapping makes sequential overwrites as slow
+/// as random ones.
+pub fn ssd_2008_poor_random() -> Result<SsdModel, DeviceError> {
+    let geometry = Geometry {
+        pages_per_block: POOR_RANDOM_PAGES_PER_BLOCK,
+        blocks_per_plane: POOR_RANDOM_BLOCKS_PER_PLANE,
+        ..ssd_2008_geometry()
+    };
+    let model = SsdModel::new(
+        "ssd-2008-poor-random",
+        geometry,
+        ssd_2008_timing(),
+        FtlKind::Bast,
+        SSD2008_WRITE_BUFFER_BYTES,
+    )?;
+    let mut sources = with_ftl_source(
+        &SSD2008_SOURCES,
+        "BAST, 32 log blocks: wang2010's Mtron, small random writes > 100x slower than sequential",
+    );
+    for (name, source) in &mut sources {
+        if *name == "pages_per_block" || *name == "blocks_per_plane" {
+            *source = "assumed: 512 KB mapping units (wang2010 gives no geometry)";
+        }
+    }
+    Ok(model.with_sources(&sources))
+}
+
+// ------------------------------------------------------------------ 2010
+
+/// Intel X25-E product brief: 10 parallel NAND channels.
+const SSD2010_CHANNELS: u32 = 10;
+/// Two SLC dies per channel (assumed; 20 dies of 16 Gbit hold 40 GiB).
+const SSD2010_CHIPS_PER_CHANNEL: u32 = 2;
+const SSD2010_PLANES_PER_DIE: u32 = 2;
+/// petrov2010 section 2(a): 4 KB pages in blocks of 128 pages (512 KB).
+const SSD2010_PAGE_BYTES: u32 = 4096;
+const SSD2010_PAGES_PER_BLOCK: u32 = 128;
+/// 40 GiB of flash over 40 planes of 512 KB blocks (assumed raw size).
+const SSD2010_BLOCKS_PER_PLANE: u32 = 2048;
+/// 32 GiB exported from 40 GiB: 20% spare (assumed; Intel does not
+/// publish the X25-E's raw capacity).
+const SSD2010_OVER_PROVISIONING: f64 = 0.2;
+/// petrov2010 section 2(a): "read-55us; write 500us; erase 900us".
+const SSD2010_READ_NS: u64 = 55 * US;
+const SSD2010_PROGRAM_NS: u64 = 500 * US;
+const SSD2010_ERASE_NS: u64 = 900 * US;
+/// Calibrated: a 4 KB QD1 read = 0.161 ms (petrov2010 Table 1).
+const SSD2010_CHANNEL_BYTES_PER_S: u64 = 66 * MB;
+/// SATA 3 Gb/s carries at most 300 MB/s; 250 MB/s effective is Table 1's
+/// sequential read.
+const SSD2010_HOST_BYTES_PER_S: u64 = 250 * MB;
+/// Calibrated: 4 KB random reads at depth 32 = 35,510 IOPS (Table 1).
+const SSD2010_CONTROLLER_NS: u64 = 28 * US;
+/// Calibrated: 4 KB random writes at depth 32 = 5,953 IOPS (Table 1).
+const SSD2010_WRITE_COMMAND_NS: u64 = 108 * US;
+/// A small SRAM write buffer (assumed size; the X25-E's DRAM holds
+/// the mapping table, not user data).
+const SSD2010_WRITE_BUFFER_BYTES: u64 = 256 * KIB;
+
+fn ssd_2010_geometry() -> Geometry {
+    Geometry {
+        channels: SSD2010_CHANNELS,
+        chips_per_channel: SSD2010_CHIPS_PER_CHANNEL,
+        dies_per_chip: 1,
+        planes_per_die: SSD2010_PLANES_PER_DIE,
+        blocks_per_plane: SSD2010_BLOCKS_PER_PLANE,
+        pages_per_block: SSD2010_PAGES_PER_BLOCK,
+        page_bytes: SSD2010_PAGE_BYTES,
+        over_provisioning: SSD2010_OVER_PROVISIONING,
+    }
+}
+
+fn ssd_2010_timing() -> Timing {
+    Timing {
+        page_read_ns: SSD2010_READ_NS,
+        page_program_ns: SSD2010_PROGRAM_NS,
+        block_erase_ns: SSD2010_ERASE_NS,
+        channel_bytes_per_s: SSD2010_CHANNEL_BYTES_PER_S,
+        host_bytes_per_s: SSD2010_HOST_BYTES_PER_S,
+        controller_overhead_ns: SSD2010_CONTROLLER_NS,
+    }
+}
+
+const SSD2010_SOURCES: [(&str, &str); 18] = [
+    (
+        "capacity_bytes",
+        "32 GiB (X25-E 32 GB class, petrov2010 Table 1)",
+    ),
+    ("channels", "Intel X25-E product brief: 10 channels"),
+    ("chips_per_channel", "assumed: 2 SLC dies per channel"),
+    ("dies_per_chip", "one die per chip"),
+    (
+        "planes_per_die",
+        "assumed: 2 planes sharing the die's busy time",
+    ),
+    (
+        "blocks_per_plane",
+        "40 GiB of flash (assumed) / (40 planes x 512 KB)",
+    ),
+    ("pages_per_block", "petrov2010 2(a): blocks of 128 pages"),
+    ("page_bytes", "petrov2010 2(a): 4 KB pages"),
+    ("over_provisioning", "assumed: 32 of 40 GiB exported"),
+    ("page_read_ns", "petrov2010 2(a): read 55 us"),
+    ("page_program_ns", "petrov2010 2(a): write 500 us"),
+    ("block_erase_ns", "petrov2010 2(a): erase 900 us"),
+    (
+        "channel_bytes_per_s",
+        "calibrated: 4 KB QD1 read = 0.161 ms (petrov2010 Table 1)",
+    ),
+    (
+        "host_bytes_per_s",
+        "calibrated: 16 KB QD32 read = 12,743 IOPS (SATA 3 Gb/s ceiling 300 MB/s)",
+    ),
+    (
+        "controller_overhead_ns",
+        "calibrated: 4 KB QD32 read = 35,510 IOPS (petrov2010 Table 1)",
+    ),
+    (
+        "write_command_ns",
+        "calibrated: 4 KB QD32 write = 5,953 IOPS (petrov2010 Table 1)",
+    ),
+    ("write_buffer_bytes", "assumed: 256 KB SRAM write buffer"),
+    ("ftl", "page mapping, greedy GC"),
+];
+
+fn ssd_2010_named(name: &str) -> Result<SsdModel, DeviceError> {
+    let model = SsdModel::new(
+        name,
+        ssd_2010_geometry(),
+        ssd_2010_timing(),
+        FtlKind::PageGreedy,
+        SSD2010_WRITE_BUFFER_BYTES,
+    )?;
+    Ok(model
+        .with_extras(ControllerExtras {
+            write_command_ns: SSD2010_WRITE_COMMAND_NS,
+            ..ControllerExtras::default()
+        })
+        .with_sources(&SSD2010_SOURCES))
+}
+
+/// petrov2010 Table 1's enterprise SSD (an Intel X25-E 32 GB: 10 channels,
+/// SLC, 4 KB pages), page mapping with greedy GC and a write buffer.
+pub fn ssd_2010() -> Result<SsdModel, DeviceError> {
+    ssd_2010_named("ssd-2010")
+}
+
+/// Members of the petrov2010 Table 3 array.
+const ARRAY2010_MEMBERS: usize = 8;
+/// Stripe unit: petrov2010 does not say; 64 KB is the common RAID
+/// controller default (assumed).
+const ARRAY2010_STRIPE_UNIT_BYTES: u64 = 16 * KIB;
+/// Table 3: sequential reads level off at 1,350 MB/s from 64 KB on.
+const ARRAY2010_READ_BYTES_PER_S: u64 = 1_350 * MB;
+/// Table 3: sequential writes level off at about 890 MB/s.
+const ARRAY2010_WRITE_BYTES_PER_S: u64 = 890 * MB;
+/// Calibrated: 4 KB random reads = 51,164 IOPS (Table 3).
+const ARRAY2010_READ_COMMAND_NS: u64 = 19_500;
+/// Calibrated: 4 KB random writes = 23,661 IOPS (Table 3).
+const ARRAY2010_WRITE_COMMAND_NS: u64 = 42_000;
+
+/// petrov2010 section 3: "RAID controllers with 512MB cache".
+const ARRAY2010_CACHE_BYTES: u64 = 512 * 1024 * KIB;
+
+const ARRAY2010_SOURCES: [(&str, &str); 7] = [
+    (
+        "members",
+        "petrov2010 section 3: 8 SSDs behind a RAID controller",
+    ),
+    ("stripe_unit_bytes", "assumed: 64 KB, a common RAID default"),
+    (
+        "read_bytes_per_s",
+        "petrov2010 Table 3: sequential read plateau 1,350 MB/s",
+    ),
+    (
+        "write_bytes_per_s",
+        "petrov2010 Table 3: sequential write plateau ~890 MB/s",
+    ),
+    (
+        "read_command_ns",
+        "calibrated: 4 KB random read = 51,164 IOPS (Table 3)",
+    ),
+    (
+        "write_command_ns",
+        "calibrated: 4 KB random write = 23,661 IOPS (Table 3)",
+    ),
+    (
+        "cache_bytes",
+        "petrov2010 section 3: RAID controller with 512 MB cache, write-back",
+    ),
+];
+
+/// petrov2010 Table 3: eight `ssd-2010` drives in RAID-0 behind a RAID
+/// controller.
+pub fn ssd_array_2010() -> Result<ArrayModel, DeviceError> {
+    let members = (0..ARRAY2010_MEMBERS)
+        .map(|i| {
+            ssd_2010_named(&format!("ssd-array-2010.{i}"))
+                .map(|m| Box::new(m) as Box<dyn DeviceModel>)
+        })
+        .collect::<Result<Vec<_>, _>>()?;
+    let config = ArrayConfig {
+        stripe_unit_bytes: ARRAY2010_STRIPE_UNIT_BYTES,
+        read_bytes_per_s: ARRAY2010_READ_BYTES_PER_S,
+        write_bytes_per_s: ARRAY2010_WRITE_BYTES_PER_S,
+        read_command_ns: ARRAY2010_READ_COMMAND_NS,
+        write_command_ns: ARRAY2010_WRITE_COMMAND_NS,
+        cache_bytes: ARRAY2010_CACHE_BYTES,
+    };
+    Ok(ArrayModel::new("ssd-array-2010", config, members)?.with_sources(&ARRAY2010_SOURCES))
+}
+
+// ------------------------------------------------------------------ 2024
+
+/// Samsung 990 PRO: 8-channel Pascal controller (Samsung product page;
+/// approximate).
+const NVME2024_CHANNELS: u32 = 8;
+/// 2 TB of 1 Tbit V-NAND TLC dies = 16 dies, each with 4 planes that read
+/// and program independently; modelled as 8 independent units per channel
+/// (approximate: die count and plane independence are not published).
+const NVME2024_UNITS_PER_CHANNEL: u32 = 8;
+/// The 4 KB mapping unit of current FTLs (one L2P entry per 4 KB).
+const NVME2024_PAGE_BYTES: u32 = 4096;
+/// 16 MB erase blocks of 4 KB units (approximate; V-NAND blocks are tens
+/// of MB).
+const NVME2024_PAGES_PER_BLOCK: u32 = 4096;
+/// 2 TiB of flash over 64 units of 16 MiB blocks.
+const NVME2024_BLOCKS_PER_PLANE: u32 = 2048;
+/// 2,000 GB exported from 2 TiB: 1 - 2e12 / 2^41 = 9%.
+const NVME2024_OVER_PROVISIONING: f64 = 0.0905;
+/// TLC page read, about 40 us (approximate; set so that 4 KB QD1 reads take
+/// the datasheet's 1 / 22,000 IOPS = 45 us).
+const NVME2024_READ_NS: u64 = 40 * US;
+/// Effective program time of one 4 KB unit in the SLC cache
+/// (TurboWrite): set so that 64 units give the datasheet's 6,900 MB/s
+/// sequential write (approximate).
+const NVME2024_PROGRAM_NS: u64 = 36 * US;
+/// Block erase, a few ms for V-NAND (approximate).
+const NVME2024_ERASE_NS: u64 = 3_500 * US;
+/// 2,000 MT/s Toggle NAND interface, 8 bits wide (approximate).
+const NVME2024_CHANNEL_BYTES_PER_S: u64 = 2_000 * MB;
+/// PCIe 4.0 x4 after encoding: 7,880 MB/s; the datasheet's sequential
+/// read is 7,450 MB/s.
+const NVME2024_HOST_BYTES_PER_S: u64 = 7_880 * MB;
+/// Occupancy per command: the datasheet's 1,400,000 / 1,550,000 random
+/// 4 KB IOPS (reached with 16 submitting threads) need under 0.65 us.
+const NVME2024_CONTROLLER_NS: u64 = 600;
+/// Firmware latency overlapping between commands: datasheet 4 KB QD1
+/// reads 22,000 IOPS (45 us) and writes 80,000 IOPS (12.5 us).
+const NVME2024_READ_LATENCY_NS: u64 = 2 * US;
+const NVME2024_WRITE_LATENCY_NS: u64 = 11 * US;
+/// 2 GB LPDDR4 cache (datasheet) holds the map; a 64 MB share buffers
+/// writes (approximate).
+const NVME2024_WRITE_BUFFER_BYTES: u64 = 64 * 1024 * KIB;
+
+const NVME2024_SOURCES: [(&str, &str); 18] = [
+    ("capacity_bytes", "990 PRO 2 TB datasheet: 2,000 GB"),
+    (
+        "channels",
+        "Samsung Pascal controller: 8 channels (approximate)",
+    ),
+    (
+        "chips_per_channel",
+        "approximate: 16 TLC dies x 4 independent planes = 64 units",
+    ),
+    ("dies_per_chip", "one unit per chip in the model"),
+    ("planes_per_die", "planes modelled as separate units"),
+    ("blocks_per_plane", "2 TiB of flash / (64 units x 16 MiB)"),
+    (
+        "pages_per_block",
+        "approximate: 16 MiB blocks of 4 KB mapping units",
+    ),
+    ("page_bytes", "4 KB mapping unit"),
+    ("over_provisioning", "2,000 GB from 2 TiB of flash"),
+    (
+        "page_read_ns",
+        "approximate TLC read; 4 KB QD1 read = 45 us (datasheet 22K IOPS)",
+    ),
+    (
+        "page_program_ns",
+        "approximate: SLC-cache program per 4 KB, 6,900 MB/s seq write (datasheet)",
+    ),
+    ("block_erase_ns", "approximate V-NAND erase"),
+    ("channel_bytes_per_s", "approximate: Toggle 2,000 MT/s x8"),
+    ("host_bytes_per_s", "PCIe 4.0 x4 after 128b/130b encoding"),
+    (
+        "controller_overhead_ns",
+        "datasheet: 1.4M / 1.55M random 4 KB IOPS (QD32, 16 threads)",
+    ),
+    ("read_latency_ns", "datasheet: 4 KB QD1 read 22,000 IOPS"),
+    ("write_latency_ns", "datasheet: 4 KB QD1 write 80,000 IOPS"),
+    (
+        "write_buffer_bytes",
+        "approximate: 64 MB of the 2 GB LPDDR4 (datasheet)",
+    ),
+];
+
+/// A current NVMe drive: Samsung 990 PRO 2 TB (datasheet figures: sequential
+/// 7,450 MB/s read, 6,900 MB/s write; random 4 KB 22,000 / 80,000 IOPS at
+/// QD1, 1,400,000 / 1,550,000 at QD32 with 16 threads). Numbers marked
+/// approximate in the sources are estimates, not published.
+pub fn nvme_2024() -> Result<SsdModel, DeviceError> {
+    let geometry = Geometry {
+        channels: NVME2024_CHANNELS,
+        chips_per_channel: NVME2024_UNITS_PER_CHANNEL,
+        dies_per_chip: 1,
+        planes_per_die: 1,
+        blocks_per_plane: NVME2024_BLOCKS_PER_PLANE,
+        pages_per_block: NVME2024_PAGES_PER_BLOCK,
+        page_bytes: NVME2024_PAGE_BYTES,
+        over_provisioning: NVME2024_OVER_PROVISIONING,
+    };
+    let timing = Timing {
+        page_read_ns: NVME2024_READ_NS,
+        page_program_ns: NVME2024_PROGRAM_NS,
+        block_erase_ns: NVME2024_ERASE_NS,
+        channel_bytes_per_s: NVME2024_CHANNEL_BYTES_PER_S,
+        host_bytes_per_s: NVME2024_HOST_BYTES_PER_S,
+        controller_overhead_ns: NVME2024_CONTROLLER_NS,
+    };
+    let model = SsdModel::new(
+        "nvme-2024",
+        geometry,
+        timing,
+        FtlKind::PageGreedy,
+        NVME2024_WRITE_BUFFER_BYTES,
+    )?;
+    Ok(model
+        .with_extras(ControllerExtras {
+            read_latency_ns: NVME2024_READ_LATENCY_NS,
+            write_latency_ns: NVME2024_WRITE_LATENCY_NS,
+            ..ControllerExtras::default()
+        })
+        .with_sources(&with_ftl_source(
+            &NVME2024_SOURCES,
+            "page mapping, greedy GC",
+        )))
+}
+
+/// A sources table with an `ftl` entry added.
+fn with_ftl_source(
+    sources: &[(&'static str, &'static str)],
+    ftl: &'static str,
+) -> Vec<(&'static str, &'static str)> {
+    let mut out = sources.to_vec();
+    out.push(("ftl", ftl));
+    out
+}
+
+#[cfg(test)]
+mod tests;

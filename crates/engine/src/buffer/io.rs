@@ -1,0 +1,233 @@
+//! The paths that do I/O: a miss (victim, write-back of a dirty victim,
+//! read and verify) and the write-back of one frame.
+//!
+//! Each follows the same shape (BUF-4): decide and mark under the metadata
+//! lock, release it, do the I/O holding at most the frame's data lock,
+//! re-lock to publish the outcome and wake waiters.
+
+use std::sync::Arc;
+
+use super::meta::{FrameState, Space, Victim, WriteState};
+use super::{Core, PageRef};
+use crate::error::{Error, Result};
+use crate::page::{self, PageId};
+
+/// Where the image of a frame being loaded comes from.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Source {
+    /// Read it from the space's device and verify it.
+    Device,
+    /// A page never written: zeros with the id set.
+    Zero,
+}
+
+/// What a lookup got for the caller.
+enum Claim {
+    /// The page was resident; the frame is pinned for the caller.
+    Resident(usize),
+    /// The caller owns this frame in the Loading state, pinned once.
+    Claimed(usize),
+}
+
+/// Whether a write-back waits for I/O in flight on the frame.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Wait {
+    Yes,
+    No,
+}
+
+impl Core {
+    /// Pin `id`, loading it from `source` on a miss.
+    pub(super) fn fetch(self: &Arc<Self>, id: PageId, source: Source) -> Result<PageRef> {
+        let space = self.space_of(id)?;
+        let frame = match self.claim(id)? {
+            Claim::Resident(frame) => {
+                let page = self.page_ref(frame, id);
+                if source == Source::Zero {
+                    self.renew(&page)?;
+                }
+                return Ok(page);
+            }
+            Claim::Claimed(frame) => frame,
+        };
+        let loaded = self.load(frame, id, &space, source);
+        {
+            let mut meta = self.meta.lock();
+            match loaded {
+                Ok(()) => meta.loaded(frame, source == Source::Device),
+                Err(_) => meta.abandon(frame),
+            }
+        }
+        self.changed.notify_all();
+        loaded.map(|()| self.page_ref(frame, id))
+    }
+
+    fn page_ref(self: &Arc<Self>, frame: usize, id: PageId) -> PageRef {
+        PageRef {
+            core: self.clone(),
+            frame,
+            id,
+        }
+    }
+
+    pub(super) fn space_of(&self, id: PageId) -> Result<Arc<Space>> {
+        self.meta.lock().space(id.space).ok_or_else(|| {
+            Error::Invalid(format!(
+                "page {id}: space {} is not registered with the buffer pool of {}-byte pages",
+                id.space, self.page_bytes
+            ))
+        })
+    }
+
+    /// Device offset of a page.
+    pub(super) fn offset_bytes(&self, id: PageId) -> u64 {
+        u64::from(id.page_no) * self.page_bytes as u64
+    }
+
+    /// Find `id` or a frame for it; wait while it or every candidate victim
+    /// has I/O in flight; fail at once when every frame is pinned.
+    fn claim(&self, id: PageId) -> Result<Claim> {
+        let mut meta = self.meta.lock();
+        loop {
+            if let Some(frame) = meta.lookup(id) {
+                if meta.frames[frame].state == FrameState::Ready {
+                    meta.pin_hit(frame);
+                    return Ok(Claim::Resident(frame));
+                }
+                meta = self.changed.wait(meta);
+                continue;
+            }
+            match meta.pick_victim() {
+                Victim::Clean(frame) => {
+                    meta.map(frame, id);
+                    return Ok(Claim::Claimed(frame));
+                }
+                Victim::Dirty(frame, old) => {
+                    meta.frames[frame].state = FrameState::Evicting;
+                    drop(meta);
+                    self.evict_dirty(frame, old)?;
+                    // Someone may have loaded `id` meanwhile (BUF-3): look again.
+                    meta = self.meta.lock();
+                }
+                Victim::Busy => meta = self.changed.wait(meta),
+                Victim::Exhausted => return Err(self.exhausted(meta.frames.len())),
+            }
+        }
+    }
+
+    fn exhausted(&self, frames: usize) -> Error {
+        Error::Invalid(format!(
+            "buffer pool of {frames} frames of {}-byte pages exhausted: all pinned",
+            self.page_bytes
+        ))
+    }
+
+    /// Fill a Loading frame. Holds only the frame's data lock (BUF-4).
+    fn load(&self, frame: usize, id: PageId, space: &Space, source: Source) -> Result<()> {
+        let mut data = self.data[frame].lock();
+        data.resize(self.page_bytes, 0);
+        match source {
+            Source::Zero => {
+                data.fill(0);
+                page::set_id(&mut data, id);
+                Ok(())
+            }
+            Source::Device => {
+                let offset_bytes = self.offset_bytes(id);
+                space.device.read(offset_bytes, &mut data)?;
+                page::verify(&data, id, &space.name, offset_bytes)
+            }
+        }
+    }
+
+    /// `fetch_new` of a resident page: allowed only if it is clean and
+    /// nobody else holds it; then it starts over as zeros.
+    fn renew(&self, page: &PageRef) -> Result<()> {
+        let mut data = self.data[page.frame].lock();
+        {
+            let meta = self.meta.lock();
+            let f = &meta.frames[page.frame];
+            if f.dirty || f.pins > 1 {
+                let why = if f.dirty {
+                    "has unwritten changes"
+                } else {
+                    "is pinned elsewhere"
+                };
+                return Err(Error::Invalid(format!(
+                    "fetch_new of page {}: the page is resident and {why}; fetch_new is only for pages never written",
+                    page.id
+                )));
+            }
+        }
+        data.fill(0);
+        page::set_id(&mut data, page.id);
+        Ok(())
+    }
+
+    /// Write back the dirty victim of a miss (state Evicting, unpinned, so
+    /// nothing can change it), then free its frame.
+    fn evict_dirty(&self, frame: usize, old: PageId) -> Result<()> {
+        let written = self.write_frame(frame, old);
+        {
+            let mut meta = self.meta.lock();
+            meta.finish_write(frame, written.is_ok());
+            if written.is_ok() {
+                meta.evicted_dirty(frame);
+            } else {
+                meta.frames[frame].state = FrameState::Ready;
+            }
+        }
+        self.changed.notify_all();
+        written
+    }
+
+    /// Write back frame `frame` if it still holds dirty page `id`. With
+    /// [`Wait::Yes`], first wait out I/O in flight on the frame (a running
+    /// write-back or eviction); with [`Wait::No`], skip such a frame. True
+    /// if this call wrote the page.
+    pub(super) fn write_back(&self, frame: usize, id: PageId, wait: Wait) -> Result<bool> {
+        let mut meta = self.meta.lock();
+        loop {
+            let f = &meta.frames[frame];
+            if f.page != Some(id) || !f.dirty {
+                return Ok(false);
+            }
+            if f.state == FrameState::Ready && f.write == WriteState::Idle {
+                break;
+            }
+            if wait == Wait::No {
+                return Ok(false);
+            }
+            meta = self.changed.wait(meta);
+        }
+        meta.frames[frame].write = WriteState::Claimed;
+        drop(meta);
+        let written = self.write_frame(frame, id);
+        self.meta.lock().finish_write(frame, written.is_ok());
+        self.changed.notify_all();
+        written.map(|()| true)
+    }
+
+    /// Copy, force the log, seal and write one claimed frame (BUF-2, BUF-6).
+    fn write_frame(&self, frame: usize, id: PageId) -> Result<()> {
+        let space = self.space_of(id)?;
+        let mut image = self.copy_for_write(frame);
+        // BUF-2 / PAGE-2: the log first, up to the LSN of this very image.
+        self.log.flush_to(page::lsn(&image))?;
+        page::seal(&mut image);
+        space.device.write(self.offset_bytes(id), &image)?;
+        Ok(())
+    }
+
+    /// The frame's image, with the version it carries noted atomically
+    /// with respect to installs (both hold the data lock).
+    fn copy_for_write(&self, frame: usize) -> Vec<u8> {
+        let data = self.data[frame].lock();
+        self.meta.lock().note_copy(frame);
+        data.clone()
+    }
+
+    pub(super) fn unpin(&self, frame: usize, id: PageId) {
+        self.meta.lock().unpin(frame, id);
+    }
+}

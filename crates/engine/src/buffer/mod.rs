@@ -1,0 +1,326 @@
+//! # The buffer pool: pages in memory, one pool per page size
+//!
+//! Every page the engine reads or changes passes through a buffer pool. A
+//! pool holds a fixed number of *frames* of one page size; the data spaces
+//! of that size share it (petrov2010 argues for one pool per page size, as
+//! Oracle does, so that a 4 KB index space and a 16 KB table space each get
+//! frames that fit). Page `n` of a space lives at device offset
+//! `n * page_bytes` of the space's device.
+//!
+//! **Policy: steal, no-force.** A dirty page may be written before its
+//! transaction commits (steal), and commit does not write pages (no-force):
+//! durability comes from the log. The one rule that makes this safe is
+//! write-ahead logging: before a page goes to its device, the log is forced
+//! up to the page's LSN ([`LogForce::flush_to`]), so that redo can always
+//! rebuild the page and undo always finds the before-images it needs.
+//!
+//! **Replacement: CLOCK.** A miss sweeps a hand over the frames, skipping
+//! pinned ones and giving recently used ones a second chance. A dirty victim
+//! is written back first. Keeping clean victims available is the job of the
+//! background writer ([`BufferPool::spawn_background_writer`]), which writes
+//! the dirty pages with the oldest *rec_lsn* (the LSN of the first change not
+//! yet written) so that the checkpoint's redo start keeps moving forward.
+//!
+//! **Concurrency.** One metadata lock (a runtime mutex) guards the page
+//! table, pins, dirty state and counters; it is held only for bookkeeping,
+//! never across I/O. A miss marks its frame *Loading*, releases the lock,
+//! reads and verifies, and re-locks to publish the page; other fetches of
+//! the same page wait on a runtime condition variable for that one read.
+//! Page bytes live behind a runtime mutex per frame: [`PageRef::read`] and
+//! [`PageRef::install`] hold it for their copy or closure, a write-back holds
+//! it only to copy the image out. A closure given to [`PageRef::read`] may
+//! fetch other pages, but must not flush or write back the page it reads.
+//!
+//! Invariants (BUF-n):
+//! 1. A pinned frame is never evicted, discarded or given to another page.
+//! 2. A dirty page is written to its device only after `log.flush_to(lsn)`
+//!    returned for the page LSN of the very image written (PAGE-2).
+//! 3. The page table maps each page to at most one frame and each frame
+//!    holds at most one page; `table[id] == f` exactly when frame `f` holds
+//!    `id`.
+//! 4. The metadata lock is never held across device I/O, a log force, a
+//!    condition-variable wait, or while waiting for a frame's data lock. Lock
+//!    order: a frame's data lock, then the metadata lock.
+//! 5. A page becomes visible (Ready) only after its read passed
+//!    `page::verify` (PAGE-1); a failed read leaves no trace in the table.
+//! 6. At most one write of a frame is in flight (a claimed write-back or an
+//!    eviction), so an older image never overwrites a newer one.
+//! 7. A page is dirty exactly when it holds changes not yet written; its
+//!    rec_lsn is the LSN of the earliest of them (never above the page LSN).
+//!    A write-back clears dirty only if nothing was installed since its copy
+//!    (an install counter is compared, which also covers equal LSNs).
+//! 8. A miss never waits for an unpin: with every frame pinned it fails at
+//!    once with an "exhausted" error.
+
+mod io;
+mod meta;
+#[cfg(test)]
+mod tests;
+mod writer;
+
+use std::sync::Arc;
+
+use flashlab_devices::DeviceRef;
+use flashlab_runtime::{Condvar, Mutex};
+use serde::Serialize;
+
+use crate::error::{Error, Result};
+use crate::page::{self, PAGE_BODY_OFFSET, PageId, SpaceId};
+use io::{Source, Wait};
+use meta::{Meta, Space};
+pub use writer::{WRITER_INTERVAL_MIN_NS, WriterReport, WriterStop};
+
+/// The smallest pool, in frames: a B+tree split pins a handful of pages.
+pub const FRAMES_MIN: usize = 8;
+
+/// Makes the log durable; the write-ahead log implements it.
+pub trait LogForce: Send + Sync {
+    /// Return once every log record ending at or before `lsn` is durable.
+    fn flush_to(&self, lsn: u64) -> Result<()>;
+}
+
+/// What a pool counted since it was created.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct BufferStats {
+    /// Fetches that found the page resident (or being read by another task).
+    pub hits: u64,
+    /// Fetches that had to take a frame for the page.
+    pub misses: u64,
+    /// Pages read from devices.
+    pub reads: u64,
+    /// Pages written to devices.
+    pub writes: u64,
+    /// Frames taken from one page for another.
+    pub evictions: u64,
+    /// Evictions that first had to write the victim back.
+    pub dirty_evictions: u64,
+}
+
+/// A buffer pool for one page size. See the module documentation.
+pub struct BufferPool {
+    core: Arc<Core>,
+}
+
+/// The pool's shared state; page handles keep it alive.
+struct Core {
+    page_bytes: usize,
+    meta: Mutex<Meta>,
+    /// Notified whenever a frame's load, write-back or eviction ends.
+    changed: Condvar,
+    /// Page bytes per frame, allocated on first use.
+    data: Vec<Mutex<Vec<u8>>>,
+    log: Arc<dyn LogForce>,
+}
+
+impl BufferPool {
+    /// A pool of `capacity_bytes / page_bytes` frames. Fails with a
+    /// configuration error for a bad page size or fewer than [`FRAMES_MIN`]
+    /// frames.
+    pub fn new(
+        page_bytes: usize,
+        capacity_bytes: u64,
+        log: Arc<dyn LogForce>,
+    ) -> Result<BufferPool> {
+        page::validate_page_bytes(page_bytes)?;
+        let frames = frames_for(page_bytes, capacity_bytes)?;
+        Ok(BufferPool {
+            core: Arc::new(Core {
+                page_bytes,
+                meta: Mutex::new(Meta::new(frames)),
+                changed: Condvar::new(),
+                data: (0..frames).map(|_| Mutex::new(Vec::new())).collect(),
+                log,
+            }),
+        })
+    }
+
+    /// The page size of this pool.
+    pub fn page_bytes(&self) -> usize {
+        self.core.page_bytes
+    }
+
+    /// The number of frames.
+    pub fn frames(&self) -> usize {
+        self.core.data.len()
+    }
+
+    /// Let the pool hold pages of `space`, stored on `device`; `name` names
+    /// the space in errors. Fails if the id is taken or the device's sector
+    /// does not divide the page size.
+    pub fn register_space(&self, space: SpaceId, name: &str, device: DeviceRef) -> Result<()> {
+        let sector_bytes = device.sector_bytes() as usize;
+        if self.core.page_bytes.checked_rem(sector_bytes) != Some(0) {
+            return Err(Error::Config(format!(
+                "space '{name}': device '{}' has {sector_bytes}-byte sectors, which do not divide the pool's {}-byte pages",
+                device.name(),
+                self.core.page_bytes
+            )));
+        }
+        let entry = Space {
+            name: name.to_string(),
+            device,
+        };
+        if !self.core.meta.lock().add_space(space, entry) {
+            return Err(Error::Invalid(format!(
+                "space {space} ('{name}') is already registered with the buffer pool of {}-byte pages",
+                self.core.page_bytes
+            )));
+        }
+        Ok(())
+    }
+
+    /// Pin page `id`, reading and verifying it on a miss (PAGE-1).
+    pub fn fetch(&self, id: PageId) -> Result<PageRef> {
+        self.core.fetch(id, Source::Device)
+    }
+
+    /// Pin page `id`, which was just allocated beyond anything ever written:
+    /// no read, the frame starts as zeros with the id set.
+    pub fn fetch_new(&self, id: PageId) -> Result<PageRef> {
+        self.core.fetch(id, Source::Zero)
+    }
+
+    /// Write every page dirty at the call and flush every registered
+    /// device (checkpoint, shutdown). Pages changed during the call may stay
+    /// dirty.
+    pub fn flush_all(&self) -> Result<()> {
+        self.core.flush_all()
+    }
+
+    /// The dirty page table: every dirty page with its rec_lsn, by page id.
+    pub fn dirty_pages(&self) -> Vec<(PageId, u64)> {
+        let meta = self.core.meta.lock();
+        meta.dirty_frames()
+            .into_iter()
+            .map(|(id, rec_lsn, _)| (id, rec_lsn))
+            .collect()
+    }
+
+    /// Write up to `max_pages` dirty pages with the smallest rec_lsn,
+    /// skipping pages with a write already in flight. Returns how many this
+    /// call wrote. Devices are not flushed.
+    pub fn write_back_oldest(&self, max_pages: usize) -> Result<usize> {
+        self.core.write_back_oldest(max_pages)
+    }
+
+    /// Write page `id` now if it is resident and dirty, first waiting out a
+    /// write already in flight on it. Devices are not flushed. True if this
+    /// call wrote the page.
+    pub fn write_back_page(&self, id: PageId) -> Result<bool> {
+        let frame = self.core.meta.lock().lookup(id);
+        match frame {
+            Some(frame) => self.core.write_back(frame, id, Wait::Yes),
+            None => Ok(false),
+        }
+    }
+
+    /// Forget every page without writing it, as a crash would. Pages that
+    /// are pinned or have I/O in flight are kept (BUF-1) and named in the
+    /// error; stop the background writer and drop page handles first.
+    pub fn discard_all(&self) -> Result<()> {
+        let kept = self.core.meta.lock().discard_idle();
+        if kept.is_empty() {
+            return Ok(());
+        }
+        let names: Vec<String> = kept.iter().map(PageId::to_string).collect();
+        Err(Error::Invalid(format!(
+            "discard_all kept {} pinned or busy pages: {}",
+            kept.len(),
+            names.join(", ")
+        )))
+    }
+
+    /// The counters so far.
+    pub fn stats(&self) -> BufferStats {
+        self.core.meta.lock().stats
+    }
+}
+
+fn frames_for(page_bytes: usize, capacity_bytes: u64) -> Result<usize> {
+    let frames = capacity_bytes / page_bytes as u64;
+    if frames < FRAMES_MIN as u64 {
+        return Err(Error::Config(format!(
+            "buffer pool of {capacity_bytes} bytes holds {frames} frames of {page_bytes}-byte pages; the minimum is {FRAMES_MIN} frames ({} bytes)",
+            FRAMES_MIN * page_bytes
+        )));
+    }
+    usize::try_from(frames).map_err(|_| {
+        Error::Config(format!(
+            "buffer pool of {capacity_bytes} bytes has more frames than this machine can address"
+        ))
+    })
+}
+
+/// A pinned page. While it lives its frame holds this page (BUF-1); it
+/// unpins on drop.
+pub struct PageRef {
+    core: Arc<Core>,
+    frame: usize,
+    id: PageId,
+}
+
+impl PageRef {
+    /// The page's id.
+    pub fn id(&self) -> PageId {
+        self.id
+    }
+
+    /// Run `f` on the page's bytes (header included), holding the frame's
+    /// data lock.
+    pub fn read<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
+        let data = self.core.data[self.frame].lock();
+        f(&data)
+    }
+
+    /// The page LSN.
+    pub fn lsn(&self) -> u64 {
+        self.read(page::lsn)
+    }
+
+    /// Install a new image, produced by a change logged at `lsn`: bytes from
+    /// `PAGE_BODY_OFFSET` on are copied; the header keeps the pool's bytes
+    /// except the id and the page LSN, which becomes `lsn`. Marks the page
+    /// dirty; if it was clean, `lsn` becomes its rec_lsn (BUF-7).
+    ///
+    /// Infallible, because it runs after the change is logged. An image of
+    /// the wrong size or an LSN behind the page LSN is a bug of the caller:
+    /// debug builds assert; release builds copy what fits and keep the page
+    /// LSN from going back.
+    pub fn install(&self, new_image: &[u8], lsn: u64) {
+        let mut data = self.core.data[self.frame].lock();
+        debug_assert_eq!(
+            new_image.len(),
+            data.len(),
+            "page {}: image of the wrong size",
+            self.id
+        );
+        let page_lsn = page::lsn(&data);
+        debug_assert!(
+            lsn >= page_lsn,
+            "page {}: install at LSN {lsn} behind {page_lsn}",
+            self.id
+        );
+        let end = new_image.len().min(data.len());
+        if end > PAGE_BODY_OFFSET {
+            data[PAGE_BODY_OFFSET..end].copy_from_slice(&new_image[PAGE_BODY_OFFSET..end]);
+        }
+        page::set_id(&mut data, self.id);
+        page::set_lsn(&mut data, lsn.max(page_lsn));
+        self.core.meta.lock().note_install(self.frame, lsn);
+    }
+}
+
+impl Drop for PageRef {
+    fn drop(&mut self) {
+        self.core.unpin(self.frame, self.id);
+    }
+}
+
+impl std::fmt::Debug for PageRef {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.debug_struct("PageRef")
+            .field("id", &self.id)
+            .field("frame", &self.frame)
+            .finish()
+    }
+}

@@ -1,0 +1,531 @@
+//! Tests of the buffer pool, in the simulated world.
+
+use std::sync::Arc;
+use std::sync::Mutex as StdMutex;
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+
+use flashlab_devices::memory::MemoryDevice;
+use flashlab_devices::{Device, DeviceError};
+use flashlab_runtime::{NS_PER_MS, NS_PER_US, Rt, Sim, SimConfig};
+
+use super::*;
+use crate::page::{PAGE_HEADER_BYTES, PageNo, PageType};
+
+const PAGE_BYTES: usize = 4096;
+const DEVICE_BYTES: u64 = 64 << 20;
+const SPACE: SpaceId = 1;
+
+/// A log that records how far it was forced.
+#[derive(Default)]
+struct FakeLog {
+    flushed: AtomicU64,
+}
+
+impl LogForce for FakeLog {
+    fn flush_to(&self, lsn: u64) -> Result<()> {
+        self.flushed.fetch_max(lsn, Ordering::SeqCst);
+        Ok(())
+    }
+}
+
+/// A memory device that checks the WAL rule on every write (BUF-2), counts
+/// requests, remembers the order of written pages, can be slow and can be
+/// full.
+struct TestDevice {
+    inner: MemoryDevice,
+    log: Arc<FakeLog>,
+    reads: AtomicU64,
+    written: StdMutex<Vec<u64>>,
+    read_delay_ns: u64,
+    write_delay_ns: u64,
+    full: AtomicBool,
+}
+
+impl TestDevice {
+    fn new(log: &Arc<FakeLog>, read_delay_ns: u64, write_delay_ns: u64) -> Arc<TestDevice> {
+        Arc::new(TestDevice {
+            inner: MemoryDevice::new("test-dev", DEVICE_BYTES),
+            log: log.clone(),
+            reads: AtomicU64::new(0),
+            written: StdMutex::new(Vec::new()),
+            read_delay_ns,
+            write_delay_ns,
+            full: AtomicBool::new(false),
+        })
+    }
+
+    fn reads(&self) -> u64 {
+        self.reads.load(Ordering::SeqCst)
+    }
+
+    /// Page numbers written, in order.
+    fn written_pages(&self) -> Vec<u64> {
+        self.written.lock().unwrap().clone()
+    }
+
+    /// The raw bytes of page `page_no` on the device.
+    fn raw(&self, page_no: u32) -> Vec<u8> {
+        let mut buf = vec![0u8; PAGE_BYTES];
+        self.inner
+            .read(u64::from(page_no) * PAGE_BYTES as u64, &mut buf)
+            .unwrap();
+        buf
+    }
+}
+
+impl Device for TestDevice {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn capacity_bytes(&self) -> u64 {
+        self.inner.capacity_bytes()
+    }
+    fn sector_bytes(&self) -> u32 {
+        self.inner.sector_bytes()
+    }
+    fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
+        self.reads.fetch_add(1, Ordering::SeqCst);
+        if self.read_delay_ns > 0 {
+            Rt::current().sleep(self.read_delay_ns);
+        }
+        self.inner.read(offset_bytes, buf)
+    }
+    fn write(&self, offset_bytes: u64, data: &[u8]) -> Result<(), DeviceError> {
+        let lsn = page::lsn(data);
+        let flushed = self.log.flushed.load(Ordering::SeqCst);
+        assert!(
+            lsn <= flushed,
+            "BUF-2: page LSN {lsn} written with the log durable to {flushed}"
+        );
+        if self.full.load(Ordering::SeqCst) {
+            return Err(DeviceError::Full {
+                device: self.name().to_string(),
+                problem: "test device is full".to_string(),
+            });
+        }
+        if self.write_delay_ns > 0 {
+            Rt::current().sleep(self.write_delay_ns);
+        }
+        self.inner.write(offset_bytes, data)?;
+        self.written
+            .lock()
+            .unwrap()
+            .push(offset_bytes / PAGE_BYTES as u64);
+        Ok(())
+    }
+    fn flush(&self) -> Result<(), DeviceError> {
+        self.inner.flush()
+    }
+    fn trim(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
+        self.inner.trim(offset_bytes, len_bytes)
+    }
+}
+
+/// Run `f` as the root task of a default simulation.
+fn sim<T: Send + 'static>(f: impl FnOnce(Rt) -> T + Send + 'static) -> T {
+    let (outcome, _) = Sim::run(SimConfig::default(), f).expect("simulation");
+    outcome.finished().expect("root task finished")
+}
+
+/// A pool of `frames` frames with one space on a test device.
+fn setup(
+    frames: usize,
+    read_delay_ns: u64,
+    write_delay_ns: u64,
+) -> (Arc<BufferPool>, Arc<TestDevice>, Arc<FakeLog>) {
+    let log = Arc::new(FakeLog::default());
+    let pool = BufferPool::new(PAGE_BYTES, (frames * PAGE_BYTES) as u64, log.clone()).unwrap();
+    let device = TestDevice::new(&log, read_delay_ns, write_delay_ns);
+    pool.register_space(SPACE, "data", device.clone()).unwrap();
+    (Arc::new(pool), device, log)
+}
+
+fn id(page_no: PageNo) -> PageId {
+    PageId::new(SPACE, page_no)
+}
+
+/// A leaf image whose body is filled with `fill`.
+fn image(fill: u8) -> Vec<u8> {
+    let mut page = vec![fill; PAGE_BYTES];
+    page[..PAGE_BODY_OFFSET].fill(0);
+    page::set_page_type(&mut page, PageType::BTreeLeaf);
+    page
+}
+
+/// Create page `page_no` and install an image filled with `fill` at `lsn`.
+fn create(pool: &BufferPool, page_no: PageNo, fill: u8, lsn: u64) {
+    let page = pool.fetch_new(id(page_no)).unwrap();
+    page.install(&image(fill), lsn);
+}
+
+fn assert_holds(pool: &BufferPool, page_no: PageNo, fill: u8, lsn: u64) {
+    let page = pool.fetch(id(page_no)).unwrap();
+    page.read(|bytes| {
+        assert_eq!(page::stored_id(bytes), id(page_no));
+        assert_eq!(page::lsn(bytes), lsn, "page {page_no}");
+        assert!(
+            bytes[PAGE_HEADER_BYTES..].iter().all(|&b| b == fill),
+            "page {page_no}"
+        );
+    });
+}
+
+#[test]
+fn eviction_round_trips_pages_through_the_device() {
+    sim(|_rt| {
+        let (pool, device, _log) = setup(FRAMES_MIN, 0, 0);
+        let pages = (4 * FRAMES_MIN) as PageNo;
+        for n in 0..pages {
+            create(&pool, n, n as u8 + 1, 100 + u64::from(n));
+        }
+        for n in 0..pages {
+            assert_holds(&pool, n, n as u8 + 1, 100 + u64::from(n));
+        }
+        let stats = pool.stats();
+        assert!(
+            stats.dirty_evictions > 0 && stats.evictions >= stats.dirty_evictions,
+            "{stats:?}"
+        );
+        assert_eq!(stats.reads, device.reads());
+        assert!(
+            stats.reads >= u64::from(pages) - FRAMES_MIN as u64,
+            "{stats:?}"
+        );
+        // BUF-3: the pool never holds more pages than frames.
+        pool.flush_all().unwrap();
+        pool.discard_all().unwrap();
+        for n in 0..pages {
+            assert_holds(&pool, n, n as u8 + 1, 100 + u64::from(n));
+        }
+    });
+}
+
+#[test]
+fn wal_rule_holds_for_every_write() {
+    sim(|_rt| {
+        let (pool, device, log) = setup(FRAMES_MIN, 0, 0);
+        let mut lsn = 10;
+        for round in 0..5u8 {
+            for n in (0..20).rev() {
+                let page = if round == 0 {
+                    pool.fetch_new(id(n))
+                } else {
+                    pool.fetch(id(n))
+                }
+                .unwrap();
+                lsn += 7;
+                page.install(&image(round), lsn);
+            }
+            pool.write_back_oldest(3).unwrap();
+        }
+        pool.flush_all().unwrap();
+        // TestDevice::write asserted BUF-2 on each of these.
+        assert!(device.written_pages().len() >= 20);
+        assert_eq!(log.flushed.load(Ordering::SeqCst), lsn);
+        assert!(pool.dirty_pages().is_empty());
+    });
+}
+
+#[test]
+fn corruption_is_detected_and_named() {
+    sim(|_rt| {
+        let (pool, device, _log) = setup(FRAMES_MIN, 0, 0);
+        create(&pool, 3, 0xAB, 50);
+        create(&pool, 4, 0xCD, 51);
+        pool.flush_all().unwrap();
+        pool.discard_all().unwrap();
+        let offset_bytes = 3 * PAGE_BYTES as u64;
+        let mut raw = device.raw(3);
+        raw[100] ^= 0x10;
+        device.inner.write(offset_bytes, &raw).unwrap();
+        for _ in 0..2 {
+            // BUF-5: a failed read is not cached; the second fetch reads again.
+            let err = pool.fetch(id(3)).unwrap_err();
+            match &err {
+                Error::Corruption {
+                    space,
+                    page_no,
+                    offset_bytes: at,
+                    ..
+                } => assert_eq!((space.as_str(), *page_no, *at), ("data", 3, offset_bytes)),
+                other => panic!("expected corruption, got {other}"),
+            }
+            assert!(err.to_string().contains("space 'data' page 3"), "{err}");
+        }
+        assert_eq!(device.reads(), 2);
+        assert_holds(&pool, 4, 0xCD, 51);
+    });
+}
+
+#[test]
+fn all_pinned_is_an_error_not_a_hang() {
+    sim(|_rt| {
+        let (pool, _device, _log) = setup(FRAMES_MIN, 0, 0);
+        let mut pinned: Vec<PageRef> = (0..FRAMES_MIN as PageNo)
+            .map(|n| pool.fetch_new(id(n)).unwrap())
+            .collect();
+        let err = pool.fetch(id(100)).unwrap_err();
+        let text = err.to_string();
+        assert!(matches!(err, Error::Invalid(_)), "{text}");
+        assert!(
+            text.contains(&format!("{FRAMES_MIN} frames")) && text.contains("all pinned"),
+            "{text}"
+        );
+        pinned.pop();
+        let page = pool.fetch(id(100)).unwrap();
+        assert_eq!(page.id(), id(100));
+    });
+}
+
+#[test]
+fn concurrent_fetches_of_one_page_read_it_once() {
+    sim(|rt| {
+        let (pool, device, _log) = setup(FRAMES_MIN, 100 * NS_PER_US, 0);
+        create(&pool, 5, 0x55, 77);
+        pool.flush_all().unwrap();
+        pool.discard_all().unwrap();
+        let before = pool.stats();
+        let tasks: Vec<_> = (0..4)
+            .map(|t| {
+                let pool = pool.clone();
+                rt.spawn(&format!("reader-{t}"), move || {
+                    pool.fetch(id(5)).unwrap().lsn()
+                })
+            })
+            .collect();
+        for task in tasks {
+            assert_eq!(task.join(), 77);
+        }
+        let after = pool.stats();
+        assert_eq!(device.reads(), 1);
+        assert_eq!(after.reads - before.reads, 1);
+        assert_eq!(after.misses - before.misses, 1);
+        assert_eq!(after.hits - before.hits, 3);
+    });
+}
+
+#[test]
+fn background_writer_cleans_dirty_pages_oldest_first() {
+    sim(|rt| {
+        let (pool, device, _log) = setup(2 * FRAMES_MIN, 0, 0);
+        // Page n gets LSN 100 - n: the oldest change is on the last page.
+        for n in 0..6 {
+            create(&pool, n, 1, 100 - u64::from(n));
+        }
+        assert_eq!(pool.dirty_pages().len(), 6);
+        let stop = WriterStop::new();
+        let writer = pool.spawn_background_writer(&rt, NS_PER_MS, 2, stop.clone());
+        rt.sleep(10 * NS_PER_MS);
+        assert!(pool.dirty_pages().is_empty());
+        assert_eq!(device.written_pages(), vec![5, 4, 3, 2, 1, 0]);
+        let asked_ns = rt.now_ns();
+        stop.request();
+        let report = writer.join();
+        assert!(
+            rt.now_ns() - asked_ns < NS_PER_MS,
+            "stop waited for the interval"
+        );
+        assert_eq!(report.pages_written, 6);
+        assert_eq!(report.failed_rounds, 0);
+        assert!(report.rounds >= 3);
+    });
+}
+
+#[test]
+fn write_back_oldest_takes_smallest_rec_lsn() {
+    sim(|_rt| {
+        let (pool, _device, _log) = setup(2 * FRAMES_MIN, 0, 0);
+        for (n, lsn) in [(0, 40), (1, 10), (2, 30), (3, 20)] {
+            create(&pool, n, 1, lsn);
+        }
+        assert_eq!(pool.write_back_oldest(2).unwrap(), 2);
+        assert_eq!(pool.dirty_pages(), vec![(id(0), 40), (id(2), 30)]);
+        assert_eq!(pool.stats().writes, 2);
+    });
+}
+
+#[test]
+fn rec_lsn_is_the_first_change_since_the_last_write() {
+    sim(|_rt| {
+        let (pool, _device, log) = setup(FRAMES_MIN, 0, 0);
+        let other = TestDevice::new(&log, 0, 0);
+        pool.register_space(0, "index", other).unwrap();
+        let page = pool.fetch_new(id(2)).unwrap();
+        assert!(
+            pool.dirty_pages().is_empty(),
+            "a new page is clean until installed"
+        );
+        page.install(&image(1), 10);
+        page.install(&image(2), 20);
+        let index_page = pool.fetch_new(PageId::new(0, 9)).unwrap();
+        index_page.install(&image(3), 25);
+        assert_eq!(
+            pool.dirty_pages(),
+            vec![(PageId::new(0, 9), 25), (id(2), 10)]
+        );
+        pool.flush_all().unwrap();
+        assert!(pool.dirty_pages().is_empty());
+        page.install(&image(4), 30);
+        assert_eq!(pool.dirty_pages(), vec![(id(2), 30)]);
+    });
+}
+
+#[test]
+fn change_during_write_back_keeps_page_dirty() {
+    sim(|rt| {
+        let (pool, device, _log) = setup(FRAMES_MIN, 0, NS_PER_MS);
+        create(&pool, 1, 1, 10);
+        let flusher = {
+            let pool = pool.clone();
+            rt.spawn("flusher", move || pool.flush_all())
+        };
+        rt.sleep(100 * NS_PER_US);
+        // The flusher copied LSN 10 and is inside the device write.
+        pool.fetch(id(1)).unwrap().install(&image(2), 20);
+        flusher.join().unwrap();
+        assert_eq!(page::lsn(&device.raw(1)), 10);
+        assert_eq!(pool.dirty_pages(), vec![(id(1), 20)], "BUF-7");
+        pool.flush_all().unwrap();
+        assert!(pool.dirty_pages().is_empty());
+        assert_eq!(page::lsn(&device.raw(1)), 20);
+    });
+}
+
+#[test]
+fn full_device_is_space_full_and_keeps_pages_dirty() {
+    sim(|_rt| {
+        let (pool, device, _log) = setup(FRAMES_MIN, 0, 0);
+        for n in 0..FRAMES_MIN as PageNo {
+            create(&pool, n, 7, 10 + u64::from(n));
+        }
+        device.full.store(true, Ordering::SeqCst);
+        let err = pool.fetch_new(id(99)).unwrap_err();
+        assert!(err.is_space_full(), "{err}");
+        let err = pool.flush_all().unwrap_err();
+        assert!(err.is_space_full(), "{err}");
+        assert_eq!(pool.dirty_pages().len(), FRAMES_MIN);
+        device.full.store(false, Ordering::SeqCst);
+        pool.flush_all().unwrap();
+        pool.discard_all().unwrap();
+        for n in 0..FRAMES_MIN as PageNo {
+            assert_holds(&pool, n, 7, 10 + u64::from(n));
+        }
+    });
+}
+
+#[test]
+fn configuration_and_misuse_are_errors() {
+    sim(|_rt| {
+        let log: Arc<dyn LogForce> = Arc::new(FakeLog::default());
+        let small = (FRAMES_MIN as u64 - 1) * PAGE_BYTES as u64;
+        let err = BufferPool::new(PAGE_BYTES, small, log.clone())
+            .map(|_| ())
+            .unwrap_err();
+        assert!(matches!(err, Error::Config(_)), "{err}");
+        let text = err.to_string();
+        assert!(
+            text.contains(&small.to_string()) && text.contains(&format!("{FRAMES_MIN} frames")),
+            "{text}"
+        );
+        assert!(BufferPool::new(3000, 1 << 20, log).is_err());
+
+        let (pool, device, _log) = setup(FRAMES_MIN, 0, 0);
+        assert!(pool.register_space(SPACE, "again", device).is_err());
+        assert!(
+            pool.fetch(PageId::new(42, 0))
+                .unwrap_err()
+                .to_string()
+                .contains("not registered")
+        );
+        let page = pool.fetch_new(id(0)).unwrap();
+        page.install(&image(1), 50);
+        assert!(
+            pool.fetch_new(id(0)).is_err(),
+            "fetch_new of a dirty resident page"
+        );
+        assert!(pool.discard_all().unwrap_err().to_string().contains("1:0"));
+        drop(page);
+        pool.discard_all().unwrap();
+        assert!(pool.dirty_pages().is_empty());
+    });
+}
+
+#[test]
+fn never_written_page_reads_as_empty() {
+    sim(|_rt| {
+        let (pool, _device, _log) = setup(FRAMES_MIN, 0, 0);
+        let page = pool.fetch(id(1234)).unwrap();
+        assert!(page.read(|bytes| bytes.iter().all(|&b| b == 0)), "PAGE-3");
+    });
+}
+
+/// Tasks that each own a few pages change them over and over through a
+/// pool far smaller than the data, with slow I/O and the background writer
+/// running, under shuffled schedules; every page ends with its last image.
+#[test]
+fn concurrent_changes_under_pressure_survive_write_back() {
+    for seed in 0..4 {
+        let (stats, now_ns) = run_pressure(seed);
+        assert!(stats.dirty_evictions > 0 && stats.writes > 0, "{stats:?}");
+        if seed == 0 {
+            assert_eq!(run_pressure(seed), (stats, now_ns), "same seed, same run");
+        }
+    }
+}
+
+fn run_pressure(seed: u64) -> (BufferStats, u64) {
+    const TASKS: u32 = 4;
+    const PAGES_PER_TASK: u32 = 6;
+    const ROUNDS: u32 = 8;
+    let config = SimConfig {
+        seed,
+        shuffle: true,
+        ..SimConfig::default()
+    };
+    let (outcome, report) = Sim::run(config, |rt| {
+        let (pool, _device, _log) = setup(FRAMES_MIN, 20 * NS_PER_US, 50 * NS_PER_US);
+        let next_lsn = Arc::new(AtomicU64::new(1));
+        let stop = WriterStop::new();
+        let writer = pool.spawn_background_writer(&rt, 200 * NS_PER_US, 2, stop.clone());
+        let tasks: Vec<_> = (0..TASKS)
+            .map(|t| {
+                let (pool, next_lsn) = (pool.clone(), next_lsn.clone());
+                rt.spawn(&format!("changer-{t}"), move || {
+                    for round in 0..ROUNDS {
+                        for k in 0..PAGES_PER_TASK {
+                            let n = t * PAGES_PER_TASK + k;
+                            let page = if round == 0 {
+                                pool.fetch_new(id(n))
+                            } else {
+                                pool.fetch(id(n))
+                            }
+                            .unwrap();
+                            let lsn = next_lsn.fetch_add(1, Ordering::SeqCst);
+                            page.install(&image(round as u8 + 1), lsn);
+                        }
+                    }
+                })
+            })
+            .collect();
+        for task in tasks {
+            task.join();
+        }
+        stop.request();
+        assert_eq!(writer.join().failed_rounds, 0);
+        pool.flush_all().unwrap();
+        pool.discard_all().unwrap();
+        for n in 0..TASKS * PAGES_PER_TASK {
+            let page = pool.fetch(id(n)).unwrap();
+            page.read(|bytes| {
+                assert!(
+                    bytes[PAGE_HEADER_BYTES..]
+                        .iter()
+                        .all(|&b| b == ROUNDS as u8)
+                );
+            });
+        }
+        pool.stats()
+    })
+    .expect("simulation");
+    (outcome.finished().expect("finished"), report.now_ns)
+}

@@ -1,0 +1,40 @@
+//! The experiments `flashlab reproduce` runs.
+//!
+//! Each experiment regenerates one table or figure of a paper (or, for the
+//! device characterization, the device-level figures the presets were
+//! calibrated from) and returns an [`ExperimentResult`]: tables with the
+//! measured value beside the published one, figures, and fidelity checks.
+//! Experiments run in the simulated world unless they say otherwise, so the
+//! same seed gives the same numbers.
+
+pub mod devices;
+
+use crate::report::ExperimentResult;
+
+/// How an experiment should run.
+#[derive(Clone, Debug)]
+pub struct RunContext {
+    /// Smaller runs for a quick look (`--quick`).
+    pub quick: bool,
+    pub seed: u64,
+}
+
+/// One reproducible experiment.
+pub trait Experiment {
+    /// Stable identifier, used by `--only`.
+    fn id(&self) -> &'static str;
+    /// What it reproduces, for progress lines.
+    fn title(&self) -> &'static str;
+    /// Run it.
+    fn run(&self, ctx: &RunContext) -> Result<ExperimentResult, String>;
+}
+
+/// Every experiment, in report order.
+pub fn registry() -> Vec<Box<dyn Experiment>> {
+    vec![Box::new(devices::DeviceCharacterization)]
+}
+
+/// Identifiers of every experiment.
+pub fn ids() -> Vec<&'static str> {
+    registry().iter().map(|e| e.id()).collect()
+}

@@ -1,0 +1,79 @@
+//! `flashlab characterize --device PRESET | --file PATH [--json]`
+
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use flashlab_devices::characterize::{CharacterizeOptions, characterize};
+use flashlab_devices::presets;
+use flashlab_lab::filechar::{FILE_BYTES_DEFAULT, FileOptionsChar, characterize_file};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// A device preset (see `flashlab devices`).
+    #[arg(long, conflicts_with = "file", required_unless_present = "file")]
+    device: Option<String>,
+    /// A real file on this machine, measured in wall-clock time (created,
+    /// measured, removed).
+    #[arg(long)]
+    file: Option<PathBuf>,
+    /// Size of the test file in MB (with --file).
+    #[arg(long, default_value_t = FILE_BYTES_DEFAULT >> 20)]
+    file_mb: u64,
+    /// Queue depth of the deep random points.
+    #[arg(long, default_value_t = 32)]
+    queue_depth: u32,
+    /// Measured requests per point (models).
+    #[arg(long, default_value_t = 2000)]
+    requests: u32,
+    /// Seed of the offsets.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print JSON instead of a table.
+    #[arg(long)]
+    json: bool,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.queue_depth == 0 {
+        bail!("--queue-depth must be at least 1");
+    }
+    if let Some(path) = &args.file {
+        return run_file(path, &args);
+    }
+    let name = args.device.as_deref().expect("clap requires --device or --file");
+    let mut model = presets::build_model(name)?;
+    let options = CharacterizeOptions {
+        seed: args.seed,
+        queue_depth: args.queue_depth,
+        requests_per_point: args.requests,
+        ..CharacterizeOptions::default()
+    };
+    let result = characterize(model.as_mut(), &options)?;
+    if args.json {
+        return super::print_json(&result);
+    }
+    print!("{}", result.to_text_table());
+    Ok(())
+}
+
+fn run_file(path: &std::path::Path, args: &Args) -> anyhow::Result<()> {
+    if path.exists() {
+        bail!("--file {}: already exists; give a path for a new test file", path.display());
+    }
+    let options = FileOptionsChar {
+        file_bytes: args.file_mb.max(1) << 20,
+        queue_depth: args.queue_depth,
+        seed: args.seed,
+    };
+    let result = characterize_file(path, &options).with_context(|| format!("--file {}", path.display()))?;
+    if args.json {
+        return super::print_json(&result);
+    }
+    print!("{}", result.figures.to_text_table());
+    println!(
+        "fdatasync after a 4 KB write: {:.3} ms (O_DIRECT: {})",
+        result.fdatasync_latency_ms,
+        if result.direct_io { "yes" } else { "no, the file system refused it; reads may hit the page cache" }
+    );
+    Ok(())
+}

@@ -1,0 +1,53 @@
+//! Subcommands of `flashlab`.
+
+mod characterize;
+mod devices;
+mod plot;
+mod replay;
+mod reproduce;
+mod trace;
+
+use clap::{Parser, Subcommand};
+
+/// flashlab: a flash-aware transactional storage engine and the lab that
+/// measures it against the database-on-flash papers.
+#[derive(Parser, Debug)]
+#[command(name = "flashlab", version, about, long_about = None)]
+pub struct Cli {
+    #[command(subcommand)]
+    command: Command,
+}
+
+#[derive(Subcommand, Debug)]
+enum Command {
+    /// Run the experiments and write the report (HTML, JSON, raw files).
+    Reproduce(reproduce::Args),
+    /// List the device presets and their parameters, with sources.
+    Devices(devices::Args),
+    /// Measure a device preset (or a real file) fio-style.
+    Characterize(characterize::Args),
+    /// Replay a block trace open-loop through a device model.
+    Replay(replay::Args),
+    /// Convert, summarise or generate block traces.
+    Trace(trace::Args),
+    /// Draw the time x address plot of a flashlab trace.
+    Plot(plot::Args),
+}
+
+/// Run the parsed command line.
+pub fn run(cli: Cli) -> anyhow::Result<()> {
+    match cli.command {
+        Command::Reproduce(args) => reproduce::run(args),
+        Command::Devices(args) => devices::run(args),
+        Command::Characterize(args) => characterize::run(args),
+        Command::Replay(args) => replay::run(args),
+        Command::Trace(args) => trace::run(args),
+        Command::Plot(args) => plot::run(args),
+    }
+}
+
+/// Print a value as pretty JSON on standard output.
+pub fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
+    println!("{}", serde_json::to_string_pretty(value)?);
+    Ok(())
+}

@@ -1,0 +1,43 @@
+//! `flashlab reproduce [--out DIR] [--quick] [--only ID] [--seed S]`
+
+use std::path::PathBuf;
+
+use anyhow::bail;
+use flashlab_lab::reproduce::{ReproduceOptions, reproduce};
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Directory for index.html, results.json and the raw files.
+    #[arg(long, default_value = "flashlab-report")]
+    out: PathBuf,
+    /// Smaller runs (minutes, not tens of minutes).
+    #[arg(long)]
+    quick: bool,
+    /// Run only this experiment (repeatable).
+    #[arg(long)]
+    only: Vec<String>,
+    /// Seed of the simulated world; the same seed gives the same report numbers.
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.out.exists() && !args.out.is_dir() {
+        bail!("--out {}: exists and is not a directory", args.out.display());
+    }
+    let options = ReproduceOptions {
+        quick: args.quick,
+        seed: args.seed,
+        only: args.only,
+    };
+    let summary = reproduce(&args.out, &options, |line| eprintln!("{line}")).map_err(anyhow::Error::msg)?;
+    println!(
+        "{} experiments, {}/{} fidelity checks pass, {:.1} s; report: {}",
+        summary.experiments,
+        summary.passed,
+        summary.checks,
+        summary.host_seconds,
+        args.out.join("index.html").display()
+    );
+    Ok(())
+}
