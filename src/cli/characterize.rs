@@ -40,7 +40,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(path) = &args.file {
         return run_file(path, &args);
     }
-    let name = args.device.as_deref().expect("clap requires --device or --file");
+    let name = args
+        .device
+        .as_deref()
+        .expect("clap requires --device or --file");
     let mut model = presets::build_model(name)?;
     let options = CharacterizeOptions {
         seed: args.seed,
@@ -58,14 +61,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 fn run_file(path: &std::path::Path, args: &Args) -> anyhow::Result<()> {
     if path.exists() {
-        bail!("--file {}: already exists; give a path for a new test file", path.display());
+        bail!(
+            "--file {}: already exists; give a path for a new test file",
+            path.display()
+        );
     }
     let options = FileOptionsChar {
         file_bytes: args.file_mb.max(1) << 20,
         queue_depth: args.queue_depth,
         seed: args.seed,
     };
-    let result = characterize_file(path, &options).with_context(|| format!("--file {}", path.display()))?;
+    let result =
+        characterize_file(path, &options).with_context(|| format!("--file {}", path.display()))?;
     if args.json {
         return super::print_json(&result);
     }
@@ -73,7 +80,11 @@ fn run_file(path: &std::path::Path, args: &Args) -> anyhow::Result<()> {
     println!(
         "fdatasync after a 4 KB write: {:.3} ms (O_DIRECT: {})",
         result.fdatasync_latency_ms,
-        if result.direct_io { "yes" } else { "no, the file system refused it; reads may hit the page cache" }
+        if result.direct_io {
+            "yes"
+        } else {
+            "no, the file system refused it; reads may hit the page cache"
+        }
     );
     Ok(())
 }

@@ -19,7 +19,10 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let records = read_flashlab_file(&args.trace)?;
-    let title = args.title.unwrap_or_else(|| format!("I/O pattern of {}", args.trace.display()));
-    plot_trace(&records, &title, &args.out).map_err(|e| anyhow::anyhow!("--out {}: {e}", args.out.display()))?;
+    let title = args
+        .title
+        .unwrap_or_else(|| format!("I/O pattern of {}", args.trace.display()));
+    plot_trace(&records, &title, &args.out)
+        .map_err(|e| anyhow::anyhow!("--out {}: {e}", args.out.display()))?;
     Ok(())
 }

@@ -13,7 +13,11 @@ pub struct Args {
     #[arg(long)]
     device: String,
     /// The block trace to replay.
-    #[arg(long, required_unless_present = "synthetic", conflicts_with = "synthetic")]
+    #[arg(
+        long,
+        required_unless_present = "synthetic",
+        conflicts_with = "synthetic"
+    )]
     trace: Option<PathBuf>,
     /// Trace format: flashlab, msr, spc, mqsim or blkparse.
     #[arg(long, default_value = "flashlab")]
@@ -48,17 +52,30 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (Some(path), _) => read_trace_file(path, args.format)?,
         (None, Some(count)) => {
             if !(0.0..=1.0).contains(&args.read_fraction) {
-                bail!("--read-fraction must be within 0..1, not {}", args.read_fraction);
+                bail!(
+                    "--read-fraction must be within 0..1, not {}",
+                    args.read_fraction
+                );
             }
             if args.block_kb == 0 || !args.iops.is_finite() || args.iops <= 0.0 {
                 bail!("--block-kb and --iops must be positive");
             }
-            random_trace(args.seed, count, args.read_fraction, args.block_kb * 1024, model.capacity_bytes(), args.iops)
+            random_trace(
+                args.seed,
+                count,
+                args.read_fraction,
+                args.block_kb * 1024,
+                model.capacity_bytes(),
+                args.iops,
+            )
         }
         (None, None) => bail!("give --trace FILE or --synthetic N"),
     };
     let options = ReplayOptions { wrap: args.wrap };
-    let what = args.trace.as_ref().map_or_else(|| "synthetic trace".to_string(), |p| p.display().to_string());
+    let what = args.trace.as_ref().map_or_else(
+        || "synthetic trace".to_string(),
+        |p| p.display().to_string(),
+    );
     let result = replay(model.as_mut(), &requests, &options).with_context(|| what.clone())?;
     if args.json {
         return super::print_json(&result);
@@ -69,7 +86,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 
 fn print_text(r: &ReplayResult) {
     println!("device            {}", r.device);
-    println!("requests          {} ({} reads, {} writes, {} flushes, {} trims)", r.requests, r.reads, r.writes, r.flushes, r.trims);
+    println!(
+        "requests          {} ({} reads, {} writes, {} flushes, {} trims)",
+        r.requests, r.reads, r.writes, r.flushes, r.trims
+    );
     println!("simulated time    {:.3} s", r.simulated_seconds);
     println!("IOPS              {:.0}", r.iops);
     println!("bandwidth         {:.1} MB/s", r.bandwidth_mb_s);
@@ -78,14 +98,20 @@ fn print_text(r: &ReplayResult) {
         r.latency_us.mean, r.latency_us.p50, r.latency_us.p99, r.latency_us.max
     );
     match r.waf {
-        Some(waf) => println!("write amp.        {waf:.2}  (GC runs {}, erases {})", r.gc_runs, r.erases),
+        Some(waf) => println!(
+            "write amp.        {waf:.2}  (GC runs {}, erases {})",
+            r.gc_runs, r.erases
+        ),
         None => println!("write amp.        n/a"),
     }
     if r.resorted {
         println!("note              the trace was not in arrival order; it was sorted");
     }
     if r.folded > 0 {
-        println!("note              {} requests folded into the device by --wrap", r.folded);
+        println!(
+            "note              {} requests folded into the device by --wrap",
+            r.folded
+        );
     }
     println!(
         "host              {:.3} s, {:.0} simulated I/Os per host second",

@@ -23,14 +23,18 @@ pub struct Args {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     if args.out.exists() && !args.out.is_dir() {
-        bail!("--out {}: exists and is not a directory", args.out.display());
+        bail!(
+            "--out {}: exists and is not a directory",
+            args.out.display()
+        );
     }
     let options = ReproduceOptions {
         quick: args.quick,
         seed: args.seed,
         only: args.only,
     };
-    let summary = reproduce(&args.out, &options, |line| eprintln!("{line}")).map_err(anyhow::Error::msg)?;
+    let summary =
+        reproduce(&args.out, &options, |line| eprintln!("{line}")).map_err(anyhow::Error::msg)?;
     println!(
         "{} experiments, {}/{} fidelity checks pass, {:.1} s; report: {}",
         summary.experiments,

@@ -70,7 +70,12 @@ enum Command {
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     match args.command {
-        Command::Convert { input, from, to, out } => {
+        Command::Convert {
+            input,
+            from,
+            to,
+            out,
+        } => {
             let requests = read_trace_file(&input, from)?;
             write_requests(&requests, to, &out)
         }
@@ -93,10 +98,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             to,
             out,
         } => {
-            if !(0.0..=1.0).contains(&read_fraction) || block_kb == 0 || span_gb == 0 || !(iops > 0.0) {
-                bail!("--read-fraction must be within 0..1 and --block-kb, --span-gb, --iops positive");
+            if !(0.0..=1.0).contains(&read_fraction)
+                || block_kb == 0
+                || span_gb == 0
+                || !(iops > 0.0)
+            {
+                bail!(
+                    "--read-fraction must be within 0..1 and --block-kb, --span-gb, --iops positive"
+                );
             }
-            let requests = random_trace(seed, count, read_fraction, block_kb * 1024, span_gb << 30, iops);
+            let requests = random_trace(
+                seed,
+                count,
+                read_fraction,
+                block_kb * 1024,
+                span_gb << 30,
+                iops,
+            );
             write_requests(&requests, to, &out)
         }
     }
@@ -125,7 +143,9 @@ fn write_requests(requests: &[TraceRequest], to: TraceFormat, out: &Path) -> any
                 .collect();
             write_flashlab_csv(&records, &mut w).map_err(anyhow::Error::from)
         }
-        other => Err(anyhow::anyhow!("cannot write {other} traces (write flashlab or mqsim)")),
+        other => Err(anyhow::anyhow!(
+            "cannot write {other} traces (write flashlab or mqsim)"
+        )),
     };
     let finished = written.and_then(|()| w.flush().map_err(anyhow::Error::from));
     if let Err(e) = finished {

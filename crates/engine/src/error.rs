@@ -15,7 +15,9 @@ pub type Result<T, E = Error> = std::result::Result<T, E>;
 #[derive(Debug, Error)]
 pub enum Error {
     /// A page failed its checksum or carries another page's id.
-    #[error("corruption in space '{space}' page {page_no} at device offset {offset_bytes}: {problem}")]
+    #[error(
+        "corruption in space '{space}' page {page_no} at device offset {offset_bytes}: {problem}"
+    )]
     Corruption {
         space: String,
         page_no: u64,

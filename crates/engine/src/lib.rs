@@ -14,13 +14,19 @@
 //!   record of byte-range redo;
 //! - [`btree`]: B+trees on pages, written against [`mtr::PageAccess`];
 //! - [`row`]: the typed row codec and schemas;
+//! - [`space`]: data spaces and page allocation;
+//! - [`config`]: where each storage space lives;
 //! - [`wal`]: the write-ahead log with force-at-commit and group commit;
 //! - [`recovery`]: analysis, redo and undo after a crash;
-//! - [`txn`] and [`lock`]: transactions and row locks;
-//! - [`db`]: the `Database` API tying it all together.
+//! - [`lock`]: row locks with wait-die;
+//! - [`db`]: the `Database` API tying it all together: catalog, tables,
+//!   transactions, checkpoints, recovery, the database directory, and the
+//!   verifier behind `flashlab check`.
 
 pub mod btree;
 pub mod buffer;
+pub mod config;
+pub mod db;
 pub mod error;
 pub mod lock;
 pub mod mtr;
@@ -29,5 +35,8 @@ pub mod row;
 pub mod space;
 pub mod wal;
 
+pub use config::{CpuCosts, DataSpaceConfig, DbConfig, SpaceConfig};
+pub use db::{Database, Devices, Table, TableSpec, Transaction};
 pub use error::{Error, Result};
 pub use page::{PageId, PageNo, SpaceId};
+pub use wal::Durability;

@@ -71,11 +71,15 @@ enum Decision {
 }
 
 fn decide(entry: Option<&Entry>, txn: u64, mode: LockMode) -> Decision {
-    let Some(entry) = entry else { return Decision::Granted };
+    let Some(entry) = entry else {
+        return Decision::Granted;
+    };
     let conflicting: Vec<u64> = entry
         .holders
         .iter()
-        .filter(|&(&holder, &held)| holder != txn && (mode == LockMode::Exclusive || held == LockMode::Exclusive))
+        .filter(|&(&holder, &held)| {
+            holder != txn && (mode == LockMode::Exclusive || held == LockMode::Exclusive)
+        })
         .map(|(&holder, _)| holder)
         .collect();
     if conflicting.is_empty() {
@@ -106,7 +110,8 @@ impl LockManager {
                         *held = LockMode::Exclusive;
                     }
                     debug_assert!(
-                        entry.holders.len() == 1 || entry.holders.values().all(|&m| m == LockMode::Shared),
+                        entry.holders.len() == 1
+                            || entry.holders.values().all(|&m| m == LockMode::Shared),
                         "LOCK-1"
                     );
                     table.held.entry(txn).or_default().insert(key.clone());
@@ -127,7 +132,9 @@ impl LockManager {
     /// Release everything `txn` holds (LOCK-3).
     pub fn release_all(&self, txn: u64) {
         let mut table = self.table.lock();
-        let Some(keys) = table.held.remove(&txn) else { return };
+        let Some(keys) = table.held.remove(&txn) else {
+            return;
+        };
         for key in keys {
             if let Some(entry) = table.rows.get_mut(&key) {
                 entry.holders.remove(&txn);
@@ -168,7 +175,12 @@ mod tests {
             locks.lock(1, &key("a"), LockMode::Shared).unwrap();
             locks.lock(2, &key("a"), LockMode::Shared).unwrap();
             // Younger 3 wants exclusive over older holders: dies.
-            assert!(locks.lock(3, &key("a"), LockMode::Exclusive).unwrap_err().is_retryable());
+            assert!(
+                locks
+                    .lock(3, &key("a"), LockMode::Exclusive)
+                    .unwrap_err()
+                    .is_retryable()
+            );
             locks.release_all(2);
             // 1 upgrades: no other holder.
             locks.lock(1, &key("a"), LockMode::Exclusive).unwrap();

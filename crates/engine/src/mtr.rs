@@ -45,8 +45,8 @@ use crate::buffer::{BufferPool, PageRef};
 use crate::error::Error;
 use crate::page::{self, PAGE_BODY_OFFSET, PageId, SpaceId};
 use crate::space::SpaceHeader;
-use crate::wal::record::{Body, PageRedo, Undo};
 use crate::wal::Wal;
+use crate::wal::record::{Body, PageRedo, Undo};
 
 /// Gaps of unchanged bytes shorter than this are folded into one range:
 /// a range header costs about as much.
@@ -80,7 +80,12 @@ pub struct Logged {
 impl Mtr {
     /// Start a mini-transaction on `space`, whose device holds
     /// `capacity_pages` pages.
-    pub fn new(pool: Arc<BufferPool>, space: SpaceId, space_name: &str, capacity_pages: u64) -> Mtr {
+    pub fn new(
+        pool: Arc<BufferPool>,
+        space: SpaceId,
+        space_name: &str,
+        capacity_pages: u64,
+    ) -> Mtr {
         Mtr {
             pool,
             space,
@@ -149,21 +154,35 @@ impl Mtr {
 
     /// Log the changes as one record (MTR-2) and install the new images
     /// (MTR-3). Returns `None` if nothing changed.
-    pub fn commit(self, wal: &Wal, txn: u64, prev_lsn: u64, undo: Option<Undo>) -> Result<Option<Logged>> {
+    pub fn commit(
+        self,
+        wal: &Wal,
+        txn: u64,
+        prev_lsn: u64,
+        undo: Option<Undo>,
+    ) -> Result<Option<Logged>> {
         let redo = self.redo();
         if redo.is_empty() {
             return Ok(None);
         }
         let (lsn, end_lsn) = wal.append(txn, prev_lsn, Body::Update { undo, redo })?;
         self.install(end_lsn);
+        wal.installed(lsn);
         Ok(Some(Logged { lsn, end_lsn }))
     }
 
     /// Log the changes as a compensation record of an undo step.
-    pub fn commit_compensation(self, wal: &Wal, txn: u64, prev_lsn: u64, undo_next: u64) -> Result<Logged> {
+    pub fn commit_compensation(
+        self,
+        wal: &Wal,
+        txn: u64,
+        prev_lsn: u64,
+        undo_next: u64,
+    ) -> Result<Logged> {
         let redo = self.redo();
         let (lsn, end_lsn) = wal.append(txn, prev_lsn, Body::Compensation { undo_next, redo })?;
         self.install(end_lsn);
+        wal.installed(lsn);
         Ok(Logged { lsn, end_lsn })
     }
 
@@ -221,7 +240,9 @@ impl PageAccess for Mtr {
 
     fn free(&mut self, page_no: PageNo) -> Result<()> {
         if page_no == 0 {
-            return Err(Error::Invalid("the space header page cannot be freed".into()));
+            return Err(Error::Invalid(
+                "the space header page cannot be freed".into(),
+            ));
         }
         let mut header = self.header()?;
         let page = self.write(page_no)?;
@@ -237,7 +258,11 @@ impl PageAccess for Mtr {
 /// on (MTR-1: the header before it is the pool's).
 pub fn diff(before: &[u8], after: &[u8]) -> Vec<(u32, Vec<u8>)> {
     debug_assert_eq!(before.len(), after.len());
-    debug_assert_eq!(before[..PAGE_BODY_OFFSET], after[..PAGE_BODY_OFFSET], "MTR-1");
+    debug_assert_eq!(
+        before[..PAGE_BODY_OFFSET],
+        after[..PAGE_BODY_OFFSET],
+        "MTR-1"
+    );
     let mut ranges: Vec<(u32, Vec<u8>)> = Vec::new();
     let mut i = PAGE_BODY_OFFSET;
     while i < after.len() {
@@ -268,13 +293,18 @@ pub fn diff(before: &[u8], after: &[u8]) -> Vec<(u32, Vec<u8>)> {
 pub fn apply_ranges(image: &mut [u8], ranges: &[(u32, Vec<u8>)], page: PageId) -> Result<()> {
     for (offset, bytes) in ranges {
         let start = *offset as usize;
-        let end = start.checked_add(bytes.len()).filter(|&end| end <= image.len() && start >= PAGE_BODY_OFFSET);
+        let end = start
+            .checked_add(bytes.len())
+            .filter(|&end| end <= image.len() && start >= PAGE_BODY_OFFSET);
         match end {
             Some(end) => image[start..end].copy_from_slice(bytes),
             None => {
                 return Err(Error::malformed(
                     "log record",
-                    format!("redo range at offset {start} of {} bytes does not fit page {page}", bytes.len()),
+                    format!(
+                        "redo range at offset {start} of {} bytes does not fit page {page}",
+                        bytes.len()
+                    ),
                 ));
             }
         }

@@ -167,11 +167,15 @@ pub fn verify(page: &[u8], expected: PageId, space_name: &str, offset_bytes: u64
     let stored_crc = read_u32(page, CRC_OFFSET);
     let crc = compute_checksum(page);
     if stored_crc != crc {
-        return Err(corruption(format!("checksum mismatch (stored {stored_crc:#010x}, computed {crc:#010x})")));
+        return Err(corruption(format!(
+            "checksum mismatch (stored {stored_crc:#010x}, computed {crc:#010x})"
+        )));
     }
     let id = stored_id(page);
     if id != expected {
-        return Err(corruption(format!("page carries id {id}, expected {expected} (misdirected write?)")));
+        return Err(corruption(format!(
+            "page carries id {id}, expected {expected} (misdirected write?)"
+        )));
     }
     Ok(())
 }
@@ -206,7 +210,11 @@ mod tests {
         seal(&mut page);
         let err = verify(&page, PageId::new(1, 4), "data", 8192).unwrap_err();
         assert!(err.to_string().contains("misdirected"), "{err}");
-        assert!(err.to_string().contains("space 'data' page 4 at device offset 8192"), "{err}");
+        assert!(
+            err.to_string()
+                .contains("space 'data' page 4 at device offset 8192"),
+            "{err}"
+        );
     }
 
     #[test]

@@ -67,7 +67,9 @@ impl SpaceHeader {
     pub fn decode(page: &[u8], space_name: &str) -> Result<SpaceHeader> {
         let b = PAGE_HEADER_BYTES;
         if page.len() < b + 24 || &page[b..b + 4] != MAGIC {
-            return Err(Error::Open(format!("data space '{space_name}' has no space header (page 0)")));
+            return Err(Error::Open(format!(
+                "data space '{space_name}' has no space header (page 0)"
+            )));
         }
         let version = field(page, b + 4);
         if version != SPACE_FORMAT_VERSION {
@@ -91,7 +93,10 @@ impl SpaceHeader {
         if header.free_head >= header.page_count.max(1) {
             return Err(Error::malformed(
                 "space header",
-                format!("free list head {} beyond page count {}", header.free_head, header.page_count),
+                format!(
+                    "free list head {} beyond page count {}",
+                    header.free_head, header.page_count
+                ),
             ));
         }
         Ok(header)

@@ -66,7 +66,13 @@ fn as_ref(bound: &Bound<Vec<u8>>) -> Bound<&[u8]> {
     }
 }
 
-fn scan(tree: &BTree, pages: &mut MemPages, lower: Bound<&[u8]>, upper: Bound<&[u8]>, limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+fn scan(
+    tree: &BTree,
+    pages: &mut MemPages,
+    lower: Bound<&[u8]>,
+    upper: Bound<&[u8]>,
+    limit: usize,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
     let mut out = Vec::new();
     tree.scan(pages, lower, upper, |k, v| {
         out.push((k.to_vec(), v.to_vec()));
@@ -76,13 +82,23 @@ fn scan(tree: &BTree, pages: &mut MemPages, lower: Bound<&[u8]>, upper: Bound<&[
     out
 }
 
-fn model_scan(model: &BTreeMap<Vec<u8>, Vec<u8>>, lower: Bound<&[u8]>, upper: Bound<&[u8]>, limit: usize) -> Vec<(Vec<u8>, Vec<u8>)> {
+fn model_scan(
+    model: &BTreeMap<Vec<u8>, Vec<u8>>,
+    lower: Bound<&[u8]>,
+    upper: Bound<&[u8]>,
+    limit: usize,
+) -> Vec<(Vec<u8>, Vec<u8>)> {
     let inverted = matches!((lower, upper), (Bound::Included(l) | Bound::Excluded(l), Bound::Included(u) | Bound::Excluded(u)) if l > u);
-    let empty = inverted || matches!((lower, upper), (Bound::Excluded(l), Bound::Excluded(u)) if l == u);
+    let empty =
+        inverted || matches!((lower, upper), (Bound::Excluded(l), Bound::Excluded(u)) if l == u);
     if empty {
         return Vec::new(); // BTreeMap::range panics on these; the tree returns nothing
     }
-    model.range::<[u8], _>((lower, upper)).take(limit).map(|(k, v)| (k.clone(), v.clone())).collect()
+    model
+        .range::<[u8], _>((lower, upper))
+        .take(limit)
+        .map(|(k, v)| (k.clone(), v.clone()))
+        .collect()
 }
 
 fn apply(tree: &BTree, pages: &mut MemPages, model: &mut BTreeMap<Vec<u8>, Vec<u8>>, op: &Op) {
@@ -92,7 +108,10 @@ fn apply(tree: &BTree, pages: &mut MemPages, model: &mut BTreeMap<Vec<u8>, Vec<u
             let err = tree.insert(pages, k, v).unwrap_err();
             assert!(matches!(err, Error::TooLarge(_)), "{err}");
         }
-        Op::Insert(k, v) => assert_eq!(tree.insert(pages, k, v).unwrap(), model.insert(k.clone(), v.clone())),
+        Op::Insert(k, v) => assert_eq!(
+            tree.insert(pages, k, v).unwrap(),
+            model.insert(k.clone(), v.clone())
+        ),
         Op::Delete(k) => assert_eq!(tree.delete(pages, k).unwrap(), model.remove(k)),
         Op::Get(k) => assert_eq!(tree.get(pages, k).unwrap().as_ref(), model.get(k)),
         Op::Scan(l, u, n) => {
@@ -113,8 +132,17 @@ fn run_model(page_bytes: usize, ops: &[Op]) {
         let stats = tree.check(&mut pages).unwrap();
         assert_eq!(stats.entries, model.len() as u64);
         pages.check_headers().unwrap();
-        let all = scan(&tree, &mut pages, Bound::Unbounded, Bound::Unbounded, usize::MAX);
-        assert_eq!(all, model_scan(&model, Bound::Unbounded, Bound::Unbounded, usize::MAX));
+        let all = scan(
+            &tree,
+            &mut pages,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            usize::MAX,
+        );
+        assert_eq!(
+            all,
+            model_scan(&model, Bound::Unbounded, Bound::Unbounded, usize::MAX)
+        );
     }
 }
 
@@ -146,12 +174,17 @@ fn btree_large_random_workload_stays_consistent() {
     let mut model = BTreeMap::new();
     for round in 0..20 {
         for _ in 0..1000 {
-            let key: Vec<u8> = (0..rng.random_range(1..40)).map(|_| rng.random_range(b'a'..=b'e')).collect();
+            let key: Vec<u8> = (0..rng.random_range(1..40))
+                .map(|_| rng.random_range(b'a'..=b'e'))
+                .collect();
             if rng.random_bool(0.25) {
                 assert_eq!(tree.delete(&mut pages, &key).unwrap(), model.remove(&key));
             } else {
                 let value = vec![round as u8; rng.random_range(0..200)];
-                assert_eq!(tree.insert(&mut pages, &key, &value).unwrap(), model.insert(key, value));
+                assert_eq!(
+                    tree.insert(&mut pages, &key, &value).unwrap(),
+                    model.insert(key, value)
+                );
             }
         }
         let stats = tree.check(&mut pages).unwrap();
@@ -165,9 +198,21 @@ fn btree_large_random_workload_stays_consistent() {
     for key in model.keys() {
         tree.delete(&mut pages, key).unwrap();
     }
-    assert!(scan(&tree, &mut pages, Bound::Unbounded, Bound::Unbounded, usize::MAX).is_empty());
+    assert!(
+        scan(
+            &tree,
+            &mut pages,
+            Bound::Unbounded,
+            Bound::Unbounded,
+            usize::MAX
+        )
+        .is_empty()
+    );
     let empty = tree.check(&mut pages).unwrap();
-    assert_eq!((empty.entries, empty.leaf_pages, empty.empty_leaves), (0, stats.leaf_pages, stats.leaf_pages));
+    assert_eq!(
+        (empty.entries, empty.leaf_pages, empty.empty_leaves),
+        (0, stats.leaf_pages, stats.leaf_pages)
+    );
     let freed = tree.destroy(&mut pages).unwrap();
     assert_eq!(freed, stats.pages());
     assert_eq!(pages.free_count() as u64, freed);
@@ -189,7 +234,9 @@ fn exercise(pages: &mut MemPages, root: u32, rng: &mut ChaCha8Rng) {
     let key: Vec<u8> = (0..rng.random_range(0..8)).map(|_| rng.random()).collect();
     let _ = tree.check(pages);
     let _ = tree.get(pages, &key);
-    let _ = tree.scan(pages, Bound::Included(&key), Bound::Unbounded, |_, _| Ok(true));
+    let _ = tree.scan(pages, Bound::Included(&key), Bound::Unbounded, |_, _| {
+        Ok(true)
+    });
     let _ = tree.scan(pages, Bound::Unbounded, Bound::Unbounded, |_, _| Ok(true));
     let _ = tree.insert(pages, &key, &[1; 100]);
     let _ = tree.delete(pages, &key);
@@ -200,7 +247,9 @@ fn exercise(pages: &mut MemPages, root: u32, rng: &mut ChaCha8Rng) {
 fn btree_random_pages_give_errors_not_panics() {
     let mut rng = ChaCha8Rng::seed_from_u64(11);
     for _ in 0..300 {
-        let mut raw: Vec<Vec<u8>> = (0..6).map(|_| (0..2048).map(|_| rng.random()).collect()).collect();
+        let mut raw: Vec<Vec<u8>> = (0..6)
+            .map(|_| (0..2048).map(|_| rng.random()).collect())
+            .collect();
         for page in &mut raw {
             // Plausible headers get further into the decoder.
             page[20] = rng.random_range(2..=3);
@@ -225,7 +274,8 @@ fn btree_corrupted_trees_give_errors_not_panics() {
     let tree = BTree::create(&mut clean).unwrap();
     for i in 0u32..600 {
         let key = [&b"prefix-"[..], &i.wrapping_mul(40503).to_be_bytes()].concat();
-        tree.insert(&mut clean, &key, &vec![i as u8; (i % 90) as usize]).unwrap();
+        tree.insert(&mut clean, &key, &vec![i as u8; (i % 90) as usize])
+            .unwrap();
     }
     tree.check(&mut clean).unwrap();
     let mut caught = 0;
@@ -247,5 +297,8 @@ fn btree_corrupted_trees_give_errors_not_panics() {
         }
         exercise(&mut pages, tree.root(), &mut rng);
     }
-    assert!(caught > 500, "check caught only {caught} of 2000 corruptions");
+    assert!(
+        caught > 500,
+        "check caught only {caught} of 2000 corruptions"
+    );
 }

@@ -47,9 +47,12 @@ impl LineChart {
         crate::plot::register_fonts().map_err(|e| format!("chart '{}': {e}", self.title))?;
         let mut svg = String::new();
         {
-            let root = SVGBackend::with_string(&mut svg, (CHART_WIDTH_PX, CHART_HEIGHT_PX)).into_drawing_area();
-            self.draw(&root).map_err(|e| format!("chart '{}': {e}", self.title))?;
-            root.present().map_err(|e| format!("chart '{}': {e}", self.title))?;
+            let root = SVGBackend::with_string(&mut svg, (CHART_WIDTH_PX, CHART_HEIGHT_PX))
+                .into_drawing_area();
+            self.draw(&root)
+                .map_err(|e| format!("chart '{}': {e}", self.title))?;
+            root.present()
+                .map_err(|e| format!("chart '{}': {e}", self.title))?;
         }
         Ok(svg)
     }
@@ -71,7 +74,10 @@ impl LineChart {
         (x0, x1, 0.0, if y1 > 0.0 { y1 * 1.1 } else { 1.0 })
     }
 
-    fn draw(&self, root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>) -> Result<(), String> {
+    fn draw(
+        &self,
+        root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
+    ) -> Result<(), String> {
         let e = |err: &dyn std::fmt::Display| err.to_string();
         root.fill(&WHITE).map_err(|err| e(&err))?;
         let (x0, x1, y0, y1) = self.bounds();
@@ -82,7 +88,9 @@ impl LineChart {
             .x_label_area_size(40)
             .y_label_area_size(60);
         if self.log_x {
-            let mut chart = builder.build_cartesian_2d((x0..x1).log_scale(), y0..y1).map_err(|err| e(&err))?;
+            let mut chart = builder
+                .build_cartesian_2d((x0..x1).log_scale(), y0..y1)
+                .map_err(|err| e(&err))?;
             chart
                 .configure_mesh()
                 .x_desc(&self.x_label)
@@ -97,7 +105,9 @@ impl LineChart {
                 .draw()
                 .map_err(|err| e(&err))?;
         } else {
-            let mut chart = builder.build_cartesian_2d(x0..x1, y0..y1).map_err(|err| e(&err))?;
+            let mut chart = builder
+                .build_cartesian_2d(x0..x1, y0..y1)
+                .map_err(|err| e(&err))?;
             chart
                 .configure_mesh()
                 .x_desc(&self.x_label)
@@ -115,7 +125,10 @@ impl LineChart {
         Ok(())
     }
 
-    fn draw_series<X, Y>(&self, chart: &mut ChartContext<'_, SVGBackend<'_>, Cartesian2d<X, Y>>) -> Result<(), String>
+    fn draw_series<X, Y>(
+        &self,
+        chart: &mut ChartContext<'_, SVGBackend<'_>, Cartesian2d<X, Y>>,
+    ) -> Result<(), String>
     where
         X: plotters::coord::ranged1d::Ranged<ValueType = f64>,
         Y: plotters::coord::ranged1d::Ranged<ValueType = f64>,
@@ -124,18 +137,33 @@ impl LineChart {
             let color = PALETTE[index % PALETTE.len()];
             if series.published {
                 chart
-                    .draw_series(series.points.iter().map(|&p| TriangleMarker::new(p, 6, color.filled())))
+                    .draw_series(
+                        series
+                            .points
+                            .iter()
+                            .map(|&p| TriangleMarker::new(p, 6, color.filled())),
+                    )
                     .map_err(|err| err.to_string())?
                     .label(series.name.clone())
                     .legend(move |(x, y)| TriangleMarker::new((x + 8, y), 5, color.filled()));
             } else {
                 chart
-                    .draw_series(LineSeries::new(series.points.iter().copied(), color.stroke_width(2)))
+                    .draw_series(LineSeries::new(
+                        series.points.iter().copied(),
+                        color.stroke_width(2),
+                    ))
                     .map_err(|err| err.to_string())?
                     .label(series.name.clone())
-                    .legend(move |(x, y)| PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2)));
+                    .legend(move |(x, y)| {
+                        PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
+                    });
                 chart
-                    .draw_series(series.points.iter().map(|&p| Circle::new(p, 3, color.filled())))
+                    .draw_series(
+                        series
+                            .points
+                            .iter()
+                            .map(|&p| Circle::new(p, 3, color.filled())),
+                    )
                     .map_err(|err| err.to_string())?;
             }
         }

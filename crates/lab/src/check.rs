@@ -27,14 +27,40 @@ pub struct Check {
 
 impl Check {
     /// Pass when `measured` is within `pct` percent of `published`.
-    pub fn within_pct(id: &str, paper: &str, what: &str, unit: &str, published: f64, measured: f64, pct: f64) -> Check {
+    pub fn within_pct(
+        id: &str,
+        paper: &str,
+        what: &str,
+        unit: &str,
+        published: f64,
+        measured: f64,
+        pct: f64,
+    ) -> Check {
         let delta = published.abs() * pct / 100.0;
-        Check::in_range(id, paper, what, unit, published, measured, published - delta, published + delta)
+        Check::in_range(
+            id,
+            paper,
+            what,
+            unit,
+            published,
+            measured,
+            published - delta,
+            published + delta,
+        )
     }
 
     /// Pass when `lo <= measured <= hi`.
     #[allow(clippy::too_many_arguments)]
-    pub fn in_range(id: &str, paper: &str, what: &str, unit: &str, published: f64, measured: f64, lo: f64, hi: f64) -> Check {
+    pub fn in_range(
+        id: &str,
+        paper: &str,
+        what: &str,
+        unit: &str,
+        published: f64,
+        measured: f64,
+        lo: f64,
+        hi: f64,
+    ) -> Check {
         Check {
             id: id.to_string(),
             paper: paper.to_string(),

@@ -52,18 +52,29 @@ pub struct FileOptionsChar {
 }
 
 /// Characterize a file at `path` (created, filled, measured, removed).
-pub fn characterize_file(path: &Path, options: &FileOptionsChar) -> Result<FileCharacterization, DeviceError> {
-    let (device, direct_io) = match FileDevice::create(path, options.file_bytes, FileOptions { direct: true }) {
-        Ok(d) => (d, true),
-        Err(_) => (FileDevice::create(path, options.file_bytes, FileOptions::default())?, false),
-    };
+pub fn characterize_file(
+    path: &Path,
+    options: &FileOptionsChar,
+) -> Result<FileCharacterization, DeviceError> {
+    let (device, direct_io) =
+        match FileDevice::create(path, options.file_bytes, FileOptions { direct: true }) {
+            Ok(d) => (d, true),
+            Err(_) => (
+                FileDevice::create(path, options.file_bytes, FileOptions::default())?,
+                false,
+            ),
+        };
     let device = Arc::new(device);
     let result = measure(&device, options, direct_io);
     let _ = std::fs::remove_file(path);
     result
 }
 
-fn measure(device: &Arc<FileDevice>, options: &FileOptionsChar, direct_io: bool) -> Result<FileCharacterization, DeviceError> {
+fn measure(
+    device: &Arc<FileDevice>,
+    options: &FileOptionsChar,
+    direct_io: bool,
+) -> Result<FileCharacterization, DeviceError> {
     fill(device)?;
     let mut sequential = Vec::new();
     for kb in SEQ_BLOCKS_KB {
@@ -134,7 +145,14 @@ impl PointResult {
 }
 
 /// Run one point with `depth` threads, each issuing requests back to back.
-fn run_point(device: &Arc<FileDevice>, block_kb: u32, depth: u32, random: bool, write: bool, seed: u64) -> Result<PointResult, DeviceError> {
+fn run_point(
+    device: &Arc<FileDevice>,
+    block_kb: u32,
+    depth: u32,
+    random: bool,
+    write: bool,
+    seed: u64,
+) -> Result<PointResult, DeviceError> {
     let block = u64::from(block_kb) * 1024;
     let blocks = (device.capacity_bytes() / block).max(1);
     let issued = Arc::new(AtomicU64::new(0));
@@ -151,7 +169,11 @@ fn run_point(device: &Arc<FileDevice>, block_kb: u32, depth: u32, random: bool, 
                     if n >= POINT_REQUESTS_MAX || started.elapsed() >= POINT_DURATION_MAX {
                         return Ok(());
                     }
-                    let index = if random { splitmix(&mut state) % blocks } else { n % blocks };
+                    let index = if random {
+                        splitmix(&mut state) % blocks
+                    } else {
+                        n % blocks
+                    };
                     let t0 = Instant::now();
                     if write {
                         device.write(index * block, &buf)?;
@@ -171,7 +193,10 @@ fn run_point(device: &Arc<FileDevice>, block_kb: u32, depth: u32, random: bool, 
         })??;
     }
     let elapsed = started.elapsed();
-    let requests = issued.load(Ordering::Relaxed).min(POINT_REQUESTS_MAX + u64::from(depth)) - u64::from(depth);
+    let requests = issued
+        .load(Ordering::Relaxed)
+        .min(POINT_REQUESTS_MAX + u64::from(depth))
+        - u64::from(depth);
     Ok(PointResult {
         requests: requests.max(1),
         elapsed,

@@ -12,7 +12,11 @@ pub const PUBLISHED_TOML: &str = include_str!("../data/published.toml");
 
 fn table() -> &'static toml::Table {
     static TABLE: OnceLock<toml::Table> = OnceLock::new();
-    TABLE.get_or_init(|| PUBLISHED_TOML.parse().expect("data/published.toml is valid TOML (tested)"))
+    TABLE.get_or_init(|| {
+        PUBLISHED_TOML
+            .parse()
+            .expect("data/published.toml is valid TOML (tested)")
+    })
 }
 
 /// A value at a dotted path such as `devices.enterprise_ssd_2010.seq_read_mb_s`.
@@ -61,7 +65,10 @@ mod tests {
     fn published_figures_parse_and_resolve() {
         assert_eq!(number("devices.hdd_seagate_7200_10.rpm"), Some(7200.0));
         assert_eq!(number("lee2008.table3_tpcb.ssd_log_write_ms"), Some(1.3));
-        assert_eq!(number_at("devices.ssd_array_2010.seq_read_mb_s", 1), Some(672.0));
+        assert_eq!(
+            number_at("devices.ssd_array_2010.seq_read_mb_s", 1),
+            Some(672.0)
+        );
         assert!(text("devices.enterprise_ssd_2010.source").is_some());
         assert_eq!(number("devices.no_such_device.rpm"), None);
     }

@@ -80,7 +80,11 @@ struct ResultsJson<'a> {
 /// Write `index.html`, `results.json` and the raw files under `dir`.
 /// Files are written to a temporary name and renamed, so an interrupted run
 /// never leaves a half-written report.
-pub fn write_report(dir: &Path, meta: &ReportMeta, experiments: &[ExperimentResult]) -> std::io::Result<()> {
+pub fn write_report(
+    dir: &Path,
+    meta: &ReportMeta,
+    experiments: &[ExperimentResult],
+) -> std::io::Result<()> {
     std::fs::create_dir_all(dir)?;
     for experiment in experiments {
         for raw in &experiment.raw_files {
@@ -94,7 +98,10 @@ pub fn write_report(dir: &Path, meta: &ReportMeta, experiments: &[ExperimentResu
     };
     let json = serde_json::to_vec_pretty(&results).map_err(std::io::Error::other)?;
     write_atomic(&dir.join("results.json"), &json)?;
-    write_atomic(&dir.join("index.html"), render_html(meta, experiments).as_bytes())
+    write_atomic(
+        &dir.join("index.html"),
+        render_html(meta, experiments).as_bytes(),
+    )
 }
 
 fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
@@ -106,7 +113,10 @@ fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
 
 /// Escape text for HTML.
 pub fn escape(text: &str) -> String {
-    text.replace('&', "&amp;").replace('<', "&lt;").replace('>', "&gt;").replace('"', "&quot;")
+    text.replace('&', "&amp;")
+        .replace('<', "&lt;")
+        .replace('>', "&gt;")
+        .replace('"', "&quot;")
 }
 
 const STYLE: &str = "body{font-family:system-ui,sans-serif;max-width:1100px;margin:2em auto;padding:0 1em;color:#222;line-height:1.45}\
@@ -137,7 +147,12 @@ pub fn render_html(meta: &ReportMeta, experiments: &[ExperimentResult]) -> Strin
     );
     html.push_str("<ul>");
     for e in experiments {
-        let _ = write!(html, "<li><a href=\"#{}\">{}</a></li>", escape(&e.id), escape(&e.title));
+        let _ = write!(
+            html,
+            "<li><a href=\"#{}\">{}</a></li>",
+            escape(&e.id),
+            escape(&e.title)
+        );
     }
     html.push_str("</ul>");
     for e in experiments {
@@ -175,7 +190,11 @@ fn render_experiment(html: &mut String, e: &ExperimentResult) {
     for note in &e.notes {
         let _ = write!(html, "<p class=\"note\">{}</p>", escape(note));
     }
-    let _ = write!(html, "<p class=\"note\">Ran in {:.1} host seconds.</p>", e.host_seconds);
+    let _ = write!(
+        html,
+        "<p class=\"note\">Ran in {:.1} host seconds.</p>",
+        e.host_seconds
+    );
 }
 
 fn render_checks(html: &mut String, checks: &[Check]) {
@@ -201,7 +220,11 @@ fn render_checks(html: &mut String, checks: &[Check]) {
 }
 
 fn render_table(html: &mut String, table: &Table) {
-    let _ = write!(html, "<table><caption>{}</caption><tr>", escape(&table.title));
+    let _ = write!(
+        html,
+        "<table><caption>{}</caption><tr>",
+        escape(&table.title)
+    );
     for column in &table.columns {
         let _ = write!(html, "<th>{}</th>", escape(column));
     }
@@ -255,7 +278,9 @@ mod tests {
         write_report(dir.path(), &meta, &[e]).unwrap();
         let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
         assert!(html.contains("X &lt;test&gt;") && html.contains("PASS"));
-        let json: serde_json::Value = serde_json::from_slice(&std::fs::read(dir.path().join("results.json")).unwrap()).unwrap();
+        let json: serde_json::Value =
+            serde_json::from_slice(&std::fs::read(dir.path().join("results.json")).unwrap())
+                .unwrap();
         assert_eq!(json["checks"][0]["pass"], serde_json::Value::Bool(true));
         assert_eq!(json["checks"][0]["range"][1], serde_json::json!(1.25));
         assert!(!dir.path().join("index.partial").exists());

@@ -26,11 +26,18 @@ pub struct ReproduceSummary {
 
 /// Run the experiments and write `index.html`, `results.json` and raw files
 /// into `out`. `progress` receives one line per experiment.
-pub fn reproduce(out: &Path, options: &ReproduceOptions, mut progress: impl FnMut(&str)) -> Result<ReproduceSummary, String> {
+pub fn reproduce(
+    out: &Path,
+    options: &ReproduceOptions,
+    mut progress: impl FnMut(&str),
+) -> Result<ReproduceSummary, String> {
     let known = experiments::ids();
     for id in &options.only {
         if !known.contains(&id.as_str()) {
-            return Err(format!("unknown experiment '{id}' (known: {})", known.join(", ")));
+            return Err(format!(
+                "unknown experiment '{id}' (known: {})",
+                known.join(", ")
+            ));
         }
     }
     let started = Instant::now();
@@ -44,9 +51,17 @@ pub fn reproduce(out: &Path, options: &ReproduceOptions, mut progress: impl FnMu
         .collect();
     let mut results: Vec<ExperimentResult> = Vec::new();
     for (i, experiment) in selected.iter().enumerate() {
-        progress(&format!("[{}/{}] {}: {} ...", i + 1, selected.len(), experiment.id(), experiment.title()));
+        progress(&format!(
+            "[{}/{}] {}: {} ...",
+            i + 1,
+            selected.len(),
+            experiment.id(),
+            experiment.title()
+        ));
         let t = Instant::now();
-        let result = experiment.run(&ctx).map_err(|e| format!("experiment '{}': {e}", experiment.id()))?;
+        let result = experiment
+            .run(&ctx)
+            .map_err(|e| format!("experiment '{}': {e}", experiment.id()))?;
         let passed = result.checks.iter().filter(|c| c.pass).count();
         progress(&format!(
             "[{}/{}] {}: done in {:.1} s, {passed}/{} checks pass",
@@ -66,7 +81,11 @@ pub fn reproduce(out: &Path, options: &ReproduceOptions, mut progress: impl FnMu
     };
     write_report(out, &meta, &results).map_err(|e| format!("{}: {e}", out.display()))?;
     let checks = results.iter().map(|r| r.checks.len()).sum();
-    let passed = results.iter().flat_map(|r| r.checks.iter()).filter(|c| c.pass).count();
+    let passed = results
+        .iter()
+        .flat_map(|r| r.checks.iter())
+        .filter(|c| c.pass)
+        .count();
     Ok(ReproduceSummary {
         experiments: results.len(),
         checks,

@@ -150,9 +150,18 @@ impl HddGeometry {
         self.sectors_per_track * self.sector_bytes
     }
 
-    /// The media rate the rounded geometry actually delivers (bytes/s).
-    pub fn media_bytes_per_s(&self) -> f64 {
+    /// The raw rate at which the rounded track passes under the head
+    /// (bytes/s): about 10% above the sustained rate, which also pays the
+    /// track switches.
+    pub fn platter_bytes_per_s(&self) -> f64 {
         self.track_bytes() as f64 * NS_PER_S as f64 / self.rotation_ns as f64
+    }
+
+    /// The rate a long sequential transfer gets (bytes/s): one track per
+    /// revolution plus the skew, which the track switch fits inside.
+    pub fn streaming_bytes_per_s(&self) -> f64 {
+        let per_track_ns = self.rotation_ns + self.slot_ns(self.skew_sectors);
+        self.track_bytes() as f64 * NS_PER_S as f64 / per_track_ns as f64
     }
 }
 
@@ -165,19 +174,30 @@ mod tests {
         let g = HddGeometry::derive(&HddParams::hdd_2008(), 800_000, "hdd-2008").unwrap();
         // 60e9 / 7200 = 8,333,333.3 ns.
         assert_eq!(g.rotation_ns, 8_333_333);
-        // 110e6 B/s * 8.333333 ms = 916,666 bytes = 1790 sectors of 512.
-        assert_eq!(g.sectors_per_track, 1790);
-        // 250e9 / 512 = 488,281,250 sectors / 1790 = 272,782.8 -> 272,783.
-        assert_eq!(g.tracks, 272_783);
-        // 0.8 ms covers 0.8 / 8.333333 * 1790 = 171.8 -> 172 slots, +1.
-        assert_eq!(g.skew_sectors, 173);
+        // The sustained rate covers a revolution plus one 0.8 ms switch:
+        // 110e6 B/s * (8,333,333 + 800,000) ns = 110e6 * 9.133333 ms
+        // = 1,004,666.6 -> 1,004,666 bytes = 1962.2 -> 1962 sectors of 512.
+        assert_eq!(g.sectors_per_track, 1962);
+        // 250e9 / 512 = 488,281,250 sectors / 1962 = 248,869.1 -> 248,870.
+        assert_eq!(g.tracks, 248_870);
+        // 0.8 ms covers 0.8 / 8.333333 * 1962 = 188.4 -> 189 slots, +1.
+        assert_eq!(g.skew_sectors, 190);
+        // Streaming moves 1962 * 512 = 1,004,544 bytes per revolution plus
+        // the skew, slot_ns(190) = floor(190 * 8,333,333 / 1962) = 806,999 ns:
+        // 1,004,544 B / 9,140,332 ns = 109.90 MB/s, the published 110 MB/s
+        // (the platter itself passes 1,004,544 B / 8.333333 ms = 120.545 MB/s).
+        assert_eq!(g.slot_ns(190), 806_999);
+        let streaming = 1_004_544.0 * 1e9 / 9_140_332.0;
+        assert!((g.streaming_bytes_per_s() - streaming).abs() < 1e-6);
+        assert!((streaming / 1e6 - 109.902).abs() < 0.001, "{streaming}");
+        assert!((g.platter_bytes_per_s() / 1e6 - 120.545).abs() < 0.001);
     }
 
     #[test]
     fn hdd_slot_phase_wraps_exactly() {
         let g = HddGeometry::derive(&HddParams::hdd_2008(), 800_000, "hdd-2008").unwrap();
-        for k in [0, 1, 17, 1789] {
-            assert_eq!(g.slot_ns(k + 1790), g.slot_ns(k) + g.rotation_ns, "GEOM-1");
+        for k in [0, 1, 17, 1961] {
+            assert_eq!(g.slot_ns(k + 1962), g.slot_ns(k) + g.rotation_ns, "GEOM-1");
         }
         // A head at the phase where slot 8 starts waits nothing for slot 8 and
         // almost a revolution for slot 7.
@@ -192,7 +212,7 @@ mod tests {
     #[test]
     fn hdd_geometry_refuses_too_few_tracks() {
         let mut p = HddParams::hdd_2008();
-        p.capacity_bytes = 512 * 1790; // one track
+        p.capacity_bytes = 512 * 1962; // one track
         assert!(HddGeometry::derive(&p, 800_000, "tiny").is_err());
         p.media_bytes_per_s = 1; // no sector fits on a track
         assert!(HddGeometry::derive(&p, 800_000, "slow").is_err());

@@ -68,7 +68,9 @@ pub struct HddParams {
     pub sector_bytes: u32,
     /// Spindle speed (revolutions per minute).
     pub rpm: u32,
-    /// Sustained media rate; with `rpm` it fixes the bytes on a track.
+    /// Sustained media rate, track switches included; with `rpm` and the
+    /// track switch (track-to-track seek + write settle) it fixes the bytes on
+    /// a track (see `geometry`).
     pub media_bytes_per_s: u64,
     /// Host interface rate; only cached writes wait for it (see `hdd`).
     pub interface_bytes_per_s: u64,

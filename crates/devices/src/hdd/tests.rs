@@ -1,9 +1,13 @@
 //! Hand-computed timings of the disk model.
 //!
-//! hdd-2008 numbers used throughout: a revolution is 8,333,333 ns, a track
-//! holds 1790 sectors, slot `k` starts at `floor(k * 8,333,333 / 1790)` ns into
-//! a revolution, so `slot_ns(8) = 37,243` and `slot_ns(16) = 74,487`; the
-//! track skew is 173 slots and the track-to-track seek 0.8 ms.
+//! hdd-2008 numbers used throughout: a revolution is 8,333,333 ns; a track
+//! holds 110 MB/s * (8,333,333 + 800,000) ns / 512 = 1962 sectors (the
+//! sustained rate includes one 0.8 ms track switch per revolution); slot `k`
+//! starts at `floor(k * 8,333,333 / 1962)` ns into a revolution, so
+//! `slot_ns(8) = floor(33,978.9) = 33,978` and
+//! `slot_ns(16) = floor(67,957.9) = 67,957`; the track skew is
+//! `ceil(800,000 * 1962 / 8,333,333) + 1 = 189 + 1 = 190` slots and the
+//! track-to-track seek 0.8 ms.
 
 use super::*;
 
@@ -40,10 +44,11 @@ fn disk_2008() -> HddModel {
 fn hdd_sequential_write_right_after_the_previous_waits_nothing() {
     let mut disk = disk_2008();
     // Head on track 0 at phase 0: sector 0 is under it; 8 sectors pass in
-    // slot_ns(8) = 37,243 ns.
-    assert_eq!(disk.submit(0, &write(0, KB4)), 37_243);
-    // The next 4 KB starts at slot 8, exactly where the platter now is.
-    assert_eq!(disk.submit(37_243, &write(KB4, KB4)), 74_487);
+    // slot_ns(8) = 33,978 ns.
+    assert_eq!(disk.submit(0, &write(0, KB4)), 33_978);
+    // The next 4 KB starts at slot 8, exactly where the platter now is, and
+    // ends at slot_ns(16) = 67,957 ns.
+    assert_eq!(disk.submit(33_978, &write(KB4, KB4)), 67_957);
     assert_eq!(disk.stats().rotation_ns_total, 0);
     assert_eq!(disk.stats().seek_ns_total, 0);
 }
@@ -51,28 +56,31 @@ fn hdd_sequential_write_right_after_the_previous_waits_nothing() {
 #[test]
 fn hdd_rewriting_the_sector_just_passed_waits_almost_a_revolution() {
     let mut disk = disk_2008();
-    assert_eq!(disk.submit(0, &write(0, KB4)), 37_243);
-    // Sector 0 passed 37,243 ns ago: wait 8,333,333 - 37,243 = 8,296,090 ns,
-    // then transfer 37,243 ns: done one revolution + 37,243 ns after 0.
-    let done = disk.submit(37_243, &write(0, KB4));
-    assert_eq!(done, ROTATION_NS + 37_243);
-    assert_eq!(disk.stats().rotation_ns_total, 8_296_090);
+    assert_eq!(disk.submit(0, &write(0, KB4)), 33_978);
+    // Sector 0 passed 33,978 ns ago: wait 8,333,333 - 33,978 = 8,299,355 ns,
+    // then transfer 33,978 ns: done one revolution + 33,978 ns after 0.
+    let done = disk.submit(33_978, &write(0, KB4));
+    assert_eq!(done, ROTATION_NS + 33_978);
+    assert_eq!(disk.stats().rotation_ns_total, 8_299_355);
     assert!(disk.stats().rotation_ns_total > ROTATION_NS * 99 / 100);
 }
 
 #[test]
 fn hdd_request_across_a_track_boundary_pays_the_switch() {
     let mut disk = disk_2008();
-    // Sectors 1786..1789 of track 0 and 0..3 of track 1.
-    let offset = 1786 * 512;
+    // Sectors 1958..1961 of track 0 and 0..3 of track 1.
+    let offset = 1958 * 512;
     let done = disk.submit(0, &read(offset, KB4));
-    // Wait for slot 1786 (8,314,711 ns), 4 sectors to the end of the track
-    // (18,622 ns), switch 800,000 ns, then track 1's sector 0 sits at slot 173
-    // (805,400 ns into the revolution): wait 5,400 ns, 4 sectors 18,622 ns.
-    assert_eq!(done, 8_314_711 + 18_622 + 800_000 + 5_400 + 18_622);
-    assert_eq!(done, 9_157_355);
+    // Wait for slot 1958: floor(1958 * 8,333,333 / 1962) = 8,316,343 ns;
+    // 4 sectors to the end of the track, 8,333,333 - 8,316,343 = 16,990 ns
+    // (the head is back at phase 0); switch 800,000 ns; then track 1's
+    // sector 0 sits at slot 190, floor(190 * 8,333,333 / 1962) = 806,999 ns
+    // into the revolution: wait 806,999 - 800,000 = 6,999 ns; 4 sectors,
+    // slot_ns(194) - slot_ns(190) = 823,989 - 806,999 = 16,990 ns.
+    assert_eq!(done, 8_316_343 + 16_990 + 800_000 + 6_999 + 16_990);
+    assert_eq!(done, 9_157_322);
     assert_eq!(disk.stats().seek_ns_total, 800_000);
-    assert_eq!(disk.stats().rotation_ns_total, 8_314_711 + 5_400);
+    assert_eq!(disk.stats().rotation_ns_total, 8_316_343 + 6_999);
     assert_eq!(disk.head_track(), 1);
 }
 
@@ -80,19 +88,22 @@ fn hdd_request_across_a_track_boundary_pays_the_switch() {
 fn hdd_seek_time_follows_the_curve() {
     let mut disk = disk_2008();
     let track = 100_000;
-    let offset = track * 1790 * 512;
+    let offset = track * 1962 * 512;
     let expected_seek = disk.seek_curve().seek_ns(track);
     let done = disk.submit(0, &read(offset, KB4));
     let stats = disk.stats();
     assert_eq!(stats.seek_ns_total, expected_seek);
-    // Track 100,000's sector 0 is at slot 100,000 * 173 mod 1790 = 1,440.
-    let slot_ns = 1_440 * ROTATION_NS / 1790;
+    // Track 100,000's sector 0 is at slot 100,000 * 190 mod 1962
+    // = 19,000,000 - 9,683 * 1962 = 1,954.
+    let slot_ns = 1_954 * ROTATION_NS / 1962;
     let wait = (slot_ns + ROTATION_NS - expected_seek % ROTATION_NS) % ROTATION_NS;
     assert_eq!(stats.rotation_ns_total, wait);
-    // 8 sectors from slot 1,440: slot_ns(1448) - slot_ns(1440) (37,244 ns
-    // here; slot starts are rounded down to whole nanoseconds).
-    let transfer = 1_448 * ROTATION_NS / 1790 - slot_ns;
-    assert_eq!(transfer, 37_244);
+    // 8 sectors from slot 1,954 run to slot 1,962, one revolution on:
+    // slot_ns(1962) - slot_ns(1954) = 8,333,333 - floor(8,299,354.07)
+    // = 33,979 ns (one more than slot_ns(8) = 33,978: slot starts are
+    // rounded down to whole nanoseconds).
+    let transfer = ROTATION_NS - slot_ns;
+    assert_eq!(transfer, 33_979);
     assert_eq!(done, expected_seek + wait + transfer);
 }
 
@@ -100,11 +111,12 @@ fn hdd_seek_time_follows_the_curve() {
 fn hdd_queue_is_fifo() {
     let mut disk = disk_2008();
     let first = disk.submit(0, &write(0, KB4));
-    // Arrives at 0 but the mechanism is busy until 37,243; it then streams on.
+    // Arrives at 0 but the mechanism is busy until slot_ns(8) = 33,978; it
+    // then streams on to slot_ns(16) = 67,957.
     let second = disk.submit(0, &write(KB4, KB4));
-    assert_eq!(first, 37_243);
-    assert_eq!(second, 74_487);
-    assert_eq!(disk.busy_until_ns(), 74_487);
+    assert_eq!(first, 33_978);
+    assert_eq!(second, 67_957);
+    assert_eq!(disk.busy_until_ns(), 67_957);
 }
 
 #[test]
@@ -131,11 +143,13 @@ fn hdd_flush_and_trim_without_cache() {
 fn hdd_write_cache_completes_at_interface_speed_and_flush_waits_for_destage() {
     let params = HddParams::hdd_2008().with_write_cache(true);
     let mut disk = HddModel::new("cached", params).unwrap();
-    // 4096 bytes at 300 MB/s = 13,653 ns, before the platter write (37,243).
+    // 4096 bytes at 300 MB/s = 13,653 ns, before the platter write
+    // (slot_ns(8) = 33,978).
     assert_eq!(disk.submit(0, &write(0, KB4)), 13_653);
-    assert_eq!(disk.submit(13_653, &flush()), 37_243);
-    // A read queues behind the destage (FIFO mechanism).
-    assert_eq!(disk.submit(13_653, &read(KB4, KB4)), 74_487);
+    assert_eq!(disk.submit(13_653, &flush()), 33_978);
+    // A read queues behind the destage (FIFO mechanism), then streams on
+    // from slot 8 to slot_ns(16) = 67,957.
+    assert_eq!(disk.submit(13_653, &read(KB4, KB4)), 67_957);
 }
 
 #[test]
@@ -148,8 +162,9 @@ fn hdd_write_cache_fills_then_writes_wait_for_destage() {
     let b = disk.submit(a, &write(0, KB4));
     let c = disk.submit(b, &write(0, KB4));
     assert_eq!((a, b), (13_653, 27_306));
-    // The third must wait for the first destage (37,243) to free room.
-    assert_eq!(c, 37_243 + 13_653);
+    // The third must wait for the first destage (slot_ns(8) = 33,978) to
+    // free room, then crosses the interface in 13,653 ns.
+    assert_eq!(c, 33_978 + 13_653);
     // Larger than the whole cache: written through.
     let big = disk.submit(c, &write(0, 4 * KB4));
     assert_eq!(big, disk.busy_until_ns());
@@ -159,7 +174,9 @@ fn hdd_write_cache_fills_then_writes_wait_for_destage() {
 fn hdd_2010_writes_pay_the_settle() {
     let mut reader = HddModel::hdd_2010().unwrap();
     let mut writer = HddModel::hdd_2010().unwrap();
-    let offset = 50_000 * 1250 * 512;
+    // hdd-2010: 160 MB/s * (4 ms + 0.2 ms switch + 0.2 ms settle) / 512
+    // = 1375 sectors a track; start of track 50,000.
+    let offset = 50_000 * 1375 * 512;
     reader.submit(0, &read(offset, KB4));
     writer.submit(0, &write(offset, KB4));
     let settle = writer.stats().seek_ns_total - reader.stats().seek_ns_total;

@@ -92,7 +92,7 @@ impl ArrayModel {
             return bad("members differ in sector size");
         }
         let unit = config.stripe_unit_bytes;
-        if unit == 0 || unit % u64::from(sector_bytes) != 0 {
+        if unit == 0 || !unit.is_multiple_of(u64::from(sector_bytes)) {
             return bad("the stripe unit must be a non-zero multiple of the sector size");
         }
         if config.cache_bytes > 0 && config.cache_bytes < unit {

@@ -78,7 +78,10 @@ impl BTree {
             }
             let node = Node::parse(page_no, pages.read(page_no)?)?;
             if expected_level.is_some_and(|level| level != node.level()) {
-                return Err(malformed(page_no, format!("level {} is not one below its parent", node.level())));
+                return Err(malformed(
+                    page_no,
+                    format!("level {} is not one below its parent", node.level()),
+                ));
             }
             if node.kind() == NodeKind::Internal {
                 for c in 0..=node.count() {
@@ -121,7 +124,10 @@ impl Checker {
         }
         let node = Node::parse(page_no, pages.read(page_no)?)?;
         if node.level() != level {
-            return Err(malformed(page_no, format!("level {} where its parent expects {level}", node.level())));
+            return Err(malformed(
+                page_no,
+                format!("level {} where its parent expects {level}", node.level()),
+            ));
         }
         let live_bytes = node.validate_layout()?;
         self.stats.used_bytes += (live_bytes + node.count() * SLOT_BYTES) as u64;
@@ -139,13 +145,22 @@ impl Checker {
             let ascending = separators.last().is_none_or(|prev| prev.as_slice() < key);
             let inside = low.is_none_or(|low| low < key) && high.is_none_or(|high| key < high);
             if !ascending || !inside {
-                return Err(malformed(page_no, format!("separator {i} out of order or outside its bounds")));
+                return Err(malformed(
+                    page_no,
+                    format!("separator {i} out of order or outside its bounds"),
+                ));
             }
             separators.push(key.to_vec());
         }
-        let children = (0..=node.count()).map(|c| node.child_at(c)).collect::<Result<Vec<_>>>()?;
+        let children = (0..=node.count())
+            .map(|c| node.child_at(c))
+            .collect::<Result<Vec<_>>>()?;
         for (c, &child) in children.iter().enumerate() {
-            let child_low = if c == 0 { low } else { separators.get(c - 1).map(Vec::as_slice) };
+            let child_low = if c == 0 {
+                low
+            } else {
+                separators.get(c - 1).map(Vec::as_slice)
+            };
             let child_high = separators.get(c).map(Vec::as_slice).or(high);
             self.node(pages, child, level - 1, child_low, child_high)?;
         }
@@ -153,7 +168,13 @@ impl Checker {
     }
 
     /// Check a leaf's keys against its bounds and the previous leaves.
-    fn leaf(&mut self, page_no: PageNo, node: &Node, low: Option<&[u8]>, high: Option<&[u8]>) -> Result<()> {
+    fn leaf(
+        &mut self,
+        page_no: PageNo,
+        node: &Node,
+        low: Option<&[u8]>,
+        high: Option<&[u8]>,
+    ) -> Result<()> {
         self.stats.leaf_pages += 1;
         if node.count() == 0 {
             self.stats.empty_leaves += 1;
@@ -163,10 +184,16 @@ impl Checker {
             let key = node.key(i)?;
             let value = node.value(i)?;
             if prev.is_some_and(|prev| prev >= key) {
-                return Err(malformed(page_no, format!("key {i} does not ascend (BTREE-2)")));
+                return Err(malformed(
+                    page_no,
+                    format!("key {i} does not ascend (BTREE-2)"),
+                ));
             }
             if low.is_some_and(|low| key < low) || high.is_some_and(|high| key >= high) {
-                return Err(malformed(page_no, format!("key {i} outside the range its parents give (BTREE-3)")));
+                return Err(malformed(
+                    page_no,
+                    format!("key {i} outside the range its parents give (BTREE-3)"),
+                ));
             }
             self.stats.entries += 1;
             self.stats.key_bytes += key.len() as u64;
@@ -188,14 +215,19 @@ impl Checker {
             if next != expected {
                 return Err(malformed(
                     previous,
-                    format!("sibling link leads to {next} but leaf {expected} comes next in key order"),
+                    format!(
+                        "sibling link leads to {next} but leaf {expected} comes next in key order"
+                    ),
                 ));
             }
             previous = next;
             next = Node::parse(next, pages.read(next)?)?.link();
         }
         if next != NO_PAGE {
-            return Err(malformed(previous, format!("the last leaf links to {next}")));
+            return Err(malformed(
+                previous,
+                format!("the last leaf links to {next}"),
+            ));
         }
         Ok(())
     }

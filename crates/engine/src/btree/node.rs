@@ -202,13 +202,21 @@ impl<'a> Node<'a> {
     pub fn parse(page_no: PageNo, page: &'a [u8]) -> Result<Node<'a>> {
         let len = page.len();
         if !(SLOTS_OFFSET..=PAGE_BYTES_MAX).contains(&len) {
-            return Err(malformed(page_no, format!("a page of {len} bytes cannot hold a node")));
+            return Err(malformed(
+                page_no,
+                format!("a page of {len} bytes cannot hold a node"),
+            ));
         }
         let type_byte = page.get(PAGE_BODY_OFFSET).copied().unwrap_or_default();
         let kind = match PageType::from_u8(type_byte) {
             Some(PageType::BTreeLeaf) => NodeKind::Leaf,
             Some(PageType::BTreeInternal) => NodeKind::Internal,
-            _ => return Err(malformed(page_no, format!("page type {type_byte} is not a B+tree node"))),
+            _ => {
+                return Err(malformed(
+                    page_no,
+                    format!("page type {type_byte} is not a B+tree node"),
+                ));
+            }
         };
         let short = || malformed(page_no, "node header cut short");
         let level = read_u16(page, LEVEL_OFFSET).ok_or_else(short)?;
@@ -221,18 +229,30 @@ impl<'a> Node<'a> {
             link: read_u32(page, LINK_OFFSET).ok_or_else(short)?,
         };
         Self::validate_header(page_no, len, &header)?;
-        Ok(Node { page, page_no, header })
+        Ok(Node {
+            page,
+            page_no,
+            header,
+        })
     }
 
     fn validate_header(page_no: PageNo, len: usize, h: &Header) -> Result<()> {
         if h.slots_end() > h.cell_start || h.cell_start > len {
             return Err(malformed(
                 page_no,
-                format!("{} slots end at {} but cells start at {} of {len}", h.count, h.slots_end(), h.cell_start),
+                format!(
+                    "{} slots end at {} but cells start at {} of {len}",
+                    h.count,
+                    h.slots_end(),
+                    h.cell_start
+                ),
             ));
         }
         if h.frag_bytes > len - h.cell_start {
-            return Err(malformed(page_no, format!("{} fragmented bytes exceed the cell area", h.frag_bytes)));
+            return Err(malformed(
+                page_no,
+                format!("{} fragmented bytes exceed the cell area", h.frag_bytes),
+            ));
         }
         let level_ok = match h.kind {
             NodeKind::Leaf => h.level == 0,
@@ -241,7 +261,10 @@ impl<'a> Node<'a> {
         if !level_ok {
             return Err(malformed(
                 page_no,
-                format!("{:?} node at level {} with link {}", h.kind, h.level, h.link),
+                format!(
+                    "{:?} node at level {} with link {}",
+                    h.kind, h.level, h.link
+                ),
             ));
         }
         Ok(())
@@ -277,21 +300,32 @@ impl<'a> Node<'a> {
     pub fn cell_range(&self, index: usize) -> Result<Range<usize>> {
         let h = &self.header;
         if index >= h.count {
-            return Err(malformed(self.page_no, format!("entry {index} of {}", h.count)));
+            return Err(malformed(
+                self.page_no,
+                format!("entry {index} of {}", h.count),
+            ));
         }
         let bad = |what: &str| malformed(self.page_no, format!("entry {index}: {what}"));
-        let offset = read_u16(self.page, SLOTS_OFFSET + index * SLOT_BYTES).ok_or_else(|| bad("slot cut short"))?;
+        let offset = read_u16(self.page, SLOTS_OFFSET + index * SLOT_BYTES)
+            .ok_or_else(|| bad("slot cut short"))?;
         if offset < h.cell_start {
-            return Err(bad(&format!("cell offset {offset} below the cell area at {}", h.cell_start)));
+            return Err(bad(&format!(
+                "cell offset {offset} below the cell area at {}",
+                h.cell_start
+            )));
         }
-        let key_len = read_u16(self.page, offset).ok_or_else(|| bad("cell header overruns the page"))?;
+        let key_len =
+            read_u16(self.page, offset).ok_or_else(|| bad("cell header overruns the page"))?;
         let value_len = match h.kind {
-            NodeKind::Leaf => read_u16(self.page, offset + 2).ok_or_else(|| bad("cell header overruns the page"))?,
+            NodeKind::Leaf => read_u16(self.page, offset + 2)
+                .ok_or_else(|| bad("cell header overruns the page"))?,
             NodeKind::Internal => 0,
         };
         let end = offset + h.kind.cell_header_bytes() + key_len + value_len;
         if end > self.page.len() {
-            return Err(bad(&format!("cell at {offset} ends at {end}, past the page end")));
+            return Err(bad(&format!(
+                "cell at {offset} ends at {end}, past the page end"
+            )));
         }
         Ok(offset..end)
     }
@@ -299,12 +333,15 @@ impl<'a> Node<'a> {
     /// Entry `index`'s cell.
     pub fn cell(&self, index: usize) -> Result<&'a [u8]> {
         let range = self.cell_range(index)?;
-        self.page.get(range).ok_or_else(|| malformed(self.page_no, "cell out of bounds"))
+        self.page
+            .get(range)
+            .ok_or_else(|| malformed(self.page_no, "cell out of bounds"))
     }
 
     /// Entry `index`'s key (separator for an internal node).
     pub fn key(&self, index: usize) -> Result<&'a [u8]> {
-        cell_key(self.kind(), self.cell(index)?).ok_or_else(|| malformed(self.page_no, "key cut short"))
+        cell_key(self.kind(), self.cell(index)?)
+            .ok_or_else(|| malformed(self.page_no, "key cut short"))
     }
 
     /// Entry `index`'s value (leaves only).
@@ -323,10 +360,14 @@ impl<'a> Node<'a> {
         }
         let child = match c {
             0 => self.link(),
-            _ => cell_child(self.cell(c - 1)?).ok_or_else(|| malformed(self.page_no, "child cut short"))?,
+            _ => cell_child(self.cell(c - 1)?)
+                .ok_or_else(|| malformed(self.page_no, "child cut short"))?,
         };
         if child == NO_PAGE {
-            return Err(malformed(self.page_no, format!("child {c} is the no-page link")));
+            return Err(malformed(
+                self.page_no,
+                format!("child {c} is the no-page link"),
+            ));
         }
         Ok(child)
     }
@@ -357,20 +398,27 @@ impl<'a> Node<'a> {
 
     /// Copies of all cells in key order.
     pub fn cells(&self) -> Result<Vec<Vec<u8>>> {
-        (0..self.count()).map(|i| self.cell(i).map(<[u8]>::to_vec)).collect()
+        (0..self.count())
+            .map(|i| self.cell(i).map(<[u8]>::to_vec))
+            .collect()
     }
 
     /// Check that cells lie in the cell area without overlapping and that
     /// live plus fragmented bytes account for the whole area (BTREE-5).
     /// Returns the live cell bytes.
     pub fn validate_layout(&self) -> Result<usize> {
-        let mut ranges = (0..self.count()).map(|i| self.cell_range(i)).collect::<Result<Vec<_>>>()?;
+        let mut ranges = (0..self.count())
+            .map(|i| self.cell_range(i))
+            .collect::<Result<Vec<_>>>()?;
         ranges.sort_by_key(|r| r.start);
         for pair in ranges.windows(2) {
             if let [a, b] = pair
                 && a.end > b.start
             {
-                return Err(malformed(self.page_no, format!("cells {a:?} and {b:?} overlap")));
+                return Err(malformed(
+                    self.page_no,
+                    format!("cells {a:?} and {b:?} overlap"),
+                ));
             }
         }
         let live_bytes: usize = ranges.iter().map(ExactSizeIterator::len).sum();
@@ -406,23 +454,30 @@ impl<'a> NodeMut<'a> {
     }
 
     fn put(&mut self, at: usize, bytes: &[u8]) -> Result<()> {
-        debug_assert!(at >= PAGE_BODY_OFFSET, "BTREE-7: write at {at} in the buffer pool's header");
+        debug_assert!(
+            at >= PAGE_BODY_OFFSET,
+            "BTREE-7: write at {at} in the buffer pool's header"
+        );
         let end = at + bytes.len();
-        let target = self
-            .page
-            .get_mut(at..end)
-            .ok_or_else(|| malformed(self.page_no, format!("write of {at}..{end} past the page end")))?;
+        let target = self.page.get_mut(at..end).ok_or_else(|| {
+            malformed(
+                self.page_no,
+                format!("write of {at}..{end} past the page end"),
+            )
+        })?;
         target.copy_from_slice(bytes);
         Ok(())
     }
 
     fn put_u16(&mut self, at: usize, value: usize) -> Result<()> {
-        let value = u16::try_from(value).map_err(|_| malformed(self.page_no, format!("{value} overflows 16 bits")))?;
+        let value = u16::try_from(value)
+            .map_err(|_| malformed(self.page_no, format!("{value} overflows 16 bits")))?;
         self.put(at, &value.to_le_bytes())
     }
 
     fn put_u32(&mut self, at: usize, value: usize) -> Result<()> {
-        let value = u32::try_from(value).map_err(|_| malformed(self.page_no, format!("{value} overflows 32 bits")))?;
+        let value = u32::try_from(value)
+            .map_err(|_| malformed(self.page_no, format!("{value} overflows 32 bits")))?;
         self.put(at, &value.to_le_bytes())
     }
 
@@ -430,7 +485,10 @@ impl<'a> NodeMut<'a> {
     pub fn format(&mut self, kind: NodeKind, level: u16, link: PageNo) -> Result<()> {
         let len = self.page.len();
         if !(SLOTS_OFFSET..=PAGE_BYTES_MAX).contains(&len) {
-            return Err(malformed(self.page_no, format!("a page of {len} bytes cannot hold a node")));
+            return Err(malformed(
+                self.page_no,
+                format!("a page of {len} bytes cannot hold a node"),
+            ));
         }
         self.page[PAGE_BODY_OFFSET..SLOTS_OFFSET].fill(0);
         page::set_page_type(self.page, kind.page_type());
@@ -449,7 +507,10 @@ impl<'a> NodeMut<'a> {
     pub fn insert(&mut self, index: usize, cell: &[u8]) -> Result<bool> {
         let mut h = self.view()?.header();
         if index > h.count {
-            return Err(malformed(self.page_no, format!("insert at {index} of {} entries", h.count)));
+            return Err(malformed(
+                self.page_no,
+                format!("insert at {index} of {} entries", h.count),
+            ));
         }
         let need_bytes = cell.len() + SLOT_BYTES;
         if need_bytes > h.free_bytes() {
@@ -466,11 +527,15 @@ impl<'a> NodeMut<'a> {
         self.put(start, cell)?;
         let slot_at = SLOTS_OFFSET + index * SLOT_BYTES;
         // In bounds: slots_end + SLOT_BYTES <= start (checked just above).
-        self.page.copy_within(slot_at..h.slots_end(), slot_at + SLOT_BYTES);
+        self.page
+            .copy_within(slot_at..h.slots_end(), slot_at + SLOT_BYTES);
         self.put_u16(slot_at, start)?;
         self.put_u16(COUNT_OFFSET, h.count + 1)?;
         self.put_u32(CELL_START_OFFSET, start)?;
-        debug_assert!(h.slots_end() + SLOT_BYTES <= start, "BTREE-5: slots run into cells");
+        debug_assert!(
+            h.slots_end() + SLOT_BYTES <= start,
+            "BTREE-5: slots run into cells"
+        );
         Ok(true)
     }
 
@@ -482,7 +547,8 @@ impl<'a> NodeMut<'a> {
         let range = node.cell_range(index)?;
         let slot_at = SLOTS_OFFSET + index * SLOT_BYTES;
         // In bounds: index < count, so slot_at + SLOT_BYTES <= slots_end.
-        self.page.copy_within(slot_at + SLOT_BYTES..h.slots_end(), slot_at);
+        self.page
+            .copy_within(slot_at + SLOT_BYTES..h.slots_end(), slot_at);
         self.put_u16(COUNT_OFFSET, h.count - 1)?;
         if range.start == h.cell_start {
             self.put_u32(CELL_START_OFFSET, range.end)
@@ -514,13 +580,22 @@ impl<'a> NodeMut<'a> {
     }
 
     /// Rewrite the page as a node holding exactly `cells` (in key order).
-    pub fn rebuild(&mut self, kind: NodeKind, level: u16, link: PageNo, cells: &[Vec<u8>]) -> Result<()> {
+    pub fn rebuild(
+        &mut self,
+        kind: NodeKind,
+        level: u16,
+        link: PageNo,
+        cells: &[Vec<u8>],
+    ) -> Result<()> {
         let need_bytes: usize = cells.iter().map(|c| c.len() + SLOT_BYTES).sum();
         let capacity = capacity_bytes(self.page.len());
         if need_bytes > capacity {
             return Err(malformed(
                 self.page_no,
-                format!("{} cells of {need_bytes} bytes do not fit {capacity} bytes", cells.len()),
+                format!(
+                    "{} cells of {need_bytes} bytes do not fit {capacity} bytes",
+                    cells.len()
+                ),
             ));
         }
         self.format(kind, level, link)?;
@@ -560,13 +635,17 @@ mod tests {
 
     fn leaf_page(page_bytes: usize) -> Vec<u8> {
         let mut page = vec![0u8; page_bytes];
-        NodeMut::new(1, &mut page).format(NodeKind::Leaf, 0, NO_PAGE).unwrap();
+        NodeMut::new(1, &mut page)
+            .format(NodeKind::Leaf, 0, NO_PAGE)
+            .unwrap();
         page
     }
 
     fn keys(page: &[u8]) -> Vec<Vec<u8>> {
         let node = Node::parse(1, page).unwrap();
-        (0..node.count()).map(|i| node.key(i).unwrap().to_vec()).collect()
+        (0..node.count())
+            .map(|i| node.key(i).unwrap().to_vec())
+            .collect()
     }
 
     #[test]
@@ -585,19 +664,35 @@ mod tests {
         let mut node = NodeMut::new(1, &mut page);
         for (i, k) in [b"b", b"d", b"a", b"c"].iter().enumerate() {
             let index = node.view().unwrap().search(*k).unwrap().unwrap_err();
-            assert!(node.insert(index, &leaf_cell(*k, &[i as u8; 100]).unwrap()).unwrap());
+            assert!(
+                node.insert(index, &leaf_cell(*k, &[i as u8; 100]).unwrap())
+                    .unwrap()
+            );
         }
         node.remove(1).unwrap(); // "b": not the lowest cell, so fragmented
         assert_eq!(node.view().unwrap().header().frag_bytes, 105);
         assert_eq!(node.view().unwrap().validate_layout().unwrap(), 3 * 105);
         // Fill the page until the next insert needs compaction.
         let mut n = 0u8;
-        while node.insert(node.view().unwrap().count(), &leaf_cell(&[b'x', n], &[0; 100]).unwrap()).unwrap() {
+        while node
+            .insert(
+                node.view().unwrap().count(),
+                &leaf_cell(&[b'x', n], &[0; 100]).unwrap(),
+            )
+            .unwrap()
+        {
             n += 1;
         }
-        assert_eq!(node.view().unwrap().header().frag_bytes, 0, "compaction ran");
+        assert_eq!(
+            node.view().unwrap().header().frag_bytes,
+            0,
+            "compaction ran"
+        );
         node.view().unwrap().validate_layout().unwrap();
-        assert_eq!(&keys(&page)[..3], &[b"a".to_vec(), b"c".to_vec(), b"d".to_vec()]);
+        assert_eq!(
+            &keys(&page)[..3],
+            &[b"a".to_vec(), b"c".to_vec(), b"d".to_vec()]
+        );
     }
 
     #[test]
@@ -616,11 +711,23 @@ mod tests {
     fn internal_children_are_found_by_separator() {
         let mut page = vec![0u8; 2048];
         let mut node = NodeMut::new(3, &mut page);
-        let cells = vec![internal_cell(b"g", 11).unwrap(), internal_cell(b"p", 12).unwrap()];
+        let cells = vec![
+            internal_cell(b"g", 11).unwrap(),
+            internal_cell(b"p", 12).unwrap(),
+        ];
         node.rebuild(NodeKind::Internal, 1, 10, &cells).unwrap();
         let view = node.view().unwrap();
-        for (key, child) in [(&b"a"[..], 10), (b"g", 11), (b"h", 11), (b"p", 12), (b"z", 12)] {
-            assert_eq!(view.child_at(view.child_index_for(key).unwrap()).unwrap(), child);
+        for (key, child) in [
+            (&b"a"[..], 10),
+            (b"g", 11),
+            (b"h", 11),
+            (b"p", 12),
+            (b"z", 12),
+        ] {
+            assert_eq!(
+                view.child_at(view.child_index_for(key).unwrap()).unwrap(),
+                child
+            );
         }
     }
 
@@ -629,7 +736,10 @@ mod tests {
         for page_bytes in [2048, 8192, 65536] {
             let max = max_entry_bytes(page_bytes);
             let cell_bytes = max + INTERNAL_CELL_HEADER_BYTES + SLOT_BYTES;
-            assert!(ENTRIES_PER_PAGE_MIN * cell_bytes <= capacity_bytes(page_bytes), "BTREE-6");
+            assert!(
+                ENTRIES_PER_PAGE_MIN * cell_bytes <= capacity_bytes(page_bytes),
+                "BTREE-6"
+            );
         }
         assert_eq!(max_entry_bytes(2048), 494);
     }

@@ -32,7 +32,13 @@ impl MemPages {
     /// A space with only its header page.
     pub fn new(page_bytes: usize) -> Result<MemPages> {
         page::validate_page_bytes(page_bytes)?;
-        let mut space = MemPages { page_bytes, pages: Vec::new(), headers: Vec::new(), free: Vec::new(), writes: 0 };
+        let mut space = MemPages {
+            page_bytes,
+            pages: Vec::new(),
+            headers: Vec::new(),
+            free: Vec::new(),
+            writes: 0,
+        };
         space.append(PageType::SpaceHeader)?;
         Ok(space)
     }
@@ -42,10 +48,21 @@ impl MemPages {
     pub fn from_raw(page_bytes: usize, pages: Vec<Vec<u8>>) -> Result<MemPages> {
         page::validate_page_bytes(page_bytes)?;
         if let Some(bad) = pages.iter().position(|p| p.len() != page_bytes) {
-            return Err(Error::Invalid(format!("page {bad} is not {page_bytes} bytes long")));
+            return Err(Error::Invalid(format!(
+                "page {bad} is not {page_bytes} bytes long"
+            )));
         }
-        let headers = pages.iter().map(|p| p[..PAGE_BODY_OFFSET].to_vec()).collect();
-        Ok(MemPages { page_bytes, pages, headers, free: Vec::new(), writes: 0 })
+        let headers = pages
+            .iter()
+            .map(|p| p[..PAGE_BODY_OFFSET].to_vec())
+            .collect();
+        Ok(MemPages {
+            page_bytes,
+            pages,
+            headers,
+            free: Vec::new(),
+            writes: 0,
+        })
     }
 
     fn append(&mut self, kind: PageType) -> Result<PageNo> {
@@ -61,9 +78,11 @@ impl MemPages {
 
     fn page_mut(&mut self, page_no: PageNo) -> Result<&mut Vec<u8>> {
         let count = self.pages.len();
-        self.pages
-            .get_mut(page_no as usize)
-            .ok_or_else(|| Error::Invalid(format!("page {page_no} is past the end of a space of {count} pages")))
+        self.pages.get_mut(page_no as usize).ok_or_else(|| {
+            Error::Invalid(format!(
+                "page {page_no} is past the end of a space of {count} pages"
+            ))
+        })
     }
 
     /// Pages in the space, free ones and the header included.
@@ -97,7 +116,9 @@ impl MemPages {
     pub fn check_headers(&self) -> Result<()> {
         for (page_no, (page, header)) in self.pages.iter().zip(&self.headers).enumerate() {
             if page.get(..PAGE_BODY_OFFSET) != Some(header.as_slice()) {
-                return Err(Error::Invalid(format!("page {page_no}: bytes before {PAGE_BODY_OFFSET} changed")));
+                return Err(Error::Invalid(format!(
+                    "page {page_no}: bytes before {PAGE_BODY_OFFSET} changed"
+                )));
             }
         }
         Ok(())

@@ -30,8 +30,8 @@ use std::collections::HashSet;
 use std::ops::Bound;
 
 use super::node::{
-    self, ENTRIES_PER_PAGE_MIN, NO_PAGE, Node, NodeKind, NodeMut, SLOT_BYTES, capacity_bytes, malformed,
-    max_entry_bytes,
+    self, ENTRIES_PER_PAGE_MIN, NO_PAGE, Node, NodeKind, NodeMut, SLOT_BYTES, capacity_bytes,
+    malformed, max_entry_bytes,
 };
 use crate::error::{Error, Result};
 use crate::mtr::PageAccess;
@@ -86,8 +86,12 @@ impl BTree {
     }
 
     /// The value stored under `key`.
-    pub fn get<P: PageAccess + ?Sized>(&self, pages: &mut P, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let (_, leaf) = self.descend(pages, Target::Key(key))?;
+    pub fn get<P: PageAccess + ?Sized>(
+        &self,
+        pages: &mut P,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>> {
+        let leaf = self.descend(pages, Target::Key(key))?;
         let node = Node::parse(leaf, pages.read(leaf)?)?;
         match node.search(key)? {
             Ok(i) => Ok(Some(node.value(i)?.to_vec())),
@@ -109,7 +113,8 @@ impl BTree {
             (cell.len() + SLOT_BYTES) * ENTRIES_PER_PAGE_MIN <= capacity_bytes(pages.page_bytes()),
             "BTREE-6"
         );
-        let (path, leaf) = self.descend(pages, Target::Key(key))?;
+        let mut path = Vec::new();
+        let leaf = self.descend_recording(pages, Target::Key(key), Some(&mut path))?;
         let mut node = NodeMut::new(leaf, pages.write(leaf)?);
         let found = node.view()?.search(key)?;
         let (index, old) = match found {
@@ -128,14 +133,26 @@ impl BTree {
         }
         let mut cells = node.view()?.cells()?;
         cells.insert(index, cell);
-        self.split_up(pages, path, Overflow { page_no: leaf, cells, insert_index: index })?;
+        self.split_up(
+            pages,
+            path,
+            Overflow {
+                page_no: leaf,
+                cells,
+                insert_index: index,
+            },
+        )?;
         Ok(old)
     }
 
     /// Remove `key`, returning its value. The leaf is left as it is, even
     /// if empty (BTREE-8).
-    pub fn delete<P: PageAccess + ?Sized>(&self, pages: &mut P, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let (_, leaf) = self.descend(pages, Target::Key(key))?;
+    pub fn delete<P: PageAccess + ?Sized>(
+        &self,
+        pages: &mut P,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>> {
+        let leaf = self.descend(pages, Target::Key(key))?;
         let found = {
             let node = Node::parse(leaf, pages.read(leaf)?)?;
             match node.search(key)? {
@@ -154,7 +171,13 @@ impl BTree {
     /// order, walking the leaves by their sibling links, until `visit`
     /// returns false. Keys must ascend along the way; a corrupt chain that
     /// loops back is an error, never an endless scan (BTREE-9).
-    pub fn scan<P, F>(&self, pages: &mut P, lower: Bound<&[u8]>, upper: Bound<&[u8]>, mut visit: F) -> Result<()>
+    pub fn scan<P, F>(
+        &self,
+        pages: &mut P,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        mut visit: F,
+    ) -> Result<()>
     where
         P: PageAccess + ?Sized,
         F: FnMut(&[u8], &[u8]) -> Result<bool>,
@@ -163,7 +186,7 @@ impl BTree {
             Bound::Included(key) | Bound::Excluded(key) => Target::Key(key),
             Bound::Unbounded => Target::Leftmost,
         };
-        let (_, mut leaf) = self.descend(pages, target)?;
+        let mut leaf = self.descend(pages, target)?;
         let mut start_bound = lower;
         let mut last_key: Option<Vec<u8>> = None;
         let mut empty_run = HashSet::new();
@@ -210,9 +233,19 @@ impl BTree {
         }
     }
 
-    /// Walk down to the leaf for `target`, recording the internal nodes.
-    fn descend<P: PageAccess + ?Sized>(&self, pages: &mut P, target: Target) -> Result<(Vec<Step>, PageNo)> {
-        let mut path = Vec::new();
+    /// Walk down to the leaf for `target`.
+    fn descend<P: PageAccess + ?Sized>(&self, pages: &mut P, target: Target) -> Result<PageNo> {
+        self.descend_recording(pages, target, None)
+    }
+
+    /// Walk down to the leaf for `target`, recording the internal nodes
+    /// passed in `path` if given.
+    fn descend_recording<P: PageAccess + ?Sized>(
+        &self,
+        pages: &mut P,
+        target: Target,
+        mut path: Option<&mut Vec<Step>>,
+    ) -> Result<PageNo> {
         let mut page_no = self.root;
         let mut expected_level = None;
         loop {
@@ -226,13 +259,18 @@ impl BTree {
                 ));
             }
             if node.kind() == NodeKind::Leaf {
-                return Ok((path, page_no));
+                return Ok(page_no);
             }
             let child_index = match target {
                 Target::Key(key) => node.child_index_for(key)?,
                 Target::Leftmost => 0,
             };
-            path.push(Step { page_no, child_index });
+            if let Some(path) = path.as_mut() {
+                path.push(Step {
+                    page_no,
+                    child_index,
+                });
+            }
             expected_level = Some(node.level() - 1);
             page_no = node.child_at(child_index)?;
         }
@@ -240,7 +278,12 @@ impl BTree {
 
     /// Split the overflowing node and insert separators upwards until one
     /// fits or the root splits.
-    fn split_up<P: PageAccess + ?Sized>(&self, pages: &mut P, mut path: Vec<Step>, first: Overflow) -> Result<()> {
+    fn split_up<P: PageAccess + ?Sized>(
+        &self,
+        pages: &mut P,
+        mut path: Vec<Step>,
+        first: Overflow,
+    ) -> Result<()> {
         let mut overflow = first;
         let mut append = true;
         loop {
@@ -253,7 +296,8 @@ impl BTree {
             if overflow.page_no == self.root {
                 return self.split_root(pages, header, &overflow.cells, plan);
             }
-            let (separator, right) = split_node(pages, overflow.page_no, header, &overflow.cells, plan)?;
+            let (separator, right) =
+                split_node(pages, overflow.page_no, header, &overflow.cells, plan)?;
             let step = path
                 .pop()
                 .ok_or_else(|| malformed(overflow.page_no, "a non-root node without a parent"))?;
@@ -264,7 +308,11 @@ impl BTree {
             }
             let mut cells = parent.view()?.cells()?;
             cells.insert(step.child_index, cell);
-            overflow = Overflow { page_no: step.page_no, cells, insert_index: step.child_index };
+            overflow = Overflow {
+                page_no: step.page_no,
+                cells,
+                insert_index: step.child_index,
+            };
         }
     }
 
@@ -281,11 +329,18 @@ impl BTree {
             .level
             .checked_add(1)
             .filter(|&level| level <= node::LEVEL_MAX)
-            .ok_or_else(|| Error::TooLarge(format!("B+tree would exceed {} levels", node::LEVEL_MAX)))?;
+            .ok_or_else(|| {
+                Error::TooLarge(format!("B+tree would exceed {} levels", node::LEVEL_MAX))
+            })?;
         let left = pages.allocate(header.kind.page_type())?;
         let (separator, right) = split_node(pages, left, header, cells, plan)?;
         let root_cells = [node::internal_cell(&separator, right)?];
-        NodeMut::new(self.root, pages.write(self.root)?).rebuild(NodeKind::Internal, level, left, &root_cells)
+        NodeMut::new(self.root, pages.write(self.root)?).rebuild(
+            NodeKind::Internal,
+            level,
+            left,
+            &root_cells,
+        )
     }
 }
 
@@ -352,7 +407,12 @@ fn split_node<P: PageAccess + ?Sized>(
 ) -> Result<(Vec<u8>, PageNo)> {
     let kind = header.kind;
     let short = || malformed(left, format!("cannot split {} cells at {at}", cells.len()));
-    let key = |i: usize| cells.get(i).and_then(|c| node::cell_key(kind, c)).ok_or_else(short);
+    let key = |i: usize| {
+        cells
+            .get(i)
+            .and_then(|c| node::cell_key(kind, c))
+            .ok_or_else(short)
+    };
     let (left_cells, right_cells) = match kind {
         NodeKind::Leaf => (cells.get(..at), cells.get(at..)),
         NodeKind::Internal => (cells.get(..at), cells.get(at + 1..)),
@@ -370,7 +430,12 @@ fn split_node<P: PageAccess + ?Sized>(
             (key(at)?.to_vec(), header.link, child)
         }
     };
-    NodeMut::new(right, pages.write(right)?).rebuild(kind, header.level, right_link, right_cells)?;
+    NodeMut::new(right, pages.write(right)?).rebuild(
+        kind,
+        header.level,
+        right_link,
+        right_cells,
+    )?;
     NodeMut::new(left, pages.write(left)?).rebuild(kind, header.level, left_link, left_cells)?;
     Ok((separator, right))
 }
@@ -387,7 +452,12 @@ mod tests {
     use super::*;
     use crate::btree::testing::MemPages;
 
-    fn collect(tree: &BTree, pages: &mut MemPages, lower: Bound<&[u8]>, upper: Bound<&[u8]>) -> Vec<Vec<u8>> {
+    fn collect(
+        tree: &BTree,
+        pages: &mut MemPages,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+    ) -> Vec<Vec<u8>> {
         let mut keys = Vec::new();
         tree.scan(pages, lower, upper, |k, _| {
             keys.push(k.to_vec());
@@ -399,7 +469,11 @@ mod tests {
 
     #[test]
     fn shortest_separator_lies_between() {
-        for (l, r, s) in [(&b"abc"[..], &b"abd"[..], &b"abd"[..]), (b"ab", b"abzz", b"abz"), (b"", b"q", b"q")] {
+        for (l, r, s) in [
+            (&b"abc"[..], &b"abd"[..], &b"abd"[..]),
+            (b"ab", b"abzz", b"abz"),
+            (b"", b"q", b"q"),
+        ] {
             let sep = shortest_separator(l, r);
             assert_eq!(sep, s);
             assert!(l < sep.as_slice() && sep.as_slice() <= r, "BTREE-3");
@@ -426,7 +500,10 @@ mod tests {
         }
         let stats = tree.check(&mut pages).unwrap();
         assert_eq!(stats.entries, 2000);
-        assert!(stats.fill() > 0.9, "append splits keep pages full: {stats:?}");
+        assert!(
+            stats.fill() > 0.9,
+            "append splits keep pages full: {stats:?}"
+        );
     }
 
     #[test]
@@ -435,15 +512,30 @@ mod tests {
         let tree = BTree::create(&mut pages).unwrap();
         let root = tree.root();
         // A long common prefix keeps separators long, so the tree grows tall.
-        let key = |i: u32| [&[b'k'; 60][..], &i.wrapping_mul(2_654_435_761).to_be_bytes()].concat();
+        let key = |i: u32| {
+            [
+                &[b'k'; 60][..],
+                &i.wrapping_mul(2_654_435_761).to_be_bytes(),
+            ]
+            .concat()
+        };
         for i in 0u32..3000 {
-            assert_eq!(tree.insert(&mut pages, &key(i), &i.to_le_bytes()).unwrap(), None);
+            assert_eq!(
+                tree.insert(&mut pages, &key(i), &i.to_le_bytes()).unwrap(),
+                None
+            );
         }
         assert_eq!(tree.root(), root, "BTREE-1");
         assert!(tree.check(&mut pages).unwrap().height >= 3);
         let key = key(5);
-        assert_eq!(tree.insert(&mut pages, &key, b"new").unwrap(), Some(5u32.to_le_bytes().to_vec()));
-        assert_eq!(BTree::open(root).get(&mut pages, &key).unwrap(), Some(b"new".to_vec()));
+        assert_eq!(
+            tree.insert(&mut pages, &key, b"new").unwrap(),
+            Some(5u32.to_le_bytes().to_vec())
+        );
+        assert_eq!(
+            BTree::open(root).get(&mut pages, &key).unwrap(),
+            Some(b"new".to_vec())
+        );
         pages.check_headers().unwrap();
     }
 
@@ -454,7 +546,12 @@ mod tests {
         for i in 0u8..200 {
             tree.insert(&mut pages, &[i], &[0; 50]).unwrap();
         }
-        let keys = collect(&tree, &mut pages, Bound::Excluded(&[10]), Bound::Included(&[20]));
+        let keys = collect(
+            &tree,
+            &mut pages,
+            Bound::Excluded(&[10]),
+            Bound::Included(&[20]),
+        );
         assert_eq!(keys, (11u8..=20).map(|i| vec![i]).collect::<Vec<_>>());
         let keys = collect(&tree, &mut pages, Bound::Included(&[195]), Bound::Unbounded);
         assert_eq!(keys.len(), 5);
@@ -478,11 +575,18 @@ mod tests {
             assert!(tree.delete(&mut pages, &i.to_be_bytes()).unwrap().is_some());
         }
         assert_eq!(tree.delete(&mut pages, &7u16.to_be_bytes()).unwrap(), None);
-        assert!(collect(&tree, &mut pages, Bound::Unbounded, Bound::Unbounded).is_empty(), "BTREE-8");
+        assert!(
+            collect(&tree, &mut pages, Bound::Unbounded, Bound::Unbounded).is_empty(),
+            "BTREE-8"
+        );
         let stats = tree.check(&mut pages).unwrap();
         assert_eq!((stats.entries, stats.empty_leaves), (0, stats.leaf_pages));
-        tree.insert(&mut pages, &500u16.to_be_bytes(), b"back").unwrap();
-        assert_eq!(collect(&tree, &mut pages, Bound::Unbounded, Bound::Unbounded), vec![500u16.to_be_bytes().to_vec()]);
+        tree.insert(&mut pages, &500u16.to_be_bytes(), b"back")
+            .unwrap();
+        assert_eq!(
+            collect(&tree, &mut pages, Bound::Unbounded, Bound::Unbounded),
+            vec![500u16.to_be_bytes().to_vec()]
+        );
     }
 
     #[test]
@@ -490,10 +594,16 @@ mod tests {
         let mut pages = MemPages::new(2048).unwrap();
         let tree = BTree::create(&mut pages).unwrap();
         let limit = max_entry_bytes(2048);
-        tree.insert(&mut pages, &[1; 100], &vec![2; limit - 100]).unwrap();
-        let err = tree.insert(&mut pages, &[1; 100], &vec![2; limit - 99]).unwrap_err();
+        tree.insert(&mut pages, &[1; 100], &vec![2; limit - 100])
+            .unwrap();
+        let err = tree
+            .insert(&mut pages, &[1; 100], &vec![2; limit - 99])
+            .unwrap_err();
         assert!(matches!(err, Error::TooLarge(_)), "{err}");
         let text = err.to_string();
-        assert!(text.contains(&format!("{}", limit + 1)) && text.contains(&format!("{limit}")), "{text}");
+        assert!(
+            text.contains(&format!("{}", limit + 1)) && text.contains(&format!("{limit}")),
+            "{text}"
+        );
     }
 }

@@ -54,7 +54,10 @@ impl<'a> Reader<'a> {
     }
 
     fn take(&mut self, n: usize) -> Result<&'a [u8]> {
-        let end = self.at.checked_add(n).filter(|&end| end <= self.bytes.len());
+        let end = self
+            .at
+            .checked_add(n)
+            .filter(|&end| end <= self.bytes.len());
         match end {
             Some(end) => {
                 let out = &self.bytes[self.at..end];
@@ -63,7 +66,11 @@ impl<'a> Reader<'a> {
             }
             None => Err(Error::malformed(
                 self.what,
-                format!("truncated: wanted {n} bytes at offset {} of {}", self.at, self.bytes.len()),
+                format!(
+                    "truncated: wanted {n} bytes at offset {} of {}",
+                    self.at,
+                    self.bytes.len()
+                ),
             )),
         }
     }
@@ -73,22 +80,31 @@ impl<'a> Reader<'a> {
     }
 
     pub fn u16(&mut self) -> Result<u16> {
-        Ok(u16::from_le_bytes(self.take(2)?.try_into().expect("2 bytes")))
+        Ok(u16::from_le_bytes(
+            self.take(2)?.try_into().expect("2 bytes"),
+        ))
     }
 
     pub fn u32(&mut self) -> Result<u32> {
-        Ok(u32::from_le_bytes(self.take(4)?.try_into().expect("4 bytes")))
+        Ok(u32::from_le_bytes(
+            self.take(4)?.try_into().expect("4 bytes"),
+        ))
     }
 
     pub fn u64(&mut self) -> Result<u64> {
-        Ok(u64::from_le_bytes(self.take(8)?.try_into().expect("8 bytes")))
+        Ok(u64::from_le_bytes(
+            self.take(8)?.try_into().expect("8 bytes"),
+        ))
     }
 
     /// A length-prefixed byte string of at most `max` bytes.
     pub fn blob(&mut self, max: usize) -> Result<&'a [u8]> {
         let len = self.u32()? as usize;
         if len > max {
-            return Err(Error::malformed(self.what, format!("length {len} exceeds the limit of {max}")));
+            return Err(Error::malformed(
+                self.what,
+                format!("length {len} exceeds the limit of {max}"),
+            ));
         }
         self.take(len)
     }
@@ -101,7 +117,10 @@ impl<'a> Reader<'a> {
     /// Fail unless everything was read.
     pub fn finish(&self) -> Result<()> {
         if self.remaining() != 0 {
-            return Err(Error::malformed(self.what, format!("{} trailing bytes", self.remaining())));
+            return Err(Error::malformed(
+                self.what,
+                format!("{} trailing bytes", self.remaining()),
+            ));
         }
         Ok(())
     }

@@ -110,6 +110,11 @@ mod tests {
         sector[8..12].copy_from_slice(&99u32.to_le_bytes());
         let crc = crc32c::crc32c(&sector[16..]);
         sector[12..16].copy_from_slice(&crc.to_le_bytes());
-        assert!(Master::decode(&sector).unwrap_err().to_string().contains("version 99"));
+        assert!(
+            Master::decode(&sector)
+                .unwrap_err()
+                .to_string()
+                .contains("version 99")
+        );
     }
 }

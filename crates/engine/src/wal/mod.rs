@@ -37,12 +37,21 @@
 //!    holds every byte from there to `end_lsn`.
 //! 4. After a failed write or flush the log accepts nothing more: a failed
 //!    fsync is never retried, because the kernel may have dropped the data.
+//! 5. The transaction table (active transactions, their last record and
+//!    next record to undo) changes under the same lock as the append of the
+//!    record that changes it, so a checkpoint's snapshot is exactly the
+//!    table as of its begin record.
+//! 6. A record with page changes counts as *uninstalled* from its append
+//!    until the mini-transaction has installed its pages
+//!    ([`Wal::installed`]); a checkpoint records the oldest, so that redo
+//!    starts early enough for pages not yet marked dirty.
 
 pub mod codec;
 pub mod master;
 pub mod reader;
 pub mod record;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use flashlab_devices::DeviceRef;
@@ -52,12 +61,14 @@ use serde::{Deserialize, Serialize};
 use crate::error::{Error, Result};
 pub use master::{LOG_SECTOR_BYTES, LOG_START_LSN, Master};
 pub use reader::LogReader;
-pub use record::{Body, LogRecord};
+pub use record::{ActiveTxn, Body, LogRecord};
 
 /// Default size of the log buffer before appenders force it out.
 pub const LOG_BUFFER_BYTES_DEFAULT: usize = 4 << 20;
 /// Smallest log buffer accepted.
 pub const LOG_BUFFER_BYTES_MIN: usize = 64 << 10;
+/// How often the log is forced in the background under `no-sync`.
+pub const NO_SYNC_FLUSH_INTERVAL_NS: u64 = 10_000_000;
 /// Longest commit delay accepted (a longer one is surely a unit mistake).
 pub const COMMIT_DELAY_NS_MAX: u64 = 1_000_000_000;
 
@@ -174,6 +185,43 @@ impl LogStats {
     }
 }
 
+/// Keep the transaction table and the uninstalled set in step with an
+/// appended record (WAL-5, WAL-6).
+fn track(st: &mut LogState, lsn: u64, record: &LogRecord) {
+    if !record.body.redo().is_empty() {
+        *st.uninstalled.entry(lsn).or_insert(0) += 1;
+    }
+    if record.txn == 0 {
+        return;
+    }
+    match &record.body {
+        Body::Update { undo: Some(_), .. } => {
+            st.active.insert(
+                record.txn,
+                ActiveTxn {
+                    txn: record.txn,
+                    last_lsn: lsn,
+                    undo_next: lsn,
+                },
+            );
+        }
+        Body::Compensation { undo_next, .. } => {
+            st.active.insert(
+                record.txn,
+                ActiveTxn {
+                    txn: record.txn,
+                    last_lsn: lsn,
+                    undo_next: *undo_next,
+                },
+            );
+        }
+        Body::Commit { .. } | Body::Abort => {
+            st.active.remove(&record.txn);
+        }
+        _ => {}
+    }
+}
+
 fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 { 0.0 } else { a as f64 / b as f64 }
 }
@@ -190,6 +238,21 @@ struct LogState {
     commits_pending: u64,
     failed: Option<String>,
     stats: LogStats,
+    /// The transaction table, kept by the log itself so that it changes
+    /// atomically with the records that change it (WAL-5).
+    active: BTreeMap<u64, ActiveTxn>,
+    /// Records with page changes logged but not yet installed in the
+    /// buffer pool: LSN → count (WAL-6).
+    uninstalled: BTreeMap<u64, u32>,
+}
+
+/// What a checkpoint needs to know, as of its begin record.
+#[derive(Clone, Debug, PartialEq)]
+pub struct CheckpointStart {
+    pub begin_lsn: u64,
+    pub active: Vec<ActiveTxn>,
+    /// Oldest record not yet installed in the buffer pool (0: none).
+    pub pending_lsn: u64,
 }
 
 /// The write-ahead log of one database.
@@ -213,7 +276,12 @@ impl Wal {
     /// Continue a log whose valid records end at `end_lsn`, found by
     /// recovery's scan. `tail` holds the bytes of the sector `end_lsn` falls
     /// in, up to `end_lsn`, so the next force rewrites that sector intact.
-    pub fn resume(device: DeviceRef, config: WalConfig, end_lsn: u64, master: Master) -> Result<Arc<Wal>> {
+    pub fn resume(
+        device: DeviceRef,
+        config: WalConfig,
+        end_lsn: u64,
+        master: Master,
+    ) -> Result<Arc<Wal>> {
         let sector = LOG_SECTOR_BYTES.max(u64::from(device.sector_bytes()));
         let start = end_lsn - end_lsn % sector;
         let mut tail = vec![0u8; (end_lsn - start) as usize];
@@ -226,11 +294,20 @@ impl Wal {
         Wal::new(device, config, end_lsn, tail, master)
     }
 
-    fn new(device: DeviceRef, config: WalConfig, end_lsn: u64, tail: Vec<u8>, master: Master) -> Result<Arc<Wal>> {
+    fn new(
+        device: DeviceRef,
+        config: WalConfig,
+        end_lsn: u64,
+        tail: Vec<u8>,
+        master: Master,
+    ) -> Result<Arc<Wal>> {
         config.validate()?;
         let sector_bytes = LOG_SECTOR_BYTES.max(u64::from(device.sector_bytes()));
         if device.capacity_bytes() < LOG_START_LSN + sector_bytes {
-            return Err(Error::Config(format!("log device '{}' is too small", device.name())));
+            return Err(Error::Config(format!(
+                "log device '{}' is too small",
+                device.name()
+            )));
         }
         let buf_start_lsn = end_lsn - tail.len() as u64;
         debug_assert_eq!(buf_start_lsn % sector_bytes, 0, "WAL-3");
@@ -248,6 +325,8 @@ impl Wal {
                 commits_pending: 0,
                 failed: None,
                 stats: LogStats::default(),
+                active: BTreeMap::new(),
+                uninstalled: BTreeMap::new(),
             }),
             forced: Condvar::new(),
             master: Mutex::new(master),
@@ -295,6 +374,7 @@ impl Wal {
             }
             st.buf.extend_from_slice(&bytes);
             st.end_lsn = end;
+            track(&mut st, lsn, &record);
             st.stats.records += 1;
             st.stats.bytes_appended += bytes.len() as u64;
             if is_commit {
@@ -303,6 +383,56 @@ impl Wal {
             }
             return Ok((lsn, end));
         }
+    }
+
+    /// Open a checkpoint: append its begin record and snapshot the
+    /// transaction table and the oldest uninstalled record with it (WAL-5,
+    /// WAL-6).
+    pub fn checkpoint_begin(&self) -> Result<CheckpointStart> {
+        let (begin_lsn, _) = self.append(0, 0, Body::CheckpointBegin)?;
+        let st = self.state.lock();
+        // Records appended after the begin record are seen by analysis; take
+        // the table as of the begin record by ignoring them.
+        let active = st
+            .active
+            .values()
+            .filter(|t| t.last_lsn < begin_lsn)
+            .cloned()
+            .collect();
+        let pending_lsn = st
+            .uninstalled
+            .keys()
+            .next()
+            .copied()
+            .filter(|&lsn| lsn < begin_lsn)
+            .unwrap_or(0);
+        Ok(CheckpointStart {
+            begin_lsn,
+            active,
+            pending_lsn,
+        })
+    }
+
+    /// The mini-transaction of the record at `lsn` has installed its pages.
+    pub fn installed(&self, lsn: u64) {
+        let mut st = self.state.lock();
+        if let Some(count) = st.uninstalled.get_mut(&lsn) {
+            *count -= 1;
+            if *count == 0 {
+                st.uninstalled.remove(&lsn);
+            }
+        }
+    }
+
+    /// Seed the transaction table (recovery's losers, before they are undone).
+    pub fn set_active(&self, active: impl IntoIterator<Item = ActiveTxn>) {
+        let mut st = self.state.lock();
+        st.active = active.into_iter().map(|t| (t.txn, t)).collect();
+    }
+
+    /// Active transactions now.
+    pub fn active(&self) -> Vec<ActiveTxn> {
+        self.state.lock().active.values().cloned().collect()
     }
 
     /// Return once the log is durable up to `lsn` (group commit; see the
@@ -423,7 +553,8 @@ impl Wal {
             sequence: master.sequence + 1,
             checkpoint_lsn,
         };
-        self.device.write(Master::offset_bytes(next.sequence), &next.encode())?;
+        self.device
+            .write(Master::offset_bytes(next.sequence), &next.encode())?;
         self.device.flush()?;
         *master = next;
         Ok(())

@@ -69,7 +69,10 @@ pub struct ActiveTxn {
 pub enum Body {
     /// A change: physical redo of pages, and logical undo if it belongs to
     /// a transaction that may roll back.
-    Update { undo: Option<Undo>, redo: Vec<PageRedo> },
+    Update {
+        undo: Option<Undo>,
+        redo: Vec<PageRedo>,
+    },
     /// The redo of one undo step; `undo_next` is the record to undo next.
     Compensation { undo_next: u64, redo: Vec<PageRedo> },
     /// The transaction committed at this commit timestamp.
@@ -85,6 +88,9 @@ pub enum Body {
         next_txn: u64,
         /// The next commit timestamp to hand out.
         next_commit_ts: u64,
+        /// The oldest record logged but not yet installed in the buffer
+        /// pool when the checkpoint began (0: none); redo starts no later.
+        pending_lsn: u64,
         active: Vec<ActiveTxn>,
         dirty: Vec<(PageId, u64)>,
     },
@@ -147,19 +153,29 @@ impl LogRecord {
     /// Decode a whole record expected at `lsn`. Any damage (length, CRC,
     /// misplaced LSN, malformed body) is an error, never a panic.
     pub fn decode(bytes: &[u8], lsn: u64) -> Result<LogRecord> {
-        let len = LogRecord::peek_len(bytes).ok_or_else(|| Error::malformed("log record", "truncated header"))?;
+        let len = LogRecord::peek_len(bytes)
+            .ok_or_else(|| Error::malformed("log record", "truncated header"))?;
         if !(RECORD_HEADER_BYTES..=RECORD_BYTES_MAX).contains(&len) || len > bytes.len() {
-            return Err(Error::malformed("log record", format!("bad length {len} at LSN {lsn}")));
+            return Err(Error::malformed(
+                "log record",
+                format!("bad length {len} at LSN {lsn}"),
+            ));
         }
         let bytes = &bytes[..len];
         let stored_crc = u32::from_le_bytes(bytes[4..8].try_into().expect("4 bytes"));
         if crc32c::crc32c(&bytes[8..]) != stored_crc {
-            return Err(Error::malformed("log record", format!("checksum mismatch at LSN {lsn}")));
+            return Err(Error::malformed(
+                "log record",
+                format!("checksum mismatch at LSN {lsn}"),
+            ));
         }
         let mut r = Reader::new(&bytes[8..], "log record");
         let stored_lsn = r.u64()?;
         if stored_lsn != lsn {
-            return Err(Error::malformed("log record", format!("record for LSN {stored_lsn} found at LSN {lsn}")));
+            return Err(Error::malformed(
+                "log record",
+                format!("record for LSN {stored_lsn} found at LSN {lsn}"),
+            ));
         }
         let kind = r.u8()?;
         let txn = r.u64()?;
@@ -207,7 +223,10 @@ fn decode_redo(r: &mut Reader) -> Result<Vec<PageRedo>> {
 fn bounded(n: u32, max: usize, what: &str) -> Result<usize> {
     let n = n as usize;
     if n > max {
-        return Err(Error::malformed("log record", format!("{n} {what} exceeds the limit of {max}")));
+        return Err(Error::malformed(
+            "log record",
+            format!("{n} {what} exceeds the limit of {max}"),
+        ));
     }
     Ok(n)
 }
@@ -266,12 +285,14 @@ fn encode_body(w: &mut Writer, body: &Body) {
             begin_lsn,
             next_txn,
             next_commit_ts,
+            pending_lsn,
             active,
             dirty,
         } => {
             w.u64(*begin_lsn);
             w.u64(*next_txn);
             w.u64(*next_commit_ts);
+            w.u64(*pending_lsn);
             w.u32(active.len() as u32);
             for a in active {
                 w.u64(a.txn);
@@ -304,13 +325,16 @@ fn decode_body(r: &mut Reader, kind: u8) -> Result<Body> {
                 redo: decode_redo(r)?,
             }
         }
-        3 => Body::Commit { commit_ts: r.u64()? },
+        3 => Body::Commit {
+            commit_ts: r.u64()?,
+        },
         4 => Body::Abort,
         5 => Body::CheckpointBegin,
         6 => {
             let begin_lsn = r.u64()?;
             let next_txn = r.u64()?;
             let next_commit_ts = r.u64()?;
+            let pending_lsn = r.u64()?;
             let n = bounded(r.u32()?, CHECKPOINT_ENTRIES_MAX, "active transactions")?;
             let mut active = Vec::with_capacity(n.min(1024));
             for _ in 0..n {
@@ -329,11 +353,17 @@ fn decode_body(r: &mut Reader, kind: u8) -> Result<Body> {
                 begin_lsn,
                 next_txn,
                 next_commit_ts,
+                pending_lsn,
                 active,
                 dirty,
             }
         }
-        other => return Err(Error::malformed("log record", format!("unknown kind {other}"))),
+        other => {
+            return Err(Error::malformed(
+                "log record",
+                format!("unknown kind {other}"),
+            ));
+        }
     })
 }
 
@@ -366,7 +396,10 @@ mod tests {
                 lsn: 0,
                 txn: 7,
                 prev_lsn: 5000,
-                body: Body::Compensation { undo_next: 4096, redo },
+                body: Body::Compensation {
+                    undo_next: 4096,
+                    redo,
+                },
             },
             LogRecord {
                 lsn: 0,
@@ -382,6 +415,7 @@ mod tests {
                     begin_lsn: 4096,
                     next_txn: 9,
                     next_commit_ts: 4,
+                    pending_lsn: 4100,
                     active: vec![ActiveTxn {
                         txn: 8,
                         last_lsn: 5000,
@@ -409,7 +443,12 @@ mod tests {
         assert!(err.to_string().contains("found at LSN 8704"), "{err}");
         let mut bad = bytes.clone();
         bad[40] ^= 0x10;
-        assert!(LogRecord::decode(&bad, 8192).unwrap_err().to_string().contains("checksum"));
+        assert!(
+            LogRecord::decode(&bad, 8192)
+                .unwrap_err()
+                .to_string()
+                .contains("checksum")
+        );
         assert!(LogRecord::decode(&bytes[..bytes.len() - 1], 8192).is_err());
         assert!(LogRecord::decode(&[0u8; 40], 8192).is_err());
     }

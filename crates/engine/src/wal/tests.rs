@@ -13,7 +13,11 @@ fn memory_log() -> DeviceRef {
 }
 
 fn sim<T: Send + 'static>(f: impl FnOnce(flashlab_runtime::Rt) -> T + Send + 'static) -> T {
-    Sim::run(SimConfig::default(), f).expect("sim").0.finished().expect("finished")
+    Sim::run(SimConfig::default(), f)
+        .expect("sim")
+        .0
+        .finished()
+        .expect("finished")
 }
 
 #[test]
@@ -39,7 +43,10 @@ fn appended_records_read_back_after_a_force() {
         assert_eq!(stats.commits_forced, 100);
         // Each commit record is 41 bytes: most forces rewrite the tail sector.
         assert!(stats.tail_rewrites >= 90, "{stats:?}");
-        assert_eq!(stats.avg_write_sectors(), 1.0 + (stats.sectors_written - 100) as f64 / 100.0);
+        assert_eq!(
+            stats.avg_write_sectors(),
+            1.0 + (stats.sectors_written - 100) as f64 / 100.0
+        );
     });
 }
 
@@ -64,7 +71,9 @@ fn unforced_records_are_lost_by_a_crash_and_the_log_resumes() {
         wal.flush_to(end).unwrap();
         memory.crash();
         let mut reader = LogReader::new(device, LOG_START_LSN);
-        let txns: Vec<u64> = std::iter::from_fn(|| reader.next_record().unwrap()).map(|r| r.txn).collect();
+        let txns: Vec<u64> = std::iter::from_fn(|| reader.next_record().unwrap())
+            .map(|r| r.txn)
+            .collect();
         assert_eq!(txns, vec![1, 3]);
     });
 }
@@ -79,7 +88,9 @@ fn concurrent_committers_share_forces() {
                 let wal = wal.clone();
                 rt.spawn(&format!("client{client}"), move || {
                     for i in 0..10 {
-                        let (_, end) = wal.append(client, 0, Body::Commit { commit_ts: i }).unwrap();
+                        let (_, end) = wal
+                            .append(client, 0, Body::Commit { commit_ts: i })
+                            .unwrap();
                         wal.commit_wait(end).unwrap();
                     }
                 })
@@ -91,7 +102,10 @@ fn concurrent_committers_share_forces() {
         wal.stats()
     });
     assert_eq!(stats.commits_forced, 160);
-    assert!(stats.writes < 40, "16 clients should share forces: {stats:?}");
+    assert!(
+        stats.writes < 40,
+        "16 clients should share forces: {stats:?}"
+    );
     assert!(stats.commits_per_write() > 4.0, "{stats:?}");
 }
 
@@ -123,12 +137,24 @@ impl flashlab_devices::DeviceModel for SlowLog {
 fn a_failed_flush_stops_the_log_for_good() {
     sim(|_| {
         // create() would flush a master record, so start from an empty log.
-        let wal = Wal::resume(Arc::new(FailingFlush), WalConfig::default(), LOG_START_LSN, Master::default()).unwrap();
+        let wal = Wal::resume(
+            Arc::new(FailingFlush),
+            WalConfig::default(),
+            LOG_START_LSN,
+            Master::default(),
+        )
+        .unwrap();
         let (_, end) = wal.append(1, 0, Body::Commit { commit_ts: 1 }).unwrap();
         let err = wal.flush_to(end).unwrap_err();
         assert!(matches!(err, Error::LogFailed(_)), "{err}");
-        assert!(matches!(wal.append(2, 0, Body::Abort).unwrap_err(), Error::LogFailed(_)));
-        assert!(matches!(wal.flush_to(end).unwrap_err(), Error::LogFailed(_)));
+        assert!(matches!(
+            wal.append(2, 0, Body::Abort).unwrap_err(),
+            Error::LogFailed(_)
+        ));
+        assert!(matches!(
+            wal.flush_to(end).unwrap_err(),
+            Error::LogFailed(_)
+        ));
     });
 }
 

@@ -7,7 +7,10 @@
 //! characterization (after preconditioning to steady state) on each preset
 //! and checks each figure is within 25% of the published one.
 
-use flashlab_devices::characterize::{Characterization, CharacterizeOptions, characterize};
+use flashlab_devices::IoKind;
+use flashlab_devices::characterize::{
+    Characterization, CharacterizeOptions, characterize, measure_point,
+};
 use flashlab_devices::presets;
 
 use super::{Experiment, RunContext};
@@ -51,6 +54,9 @@ impl Experiment for DeviceCharacterization {
         for name in presets::model_names() {
             let c = characterize_preset(name, ctx)?;
             result.checks.extend(checks_for(&c));
+            if name == "ssd-array-2010" {
+                result.checks.extend(array_checks(ctx)?);
+            }
             result.tables.push(table_for(&c));
             all.push(c);
         }
@@ -73,12 +79,21 @@ pub fn characterize_preset(name: &str, ctx: &RunContext) -> Result<Characterizat
     characterize(model.as_mut(), &options).map_err(|e| e.to_string())
 }
 
-fn seq(c: &Characterization, block_kb: u32) -> Option<&flashlab_devices::characterize::SequentialPoint> {
+fn seq(
+    c: &Characterization,
+    block_kb: u32,
+) -> Option<&flashlab_devices::characterize::SequentialPoint> {
     c.sequential.iter().find(|p| p.block_kb == block_kb)
 }
 
-fn rand(c: &Characterization, block_kb: u32, depth: u32) -> Option<&flashlab_devices::characterize::RandomPoint> {
-    c.random.iter().find(|p| p.block_kb == block_kb && p.queue_depth == depth)
+fn rand(
+    c: &Characterization,
+    block_kb: u32,
+    depth: u32,
+) -> Option<&flashlab_devices::characterize::RandomPoint> {
+    c.random
+        .iter()
+        .find(|p| p.block_kb == block_kb && p.queue_depth == depth)
 }
 
 fn largest_seq(c: &Characterization) -> Option<&flashlab_devices::characterize::SequentialPoint> {
@@ -92,13 +107,29 @@ struct Builder<'a> {
 }
 
 impl Builder<'_> {
-    fn add(&mut self, key: &str, what: &str, unit: &str, published_path: &str, measured: Option<f64>) {
-        let Some(published) = published::number(published_path) else { return };
+    fn add(
+        &mut self,
+        key: &str,
+        what: &str,
+        unit: &str,
+        published_path: &str,
+        measured: Option<f64>,
+    ) {
+        let Some(published) = published::number(published_path) else {
+            return;
+        };
         let measured = measured.unwrap_or(f64::NAN);
         let id = format!("devices.{}.{key}", self.device);
         let what = format!("{}: {what}", self.device);
-        self.checks
-            .push(Check::within_pct(&id, self.paper, &what, unit, published, measured, DEVICE_TOLERANCE_PCT));
+        self.checks.push(Check::within_pct(
+            &id,
+            self.paper,
+            &what,
+            unit,
+            published,
+            measured,
+            DEVICE_TOLERANCE_PCT,
+        ));
     }
 }
 
@@ -110,7 +141,6 @@ fn checks_for(c: &Characterization) -> Vec<Check> {
         "ssd-2008" => ("lee2008 Table 1", "devices.ssd_samsung_mcaqe32g8app"),
         "hdd-2010" => ("petrov2010 Table 1", "devices.enterprise_hdd_2010"),
         "ssd-2010" => ("petrov2010 Table 1", "devices.enterprise_ssd_2010"),
-        "ssd-array-2010" => return array_checks(c),
         _ => return Vec::new(),
     };
     let mut b = Builder {
@@ -122,72 +152,278 @@ fn checks_for(c: &Characterization) -> Vec<Check> {
     let big = largest_seq(c);
     match name {
         "hdd-2008" => {
-            b.add("average_latency_ms", "random 4 KB read latency (seek + rotation)", "ms", &p("average_latency_ms"), rand(c, 4, 1).map(|r| r.read_latency_ms));
-            b.add("sustained_read_mb_s", "sequential read, largest block", "MB/s", &p("sustained_transfer_mb_s"), big.map(|s| s.read_mb_s));
-            b.add("sustained_write_mb_s", "sequential write, largest block", "MB/s", &p("sustained_transfer_mb_s"), big.map(|s| s.write_mb_s));
+            b.add(
+                "average_latency_ms",
+                "random 4 KB read latency (seek + rotation)",
+                "ms",
+                &p("average_latency_ms"),
+                rand(c, 4, 1).map(|r| r.read_latency_ms),
+            );
+            b.add(
+                "sustained_read_mb_s",
+                "sequential read, largest block",
+                "MB/s",
+                &p("sustained_transfer_mb_s"),
+                big.map(|s| s.read_mb_s),
+            );
+            b.add(
+                "sustained_write_mb_s",
+                "sequential write, largest block",
+                "MB/s",
+                &p("sustained_transfer_mb_s"),
+                big.map(|s| s.write_mb_s),
+            );
         }
         "ssd-2008" => {
-            b.add("read_latency_ms", "random 4 KB read latency", "ms", &p("read_latency_ms"), rand(c, 4, 1).map(|r| r.read_latency_ms));
-            b.add("write_latency_ms", "sequential 8 KB write latency", "ms", &p("write_latency_ms"), seq(c, 8).map(|s| s.write_latency_ms));
-            b.add("sustained_read_mb_s", "sequential read, largest block", "MB/s", &p("sustained_read_mb_s"), big.map(|s| s.read_mb_s));
-            b.add("sustained_write_mb_s", "sequential write, largest block", "MB/s", &p("sustained_write_mb_s"), big.map(|s| s.write_mb_s));
+            b.add(
+                "read_latency_ms",
+                "random 4 KB read latency",
+                "ms",
+                &p("read_latency_ms"),
+                rand(c, 4, 1).map(|r| r.read_latency_ms),
+            );
+            b.add(
+                "write_latency_ms",
+                "sequential 4 KB write latency, fresh drive (a log device)",
+                "ms",
+                &p("write_latency_ms"),
+                fresh_sequential_write_ms(name),
+            );
+            b.add(
+                "sustained_read_mb_s",
+                "sequential read, largest block",
+                "MB/s",
+                &p("sustained_read_mb_s"),
+                big.map(|s| s.read_mb_s),
+            );
+            b.add(
+                "sustained_write_mb_s",
+                "sequential write, largest block",
+                "MB/s",
+                &p("sustained_write_mb_s"),
+                big.map(|s| s.write_mb_s),
+            );
         }
         _ => {
-            b.add("seq_read_mb_s", "sequential read, largest block", "MB/s", &p("seq_read_mb_s"), big.map(|s| s.read_mb_s));
-            b.add("seq_write_mb_s", "sequential write, largest block", "MB/s", &p("seq_write_mb_s"), big.map(|s| s.write_mb_s));
+            b.add(
+                "seq_read_mb_s",
+                "sequential read, largest block",
+                "MB/s",
+                &p("seq_read_mb_s"),
+                big.map(|s| s.read_mb_s),
+            );
+            b.add(
+                "seq_write_mb_s",
+                "sequential write, largest block",
+                "MB/s",
+                &p("seq_write_mb_s"),
+                big.map(|s| s.write_mb_s),
+            );
             for kb in [4u32, 16] {
                 let r1 = rand(c, kb, 1);
                 let rq = rand(c, kb, DEEP_QUEUE_DEPTH);
-                b.add(&format!("rand_read_{kb}k_ms"), &format!("random {kb} KB read latency, QD 1"), "ms", &p(&format!("rand_read_{kb}k_ms")), r1.map(|r| r.read_latency_ms));
-                b.add(&format!("rand_write_{kb}k_ms"), &format!("random {kb} KB write latency, QD 1"), "ms", &p(&format!("rand_write_{kb}k_ms")), r1.map(|r| r.write_latency_ms));
-                b.add(&format!("read_iops_{kb}k"), &format!("random {kb} KB read IOPS, QD {DEEP_QUEUE_DEPTH}"), "IOPS", &p(&format!("read_iops_{kb}k")), rq.map(|r| r.read_iops));
-                b.add(&format!("write_iops_{kb}k"), &format!("random {kb} KB write IOPS, QD {DEEP_QUEUE_DEPTH}"), "IOPS", &p(&format!("write_iops_{kb}k")), rq.map(|r| r.write_iops));
+                b.add(
+                    &format!("rand_read_{kb}k_ms"),
+                    &format!("random {kb} KB read latency, QD 1"),
+                    "ms",
+                    &p(&format!("rand_read_{kb}k_ms")),
+                    r1.map(|r| r.read_latency_ms),
+                );
+                b.add(
+                    &format!("rand_write_{kb}k_ms"),
+                    &format!("random {kb} KB write latency, QD 1"),
+                    "ms",
+                    &p(&format!("rand_write_{kb}k_ms")),
+                    r1.map(|r| r.write_latency_ms),
+                );
+                b.add(
+                    &format!("read_iops_{kb}k"),
+                    &format!("random {kb} KB read IOPS, QD {DEEP_QUEUE_DEPTH}"),
+                    "IOPS",
+                    &p(&format!("read_iops_{kb}k")),
+                    rq.map(|r| r.read_iops),
+                );
+                b.add(
+                    &format!("write_iops_{kb}k"),
+                    &format!("random {kb} KB write IOPS, QD {DEEP_QUEUE_DEPTH}"),
+                    "IOPS",
+                    &p(&format!("write_iops_{kb}k")),
+                    rq.map(|r| r.write_iops),
+                );
             }
+        }
+    }
+    for check in &mut b.checks {
+        if !check.pass
+            && name == "ssd-2010"
+            && check.id.contains("16k")
+            && check.id.contains("write")
+        {
+            *check = check.clone().with_note(
+                "the X25-E pays 2.5x more per page for 16 KB writes than for 4 KB ones; one program time per page cannot fit that and the 180 MB/s sequential write together",
+            );
+        } else if !check.pass && name == "ssd-2010" && check.id.contains("16k") {
+            *check = check.clone().with_note(
+                "fitting the 16 KB read latency would break the 250 MB/s sequential read: the model stripes a 16 KB read over four channels",
+            );
         }
     }
     b.checks
 }
 
-/// petrov2010 Table 3: bandwidth per sequential block size, IOPS per random
-/// block size.
-fn array_checks(c: &Characterization) -> Vec<Check> {
+/// lee2008's 0.4 ms write latency is that of small sequential writes (the
+/// log pattern) on a drive in normal use: measured on a fresh model, 4 KB
+/// sequential writes at queue depth 1.
+fn fresh_sequential_write_ms(name: &str) -> Option<f64> {
+    let mut model = presets::build_model(name).ok()?;
+    let region = 64 << 20;
+    measure_point(
+        model.as_mut(),
+        0,
+        IoKind::Write,
+        true,
+        4096,
+        1,
+        2_000,
+        1,
+        region,
+    )
+    .ok()
+    .map(|p| p.latency_ms)
+}
+
+/// petrov2010 Table 3 was measured with several requests in flight: each
+/// row's throughput times its latency (Little's law) gives the queue depth
+/// (about 2.5 to 14). Each row is measured on a fresh array at that depth,
+/// so throughput and latency are checked together.
+fn array_checks(ctx: &RunContext) -> Result<Vec<Check>, String> {
     let table = "devices.ssd_array_2010";
-    let mut b = Builder {
-        device: &c.device,
-        paper: "petrov2010 Table 3",
-        checks: Vec::new(),
-    };
-    let seq_blocks = published::numbers(&format!("{table}.seq_block_kb")).unwrap_or_default();
-    for (i, kb) in seq_blocks.iter().enumerate() {
-        let kb = *kb as u32;
-        let point = seq(c, kb);
-        for (field, measured) in [("seq_read_mb_s", point.map(|s| s.read_mb_s)), ("seq_write_mb_s", point.map(|s| s.write_mb_s))] {
-            let Some(published) = published::number_at(&format!("{table}.{field}"), i) else { continue };
-            let id = format!("devices.{}.{field}_{kb}k", c.device);
-            let what = format!("{}: sequential {} {kb} KB", c.device, if field.contains("read") { "read" } else { "write" });
-            b.checks.push(Check::within_pct(&id, b.paper, &what, "MB/s", published, measured.unwrap_or(f64::NAN), DEVICE_TOLERANCE_PCT));
+    let device = "ssd-array-2010";
+    let paper = "petrov2010 Table 3";
+    let mut model = presets::build_model(device).map_err(|e| e.to_string())?;
+    let region = model.capacity_bytes();
+    let requests = if ctx.quick { 1_000 } else { 4_000 };
+    let mut now_ns = 0;
+    let mut checks = Vec::new();
+    let rows = [
+        (
+            "seq",
+            "seq_block_kb",
+            true,
+            IoKind::Read,
+            "seq_read_mb_s",
+            "seq_read_latency_ms",
+        ),
+        (
+            "seq",
+            "seq_block_kb",
+            true,
+            IoKind::Write,
+            "seq_write_mb_s",
+            "seq_write_latency_ms",
+        ),
+        (
+            "rand",
+            "rand_block_kb",
+            false,
+            IoKind::Read,
+            "rand_read_iops",
+            "rand_read_latency_ms",
+        ),
+        (
+            "rand",
+            "rand_block_kb",
+            false,
+            IoKind::Write,
+            "rand_write_iops",
+            "rand_write_latency_ms",
+        ),
+    ];
+    for (pattern, blocks_key, sequential, kind, rate_key, latency_key) in rows {
+        let blocks = published::numbers(&format!("{table}.{blocks_key}")).unwrap_or_default();
+        for (i, kb) in blocks.iter().enumerate() {
+            let (Some(rate), Some(latency_ms)) = (
+                published::number_at(&format!("{table}.{rate_key}"), i),
+                published::number_at(&format!("{table}.{latency_key}"), i),
+            ) else {
+                continue;
+            };
+            let block_bytes = (*kb as u64) * 1024;
+            let iops = if sequential {
+                rate * 1e6 / block_bytes as f64
+            } else {
+                rate
+            };
+            let depth = (iops * latency_ms / 1e3).round().max(1.0) as u32;
+            let point = measure_point(
+                model.as_mut(),
+                now_ns,
+                kind,
+                sequential,
+                block_bytes,
+                depth,
+                requests,
+                ctx.seed,
+                region,
+            )
+            .map_err(|e| e.to_string())?;
+            now_ns = point.end_ns;
+            let op = if kind == IoKind::Read {
+                "read"
+            } else {
+                "write"
+            };
+            let (measured, unit) = if sequential {
+                (point.mb_s, "MB/s")
+            } else {
+                (point.iops, "IOPS")
+            };
+            let id = format!("devices.{device}.{pattern}_{op}_{kb}k");
+            let what = format!("{device}: {pattern} {op} {kb} KB at QD {depth}");
+            let mut check = Check::within_pct(
+                &id,
+                paper,
+                &what,
+                unit,
+                rate,
+                measured,
+                DEVICE_TOLERANCE_PCT,
+            );
+            if sequential && kind == IoKind::Write && *kb <= 16.0 && !check.pass {
+                check = check.with_note(
+                    "the array's controller cache merges small sequential writes into full stripes; the model charges every command alike",
+                );
+            }
+            checks.push(check);
+            let lat_id = format!("devices.{device}.{pattern}_{op}_{kb}k_latency_ms");
+            checks.push(Check::within_pct(
+                &lat_id,
+                paper,
+                &format!("{what}: latency"),
+                "ms",
+                latency_ms,
+                point.latency_ms,
+                DEVICE_TOLERANCE_PCT,
+            ));
         }
     }
-    let rand_blocks = published::numbers(&format!("{table}.rand_block_kb")).unwrap_or_default();
-    for (i, kb) in rand_blocks.iter().enumerate() {
-        let kb = *kb as u32;
-        let point = rand(c, kb, DEEP_QUEUE_DEPTH);
-        for (field, measured) in [("rand_read_iops", point.map(|r| r.read_iops)), ("rand_write_iops", point.map(|r| r.write_iops))] {
-            let Some(published) = published::number_at(&format!("{table}.{field}"), i) else { continue };
-            let id = format!("devices.{}.{field}_{kb}k", c.device);
-            let what = format!("{}: random {} {kb} KB, QD {DEEP_QUEUE_DEPTH}", c.device, if field.contains("read") { "read" } else { "write" });
-            b.checks.push(Check::within_pct(&id, b.paper, &what, "IOPS", published, measured.unwrap_or(f64::NAN), DEVICE_TOLERANCE_PCT));
-        }
-    }
-    b.checks
+    Ok(checks)
 }
 
 fn table_for(c: &Characterization) -> Table {
     let mut table = Table {
         title: format!("{}: measured figures", c.device),
-        columns: ["point", "block KB", "QD", "read", "write", "read latency ms", "write latency ms"]
-            .map(String::from)
-            .to_vec(),
+        columns: [
+            "point",
+            "block KB",
+            "QD",
+            "read",
+            "write",
+            "read latency ms",
+            "write latency ms",
+        ]
+        .map(String::from)
+        .to_vec(),
         rows: Vec::new(),
     };
     for s in &c.sequential {
@@ -220,7 +456,11 @@ fn bandwidth_figure(all: &[Characterization]) -> Result<Figure, String> {
     for c in all {
         series.push(Series {
             name: format!("{} read", c.device),
-            points: c.sequential.iter().map(|s| (f64::from(s.block_kb), s.read_mb_s)).collect(),
+            points: c
+                .sequential
+                .iter()
+                .map(|s| (f64::from(s.block_kb), s.read_mb_s))
+                .collect(),
             published: false,
         });
     }

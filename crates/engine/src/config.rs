@@ -1,0 +1,262 @@
+//! Database configuration: where each storage space lives, and how.
+//!
+//! A database has one or more data spaces (each with its own page size and
+//! buffer pool size, as petrov2010 asks: several page sizes at once), a log,
+//! and optionally a rollback space (MVCC) and a temp space (sort and join
+//! spills). Each names its device: a preset (`hdd-2008`, `ssd-2008`, ...),
+//! `memory`, or `file` for a file in the database directory (real world).
+//! The configuration is TOML; see `examples/database.toml` and
+//! [`DbConfig::from_toml`].
+
+use serde::{Deserialize, Serialize};
+
+use crate::error::{Error, Result};
+use crate::page::validate_page_bytes;
+use crate::wal::WalConfig;
+
+/// Fewest buffer frames a pool may have: a B+tree split pins a handful of
+/// pages at once.
+pub const BUFFER_FRAMES_MIN: u64 = 8;
+/// Most data spaces one database may have.
+pub const DATA_SPACES_MAX: usize = 16;
+/// Device name meaning "a file in the database directory".
+pub const FILE_DEVICE: &str = "file";
+/// Default capacity of a space file in the real world.
+pub const FILE_CAPACITY_BYTES_DEFAULT: u64 = 1 << 30;
+
+/// One data space.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DataSpaceConfig {
+    pub name: String,
+    #[serde(default = "default_page_bytes")]
+    pub page_bytes: usize,
+    /// Size of the buffer pool of this page size (spaces of one page size
+    /// share one pool; its size is the largest they ask for).
+    #[serde(default = "default_buffer_bytes")]
+    pub buffer_bytes: u64,
+    pub device: String,
+    /// Capacity of the space's device; defaults to the device's own.
+    #[serde(default)]
+    pub capacity_bytes: Option<u64>,
+}
+
+/// The log, rollback or temp space.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct SpaceConfig {
+    pub device: String,
+    #[serde(default)]
+    pub capacity_bytes: Option<u64>,
+}
+
+/// CPU cost of engine operations, charged in the simulated world by
+/// `Rt::cpu` (in the real world the CPU does the work). Calibrated once;
+/// see ARCHITECTURE.md.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CpuCosts {
+    /// Begin a transaction.
+    pub begin_ns: u64,
+    /// A point read through a B+tree.
+    pub get_ns: u64,
+    /// An insert, update or delete through a B+tree, logging included.
+    pub put_ns: u64,
+    /// Per row returned by a scan.
+    pub scan_row_ns: u64,
+    /// Commit processing (commit record, lock release).
+    pub commit_ns: u64,
+}
+
+impl Default for CpuCosts {
+    fn default() -> Self {
+        CpuCosts {
+            begin_ns: 20_000,
+            get_ns: 20_000,
+            put_ns: 40_000,
+            scan_row_ns: 2_000,
+            commit_ns: 60_000,
+        }
+    }
+}
+
+/// How a database is laid out and run.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct DbConfig {
+    /// Data spaces; the first holds the catalog.
+    pub data: Vec<DataSpaceConfig>,
+    pub log: SpaceConfig,
+    #[serde(default)]
+    pub rollback: Option<SpaceConfig>,
+    #[serde(default)]
+    pub temp: Option<SpaceConfig>,
+    #[serde(default)]
+    pub wal: WalConfig,
+    /// Take a fuzzy checkpoint this often (0: only at open and close).
+    #[serde(default = "default_checkpoint_interval_ns")]
+    pub checkpoint_interval_ns: u64,
+    /// The background writer wakes this often ...
+    #[serde(default = "default_writer_interval_ns")]
+    pub writer_interval_ns: u64,
+    /// ... and writes back at most this many of the oldest dirty pages.
+    #[serde(default = "default_writer_batch_pages")]
+    pub writer_batch_pages: usize,
+    #[serde(default)]
+    pub cpu: CpuCosts,
+}
+
+fn default_page_bytes() -> usize {
+    8192
+}
+
+fn default_buffer_bytes() -> u64 {
+    64 << 20
+}
+
+fn default_checkpoint_interval_ns() -> u64 {
+    30_000_000_000
+}
+
+fn default_writer_interval_ns() -> u64 {
+    100_000_000
+}
+
+fn default_writer_batch_pages() -> usize {
+    64
+}
+
+impl DbConfig {
+    /// A database with one data space of `page_bytes` pages, all spaces on
+    /// the named devices.
+    pub fn simple(
+        data_device: &str,
+        log_device: &str,
+        page_bytes: usize,
+        buffer_bytes: u64,
+    ) -> DbConfig {
+        DbConfig {
+            data: vec![DataSpaceConfig {
+                name: "data".into(),
+                page_bytes,
+                buffer_bytes,
+                device: data_device.into(),
+                capacity_bytes: None,
+            }],
+            log: SpaceConfig {
+                device: log_device.into(),
+                capacity_bytes: None,
+            },
+            rollback: None,
+            temp: None,
+            wal: WalConfig::default(),
+            checkpoint_interval_ns: default_checkpoint_interval_ns(),
+            writer_interval_ns: default_writer_interval_ns(),
+            writer_batch_pages: default_writer_batch_pages(),
+            cpu: CpuCosts::default(),
+        }
+    }
+
+    /// Parse TOML; `source` names the input in errors.
+    pub fn from_toml(text: &str, source: &str) -> Result<DbConfig> {
+        let config: DbConfig = toml::from_str(text)
+            .map_err(|e| Error::Config(format!("{source}: {}", e.message())))?;
+        config.validate()?;
+        Ok(config)
+    }
+
+    /// Check everything that can be checked without devices.
+    pub fn validate(&self) -> Result<()> {
+        if self.data.is_empty() {
+            return Err(Error::Config("at least one data space is needed".into()));
+        }
+        if self.data.len() > DATA_SPACES_MAX {
+            return Err(Error::Config(format!(
+                "{} data spaces; at most {DATA_SPACES_MAX}",
+                self.data.len()
+            )));
+        }
+        for (i, space) in self.data.iter().enumerate() {
+            validate_page_bytes(space.page_bytes)
+                .map_err(|e| Error::Config(format!("data space '{}': {e}", space.name)))?;
+            let frames = space.buffer_bytes / space.page_bytes as u64;
+            if frames < BUFFER_FRAMES_MIN {
+                return Err(Error::Config(format!(
+                    "data space '{}': buffer of {} bytes holds {frames} pages of {} bytes; at least {BUFFER_FRAMES_MIN} are needed",
+                    space.name, space.buffer_bytes, space.page_bytes
+                )));
+            }
+            if space.name.is_empty()
+                || !space
+                    .name
+                    .chars()
+                    .all(|c| c.is_ascii_alphanumeric() || c == '-' || c == '_')
+            {
+                return Err(Error::Config(format!(
+                    "data space name '{}' must be letters, digits, '-' or '_'",
+                    space.name
+                )));
+            }
+            if self.data[..i].iter().any(|other| other.name == space.name) {
+                return Err(Error::Config(format!(
+                    "data space '{}' is named twice",
+                    space.name
+                )));
+            }
+        }
+        self.wal.validate()
+    }
+
+    /// The data space called `name`, by index.
+    pub fn data_space(&self, name: &str) -> Option<usize> {
+        self.data.iter().position(|s| s.name == name)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn toml_round_trip_and_errors_name_the_problem() {
+        let text = r#"
+            [[data]]
+            name = "tables"
+            page_bytes = 4096
+            buffer_bytes = 1048576
+            device = "memory"
+
+            [[data]]
+            name = "big"
+            page_bytes = 16384
+            device = "ssd-2010"
+
+            [log]
+            device = "hdd-2008"
+
+            [wal]
+            durability = "sync"
+            commit_delay_ns = 0
+        "#;
+        let config = DbConfig::from_toml(text, "db.toml").unwrap();
+        assert_eq!(config.data.len(), 2);
+        assert_eq!(config.data[1].page_bytes, 16384);
+        let bad = text.replace("4096", "3000");
+        let err = DbConfig::from_toml(&bad, "db.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(
+            err.contains("'tables'") && err.contains("power of two"),
+            "{err}"
+        );
+        let tiny = text.replace("1048576", "8192");
+        let err = DbConfig::from_toml(&tiny, "db.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.contains("at least 8"), "{err}");
+        let err = DbConfig::from_toml("[[data]]\nname = 1", "db.toml")
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("configuration: db.toml:"), "{err}");
+    }
+}

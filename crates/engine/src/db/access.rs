@@ -1,0 +1,136 @@
+//! Changing and reading trees: latch, mini-transaction, log.
+//!
+//! Every tree operation takes the tree's latch (DB-1), runs the B+tree
+//! algorithm in a [`Mtr`] over the tree's data space, and for changes logs
+//! one record: the logical undo (key and before-image) and the physical
+//! redo the mini-transaction computed. An operation that fails (a full
+//! space, a too-large entry) leaves no trace: the mini-transaction's page
+//! copies are dropped and nothing is logged or installed.
+
+use std::ops::Bound;
+
+use crate::btree::BTree;
+use crate::db::Inner;
+use crate::error::Result;
+use crate::mtr::{Logged, Mtr};
+use crate::page::{PageNo, SpaceId};
+use crate::wal::record::Undo;
+
+/// A tree of a data space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(crate) struct TreeRef {
+    pub space: SpaceId,
+    pub root: PageNo,
+}
+
+/// Who a change is logged for.
+pub(crate) struct LogCtx {
+    pub txn: u64,
+    pub prev_lsn: u64,
+}
+
+impl Inner {
+    pub(crate) fn mtr(&self, space: SpaceId) -> Result<Mtr> {
+        let s = self.space(space)?;
+        Ok(Mtr::new(s.pool.clone(), s.id, &s.name, s.capacity_pages))
+    }
+
+    /// Read one key.
+    pub(crate) fn tree_get(&self, tree: TreeRef, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let latch = self.latch(tree.space, tree.root);
+        let _guard = latch.lock();
+        let mut mtr = self.mtr(tree.space)?;
+        BTree::open(tree.root).get(&mut mtr, key)
+    }
+
+    /// Collect the entries in a range, at most `limit` of them.
+    pub(crate) fn tree_scan(
+        &self,
+        tree: TreeRef,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        let latch = self.latch(tree.space, tree.root);
+        let _guard = latch.lock();
+        let mut mtr = self.mtr(tree.space)?;
+        let mut out = Vec::new();
+        BTree::open(tree.root).scan(&mut mtr, lower, upper, |k, v| {
+            out.push((k.to_vec(), v.to_vec()));
+            Ok(out.len() < limit)
+        })?;
+        Ok(out)
+    }
+
+    /// Insert or replace `key`; returns the previous value and the record.
+    pub(crate) fn tree_put(
+        &self,
+        tree: TreeRef,
+        key: &[u8],
+        value: &[u8],
+        ctx: &LogCtx,
+    ) -> Result<(Option<Vec<u8>>, Option<Logged>)> {
+        let latch = self.latch(tree.space, tree.root);
+        let _guard = latch.lock();
+        let mut mtr = self.mtr(tree.space)?;
+        let before = BTree::open(tree.root).insert(&mut mtr, key, value)?;
+        let undo = (ctx.txn != 0).then(|| Undo {
+            space: tree.space,
+            root: tree.root,
+            key: key.to_vec(),
+            before: before.clone(),
+        });
+        let logged = mtr.commit(&self.wal, ctx.txn, ctx.prev_lsn, undo)?;
+        Ok((before, logged))
+    }
+
+    /// Delete `key`; returns the removed value and the record.
+    pub(crate) fn tree_delete(
+        &self,
+        tree: TreeRef,
+        key: &[u8],
+        ctx: &LogCtx,
+    ) -> Result<(Option<Vec<u8>>, Option<Logged>)> {
+        let latch = self.latch(tree.space, tree.root);
+        let _guard = latch.lock();
+        let mut mtr = self.mtr(tree.space)?;
+        let before = BTree::open(tree.root).delete(&mut mtr, key)?;
+        if before.is_none() {
+            return Ok((None, None));
+        }
+        let undo = (ctx.txn != 0).then(|| Undo {
+            space: tree.space,
+            root: tree.root,
+            key: key.to_vec(),
+            before: before.clone(),
+        });
+        let logged = mtr.commit(&self.wal, ctx.txn, ctx.prev_lsn, undo)?;
+        Ok((before, logged))
+    }
+
+    /// Apply one undo step and log it as a compensation record whose
+    /// `undo_next` is `undo_next`. Returns the compensation's LSN.
+    pub(crate) fn compensate(
+        &self,
+        undo: &Undo,
+        txn: u64,
+        prev_lsn: u64,
+        undo_next: u64,
+    ) -> Result<u64> {
+        let latch = self.latch(undo.space, undo.root);
+        let _guard = latch.lock();
+        let mut mtr = self.mtr(undo.space)?;
+        let tree = BTree::open(undo.root);
+        match &undo.before {
+            Some(before) => {
+                tree.insert(&mut mtr, &undo.key, before)?;
+            }
+            None => {
+                tree.delete(&mut mtr, &undo.key)?;
+            }
+        }
+        Ok(mtr
+            .commit_compensation(&self.wal, txn, prev_lsn, undo_next)?
+            .lsn)
+    }
+}

@@ -1,0 +1,249 @@
+//! Creating a database, and creating tables.
+//!
+//! A new database is formatted through the log like everything else: the
+//! space header of every data space and the catalog tree are written by
+//! mini-transactions of no transaction (redo only), the log is forced, and a
+//! first checkpoint is taken. A crash half-way leaves a log that recovery
+//! redoes to the same formatted state.
+
+use std::collections::BTreeMap;
+use std::sync::Arc;
+
+use flashlab_devices::DeviceRef;
+
+use crate::btree::BTree;
+use crate::buffer::{BufferPool, LogForce};
+use crate::config::DbConfig;
+use crate::db::access::{LogCtx, TreeRef};
+use crate::db::catalog::{CATALOG_ROOT, INDEXES_MAX, IndexDef, TableDef, TableSpec, validate_name};
+use crate::db::{DataSpace, Database, Devices, Table};
+use crate::error::{Error, Result};
+use crate::mtr::PageAccess;
+use crate::page::PageId;
+use crate::space::SpaceHeader;
+use crate::wal::Wal;
+
+/// Build the pools and data spaces of a configuration over its devices.
+pub(crate) fn build_spaces(
+    config: &DbConfig,
+    devices: &Devices,
+    wal: &Arc<Wal>,
+) -> Result<(Vec<DataSpace>, BTreeMap<usize, Arc<BufferPool>>)> {
+    let mut pools: BTreeMap<usize, Arc<BufferPool>> = BTreeMap::new();
+    for space in &config.data {
+        let largest = config
+            .data
+            .iter()
+            .filter(|s| s.page_bytes == space.page_bytes)
+            .map(|s| s.buffer_bytes)
+            .max()
+            .unwrap_or(space.buffer_bytes);
+        if !pools.contains_key(&space.page_bytes) {
+            let log: Arc<dyn LogForce> = wal.clone();
+            pools.insert(
+                space.page_bytes,
+                Arc::new(BufferPool::new(space.page_bytes, largest, log)?),
+            );
+        }
+    }
+    let mut spaces = Vec::new();
+    for (i, (space, device)) in config.data.iter().zip(&devices.data).enumerate() {
+        let pool = pools[&space.page_bytes].clone();
+        pool.register_space(i as u32, &space.name, device.clone())?;
+        spaces.push(DataSpace {
+            id: i as u32,
+            name: space.name.clone(),
+            pool,
+            capacity_pages: capacity_pages(space.capacity_bytes, device, space.page_bytes),
+        });
+    }
+    Ok((spaces, pools))
+}
+
+fn capacity_pages(configured: Option<u64>, device: &DeviceRef, page_bytes: usize) -> u64 {
+    let bytes = configured.unwrap_or(u64::MAX).min(device.capacity_bytes());
+    (bytes / page_bytes as u64).min(u64::from(u32::MAX))
+}
+
+/// Format a new database on empty devices.
+pub(crate) fn create(config: &DbConfig, devices: Devices) -> Result<Database> {
+    let wal = Wal::create(devices.log.clone(), config.wal.clone())?;
+    let (spaces, pools) = build_spaces(config, &devices, &wal)?;
+    let db = Database::from_parts(config, spaces, pools, wal, devices);
+    for space in &db.inner.spaces {
+        format_space(&db, space)?;
+    }
+    // The catalog tree: its root lands on page 1 of space 0.
+    let mut mtr = db.inner.mtr(0)?;
+    let catalog = BTree::create(&mut mtr)?;
+    if catalog.root() != CATALOG_ROOT {
+        return Err(Error::Open(format!(
+            "catalog root landed on page {}",
+            catalog.root()
+        )));
+    }
+    mtr.commit(&db.inner.wal, 0, 0, None)?;
+    db.flush()?;
+    Ok(db)
+}
+
+/// Write the space header of a new data space.
+fn format_space(db: &Database, space: &DataSpace) -> Result<()> {
+    if space.capacity_pages < 2 {
+        return Err(Error::Config(format!(
+            "data space '{}' has room for fewer than 2 pages",
+            space.name
+        )));
+    }
+    let page = space.pool.fetch(PageId::new(space.id, 0))?;
+    let empty = page.read(|bytes| bytes.iter().all(|&b| b == 0));
+    drop(page);
+    if !empty {
+        return Err(Error::Open(format!(
+            "data space '{}' is not empty but the log has no master record: is the log device the right one?",
+            space.name
+        )));
+    }
+    let mut mtr = db.inner.mtr(space.id)?;
+    let header = SpaceHeader::new(space.id, space.pool.page_bytes() as u32);
+    header.encode(mtr.write(0)?);
+    mtr.commit(&db.inner.wal, 0, 0, None)?;
+    Ok(())
+}
+
+/// Create a table and its indexes, and record it in the catalog (durably).
+pub(crate) fn create_table(db: &Database, spec: TableSpec) -> Result<Table> {
+    let inner = &db.inner;
+    validate_name(&spec.name)?;
+    let _ddl = inner.ddl.lock();
+    inner.check_log()?;
+    if inner
+        .catalog
+        .read()
+        .expect("catalog")
+        .contains_key(&spec.name)
+    {
+        return Err(Error::Catalog(format!(
+            "table '{}' already exists",
+            spec.name
+        )));
+    }
+    if spec.indexes.len() > INDEXES_MAX {
+        return Err(Error::Catalog(format!(
+            "at most {INDEXES_MAX} indexes per table"
+        )));
+    }
+    let space = match &spec.space {
+        Some(name) => inner
+            .config
+            .data_space(name)
+            .ok_or_else(|| Error::Catalog(format!("no data space '{name}'")))?
+            as u32,
+        None => 0,
+    };
+    let indexes = resolve_indexes(&spec)?;
+    let root = new_tree(db, space)?;
+    let mut defs = Vec::new();
+    for (name, columns) in indexes {
+        defs.push(IndexDef {
+            name,
+            columns,
+            root: new_tree(db, space)?,
+        });
+    }
+    let id = inner
+        .catalog
+        .read()
+        .expect("catalog")
+        .values()
+        .map(|t| t.id)
+        .max()
+        .unwrap_or(0)
+        + 1;
+    let def = TableDef {
+        id,
+        name: spec.name.clone(),
+        space,
+        root,
+        schema: spec.schema,
+        indexes: defs,
+    };
+    let catalog = TreeRef {
+        space: 0,
+        root: CATALOG_ROOT,
+    };
+    let (_, logged) = inner.tree_put(
+        catalog,
+        &def.key(),
+        &def.encode(),
+        &LogCtx {
+            txn: 0,
+            prev_lsn: 0,
+        },
+    )?;
+    if let Some(logged) = logged {
+        inner.wal.flush_to(logged.end_lsn)?;
+    }
+    let def = Arc::new(def);
+    inner
+        .catalog
+        .write()
+        .expect("catalog")
+        .insert(spec.name, def.clone());
+    Ok(Table { def })
+}
+
+fn resolve_indexes(spec: &TableSpec) -> Result<Vec<(String, Vec<usize>)>> {
+    let mut out = Vec::new();
+    for (name, columns) in &spec.indexes {
+        validate_name(name)?;
+        let schema = spec
+            .schema
+            .as_ref()
+            .ok_or_else(|| Error::Catalog(format!("index '{name}' needs a typed table")))?;
+        let positions = columns
+            .iter()
+            .map(|c| {
+                schema
+                    .column_index(c)
+                    .ok_or_else(|| Error::Catalog(format!("index '{name}': no column '{c}'")))
+            })
+            .collect::<Result<Vec<_>>>()?;
+        out.push((name.clone(), positions));
+    }
+    Ok(out)
+}
+
+fn new_tree(db: &Database, space: u32) -> Result<u32> {
+    let mut mtr = db.inner.mtr(space)?;
+    let tree = BTree::create(&mut mtr)?;
+    mtr.commit(&db.inner.wal, 0, 0, None)?;
+    Ok(tree.root())
+}
+
+/// Load the catalog tree into memory.
+pub(crate) fn load_catalog(db: &Database) -> Result<()> {
+    let inner = &db.inner;
+    let mut mtr = inner.mtr(0)?;
+    let mut defs = BTreeMap::new();
+    let mut failure = None;
+    BTree::open(CATALOG_ROOT).scan(
+        &mut mtr,
+        std::ops::Bound::Unbounded,
+        std::ops::Bound::Unbounded,
+        |_, v| {
+            match TableDef::decode(v) {
+                Ok(def) => {
+                    defs.insert(def.name.clone(), Arc::new(def));
+                }
+                Err(e) => failure = Some(e),
+            }
+            Ok(failure.is_none())
+        },
+    )?;
+    if let Some(e) = failure {
+        return Err(e);
+    }
+    *inner.catalog.write().expect("catalog") = defs;
+    Ok(())
+}

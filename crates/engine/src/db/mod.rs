@@ -1,0 +1,405 @@
+//! # The database: spaces, pools, log, catalog and transactions together
+//!
+//! [`Database`] owns the storage spaces of one database, each on its own
+//! device ([`Devices`]): one or more data spaces (one buffer pool per page
+//! size), the log, and the rollback and temp spaces for later layers. Opening
+//! a database with an empty log and empty data spaces creates it; opening one
+//! that exists runs crash recovery first ([`recovery`]), so every open
+//! database is consistent.
+//!
+//! Tables are B+trees in data spaces; every change to a tree runs under that
+//! tree's latch as one mini-transaction (one log record with logical undo and
+//! physical redo). Transactions take row locks (strict two-phase locking with
+//! wait-die) and commit by forcing the log (group commit).
+//!
+//! Background tasks: one writer per buffer pool (steal/no-force write-back of
+//! the oldest dirty pages) and a checkpointer (fuzzy checkpoints). With
+//! `no-sync` durability a log writer forces the log periodically.
+//!
+//! Invariants (DB-n):
+//! 1. A tree is changed only under its latch, one mini-transaction at a time.
+//! 2. A transaction's records are chained by `prev_lsn`; its in-memory undo
+//!    list holds exactly its update records not yet compensated.
+//! 3. A commit returns only after its commit record is durable (sync
+//!    durability), and its locks are released only after that.
+//! 4. After a log failure, no transaction commits until recovery.
+
+mod access;
+pub mod catalog;
+mod create;
+pub mod dir;
+pub mod recovery;
+mod txn;
+pub mod verify;
+
+use std::collections::{BTreeMap, HashMap};
+use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::{Arc, RwLock};
+
+use flashlab_devices::{DeviceRef, presets};
+use flashlab_runtime::{JoinHandle, Mutex as RtMutex, Rt};
+use serde::Serialize;
+
+use crate::buffer::{BufferPool, BufferStats, LogForce, WriterStop};
+use crate::config::DbConfig;
+use crate::error::{Error, Result};
+use crate::lock::{LockManager, LockStats};
+use crate::page::{PageNo, SpaceId};
+use crate::wal::record::Body;
+use crate::wal::{LogStats, Wal};
+
+pub use catalog::{IndexDef, TableDef, TableSpec};
+pub use txn::Transaction;
+
+/// The devices of a database, one per storage space.
+#[derive(Clone)]
+pub struct Devices {
+    /// One per data space, in configuration order.
+    pub data: Vec<DeviceRef>,
+    pub log: DeviceRef,
+    pub rollback: Option<DeviceRef>,
+    pub temp: Option<DeviceRef>,
+}
+
+impl Devices {
+    /// Build the devices a configuration names, for the simulated world (or
+    /// to emulate modelled devices in the real world): presets and `memory`.
+    pub fn from_presets(config: &DbConfig) -> Result<Devices> {
+        let open =
+            |name: &str| presets::open_simulated(name).map_err(|e| Error::Config(e.to_string()));
+        Ok(Devices {
+            data: config
+                .data
+                .iter()
+                .map(|s| open(&s.device))
+                .collect::<Result<_>>()?,
+            log: open(&config.log.device)?,
+            rollback: config
+                .rollback
+                .as_ref()
+                .map(|s| open(&s.device))
+                .transpose()?,
+            temp: config.temp.as_ref().map(|s| open(&s.device)).transpose()?,
+        })
+    }
+}
+
+/// One data space at run time.
+pub(crate) struct DataSpace {
+    pub id: SpaceId,
+    pub name: String,
+    pub pool: Arc<BufferPool>,
+    pub capacity_pages: u64,
+}
+
+impl LogForce for Wal {
+    fn flush_to(&self, lsn: u64) -> Result<()> {
+        Wal::flush_to(self, lsn)
+    }
+}
+
+/// A handle to an open table.
+#[derive(Clone, Debug)]
+pub struct Table {
+    pub(crate) def: Arc<TableDef>,
+}
+
+impl Table {
+    pub fn name(&self) -> &str {
+        &self.def.name
+    }
+
+    pub fn def(&self) -> &TableDef {
+        &self.def
+    }
+}
+
+/// Counters of a database, for reports.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct DbStats {
+    pub log: LogStats,
+    pub locks: LockStats,
+    /// Per page size.
+    pub buffers: BTreeMap<usize, BufferStats>,
+    pub commits: u64,
+    pub aborts: u64,
+}
+
+pub(crate) struct Inner {
+    pub config: DbConfig,
+    pub spaces: Vec<DataSpace>,
+    pub pools: BTreeMap<usize, Arc<BufferPool>>,
+    pub wal: Arc<Wal>,
+    pub devices: Devices,
+    pub catalog: RwLock<BTreeMap<String, Arc<TableDef>>>,
+    latches: std::sync::Mutex<HashMap<(SpaceId, PageNo), Arc<RtMutex<()>>>>,
+    pub locks: LockManager,
+    pub next_txn: AtomicU64,
+    pub next_commit_ts: AtomicU64,
+    pub commits: AtomicU64,
+    pub aborts: AtomicU64,
+    /// Serialises DDL and checkpoints.
+    pub ddl: RtMutex<()>,
+    stop: WriterStop,
+    /// Joiners of the background tasks.
+    tasks: std::sync::Mutex<Vec<Box<dyn FnOnce() + Send>>>,
+}
+
+impl Inner {
+    /// The latch of the tree rooted at `root` in `space` (DB-1).
+    pub fn latch(&self, space: SpaceId, root: PageNo) -> Arc<RtMutex<()>> {
+        let mut latches = self.latches.lock().expect("latches");
+        latches
+            .entry((space, root))
+            .or_insert_with(|| Arc::new(RtMutex::new(())))
+            .clone()
+    }
+
+    pub fn space(&self, id: SpaceId) -> Result<&DataSpace> {
+        self.spaces
+            .get(id as usize)
+            .ok_or_else(|| Error::malformed("space id", format!("no data space {id}")))
+    }
+
+    /// Refuse work after a log failure (DB-4).
+    pub fn check_log(&self) -> Result<()> {
+        match self.wal.failed() {
+            Some(failure) => Err(Error::LogFailed(failure)),
+            None => Ok(()),
+        }
+    }
+}
+
+fn joiner(handle: JoinHandle<()>) -> Box<dyn FnOnce() + Send> {
+    Box::new(move || handle.join())
+}
+
+/// An open database. Cheap to clone; all clones share it.
+#[derive(Clone)]
+pub struct Database {
+    pub(crate) inner: Arc<Inner>,
+}
+
+impl Database {
+    /// Open (creating if new, recovering if it exists) a database whose
+    /// devices are the presets and `memory` devices its configuration names.
+    /// For files in a directory, use [`Database::open_dir`].
+    pub fn open(config: &DbConfig) -> Result<Database> {
+        let devices = Devices::from_presets(config)?;
+        Database::open_with(config, devices)
+    }
+
+    /// Open on devices the caller built (and may crash, in tests).
+    pub fn open_with(config: &DbConfig, devices: Devices) -> Result<Database> {
+        config.validate()?;
+        if devices.data.len() != config.data.len() {
+            return Err(Error::Config(format!(
+                "{} data devices for {} data spaces",
+                devices.data.len(),
+                config.data.len()
+            )));
+        }
+        let db = match Wal::read_master(&devices.log)? {
+            None => create::create(config, devices)?,
+            Some(master) => recovery::recover(config, devices, master)?,
+        };
+        db.start_background();
+        Ok(db)
+    }
+
+    /// Open or create a database of files in `dir` (the real world). See
+    /// [`dir`] for the manifest.
+    pub fn open_dir(dir: &std::path::Path, config: &DbConfig) -> Result<Database> {
+        let devices = dir::open_devices(dir, config)?;
+        Database::open_with(config, devices)
+    }
+
+    pub(crate) fn from_parts(
+        config: &DbConfig,
+        spaces: Vec<DataSpace>,
+        pools: BTreeMap<usize, Arc<BufferPool>>,
+        wal: Arc<Wal>,
+        devices: Devices,
+    ) -> Database {
+        Database {
+            inner: Arc::new(Inner {
+                config: config.clone(),
+                spaces,
+                pools,
+                wal,
+                devices,
+                catalog: RwLock::new(BTreeMap::new()),
+                latches: std::sync::Mutex::new(HashMap::new()),
+                locks: LockManager::new(),
+                next_txn: AtomicU64::new(1),
+                next_commit_ts: AtomicU64::new(1),
+                commits: AtomicU64::new(0),
+                aborts: AtomicU64::new(0),
+                ddl: RtMutex::new(()),
+                stop: WriterStop::new(),
+                tasks: std::sync::Mutex::new(Vec::new()),
+            }),
+        }
+    }
+
+    fn start_background(&self) {
+        let rt = Rt::current();
+        let config = &self.inner.config;
+        let mut tasks = self.inner.tasks.lock().expect("tasks");
+        for pool in self.inner.pools.values() {
+            let handle = pool.spawn_background_writer(
+                &rt,
+                config
+                    .writer_interval_ns
+                    .max(crate::buffer::WRITER_INTERVAL_MIN_NS),
+                config.writer_batch_pages.max(1),
+                self.inner.stop.clone(),
+            );
+            tasks.push(Box::new(move || {
+                let _ = handle.join();
+            }));
+        }
+        if config.checkpoint_interval_ns > 0 {
+            let db = Arc::downgrade(&self.inner);
+            let stop = self.inner.stop.clone();
+            let interval = config.checkpoint_interval_ns;
+            let task_rt = rt.clone();
+            tasks.push(joiner(rt.spawn("checkpointer", move || {
+                while !stop.is_requested() {
+                    task_rt.sleep(interval);
+                    let Some(inner) = db.upgrade() else { return };
+                    if stop.is_requested() {
+                        return;
+                    }
+                    let _ = (Database { inner }).checkpoint();
+                }
+            })));
+        }
+        if config.wal.durability == crate::wal::Durability::NoSync {
+            let wal = self.inner.wal.clone();
+            let stop = self.inner.stop.clone();
+            let task_rt = rt.clone();
+            tasks.push(joiner(rt.spawn("log-writer", move || {
+                while !stop.is_requested() {
+                    task_rt.sleep(crate::wal::NO_SYNC_FLUSH_INTERVAL_NS);
+                    let _ = wal.flush_all();
+                }
+            })));
+        }
+    }
+
+    /// The configuration the database was opened with.
+    pub fn config(&self) -> &DbConfig {
+        &self.inner.config
+    }
+
+    /// Start a transaction.
+    pub fn begin(&self) -> Result<Transaction> {
+        self.inner.check_log()?;
+        Rt::current().cpu(self.inner.config.cpu.begin_ns);
+        let id = self.inner.next_txn.fetch_add(1, Ordering::SeqCst);
+        Ok(Transaction::new(self.inner.clone(), id))
+    }
+
+    /// The table called `name`.
+    pub fn table(&self, name: &str) -> Result<Table> {
+        let catalog = self.inner.catalog.read().expect("catalog");
+        catalog
+            .get(name)
+            .map(|def| Table { def: def.clone() })
+            .ok_or_else(|| Error::Catalog(format!("no table '{name}'")))
+    }
+
+    /// Every table, by name.
+    pub fn tables(&self) -> Vec<Table> {
+        let catalog = self.inner.catalog.read().expect("catalog");
+        catalog
+            .values()
+            .map(|def| Table { def: def.clone() })
+            .collect()
+    }
+
+    /// Create a table (durably, at once; DDL is not transactional).
+    pub fn create_table(&self, spec: TableSpec) -> Result<Table> {
+        create::create_table(self, spec)
+    }
+
+    /// Take a fuzzy checkpoint: log the active transactions and dirty pages,
+    /// force the log, and point the master record at it.
+    pub fn checkpoint(&self) -> Result<u64> {
+        let inner = &self.inner;
+        let _ddl = inner.ddl.lock();
+        inner.check_log()?;
+        let start = inner.wal.checkpoint_begin()?;
+        let mut dirty = Vec::new();
+        for pool in inner.pools.values() {
+            dirty.extend(pool.dirty_pages());
+        }
+        let body = Body::CheckpointEnd {
+            begin_lsn: start.begin_lsn,
+            next_txn: inner.next_txn.load(Ordering::SeqCst),
+            next_commit_ts: inner.next_commit_ts.load(Ordering::SeqCst),
+            pending_lsn: start.pending_lsn,
+            active: start.active,
+            dirty,
+        };
+        let (_, end) = inner.wal.append(0, 0, body)?;
+        inner.wal.flush_to(end)?;
+        inner.wal.write_master(start.begin_lsn)?;
+        Ok(start.begin_lsn)
+    }
+
+    /// Write every dirty page and checkpoint, so the next open has nothing
+    /// to redo; then stop the background tasks.
+    pub fn close(self) -> Result<()> {
+        self.inner.stop.request();
+        self.flush()?;
+        let tasks: Vec<_> = std::mem::take(&mut *self.inner.tasks.lock().expect("tasks"));
+        for join in tasks {
+            join();
+        }
+        Ok(())
+    }
+
+    /// Force the log, write back every dirty page, and checkpoint.
+    pub fn flush(&self) -> Result<()> {
+        self.inner.wal.flush_all()?;
+        for pool in self.inner.pools.values() {
+            pool.flush_all()?;
+        }
+        self.checkpoint()?;
+        Ok(())
+    }
+
+    /// Counters so far.
+    pub fn stats(&self) -> DbStats {
+        DbStats {
+            log: self.inner.wal.stats(),
+            locks: self.inner.locks.stats(),
+            buffers: self
+                .inner
+                .pools
+                .iter()
+                .map(|(&size, pool)| (size, pool.stats()))
+                .collect(),
+            commits: self.inner.commits.load(Ordering::Relaxed),
+            aborts: self.inner.aborts.load(Ordering::Relaxed),
+        }
+    }
+
+    /// The log.
+    pub fn wal(&self) -> &Arc<Wal> {
+        &self.inner.wal
+    }
+
+    /// The devices the database runs on.
+    pub fn devices(&self) -> &Devices {
+        &self.inner.devices
+    }
+
+    /// Stop the background tasks without writing anything (for crash tests
+    /// in the real world; in the simulated world a stopped run ends them).
+    pub fn abandon(self) {
+        self.inner.stop.request();
+    }
+}
