@@ -7,6 +7,14 @@
 //! requests in flight at once; the model queues them as the real device
 //! would (a disk's command queue, an SSD's dies and channels).
 //!
+//! A device outlives a simulation: crash tests cut a run, crash the devices
+//! and recover in a new simulation whose clock starts again at zero. The
+//! model's clock must not go backwards (MODEL-1), so [`SimDevice`] keeps an
+//! offset between the runtime's clock and the model's: when the runtime's
+//! clock is behind what the model has seen, the model's clock resumes at its
+//! horizon (the last completion it gave), as a device that sat idle through
+//! the power cycle would.
+//!
 //! The store is updated at submission, so a later read sees the data even
 //! while the write is still "in flight"; crash semantics come from the store:
 //! whatever was not flushed before a crash is lost (or kept, or torn, as the
@@ -27,8 +35,33 @@ pub struct SimDevice {
     name: String,
     capacity_bytes: u64,
     sector_bytes: u32,
-    model: Mutex<Box<dyn DeviceModel>>,
+    model: Mutex<Timed>,
     store: Mutex<SparseStore>,
+}
+
+/// A model and the mapping from runtime time to model time.
+struct Timed {
+    model: Box<dyn DeviceModel>,
+    /// Model time = runtime time + offset.
+    offset_ns: u64,
+    /// Latest arrival the model was given (MODEL-1).
+    last_arrival_ns: u64,
+    /// Latest completion the model gave.
+    horizon_ns: u64,
+}
+
+impl Timed {
+    fn submit(&mut self, now_ns: u64, req: &IoRequest) -> u64 {
+        if now_ns + self.offset_ns < self.last_arrival_ns {
+            // A new simulation: resume the model's clock at its horizon.
+            self.offset_ns = self.horizon_ns - now_ns;
+        }
+        let arrival_ns = now_ns + self.offset_ns;
+        self.last_arrival_ns = arrival_ns;
+        let done_ns = self.model.submit(arrival_ns, req).max(arrival_ns);
+        self.horizon_ns = self.horizon_ns.max(done_ns);
+        done_ns - self.offset_ns
+    }
 }
 
 impl SimDevice {
@@ -37,7 +70,12 @@ impl SimDevice {
             name: model.name().to_string(),
             capacity_bytes: model.capacity_bytes(),
             sector_bytes: model.sector_bytes(),
-            model: Mutex::new(model),
+            model: Mutex::new(Timed {
+                model,
+                offset_ns: 0,
+                last_arrival_ns: 0,
+                horizon_ns: 0,
+            }),
             store: Mutex::new(SparseStore::new()),
         }
     }
@@ -120,6 +158,6 @@ impl Device for SimDevice {
     }
 
     fn model_stats(&self) -> Option<ModelStats> {
-        Some(self.model.lock().expect("model").stats())
+        Some(self.model.lock().expect("model").model.stats())
     }
 }

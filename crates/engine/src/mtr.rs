@@ -19,6 +19,9 @@
 //! 2. All page changes of one operation are logged in one record.
 //! 3. A page's new image is installed only after its record has an LSN, and
 //!    its page LSN is set to that record's end.
+//! 4. The space header (page 0) is read and changed only under the space's
+//!    allocation latch, held until the mini-transaction is installed or
+//!    dropped, so two trees never allocate the same page.
 
 use crate::error::Result;
 use crate::page::{PageNo, PageType};
@@ -47,14 +50,22 @@ use crate::page::{self, PAGE_BODY_OFFSET, PageId, SpaceId};
 use crate::space::SpaceHeader;
 use crate::wal::Wal;
 use crate::wal::record::{Body, PageRedo, Undo};
+use flashlab_runtime::{Latch, LatchGuard};
 
 /// Gaps of unchanged bytes shorter than this are folded into one range:
 /// a range header costs about as much.
 const DIFF_GAP_BYTES_MIN: usize = 16;
 
+/// Most pages a mini-transaction keeps copies of without having written
+/// them; older ones are dropped (a scan reads any number of pages, one at a
+/// time).
+pub const MTR_CLEAN_PAGES_MAX: usize = 32;
+
 /// One page a mini-transaction has touched.
 struct MtrPage {
-    handle: PageRef,
+    /// Pinned only once the page is written, so that reading does not pin
+    /// (a scan would otherwise pin every page it passes).
+    handle: Option<PageRef>,
     image: Vec<u8>,
     /// The image before the first write, if the page was written.
     before: Option<Vec<u8>>,
@@ -68,6 +79,12 @@ pub struct Mtr {
     space_name: String,
     capacity_pages: u64,
     pages: BTreeMap<PageNo, MtrPage>,
+    /// Pages read but not written, oldest first.
+    clean: std::collections::VecDeque<PageNo>,
+    /// The space's allocation latch, taken at the first touch of the space
+    /// header and held until the mini-transaction ends (MTR-4).
+    allocation: Arc<Latch>,
+    allocation_held: Option<LatchGuard>,
 }
 
 /// A logged, installed mini-transaction.
@@ -79,12 +96,13 @@ pub struct Logged {
 
 impl Mtr {
     /// Start a mini-transaction on `space`, whose device holds
-    /// `capacity_pages` pages.
+    /// `capacity_pages` pages and whose allocation latch is `allocation`.
     pub fn new(
         pool: Arc<BufferPool>,
         space: SpaceId,
         space_name: &str,
         capacity_pages: u64,
+        allocation: Arc<Latch>,
     ) -> Mtr {
         Mtr {
             pool,
@@ -92,23 +110,40 @@ impl Mtr {
             space_name: space_name.to_string(),
             capacity_pages,
             pages: BTreeMap::new(),
+            clean: std::collections::VecDeque::new(),
+            allocation,
+            allocation_held: None,
         }
     }
 
     fn load(&mut self, page_no: PageNo) -> Result<&mut MtrPage> {
         if !self.pages.contains_key(&page_no) {
+            self.forget_old_clean_pages();
             let handle = self.pool.fetch(PageId::new(self.space, page_no))?;
             let image = handle.read(|bytes| bytes.to_vec());
             self.pages.insert(
                 page_no,
                 MtrPage {
-                    handle,
+                    handle: None,
                     image,
                     before: None,
                 },
             );
+            self.clean.push_back(page_no);
         }
         Ok(self.pages.get_mut(&page_no).expect("just loaded"))
+    }
+
+    /// Drop the oldest copies of pages only read, keeping the count bounded.
+    fn forget_old_clean_pages(&mut self) {
+        while self.clean.len() >= MTR_CLEAN_PAGES_MAX {
+            let Some(page_no) = self.clean.pop_front() else {
+                break;
+            };
+            if self.pages.get(&page_no).is_some_and(|p| p.before.is_none()) {
+                self.pages.remove(&page_no);
+            }
+        }
     }
 
     /// A page beyond the space's high-water mark: never on the device, so
@@ -119,7 +154,7 @@ impl Mtr {
         self.pages.insert(
             page_no,
             MtrPage {
-                handle,
+                handle: Some(handle),
                 image,
                 before: None,
             },
@@ -128,6 +163,15 @@ impl Mtr {
     }
 
     fn header(&mut self) -> Result<SpaceHeader> {
+        if self.allocation_held.is_none() {
+            // MTR-4: trees of one space allocate from one header; serialise
+            // them from the header's read to the commit.
+            self.allocation_held = Some(self.allocation.acquire());
+            // A copy read before the latch may be stale now.
+            if self.pages.get(&0).is_some_and(|p| p.before.is_none()) {
+                self.pages.remove(&0);
+            }
+        }
         let name = self.space_name.clone();
         SpaceHeader::decode(&self.load(0)?.image, &name)
     }
@@ -166,7 +210,7 @@ impl Mtr {
             return Ok(None);
         }
         let (lsn, end_lsn) = wal.append(txn, prev_lsn, Body::Update { undo, redo })?;
-        self.install(end_lsn);
+        self.install(lsn, end_lsn);
         wal.installed(lsn);
         Ok(Some(Logged { lsn, end_lsn }))
     }
@@ -181,15 +225,15 @@ impl Mtr {
     ) -> Result<Logged> {
         let redo = self.redo();
         let (lsn, end_lsn) = wal.append(txn, prev_lsn, Body::Compensation { undo_next, redo })?;
-        self.install(end_lsn);
+        self.install(lsn, end_lsn);
         wal.installed(lsn);
         Ok(Logged { lsn, end_lsn })
     }
 
-    fn install(self, end_lsn: u64) {
+    fn install(self, lsn: u64, end_lsn: u64) {
         for (_, p) in self.pages {
-            if p.before.is_some() {
-                p.handle.install(&p.image, end_lsn);
+            if let (Some(_), Some(handle)) = (&p.before, &p.handle) {
+                handle.install(&p.image, lsn, end_lsn);
             }
         }
     }
@@ -205,8 +249,15 @@ impl PageAccess for Mtr {
     }
 
     fn write(&mut self, page_no: PageNo) -> Result<&mut [u8]> {
+        let id = PageId::new(self.space, page_no);
+        let pool = self.pool.clone();
         let p = self.load(page_no)?;
         if p.before.is_none() {
+            // Pin the page now, so installing after logging cannot fail.
+            // The tree latch keeps the frame's image equal to our copy.
+            if p.handle.is_none() {
+                p.handle = Some(pool.fetch(id)?);
+            }
             p.before = Some(p.image.clone());
         }
         Ok(&mut p.image)

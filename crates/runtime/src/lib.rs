@@ -41,7 +41,7 @@ use std::sync::Arc;
 
 pub use real::RealRuntime;
 pub use sim::{Sim, SimConfig, SimError, SimOutcome, SimReport};
-pub use sync::{Condvar, Mutex, MutexGuard, Receiver, Sender, channel};
+pub use sync::{Condvar, Latch, LatchGuard, Mutex, MutexGuard, Receiver, Sender, channel};
 
 pub(crate) use park::Waker;
 

@@ -410,3 +410,42 @@ impl<T> Drop for Receiver<T> {
         self.shared.not_full.notify_all();
     }
 }
+
+/// A lock whose guard owns a reference to it, so the guard can be stored
+/// in a struct (a mini-transaction holds its space's allocation latch until
+/// it commits). Waiters are served in FIFO order.
+#[derive(Default)]
+pub struct Latch {
+    held: Mutex<bool>,
+    released: Condvar,
+}
+
+/// Holds a [`Latch`]; releases it on drop.
+pub struct LatchGuard {
+    latch: Arc<Latch>,
+}
+
+impl Latch {
+    pub fn new() -> Arc<Latch> {
+        Arc::new(Latch::default())
+    }
+
+    /// Wait for the latch and take it.
+    pub fn acquire(self: &Arc<Self>) -> LatchGuard {
+        let mut held = self.held.lock();
+        while *held {
+            held = self.released.wait(held);
+        }
+        *held = true;
+        LatchGuard {
+            latch: self.clone(),
+        }
+    }
+}
+
+impl Drop for LatchGuard {
+    fn drop(&mut self) {
+        *self.latch.held.lock() = false;
+        self.latch.released.notify_one();
+    }
+}

@@ -286,7 +286,8 @@ impl PageRef {
     /// the wrong size or an LSN behind the page LSN is a bug of the caller:
     /// debug builds assert; release builds copy what fits and keep the page
     /// LSN from going back.
-    pub fn install(&self, new_image: &[u8], lsn: u64) {
+    pub fn install(&self, new_image: &[u8], record_lsn: u64, lsn: u64) {
+        debug_assert!(record_lsn <= lsn, "a record starts before it ends");
         let mut data = self.core.data[self.frame].lock();
         debug_assert_eq!(
             new_image.len(),
@@ -306,7 +307,9 @@ impl PageRef {
         }
         page::set_id(&mut data, self.id);
         page::set_lsn(&mut data, lsn.max(page_lsn));
-        self.core.meta.lock().note_install(self.frame, lsn);
+        // The rec_lsn is where the record starts, so that redo from it
+        // replays the record; the page LSN is where it ends.
+        self.core.meta.lock().note_install(self.frame, record_lsn);
     }
 }
 

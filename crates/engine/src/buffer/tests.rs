@@ -155,7 +155,7 @@ fn image(fill: u8) -> Vec<u8> {
 /// Create page `page_no` and install an image filled with `fill` at `lsn`.
 fn create(pool: &BufferPool, page_no: PageNo, fill: u8, lsn: u64) {
     let page = pool.fetch_new(id(page_no)).unwrap();
-    page.install(&image(fill), lsn);
+    page.install(&image(fill), lsn, lsn);
 }
 
 fn assert_holds(pool: &BufferPool, page_no: PageNo, fill: u8, lsn: u64) {
@@ -214,7 +214,7 @@ fn wal_rule_holds_for_every_write() {
                 }
                 .unwrap();
                 lsn += 7;
-                page.install(&image(round), lsn);
+                page.install(&image(round), lsn, lsn);
             }
             pool.write_back_oldest(3).unwrap();
         }
@@ -355,17 +355,17 @@ fn rec_lsn_is_the_first_change_since_the_last_write() {
             pool.dirty_pages().is_empty(),
             "a new page is clean until installed"
         );
-        page.install(&image(1), 10);
-        page.install(&image(2), 20);
+        page.install(&image(1), 10, 10);
+        page.install(&image(2), 20, 20);
         let index_page = pool.fetch_new(PageId::new(0, 9)).unwrap();
-        index_page.install(&image(3), 25);
+        index_page.install(&image(3), 25, 25);
         assert_eq!(
             pool.dirty_pages(),
             vec![(PageId::new(0, 9), 25), (id(2), 10)]
         );
         pool.flush_all().unwrap();
         assert!(pool.dirty_pages().is_empty());
-        page.install(&image(4), 30);
+        page.install(&image(4), 30, 30);
         assert_eq!(pool.dirty_pages(), vec![(id(2), 30)]);
     });
 }
@@ -381,7 +381,7 @@ fn change_during_write_back_keeps_page_dirty() {
         };
         rt.sleep(100 * NS_PER_US);
         // The flusher copied LSN 10 and is inside the device write.
-        pool.fetch(id(1)).unwrap().install(&image(2), 20);
+        pool.fetch(id(1)).unwrap().install(&image(2), 20, 20);
         flusher.join().unwrap();
         assert_eq!(page::lsn(&device.raw(1)), 10);
         assert_eq!(pool.dirty_pages(), vec![(id(1), 20)], "BUF-7");
@@ -438,7 +438,7 @@ fn configuration_and_misuse_are_errors() {
                 .contains("not registered")
         );
         let page = pool.fetch_new(id(0)).unwrap();
-        page.install(&image(1), 50);
+        page.install(&image(1), 50, 50);
         assert!(
             pool.fetch_new(id(0)).is_err(),
             "fetch_new of a dirty resident page"
@@ -501,7 +501,7 @@ fn run_pressure(seed: u64) -> (BufferStats, u64) {
                             }
                             .unwrap();
                             let lsn = next_lsn.fetch_add(1, Ordering::SeqCst);
-                            page.install(&image(round as u8 + 1), lsn);
+                            page.install(&image(round as u8 + 1), lsn, lsn);
                         }
                     }
                 })

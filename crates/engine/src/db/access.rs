@@ -32,7 +32,13 @@ pub(crate) struct LogCtx {
 impl Inner {
     pub(crate) fn mtr(&self, space: SpaceId) -> Result<Mtr> {
         let s = self.space(space)?;
-        Ok(Mtr::new(s.pool.clone(), s.id, &s.name, s.capacity_pages))
+        Ok(Mtr::new(
+            s.pool.clone(),
+            s.id,
+            &s.name,
+            s.capacity_pages,
+            s.allocation.clone(),
+        ))
     }
 
     /// Read one key.

@@ -52,6 +52,7 @@ pub(crate) fn build_spaces(
         pool.register_space(i as u32, &space.name, device.clone())?;
         spaces.push(DataSpace {
             id: i as u32,
+            allocation: flashlab_runtime::Latch::new(),
             name: space.name.clone(),
             pool,
             capacity_pages: capacity_pages(space.capacity_bytes, device, space.page_bytes),

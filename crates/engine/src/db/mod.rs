@@ -87,6 +87,8 @@ impl Devices {
 /// One data space at run time.
 pub(crate) struct DataSpace {
     pub id: SpaceId,
+    /// Serialises allocation in this space (MTR-4).
+    pub allocation: Arc<flashlab_runtime::Latch>,
     pub name: String,
     pub pool: Arc<BufferPool>,
     pub capacity_pages: u64,
@@ -325,6 +327,7 @@ impl Database {
     }
 
     /// Take a fuzzy checkpoint: log the active transactions and dirty pages,
+    /// flush the data devices (so pages written back earlier are durable),
     /// force the log, and point the master record at it.
     pub fn checkpoint(&self) -> Result<u64> {
         let inner = &self.inner;
@@ -334,6 +337,12 @@ impl Database {
         let mut dirty = Vec::new();
         for pool in inner.pools.values() {
             dirty.extend(pool.dirty_pages());
+        }
+        // Pages written back before the snapshot are clean in the pool but
+        // durable only after a flush of their device: without it, a crash
+        // could lose them while the checkpoint says they need no redo.
+        for device in &inner.devices.data {
+            device.flush()?;
         }
         let body = Body::CheckpointEnd {
             begin_lsn: start.begin_lsn,

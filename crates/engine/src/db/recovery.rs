@@ -238,7 +238,7 @@ fn redo(db: &Database, redo_lsn: u64, end_lsn: u64) -> Result<u64> {
             if page::stored_id(&image) != redo.page {
                 page::set_id(&mut image, redo.page);
             }
-            handle.install(&image, record_end);
+            handle.install(&image, record.lsn, record_end);
             pages += 1;
         }
     }

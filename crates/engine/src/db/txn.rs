@@ -31,7 +31,6 @@ pub const SCAN_ROWS_MAX: usize = 10_000_000;
 
 /// One logged change not yet compensated.
 struct UndoEntry {
-    lsn: u64,
     prev_lsn: u64,
     undo: Undo,
 }
@@ -169,8 +168,8 @@ impl Transaction {
 
     /// Record a logged change in the undo list and the active table (DB-2).
     fn logged(&mut self, lsn: u64, tree: TreeRef, key: &[u8], before: Option<Vec<u8>>) {
+        debug_assert!(lsn > self.last_lsn, "DB-2: records chain forward");
         self.undo.push(UndoEntry {
-            lsn,
             prev_lsn: self.last_lsn,
             undo: Undo {
                 space: tree.space,
