@@ -1,6 +1,7 @@
 //! Subcommands of `flashlab`.
 
 mod characterize;
+mod check;
 mod devices;
 mod plot;
 mod replay;
@@ -32,6 +33,8 @@ enum Command {
     Trace(trace::Args),
     /// Draw the time x address plot of a flashlab trace.
     Plot(plot::Args),
+    /// Verify a database directory: recovery, log, checksums, B+trees.
+    Check(check::Args),
 }
 
 /// Run the parsed command line.
@@ -43,6 +46,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Replay(args) => replay::run(args),
         Command::Trace(args) => trace::run(args),
         Command::Plot(args) => plot::run(args),
+        Command::Check(args) => check::run(args),
     }
 }
 

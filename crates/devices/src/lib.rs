@@ -35,6 +35,7 @@ pub mod nand;
 pub mod presets;
 pub mod replay;
 pub mod sim;
+pub mod spec;
 pub mod ssd;
 pub mod store;
 pub mod trace;

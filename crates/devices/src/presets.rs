@@ -46,8 +46,12 @@ fn unknown(name: &str) -> DeviceError {
     }
 }
 
-/// A fresh timing model of the preset called `name`.
+/// A fresh timing model of the preset called `name`, or of the device
+/// described in the TOML file `name` names (see [`crate::spec`]).
 pub fn build_model(name: &str) -> Result<Box<dyn DeviceModel>, DeviceError> {
+    if name.ends_with(".toml") {
+        return crate::spec::build_from_file(std::path::Path::new(name));
+    }
     match name {
         "hdd-2008" => Ok(Box::new(HddModel::hdd_2008()?)),
         "hdd-2010" => Ok(Box::new(HddModel::hdd_2010()?)),

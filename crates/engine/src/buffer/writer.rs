@@ -83,7 +83,7 @@ impl WriterStop {
     }
 
     /// Sleep `duration_ns` or until a stop is requested; true if requested.
-    fn sleep(&self, rt: &Rt, duration_ns: u64) -> bool {
+    pub fn sleep(&self, rt: &Rt, duration_ns: u64) -> bool {
         let deadline_ns = rt.now_ns().saturating_add(duration_ns);
         let mut requested = self.inner.requested.lock();
         while !*requested && rt.now_ns() < deadline_ns {

@@ -134,6 +134,47 @@ fn io(path: &Path, source: std::io::Error) -> Error {
     }
 }
 
+/// A configuration for an existing directory, from its manifest (buffer
+/// sizes take their defaults): what `flashlab check DIR` opens it with.
+pub fn config_from_manifest(dir: &Path) -> Result<DbConfig> {
+    let manifest = Manifest::read(dir)?.ok_or_else(|| {
+        Error::Open(format!(
+            "{}: no {MANIFEST_FILE}; not a flashlab database",
+            dir.display()
+        ))
+    })?;
+    let space = |kind: &str| {
+        manifest
+            .spaces
+            .iter()
+            .find(|s| s.kind == kind)
+            .map(|s| SpaceConfig {
+                device: crate::config::FILE_DEVICE.into(),
+                capacity_bytes: Some(s.capacity_bytes),
+            })
+    };
+    let data = manifest
+        .spaces
+        .iter()
+        .filter(|s| s.kind == "data")
+        .map(|s| crate::config::DataSpaceConfig {
+            name: s.name.clone(),
+            page_bytes: s.page_bytes.unwrap_or(8192),
+            buffer_bytes: (s.page_bytes.unwrap_or(8192) as u64 * 1024).max(16 << 20),
+            device: crate::config::FILE_DEVICE.into(),
+            capacity_bytes: Some(s.capacity_bytes),
+        })
+        .collect();
+    let mut config = DbConfig::simple("file", "file", 8192, 16 << 20);
+    config.data = data;
+    config.log = space("log")
+        .ok_or_else(|| Error::Open(format!("{}: the manifest lists no log", dir.display())))?;
+    config.rollback = space("rollback");
+    config.temp = space("temp");
+    config.validate()?;
+    Ok(config)
+}
+
 /// Open the devices of a database directory, creating a new database's
 /// files if the directory has no manifest.
 pub fn open_devices(dir: &Path, config: &DbConfig) -> Result<Devices> {

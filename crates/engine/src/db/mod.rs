@@ -172,6 +172,14 @@ impl Inner {
     }
 }
 
+impl Drop for Inner {
+    /// The last handle is gone: let the background tasks end (they hold no
+    /// strong reference to the database itself).
+    fn drop(&mut self) {
+        self.stop.request();
+    }
+}
+
 fn joiner(handle: JoinHandle<()>) -> Box<dyn FnOnce() + Send> {
     Box::new(move || handle.join())
 }
@@ -267,8 +275,7 @@ impl Database {
             let interval = config.checkpoint_interval_ns;
             let task_rt = rt.clone();
             tasks.push(joiner(rt.spawn("checkpointer", move || {
-                while !stop.is_requested() {
-                    task_rt.sleep(interval);
+                while !stop.sleep(&task_rt, interval) {
                     let Some(inner) = db.upgrade() else { return };
                     if stop.is_requested() {
                         return;
@@ -282,8 +289,7 @@ impl Database {
             let stop = self.inner.stop.clone();
             let task_rt = rt.clone();
             tasks.push(joiner(rt.spawn("log-writer", move || {
-                while !stop.is_requested() {
-                    task_rt.sleep(crate::wal::NO_SYNC_FLUSH_INTERVAL_NS);
+                while !stop.sleep(&task_rt, crate::wal::NO_SYNC_FLUSH_INTERVAL_NS) {
                     let _ = wal.flush_all();
                 }
             })));

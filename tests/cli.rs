@@ -1,0 +1,320 @@
+//! The `flashlab` program: outputs, and one-line errors with exit code 2
+//! for bad input.
+
+use std::path::Path;
+use std::process::{Command, Output};
+
+fn flashlab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_flashlab"))
+        .args(args)
+        .output()
+        .expect("run flashlab")
+}
+
+fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Bad input: exit code 2 and one line naming the problem.
+fn assert_bad_input(out: &Output, needles: &[&str]) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(2), "stderr: {err}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line expected: {err}");
+    for needle in needles {
+        assert!(err.contains(needle), "'{needle}' not in: {err}");
+    }
+    assert!(!err.contains("panicked"), "{err}");
+}
+
+#[test]
+fn devices_lists_every_preset_with_sources() {
+    let out = flashlab(&["devices", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let names: Vec<&str> = json
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|d| d["name"].as_str().unwrap())
+        .collect();
+    for preset in [
+        "hdd-2008",
+        "hdd-2010",
+        "ssd-2008",
+        "ssd-2008-poor-random",
+        "ssd-2010",
+        "ssd-array-2010",
+        "nvme-2024",
+        "memory",
+    ] {
+        assert!(names.contains(&preset), "{preset} missing from {names:?}");
+    }
+}
+
+#[test]
+fn unknown_preset_is_bad_input() {
+    assert_bad_input(
+        &flashlab(&["characterize", "--device", "floppy"]),
+        &["unknown device 'floppy'"],
+    );
+    assert_bad_input(
+        &flashlab(&["replay", "--device", "floppy", "--synthetic", "10"]),
+        &["floppy"],
+    );
+}
+
+#[test]
+fn characterize_json_has_the_documented_shape_and_is_deterministic() {
+    let args = [
+        "characterize",
+        "--device",
+        "hdd-2010",
+        "--requests",
+        "200",
+        "--json",
+    ];
+    let a = flashlab(&args);
+    assert!(a.status.success(), "{}", stderr(&a));
+    let json: serde_json::Value = serde_json::from_slice(&a.stdout).unwrap();
+    assert_eq!(json["device"], "hdd-2010");
+    for key in [
+        "block_kb",
+        "read_mb_s",
+        "write_mb_s",
+        "read_latency_ms",
+        "write_latency_ms",
+    ] {
+        assert!(
+            json["sequential"][0].get(key).is_some(),
+            "sequential lacks {key}"
+        );
+    }
+    for key in [
+        "block_kb",
+        "queue_depth",
+        "read_iops",
+        "write_iops",
+        "read_latency_ms",
+        "write_latency_ms",
+    ] {
+        assert!(json["random"][0].get(key).is_some(), "random lacks {key}");
+    }
+    let b = flashlab(&args);
+    assert_eq!(a.stdout, b.stdout, "same seed, same figures");
+}
+
+fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+#[test]
+fn malformed_trace_line_is_bad_input_naming_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write(dir.path(), "t.mqsim", "0 0 0 8 1\n1000 0 8 x 0\n");
+    assert_bad_input(
+        &flashlab(&[
+            "replay", "--device", "ssd-2010", "--trace", &trace, "--format", "mqsim",
+        ]),
+        &["t.mqsim:2"],
+    );
+}
+
+#[test]
+fn request_beyond_capacity_is_bad_input_naming_the_line() {
+    let dir = tempfile::tempdir().unwrap();
+    let trace = write(
+        dir.path(),
+        "t.mqsim",
+        "0 0 0 8 1\n1000 0 999999999999 8 0\n",
+    );
+    assert_bad_input(
+        &flashlab(&[
+            "replay", "--device", "ssd-2008", "--trace", &trace, "--format", "mqsim",
+        ]),
+        &["line 2", "capacity"],
+    );
+}
+
+#[test]
+fn impossible_geometry_is_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    let spec = "kind = \"ssd\"\nname = \"bad\"\nchannels = 0\nchips_per_channel = 1\ndies_per_chip = 1\nplanes_per_die = 1\nblocks_per_plane = 8\npage_bytes = 4096\nerase_unit_bytes = 262144\nover_provisioning = 0.1\npage_read_us = 50.0\npage_program_us = 500.0\nblock_erase_ms = 3.0\nchannel_mb_s = 100.0\nhost_mb_s = 100.0\n";
+    let zero = write(dir.path(), "zero.toml", spec);
+    assert_bad_input(
+        &flashlab(&["characterize", "--device", &zero]),
+        &["zero.toml", "zero channels"],
+    );
+    let big = write(
+        dir.path(),
+        "big.toml",
+        &spec
+            .replace("channels = 0", "channels = 1")
+            .replace("262144", "2048"),
+    );
+    assert_bad_input(
+        &flashlab(&["characterize", "--device", &big]),
+        &["big.toml", "larger than the erase unit"],
+    );
+}
+
+#[test]
+fn replay_json_keys_and_every_request_accounted_for() {
+    let out = flashlab(&[
+        "replay",
+        "--device",
+        "ssd-2010",
+        "--synthetic",
+        "20000",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["requests"], 20000);
+    for key in ["iops", "latency_us", "waf", "gc_runs", "erases"] {
+        assert!(json.get(key).is_some(), "no {key}");
+    }
+    for key in ["mean", "p50", "p99", "max"] {
+        assert!(json["latency_us"].get(key).is_some(), "no latency_us.{key}");
+    }
+}
+
+#[test]
+fn trace_generate_convert_replay_and_plot() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = |name: &str| dir.path().join(name).display().to_string();
+    let out = flashlab(&[
+        "trace",
+        "generate",
+        "--count",
+        "500",
+        "--to",
+        "flashlab",
+        "--out",
+        &d("g.csv"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = flashlab(&[
+        "trace",
+        "convert",
+        &d("g.csv"),
+        "--to",
+        "mqsim",
+        "--out",
+        &d("g.mqsim"),
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let a = flashlab(&[
+        "replay",
+        "--device",
+        "ssd-2010",
+        "--trace",
+        &d("g.csv"),
+        "--json",
+    ]);
+    let b = flashlab(&[
+        "replay",
+        "--device",
+        "ssd-2010",
+        "--trace",
+        &d("g.mqsim"),
+        "--format",
+        "mqsim",
+        "--json",
+    ]);
+    let (a, b): (serde_json::Value, serde_json::Value) = (
+        serde_json::from_slice(&a.stdout).unwrap(),
+        serde_json::from_slice(&b.stdout).unwrap(),
+    );
+    assert_eq!(
+        a["latency_us"], b["latency_us"],
+        "the same requests in two formats replay alike"
+    );
+    let out = flashlab(&["plot", &d("g.csv"), "--out", &d("g.svg")]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let svg = std::fs::read_to_string(d("g.svg")).unwrap();
+    assert!(svg.contains("<svg") && svg.len() > 1000);
+    assert_bad_input(
+        &flashlab(&["plot", &d("g.csv"), "--out", &d("g.gif")]),
+        &["g.gif"],
+    );
+}
+
+fn make_database(dir: &Path) {
+    use flashlab::engine::{Database, DbConfig, TableSpec};
+    use flashlab::runtime::RealRuntime;
+    let rt = RealRuntime::new(1);
+    let _enter = RealRuntime::enter(&rt);
+    let mut config = DbConfig::simple("file", "file", 4096, 1 << 20);
+    config.data[0].capacity_bytes = Some(4 << 20);
+    config.log.capacity_bytes = Some(4 << 20);
+    let db = Database::open_dir(dir, &config).unwrap();
+    let t = db.create_table(TableSpec::bytes("kv")).unwrap();
+    let mut txn = db.begin().unwrap();
+    for i in 0..200u32 {
+        txn.put(&t, format!("{i:05}").as_bytes(), &[1u8; 50])
+            .unwrap();
+    }
+    txn.commit().unwrap();
+    db.close().unwrap();
+}
+
+#[test]
+fn check_passes_a_healthy_database_and_fails_a_damaged_one() {
+    let dir = tempfile::tempdir().unwrap();
+    make_database(dir.path());
+    let db_dir = dir.path().display().to_string();
+    let out = flashlab(&["check", &db_dir]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert!(stdout(&out).contains("ok"));
+    // Flip a byte of page 2 of the data file: a checksum mismatch.
+    let data = dir.path().join("data.data");
+    let mut bytes = std::fs::read(&data).unwrap();
+    bytes[2 * 4096 + 100] ^= 0x40;
+    std::fs::write(&data, &bytes).unwrap();
+    let out = flashlab(&["check", &db_dir]);
+    assert_ne!(out.status.code(), Some(0));
+    let text = format!("{}{}", stdout(&out), stderr(&out));
+    assert!(
+        text.contains("page 2") && text.contains("checksum"),
+        "{text}"
+    );
+}
+
+#[test]
+fn truncated_or_missing_files_and_unknown_versions_are_bad_input() {
+    let dir = tempfile::tempdir().unwrap();
+    make_database(dir.path());
+    let db_dir = dir.path().display().to_string();
+    let log = dir.path().join("log.wal");
+    let len = std::fs::metadata(&log).unwrap().len();
+    std::fs::OpenOptions::new()
+        .write(true)
+        .open(&log)
+        .unwrap()
+        .set_len(len / 2)
+        .unwrap();
+    assert_bad_input(&flashlab(&["check", &db_dir]), &["log.wal", "truncated"]);
+    std::fs::remove_file(&log).unwrap();
+    assert_bad_input(&flashlab(&["check", &db_dir]), &["log.wal", "missing"]);
+    let manifest = dir.path().join("flashlab.manifest");
+    let text = std::fs::read_to_string(&manifest)
+        .unwrap()
+        .replace("format_version = 1", "format_version = 9");
+    std::fs::write(&manifest, text).unwrap();
+    assert_bad_input(
+        &flashlab(&["check", &db_dir]),
+        &["flashlab.manifest", "version 9"],
+    );
+    let empty = tempfile::tempdir().unwrap();
+    assert_bad_input(
+        &flashlab(&["check", &empty.path().display().to_string()]),
+        &["not a flashlab database"],
+    );
+}
