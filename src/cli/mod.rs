@@ -1,5 +1,6 @@
 //! Subcommands of `flashlab`.
 
+mod bench;
 mod characterize;
 mod check;
 mod devices;
@@ -23,6 +24,8 @@ pub struct Cli {
 enum Command {
     /// Run the experiments and write the report (HTML, JSON, raw files).
     Reproduce(reproduce::Args),
+    /// Run a workload (update-commit, tpcb) and report TPS, latency, CPU, log.
+    Bench(bench::Args),
     /// List the device presets and their parameters, with sources.
     Devices(devices::Args),
     /// Measure a device preset (or a real file) fio-style.
@@ -41,6 +44,7 @@ enum Command {
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Reproduce(args) => reproduce::run(args),
+        Command::Bench(args) => bench::run(args),
         Command::Devices(args) => devices::run(args),
         Command::Characterize(args) => characterize::run(args),
         Command::Replay(args) => replay::run(args),

@@ -28,7 +28,7 @@ pub enum Error {
     #[error("space full: {0}")]
     SpaceFull(String),
     /// The transaction lost a conflict and must be retried.
-    #[error("transaction {txn} aborted to avoid a deadlock (wait-die); retry it")]
+    #[error("transaction {txn} chosen as a deadlock victim; retry it")]
     Deadlock { txn: u64 },
     /// A configuration that cannot work.
     #[error("configuration: {0}")]

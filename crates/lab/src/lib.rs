@@ -16,6 +16,7 @@
 //! - [`experiments`]: what `flashlab reproduce` runs.
 
 pub mod chart;
+pub mod bench;
 pub mod check;
 pub mod experiments;
 pub mod filechar;

@@ -87,6 +87,8 @@ pub struct Tracer {
 struct TracerInner {
     records: Vec<TraceRecord>,
     dropped: u64,
+    /// Records are kept only while enabled (a new tracer is enabled).
+    paused: bool,
 }
 
 impl Tracer {
@@ -100,11 +102,20 @@ impl Tracer {
 
     pub fn record(&self, record: TraceRecord) {
         let mut inner = self.inner.lock().expect("tracer lock");
+        if inner.paused {
+            return;
+        }
         if inner.records.len() < Self::RECORDS_MAX {
             inner.records.push(record);
         } else {
             inner.dropped += 1;
         }
+    }
+
+    /// Stop or resume keeping records (a benchmark traces only its measured
+    /// interval, not the loading before it).
+    pub fn set_enabled(&self, enabled: bool) {
+        self.inner.lock().expect("tracer lock").paused = !enabled;
     }
 
     /// A copy of the records so far, in the order they were recorded.

@@ -136,6 +136,8 @@ pub(crate) struct Inner {
     pub catalog: RwLock<BTreeMap<String, Arc<TableDef>>>,
     latches: std::sync::Mutex<HashMap<(SpaceId, PageNo), Arc<RtMutex<()>>>>,
     pub locks: LockManager,
+    /// CPU costs in force (loading runs with none).
+    cpu: std::sync::Mutex<crate::config::CpuCosts>,
     pub next_txn: AtomicU64,
     pub next_commit_ts: AtomicU64,
     pub commits: AtomicU64,
@@ -161,6 +163,11 @@ impl Inner {
         self.spaces
             .get(id as usize)
             .ok_or_else(|| Error::malformed("space id", format!("no data space {id}")))
+    }
+
+    /// The CPU costs in force.
+    pub fn cpu(&self) -> crate::config::CpuCosts {
+        self.cpu.lock().expect("cpu costs").clone()
     }
 
     /// Refuse work after a log failure (DB-4).
@@ -241,6 +248,7 @@ impl Database {
                 catalog: RwLock::new(BTreeMap::new()),
                 latches: std::sync::Mutex::new(HashMap::new()),
                 locks: LockManager::new(),
+                cpu: std::sync::Mutex::new(config.cpu.clone()),
                 next_txn: AtomicU64::new(1),
                 next_commit_ts: AtomicU64::new(1),
                 commits: AtomicU64::new(0),
@@ -296,6 +304,12 @@ impl Database {
         }
     }
 
+    /// Change the CPU costs charged from now on (bulk loads run with
+    /// [`crate::config::CpuCosts::free`]).
+    pub fn set_cpu_costs(&self, costs: crate::config::CpuCosts) {
+        *self.inner.cpu.lock().expect("cpu costs") = costs;
+    }
+
     /// The configuration the database was opened with.
     pub fn config(&self) -> &DbConfig {
         &self.inner.config
@@ -304,7 +318,7 @@ impl Database {
     /// Start a transaction.
     pub fn begin(&self) -> Result<Transaction> {
         self.inner.check_log()?;
-        Rt::current().cpu(self.inner.config.cpu.begin_ns);
+        Rt::current().cpu(self.inner.cpu().begin_ns);
         let id = self.inner.next_txn.fetch_add(1, Ordering::SeqCst);
         Ok(Transaction::new(self.inner.clone(), id))
     }

@@ -83,7 +83,7 @@ impl Transaction {
     pub fn get(&mut self, table: &Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.check_active()?;
         self.lock(table, key, LockMode::Shared)?;
-        Rt::current().cpu(self.db.config.cpu.get_ns);
+        Rt::current().cpu(self.db.cpu().get_ns);
         let stored = self.db.tree_get(Self::tree(table), key)?;
         stored
             .map(|bytes| StoredRow::decode(&bytes).map(|row| row.row))
@@ -100,6 +100,22 @@ impl Transaction {
             )));
         }
         self.write(table, key, Some(value)).map(|_| ())
+    }
+
+    /// Read-modify-write of one row as one statement (an SQL `UPDATE ...
+    /// SET x = x + d`): exclusive lock first, then the new value computed
+    /// from the old one. Charges one statement of CPU. Returns the new
+    /// value, or `None` (changing nothing) if the key does not exist.
+    pub fn update(&mut self, table: &Table, key: &[u8], change: impl FnOnce(&[u8]) -> Vec<u8>) -> Result<Option<Vec<u8>>> {
+        self.check_active()?;
+        if table.def.schema.is_some() {
+            return Err(Error::Invalid(format!("table '{}' is typed: use update_row", table.def.name)));
+        }
+        self.lock(table, key, LockMode::Exclusive)?;
+        let Some(stored) = self.db.tree_get(Self::tree(table), key)? else { return Ok(None) };
+        let new = change(&StoredRow::decode(&stored)?.row);
+        self.write(table, key, Some(&new))?;
+        Ok(Some(new))
     }
 
     /// Delete `key`; true if it existed.
@@ -123,7 +139,7 @@ impl Transaction {
     ) -> Result<Option<Vec<u8>>> {
         self.lock(table, key, LockMode::Exclusive)?;
         self.db.check_log()?;
-        Rt::current().cpu(self.db.config.cpu.put_ns);
+        Rt::current().cpu(self.db.cpu().put_ns);
         let tree = Self::tree(table);
         let before = match value {
             Some(value) => {
@@ -196,7 +212,7 @@ impl Transaction {
         let mut out = Vec::with_capacity(entries.len());
         for (key, _) in entries {
             self.lock(table, &key, LockMode::Shared)?;
-            rt.cpu(self.db.config.cpu.scan_row_ns);
+            rt.cpu(self.db.cpu().scan_row_ns);
             // Re-read under the lock: the scan itself took no locks.
             if let Some(bytes) = self.db.tree_get(Self::tree(table), &key)? {
                 out.push((key, StoredRow::decode(&bytes)?.row));
@@ -228,6 +244,34 @@ impl Transaction {
         let before = self.write(table, &key, Some(&encoded))?;
         let old_row = before.map(|b| schema.decode_row(&b)).transpose()?;
         self.update_indexes(table, &key, old_row.as_deref(), Some(row))
+    }
+
+    /// Read-modify-write of one typed row as one statement (see
+    /// [`Transaction::update`]); returns the new row, or `None` if there is
+    /// no row with that key.
+    pub fn update_row(
+        &mut self,
+        table: &Table,
+        key: &[Value],
+        change: impl FnOnce(&mut Vec<Value>),
+    ) -> Result<Option<Vec<Value>>> {
+        self.check_active()?;
+        let schema = table.def.schema.as_ref().ok_or_else(|| {
+            Error::Invalid(format!("table '{}' has no schema: use update", table.def.name))
+        })?;
+        let key = crate::row::encode_key(key);
+        self.lock(table, &key, LockMode::Exclusive)?;
+        let Some(stored) = self.db.tree_get(Self::tree(table), &key)? else { return Ok(None) };
+        let old = schema.decode_row(&StoredRow::decode(&stored)?.row)?;
+        let mut new = old.clone();
+        change(&mut new);
+        if schema.primary_key(&new)? != key {
+            return Err(Error::Invalid("update_row may not change the primary key".into()));
+        }
+        let encoded = schema.encode_row(&new)?;
+        self.write(table, &key, Some(&encoded))?;
+        self.update_indexes(table, &key, Some(&old), Some(&new))?;
+        Ok(Some(new))
     }
 
     /// Read a typed row by its primary key values.
@@ -348,7 +392,7 @@ impl Transaction {
         self.check_active()?;
         self.active = false;
         let db = self.db.clone();
-        Rt::current().cpu(db.config.cpu.commit_ns);
+        Rt::current().cpu(db.cpu().commit_ns);
         if self.undo.is_empty() {
             db.locks.release_all(self.id);
             return Ok(());

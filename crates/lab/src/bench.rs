@@ -1,0 +1,304 @@
+//! `flashlab bench`: run a workload and report what a database engineer
+//! expects from pgbench or sysbench.
+//!
+//! In the simulated world (the default) the database's log and data spaces
+//! are modelled devices (presets) and the CPU has `cores` simulated cores at
+//! `cpu_ghz`; every number is in virtual time and the same seed gives the
+//! same report. With `real_dir`, the same workload runs on real files in a
+//! fresh subdirectory of that directory, on OS threads, in wall-clock time.
+
+use std::path::{Path, PathBuf};
+use std::sync::Arc;
+
+use flashlab_devices::trace::traced::TracedDevice;
+use flashlab_devices::trace::{Space, Tracer};
+use flashlab_devices::{DeviceRef, TraceRecord, presets};
+use flashlab_engine::config::REFERENCE_CPU_GHZ;
+use flashlab_engine::{Database, DbConfig, Devices, Durability};
+use flashlab_runtime::{NS_PER_S, RealRuntime, Sim, SimConfig};
+use flashlab_workloads::driver::{Progress, RunConfig, RunResult};
+use flashlab_workloads::{WorkloadOptions, build};
+use serde::Serialize;
+
+/// Most simulated cores (the runtime's limit is larger; this is sanity).
+pub const CORES_MAX: u32 = 64;
+
+/// Everything `flashlab bench` can be told.
+#[derive(Clone, Debug)]
+pub struct BenchOptions {
+    pub workload: String,
+    pub clients: u32,
+    pub cores: u32,
+    pub cpu_ghz: f64,
+    pub duration_ns: u64,
+    pub warmup_ns: u64,
+    pub log_device: String,
+    pub data_device: String,
+    pub scale: u32,
+    pub accounts_per_branch: u32,
+    pub page_bytes: usize,
+    pub buffer_bytes: u64,
+    pub durability: Durability,
+    pub commit_delay_ns: u64,
+    pub real_dir: Option<PathBuf>,
+    pub seed: u64,
+    pub trace: bool,
+    pub progress_interval_ns: u64,
+    /// A database configuration to start from (devices and sizes in it are
+    /// overridden by the options above only where given on the command line).
+    pub config: Option<DbConfig>,
+}
+
+impl Default for BenchOptions {
+    fn default() -> Self {
+        BenchOptions {
+            workload: "tpcb".into(),
+            clients: 20,
+            cores: 2,
+            cpu_ghz: REFERENCE_CPU_GHZ,
+            duration_ns: 10 * NS_PER_S,
+            warmup_ns: NS_PER_S,
+            log_device: "ssd-2008".into(),
+            data_device: "memory".into(),
+            scale: 1,
+            accounts_per_branch: flashlab_workloads::tpcb::ACCOUNTS_PER_BRANCH,
+            page_bytes: 8192,
+            buffer_bytes: 512 << 20,
+            durability: Durability::Sync,
+            commit_delay_ns: 0,
+            real_dir: None,
+            seed: 1,
+            trace: false,
+            progress_interval_ns: NS_PER_S,
+            config: None,
+        }
+    }
+}
+
+/// lee2008 Table 3's columns, as `--json` prints them.
+#[derive(Clone, Debug, Serialize)]
+pub struct LogColumns {
+    pub writes: u64,
+    pub commits_per_write: f64,
+    pub avg_write_sectors: f64,
+    pub avg_write_ms: f64,
+    pub tail_rewrites: u64,
+}
+
+/// What `flashlab bench` reports.
+#[derive(Clone, Debug, Serialize)]
+pub struct BenchReport {
+    pub workload: String,
+    pub world: String,
+    pub clients: u32,
+    pub cores: u32,
+    pub cpu_ghz: f64,
+    pub log_device: String,
+    pub data_device: String,
+    pub durability: String,
+    pub duration_s: f64,
+    pub committed: u64,
+    pub retries: u64,
+    pub tps: f64,
+    pub latency_ms: flashlab_workloads::driver::Latency,
+    pub cpu_utilization: f64,
+    pub cpu_per_core: Vec<f64>,
+    pub log: LogColumns,
+    /// "ok", or the violation.
+    pub consistency: String,
+    pub departures: Vec<String>,
+    pub progress: Vec<Progress>,
+    /// Host seconds the whole bench took.
+    pub host_seconds: f64,
+    #[serde(skip)]
+    pub trace: Vec<TraceRecord>,
+}
+
+/// Check options before running anything.
+pub fn validate(options: &BenchOptions) -> Result<(), String> {
+    if build(&options.workload, &WorkloadOptions::default()).is_none() {
+        return Err(format!(
+            "unknown workload '{}' (known: {})",
+            options.workload,
+            flashlab_workloads::WORKLOADS.join(", ")
+        ));
+    }
+    if options.clients == 0 || options.clients > flashlab_workloads::driver::CLIENTS_MAX {
+        return Err(format!("--clients must be 1 to {}", flashlab_workloads::driver::CLIENTS_MAX));
+    }
+    if options.cores == 0 || options.cores > CORES_MAX {
+        return Err(format!("--cores must be 1 to {CORES_MAX}"));
+    }
+    if !(options.cpu_ghz.is_finite() && options.cpu_ghz > 0.1 && options.cpu_ghz < 100.0) {
+        return Err(format!("--cpu-ghz {} is not a clock rate", options.cpu_ghz));
+    }
+    if options.duration_ns == 0 {
+        return Err("--duration must be positive".into());
+    }
+    if options.scale == 0 {
+        return Err("--scale must be at least 1".into());
+    }
+    if options.real_dir.is_none() {
+        for device in [&options.log_device, &options.data_device] {
+            presets::build_model(device).map(|_| ()).or_else(|e| {
+                if device == presets::MEMORY { Ok(()) } else { Err(e.to_string()) }
+            })?;
+        }
+    }
+    if let Some(dir) = &options.real_dir {
+        check_writable_dir(dir)?;
+    }
+    Ok(())
+}
+
+fn check_writable_dir(dir: &Path) -> Result<(), String> {
+    if !dir.is_dir() {
+        return Err(format!("--real {}: not a directory", dir.display()));
+    }
+    let probe = dir.join(format!(".flashlab-probe-{}", std::process::id()));
+    std::fs::write(&probe, b"probe").map_err(|e| format!("--real {}: not writable: {e}", dir.display()))?;
+    let _ = std::fs::remove_file(&probe);
+    Ok(())
+}
+
+fn db_config(options: &BenchOptions) -> DbConfig {
+    let mut config = options.config.clone().unwrap_or_else(|| {
+        DbConfig::simple(&options.data_device, &options.log_device, options.page_bytes, options.buffer_bytes)
+    });
+    config.wal.durability = options.durability;
+    config.wal.commit_delay_ns = options.commit_delay_ns;
+    config.cpu = config.cpu.at_ghz(options.cpu_ghz);
+    config
+}
+
+/// Run a benchmark. `progress` receives each progress line.
+pub fn bench(options: &BenchOptions, progress: impl FnMut(&Progress) + Send + 'static) -> Result<BenchReport, String> {
+    validate(options)?;
+    let started = std::time::Instant::now();
+    let mut report = match &options.real_dir {
+        None => bench_simulated(options, progress)?,
+        Some(dir) => bench_real(options, dir, progress)?,
+    };
+    report.host_seconds = started.elapsed().as_secs_f64();
+    Ok(report)
+}
+
+fn traced(device: DeviceRef, space: Space, tracer: &Option<Tracer>) -> DeviceRef {
+    match tracer {
+        Some(tracer) => Arc::new(TracedDevice::new(device, space, tracer.clone())),
+        None => device,
+    }
+}
+
+fn bench_simulated(options: &BenchOptions, progress: impl FnMut(&Progress) + Send + 'static) -> Result<BenchReport, String> {
+    let sim = SimConfig {
+        seed: options.seed,
+        cores: options.cores,
+        ..SimConfig::default()
+    };
+    let options = options.clone();
+    let (outcome, _) = Sim::run(sim, move |_rt| -> Result<BenchReport, String> {
+        let config = db_config(&options);
+        let tracer = options.trace.then(Tracer::new);
+        let devices = Devices::from_presets(&config).map_err(|e| e.to_string())?;
+        let devices = Devices {
+            data: devices.data.into_iter().map(|d| traced(d, Space::Data, &tracer)).collect(),
+            log: traced(devices.log, Space::Log, &tracer),
+            rollback: devices.rollback,
+            temp: devices.temp,
+        };
+        if let Some(t) = &tracer {
+            t.set_enabled(false);
+        }
+        let db = Database::open_with(&config, devices).map_err(|e| e.to_string())?;
+        run_on(&db, &options, "simulated", tracer.as_ref(), progress)
+    })
+    .map_err(|e| e.to_string())?;
+    outcome.finished().ok_or_else(|| "the simulation stopped early".to_string())?
+}
+
+fn bench_real(options: &BenchOptions, dir: &Path, progress: impl FnMut(&Progress) + Send + 'static) -> Result<BenchReport, String> {
+    let rt = RealRuntime::new(options.seed);
+    let _enter = RealRuntime::enter(&rt);
+    let db_dir = dir.join(format!("flashlab-bench-{}", std::process::id()));
+    std::fs::create_dir(&db_dir).map_err(|e| format!("--real {}: {e}", db_dir.display()))?;
+    let mut config = db_config(options);
+    config.data[0].device = "file".into();
+    config.log.device = "file".into();
+    let result = (|| {
+        let db = Database::open_dir(&db_dir, &config).map_err(|e| e.to_string())?;
+        let report = run_on(&db, options, "real", None, progress)?;
+        db.close().map_err(|e| e.to_string())?;
+        Ok(report)
+    })();
+    let _ = std::fs::remove_dir_all(&db_dir);
+    result
+}
+
+fn run_on(
+    db: &Database,
+    options: &BenchOptions,
+    world: &str,
+    tracer: Option<&Tracer>,
+    progress: impl FnMut(&Progress) + Send,
+) -> Result<BenchReport, String> {
+    let workload_options = WorkloadOptions {
+        scale: options.scale,
+        accounts_per_branch: options.accounts_per_branch,
+    };
+    let workload: Arc<dyn flashlab_workloads::Workload> =
+        Arc::from(build(&options.workload, &workload_options).ok_or("unknown workload")?);
+    workload.setup(db).map_err(|e| format!("loading: {e}"))?;
+    db.flush().map_err(|e| e.to_string())?;
+    if let Some(t) = tracer {
+        t.set_enabled(true);
+    }
+    let run_config = RunConfig {
+        clients: options.clients,
+        duration_ns: options.duration_ns,
+        warmup_ns: options.warmup_ns,
+        progress_interval_ns: options.progress_interval_ns,
+    };
+    let result = flashlab_workloads::driver::run(db, workload.clone(), &run_config, progress).map_err(|e| e.to_string())?;
+    if let Some(t) = tracer {
+        t.set_enabled(false);
+    }
+    let consistency = match workload.check(db, result.committed_total).map_err(|e| e.to_string())? {
+        Ok(()) => "ok".to_string(),
+        Err(violation) => violation,
+    };
+    let trace = tracer.map(|t| t.records()).unwrap_or_default();
+    Ok(report(options, world, result, consistency, workload.departures(), trace))
+}
+
+fn report(options: &BenchOptions, world: &str, r: RunResult, consistency: String, departures: Vec<String>, trace: Vec<TraceRecord>) -> BenchReport {
+    BenchReport {
+        workload: r.workload,
+        world: world.into(),
+        clients: r.clients,
+        cores: options.cores,
+        cpu_ghz: options.cpu_ghz,
+        log_device: options.log_device.clone(),
+        data_device: options.data_device.clone(),
+        durability: options.durability.as_str().into(),
+        duration_s: r.measured_s,
+        committed: r.committed,
+        retries: r.retries,
+        tps: r.tps,
+        latency_ms: r.latency_ms,
+        cpu_utilization: r.cpu_utilization,
+        cpu_per_core: r.cpu_per_core,
+        log: LogColumns {
+            writes: r.log.writes,
+            commits_per_write: r.log.commits_per_write,
+            avg_write_sectors: r.log.avg_write_sectors,
+            avg_write_ms: r.log.avg_write_ms,
+            tail_rewrites: r.log.tail_rewrites,
+        },
+        consistency,
+        departures,
+        progress: r.progress,
+        host_seconds: 0.0,
+        trace,
+    }
+}

@@ -1,0 +1,264 @@
+//! Running clients against a database and measuring them.
+//!
+//! [`run`] spawns one task per client; each runs transactions back to back
+//! until the run's end, retrying those that lose a wait-die conflict. After
+//! a warm-up, the driver measures: committed transactions per second,
+//! latency percentiles (hdrhistogram, microseconds), CPU utilization of the
+//! runtime's cores, and the log's statistics (lee2008 Table 3). Every
+//! `progress_interval_ns` it reports a pgbench `-P` style line. It works in
+//! both worlds: in the simulated one all times are virtual.
+
+use std::sync::{Arc, Mutex};
+
+use flashlab_engine::wal::LogStats;
+use flashlab_engine::{Database, Result};
+use flashlab_runtime::{CpuReport, NS_PER_S, Rt};
+use hdrhistogram::Histogram;
+use serde::Serialize;
+
+use crate::Workload;
+
+/// Longest latency the histograms record (10 minutes, in microseconds).
+const LATENCY_US_MAX: u64 = 600_000_000;
+/// Most clients one run may have.
+pub const CLIENTS_MAX: u32 = 4096;
+
+/// How to run.
+#[derive(Clone, Debug)]
+pub struct RunConfig {
+    pub clients: u32,
+    /// Measured time, after the warm-up.
+    pub duration_ns: u64,
+    pub warmup_ns: u64,
+    /// 0: no progress lines.
+    pub progress_interval_ns: u64,
+}
+
+/// One progress line.
+#[derive(Clone, Debug, Serialize)]
+pub struct Progress {
+    pub elapsed_s: f64,
+    pub tps: f64,
+    pub latency_ms_mean: f64,
+    pub latency_ms_p99: f64,
+}
+
+/// Latency percentiles in milliseconds.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Latency {
+    pub p50: f64,
+    pub p95: f64,
+    pub p99: f64,
+    pub max: f64,
+    pub mean: f64,
+}
+
+/// lee2008 Table 3's log columns.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct LogSummary {
+    pub writes: u64,
+    pub commits_per_write: f64,
+    pub avg_write_sectors: f64,
+    pub avg_write_ms: f64,
+    pub tail_rewrites: u64,
+}
+
+impl LogSummary {
+    pub fn from_stats(stats: &LogStats) -> LogSummary {
+        LogSummary {
+            writes: stats.writes,
+            commits_per_write: stats.commits_per_write(),
+            avg_write_sectors: stats.avg_write_sectors(),
+            avg_write_ms: stats.avg_write_ms(),
+            tail_rewrites: stats.tail_rewrites,
+        }
+    }
+}
+
+/// What a run measured.
+#[derive(Clone, Debug, Serialize)]
+pub struct RunResult {
+    pub workload: String,
+    pub clients: u32,
+    pub committed: u64,
+    /// Transactions retried after a wait-die abort.
+    pub retries: u64,
+    pub measured_s: f64,
+    pub tps: f64,
+    pub latency_ms: Latency,
+    pub cpu_utilization: f64,
+    pub cpu_per_core: Vec<f64>,
+    pub log: LogSummary,
+    /// Every transaction committed, warm-up included (for consistency checks).
+    pub committed_total: u64,
+    pub progress: Vec<Progress>,
+}
+
+#[derive(Default)]
+struct Shared {
+    measuring: bool,
+    committed: u64,
+    committed_total: u64,
+    retries: u64,
+    histogram: Option<Histogram<u64>>,
+    interval: Option<Histogram<u64>>,
+    failure: Option<String>,
+}
+
+fn histogram() -> Histogram<u64> {
+    Histogram::new_with_bounds(1, LATENCY_US_MAX, 3).expect("valid histogram bounds")
+}
+
+/// Run `config.clients` clients of `workload` on `db` (from a runtime task).
+pub fn run(
+    db: &Database,
+    workload: Arc<dyn Workload>,
+    config: &RunConfig,
+    mut progress: impl FnMut(&Progress) + Send,
+) -> Result<RunResult> {
+    let rt = Rt::current();
+    let start_ns = rt.now_ns();
+    let measure_ns = start_ns + config.warmup_ns;
+    let end_ns = measure_ns + config.duration_ns;
+    let shared = Arc::new(Mutex::new(Shared {
+        histogram: Some(histogram()),
+        interval: Some(histogram()),
+        ..Shared::default()
+    }));
+    let clients: Vec<_> = (0..config.clients.clamp(1, CLIENTS_MAX))
+        .map(|client| spawn_client(&rt, db, &workload, client, end_ns, &shared))
+        .collect();
+    rt.sleep_until(measure_ns);
+    let (log_start, cpu_start) = begin_measuring(db, &rt, &shared);
+    let progress_lines = report_progress(&rt, config, measure_ns, end_ns, &shared, &mut progress);
+    rt.sleep_until(end_ns);
+    let log_end = db.wal().stats();
+    let cpu_end = rt.cpu_report();
+    shared.lock().expect("shared").measuring = false;
+    for client in clients {
+        client.join();
+    }
+    let shared = shared.lock().expect("shared");
+    if let Some(failure) = &shared.failure {
+        return Err(flashlab_engine::Error::Invalid(format!("a client failed: {failure}")));
+    }
+    let measured_s = config.duration_ns as f64 / NS_PER_S as f64;
+    let (utilization, per_core) = cpu_between(&cpu_start, &cpu_end);
+    Ok(RunResult {
+        workload: workload.name().to_string(),
+        clients: config.clients,
+        committed: shared.committed,
+        retries: shared.retries,
+        measured_s,
+        tps: shared.committed as f64 / measured_s.max(1e-9),
+        latency_ms: latency(shared.histogram.as_ref().expect("histogram")),
+        cpu_utilization: utilization,
+        cpu_per_core: per_core,
+        log: LogSummary::from_stats(&log_end.since(&log_start)),
+        committed_total: shared.committed_total,
+        progress: progress_lines,
+    })
+}
+
+fn spawn_client(
+    rt: &Rt,
+    db: &Database,
+    workload: &Arc<dyn Workload>,
+    client: u32,
+    end_ns: u64,
+    shared: &Arc<Mutex<Shared>>,
+) -> flashlab_runtime::JoinHandle<()> {
+    let (db, workload, shared, task_rt) = (db.clone(), workload.clone(), shared.clone(), rt.clone());
+    rt.spawn(&format!("client{client}"), move || {
+        let mut rng = task_rt.fork_rng();
+        while task_rt.now_ns() < end_ns {
+            let started_ns = task_rt.now_ns();
+            match workload.transaction(&db, client, &mut rng) {
+                Ok(()) => {
+                    let latency_us = ((task_rt.now_ns() - started_ns) / 1_000).max(1);
+                    let mut s = shared.lock().expect("shared");
+                    s.committed_total += 1;
+                    if s.measuring {
+                        s.committed += 1;
+                        let _ = s.histogram.as_mut().map(|h| h.record(latency_us.min(LATENCY_US_MAX)));
+                        let _ = s.interval.as_mut().map(|h| h.record(latency_us.min(LATENCY_US_MAX)));
+                    }
+                }
+                Err(e) if e.is_retryable() => shared.lock().expect("shared").retries += 1,
+                Err(e) => {
+                    shared.lock().expect("shared").failure.get_or_insert(e.to_string());
+                    return;
+                }
+            }
+        }
+    })
+}
+
+fn begin_measuring(db: &Database, rt: &Rt, shared: &Arc<Mutex<Shared>>) -> (LogStats, CpuReport) {
+    let mut s = shared.lock().expect("shared");
+    s.measuring = true;
+    s.committed = 0;
+    if let Some(h) = s.interval.as_mut() {
+        h.reset();
+    }
+    (db.wal().stats(), rt.cpu_report())
+}
+
+/// Emit a progress line every interval until the end; returns them all.
+fn report_progress(
+    rt: &Rt,
+    config: &RunConfig,
+    measure_ns: u64,
+    end_ns: u64,
+    shared: &Arc<Mutex<Shared>>,
+    progress: &mut impl FnMut(&Progress),
+) -> Vec<Progress> {
+    let mut lines = Vec::new();
+    if config.progress_interval_ns == 0 {
+        return lines;
+    }
+    let mut last_committed = 0;
+    let mut tick_ns = measure_ns;
+    while tick_ns + config.progress_interval_ns <= end_ns {
+        tick_ns += config.progress_interval_ns;
+        rt.sleep_until(tick_ns);
+        let mut s = shared.lock().expect("shared");
+        let committed = s.committed;
+        let interval = s.interval.as_mut().expect("interval histogram");
+        let line = Progress {
+            elapsed_s: (tick_ns - measure_ns) as f64 / NS_PER_S as f64,
+            tps: (committed - last_committed) as f64 * NS_PER_S as f64 / config.progress_interval_ns as f64,
+            latency_ms_mean: interval.mean() / 1e3,
+            latency_ms_p99: interval.value_at_quantile(0.99) as f64 / 1e3,
+        };
+        interval.reset();
+        last_committed = committed;
+        drop(s);
+        progress(&line);
+        lines.push(line);
+    }
+    lines
+}
+
+fn latency(h: &Histogram<u64>) -> Latency {
+    let ms = |us: u64| us as f64 / 1e3;
+    Latency {
+        p50: ms(h.value_at_quantile(0.50)),
+        p95: ms(h.value_at_quantile(0.95)),
+        p99: ms(h.value_at_quantile(0.99)),
+        max: ms(h.max()),
+        mean: h.mean() / 1e3,
+    }
+}
+
+fn cpu_between(start: &CpuReport, end: &CpuReport) -> (f64, Vec<f64>) {
+    let elapsed = end.elapsed_ns.saturating_sub(start.elapsed_ns).max(1) as f64;
+    let per_core: Vec<f64> = end
+        .core_busy_ns
+        .iter()
+        .zip(start.core_busy_ns.iter().chain(std::iter::repeat(&0)))
+        .map(|(&e, &s)| (e.saturating_sub(s) as f64 / elapsed).min(1.0))
+        .collect();
+    let mean = per_core.iter().sum::<f64>() / per_core.len().max(1) as f64;
+    (mean, per_core)
+}

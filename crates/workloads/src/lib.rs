@@ -1,0 +1,65 @@
+//! # flashlab-workloads: the transactions the papers ran
+//!
+//! A [`Workload`] creates and loads its tables, runs one transaction at a
+//! time for a client, and checks the database's consistency at the end.
+//! [`driver::run`] runs many clients of a workload against a database for a
+//! while, in whichever world the database lives, and measures what a
+//! benchmark tool reports: throughput, latency percentiles, CPU
+//! utilization, and the log columns of lee2008 Table 3.
+//!
+//! - [`update_commit`]: lee2008 section 4.1: update one random cached row,
+//!   commit, repeat;
+//! - [`tpcb`]: TPC-B (the pgbench transaction), with its consistency checks.
+
+pub mod driver;
+pub mod tpcb;
+pub mod update_commit;
+
+use flashlab_engine::{Database, Result};
+use rand_chacha::ChaCha8Rng;
+
+/// A workload: its tables, its transaction, its consistency checks.
+pub trait Workload: Send + Sync {
+    /// The name used on the command line.
+    fn name(&self) -> &'static str;
+    /// Create and load the tables (run once, before the clients start).
+    fn setup(&self, db: &Database) -> Result<()>;
+    /// Run one transaction for `client`, commit included. A retryable error
+    /// (a wait-die abort) is retried by the driver.
+    fn transaction(&self, db: &Database, client: u32, rng: &mut ChaCha8Rng) -> Result<()>;
+    /// Check the database after a run in which `committed` transactions
+    /// committed; `Err(text)` describes a violation.
+    fn check(&self, db: &Database, committed: u64) -> Result<std::result::Result<(), String>>;
+    /// Where the workload departs from its specification, in words.
+    fn departures(&self) -> Vec<String>;
+}
+
+/// The workloads `flashlab bench` knows.
+pub const WORKLOADS: [&str; 2] = ["update-commit", "tpcb"];
+
+/// Options shared by the workloads.
+#[derive(Clone, Debug)]
+pub struct WorkloadOptions {
+    /// TPC-B branches; update-commit rows are `scale * 1000`.
+    pub scale: u32,
+    /// TPC-B accounts per branch (the specification says 100,000).
+    pub accounts_per_branch: u32,
+}
+
+impl Default for WorkloadOptions {
+    fn default() -> Self {
+        WorkloadOptions {
+            scale: 1,
+            accounts_per_branch: tpcb::ACCOUNTS_PER_BRANCH,
+        }
+    }
+}
+
+/// Build a workload by name; `None` if unknown.
+pub fn build(name: &str, options: &WorkloadOptions) -> Option<Box<dyn Workload>> {
+    match name {
+        "update-commit" => Some(Box::new(update_commit::UpdateCommit::new(options.scale))),
+        "tpcb" => Some(Box::new(tpcb::TpcB::new(options.scale, options.accounts_per_branch))),
+        _ => None,
+    }
+}

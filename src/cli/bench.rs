@@ -1,0 +1,198 @@
+//! `flashlab bench WORKLOAD --clients N --cores C --duration D --log-device X
+//! --data-device Y [--scale S] [--real DIR] [--seed S] [--json] [--trace FILE]
+//! [--config FILE]`
+
+use std::io::IsTerminal;
+use std::path::PathBuf;
+
+use anyhow::{Context, bail};
+use flashlab_devices::trace::formats::write_flashlab_csv;
+use flashlab_engine::{DbConfig, Durability};
+use flashlab_lab::bench::{BenchOptions, BenchReport, bench};
+use flashlab_runtime::NS_PER_S;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// update-commit or tpcb.
+    workload: String,
+    #[arg(long, default_value_t = 20)]
+    clients: u32,
+    /// Simulated CPU cores.
+    #[arg(long, default_value_t = 2)]
+    cores: u32,
+    /// Clock of the simulated cores (CPU costs are calibrated at 1.86 GHz).
+    #[arg(long, default_value_t = 1.86)]
+    cpu_ghz: f64,
+    /// Measured time: 10s, 500ms, 2m (plain numbers are seconds).
+    #[arg(long, default_value = "10s")]
+    duration: String,
+    /// Warm-up before measuring.
+    #[arg(long, default_value = "1s")]
+    warmup: String,
+    #[arg(long, default_value = "ssd-2008")]
+    log_device: String,
+    #[arg(long, default_value = "memory")]
+    data_device: String,
+    /// TPC-B branches (update-commit: thousands of rows).
+    #[arg(long, default_value_t = 1)]
+    scale: u32,
+    /// TPC-B accounts per branch (the specification's 100,000 by default).
+    #[arg(long, default_value_t = flashlab_workloads::tpcb::ACCOUNTS_PER_BRANCH)]
+    accounts_per_branch: u32,
+    /// Data page size in bytes.
+    #[arg(long, default_value_t = 8192)]
+    page_bytes: usize,
+    /// Buffer pool size in MB.
+    #[arg(long, default_value_t = 512)]
+    buffer_mb: u64,
+    /// sync (group commit, the default) or no-sync.
+    #[arg(long, default_value = "sync")]
+    durability: String,
+    /// Commit delay in microseconds.
+    #[arg(long, default_value_t = 0)]
+    commit_delay_us: u64,
+    /// Run in the real world on files in a fresh subdirectory of DIR.
+    #[arg(long)]
+    real: Option<PathBuf>,
+    #[arg(long, default_value_t = 1)]
+    seed: u64,
+    /// Print one JSON object instead of text.
+    #[arg(long)]
+    json: bool,
+    /// Write the I/O trace of the measured interval (flashlab CSV).
+    #[arg(long)]
+    trace: Option<PathBuf>,
+    /// A database configuration (TOML) to start from.
+    #[arg(long)]
+    config: Option<PathBuf>,
+    /// Seconds between progress lines (0: none).
+    #[arg(long, default_value_t = 1.0)]
+    progress: f64,
+}
+
+/// Parse "10s", "500ms", "2m", "1h" or a plain number of seconds.
+pub fn parse_duration_ns(text: &str, what: &str) -> anyhow::Result<u64> {
+    let t = text.trim();
+    let (number, scale) = if let Some(n) = t.strip_suffix("ms") {
+        (n, 1e6)
+    } else if let Some(n) = t.strip_suffix("us") {
+        (n, 1e3)
+    } else if let Some(n) = t.strip_suffix('s') {
+        (n, 1e9)
+    } else if let Some(n) = t.strip_suffix('m') {
+        (n, 60e9)
+    } else if let Some(n) = t.strip_suffix('h') {
+        (n, 3600e9)
+    } else {
+        (t, 1e9)
+    };
+    let value: f64 = number.trim().parse().map_err(|_| anyhow::anyhow!("{what} '{text}' is not a duration (try 10s, 500ms, 2m)"))?;
+    if !value.is_finite() || value < 0.0 || value * scale > 1e16 {
+        bail!("{what} '{text}' is out of range");
+    }
+    Ok((value * scale) as u64)
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    let durability = Durability::parse(&args.durability)
+        .ok_or_else(|| anyhow::anyhow!("--durability '{}' must be sync or no-sync", args.durability))?;
+    let config = match &args.config {
+        Some(path) => {
+            let text = std::fs::read_to_string(path).with_context(|| format!("--config {}", path.display()))?;
+            Some(DbConfig::from_toml(&text, &path.display().to_string())?)
+        }
+        None => None,
+    };
+    if !(args.progress.is_finite() && args.progress >= 0.0) {
+        bail!("--progress must be a number of seconds");
+    }
+    let options = BenchOptions {
+        workload: args.workload.clone(),
+        clients: args.clients,
+        cores: args.cores,
+        cpu_ghz: args.cpu_ghz,
+        duration_ns: parse_duration_ns(&args.duration, "--duration")?,
+        warmup_ns: parse_duration_ns(&args.warmup, "--warmup")?,
+        log_device: args.log_device.clone(),
+        data_device: args.data_device.clone(),
+        scale: args.scale,
+        accounts_per_branch: args.accounts_per_branch,
+        page_bytes: args.page_bytes,
+        buffer_bytes: args.buffer_mb << 20,
+        durability,
+        commit_delay_ns: args.commit_delay_us * 1_000,
+        real_dir: args.real.clone(),
+        seed: args.seed,
+        trace: args.trace.is_some(),
+        progress_interval_ns: (args.progress * NS_PER_S as f64) as u64,
+        config,
+    };
+    flashlab_lab::bench::validate(&options).map_err(anyhow::Error::msg)?;
+    let bar = progress_bar(&options);
+    let bar_for_lines = bar.clone();
+    let quiet = args.json;
+    let report = bench(&options, move |p| {
+        let line = format!(
+            "progress: {:.1} s, {:.1} tps, lat {:.3} ms mean, {:.3} ms p99",
+            p.elapsed_s, p.tps, p.latency_ms_mean, p.latency_ms_p99
+        );
+        match &bar_for_lines {
+            Some(bar) => {
+                bar.set_position((p.elapsed_s * 10.0) as u64);
+                bar.println(line);
+            }
+            None if !quiet => eprintln!("{line}"),
+            None => {}
+        }
+    })
+    .map_err(anyhow::Error::msg)?;
+    if let Some(bar) = bar {
+        bar.finish_and_clear();
+    }
+    if let Some(path) = &args.trace {
+        let file = std::fs::File::create(path).with_context(|| format!("--trace {}", path.display()))?;
+        write_flashlab_csv(&report.trace, std::io::BufWriter::new(file))?;
+    }
+    if args.json {
+        super::print_json(&report)?;
+    } else {
+        print_summary(&report);
+    }
+    if report.consistency != "ok" {
+        bail!("CONSISTENCY VIOLATION: {}", report.consistency);
+    }
+    Ok(())
+}
+
+fn progress_bar(options: &BenchOptions) -> Option<indicatif::ProgressBar> {
+    if !std::io::stderr().is_terminal() || options.progress_interval_ns == 0 {
+        return None;
+    }
+    let tenths = options.duration_ns / (NS_PER_S / 10);
+    let bar = indicatif::ProgressBar::new(tenths);
+    bar.set_style(
+        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} tenths of a second ({elapsed} host)")
+            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+    );
+    Some(bar)
+}
+
+fn print_summary(r: &BenchReport) {
+    println!("workload            {} ({} world)", r.workload, r.world);
+    println!("clients / cores     {} / {} at {:.2} GHz", r.clients, r.cores, r.cpu_ghz);
+    println!("devices             log {}, data {}; durability {}", r.log_device, r.data_device, r.durability);
+    println!("measured            {:.1} s, {} committed, {} retried", r.duration_s, r.committed, r.retries);
+    println!("TPS                 {:.1}", r.tps);
+    let l = &r.latency_ms;
+    println!("latency ms          p50 {:.3}  p95 {:.3}  p99 {:.3}  max {:.3}", l.p50, l.p95, l.p99, l.max);
+    println!("CPU utilization     {:.1}%", r.cpu_utilization * 100.0);
+    println!(
+        "log (lee2008 T3)    {} writes, {:.2} commits/write, {:.1} sectors/write, {:.3} ms/write, {} tail rewrites",
+        r.log.writes, r.log.commits_per_write, r.log.avg_write_sectors, r.log.avg_write_ms, r.log.tail_rewrites
+    );
+    println!("consistency         {}", r.consistency);
+    for d in &r.departures {
+        println!("departure           {d}");
+    }
+    println!("host time           {:.1} s", r.host_seconds);
+}
