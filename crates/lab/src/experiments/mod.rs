@@ -8,6 +8,7 @@
 //! same seed gives the same numbers.
 
 pub mod devices;
+pub mod lee2008_log;
 
 use crate::report::ExperimentResult;
 
@@ -31,7 +32,12 @@ pub trait Experiment {
 
 /// Every experiment, in report order.
 pub fn registry() -> Vec<Box<dyn Experiment>> {
-    vec![Box::new(devices::DeviceCharacterization)]
+    vec![
+        Box::new(devices::DeviceCharacterization),
+        Box::new(lee2008_log::Table2),
+        Box::new(lee2008_log::Table3),
+        Box::new(lee2008_log::Figure3),
+    ]
 }
 
 /// Identifiers of every experiment.

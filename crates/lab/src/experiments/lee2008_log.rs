@@ -1,0 +1,331 @@
+//! lee2008 section 4: the transaction log on disk and on flash.
+//!
+//! - Table 2: update-commit, 4 to 64 clients, log on `hdd-2008` or
+//!   `ssd-2008`, dual core at 1.86 GHz;
+//! - Table 3: TPC-B with 20 clients: TPS, CPU, log write size and time;
+//! - Figure 3: TPC-B TPS against clients, dual (1.86 GHz) and quad
+//!   (2.4 GHz) core, log on disk and on flash;
+//! - the log-write pattern (time x address) of TPC-B on both devices.
+//!
+//! Data stays cached in memory, as in the paper; only the log does I/O.
+//! The CPU cost model is calibrated once (see `CpuCosts`): everything else
+//! follows from the engine, the group commit and the device models.
+
+use flashlab_devices::Space;
+use flashlab_runtime::{NS_PER_MS, NS_PER_S};
+
+use super::{Experiment, RunContext};
+use crate::bench::{BenchOptions, BenchReport, bench};
+use crate::chart::{LineChart, Series};
+use crate::check::Check;
+use crate::published;
+use crate::report::{ExperimentResult, Figure, RawFile, Table, fmt_num};
+
+const HDD: &str = "hdd-2008";
+const SSD: &str = "ssd-2008";
+/// The quad-core machine of Figure 3.
+const QUAD_GHZ: f64 = 2.4;
+const DUAL_GHZ: f64 = 1.86;
+/// TPC-B database: 32 branches. lee2008 used 450 MB; the experiment keeps
+/// the branch count (contention) and lowers accounts per branch (a
+/// departure the report states).
+const TPCB_BRANCHES: u32 = 32;
+
+fn accounts_per_branch(ctx: &RunContext) -> u32 {
+    if ctx.quick { 2_000 } else { 10_000 }
+}
+
+fn durations(ctx: &RunContext) -> (u64, u64) {
+    if ctx.quick { (2 * NS_PER_S, 500 * NS_PER_MS) } else { (10 * NS_PER_S, NS_PER_S) }
+}
+
+fn run(ctx: &RunContext, workload: &str, log: &str, clients: u32, cores: u32, ghz: f64, trace: bool) -> Result<BenchReport, String> {
+    let (duration_ns, warmup_ns) = durations(ctx);
+    let options = BenchOptions {
+        workload: workload.into(),
+        clients,
+        cores,
+        cpu_ghz: ghz,
+        duration_ns,
+        warmup_ns,
+        log_device: log.into(),
+        data_device: "memory".into(),
+        scale: if workload == "tpcb" { TPCB_BRANCHES } else { 1 },
+        accounts_per_branch: accounts_per_branch(ctx),
+        buffer_bytes: 512 << 20,
+        seed: ctx.seed,
+        trace,
+        progress_interval_ns: 0,
+        ..BenchOptions::default()
+    };
+    let report = bench(&options, |_| {})?;
+    if report.consistency != "ok" {
+        return Err(format!("{workload} on {log} with {clients} clients: consistency violated: {}", report.consistency));
+    }
+    Ok(report)
+}
+
+/// lee2008 Table 2.
+pub struct Table2;
+
+impl Experiment for Table2 {
+    fn id(&self) -> &'static str {
+        "lee2008-table2"
+    }
+
+    fn title(&self) -> &'static str {
+        "lee2008 Table 2: commit-time performance of update-commit"
+    }
+
+    fn run(&self, ctx: &RunContext) -> Result<ExperimentResult, String> {
+        let started = std::time::Instant::now();
+        let key = "lee2008.table2_update_commit";
+        let clients: Vec<u32> = published::numbers(&format!("{key}.clients")).unwrap_or_default().iter().map(|&c| c as u32).collect();
+        let mut rows = Vec::new();
+        let mut measured = Vec::new();
+        for &c in &clients {
+            let hdd = run(ctx, "update-commit", HDD, c, 2, DUAL_GHZ, false)?;
+            let ssd = run(ctx, "update-commit", SSD, c, 2, DUAL_GHZ, false)?;
+            measured.push((c, hdd.tps, hdd.cpu_utilization, ssd.tps, ssd.cpu_utilization));
+        }
+        for (i, (c, hdd_tps, hdd_cpu, ssd_tps, ssd_cpu)) in measured.iter().enumerate() {
+            let p = |field: &str| published::number_at(&format!("{key}.{field}"), i).unwrap_or(f64::NAN);
+            rows.push(vec![
+                c.to_string(),
+                fmt_num(*hdd_tps),
+                fmt_num(p("hdd_tps")),
+                format!("{:.1}", hdd_cpu * 100.0),
+                fmt_num(p("hdd_cpu_pct")),
+                fmt_num(*ssd_tps),
+                fmt_num(p("ssd_tps")),
+                format!("{:.1}", ssd_cpu * 100.0),
+                fmt_num(p("ssd_cpu_pct")),
+            ]);
+        }
+        let first = measured.first().copied().unwrap_or_default();
+        let last = measured.last().copied().unwrap_or_default();
+        let mut checks = vec![
+            Check::in_range("lee2008.table2.ssd_over_hdd_4", "lee2008 Table 2", "SSD/HDD TPS ratio at 4 clients", "x", 2222.0 / 178.0, first.3 / first.1, 6.0, 25.0),
+            Check::in_range("lee2008.table2.hdd_64_over_4", "lee2008 Table 2", "HDD TPS at 64 clients / at 4 (near-linear growth)", "x", 2737.0 / 178.0, last.1 / first.1, 8.0, f64::INFINITY),
+        ];
+        checks.push(saturation_check(&measured));
+        let chart = LineChart {
+            title: "Update-commit TPS against clients (dual core)".into(),
+            x_label: "concurrent clients".into(),
+            y_label: "transactions per second".into(),
+            log_x: true,
+            series: vec![
+                Series { name: "HDD measured".into(), points: measured.iter().map(|m| (f64::from(m.0), m.1)).collect(), published: false },
+                Series { name: "SSD measured".into(), points: measured.iter().map(|m| (f64::from(m.0), m.3)).collect(), published: false },
+                published_series("HDD published", &clients, &format!("{key}.hdd_tps")),
+                published_series("SSD published", &clients, &format!("{key}.ssd_tps")),
+            ],
+        };
+        Ok(ExperimentResult {
+            id: self.id().into(),
+            title: self.title().into(),
+            paper: "lee2008 section 4.1, Table 2".into(),
+            description: "Each client updates one random row of a 1,000-row table cached in memory and commits, in a loop; \
+                the log is on the modelled 2008 disk or SSD, the CPU two simulated cores at 1.86 GHz."
+                .into(),
+            tables: vec![Table {
+                title: "Update-commit: measured beside published".into(),
+                columns: ["clients", "HDD TPS", "paper", "HDD %CPU", "paper", "SSD TPS", "paper", "SSD %CPU", "paper"].map(String::from).to_vec(),
+                rows,
+            }],
+            figures: vec![Figure { id: "lee2008-table2-chart".into(), title: "Table 2 as a chart".into(), caption: "Lines: measured; triangles: published.".into(), svg: chart.to_svg()? }],
+            checks,
+            notes: vec![
+                "The CPU cost model was calibrated on the 64-client SSD point of this table (294.7 us of CPU per transaction); the other points are predictions.".into(),
+                "With a disk log, each force waits for the platter: the rotational model makes a log write take about one revolution (8.3 ms), and group commit lets throughput grow with the clients.".into(),
+            ],
+            data: serde_json::json!(measured.iter().map(|m| serde_json::json!({"clients": m.0, "hdd_tps": m.1, "hdd_cpu": m.2, "ssd_tps": m.3, "ssd_cpu": m.4})).collect::<Vec<_>>()),
+            raw_files: Vec::new(),
+            host_seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+}
+
+/// "SSD TPS saturates, with CPU at 75% or more, by 16 to 32 clients":
+/// measured as the fewest clients reaching 90% of the best SSD TPS, with the
+/// CPU then at 75% or more.
+fn saturation_check(measured: &[(u32, f64, f64, f64, f64)]) -> Check {
+    let best = measured.iter().map(|m| m.3).fold(0.0, f64::max);
+    let first = measured.iter().find(|m| m.3 >= 0.9 * best);
+    let (clients, cpu) = first.map(|m| (f64::from(m.0), m.4)).unwrap_or((f64::NAN, 0.0));
+    let mut check = Check::in_range(
+        "lee2008.table2.ssd_saturation_clients",
+        "lee2008 Table 2",
+        "clients at which SSD TPS saturates (90% of its best), with CPU at 75% or more",
+        "clients",
+        16.0,
+        if cpu >= 0.75 { clients } else { f64::NAN },
+        4.0,
+        32.0,
+    );
+    check.note = format!("saturation CPU utilization {:.0}%", cpu * 100.0);
+    check
+}
+
+fn published_series(name: &str, clients: &[u32], path: &str) -> Series {
+    let values = published::numbers(path).unwrap_or_default();
+    Series {
+        name: name.into(),
+        points: clients.iter().map(|&c| f64::from(c)).zip(values).collect(),
+        published: true,
+    }
+}
+
+/// lee2008 Table 3 and the log-write pattern figure.
+pub struct Table3;
+
+impl Experiment for Table3 {
+    fn id(&self) -> &'static str {
+        "lee2008-table3"
+    }
+
+    fn title(&self) -> &'static str {
+        "lee2008 Table 3: TPC-B with 20 clients, and the log-write pattern"
+    }
+
+    fn run(&self, ctx: &RunContext) -> Result<ExperimentResult, String> {
+        let started = std::time::Instant::now();
+        let key = "lee2008.table3_tpcb";
+        let hdd = run(ctx, "tpcb", HDD, 20, 2, DUAL_GHZ, true)?;
+        let ssd = run(ctx, "tpcb", SSD, 20, 2, DUAL_GHZ, true)?;
+        let p = |field: &str| published::number(&format!("{key}.{field}")).unwrap_or(f64::NAN);
+        let row = |what: &str, h: f64, ph: f64, s: f64, ps: f64| vec![what.to_string(), fmt_num(h), fmt_num(ph), fmt_num(s), fmt_num(ps)];
+        let rows = vec![
+            row("transactions/sec", hdd.tps, p("hdd_tps"), ssd.tps, p("ssd_tps")),
+            row("CPU utilization (%)", hdd.cpu_utilization * 100.0, p("hdd_cpu_pct"), ssd.cpu_utilization * 100.0, p("ssd_cpu_pct")),
+            row("log write size (sectors)", hdd.log.avg_write_sectors, p("hdd_log_write_sectors"), ssd.log.avg_write_sectors, p("ssd_log_write_sectors")),
+            row("log write time (ms)", hdd.log.avg_write_ms, p("hdd_log_write_ms"), ssd.log.avg_write_ms, p("ssd_log_write_ms")),
+            row("log writes", hdd.log.writes as f64, f64::NAN, ssd.log.writes as f64, f64::NAN),
+            row("commits per log write", hdd.log.commits_per_write, f64::NAN, ssd.log.commits_per_write, f64::NAN),
+        ];
+        let checks = vec![
+            Check::in_range("lee2008.table3.ssd_over_hdd_tps", "lee2008 Table 3", "TPC-B SSD/HDD TPS ratio", "x", p("ssd_tps") / p("hdd_tps"), ssd.tps / hdd.tps, 2.5, 5.0)
+                .with_note(if ssd.tps / hdd.tps < 2.5 { CPU_NOTE } else { "" }),
+            Check::within_pct("lee2008.table3.hdd_log_write_ms", "lee2008 Table 3", "HDD log write time", "ms", p("hdd_log_write_ms"), hdd.log.avg_write_ms, 25.0),
+            Check::within_pct("lee2008.table3.ssd_log_write_ms", "lee2008 Table 3", "SSD log write time", "ms", p("ssd_log_write_ms"), ssd.log.avg_write_ms, 50.0)
+                .with_note(&format!(
+                    "our log writes carry {:.1} sectors against the paper's {}: flashlab's records (byte-range redo, logical undo) are about a third of the size of the commercial server's, and a write's time on the modelled SSD grows with its size",
+                    ssd.log.avg_write_sectors, p("ssd_log_write_sectors")
+                )),
+        ];
+        let mut figures = Vec::new();
+        let mut raw_files = Vec::new();
+        for (name, report) in [("hdd", &hdd), ("ssd", &ssd)] {
+            let log: Vec<_> = report.trace.iter().filter(|r| r.space == Space::Log).cloned().collect();
+            let window: Vec<_> = first_seconds(&log, 0.5);
+            let svg = crate::plot::trace_svg(&window, &format!("TPC-B log writes on {} (first 0.5 s)", report.log_device)).map_err(|e| e.to_string())?;
+            figures.push(Figure {
+                id: format!("lee2008-log-pattern-{name}"),
+                title: format!("Log-write pattern, {}", report.log_device),
+                caption: "Time x address of every log write: one sequential stream; each force rewrites the last, partly filled sector.".into(),
+                svg,
+            });
+            let mut csv = Vec::new();
+            flashlab_devices::trace::formats::write_flashlab_csv(&log, &mut csv).map_err(|e| e.to_string())?;
+            raw_files.push(RawFile { name: format!("lee2008-table3-{name}-log-trace.csv"), contents: csv });
+        }
+        Ok(ExperimentResult {
+            id: self.id().into(),
+            title: self.title().into(),
+            paper: "lee2008 section 4.2, Table 3".into(),
+            description: format!(
+                "TPC-B with 20 clients, {TPCB_BRANCHES} branches of {} accounts, all cached; the log on the 2008 disk or SSD; dual core at 1.86 GHz.",
+                accounts_per_branch(ctx)
+            ),
+            tables: vec![Table {
+                title: "TPC-B with 20 clients".into(),
+                columns: ["", "HDD", "paper", "SSD", "paper"].map(String::from).to_vec(),
+                rows,
+            }],
+            figures,
+            checks,
+            notes: hdd.departures.clone(),
+            data: serde_json::json!({"hdd": report_json(&hdd), "ssd": report_json(&ssd)}),
+            raw_files,
+            host_seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+}
+
+const CPU_NOTE: &str = "the CPU model charges every statement alike (calibrated on update-commit: 147 us a statement), so a TPC-B transaction (five statements and a commit) costs three update-commit transactions; the paper's server spent only 1.5 times as much (427 us against 295 us of CPU a transaction, from Tables 2 and 3), so our SSD runs out of CPU earlier";
+
+fn first_seconds(records: &[flashlab_devices::TraceRecord], seconds: f64) -> Vec<flashlab_devices::TraceRecord> {
+    let Some(start) = records.iter().map(|r| r.submit_ns).min() else { return Vec::new() };
+    let end = start + (seconds * NS_PER_S as f64) as u64;
+    records.iter().filter(|r| r.submit_ns < end).cloned().collect()
+}
+
+fn report_json(r: &BenchReport) -> serde_json::Value {
+    serde_json::to_value(r).unwrap_or(serde_json::Value::Null)
+}
+
+/// lee2008 Figure 3.
+pub struct Figure3;
+
+impl Experiment for Figure3 {
+    fn id(&self) -> &'static str {
+        "lee2008-figure3"
+    }
+
+    fn title(&self) -> &'static str {
+        "lee2008 Figure 3: TPC-B, I/O-bound against CPU-bound"
+    }
+
+    fn run(&self, ctx: &RunContext) -> Result<ExperimentResult, String> {
+        let started = std::time::Instant::now();
+        let clients: Vec<u32> = if ctx.quick { vec![4, 16, 48] } else { vec![2, 4, 8, 16, 24, 32, 48, 64] };
+        let configs = [("Disk-Dual", HDD, 2, DUAL_GHZ), ("SSD-Dual", SSD, 2, DUAL_GHZ), ("Disk-Quad", HDD, 4, QUAD_GHZ), ("SSD-Quad", SSD, 4, QUAD_GHZ)];
+        let mut series = Vec::new();
+        let mut rows = Vec::new();
+        let mut best = std::collections::BTreeMap::new();
+        for (name, log, cores, ghz) in configs {
+            let mut points = Vec::new();
+            for &c in &clients {
+                let r = run(ctx, "tpcb", log, c, cores, ghz, false)?;
+                points.push((f64::from(c), r.tps));
+                rows.push(vec![name.to_string(), c.to_string(), fmt_num(r.tps), format!("{:.1}", r.cpu_utilization * 100.0)]);
+            }
+            best.insert(name, points.iter().map(|p| p.1).fold(0.0, f64::max));
+            series.push(Series { name: name.into(), points, published: false });
+        }
+        let dual = best["SSD-Dual"];
+        let quad = best["SSD-Quad"];
+        let key = "lee2008.figure3_cpu_bound";
+        let pd = published::number(&format!("{key}.ssd_dual_core_saturation_tps")).unwrap_or(f64::NAN);
+        let pq = published::number(&format!("{key}.ssd_quad_core_saturation_tps")).unwrap_or(f64::NAN);
+        let mut quad_check = Check::in_range("lee2008.figure3.quad_over_dual", "lee2008 Figure 3", "quad-core / dual-core SSD saturation TPS", "x", pq / pd, quad / dual, 1.2, 2.0);
+        if !quad_check.pass {
+            quad_check.note = "in the model the SSD runs are CPU-bound, so twice the cores at 1.29 times the clock give about 2.6 times the throughput; the paper's server gained 1.43 times, so something other than the CPU (latches, the log writer) limited it, which flashlab does not model".into();
+        }
+        series.push(Series { name: "SSD-Dual published saturation".into(), points: vec![(f64::from(clients[0]), pd), (f64::from(*clients.last().unwrap_or(&64)), pd)], published: true });
+        series.push(Series { name: "SSD-Quad published saturation".into(), points: vec![(f64::from(clients[0]), pq), (f64::from(*clients.last().unwrap_or(&64)), pq)], published: true });
+        let chart = LineChart {
+            title: "TPC-B TPS against clients".into(),
+            x_label: "concurrent clients".into(),
+            y_label: "transactions per second".into(),
+            log_x: false,
+            series,
+        };
+        Ok(ExperimentResult {
+            id: self.id().into(),
+            title: self.title().into(),
+            paper: "lee2008 section 4.3, Figure 3".into(),
+            description: "TPC-B throughput against clients with the log on the 2008 disk or SSD, on two simulated cores at 1.86 GHz and four at 2.4 GHz (CPU costs scale with 1/clock).".into(),
+            tables: vec![Table { title: "TPC-B TPS".into(), columns: ["configuration", "clients", "TPS", "%CPU"].map(String::from).to_vec(), rows }],
+            figures: vec![Figure { id: "lee2008-figure3".into(), title: "Figure 3".into(), caption: "Measured curves; triangles mark the published SSD saturation levels.".into(), svg: chart.to_svg()? }],
+            checks: vec![
+                Check::within_pct("lee2008.figure3.ssd_dual_saturation", "lee2008 Figure 3", "SSD dual-core saturation TPS", "TPS", pd, dual, 50.0).with_note(if (dual - pd).abs() > 0.25 * pd { CPU_NOTE } else { "" }),
+                quad_check,
+            ],
+            notes: Vec::new(),
+            data: serde_json::json!(best),
+            raw_files: Vec::new(),
+            host_seconds: started.elapsed().as_secs_f64(),
+        })
+    }
+}
