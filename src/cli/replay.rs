@@ -3,6 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
+use flashlab_devices::characterize::{CharacterizeOptions, precondition};
 use flashlab_devices::presets;
 use flashlab_devices::replay::{ReplayOptions, ReplayResult, random_trace, replay};
 use flashlab_devices::trace::formats::{TraceFormat, read_trace_file};
@@ -41,6 +42,11 @@ pub struct Args {
     /// Fold offsets beyond the device's capacity back into it.
     #[arg(long)]
     wrap: bool,
+    /// Bring the model to steady state first (sequential fill, random 4 KB
+    /// writes), so garbage collection is active; counters then cover the
+    /// replay only.
+    #[arg(long)]
+    precondition: bool,
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
@@ -71,12 +77,32 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         (None, None) => bail!("give --trace FILE or --synthetic N"),
     };
-    let options = ReplayOptions { wrap: args.wrap };
-    let what = args.trace.as_ref().map_or_else(
-        || "synthetic trace".to_string(),
-        |p| p.display().to_string(),
-    );
-    let result = replay(model.as_mut(), &requests, &options).with_context(|| what.clone())?;
+    let start_ns = if args.precondition {
+        // Random writes of twice the capacity: free blocks run out and
+        // garbage collection reaches its steady state.
+        let options = CharacterizeOptions {
+            seed: args.seed,
+            precondition_region_multiple: 2,
+            precondition_random_bytes_max: u64::MAX,
+            ..CharacterizeOptions::default()
+        };
+        precondition(model.as_mut(), &options)?
+    } else {
+        0
+    };
+    let before = model.stats();
+    let options = ReplayOptions { wrap: args.wrap, start_ns };
+    let what = args.trace.as_ref().map_or_else(|| "synthetic trace".to_string(), |p| p.display().to_string());
+    let mut result = replay(model.as_mut(), &requests, &options).with_context(|| what.clone())?;
+    if args.precondition {
+        // Count the replay only, not the preconditioning.
+        let after = &result.model;
+        result.gc_runs = after.gc_runs - before.gc_runs;
+        result.erases = after.erases - before.erases;
+        let host = after.host_pages_written - before.host_pages_written;
+        let flash = after.flash_pages_written - before.flash_pages_written;
+        result.waf = (host > 0).then(|| flash as f64 / host as f64);
+    }
     if args.json {
         return super::print_json(&result);
     }

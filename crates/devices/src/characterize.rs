@@ -98,6 +98,8 @@ pub struct CharacterizeOptions {
     pub precondition: bool,
     /// Random preconditioning writes this many times the region (0: fill only).
     pub precondition_region_multiple: u32,
+    /// ... but at most this many bytes.
+    pub precondition_random_bytes_max: u64,
     /// Virtual time of the first request; must not precede anything the
     /// model has already been given (MODEL-1).
     pub start_ns: u64,
@@ -112,6 +114,7 @@ impl Default for CharacterizeOptions {
             requests_per_point: REQUESTS_PER_POINT_DEFAULT,
             precondition: true,
             precondition_region_multiple: PRECONDITION_REGION_MULTIPLE_DEFAULT,
+            precondition_random_bytes_max: PRECONDITION_RANDOM_BYTES_MAX,
             start_ns: 0,
         }
     }
@@ -177,6 +180,22 @@ pub fn characterize(
 }
 
 /// Depth 1, then the chosen depth if it differs.
+/// Precondition a model to steady state (sequential fill of the region,
+/// random 4 KB writes, flush) as [`characterize`] does before measuring;
+/// returns the virtual time it ended at.
+pub fn precondition(device: &mut dyn DeviceModel, options: &CharacterizeOptions) -> Result<u64, DeviceError> {
+    let region_bytes = check_options(&*device, options)?;
+    let mut runner = Runner {
+        device,
+        now_ns: options.start_ns,
+        rng: SplitMix64(options.seed),
+        region_bytes,
+        requests: u64::from(options.requests_per_point),
+    };
+    runner.precondition(options)?;
+    Ok(runner.now_ns)
+}
+
 /// One measured point of [`measure_point`].
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
 pub struct PointResult {
@@ -363,7 +382,7 @@ impl Runner<'_> {
         ))?;
         let random_bytes = (self.region_bytes)
             .saturating_mul(u64::from(options.precondition_region_multiple))
-            .min(PRECONDITION_RANDOM_BYTES_MAX);
+            .min(options.precondition_random_bytes_max);
         let random = random_bytes / PRECONDITION_BLOCK_BYTES;
         self.run(&spec(
             IoKind::Write,

@@ -60,6 +60,9 @@ pub struct ReplayOptions {
     /// capacity, aligned down to a sector) and round lengths up to whole
     /// sectors, instead of refusing such requests.
     pub wrap: bool,
+    /// Virtual time the trace's first arrival is shifted to (a model that
+    /// was preconditioned has its clock past zero; MODEL-1).
+    pub start_ns: u64,
 }
 
 /// Why a replay did not run. Nothing was submitted.
@@ -150,7 +153,12 @@ pub fn replay(
 ) -> Result<ReplayResult, ReplayError> {
     let (ordered, resorted) = in_arrival_order(requests);
     let prepared = prepare(&*model, &ordered, options)?;
-    let run = submit_all(model, &prepared.requests);
+    let shifted: Vec<(u64, IoRequest)> = prepared
+        .requests
+        .iter()
+        .map(|(arrival_ns, io)| (arrival_ns + options.start_ns, *io))
+        .collect();
+    let run = submit_all(model, &shifted);
     Ok(finish(&*model, run, resorted, prepared.folded))
 }
 
@@ -550,7 +558,7 @@ mod tests {
             request(2, IoKind::Write, MIB - 100, 100, 3),
         ];
         let mut model = SerialModel::new(MIB);
-        let options = ReplayOptions { wrap: true };
+        let options = ReplayOptions { wrap: true, start_ns: 0 };
         let result = replay(&mut model, &requests, &options).unwrap();
         assert_eq!(result.requests, 3);
         assert_eq!(result.folded, 2);
@@ -561,7 +569,7 @@ mod tests {
     fn replay_too_long_request_refused_even_with_wrap() {
         let requests = vec![request(0, IoKind::Read, 0, 2 * MIB, 5)];
         let mut model = SerialModel::new(MIB);
-        let err = replay(&mut model, &requests, &ReplayOptions { wrap: true }).unwrap_err();
+        let err = replay(&mut model, &requests, &ReplayOptions { wrap: true, start_ns: 0 }).unwrap_err();
         assert!(err.to_string().starts_with("trace line 5:"));
     }
 

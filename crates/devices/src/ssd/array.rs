@@ -17,6 +17,31 @@
 //!   a write waits for the oldest pieces to be released (a FIFO of release
 //!   times, as in the SSD controller's write buffer).
 //!
+//! Writes into the cache have three more costs, all zero unless set:
+//!
+//! - a write that continues the previous write (its first byte follows the
+//!   previous write's last) is appended to the stripe the cache has open
+//!   and costs `write_append_command_ns` of command processing instead of
+//!   `write_command_ns`: the controller coalesces a sequential stream into
+//!   the stripe it is filling instead of looking up and allocating a cache
+//!   line per command (the members still get each piece as it arrives);
+//! - each write command's data is moved into the cache by its own DMA
+//!   stream at `write_stream_bytes_per_s`; streams of different commands
+//!   overlap, and their sum is still capped by the shared data path. A
+//!   small write is latency-bound by its stream, a large one by the path;
+//! - the cache acknowledges a write `write_latency_ns` after its last byte
+//!   has arrived (the commit of the cache line), a latency that overlaps
+//!   with other commands and does not lower the command rate.
+//!
+//! Reads have one more mechanism, off unless `read_ahead_bytes` is set:
+//! read-ahead. A read that continues the previous read is a stream: after
+//! it, the controller asks the members for every whole stripe unit up to
+//! `read_ahead_bytes` past its end that it has not asked for yet, and a
+//! later read of such a unit waits for that fetch instead of asking the
+//! member again. Any other read ends the stream and drops what was fetched
+//! (the members still did the work); a write or trim over fetched units
+//! drops them too. Fetched data is not counted against `cache_bytes`.
+//!
 //! A request is cut into stripe units; unit `u` of the array is unit
 //! `u / members` of member `u % members`. A read is sent to the members as
 //! soon as the command is decoded and each piece then crosses the data path
@@ -28,6 +53,9 @@
 //!    a piece is never submitted before the member's previous one.
 //! 2. Pieces cover the request exactly once.
 //! 3. The cache never holds more than `cache_bytes`.
+//! 4. The read-ahead holds consecutive stripe units in order, none past
+//!    the array's capacity, at most one more than `read_ahead_bytes`
+//!    holds.
 
 use std::collections::VecDeque;
 
@@ -50,6 +78,19 @@ pub struct ArrayConfig {
     pub write_command_ns: u64,
     /// Write-back cache (0 = writes complete when the members are done).
     pub cache_bytes: u64,
+    /// Controller occupancy of a write that continues the previous one
+    /// (appended to the cache's open stripe); 0 = as `write_command_ns`.
+    /// Only with a cache.
+    pub write_append_command_ns: u64,
+    /// Rate of one write command's own DMA stream into the cache (bytes per
+    /// second); 0 = no per-command limit. Only with a cache.
+    pub write_stream_bytes_per_s: u64,
+    /// Latency from a cached write's last byte to its acknowledgement,
+    /// overlapping with other commands. Only with a cache.
+    pub write_latency_ns: u64,
+    /// Read-ahead of a sequential read stream: how far past a read's end
+    /// the controller fetches whole stripe units (0 = none).
+    pub read_ahead_bytes: u64,
 }
 
 /// A RAID-0 array of device models. See the module documentation.
@@ -62,6 +103,13 @@ pub struct ArrayModel {
     sector_bytes: u32,
     controller_ns: u64,
     data_path_ns: u64,
+    /// Where the next write must start to continue the previous one.
+    next_write_offset: Option<u64>,
+    /// Where the next read must start to continue the previous one.
+    next_read_offset: Option<u64>,
+    /// Stripe units fetched ahead of a read stream: (unit, ready time),
+    /// consecutive units in order (ARRAY-4).
+    ahead: VecDeque<(u64, u64)>,
     /// Cached pieces: (release time, bytes), oldest first (ARRAY-3).
     cache: VecDeque<(u64, u64)>,
     cache_used_bytes: u64,
@@ -119,6 +167,9 @@ impl ArrayModel {
             sector_bytes,
             controller_ns: 0,
             data_path_ns: 0,
+            next_write_offset: None,
+            next_read_offset: None,
+            ahead: VecDeque::new(),
             cache: VecDeque::new(),
             cache_used_bytes: 0,
             cache_drained_ns: 0,
@@ -173,25 +224,93 @@ impl ArrayModel {
 
     fn read(&mut self, now_ns: u64, req: &IoRequest) -> u64 {
         let start = self.command(now_ns, self.config.read_command_ns);
-        let mut done = start;
         let (mut offset, end) = (req.offset_bytes, req.offset_bytes + req.len_bytes);
+        let streaming =
+            self.config.read_ahead_bytes > 0 && self.next_read_offset == Some(req.offset_bytes);
+        self.next_read_offset = Some(end);
+        let unit = self.config.stripe_unit_bytes;
+        if streaming {
+            // Units behind the stream are no longer wanted.
+            while self.ahead.front().is_some_and(|&(u, _)| u < offset / unit) {
+                self.ahead.pop_front();
+            }
+        } else {
+            self.ahead.clear();
+        }
+        let mut done = start;
         while offset < end {
             let (member, member_offset, len) = self.piece(offset, end - offset);
+            let member_done = match self.fetched(offset / unit) {
+                Some(ready_ns) => ready_ns.max(start),
+                None => {
+                    let sub = IoRequest {
+                        kind: IoKind::Read,
+                        offset_bytes: member_offset,
+                        len_bytes: len,
+                    };
+                    self.submit_to(member, start, &sub)
+                }
+            };
+            done = done.max(self.data_path(member_done, len, self.config.read_bytes_per_s));
+            offset += len;
+        }
+        if streaming {
+            self.read_ahead(start, end);
+        }
+        done
+    }
+
+    /// When stripe unit `u` was fetched ahead, if it was.
+    fn fetched(&self, u: u64) -> Option<u64> {
+        let &(front, _) = self.ahead.front()?;
+        let index = usize::try_from(u.checked_sub(front)?).ok()?;
+        self.ahead.get(index).map(|&(_, ready_ns)| ready_ns)
+    }
+
+    /// Fetch the whole stripe units after `end`, up to `read_ahead_bytes`
+    /// past it, that are not fetched yet; drop the ones before `end`'s
+    /// unit (ARRAY-4).
+    fn read_ahead(&mut self, start_ns: u64, end: u64) {
+        let unit = self.config.stripe_unit_bytes;
+        while self.ahead.front().is_some_and(|&(u, _)| u < end / unit) {
+            self.ahead.pop_front();
+        }
+        let first_new = end.div_ceil(unit);
+        if self.ahead.back().is_some_and(|&(u, _)| u + 1 < first_new) {
+            self.ahead.clear();
+        }
+        let capacity_units = self.capacity_bytes() / unit;
+        let last_unit = ((end + self.config.read_ahead_bytes).div_ceil(unit)).min(capacity_units);
+        let mut next_unit = self.ahead.back().map_or(first_new, |&(u, _)| u + 1);
+        while next_unit < last_unit {
+            let (member, member_offset, len) = self.piece(next_unit * unit, unit);
             let sub = IoRequest {
                 kind: IoKind::Read,
                 offset_bytes: member_offset,
                 len_bytes: len,
             };
-            let member_done = self.submit_to(member, start, &sub);
-            done = done.max(self.data_path(member_done, len, self.config.read_bytes_per_s));
-            offset += len;
+            let ready_ns = self.submit_to(member, start_ns, &sub);
+            self.ahead.push_back((next_unit, ready_ns));
+            next_unit += 1;
         }
-        done
     }
 
     fn write_or_trim(&mut self, now_ns: u64, req: &IoRequest) -> u64 {
-        let start = self.command(now_ns, self.config.write_command_ns);
         let cached = req.kind == IoKind::Write && self.config.cache_bytes > 0;
+        let appended = cached
+            && self.config.write_append_command_ns > 0
+            && self.next_write_offset == Some(req.offset_bytes);
+        if req.kind == IoKind::Write {
+            self.next_write_offset = Some(req.offset_bytes + req.len_bytes);
+        }
+        let busy = if appended {
+            self.config.write_append_command_ns
+        } else {
+            self.config.write_command_ns
+        };
+        let start = self.command(now_ns, busy);
+        self.forget_ahead(req);
+        let mut stream_ns = start;
         let mut done = start;
         let (mut offset, end) = (req.offset_bytes, req.offset_bytes + req.len_bytes);
         while offset < end {
@@ -207,16 +326,33 @@ impl ArrayModel {
                 continue;
             }
             let room_ns = if cached { self.cache_room(len) } else { 0 };
-            let arrived = self.data_path(start.max(room_ns), len, self.config.write_bytes_per_s);
+            let mut arrived =
+                self.data_path(start.max(room_ns), len, self.config.write_bytes_per_s);
+            if cached && self.config.write_stream_bytes_per_s > 0 {
+                stream_ns =
+                    stream_ns.max(room_ns) + transfer_ns(len, self.config.write_stream_bytes_per_s);
+                arrived = arrived.max(stream_ns);
+            }
             let written = self.submit_to(member, arrived, &sub);
             if cached {
                 self.cache_hold(written, len);
-                done = done.max(arrived);
+                done = done.max(arrived + self.config.write_latency_ns);
             } else {
                 done = done.max(written);
             }
         }
         done
+    }
+
+    /// Drop the read-ahead if `req` overwrites or trims any of it.
+    fn forget_ahead(&mut self, req: &IoRequest) {
+        let unit = self.config.stripe_unit_bytes;
+        let (Some(&(first, _)), Some(&(last, _))) = (self.ahead.front(), self.ahead.back()) else {
+            return;
+        };
+        if req.offset_bytes < (last + 1) * unit && req.offset_bytes + req.len_bytes > first * unit {
+            self.ahead.clear();
+        }
     }
 
     /// Wait until `bytes` fit in the cache; answers when they do.
@@ -327,6 +463,16 @@ impl DeviceModel for ArrayModel {
             p("read_command_ns", c.read_command_ns.to_string()),
             p("write_command_ns", c.write_command_ns.to_string()),
             p("cache_bytes", c.cache_bytes.to_string()),
+            p(
+                "write_append_command_ns",
+                c.write_append_command_ns.to_string(),
+            ),
+            p(
+                "write_stream_bytes_per_s",
+                c.write_stream_bytes_per_s.to_string(),
+            ),
+            p("write_latency_ns", c.write_latency_ns.to_string()),
+            p("read_ahead_bytes", c.read_ahead_bytes.to_string()),
         ];
         if let Some(member) = self.members.first() {
             for q in member.describe() {
@@ -340,3 +486,6 @@ impl DeviceModel for ArrayModel {
         out
     }
 }
+
+#[cfg(test)]
+mod tests;

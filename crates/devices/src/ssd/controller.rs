@@ -19,14 +19,24 @@
 //! completes when its last page has reached the host. A page that was never
 //! written is timed as if it sat where a sequential fill would have put it
 //! (as on a drive that was filled before being measured, which is how the
-//! papers' drives were measured), and counted as a flash read.
+//! papers' drives were measured), and counted as a flash read: the FTL's
+//! stripe units ([`Ftl::stripe_pages`]) dealt channel-first over the dies.
 //!
 //! Writes: controller overhead, then per page the host transfer into the
 //! controller, then the FTL's operations for the page in order: GC and
 //! merge operations on the dies they touch (a copy's program waits for its
 //! read), and the host page's program after all of them. A write that
 //! covers only part of a page first reads the old page, if it is mapped
-//! (read-modify-write, counted in `partial_page_writes`).
+//! (read-modify-write, counted in `partial_page_writes`). A random write
+//! occupies the controller `random_write_page_ns` longer per page (see
+//! [`ControllerExtras`]); a write that starts where the previous write
+//! ended continues a sequential stream and pays that once.
+//!
+//! Programs: a page crosses its channel into the die and is programmed.
+//! Without cache program the transfer waits until the die is idle; with it
+//! ([`ControllerExtras::cache_program`]) the transfer needs only the die's
+//! cache register, which empties when the die starts its previous program,
+//! so transfers overlap programs and a die programs back to back.
 //!
 //! Write buffer: with `write_buffer_bytes > 0`, a page's data sits in
 //! controller RAM from the end of its host transfer until its program
@@ -62,6 +72,8 @@ const BUFFER_SLOTS_PREALLOCATED: usize = 1 << 16;
 const SOURCE_CALLER: &str = "given by the caller";
 /// The source of a controller extra left at zero.
 const SOURCE_UNUSED: &str = "not modelled (zero)";
+/// The source of the default stripe unit.
+const SOURCE_PAGE_STRIPE: &str = "default: pages striped one by one";
 
 /// A modelled SSD. See the module documentation.
 pub struct SsdModel {
@@ -78,6 +90,8 @@ pub struct SsdModel {
     buffer: WriteBuffer,
     ops: Vec<FlashOp>,
     counts: Counts,
+    /// Where the next write must start to continue the previous one.
+    next_write_offset: Option<u64>,
 }
 
 /// Controller costs beyond [`Timing`], all zero unless a preset sets them.
@@ -96,6 +110,16 @@ pub struct ControllerExtras {
     pub read_latency_ns: u64,
     /// Latency of a write command that overlaps with other commands.
     pub write_latency_ns: u64,
+    /// Cache program (NAND "program page cache mode"): a page's data may
+    /// cross the channel into the die's cache register while the die is
+    /// still programming the previous page; the program starts when both
+    /// are done. Without it the transfer waits until the die is idle.
+    pub cache_program: bool,
+    /// Extra occupancy per page of a write that does not continue the
+    /// previous write: the page-by-page mapping upkeep of a random write. A
+    /// write that continues the previous one (a sequential stream) extends
+    /// one run and pays it once, however many pages it has.
+    pub random_write_page_ns: u64,
 }
 
 /// Per-geometry constants precomputed for the hot path.
@@ -109,12 +133,17 @@ struct Derived {
     page_channel_ns: u64,
     page_host_ns: u64,
     capacity_bytes: u64,
+    /// The FTL's stripe unit in pages (for never-written pages).
+    stripe_pages: u64,
 }
 
 /// Busy-until times of every resource (CTRL-1).
 #[derive(Clone, Debug)]
 struct Timelines {
     die_ns: Vec<u64>,
+    /// When each die's cache register is free for the next page's data
+    /// (with cache program: when the die's last program started).
+    register_ns: Vec<u64>,
     channel_ns: Vec<u64>,
     host_ns: u64,
     controller_ns: u64,
@@ -172,7 +201,7 @@ impl SsdModel {
         validate_timing(name, &timing)?;
         let page_bytes = u64::from(geometry.page_bytes);
         let slots = buffer_slots(name, write_buffer_bytes, page_bytes)?;
-        let derived = derive(&geometry, &timing, ftl.logical_pages());
+        let derived = derive(&geometry, &timing, ftl.logical_pages(), ftl.stripe_pages());
         if derived.capacity_bytes == 0 {
             return geometry_error(name, "no logical capacity");
         }
@@ -180,6 +209,7 @@ impl SsdModel {
             name: name.to_string(),
             lines: Timelines {
                 die_ns: vec![0; geometry.dies() as usize],
+                register_ns: vec![0; geometry.dies() as usize],
                 channel_ns: vec![0; geometry.channels as usize],
                 host_ns: 0,
                 controller_ns: 0,
@@ -199,6 +229,7 @@ impl SsdModel {
             derived,
             ops: Vec::with_capacity(256),
             counts: Counts::default(),
+            next_write_offset: None,
         })
     }
 
@@ -284,13 +315,16 @@ impl SsdModel {
     }
 
     /// Where a never-written page is timed from: the die a sequential fill
-    /// would have put it on (channel-first striping).
+    /// would have put it on (channel-first striping in the FTL's stripe
+    /// units).
     fn home_ppn(&self, lpn: u64) -> u64 {
         let d = &self.derived;
-        let stripe = lpn % d.dies;
+        let unit = lpn / d.stripe_pages;
+        let stripe = unit % d.dies;
         let channels = u64::from(self.geometry.channels);
         let die = (stripe % channels) * u64::from(d.dies_per_channel) + stripe / channels;
-        die * d.pages_per_die + (lpn / d.dies) % d.pages_per_die
+        let in_die = (unit / d.dies) * d.stripe_pages + lpn % d.stripe_pages;
+        die * d.pages_per_die + in_die % d.pages_per_die
     }
 
     /// Array read of `ppn` and its transfer to the controller; answers when
@@ -303,20 +337,30 @@ impl SsdModel {
         let done = start + self.derived.page_channel_ns;
         self.lines.channel_ns[channel] = done;
         self.lines.die_ns[die] = done;
+        self.lines.register_ns[die] = done;
         done
     }
 
     /// Transfer of a page to its die and its program; answers when done.
+    /// With cache program the transfer needs only the die's cache register
+    /// free, not the die idle.
     fn flash_program(&mut self, ppn: u64, data_ready_ns: u64) -> u64 {
         let die = self.die_of(ppn);
         let channel = self.channel_of(die);
+        let die_ready = if self.extras.cache_program {
+            self.lines.register_ns[die]
+        } else {
+            self.lines.die_ns[die]
+        };
         let start = data_ready_ns
             .max(self.lines.channel_ns[channel])
-            .max(self.lines.die_ns[die]);
+            .max(die_ready);
         let sent = start + self.derived.page_channel_ns;
         self.lines.channel_ns[channel] = sent;
-        let done = sent + self.timing.page_program_ns;
+        let program_start = sent.max(self.lines.die_ns[die]);
+        let done = program_start + self.timing.page_program_ns;
         self.lines.die_ns[die] = done;
+        self.lines.register_ns[die] = program_start;
         done
     }
 
@@ -332,6 +376,7 @@ impl SsdModel {
             + self.timing.page_read_ns
             + self.timing.page_program_ns;
         self.lines.die_ns[die] = done;
+        self.lines.register_ns[die] = done;
         done
     }
 
@@ -339,6 +384,7 @@ impl SsdModel {
         let die = self.die_of(block * self.derived.pages_per_block);
         let done = ready_ns.max(self.lines.die_ns[die]) + self.timing.block_erase_ns;
         self.lines.die_ns[die] = done;
+        self.lines.register_ns[die] = done;
         done
     }
 
@@ -409,9 +455,14 @@ impl SsdModel {
     fn write(&mut self, now_ns: u64, req: &IoRequest) -> u64 {
         self.counts.writes += 1;
         self.counts.bytes_written += req.len_bytes;
-        let busy = self.timing.controller_overhead_ns + self.extras.write_command_ns;
-        let start = self.controller(now_ns, busy) + self.extras.write_latency_ns;
         let (first, count) = self.page_span(req);
+        let streaming = self.next_write_offset == Some(req.offset_bytes);
+        self.next_write_offset = Some(req.offset_bytes + req.len_bytes);
+        let upkeep_pages = if streaming { count.min(1) } else { count };
+        let busy = self.timing.controller_overhead_ns
+            + self.extras.write_command_ns
+            + upkeep_pages * self.extras.random_write_page_ns;
+        let start = self.controller(now_ns, busy) + self.extras.write_latency_ns;
         let buffered = self.buffer.slots > 0;
         let mut done = start;
         for lpn in first..first + count {
@@ -523,7 +574,8 @@ impl DeviceModel for SsdModel {
         let t = &self.timing;
         let p = |name: &str, value: String| {
             let source = match self.source(name) {
-                SOURCE_CALLER if value == "0" => SOURCE_UNUSED,
+                SOURCE_CALLER if value == "0" || value == "false" => SOURCE_UNUSED,
+                SOURCE_CALLER if name == "stripe_pages" && value == "1" => SOURCE_PAGE_STRIPE,
                 source => source,
             };
             Parameter::new(name, value, source)
@@ -538,6 +590,7 @@ impl DeviceModel for SsdModel {
             p("pages_per_block", g.pages_per_block.to_string()),
             p("page_bytes", g.page_bytes.to_string()),
             p("over_provisioning", g.over_provisioning.to_string()),
+            p("stripe_pages", self.derived.stripe_pages.to_string()),
             p("page_read_ns", t.page_read_ns.to_string()),
             p("page_program_ns", t.page_program_ns.to_string()),
             p("block_erase_ns", t.block_erase_ns.to_string()),
@@ -550,6 +603,11 @@ impl DeviceModel for SsdModel {
             p("write_command_ns", self.extras.write_command_ns.to_string()),
             p("read_latency_ns", self.extras.read_latency_ns.to_string()),
             p("write_latency_ns", self.extras.write_latency_ns.to_string()),
+            p(
+                "random_write_page_ns",
+                self.extras.random_write_page_ns.to_string(),
+            ),
+            p("cache_program", self.extras.cache_program.to_string()),
             p("write_buffer_bytes", self.write_buffer_bytes.to_string()),
             p("ftl", self.ftl_kind.as_str().to_string()),
         ];
@@ -580,7 +638,7 @@ fn wear(counts: &[u32]) -> (u64, u64, f64) {
     )
 }
 
-fn derive(g: &Geometry, t: &Timing, logical_pages: u64) -> Derived {
+fn derive(g: &Geometry, t: &Timing, logical_pages: u64, stripe_pages: u64) -> Derived {
     let page_bytes = u64::from(g.page_bytes);
     let pages_per_block = u64::from(g.pages_per_block);
     Derived {
@@ -594,6 +652,7 @@ fn derive(g: &Geometry, t: &Timing, logical_pages: u64) -> Derived {
         page_channel_ns: transfer_ns(page_bytes, t.channel_bytes_per_s),
         page_host_ns: transfer_ns(page_bytes, t.host_bytes_per_s),
         capacity_bytes: logical_pages.min(g.logical_pages()) * page_bytes,
+        stripe_pages: stripe_pages.max(1),
     }
 }
 

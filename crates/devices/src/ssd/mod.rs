@@ -17,13 +17,15 @@
 //! - [`geometry::Timing`]: page read, page program, block erase, per-channel
 //!   bus rate, host interface rate, controller overhead;
 //! - the controller ([`controller`]): a write buffer, striping of pages over
-//!   dies, and the timelines of every die, channel and the host link, on
-//!   which the FTL's flash operations are scheduled;
+//!   dies, optional cache program and per-page costs of random writes, and
+//!   the timelines of every die, channel and the host link, on which the
+//!   FTL's flash operations are scheduled;
 //! - the FTLs: page mapping with greedy or cost-benefit GC, block mapping,
 //!   BAST and FAST hybrid log-block mapping, and the super-block scheme of
 //!   lee2008 section 2.2;
 //! - [`array::ArrayModel`]: RAID-0 over several SSDs behind a RAID
-//!   controller (petrov2010 Table 3);
+//!   controller with a write-back cache and read-ahead (petrov2010 Table
+//!   3);
 //! - [`presets`]: the SSDs of the papers, and a current NVMe drive.
 
 pub mod array;

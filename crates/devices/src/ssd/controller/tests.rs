@@ -114,6 +114,93 @@ fn pages_on_one_die_serialise() {
     assert_eq!(b, a - HOST_NS + READ_NS + CHANNEL_NS + HOST_NS);
 }
 
+fn ssd_with(buffer_bytes: u64, extras: ControllerExtras) -> SsdModel {
+    ssd(buffer_bytes).with_extras(extras)
+}
+
+#[test]
+fn cache_program_overlaps_a_transfer_with_the_dies_program() {
+    // Pages 0 and 2 go to die 0, page 1 to die 1. Without cache program
+    // page 2 crosses channel 0 only once die 0 has programmed page 0; with
+    // it, while die 0 programs, and its program follows at once.
+    let write = req(IoKind::Write, 0, 3 * 4096);
+    let mut plain = ssd(0);
+    let done = plain.submit(T0, &write);
+    assert_eq!(
+        done,
+        T0 + CONTROLLER_NS + HOST_NS + 2 * (CHANNEL_NS + PROGRAM_NS)
+    );
+    let mut cached = ssd_with(
+        0,
+        ControllerExtras {
+            cache_program: true,
+            ..ControllerExtras::default()
+        },
+    );
+    let done = cached.submit(T0, &write);
+    assert_eq!(
+        done,
+        T0 + CONTROLLER_NS + HOST_NS + CHANNEL_NS + 2 * PROGRAM_NS
+    );
+}
+
+#[test]
+fn random_writes_pay_per_page_and_a_stream_pays_once() {
+    const PAGE_NS: u64 = 7_000;
+    let mut m = ssd_with(
+        64 * 1024,
+        ControllerExtras {
+            random_write_page_ns: PAGE_NS,
+            ..ControllerExtras::default()
+        },
+    );
+    let busy = |pages: u64| CONTROLLER_NS + pages * PAGE_NS;
+    // A first 8 KB write is random: two pages of upkeep.
+    let t1 = m.submit(T0, &req(IoKind::Write, 0, 8192));
+    assert_eq!(t1, T0 + busy(2) + 2 * HOST_NS);
+    // The next 8 KB continue it: one page of upkeep.
+    let t2 = m.submit(t1, &req(IoKind::Write, 8192, 8192));
+    assert_eq!(t2, t1 + busy(1) + 2 * HOST_NS);
+    // A jump elsewhere is random again.
+    let t3 = m.submit(t2, &req(IoKind::Write, 65536, 8192));
+    assert_eq!(t3, t2 + busy(2) + 2 * HOST_NS);
+    assert!(
+        m.describe()
+            .iter()
+            .any(|p| p.name == "random_write_page_ns" && p.value == "7000")
+    );
+}
+
+#[test]
+fn stripe_units_put_a_units_pages_on_one_die() {
+    let g = geometry();
+    let ftl = ftl::page::PageFtl::new(&g, ftl::page::GcPolicy::Greedy)
+        .unwrap()
+        .with_stripe_pages(2);
+    let mut m =
+        SsdModel::with_ftl("t", g, timing(), FtlKind::PageGreedy, Box::new(ftl), 0).unwrap();
+    // Never-written pages 0 and 1 form one unit on die 0: the second array
+    // read waits for the first page to leave the register.
+    let done = m.submit(T0, &req(IoKind::Read, 0, 8192));
+    assert_eq!(
+        done,
+        T0 + CONTROLLER_NS + 2 * (READ_NS + CHANNEL_NS) + HOST_NS
+    );
+    // Written in order, a unit's pages share a die, the next unit the other.
+    let t = m.submit(done, &req(IoKind::Write, 0, 4 * 4096));
+    assert!(t > done);
+    let pages_per_die = 16 * 8;
+    let dies: Vec<u64> = (0..4)
+        .map(|lpn| m.ftl().lookup(lpn).unwrap() / pages_per_die)
+        .collect();
+    assert_eq!(dies, vec![0, 0, 1, 1]);
+    assert!(
+        m.describe()
+            .iter()
+            .any(|p| p.name == "stripe_pages" && p.value == "2")
+    );
+}
+
 #[test]
 fn a_partial_page_write_reads_the_old_page_first() {
     let mut m = ssd(0);

@@ -98,6 +98,11 @@ pub trait Ftl: Send {
     fn stats(&self) -> FtlStats;
     /// Erase count of every block, for wear reporting.
     fn erase_counts(&self) -> &[u32];
+    /// Logical pages per stripe unit: how many consecutive logical pages a
+    /// sequential write puts on one plane before moving to the next.
+    fn stripe_pages(&self) -> u64 {
+        1
+    }
 }
 
 /// Erase units per super-block when an [`FtlKind::SuperBlock`] is built

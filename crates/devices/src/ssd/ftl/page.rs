@@ -11,7 +11,11 @@
 //!
 //! Placement. Host pages are striped round-robin over planes in
 //! channel-first order (channel, then chip, then die, then plane), so a
-//! sequential write keeps every channel and die busy. Each plane has one
+//! sequential write keeps every channel and die busy. The stripe unit is
+//! one page unless [`PageFtl::with_stripe_pages`] sets more: then the pages
+//! of one aligned unit of logical pages, written in order, go to the same
+//! plane, and the next plane is taken at each unit boundary or whenever a
+//! page does not continue the one written before it. Each plane has one
 //! *host* active block and one *GC* active block, so data the host rewrites
 //! often and data GC found still valid (usually cold) do not share blocks.
 //! GC stays inside one plane, so a copy never leaves its die and is emitted
@@ -131,6 +135,10 @@ pub struct PageFtl {
     /// Planes in channel-first striping order.
     stripe: Vec<u32>,
     cursor: usize,
+    /// Logical pages per stripe unit (1 = page by page).
+    stripe_pages: u64,
+    /// The logical page written last, to tell if the next continues it.
+    last_lpn: u64,
     /// Host page writes so far: the clock cost-benefit measures age with.
     clock: u64,
     stats: FtlStats,
@@ -188,9 +196,18 @@ impl PageFtl {
             bucket_heads: vec![NONE; planes as usize * (ppb as usize + 1)],
             stripe: stripe_order(geometry),
             cursor: 0,
+            stripe_pages: 1,
+            last_lpn: u64::MAX,
             clock: 0,
             stats: FtlStats::default(),
         })
+    }
+
+    /// Stripe in units of `pages` logical pages (at least 1): the pages of
+    /// one aligned unit, written in order, share a plane.
+    pub fn with_stripe_pages(mut self, pages: u32) -> PageFtl {
+        self.stripe_pages = u64::from(pages.max(1));
+        self
     }
 
     /// The victim policy.
@@ -415,6 +432,15 @@ impl PageFtl {
     /// The host page to write next: a plane in striping order that has, or
     /// after GC gets, room for it. GC ops go onto `ops`.
     fn host_page(&mut self, lpn: u64, ops: &mut Vec<FlashOp>) -> Option<u32> {
+        let same_unit = self.stripe_pages > 1
+            && !lpn.is_multiple_of(self.stripe_pages)
+            && self.last_lpn.wrapping_add(1) == lpn;
+        self.last_lpn = lpn;
+        if same_unit {
+            // Stay on the plane the unit started on (the one before the cursor).
+            let len = self.stripe.len();
+            self.cursor = (self.cursor + len - 1) % len;
+        }
         for _ in 0..self.stripe.len() {
             let plane = self.stripe[self.cursor];
             self.cursor = (self.cursor + 1) % self.stripe.len();
@@ -533,6 +559,10 @@ impl PageFtl {
 impl Ftl for PageFtl {
     fn logical_pages(&self) -> u64 {
         self.logical_pages
+    }
+
+    fn stripe_pages(&self) -> u64 {
+        self.stripe_pages
     }
 
     fn lookup(&self, lpn: u64) -> Option<u64> {
@@ -670,6 +700,32 @@ mod tests {
         }
         // Plane index = die * 2 + plane; channel 0 is die 0, channel 1 die 1.
         assert_eq!(planes, vec![0, 2, 1, 3]);
+    }
+
+    #[test]
+    fn stripe_units_keep_a_units_pages_on_one_plane() {
+        let mut ftl = PageFtl::new(&geometry(0.07), GcPolicy::Greedy)
+            .unwrap()
+            .with_stripe_pages(2);
+        assert_eq!(ftl.stripe_pages(), 2);
+        let mut ops = Vec::new();
+        let mut plane_of = |ftl: &mut PageFtl, lpn: u64| {
+            ops.clear();
+            ftl.write(lpn, &mut ops);
+            let Some(FlashOp::Program { ppn }) = ops.last() else {
+                panic!("no program");
+            };
+            ppn / 32 / 64
+        };
+        // Units {0, 1} and {2, 3}, written in order: one plane per unit.
+        let planes: Vec<u64> = (0..4).map(|lpn| plane_of(&mut ftl, lpn)).collect();
+        assert_eq!(planes, vec![0, 0, 2, 2]);
+        // A page that does not continue the one before it (here the second
+        // page of unit {6, 7}) takes the next plane, as does a unit start.
+        assert_eq!(plane_of(&mut ftl, 7), 1);
+        assert_eq!(plane_of(&mut ftl, 8), 3);
+        assert_eq!(plane_of(&mut ftl, 9), 3);
+        ftl.check_invariants().unwrap();
     }
 
     #[test]
