@@ -11,11 +11,19 @@ const FIGURE_SVG_BYTES_MIN: usize = 2_000;
 fn chromium() -> Option<&'static str> {
     ["chromium", "chromium-browser", "google-chrome"]
         .into_iter()
-        .find(|name| Command::new(name).arg("--version").output().is_ok_and(|o| o.status.success()))
+        .find(|name| {
+            Command::new(name)
+                .arg("--version")
+                .output()
+                .is_ok_and(|o| o.status.success())
+        })
 }
 
 fn figures(html: &str) -> Vec<&str> {
-    html.split("<figure").skip(1).map(|rest| rest.split("</figure>").next().unwrap_or("")).collect()
+    html.split("<figure")
+        .skip(1)
+        .map(|rest| rest.split("</figure>").next().unwrap_or(""))
+        .collect()
 }
 
 fn screenshot(browser: &str, html: &Path, png: &Path, profile: &Path) {
@@ -45,35 +53,70 @@ fn report_renders_in_headless_chromium_with_every_figure() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("report");
     let run = Command::new(env!("CARGO_BIN_EXE_flashlab"))
-        .args(["reproduce", "--quick", "--only", "lee2008-table2", "--only", "lee2008-table3", "--out"])
+        .args([
+            "reproduce",
+            "--quick",
+            "--only",
+            "lee2008-table2",
+            "--only",
+            "lee2008-table3",
+            "--out",
+        ])
         .arg(&out)
         .output()
         .unwrap();
-    assert!(run.status.success(), "{}", String::from_utf8_lossy(&run.stderr));
+    assert!(
+        run.status.success(),
+        "{}",
+        String::from_utf8_lossy(&run.stderr)
+    );
     let html = std::fs::read_to_string(out.join("index.html")).unwrap();
     let figs = figures(&html);
-    assert!(figs.len() >= 3, "expected the Table 2 chart and two log-pattern plots, found {}", figs.len());
+    assert!(
+        figs.len() >= 3,
+        "expected the Table 2 chart and two log-pattern plots, found {}",
+        figs.len()
+    );
     for fig in &figs {
         let svg_start = fig.find("<svg").expect("a figure holds an inline SVG");
         let svg = &fig[svg_start..];
-        assert!(svg.len() >= FIGURE_SVG_BYTES_MIN, "a figure is nearly empty: {} bytes", svg.len());
-        let marks = svg.matches("<circle").count() + svg.matches("<polyline").count() + svg.matches("<rect").count();
+        assert!(
+            svg.len() >= FIGURE_SVG_BYTES_MIN,
+            "a figure is nearly empty: {} bytes",
+            svg.len()
+        );
+        let marks = svg.matches("<circle").count()
+            + svg.matches("<polyline").count()
+            + svg.matches("<rect").count();
         assert!(marks > 5, "a figure draws almost nothing ({marks} marks)");
     }
-    let results: serde_json::Value = serde_json::from_slice(&std::fs::read(out.join("results.json")).unwrap()).unwrap();
+    let results: serde_json::Value =
+        serde_json::from_slice(&std::fs::read(out.join("results.json")).unwrap()).unwrap();
     for check in results["checks"].as_array().unwrap() {
         for key in ["id", "paper", "published", "measured", "range", "pass"] {
             assert!(check.get(key).is_some(), "a check lacks '{key}'");
         }
     }
     let Some(browser) = chromium() else {
-        assert!(std::env::var_os("CI").is_none(), "CI must have chromium (.ci/run installs it)");
+        assert!(
+            std::env::var_os("CI").is_none(),
+            "CI must have chromium (.ci/run installs it)"
+        );
         eprintln!("chromium is not installed: skipping the screenshot (CI installs it)");
         return;
     };
     let png = dir.path().join("report.png");
-    screenshot(browser, &out.join("index.html"), &png, &dir.path().join("profile"));
+    screenshot(
+        browser,
+        &out.join("index.html"),
+        &png,
+        &dir.path().join("profile"),
+    );
     let bytes = std::fs::read(&png).expect("chromium wrote a screenshot");
     assert_eq!(&bytes[..8], b"\x89PNG\r\n\x1a\n", "the screenshot is a PNG");
-    assert!(bytes.len() > 50_000, "the screenshot is suspiciously small: {} bytes", bytes.len());
+    assert!(
+        bytes.len() > 50_000,
+        "the screenshot is suspiciously small: {} bytes",
+        bytes.len()
+    );
 }

@@ -86,7 +86,10 @@ pub fn parse_duration_ns(text: &str, what: &str) -> anyhow::Result<u64> {
     } else {
         (t, 1e9)
     };
-    let value: f64 = number.trim().parse().map_err(|_| anyhow::anyhow!("{what} '{text}' is not a duration (try 10s, 500ms, 2m)"))?;
+    let value: f64 = number
+        .trim()
+        .parse()
+        .map_err(|_| anyhow::anyhow!("{what} '{text}' is not a duration (try 10s, 500ms, 2m)"))?;
     if !value.is_finite() || value < 0.0 || value * scale > 1e16 {
         bail!("{what} '{text}' is out of range");
     }
@@ -94,11 +97,13 @@ pub fn parse_duration_ns(text: &str, what: &str) -> anyhow::Result<u64> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    let durability = Durability::parse(&args.durability)
-        .ok_or_else(|| anyhow::anyhow!("--durability '{}' must be sync or no-sync", args.durability))?;
+    let durability = Durability::parse(&args.durability).ok_or_else(|| {
+        anyhow::anyhow!("--durability '{}' must be sync or no-sync", args.durability)
+    })?;
     let config = match &args.config {
         Some(path) => {
-            let text = std::fs::read_to_string(path).with_context(|| format!("--config {}", path.display()))?;
+            let text = std::fs::read_to_string(path)
+                .with_context(|| format!("--config {}", path.display()))?;
             Some(DbConfig::from_toml(&text, &path.display().to_string())?)
         }
         None => None,
@@ -150,7 +155,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         bar.finish_and_clear();
     }
     if let Some(path) = &args.trace {
-        let file = std::fs::File::create(path).with_context(|| format!("--trace {}", path.display()))?;
+        let file =
+            std::fs::File::create(path).with_context(|| format!("--trace {}", path.display()))?;
         write_flashlab_csv(&report.trace, std::io::BufWriter::new(file))?;
     }
     if args.json {
@@ -171,24 +177,42 @@ fn progress_bar(options: &BenchOptions) -> Option<indicatif::ProgressBar> {
     let tenths = options.duration_ns / (NS_PER_S / 10);
     let bar = indicatif::ProgressBar::new(tenths);
     bar.set_style(
-        indicatif::ProgressStyle::with_template("{bar:40} {pos}/{len} tenths of a second ({elapsed} host)")
-            .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
+        indicatif::ProgressStyle::with_template(
+            "{bar:40} {pos}/{len} tenths of a second ({elapsed} host)",
+        )
+        .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
     Some(bar)
 }
 
 fn print_summary(r: &BenchReport) {
     println!("workload            {} ({} world)", r.workload, r.world);
-    println!("clients / cores     {} / {} at {:.2} GHz", r.clients, r.cores, r.cpu_ghz);
-    println!("devices             log {}, data {}; durability {}", r.log_device, r.data_device, r.durability);
-    println!("measured            {:.1} s, {} committed, {} retried", r.duration_s, r.committed, r.retries);
+    println!(
+        "clients / cores     {} / {} at {:.2} GHz",
+        r.clients, r.cores, r.cpu_ghz
+    );
+    println!(
+        "devices             log {}, data {}; durability {}",
+        r.log_device, r.data_device, r.durability
+    );
+    println!(
+        "measured            {:.1} s, {} committed, {} retried",
+        r.duration_s, r.committed, r.retries
+    );
     println!("TPS                 {:.1}", r.tps);
     let l = &r.latency_ms;
-    println!("latency ms          p50 {:.3}  p95 {:.3}  p99 {:.3}  max {:.3}", l.p50, l.p95, l.p99, l.max);
+    println!(
+        "latency ms          p50 {:.3}  p95 {:.3}  p99 {:.3}  max {:.3}",
+        l.p50, l.p95, l.p99, l.max
+    );
     println!("CPU utilization     {:.1}%", r.cpu_utilization * 100.0);
     println!(
         "log (lee2008 T3)    {} writes, {:.2} commits/write, {:.1} sectors/write, {:.3} ms/write, {} tail rewrites",
-        r.log.writes, r.log.commits_per_write, r.log.avg_write_sectors, r.log.avg_write_ms, r.log.tail_rewrites
+        r.log.writes,
+        r.log.commits_per_write,
+        r.log.avg_write_sectors,
+        r.log.avg_write_ms,
+        r.log.tail_rewrites
     );
     println!("consistency         {}", r.consistency);
     for d in &r.departures {

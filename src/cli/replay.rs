@@ -91,8 +91,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         0
     };
     let before = model.stats();
-    let options = ReplayOptions { wrap: args.wrap, start_ns };
-    let what = args.trace.as_ref().map_or_else(|| "synthetic trace".to_string(), |p| p.display().to_string());
+    let options = ReplayOptions {
+        wrap: args.wrap,
+        start_ns,
+    };
+    let what = args.trace.as_ref().map_or_else(
+        || "synthetic trace".to_string(),
+        |p| p.display().to_string(),
+    );
     let mut result = replay(model.as_mut(), &requests, &options).with_context(|| what.clone())?;
     if args.precondition {
         // Count the replay only, not the preconditioning.

@@ -183,7 +183,10 @@ pub fn characterize(
 /// Precondition a model to steady state (sequential fill of the region,
 /// random 4 KB writes, flush) as [`characterize`] does before measuring;
 /// returns the virtual time it ended at.
-pub fn precondition(device: &mut dyn DeviceModel, options: &CharacterizeOptions) -> Result<u64, DeviceError> {
+pub fn precondition(
+    device: &mut dyn DeviceModel,
+    options: &CharacterizeOptions,
+) -> Result<u64, DeviceError> {
     let region_bytes = check_options(&*device, options)?;
     let mut runner = Runner {
         device,

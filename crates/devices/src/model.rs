@@ -147,7 +147,7 @@ pub fn check_request(
         });
     }
     let sector = u64::from(sector_bytes);
-    if req.offset_bytes % sector != 0 || req.len_bytes % sector != 0 {
+    if !req.offset_bytes.is_multiple_of(sector) || !req.len_bytes.is_multiple_of(sector) {
         return Err(DeviceError::Unaligned {
             device: device.to_string(),
             offset_bytes: req.offset_bytes,

@@ -558,7 +558,10 @@ mod tests {
             request(2, IoKind::Write, MIB - 100, 100, 3),
         ];
         let mut model = SerialModel::new(MIB);
-        let options = ReplayOptions { wrap: true, start_ns: 0 };
+        let options = ReplayOptions {
+            wrap: true,
+            start_ns: 0,
+        };
         let result = replay(&mut model, &requests, &options).unwrap();
         assert_eq!(result.requests, 3);
         assert_eq!(result.folded, 2);
@@ -569,7 +572,15 @@ mod tests {
     fn replay_too_long_request_refused_even_with_wrap() {
         let requests = vec![request(0, IoKind::Read, 0, 2 * MIB, 5)];
         let mut model = SerialModel::new(MIB);
-        let err = replay(&mut model, &requests, &ReplayOptions { wrap: true, start_ns: 0 }).unwrap_err();
+        let err = replay(
+            &mut model,
+            &requests,
+            &ReplayOptions {
+                wrap: true,
+                start_ns: 0,
+            },
+        )
+        .unwrap_err();
         assert!(err.to_string().starts_with("trace line 5:"));
     }
 

@@ -154,7 +154,7 @@ fn build_ssd(path: &Path, s: SsdSpec) -> Result<Box<dyn DeviceModel>, DeviceErro
             ),
         ));
     }
-    if s.erase_unit_bytes % u64::from(s.page_bytes) != 0 {
+    if !s.erase_unit_bytes.is_multiple_of(u64::from(s.page_bytes)) {
         return Err(bad(path, "the erase unit must be a whole number of pages"));
     }
     let pages_per_block = u32::try_from(s.erase_unit_bytes / u64::from(s.page_bytes))

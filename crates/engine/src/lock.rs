@@ -65,10 +65,10 @@ impl Table {
             if txn == to {
                 return true;
             }
-            if seen.insert(txn) {
-                if let Some(next) = self.waits_for.get(&txn) {
-                    stack.extend(next.iter().copied());
-                }
+            if seen.insert(txn)
+                && let Some(next) = self.waits_for.get(&txn)
+            {
+                stack.extend(next.iter().copied());
             }
         }
         false
@@ -98,7 +98,9 @@ fn conflicts(entry: Option<&Entry>, txn: u64, mode: LockMode) -> Vec<u64> {
     entry
         .holders
         .iter()
-        .filter(|&(&holder, &held)| holder != txn && (mode == LockMode::Exclusive || held == LockMode::Exclusive))
+        .filter(|&(&holder, &held)| {
+            holder != txn && (mode == LockMode::Exclusive || held == LockMode::Exclusive)
+        })
         .map(|(&holder, _)| holder)
         .collect()
 }
@@ -233,8 +235,7 @@ mod tests {
             log.lock().push("younger releases");
             locks.release_all(5);
             older.join();
-            let order = log.lock().clone();
-            order
+            log.lock().clone()
         })
         .unwrap()
         .0

@@ -124,7 +124,10 @@ pub fn validate(options: &BenchOptions) -> Result<(), String> {
         ));
     }
     if options.clients == 0 || options.clients > flashlab_workloads::driver::CLIENTS_MAX {
-        return Err(format!("--clients must be 1 to {}", flashlab_workloads::driver::CLIENTS_MAX));
+        return Err(format!(
+            "--clients must be 1 to {}",
+            flashlab_workloads::driver::CLIENTS_MAX
+        ));
     }
     if options.cores == 0 || options.cores > CORES_MAX {
         return Err(format!("--cores must be 1 to {CORES_MAX}"));
@@ -141,7 +144,11 @@ pub fn validate(options: &BenchOptions) -> Result<(), String> {
     if options.real_dir.is_none() {
         for device in [&options.log_device, &options.data_device] {
             presets::build_model(device).map(|_| ()).or_else(|e| {
-                if device == presets::MEMORY { Ok(()) } else { Err(e.to_string()) }
+                if device == presets::MEMORY {
+                    Ok(())
+                } else {
+                    Err(e.to_string())
+                }
             })?;
         }
     }
@@ -156,14 +163,20 @@ fn check_writable_dir(dir: &Path) -> Result<(), String> {
         return Err(format!("--real {}: not a directory", dir.display()));
     }
     let probe = dir.join(format!(".flashlab-probe-{}", std::process::id()));
-    std::fs::write(&probe, b"probe").map_err(|e| format!("--real {}: not writable: {e}", dir.display()))?;
+    std::fs::write(&probe, b"probe")
+        .map_err(|e| format!("--real {}: not writable: {e}", dir.display()))?;
     let _ = std::fs::remove_file(&probe);
     Ok(())
 }
 
 fn db_config(options: &BenchOptions) -> DbConfig {
     let mut config = options.config.clone().unwrap_or_else(|| {
-        DbConfig::simple(&options.data_device, &options.log_device, options.page_bytes, options.buffer_bytes)
+        DbConfig::simple(
+            &options.data_device,
+            &options.log_device,
+            options.page_bytes,
+            options.buffer_bytes,
+        )
     });
     config.wal.durability = options.durability;
     config.wal.commit_delay_ns = options.commit_delay_ns;
@@ -172,7 +185,10 @@ fn db_config(options: &BenchOptions) -> DbConfig {
 }
 
 /// Run a benchmark. `progress` receives each progress line.
-pub fn bench(options: &BenchOptions, progress: impl FnMut(&Progress) + Send + 'static) -> Result<BenchReport, String> {
+pub fn bench(
+    options: &BenchOptions,
+    progress: impl FnMut(&Progress) + Send + 'static,
+) -> Result<BenchReport, String> {
     validate(options)?;
     let started = std::time::Instant::now();
     let mut report = match &options.real_dir {
@@ -190,7 +206,10 @@ fn traced(device: DeviceRef, space: Space, tracer: &Option<Tracer>) -> DeviceRef
     }
 }
 
-fn bench_simulated(options: &BenchOptions, progress: impl FnMut(&Progress) + Send + 'static) -> Result<BenchReport, String> {
+fn bench_simulated(
+    options: &BenchOptions,
+    progress: impl FnMut(&Progress) + Send + 'static,
+) -> Result<BenchReport, String> {
     let sim = SimConfig {
         seed: options.seed,
         cores: options.cores,
@@ -202,7 +221,11 @@ fn bench_simulated(options: &BenchOptions, progress: impl FnMut(&Progress) + Sen
         let tracer = options.trace.then(Tracer::new);
         let devices = Devices::from_presets(&config).map_err(|e| e.to_string())?;
         let devices = Devices {
-            data: devices.data.into_iter().map(|d| traced(d, Space::Data, &tracer)).collect(),
+            data: devices
+                .data
+                .into_iter()
+                .map(|d| traced(d, Space::Data, &tracer))
+                .collect(),
             log: traced(devices.log, Space::Log, &tracer),
             rollback: devices.rollback,
             temp: devices.temp,
@@ -214,10 +237,16 @@ fn bench_simulated(options: &BenchOptions, progress: impl FnMut(&Progress) + Sen
         run_on(&db, &options, "simulated", tracer.as_ref(), progress)
     })
     .map_err(|e| e.to_string())?;
-    outcome.finished().ok_or_else(|| "the simulation stopped early".to_string())?
+    outcome
+        .finished()
+        .ok_or_else(|| "the simulation stopped early".to_string())?
 }
 
-fn bench_real(options: &BenchOptions, dir: &Path, progress: impl FnMut(&Progress) + Send + 'static) -> Result<BenchReport, String> {
+fn bench_real(
+    options: &BenchOptions,
+    dir: &Path,
+    progress: impl FnMut(&Progress) + Send + 'static,
+) -> Result<BenchReport, String> {
     let rt = RealRuntime::new(options.seed);
     let _enter = RealRuntime::enter(&rt);
     let db_dir = dir.join(format!("flashlab-bench-{}", std::process::id()));
@@ -259,19 +288,37 @@ fn run_on(
         warmup_ns: options.warmup_ns,
         progress_interval_ns: options.progress_interval_ns,
     };
-    let result = flashlab_workloads::driver::run(db, workload.clone(), &run_config, progress).map_err(|e| e.to_string())?;
+    let result = flashlab_workloads::driver::run(db, workload.clone(), &run_config, progress)
+        .map_err(|e| e.to_string())?;
     if let Some(t) = tracer {
         t.set_enabled(false);
     }
-    let consistency = match workload.check(db, result.committed_total).map_err(|e| e.to_string())? {
+    let consistency = match workload
+        .check(db, result.committed_total)
+        .map_err(|e| e.to_string())?
+    {
         Ok(()) => "ok".to_string(),
         Err(violation) => violation,
     };
     let trace = tracer.map(|t| t.records()).unwrap_or_default();
-    Ok(report(options, world, result, consistency, workload.departures(), trace))
+    Ok(report(
+        options,
+        world,
+        result,
+        consistency,
+        workload.departures(),
+        trace,
+    ))
 }
 
-fn report(options: &BenchOptions, world: &str, r: RunResult, consistency: String, departures: Vec<String>, trace: Vec<TraceRecord>) -> BenchReport {
+fn report(
+    options: &BenchOptions,
+    world: &str,
+    r: RunResult,
+    consistency: String,
+    departures: Vec<String>,
+    trace: Vec<TraceRecord>,
+) -> BenchReport {
     BenchReport {
         workload: r.workload,
         world: world.into(),

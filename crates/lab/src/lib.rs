@@ -15,8 +15,8 @@
 //! - [`report`]: the HTML page and `results.json`;
 //! - [`experiments`]: what `flashlab reproduce` runs.
 
-pub mod chart;
 pub mod bench;
+pub mod chart;
 pub mod check;
 pub mod experiments;
 pub mod filechar;

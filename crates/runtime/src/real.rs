@@ -31,6 +31,7 @@ impl Drop for EnterGuard {
 impl RealRuntime {
     /// A new real-world runtime; `seed` feeds its random source (workloads
     /// stay reproducible in what they ask for, if not in timing).
+    #[allow(clippy::new_ret_no_self)]
     pub fn new(seed: u64) -> Rt {
         Rt::from_impl(Arc::new(RealRt {
             start: Instant::now(),

@@ -95,8 +95,7 @@ fn counter_under_mutex(rt: &Rt, tasks: usize, rounds: usize) -> u64 {
     for handle in handles {
         handle.join();
     }
-    let value = *counter.lock();
-    value
+    *counter.lock()
 }
 
 #[test]
@@ -216,8 +215,7 @@ fn busy_run(rt: Rt) -> Vec<(u64, usize, u64)> {
     for h in handles {
         h.join();
     }
-    let log = log.lock().clone();
-    log
+    log.lock().clone()
 }
 
 #[test]

@@ -140,7 +140,9 @@ pub fn run(
     }
     let shared = shared.lock().expect("shared");
     if let Some(failure) = &shared.failure {
-        return Err(flashlab_engine::Error::Invalid(format!("a client failed: {failure}")));
+        return Err(flashlab_engine::Error::Invalid(format!(
+            "a client failed: {failure}"
+        )));
     }
     let measured_s = config.duration_ns as f64 / NS_PER_S as f64;
     let (utilization, per_core) = cpu_between(&cpu_start, &cpu_end);
@@ -168,7 +170,8 @@ fn spawn_client(
     end_ns: u64,
     shared: &Arc<Mutex<Shared>>,
 ) -> flashlab_runtime::JoinHandle<()> {
-    let (db, workload, shared, task_rt) = (db.clone(), workload.clone(), shared.clone(), rt.clone());
+    let (db, workload, shared, task_rt) =
+        (db.clone(), workload.clone(), shared.clone(), rt.clone());
     rt.spawn(&format!("client{client}"), move || {
         let mut rng = task_rt.fork_rng();
         while task_rt.now_ns() < end_ns {
@@ -180,13 +183,23 @@ fn spawn_client(
                     s.committed_total += 1;
                     if s.measuring {
                         s.committed += 1;
-                        let _ = s.histogram.as_mut().map(|h| h.record(latency_us.min(LATENCY_US_MAX)));
-                        let _ = s.interval.as_mut().map(|h| h.record(latency_us.min(LATENCY_US_MAX)));
+                        let _ = s
+                            .histogram
+                            .as_mut()
+                            .map(|h| h.record(latency_us.min(LATENCY_US_MAX)));
+                        let _ = s
+                            .interval
+                            .as_mut()
+                            .map(|h| h.record(latency_us.min(LATENCY_US_MAX)));
                     }
                 }
                 Err(e) if e.is_retryable() => shared.lock().expect("shared").retries += 1,
                 Err(e) => {
-                    shared.lock().expect("shared").failure.get_or_insert(e.to_string());
+                    shared
+                        .lock()
+                        .expect("shared")
+                        .failure
+                        .get_or_insert(e.to_string());
                     return;
                 }
             }
@@ -227,7 +240,8 @@ fn report_progress(
         let interval = s.interval.as_mut().expect("interval histogram");
         let line = Progress {
             elapsed_s: (tick_ns - measure_ns) as f64 / NS_PER_S as f64,
-            tps: (committed - last_committed) as f64 * NS_PER_S as f64 / config.progress_interval_ns as f64,
+            tps: (committed - last_committed) as f64 * NS_PER_S as f64
+                / config.progress_interval_ns as f64,
             latency_ms_mean: interval.mean() / 1e3,
             latency_ms_p99: interval.value_at_quantile(0.99) as f64 / 1e3,
         };

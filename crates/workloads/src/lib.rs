@@ -59,7 +59,10 @@ impl Default for WorkloadOptions {
 pub fn build(name: &str, options: &WorkloadOptions) -> Option<Box<dyn Workload>> {
     match name {
         "update-commit" => Some(Box::new(update_commit::UpdateCommit::new(options.scale))),
-        "tpcb" => Some(Box::new(tpcb::TpcB::new(options.scale, options.accounts_per_branch))),
+        "tpcb" => Some(Box::new(tpcb::TpcB::new(
+            options.scale,
+            options.accounts_per_branch,
+        ))),
         _ => None,
     }
 }

@@ -45,7 +45,10 @@ pub struct TpcB {
 }
 
 fn schema(columns: &[(&str, Type)]) -> Schema {
-    let columns = columns.iter().map(|(name, ty)| Column::new(*name, *ty)).collect();
+    let columns = columns
+        .iter()
+        .map(|(name, ty)| Column::new(*name, *ty))
+        .collect();
     Schema::new(columns, vec![0]).expect("TPC-B schemas are valid")
 }
 
@@ -82,9 +85,18 @@ impl TpcB {
     }
 
     fn load(&self, db: &Database) -> Result<()> {
-        let branches = db.create_table(TableSpec::typed("branches", balance_table("bid", "bbalance")))?;
-        let tellers = db.create_table(TableSpec::typed("tellers", balance_table("tid", "tbalance")))?;
-        let accounts = db.create_table(TableSpec::typed("accounts", balance_table("aid", "abalance")))?;
+        let branches = db.create_table(TableSpec::typed(
+            "branches",
+            balance_table("bid", "bbalance"),
+        ))?;
+        let tellers = db.create_table(TableSpec::typed(
+            "tellers",
+            balance_table("tid", "tbalance"),
+        ))?;
+        let accounts = db.create_table(TableSpec::typed(
+            "accounts",
+            balance_table("aid", "abalance"),
+        ))?;
         db.create_table(TableSpec::typed(
             "history",
             schema(&[
@@ -101,7 +113,15 @@ impl TpcB {
             txn.put_row(&branches, &[Value::Int(b.into()), Value::Int(0), filler()])?;
             for t in 0..TELLERS_PER_BRANCH {
                 let tid = i64::from(b * TELLERS_PER_BRANCH + t);
-                txn.put_row(&tellers, &[Value::Int(tid), Value::Int(b.into()), Value::Int(0), filler()])?;
+                txn.put_row(
+                    &tellers,
+                    &[
+                        Value::Int(tid),
+                        Value::Int(b.into()),
+                        Value::Int(0),
+                        filler(),
+                    ],
+                )?;
             }
         }
         txn.commit()?;
@@ -109,7 +129,15 @@ impl TpcB {
             let mut txn = db.begin()?;
             for aid in start..(start + LOAD_BATCH_ROWS).min(self.accounts()) {
                 let bid = aid / self.accounts_per_branch;
-                txn.put_row(&accounts, &[Value::Int(aid.into()), Value::Int(bid.into()), Value::Int(0), filler()])?;
+                txn.put_row(
+                    &accounts,
+                    &[
+                        Value::Int(aid.into()),
+                        Value::Int(bid.into()),
+                        Value::Int(0),
+                        filler(),
+                    ],
+                )?;
             }
             txn.commit()?;
         }
@@ -139,24 +167,36 @@ impl Workload for TpcB {
     }
 
     fn transaction(&self, db: &Database, client: u32, rng: &mut ChaCha8Rng) -> Result<()> {
-        let (branches, tellers, accounts, history) =
-            (db.table("branches")?, db.table("tellers")?, db.table("accounts")?, db.table("history")?);
+        let (branches, tellers, accounts, history) = (
+            db.table("branches")?,
+            db.table("tellers")?,
+            db.table("accounts")?,
+            db.table("history")?,
+        );
         let tid = rng.random_range(0..self.branches * TELLERS_PER_BRANCH);
         let bid = tid / TELLERS_PER_BRANCH;
-        let account_branch = if self.branches > 1 && rng.random_range(0..100) >= LOCAL_ACCOUNT_PERCENT {
-            (bid + rng.random_range(1..self.branches)) % self.branches
-        } else {
-            bid
-        };
-        let aid = account_branch * self.accounts_per_branch + rng.random_range(0..self.accounts_per_branch);
+        let account_branch =
+            if self.branches > 1 && rng.random_range(0..100) >= LOCAL_ACCOUNT_PERCENT {
+                (bid + rng.random_range(1..self.branches)) % self.branches
+            } else {
+                bid
+            };
+        let aid = account_branch * self.accounts_per_branch
+            + rng.random_range(0..self.accounts_per_branch);
         let delta = rng.random_range(-DELTA_MAX..=DELTA_MAX);
         let mut txn = db.begin()?;
         txn.update_row(&accounts, &[Value::Int(aid.into())], add(BALANCE, delta))?;
         txn.get_row(&accounts, &[Value::Int(aid.into())])?;
         txn.update_row(&tellers, &[Value::Int(tid.into())], add(BALANCE, delta))?;
-        txn.update_row(&branches, &[Value::Int(bid.into())], add(BRANCH_BALANCE, delta))?;
+        txn.update_row(
+            &branches,
+            &[Value::Int(bid.into())],
+            add(BRANCH_BALANCE, delta),
+        )?;
         let _ = client;
-        let hid = self.next_hid.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        let hid = self
+            .next_hid
+            .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mtime = flashlab_runtime::Rt::current().now_ns() as i64;
         let row = [hid, tid.into(), bid.into(), aid.into(), delta, mtime].map(Value::Int);
         txn.put_row(&history, &row)?;
@@ -167,7 +207,11 @@ impl Workload for TpcB {
         let mut txn = db.begin()?;
         let mut sum = |name: &str, column: usize| -> Result<(i64, usize)> {
             let table = db.table(name)?;
-            let rows = txn.scan(&table, std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)?;
+            let rows = txn.scan(
+                &table,
+                std::ops::Bound::Unbounded,
+                std::ops::Bound::Unbounded,
+            )?;
             let schema = table.def().schema.clone().expect("typed");
             let mut total = 0i64;
             for (_, bytes) in &rows {
@@ -188,13 +232,17 @@ impl Workload for TpcB {
             )));
         }
         if history_rows as u64 != committed {
-            return Ok(Err(format!("{history_rows} history rows but {committed} committed transactions")));
+            return Ok(Err(format!(
+                "{history_rows} history rows but {committed} committed transactions"
+            )));
         }
         Ok(Ok(()))
     }
 
     fn departures(&self) -> Vec<String> {
-        let mut out = vec!["no terminals or think time: each client runs transactions back to back".to_string()];
+        let mut out = vec![
+            "no terminals or think time: each client runs transactions back to back".to_string(),
+        ];
         if self.accounts_per_branch != ACCOUNTS_PER_BRANCH {
             out.push(format!(
                 "{} accounts per branch instead of {ACCOUNTS_PER_BRANCH} (a smaller load; contention is on branches and tellers)",

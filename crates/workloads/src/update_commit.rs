@@ -62,7 +62,11 @@ impl Workload for UpdateCommit {
         let mut txn = db.begin()?;
         txn.update(&table, &key(row), |old| {
             let mut new = old.to_vec();
-            let count = u64::from_le_bytes(new.get(..8).and_then(|b| b.try_into().ok()).unwrap_or([0; 8]));
+            let count = u64::from_le_bytes(
+                new.get(..8)
+                    .and_then(|b| b.try_into().ok())
+                    .unwrap_or([0; 8]),
+            );
             if new.len() >= 8 {
                 new[..8].copy_from_slice(&(count + 1).to_le_bytes());
             }
@@ -74,17 +78,25 @@ impl Workload for UpdateCommit {
     fn check(&self, db: &Database, committed: u64) -> Result<std::result::Result<(), String>> {
         let table = db.table("uc")?;
         let mut txn = db.begin()?;
-        let rows = txn.scan(&table, std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)?;
+        let rows = txn.scan(
+            &table,
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+        )?;
         txn.commit()?;
         let total: u64 = rows
             .iter()
-            .map(|(_, v)| u64::from_le_bytes(v.get(..8).and_then(|b| b.try_into().ok()).unwrap_or([0; 8])))
+            .map(|(_, v)| {
+                u64::from_le_bytes(v.get(..8).and_then(|b| b.try_into().ok()).unwrap_or([0; 8]))
+            })
             .sum();
         if rows.len() != self.rows as usize {
             return Ok(Err(format!("{} rows, expected {}", rows.len(), self.rows)));
         }
         if total != committed {
-            return Ok(Err(format!("the row counters add up to {total}, but {committed} transactions committed")));
+            return Ok(Err(format!(
+                "the row counters add up to {total}, but {committed} transactions committed"
+            )));
         }
         Ok(Ok(()))
     }

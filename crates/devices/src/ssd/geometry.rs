@@ -2,8 +2,8 @@
 //!
 //! Physical addresses: blocks are numbered globally, plane by plane:
 //! `block = plane_index * blocks_per_plane + block_in_plane`, and
-//! `plane_index = ((channel * chips_per_channel + chip) * dies_per_chip + die)
-//! * planes_per_die + plane`. A physical page number is
+//! `plane_index = ((channel * chips_per_channel + chip) * dies_per_chip +
+//! die) * planes_per_die + plane`. A physical page number is
 //! `ppn = block * pages_per_block + page_in_block`. Dies are the unit of
 //! parallelism for array operations (read, program, erase); channels are the
 //! unit of parallelism for data transfer.

@@ -23,12 +23,15 @@ use crate::page::PageId;
 use crate::space::SpaceHeader;
 use crate::wal::Wal;
 
+/// The buffer pools of a database, by page size.
+pub(crate) type Pools = BTreeMap<usize, Arc<BufferPool>>;
+
 /// Build the pools and data spaces of a configuration over its devices.
 pub(crate) fn build_spaces(
     config: &DbConfig,
     devices: &Devices,
     wal: &Arc<Wal>,
-) -> Result<(Vec<DataSpace>, BTreeMap<usize, Arc<BufferPool>>)> {
+) -> Result<(Vec<DataSpace>, Pools)> {
     let mut pools: BTreeMap<usize, Arc<BufferPool>> = BTreeMap::new();
     for space in &config.data {
         let largest = config
@@ -38,12 +41,9 @@ pub(crate) fn build_spaces(
             .map(|s| s.buffer_bytes)
             .max()
             .unwrap_or(space.buffer_bytes);
-        if !pools.contains_key(&space.page_bytes) {
+        if let std::collections::btree_map::Entry::Vacant(slot) = pools.entry(space.page_bytes) {
             let log: Arc<dyn LogForce> = wal.clone();
-            pools.insert(
-                space.page_bytes,
-                Arc::new(BufferPool::new(space.page_bytes, largest, log)?),
-            );
+            slot.insert(Arc::new(BufferPool::new(space.page_bytes, largest, log)?));
         }
     }
     let mut spaces = Vec::new();

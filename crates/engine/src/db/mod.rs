@@ -127,6 +127,9 @@ pub struct DbStats {
     pub aborts: u64,
 }
 
+/// The latch of one tree (DB-1).
+type TreeLatch = Arc<RtMutex<()>>;
+
 pub(crate) struct Inner {
     pub config: DbConfig,
     pub spaces: Vec<DataSpace>,
@@ -134,7 +137,7 @@ pub(crate) struct Inner {
     pub wal: Arc<Wal>,
     pub devices: Devices,
     pub catalog: RwLock<BTreeMap<String, Arc<TableDef>>>,
-    latches: std::sync::Mutex<HashMap<(SpaceId, PageNo), Arc<RtMutex<()>>>>,
+    latches: std::sync::Mutex<HashMap<(SpaceId, PageNo), TreeLatch>>,
     pub locks: LockManager,
     /// CPU costs in force (loading runs with none).
     cpu: std::sync::Mutex<crate::config::CpuCosts>,

@@ -254,12 +254,9 @@ fn undo(db: &Database, losers: BTreeMap<u64, ActiveTxn>) -> Result<u64> {
         .map(|t| (t.txn, (t.undo_next, t.last_lsn)))
         .collect();
     let mut undone = 0;
-    loop {
-        let Some((&txn, &(undo_next, last_lsn))) =
-            todo.iter().max_by_key(|(_, (undo_next, _))| *undo_next)
-        else {
-            break;
-        };
+    while let Some((&txn, &(undo_next, last_lsn))) =
+        todo.iter().max_by_key(|(_, (undo_next, _))| *undo_next)
+    {
         if undo_next == 0 {
             inner.wal.append(txn, last_lsn, Body::Abort)?;
             todo.remove(&txn);

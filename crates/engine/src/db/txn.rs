@@ -106,13 +106,23 @@ impl Transaction {
     /// SET x = x + d`): exclusive lock first, then the new value computed
     /// from the old one. Charges one statement of CPU. Returns the new
     /// value, or `None` (changing nothing) if the key does not exist.
-    pub fn update(&mut self, table: &Table, key: &[u8], change: impl FnOnce(&[u8]) -> Vec<u8>) -> Result<Option<Vec<u8>>> {
+    pub fn update(
+        &mut self,
+        table: &Table,
+        key: &[u8],
+        change: impl FnOnce(&[u8]) -> Vec<u8>,
+    ) -> Result<Option<Vec<u8>>> {
         self.check_active()?;
         if table.def.schema.is_some() {
-            return Err(Error::Invalid(format!("table '{}' is typed: use update_row", table.def.name)));
+            return Err(Error::Invalid(format!(
+                "table '{}' is typed: use update_row",
+                table.def.name
+            )));
         }
         self.lock(table, key, LockMode::Exclusive)?;
-        let Some(stored) = self.db.tree_get(Self::tree(table), key)? else { return Ok(None) };
+        let Some(stored) = self.db.tree_get(Self::tree(table), key)? else {
+            return Ok(None);
+        };
         let new = change(&StoredRow::decode(&stored)?.row);
         self.write(table, key, Some(&new))?;
         Ok(Some(new))
@@ -257,16 +267,23 @@ impl Transaction {
     ) -> Result<Option<Vec<Value>>> {
         self.check_active()?;
         let schema = table.def.schema.as_ref().ok_or_else(|| {
-            Error::Invalid(format!("table '{}' has no schema: use update", table.def.name))
+            Error::Invalid(format!(
+                "table '{}' has no schema: use update",
+                table.def.name
+            ))
         })?;
         let key = crate::row::encode_key(key);
         self.lock(table, &key, LockMode::Exclusive)?;
-        let Some(stored) = self.db.tree_get(Self::tree(table), &key)? else { return Ok(None) };
+        let Some(stored) = self.db.tree_get(Self::tree(table), &key)? else {
+            return Ok(None);
+        };
         let old = schema.decode_row(&StoredRow::decode(&stored)?.row)?;
         let mut new = old.clone();
         change(&mut new);
         if schema.primary_key(&new)? != key {
-            return Err(Error::Invalid("update_row may not change the primary key".into()));
+            return Err(Error::Invalid(
+                "update_row may not change the primary key".into(),
+            ));
         }
         let encoded = schema.encode_row(&new)?;
         self.write(table, &key, Some(&encoded))?;

@@ -79,13 +79,6 @@ pub fn characterize_preset(name: &str, ctx: &RunContext) -> Result<Characterizat
     characterize(model.as_mut(), &options).map_err(|e| e.to_string())
 }
 
-fn seq(
-    c: &Characterization,
-    block_kb: u32,
-) -> Option<&flashlab_devices::characterize::SequentialPoint> {
-    c.sequential.iter().find(|p| p.block_kb == block_kb)
-}
-
 fn rand(
     c: &Characterization,
     block_kb: u32,
