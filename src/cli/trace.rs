@@ -101,7 +101,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             if !(0.0..=1.0).contains(&read_fraction)
                 || block_kb == 0
                 || span_gb == 0
-                || !iops.is_finite() || iops <= 0.0
+                || !iops.is_finite()
+                || iops <= 0.0
             {
                 bail!(
                     "--read-fraction must be within 0..1 and --block-kb, --span-gb, --iops positive"
