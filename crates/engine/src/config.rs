@@ -144,6 +144,9 @@ pub struct DbConfig {
     pub writer_batch_pages: usize,
     #[serde(default)]
     pub cpu: CpuCosts,
+    /// Isolation, rollback extents, retention.
+    #[serde(default)]
+    pub mvcc: crate::mvcc::MvccConfig,
 }
 
 fn default_page_bytes() -> usize {
@@ -194,6 +197,7 @@ impl DbConfig {
             writer_interval_ns: default_writer_interval_ns(),
             writer_batch_pages: default_writer_batch_pages(),
             cpu: CpuCosts::default(),
+            mvcc: crate::mvcc::MvccConfig::default(),
         }
     }
 

@@ -30,6 +30,13 @@ pub enum Error {
     /// The transaction lost a conflict and must be retried.
     #[error("transaction {txn} chosen as a deadlock victim; retry it")]
     Deadlock { txn: u64 },
+    /// Snapshot isolation: another transaction committed a change to a row
+    /// this one is changing after this one's snapshot (first updater wins).
+    #[error("transaction {txn} could not serialize: {detail}; retry it")]
+    Serialization { txn: u64, detail: String },
+    /// A version the read needs is no longer kept (Oracle's ORA-01555).
+    #[error("snapshot too old: {0}")]
+    SnapshotTooOld(String),
     /// A configuration that cannot work.
     #[error("configuration: {0}")]
     Config(String),
@@ -67,7 +74,7 @@ pub enum Error {
 impl Error {
     /// True when running the transaction again may succeed.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Deadlock { .. })
+        matches!(self, Error::Deadlock { .. } | Error::Serialization { .. })
     }
 
     /// True for "no room left" errors, from the engine or a device.

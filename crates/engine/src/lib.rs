@@ -19,6 +19,8 @@
 //! - [`wal`]: the write-ahead log with force-at-commit and group commit;
 //! - [`recovery`]: analysis, redo and undo after a crash;
 //! - [`lock`]: row locks with wait-die;
+//! - [`temp`]: the temp space, external merge sort, grace hash join and
+//!   sort-merge join (lee2008 section 6);
 //! - [`db`]: the `Database` API tying it all together: catalog, tables,
 //!   transactions, checkpoints, recovery, the database directory, and the
 //!   verifier behind `flashlab check`.
@@ -30,9 +32,11 @@ pub mod db;
 pub mod error;
 pub mod lock;
 pub mod mtr;
+pub mod mvcc;
 pub mod page;
 pub mod row;
 pub mod space;
+pub mod temp;
 pub mod wal;
 
 pub use config::{CpuCosts, DataSpaceConfig, DbConfig, SpaceConfig};

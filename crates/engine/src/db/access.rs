@@ -90,30 +90,6 @@ impl Inner {
         Ok((before, logged))
     }
 
-    /// Delete `key`; returns the removed value and the record.
-    pub(crate) fn tree_delete(
-        &self,
-        tree: TreeRef,
-        key: &[u8],
-        ctx: &LogCtx,
-    ) -> Result<(Option<Vec<u8>>, Option<Logged>)> {
-        let latch = self.latch(tree.space, tree.root);
-        let _guard = latch.lock();
-        let mut mtr = self.mtr(tree.space)?;
-        let before = BTree::open(tree.root).delete(&mut mtr, key)?;
-        if before.is_none() {
-            return Ok((None, None));
-        }
-        let undo = (ctx.txn != 0).then(|| Undo {
-            space: tree.space,
-            root: tree.root,
-            key: key.to_vec(),
-            before: before.clone(),
-        });
-        let logged = mtr.commit(&self.wal, ctx.txn, ctx.prev_lsn, undo)?;
-        Ok((before, logged))
-    }
-
     /// Apply one undo step and log it as a compensation record whose
     /// `undo_next` is `undo_next`. Returns the compensation's LSN.
     pub(crate) fn compensate(

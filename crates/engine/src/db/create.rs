@@ -70,7 +70,7 @@ fn capacity_pages(configured: Option<u64>, device: &DeviceRef, page_bytes: usize
 pub(crate) fn create(config: &DbConfig, devices: Devices) -> Result<Database> {
     let wal = Wal::create(devices.log.clone(), config.wal.clone())?;
     let (spaces, pools) = build_spaces(config, &devices, &wal)?;
-    let db = Database::from_parts(config, spaces, pools, wal, devices);
+    let db = Database::from_parts(config, spaces, pools, wal, devices, 1, 1)?;
     for space in &db.inner.spaces {
         format_space(&db, space)?;
     }

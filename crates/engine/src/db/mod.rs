@@ -44,6 +44,8 @@ use crate::buffer::{BufferPool, BufferStats, LogForce, WriterStop};
 use crate::config::DbConfig;
 use crate::error::{Error, Result};
 use crate::lock::{LockManager, LockStats};
+use crate::mvcc::Versions;
+use crate::mvcc::rollback::{RollbackSpace, RollbackStats};
 use crate::page::{PageNo, SpaceId};
 use crate::wal::record::Body;
 use crate::wal::{LogStats, Wal};
@@ -125,13 +127,22 @@ pub struct DbStats {
     pub buffers: BTreeMap<usize, BufferStats>,
     pub commits: u64,
     pub aborts: u64,
+    pub rollback: RollbackStats,
 }
 
 /// The latch of one tree (DB-1).
 type TreeLatch = Arc<RtMutex<()>>;
 
+/// Capacity of the in-memory rollback space used when the configuration
+/// names none (sparse: costs only what is written).
+pub const ROLLBACK_MEMORY_BYTES: u64 = 1 << 40;
+
 pub(crate) struct Inner {
     pub config: DbConfig,
+    /// Transaction states and snapshots (MVCC).
+    pub versions: Versions,
+    /// Before-images for snapshot readers.
+    pub rollback: RollbackSpace,
     pub spaces: Vec<DataSpace>,
     pub pools: BTreeMap<usize, Arc<BufferPool>>,
     pub wal: Arc<Wal>,
@@ -142,7 +153,6 @@ pub(crate) struct Inner {
     /// CPU costs in force (loading runs with none).
     cpu: std::sync::Mutex<crate::config::CpuCosts>,
     pub next_txn: AtomicU64,
-    pub next_commit_ts: AtomicU64,
     pub commits: AtomicU64,
     pub aborts: AtomicU64,
     /// Serialises DDL and checkpoints.
@@ -234,15 +244,38 @@ impl Database {
         Database::open_with(config, devices)
     }
 
+    /// Assemble an open database. `next_txn` and `next_commit_ts` continue
+    /// where the log left them; the rollback space starts empty.
     pub(crate) fn from_parts(
         config: &DbConfig,
         spaces: Vec<DataSpace>,
-        pools: BTreeMap<usize, Arc<BufferPool>>,
+        mut pools: BTreeMap<usize, Arc<BufferPool>>,
         wal: Arc<Wal>,
         devices: Devices,
-    ) -> Database {
-        Database {
+        next_txn: u64,
+        next_commit_ts: u64,
+    ) -> Result<Database> {
+        let mvcc = &config.mvcc;
+        let pool = match pools.get(&mvcc.page_bytes) {
+            Some(pool) => pool.clone(),
+            None => {
+                let log: Arc<dyn LogForce> = wal.clone();
+                let pool = Arc::new(BufferPool::new(mvcc.page_bytes, mvcc.buffer_bytes, log)?);
+                pools.insert(mvcc.page_bytes, pool.clone());
+                pool
+            }
+        };
+        let rollback_device = devices.rollback.clone().unwrap_or_else(|| {
+            Arc::new(flashlab_devices::memory::MemoryDevice::new(
+                "rollback",
+                ROLLBACK_MEMORY_BYTES,
+            ))
+        });
+        let rollback = RollbackSpace::open(pool, rollback_device, mvcc.extent_bytes)?;
+        Ok(Database {
             inner: Arc::new(Inner {
+                versions: Versions::new(next_txn, next_commit_ts, mvcc.retention_ns),
+                rollback,
                 config: config.clone(),
                 spaces,
                 pools,
@@ -252,15 +285,14 @@ impl Database {
                 latches: std::sync::Mutex::new(HashMap::new()),
                 locks: LockManager::new(),
                 cpu: std::sync::Mutex::new(config.cpu.clone()),
-                next_txn: AtomicU64::new(1),
-                next_commit_ts: AtomicU64::new(1),
+                next_txn: AtomicU64::new(next_txn),
                 commits: AtomicU64::new(0),
                 aborts: AtomicU64::new(0),
                 ddl: RtMutex::new(()),
                 stop: WriterStop::new(),
                 tasks: std::sync::Mutex::new(Vec::new()),
             }),
-        }
+        })
     }
 
     fn start_background(&self) {
@@ -318,12 +350,35 @@ impl Database {
         &self.inner.config
     }
 
-    /// Start a transaction.
+    /// Start a transaction with a snapshot of every visible commit.
     pub fn begin(&self) -> Result<Transaction> {
         self.inner.check_log()?;
         Rt::current().cpu(self.inner.cpu().begin_ns);
         let id = self.inner.next_txn.fetch_add(1, Ordering::SeqCst);
-        Ok(Transaction::new(self.inner.clone(), id))
+        self.inner.versions.begin_txn(id);
+        let snapshot = self.inner.versions.snapshot();
+        Ok(Transaction::new(self.inner.clone(), id, snapshot, false))
+    }
+
+    /// Time travel: a read-only transaction seeing the database as of
+    /// commit timestamp `ts` (within retention, else "snapshot too old").
+    pub fn begin_as_of(&self, ts: u64) -> Result<Transaction> {
+        let snapshot = self.inner.versions.snapshot_as_of(ts)?;
+        let id = self.inner.next_txn.fetch_add(1, Ordering::SeqCst);
+        self.inner.versions.begin_txn(id);
+        Ok(Transaction::new(self.inner.clone(), id, snapshot, true))
+    }
+
+    /// Time travel by time: as of the last commit at or before `time_ns`
+    /// (the runtime's clock).
+    pub fn begin_as_of_time(&self, time_ns: u64) -> Result<Transaction> {
+        let ts = self.inner.versions.ts_at_time(time_ns)?;
+        self.begin_as_of(ts)
+    }
+
+    /// The newest visible commit timestamp.
+    pub fn visible_ts(&self) -> u64 {
+        self.inner.versions.horizon()
     }
 
     /// The table called `name`.
@@ -357,9 +412,15 @@ impl Database {
         let _ddl = inner.ddl.lock();
         inner.check_log()?;
         let start = inner.wal.checkpoint_begin()?;
+        // Logged pages only: rollback pages are not logged (and carry no
+        // LSN), so they have no place in the dirty page table.
         let mut dirty = Vec::new();
         for pool in inner.pools.values() {
-            dirty.extend(pool.dirty_pages());
+            dirty.extend(
+                pool.dirty_pages()
+                    .into_iter()
+                    .filter(|(page, _)| (page.space as usize) < inner.spaces.len()),
+            );
         }
         // Pages written back before the snapshot are clean in the pool but
         // durable only after a flush of their device: without it, a crash
@@ -370,7 +431,7 @@ impl Database {
         let body = Body::CheckpointEnd {
             begin_lsn: start.begin_lsn,
             next_txn: inner.next_txn.load(Ordering::SeqCst),
-            next_commit_ts: inner.next_commit_ts.load(Ordering::SeqCst),
+            next_commit_ts: inner.versions.next_ts(),
             pending_lsn: start.pending_lsn,
             active: start.active,
             dirty,
@@ -416,6 +477,7 @@ impl Database {
                 .collect(),
             commits: self.inner.commits.load(Ordering::Relaxed),
             aborts: self.inner.aborts.load(Ordering::Relaxed),
+            rollback: self.inner.rollback.stats(),
         }
     }
 

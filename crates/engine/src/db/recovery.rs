@@ -31,7 +31,6 @@
 //!    state: compensation records make undo resumable.
 
 use std::collections::BTreeMap;
-use std::sync::atomic::Ordering;
 
 use crate::config::DbConfig;
 use crate::db::create::{build_spaces, load_catalog};
@@ -179,7 +178,8 @@ pub(crate) fn recover_with_report(
         .chain(analysis.pending_lsn)
         .min()
         .unwrap_or(checkpoint_lsn)
-        .min(checkpoint_lsn);
+        .min(checkpoint_lsn)
+        .max(LOG_START_LSN);
     let wal = Wal::resume(
         devices.log.clone(),
         config.wal.clone(),
@@ -187,11 +187,15 @@ pub(crate) fn recover_with_report(
         master,
     )?;
     let (spaces, pools) = build_spaces(config, &devices, &wal)?;
-    let db = Database::from_parts(config, spaces, pools, wal, devices);
-    db.inner.next_txn.store(analysis.next_txn, Ordering::SeqCst);
-    db.inner
-        .next_commit_ts
-        .store(analysis.next_commit_ts, Ordering::SeqCst);
+    let db = Database::from_parts(
+        config,
+        spaces,
+        pools,
+        wal,
+        devices,
+        analysis.next_txn,
+        analysis.next_commit_ts,
+    )?;
     let mut report = RecoveryReport {
         checkpoint_lsn,
         redo_lsn,

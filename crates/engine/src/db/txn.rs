@@ -1,17 +1,28 @@
-//! Transactions: row locks, logged changes, commit and rollback.
+//! Transactions: snapshots, row locks, versions, commit and rollback.
 //!
-//! A [`Transaction`] reads with shared row locks and writes with exclusive
-//! ones, held to the end (strict two-phase locking; wait-die prevents
-//! deadlocks and makes the loser's call fail with a retryable error). Every
-//! change is one log record chained to the transaction's previous one
-//! (DB-2). Commit appends a commit record and waits for the log as the
-//! durability level says (DB-3); rollback undoes the changes newest first,
-//! logging each undo step as a compensation record, then appends an abort
-//! record. A transaction dropped while still active rolls back.
+//! A [`Transaction`] reads from a snapshot without taking locks (MVCC, see
+//! [`crate::mvcc`]): a row whose current version its snapshot may not see
+//! is followed back through its before-images in the rollback segments.
+//! Writes take exclusive row locks held to the end (strict two-phase
+//! locking for writers; deadlocks are detected and the requester is the
+//! victim, with a retryable error). Under snapshot isolation the first
+//! updater wins: overwriting a version committed after this transaction's
+//! snapshot fails with a retryable serialization error. Under read committed
+//! every statement takes a fresh snapshot and an update changes the latest
+//! committed version.
 //!
-//! Stored values carry the MVCC version header (`row::StoredRow`): for now
-//! the header records the writing transaction; the MVCC layer will fill in
-//! commit timestamps and version chains.
+//! A change writes the row's before-image to the transaction's rollback
+//! segment, then the new version (whose header names this transaction and
+//! points at the before-image) into the B+tree as one logged
+//! mini-transaction (DB-2). A delete writes a *tombstone* version, so older
+//! snapshots still find the row. Secondary index entries are only ever
+//! added: an index scan re-checks each row it finds against the key.
+//!
+//! Commit takes a commit timestamp, appends the commit record and waits for
+//! the log as the durability level says (DB-3); the commit becomes visible
+//! to new snapshots once durable. Rollback undoes the changes newest first
+//! through the log's logical undo, logging compensation records. A
+//! transaction dropped while still active rolls back.
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -23,11 +34,17 @@ use crate::db::access::{LogCtx, TreeRef};
 use crate::db::{Inner, Table};
 use crate::error::{Error, Result};
 use crate::lock::{LockKey, LockMode};
+use crate::mvcc::Isolation;
+use crate::mvcc::rollback::Reclaim;
 use crate::row::{StoredRow, Value, VersionHeader, prefix_end};
 use crate::wal::record::{Body, Undo};
 
 /// Most rows one scan returns.
 pub const SCAN_ROWS_MAX: usize = 10_000_000;
+/// Set in a version header's `prev` when the version is a deletion.
+pub const TOMBSTONE: u64 = 1 << 63;
+/// Longest version chain a read follows before declaring the data corrupt.
+pub const CHAIN_STEPS_MAX: u64 = 1 << 20;
 
 /// One logged change not yet compensated.
 struct UndoEntry {
@@ -39,25 +56,40 @@ struct UndoEntry {
 pub struct Transaction {
     db: Arc<Inner>,
     id: u64,
+    isolation: Isolation,
+    snapshot_ts: u64,
+    /// Time travel: reads only, at a past snapshot.
+    read_only: bool,
+    segment: Option<usize>,
     last_lsn: u64,
     undo: Vec<UndoEntry>,
     active: bool,
 }
 
 impl Transaction {
-    pub(crate) fn new(db: Arc<Inner>, id: u64) -> Transaction {
+    pub(crate) fn new(db: Arc<Inner>, id: u64, snapshot_ts: u64, read_only: bool) -> Transaction {
+        let isolation = db.config.mvcc.isolation;
         Transaction {
             db,
             id,
+            isolation,
+            snapshot_ts,
+            read_only,
+            segment: None,
             last_lsn: 0,
             undo: Vec::new(),
             active: true,
         }
     }
 
-    /// The transaction's id (also its age for wait-die: smaller is older).
+    /// The transaction's id.
     pub fn id(&self) -> u64 {
         self.id
+    }
+
+    /// The commit timestamp this transaction's snapshot sees up to.
+    pub fn snapshot_ts(&self) -> u64 {
+        self.snapshot_ts
     }
 
     fn check_active(&self) -> Result<()> {
@@ -65,6 +97,26 @@ impl Transaction {
             return Err(Error::Invalid(format!("transaction {} has ended", self.id)));
         }
         Ok(())
+    }
+
+    fn check_writable(&self) -> Result<()> {
+        self.check_active()?;
+        if self.read_only {
+            return Err(Error::Invalid(format!(
+                "transaction {} reads a past snapshot and cannot write",
+                self.id
+            )));
+        }
+        Ok(())
+    }
+
+    /// Read committed: a fresh snapshot for each statement.
+    fn statement_snapshot(&mut self) {
+        if self.isolation == Isolation::ReadCommitted && !self.read_only {
+            let fresh = self.db.versions.snapshot();
+            self.db.versions.release_snapshot(self.snapshot_ts);
+            self.snapshot_ts = fresh;
+        }
     }
 
     fn lock(&self, table: &Table, key: &[u8], mode: LockMode) -> Result<()> {
@@ -79,135 +131,60 @@ impl Transaction {
         }
     }
 
-    /// Read the value under `key`.
+    // ---------------------------------------------------------- reading
+
+    /// The version of a stored row this transaction's snapshot sees: its
+    /// row bytes, or `None` if the row did not exist (or was deleted) then.
+    fn visible(&self, stored: &[u8]) -> Result<Option<Vec<u8>>> {
+        let row = StoredRow::decode(stored)?;
+        let (mut header, mut bytes) = (row.header, row.row);
+        let mut steps = 0u64;
+        loop {
+            let creator = header.txn_id().unwrap_or(0);
+            if self.db.versions.visible(creator, self.id, self.snapshot_ts) {
+                if steps > 0 {
+                    self.db.rollback.note_chain(steps);
+                }
+                return Ok((header.prev & TOMBSTONE == 0).then_some(bytes));
+            }
+            let pointer = header.prev & !TOMBSTONE;
+            if pointer == 0 {
+                return Ok(None); // created after the snapshot
+            }
+            steps += 1;
+            if steps > CHAIN_STEPS_MAX {
+                return Err(Error::malformed(
+                    "version chain",
+                    format!("longer than {CHAIN_STEPS_MAX}"),
+                ));
+            }
+            match self.db.rollback.read(pointer)? {
+                Some((older, older_bytes)) => {
+                    header = older;
+                    bytes = older_bytes;
+                }
+                None => {
+                    return Err(Error::SnapshotTooOld(format!(
+                        "transaction {} at timestamp {} needs a version whose rollback extent was reused",
+                        self.id, self.snapshot_ts
+                    )));
+                }
+            }
+        }
+    }
+
+    /// Read the value under `key` as of this transaction's snapshot.
     pub fn get(&mut self, table: &Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.check_active()?;
-        self.lock(table, key, LockMode::Shared)?;
+        self.statement_snapshot();
         Rt::current().cpu(self.db.cpu().get_ns);
-        let stored = self.db.tree_get(Self::tree(table), key)?;
-        stored
-            .map(|bytes| StoredRow::decode(&bytes).map(|row| row.row))
-            .transpose()
-    }
-
-    /// Insert or replace the value under `key`.
-    pub fn put(&mut self, table: &Table, key: &[u8], value: &[u8]) -> Result<()> {
-        self.check_active()?;
-        if table.def.schema.is_some() {
-            return Err(Error::Invalid(format!(
-                "table '{}' is typed: use put_row",
-                table.def.name
-            )));
-        }
-        self.write(table, key, Some(value)).map(|_| ())
-    }
-
-    /// Read-modify-write of one row as one statement (an SQL `UPDATE ...
-    /// SET x = x + d`): exclusive lock first, then the new value computed
-    /// from the old one. Charges one statement of CPU. Returns the new
-    /// value, or `None` (changing nothing) if the key does not exist.
-    pub fn update(
-        &mut self,
-        table: &Table,
-        key: &[u8],
-        change: impl FnOnce(&[u8]) -> Vec<u8>,
-    ) -> Result<Option<Vec<u8>>> {
-        self.check_active()?;
-        if table.def.schema.is_some() {
-            return Err(Error::Invalid(format!(
-                "table '{}' is typed: use update_row",
-                table.def.name
-            )));
-        }
-        self.lock(table, key, LockMode::Exclusive)?;
-        let Some(stored) = self.db.tree_get(Self::tree(table), key)? else {
-            return Ok(None);
-        };
-        let new = change(&StoredRow::decode(&stored)?.row);
-        self.write(table, key, Some(&new))?;
-        Ok(Some(new))
-    }
-
-    /// Delete `key`; true if it existed.
-    pub fn delete(&mut self, table: &Table, key: &[u8]) -> Result<bool> {
-        self.check_active()?;
-        if table.def.schema.is_some() {
-            return Err(Error::Invalid(format!(
-                "table '{}' is typed: use delete_row",
-                table.def.name
-            )));
-        }
-        Ok(self.write(table, key, None)?.is_some())
-    }
-
-    /// Lock, then change the primary tree; returns the old stored value.
-    fn write(
-        &mut self,
-        table: &Table,
-        key: &[u8],
-        value: Option<&[u8]>,
-    ) -> Result<Option<Vec<u8>>> {
-        self.lock(table, key, LockMode::Exclusive)?;
-        self.db.check_log()?;
-        Rt::current().cpu(self.db.cpu().put_ns);
-        let tree = Self::tree(table);
-        let before = match value {
-            Some(value) => {
-                let stored = StoredRow {
-                    header: VersionHeader::uncommitted(self.id, 0),
-                    row: value.to_vec(),
-                }
-                .encode();
-                self.tree_put(tree, key, &stored)?
-            }
-            None => self.tree_delete(tree, key)?,
-        };
-        before
-            .map(|bytes| StoredRow::decode(&bytes).map(|row| row.row))
-            .transpose()
-    }
-
-    fn tree_put(&mut self, tree: TreeRef, key: &[u8], stored: &[u8]) -> Result<Option<Vec<u8>>> {
-        let ctx = self.ctx();
-        let (before, logged) = self.db.tree_put(tree, key, stored, &ctx)?;
-        if let Some(logged) = logged {
-            self.logged(logged.lsn, tree, key, before.clone());
-        }
-        Ok(before)
-    }
-
-    fn tree_delete(&mut self, tree: TreeRef, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let ctx = self.ctx();
-        let (before, logged) = self.db.tree_delete(tree, key, &ctx)?;
-        if let Some(logged) = logged {
-            self.logged(logged.lsn, tree, key, before.clone());
-        }
-        Ok(before)
-    }
-
-    fn ctx(&self) -> LogCtx {
-        LogCtx {
-            txn: self.id,
-            prev_lsn: self.last_lsn,
+        match self.db.tree_get(Self::tree(table), key)? {
+            Some(stored) => self.visible(&stored),
+            None => Ok(None),
         }
     }
 
-    /// Record a logged change in the undo list and the active table (DB-2).
-    fn logged(&mut self, lsn: u64, tree: TreeRef, key: &[u8], before: Option<Vec<u8>>) {
-        debug_assert!(lsn > self.last_lsn, "DB-2: records chain forward");
-        self.undo.push(UndoEntry {
-            prev_lsn: self.last_lsn,
-            undo: Undo {
-                space: tree.space,
-                root: tree.root,
-                key: key.to_vec(),
-                before,
-            },
-        });
-        self.last_lsn = lsn;
-    }
-
-    /// Entries with `lower <= key < upper`, in key order (each locked shared).
+    /// Entries with `lower <= key < upper` as of the snapshot, in key order.
     pub fn scan(
         &mut self,
         table: &Table,
@@ -215,17 +192,17 @@ impl Transaction {
         upper: Bound<&[u8]>,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
         self.check_active()?;
+        self.statement_snapshot();
         let entries = self
             .db
             .tree_scan(Self::tree(table), lower, upper, SCAN_ROWS_MAX)?;
         let rt = Rt::current();
+        let cost = self.db.cpu().scan_row_ns;
         let mut out = Vec::with_capacity(entries.len());
-        for (key, _) in entries {
-            self.lock(table, &key, LockMode::Shared)?;
-            rt.cpu(self.db.cpu().scan_row_ns);
-            // Re-read under the lock: the scan itself took no locks.
-            if let Some(bytes) = self.db.tree_get(Self::tree(table), &key)? {
-                out.push((key, StoredRow::decode(&bytes)?.row));
+        for (key, stored) in entries {
+            rt.cpu(cost);
+            if let Some(row) = self.visible(&stored)? {
+                out.push((key, row));
             }
         }
         Ok(out)
@@ -241,19 +218,203 @@ impl Transaction {
         self.scan(table, Bound::Included(prefix), upper)
     }
 
+    // ---------------------------------------------------------- writing
+
+    /// Insert or replace the value under `key`.
+    pub fn put(&mut self, table: &Table, key: &[u8], value: &[u8]) -> Result<()> {
+        self.check_writable()?;
+        if table.def.schema.is_some() {
+            return Err(Error::Invalid(format!(
+                "table '{}' is typed: use put_row",
+                table.def.name
+            )));
+        }
+        self.write(table, key, Some(value)).map(|_| ())
+    }
+
+    /// Read-modify-write of one row as one statement (an SQL `UPDATE ...
+    /// SET x = x + d`): exclusive lock first, then the new value computed
+    /// from the latest version. Charges one statement of CPU. Returns the
+    /// new value, or `None` (changing nothing) if the row does not exist.
+    pub fn update(
+        &mut self,
+        table: &Table,
+        key: &[u8],
+        change: impl FnOnce(&[u8]) -> Vec<u8>,
+    ) -> Result<Option<Vec<u8>>> {
+        self.check_writable()?;
+        if table.def.schema.is_some() {
+            return Err(Error::Invalid(format!(
+                "table '{}' is typed: use update_row",
+                table.def.name
+            )));
+        }
+        self.lock(table, key, LockMode::Exclusive)?;
+        let Some(current) = self.current(table, key)? else {
+            return Ok(None);
+        };
+        let new = change(&current);
+        self.write(table, key, Some(&new))?;
+        Ok(Some(new))
+    }
+
+    /// The latest version of a row this transaction may overwrite, after
+    /// its lock is held: first updater wins under snapshot isolation.
+    fn current(&self, table: &Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
+        let Some(stored) = self.db.tree_get(Self::tree(table), key)? else {
+            return Ok(None);
+        };
+        let row = StoredRow::decode(&stored)?;
+        self.check_first_updater(&row.header)?;
+        Ok((row.header.prev & TOMBSTONE == 0).then_some(row.row))
+    }
+
+    /// MVCC-4: refuse to overwrite a version committed after the snapshot.
+    fn check_first_updater(&self, header: &VersionHeader) -> Result<()> {
+        if self.isolation != Isolation::Snapshot {
+            return Ok(());
+        }
+        let creator = header.txn_id().unwrap_or(0);
+        if !self.db.versions.visible(creator, self.id, self.snapshot_ts) {
+            return Err(Error::Serialization {
+                txn: self.id,
+                detail: format!(
+                    "a row it changes was changed by transaction {creator}, which committed after its snapshot (timestamp {})",
+                    self.snapshot_ts
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Delete `key`; true if it existed.
+    pub fn delete(&mut self, table: &Table, key: &[u8]) -> Result<bool> {
+        self.check_writable()?;
+        if table.def.schema.is_some() {
+            return Err(Error::Invalid(format!(
+                "table '{}' is typed: use delete_row",
+                table.def.name
+            )));
+        }
+        Ok(self.write(table, key, None)?.is_some())
+    }
+
+    /// Lock, keep the before-image in the rollback segment, write the new
+    /// version (or a tombstone); returns the row's previous latest value.
+    fn write(
+        &mut self,
+        table: &Table,
+        key: &[u8],
+        value: Option<&[u8]>,
+    ) -> Result<Option<Vec<u8>>> {
+        self.lock(table, key, LockMode::Exclusive)?;
+        self.db.check_log()?;
+        Rt::current().cpu(self.db.cpu().put_ns);
+        let tree = Self::tree(table);
+        let current = self
+            .db
+            .tree_get(tree, key)?
+            .map(|s| StoredRow::decode(&s))
+            .transpose()?;
+        if let Some(row) = &current {
+            self.check_first_updater(&row.header)?;
+        }
+        let prev = match &current {
+            None => 0,
+            // Our own earlier version: others still see the one before it.
+            Some(row) if row.header.txn_id() == Some(self.id) => row.header.prev & !TOMBSTONE,
+            Some(row) => self.keep_before_image(row)?,
+        };
+        if value.is_none()
+            && current
+                .as_ref()
+                .is_none_or(|r| r.header.prev & TOMBSTONE != 0)
+        {
+            return Ok(None); // nothing to delete
+        }
+        let header =
+            VersionHeader::uncommitted(self.id, prev | if value.is_none() { TOMBSTONE } else { 0 });
+        let stored = StoredRow {
+            header,
+            row: value.unwrap_or_default().to_vec(),
+        }
+        .encode();
+        self.tree_put(tree, key, &stored)?;
+        Ok(current.and_then(|row| (row.header.prev & TOMBSTONE == 0).then_some(row.row)))
+    }
+
+    /// Append a version to this transaction's rollback segment.
+    fn keep_before_image(&mut self, row: &StoredRow) -> Result<u64> {
+        let segment = match self.segment {
+            Some(s) => s,
+            None => {
+                let s = self.db.rollback.assign(self.id)?;
+                self.segment = Some(s);
+                s
+            }
+        };
+        let db = self.db.clone();
+        let reclaim = move || Reclaim {
+            oldest_snapshot: db.versions.oldest_snapshot(),
+            now_ns: Rt::current().now_ns(),
+            retention_ns: db.config.mvcc.retention_ns,
+        };
+        self.db
+            .rollback
+            .append(segment, self.id, row.header, &row.row, &reclaim)
+    }
+
+    fn tree_put(&mut self, tree: TreeRef, key: &[u8], stored: &[u8]) -> Result<Option<Vec<u8>>> {
+        let ctx = self.ctx();
+        let (before, logged) = self.db.tree_put(tree, key, stored, &ctx)?;
+        if let Some(logged) = logged {
+            self.logged(logged.lsn, tree, key, before.clone());
+        }
+        Ok(before)
+    }
+
+    fn ctx(&self) -> LogCtx {
+        LogCtx {
+            txn: self.id,
+            prev_lsn: self.last_lsn,
+        }
+    }
+
+    /// Record a logged change in the undo list (DB-2).
+    fn logged(&mut self, lsn: u64, tree: TreeRef, key: &[u8], before: Option<Vec<u8>>) {
+        debug_assert!(lsn > self.last_lsn, "DB-2: records chain forward");
+        self.undo.push(UndoEntry {
+            prev_lsn: self.last_lsn,
+            undo: Undo {
+                space: tree.space,
+                root: tree.root,
+                key: key.to_vec(),
+                before,
+            },
+        });
+        self.last_lsn = lsn;
+    }
+
     // ---------------------------------------------------------- typed rows
 
-    /// Insert or replace a typed row, maintaining the table's indexes.
+    fn schema(table: &Table) -> Result<&crate::row::Schema> {
+        table.def.schema.as_ref().ok_or_else(|| {
+            Error::Invalid(format!(
+                "table '{}' has no schema: use the byte API",
+                table.def.name
+            ))
+        })
+    }
+
+    /// Insert or replace a typed row, adding its index entries.
     pub fn put_row(&mut self, table: &Table, row: &[Value]) -> Result<()> {
-        self.check_active()?;
-        let schema = table.def.schema.as_ref().ok_or_else(|| {
-            Error::Invalid(format!("table '{}' has no schema: use put", table.def.name))
-        })?;
+        self.check_writable()?;
+        let schema = Self::schema(table)?;
         let key = schema.primary_key(row)?;
         let encoded = schema.encode_row(row)?;
         let before = self.write(table, &key, Some(&encoded))?;
         let old_row = before.map(|b| schema.decode_row(&b)).transpose()?;
-        self.update_indexes(table, &key, old_row.as_deref(), Some(row))
+        self.add_index_entries(table, &key, old_row.as_deref(), row)
     }
 
     /// Read-modify-write of one typed row as one statement (see
@@ -265,19 +426,14 @@ impl Transaction {
         key: &[Value],
         change: impl FnOnce(&mut Vec<Value>),
     ) -> Result<Option<Vec<Value>>> {
-        self.check_active()?;
-        let schema = table.def.schema.as_ref().ok_or_else(|| {
-            Error::Invalid(format!(
-                "table '{}' has no schema: use update",
-                table.def.name
-            ))
-        })?;
+        self.check_writable()?;
+        let schema = Self::schema(table)?;
         let key = crate::row::encode_key(key);
         self.lock(table, &key, LockMode::Exclusive)?;
-        let Some(stored) = self.db.tree_get(Self::tree(table), &key)? else {
+        let Some(current) = self.current(table, &key)? else {
             return Ok(None);
         };
-        let old = schema.decode_row(&StoredRow::decode(&stored)?.row)?;
+        let old = schema.decode_row(&current)?;
         let mut new = old.clone();
         change(&mut new);
         if schema.primary_key(&new)? != key {
@@ -287,15 +443,13 @@ impl Transaction {
         }
         let encoded = schema.encode_row(&new)?;
         self.write(table, &key, Some(&encoded))?;
-        self.update_indexes(table, &key, Some(&old), Some(&new))?;
+        self.add_index_entries(table, &key, Some(&old), &new)?;
         Ok(Some(new))
     }
 
     /// Read a typed row by its primary key values.
     pub fn get_row(&mut self, table: &Table, key: &[Value]) -> Result<Option<Vec<Value>>> {
-        let schema = table.def.schema.as_ref().ok_or_else(|| {
-            Error::Invalid(format!("table '{}' has no schema: use get", table.def.name))
-        })?;
+        let schema = Self::schema(table)?;
         let key = crate::row::encode_key(key);
         self.get(table, &key)?
             .map(|bytes| schema.decode_row(&bytes))
@@ -304,24 +458,14 @@ impl Transaction {
 
     /// Delete a typed row by its primary key values; true if it existed.
     pub fn delete_row(&mut self, table: &Table, key: &[Value]) -> Result<bool> {
-        self.check_active()?;
-        let schema = table.def.schema.as_ref().ok_or_else(|| {
-            Error::Invalid(format!(
-                "table '{}' has no schema: use delete",
-                table.def.name
-            ))
-        })?;
+        self.check_writable()?;
+        Self::schema(table)?;
         let key = crate::row::encode_key(key);
-        let before = self.write(table, &key, None)?;
-        let Some(bytes) = before else {
-            return Ok(false);
-        };
-        let old_row = schema.decode_row(&bytes)?;
-        self.update_indexes(table, &key, Some(&old_row), None)?;
-        Ok(true)
+        Ok(self.write(table, &key, None)?.is_some())
     }
 
-    /// Rows whose index columns start with `prefix` values, in index order.
+    /// Rows whose index columns start with `prefix` values, in index order,
+    /// as of the snapshot.
     pub fn index_scan(
         &mut self,
         table: &Table,
@@ -329,12 +473,9 @@ impl Transaction {
         prefix: &[Value],
     ) -> Result<Vec<Vec<Value>>> {
         self.check_active()?;
+        self.statement_snapshot();
         let def = table.def.index(index)?;
-        let schema = table
-            .def
-            .schema
-            .as_ref()
-            .ok_or_else(|| Error::Invalid("index on an untyped table".into()))?;
+        let schema = Self::schema(table)?;
         let tree = TreeRef {
             space: table.def.space,
             root: def.root,
@@ -348,34 +489,45 @@ impl Transaction {
         let entries = self
             .db
             .tree_scan(tree, Bound::Included(&start), upper, SCAN_ROWS_MAX)?;
-        let key_len = def.columns.len();
+        let mut types: Vec<_> = def
+            .columns
+            .iter()
+            .map(|&c| schema.columns()[c].ty)
+            .collect();
+        types.extend(schema.key().iter().map(|&c| schema.columns()[c].ty));
         let mut rows = Vec::new();
+        let mut seen = std::collections::BTreeSet::new();
         for (index_key, _) in entries {
-            let mut types: Vec<_> = def
-                .columns
-                .iter()
-                .map(|&c| schema.columns()[c].ty)
-                .collect();
-            types.extend(schema.key().iter().map(|&c| schema.columns()[c].ty));
             let values = crate::row::decode_key(&types, &index_key)?;
-            let pk = crate::row::encode_key(&values[key_len..]);
-            if let Some(bytes) = self.get(table, &pk)? {
-                rows.push(schema.decode_row(&bytes)?);
+            let pk = crate::row::encode_key(&values[def.columns.len()..]);
+            let Some(stored) = self.db.tree_get(Self::tree(table), &pk)? else {
+                continue;
+            };
+            let Some(bytes) = self.visible(&stored)? else {
+                continue;
+            };
+            let row = schema.decode_row(&bytes)?;
+            // Entries are never removed: keep the row only if the version
+            // this snapshot sees still has these index values.
+            if schema.index_key(&row, &def.columns)? == index_key[..index_key.len() - pk.len()]
+                && seen.insert(pk)
+            {
+                rows.push(row);
             }
         }
         Ok(rows)
     }
 
-    fn update_indexes(
+    /// Add the index entries of `new` that `old` did not have. Entries of
+    /// old versions stay for older snapshots; scans re-check them.
+    fn add_index_entries(
         &mut self,
         table: &Table,
         pk: &[u8],
         old: Option<&[Value]>,
-        new: Option<&[Value]>,
+        new: &[Value],
     ) -> Result<()> {
-        let Some(schema) = table.def.schema.as_ref() else {
-            return Ok(());
-        };
+        let schema = Self::schema(table)?;
         for index in &table.def.indexes {
             let tree = TreeRef {
                 space: table.def.space,
@@ -386,49 +538,71 @@ impl Transaction {
                 key.extend_from_slice(pk);
                 Ok(key)
             };
-            let old_key = old.map(key_of).transpose()?;
-            let new_key = new.map(key_of).transpose()?;
-            if old_key == new_key {
+            let new_key = key_of(new)?;
+            if old.map(key_of).transpose()?.as_ref() == Some(&new_key) {
                 continue;
             }
-            if let Some(old_key) = old_key {
-                self.tree_delete(tree, &old_key)?;
+            let empty = StoredRow {
+                header: VersionHeader::uncommitted(self.id, 0),
+                row: Vec::new(),
             }
-            if let Some(new_key) = new_key {
-                self.tree_put(tree, &new_key, &[])?;
-            }
+            .encode();
+            self.tree_put(tree, &new_key, &empty)?;
         }
         Ok(())
     }
 
-    // ---------------------------------------------------------- commit
+    // ---------------------------------------------------------- ending
 
-    /// Commit: append the commit record, wait for the log (DB-3), release
-    /// the locks.
-    pub fn commit(mut self) -> Result<()> {
+    /// Commit: take a commit timestamp, append the commit record, wait for
+    /// the log (DB-3), make the commit visible, release the locks.
+    pub fn commit(self) -> Result<()> {
+        self.commit_with_ts().map(|_| ())
+    }
+
+    /// Commit, returning the commit timestamp (for a transaction that wrote
+    /// nothing: its snapshot's timestamp).
+    pub fn commit_with_ts(mut self) -> Result<u64> {
         self.check_active()?;
         self.active = false;
         let db = self.db.clone();
         Rt::current().cpu(db.cpu().commit_ns);
         if self.undo.is_empty() {
-            db.locks.release_all(self.id);
-            return Ok(());
+            self.finish(None);
+            return Ok(self.snapshot_ts);
         }
-        let commit_ts = db.next_commit_ts.fetch_add(1, Ordering::SeqCst);
+        let commit_ts = db.versions.assign_commit_ts(self.id);
         let result = db
             .wal
             .append(self.id, self.last_lsn, Body::Commit { commit_ts })
             .and_then(|(_, end)| db.wal.commit_wait(end));
         match result {
             Ok(()) => {
+                db.versions
+                    .commit_visible(commit_ts, Rt::current().now_ns());
                 db.commits.fetch_add(1, Ordering::Relaxed);
-                db.locks.release_all(self.id);
-                Ok(())
+                self.finish(Some(commit_ts));
+                Ok(commit_ts)
             }
             // The log failed: the outcome is unknown until recovery, so the
             // locks stay held and nothing else commits (DB-4).
             Err(e) => Err(e),
         }
+    }
+
+    /// Release what the transaction held; `commit_ts` if it committed.
+    fn finish(&mut self, commit_ts: Option<u64>) {
+        let db = &self.db;
+        if let Some(segment) = self.segment.take() {
+            db.rollback.release(segment, self.id, commit_ts);
+        }
+        match (commit_ts, self.undo.is_empty() && self.last_lsn == 0) {
+            (Some(_), _) => {}
+            (None, true) => db.versions.end_read_only(self.id),
+            (None, false) => db.versions.end_aborted(self.id),
+        }
+        db.locks.release_all(self.id);
+        db.versions.release_snapshot(self.snapshot_ts);
     }
 
     /// Roll back every change, newest first, then release the locks.
@@ -447,7 +621,7 @@ impl Transaction {
             db.wal.append(self.id, self.last_lsn, Body::Abort)?;
         }
         db.aborts.fetch_add(1, Ordering::Relaxed);
-        db.locks.release_all(self.id);
+        self.finish(None);
         Ok(())
     }
 }

@@ -1,0 +1,501 @@
+//! Rollback segments: where before-images go.
+//!
+//! The rollback space is a device of pages (8 KB by default), cached in
+//! the buffer pool of that page size like any data page. Its first
+//! [`METADATA_PAGES`] pages are the *metadata region*: a header and the
+//! segment table, rewritten in place whenever a segment is created or moves
+//! to a new extent (the narrow band of in-place writes at the bottom of
+//! lee2008 Figure 4(a)). The rest is cut into *extents* (1 MB by default).
+//!
+//! A transaction that changes a row is assigned a *segment* (a free one, or
+//! a new one when all are taken, so the number of segments grows with the
+//! number of concurrent writers) and appends the row's before-image to it:
+//! records are packed into the segment's current page, pages are filled in
+//! order through the segment's current extent, and a full extent makes the
+//! segment take another. Concurrent writers therefore produce concurrent
+//! append-only streams, one per transaction, about one extent apart
+//! (lee2008 Figure 4(b)).
+//!
+//! A before-image is addressed by a *rollback pointer*: its byte address in
+//! the rollback space (40 bits) and the generation of its extent (23 bits).
+//! An extent is reused once every transaction that wrote into it has ended,
+//! no active snapshot is older than their commits, and the retention window
+//! has passed; reuse bumps its generation, so a pointer into a reused extent
+//! is recognised as dangling and the read fails with "snapshot too old".
+//!
+//! Record layout inside a rollback page (after the 24-byte page header):
+//! `u32 length of the row` + 16-byte version header + row bytes, packed.
+//!
+//! Invariants (RBS-n):
+//! 1. A segment is written by at most one transaction at a time.
+//! 2. A record never spans pages.
+//! 3. An extent is reused only when no snapshot, active writer or retention
+//!    window can need its records (MVCC-3).
+//! 4. A pointer read back resolves to the record written at it, or to
+//!    "gone" if its extent was reused; never to another record.
+
+use std::collections::{BTreeSet, VecDeque};
+use std::sync::Arc;
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use flashlab_devices::{Device, DeviceError, DeviceRef, ModelStats};
+use flashlab_runtime::{Mutex as RtMutex, Rt};
+use serde::Serialize;
+
+use crate::buffer::{BufferPool, PageRef};
+use crate::error::{Error, Result};
+use crate::page::{self, PAGE_HEADER_BYTES, PageId, PageType, SpaceId};
+use crate::row::VersionHeader;
+
+/// The buffer pool's space id of the rollback space.
+pub const ROLLBACK_SPACE: SpaceId = 0x7FFF_0000;
+/// Pages of the in-place metadata region.
+pub const METADATA_PAGES: u32 = 8;
+/// Bytes per segment-table entry.
+const SEGMENT_ENTRY_BYTES: usize = 32;
+/// Bytes before each record's version header.
+const RECORD_LEN_BYTES: usize = 4;
+/// Bits of a pointer's address part.
+const ADDRESS_BITS: u32 = 40;
+const ADDRESS_MASK: u64 = (1 << ADDRESS_BITS) - 1;
+/// Generations wrap within 23 bits.
+const GENERATION_MASK: u64 = (1 << 23) - 1;
+const MAGIC: &[u8; 4] = b"FLRB";
+
+/// What the rollback space counted.
+#[derive(Clone, Debug, Default, Serialize, PartialEq)]
+pub struct RollbackStats {
+    pub segments: u64,
+    pub extents_in_use: u64,
+    pub extents_allocated: u64,
+    pub extents_reused: u64,
+    pub records_written: u64,
+    pub bytes_written: u64,
+    /// Version reads that followed a chain into the rollback space.
+    pub versions_read: u64,
+    /// Device reads of rollback pages (buffer misses), and their time.
+    pub pages_read: u64,
+    pub read_ns: u64,
+    /// Chains walked and their total length (versions stepped through).
+    pub chains: u64,
+    pub chain_steps: u64,
+    pub chain_max: u64,
+    pub snapshot_too_old: u64,
+}
+
+/// Counts reads of the rollback device and the time they take.
+pub struct CountingDevice {
+    inner: DeviceRef,
+    reads: AtomicU64,
+    read_ns: AtomicU64,
+}
+
+impl CountingDevice {
+    pub fn new(inner: DeviceRef) -> CountingDevice {
+        CountingDevice {
+            inner,
+            reads: AtomicU64::new(0),
+            read_ns: AtomicU64::new(0),
+        }
+    }
+}
+
+impl Device for CountingDevice {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn capacity_bytes(&self) -> u64 {
+        self.inner.capacity_bytes()
+    }
+    fn sector_bytes(&self) -> u32 {
+        self.inner.sector_bytes()
+    }
+    fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
+        let rt = Rt::current();
+        let start = rt.now_ns();
+        let result = self.inner.read(offset_bytes, buf);
+        self.reads.fetch_add(1, Ordering::Relaxed);
+        self.read_ns
+            .fetch_add(rt.now_ns() - start, Ordering::Relaxed);
+        result
+    }
+    fn write(&self, offset_bytes: u64, data: &[u8]) -> Result<(), DeviceError> {
+        self.inner.write(offset_bytes, data)
+    }
+    fn flush(&self) -> Result<(), DeviceError> {
+        self.inner.flush()
+    }
+    fn trim(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
+        self.inner.trim(offset_bytes, len_bytes)
+    }
+    fn model_stats(&self) -> Option<ModelStats> {
+        self.inner.model_stats()
+    }
+}
+
+struct Segment {
+    /// Current extent and the next page in it.
+    extent: Option<u32>,
+    page_in_extent: u32,
+    /// The page being filled: its pinned handle and image.
+    page: Option<(PageRef, Vec<u8>)>,
+    offset: usize,
+    owner: Option<u64>,
+    /// Extents this segment filled, oldest first, awaiting reuse.
+    written: Vec<u32>,
+}
+
+#[derive(Default, Clone)]
+struct Extent {
+    generation: u64,
+    /// Transactions that wrote here and have not ended.
+    writers: BTreeSet<u64>,
+    /// Latest commit of a transaction that wrote here.
+    max_commit_ts: u64,
+    /// When the extent was filled (retention counts from then).
+    retired_at_ns: u64,
+    retired: bool,
+}
+
+struct State {
+    segments: Vec<Segment>,
+    extents: Vec<Extent>,
+    free_extents: BTreeSet<u32>,
+    /// Full extents, in the order they filled.
+    retired: VecDeque<u32>,
+    stats: RollbackStats,
+}
+
+/// The rollback space of a database. See the module documentation.
+pub struct RollbackSpace {
+    pool: Arc<BufferPool>,
+    device: Arc<CountingDevice>,
+    page_bytes: usize,
+    pages_per_extent: u32,
+    extents_max: u32,
+    state: RtMutex<State>,
+}
+
+impl RollbackSpace {
+    /// Start an empty rollback space on `device` (any previous contents are
+    /// discarded: rollback segments do not survive a restart).
+    pub fn open(
+        pool: Arc<BufferPool>,
+        device: DeviceRef,
+        extent_bytes: u64,
+    ) -> Result<RollbackSpace> {
+        let page_bytes = pool.page_bytes();
+        if extent_bytes < page_bytes as u64 * 2 || !extent_bytes.is_multiple_of(page_bytes as u64) {
+            return Err(Error::Config(format!(
+                "rollback extent of {extent_bytes} bytes must be a multiple of the {page_bytes}-byte page, at least two pages"
+            )));
+        }
+        let pages_per_extent = (extent_bytes / page_bytes as u64) as u32;
+        let pages = device.capacity_bytes() / page_bytes as u64;
+        let extents_max = (pages.saturating_sub(u64::from(METADATA_PAGES))
+            / u64::from(pages_per_extent))
+        .min(u64::from(u32::MAX)) as u32;
+        if extents_max == 0 {
+            return Err(Error::Config(format!(
+                "rollback device '{}' is too small for one extent",
+                device.name()
+            )));
+        }
+        let counting = Arc::new(CountingDevice::new(device));
+        pool.register_space(ROLLBACK_SPACE, "rollback", counting.clone())?;
+        let space = RollbackSpace {
+            pool,
+            device: counting,
+            page_bytes,
+            pages_per_extent,
+            extents_max,
+            state: RtMutex::new(State {
+                segments: Vec::new(),
+                extents: Vec::new(),
+                free_extents: BTreeSet::new(),
+                retired: VecDeque::new(),
+                stats: RollbackStats::default(),
+            }),
+        };
+        space.write_header(extent_bytes)?;
+        Ok(space)
+    }
+
+    fn write_header(&self, extent_bytes: u64) -> Result<()> {
+        let mut image = vec![0u8; self.page_bytes];
+        let b = PAGE_HEADER_BYTES;
+        image[b..b + 4].copy_from_slice(MAGIC);
+        image[b + 4..b + 12].copy_from_slice(&extent_bytes.to_le_bytes());
+        self.write_metadata_page(0, image)
+    }
+
+    fn write_metadata_page(&self, page_no: u32, mut image: Vec<u8>) -> Result<()> {
+        page::set_id(&mut image, PageId::new(ROLLBACK_SPACE, page_no));
+        page::set_page_type(&mut image, PageType::Rollback);
+        page::seal(&mut image);
+        self.device
+            .write(u64::from(page_no) * self.page_bytes as u64, &image)?;
+        Ok(())
+    }
+
+    /// Rewrite the segment-table page holding `segment` in place.
+    fn write_segment_entry(&self, st: &State, segment: usize) -> Result<()> {
+        let per_page = (self.page_bytes - PAGE_HEADER_BYTES) / SEGMENT_ENTRY_BYTES;
+        let table_page = 1 + segment / per_page;
+        if table_page as u32 >= METADATA_PAGES {
+            return Ok(()); // the table is full; segments beyond it live in memory only
+        }
+        let mut image = vec![0u8; self.page_bytes];
+        let first = (table_page - 1) * per_page;
+        for (i, s) in st.segments.iter().enumerate().skip(first).take(per_page) {
+            let at = PAGE_HEADER_BYTES + (i - first) * SEGMENT_ENTRY_BYTES;
+            image[at..at + 4].copy_from_slice(&(i as u32).to_le_bytes());
+            image[at + 4..at + 8].copy_from_slice(&s.extent.unwrap_or(u32::MAX).to_le_bytes());
+            image[at + 8..at + 12].copy_from_slice(&s.page_in_extent.to_le_bytes());
+            image[at + 12..at + 16].copy_from_slice(&(s.written.len() as u32).to_le_bytes());
+        }
+        self.write_metadata_page(table_page as u32, image)
+    }
+
+    /// Give `txn` a segment of its own (RBS-1).
+    pub fn assign(&self, txn: u64) -> Result<usize> {
+        let mut st = self.state.lock();
+        if let Some(i) = st.segments.iter().position(|s| s.owner.is_none()) {
+            st.segments[i].owner = Some(txn);
+            return Ok(i);
+        }
+        st.segments.push(Segment {
+            extent: None,
+            page_in_extent: 0,
+            page: None,
+            offset: 0,
+            owner: Some(txn),
+            written: Vec::new(),
+        });
+        st.stats.segments += 1;
+        let i = st.segments.len() - 1;
+        self.write_segment_entry(&st, i)?;
+        Ok(i)
+    }
+
+    /// The transaction owning `segment` ended; record its commit timestamp
+    /// (`None`: it rolled back) with the extents it wrote.
+    pub fn release(&self, segment: usize, txn: u64, commit_ts: Option<u64>) {
+        let mut st = self.state.lock();
+        for extent in &mut st.extents {
+            if extent.writers.remove(&txn) {
+                extent.max_commit_ts = extent.max_commit_ts.max(commit_ts.unwrap_or(0));
+            }
+        }
+        if let Some(s) = st.segments.get_mut(segment) {
+            debug_assert_eq!(s.owner, Some(txn), "RBS-1");
+            s.owner = None;
+        }
+    }
+
+    /// Append a before-image to `segment`; returns its rollback pointer.
+    pub fn append(
+        &self,
+        segment: usize,
+        txn: u64,
+        header: VersionHeader,
+        row: &[u8],
+        reclaim: &dyn Fn() -> Reclaim,
+    ) -> Result<u64> {
+        let record_bytes = RECORD_LEN_BYTES + crate::row::VERSION_HEADER_BYTES + row.len();
+        if record_bytes > self.page_bytes - PAGE_HEADER_BYTES {
+            return Err(Error::TooLarge(format!(
+                "a before-image of {} bytes does not fit a rollback page",
+                row.len()
+            )));
+        }
+        let mut st = self.state.lock();
+        let needs_page = st.segments[segment].page.is_none()
+            || st.segments[segment].offset + record_bytes > self.page_bytes;
+        if needs_page {
+            self.next_page(&mut st, segment, reclaim)?;
+        }
+        let extent = st.segments[segment]
+            .extent
+            .expect("a segment with a page has an extent");
+        st.extents[extent as usize].writers.insert(txn);
+        let generation = st.extents[extent as usize].generation;
+        let seg = &mut st.segments[segment];
+        let (handle, image) = seg.page.as_mut().expect("current page");
+        let at = seg.offset;
+        image[at..at + 4].copy_from_slice(&(row.len() as u32).to_le_bytes());
+        image[at + 4..at + 20].copy_from_slice(&header.encode());
+        image[at + 20..at + 20 + row.len()].copy_from_slice(row);
+        handle.install(image, 0, 0);
+        seg.offset += record_bytes;
+        let address = u64::from(handle.id().page_no) * self.page_bytes as u64 + at as u64;
+        st.stats.records_written += 1;
+        st.stats.bytes_written += record_bytes as u64;
+        debug_assert!(address <= ADDRESS_MASK);
+        Ok(((generation & GENERATION_MASK) << ADDRESS_BITS) | address)
+    }
+
+    /// Move a segment to its next page, taking a new extent when its
+    /// current one is full.
+    fn next_page(
+        &self,
+        st: &mut State,
+        segment: usize,
+        reclaim: &dyn Fn() -> Reclaim,
+    ) -> Result<()> {
+        let seg = &st.segments[segment];
+        let extent_full = seg.extent.is_none() || seg.page_in_extent >= self.pages_per_extent;
+        if extent_full {
+            if let Some(old) = seg.extent {
+                let now = Rt::current().now_ns();
+                let e = &mut st.extents[old as usize];
+                e.retired = true;
+                e.retired_at_ns = now;
+                st.retired.push_back(old);
+                st.segments[segment].written.push(old);
+            }
+            let extent = self.take_extent(st, reclaim)?;
+            let seg = &mut st.segments[segment];
+            seg.extent = Some(extent);
+            seg.page_in_extent = 0;
+            self.write_segment_entry(st, segment)?;
+        }
+        let seg = &mut st.segments[segment];
+        let extent = seg.extent.expect("extent");
+        let page_no = METADATA_PAGES + extent * self.pages_per_extent + seg.page_in_extent;
+        seg.page_in_extent += 1;
+        seg.page = None; // unpin the old page before taking the new one
+        let id = PageId::new(ROLLBACK_SPACE, page_no);
+        let handle = match self.pool.fetch_new(id) {
+            Ok(handle) => handle,
+            // The page of a reused extent may still be dirty in the pool.
+            Err(_) => self.pool.fetch(id)?,
+        };
+        let mut image = vec![0u8; self.page_bytes];
+        page::set_page_type(&mut image, PageType::Rollback);
+        seg.page = Some((handle, image));
+        seg.offset = PAGE_HEADER_BYTES;
+        Ok(())
+    }
+
+    /// A free extent: a reusable one first (RBS-3), else a new one.
+    fn take_extent(&self, st: &mut State, reclaim: &dyn Fn() -> Reclaim) -> Result<u32> {
+        if st.free_extents.is_empty() {
+            self.reclaim(st, &reclaim());
+        }
+        if let Some(extent) = st.free_extents.pop_first() {
+            let e = &mut st.extents[extent as usize];
+            e.generation += 1;
+            e.retired = false;
+            e.max_commit_ts = 0;
+            st.stats.extents_reused += 1;
+            return Ok(extent);
+        }
+        let next = st.extents.len() as u32;
+        if next >= self.extents_max {
+            return Err(Error::SpaceFull(format!(
+                "rollback space '{}' is full: all {} extents hold versions that active snapshots or the retention window need",
+                self.device.name(),
+                self.extents_max
+            )));
+        }
+        st.extents.push(Extent::default());
+        st.stats.extents_allocated += 1;
+        Ok(next)
+    }
+
+    /// Free the retired extents nobody can need any more.
+    fn reclaim(&self, st: &mut State, r: &Reclaim) {
+        let mut keep = VecDeque::new();
+        while let Some(extent) = st.retired.pop_front() {
+            let e = &st.extents[extent as usize];
+            let needed = !e.writers.is_empty()
+                || e.max_commit_ts > r.oldest_snapshot
+                || e.retired_at_ns + r.retention_ns > r.now_ns;
+            if needed {
+                keep.push_back(extent);
+            } else {
+                st.free_extents.insert(extent);
+                for seg in &mut st.segments {
+                    seg.written.retain(|&x| x != extent);
+                }
+            }
+        }
+        st.retired = keep;
+    }
+
+    /// Read the before-image at `pointer`: its version header and row, or
+    /// `None` if its extent was reused (RBS-4).
+    pub fn read(&self, pointer: u64) -> Result<Option<(VersionHeader, Vec<u8>)>> {
+        let address = pointer & ADDRESS_MASK;
+        let generation = (pointer >> ADDRESS_BITS) & GENERATION_MASK;
+        let page_no = (address / self.page_bytes as u64) as u32;
+        let at = (address % self.page_bytes as u64) as usize;
+        if page_no < METADATA_PAGES {
+            return Err(Error::malformed(
+                "rollback pointer",
+                format!("{pointer:#x} points into the metadata region"),
+            ));
+        }
+        let extent = (page_no - METADATA_PAGES) / self.pages_per_extent;
+        {
+            let mut st = self.state.lock();
+            st.stats.versions_read += 1;
+            let current = st
+                .extents
+                .get(extent as usize)
+                .map(|e| e.generation & GENERATION_MASK);
+            if current != Some(generation) {
+                st.stats.snapshot_too_old += 1;
+                return Ok(None);
+            }
+        }
+        let handle = self.pool.fetch(PageId::new(ROLLBACK_SPACE, page_no))?;
+        handle
+            .read(|bytes| decode_record(bytes, at, pointer))
+            .map(Some)
+    }
+
+    /// Note a chain walk of `steps` versions.
+    pub fn note_chain(&self, steps: u64) {
+        let mut st = self.state.lock();
+        st.stats.chains += 1;
+        st.stats.chain_steps += steps;
+        st.stats.chain_max = st.stats.chain_max.max(steps);
+    }
+
+    pub fn stats(&self) -> RollbackStats {
+        let st = self.state.lock();
+        let mut stats = st.stats.clone();
+        stats.extents_in_use = (st.extents.len() - st.free_extents.len()) as u64;
+        stats.pages_read = self.device.reads.load(Ordering::Relaxed);
+        stats.read_ns = self.device.read_ns.load(Ordering::Relaxed);
+        stats
+    }
+}
+
+/// What extent reuse needs to know (computed by the caller, who owns the
+/// snapshots).
+pub struct Reclaim {
+    pub oldest_snapshot: u64,
+    pub now_ns: u64,
+    pub retention_ns: u64,
+}
+
+fn decode_record(page: &[u8], at: usize, pointer: u64) -> Result<(VersionHeader, Vec<u8>)> {
+    let bad = || {
+        Error::malformed(
+            "rollback record",
+            format!("pointer {pointer:#x} does not hold a record"),
+        )
+    };
+    let len_bytes = page.get(at..at + RECORD_LEN_BYTES).ok_or_else(bad)?;
+    let len = u32::from_le_bytes(len_bytes.try_into().map_err(|_| bad())?) as usize;
+    let start = at + RECORD_LEN_BYTES;
+    let header_end = start + crate::row::VERSION_HEADER_BYTES;
+    let end = header_end.checked_add(len).ok_or_else(bad)?;
+    let header_bytes = page.get(start..header_end).ok_or_else(bad)?;
+    let (header, _) = VersionHeader::split(header_bytes)?;
+    let row = page.get(header_end..end).ok_or_else(bad)?.to_vec();
+    Ok((header, row))
+}

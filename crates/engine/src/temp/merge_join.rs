@@ -1,0 +1,4 @@
+//! stub
+pub struct MergeJoin;
+pub struct MergeJoinConfig;
+pub struct MergeJoinStats;

@@ -1,0 +1,432 @@
+//! # Sorted runs
+//!
+//! A run is a stream of tuples in key order, cut into clusters and written
+//! sequentially: [`RunWriter`] fills one cluster buffer while the previous
+//! one is being written (write-behind through the operator's [`IoPool`], two
+//! cluster buffers in all), allocating each cluster from the temp space as
+//! it is sealed, so a run written alone lands on consecutive clusters.
+//! Tuples are stored back to back and may span clusters; a run of tuples of
+//! one fixed length stores no lengths, otherwise each tuple is preceded by
+//! its length as a little-endian u32 (`docs/FORMAT.md`).
+//!
+//! [`RunReader`] reads a run back cluster by cluster, checking each
+//! cluster's CRC (TEMP-3), optionally double-buffered: the next cluster is
+//! read ahead while the current one is consumed. It owns the run, so the
+//! run's clusters are freed when the reader is dropped.
+
+use std::collections::VecDeque;
+use std::sync::Arc;
+
+use super::cluster::{
+    CLUSTER_HEADER_BYTES, ClusterHeader, Extents, IoPool, NO_LINK, Ticket, payload_capacity,
+};
+use super::cpu::CpuMeter;
+use super::space::TempSpace;
+use super::tuple::{SortKey, TUPLE_BYTES_MAX, key_prefix};
+use super::{Result, TempError};
+
+/// Bytes of the length before each tuple of a variable-length run.
+pub const LENGTH_PREFIX_BYTES: usize = 4;
+
+/// A finished run: its clusters (freed on drop) and what it holds.
+pub struct Run {
+    pub(crate) extents: Extents,
+    pub tuples: u64,
+    pub clusters: u64,
+    /// Tuple bytes (with length prefixes) in the run.
+    pub stream_bytes: u64,
+    pub(crate) cluster_bytes: usize,
+    pub(crate) fixed_len: Option<usize>,
+}
+
+impl Run {
+    /// Bytes of temp space the run occupies.
+    pub fn temp_bytes(&self) -> u64 {
+        self.extents.bytes()
+    }
+}
+
+/// Writes one run.
+pub struct RunWriter {
+    pool: Arc<IoPool>,
+    extents: Extents,
+    cluster_bytes: usize,
+    fixed_len: Option<usize>,
+    /// The cluster being filled (header space included).
+    buf: Vec<u8>,
+    fill: usize,
+    started_in_cluster: u32,
+    link: u64,
+    spare: Vec<Vec<u8>>,
+    in_flight: VecDeque<Ticket>,
+    /// Clusters written ahead of the one being filled (1: double buffering).
+    write_behind: usize,
+    tuples: u64,
+    clusters: u64,
+    stream_bytes: u64,
+}
+
+impl RunWriter {
+    pub fn new(
+        space: &TempSpace,
+        pool: &Arc<IoPool>,
+        cluster_bytes: usize,
+        fixed_len: Option<usize>,
+    ) -> RunWriter {
+        RunWriter {
+            pool: pool.clone(),
+            extents: Extents::new(space),
+            cluster_bytes,
+            fixed_len,
+            buf: vec![0u8; cluster_bytes],
+            fill: 0,
+            started_in_cluster: 0,
+            link: NO_LINK,
+            spare: Vec::new(),
+            in_flight: VecDeque::new(),
+            write_behind: 1,
+            tuples: 0,
+            clusters: 0,
+            stream_bytes: 0,
+        }
+    }
+
+    /// Append one tuple.
+    pub fn push(&mut self, tuple: &[u8], cpu: &mut CpuMeter) -> Result<()> {
+        match self.fixed_len {
+            Some(len) if len != tuple.len() => {
+                return Err(TempError::Tuple(format!(
+                    "a tuple of {} bytes in an input of {len}-byte tuples",
+                    tuple.len()
+                )));
+            }
+            None if tuple.len() > TUPLE_BYTES_MAX => {
+                return Err(TempError::Tuple(format!(
+                    "{} bytes exceed the {TUPLE_BYTES_MAX}-byte limit",
+                    tuple.len()
+                )));
+            }
+            _ => {}
+        }
+        if self.fill == payload_capacity(self.cluster_bytes) {
+            self.seal(cpu)?;
+        }
+        self.started_in_cluster += 1;
+        if self.fixed_len.is_none() {
+            self.append(&(tuple.len() as u32).to_le_bytes(), cpu)?;
+        }
+        self.append(tuple, cpu)?;
+        self.tuples += 1;
+        Ok(())
+    }
+
+    fn append(&mut self, mut bytes: &[u8], cpu: &mut CpuMeter) -> Result<()> {
+        let capacity = payload_capacity(self.cluster_bytes);
+        self.stream_bytes += bytes.len() as u64;
+        while !bytes.is_empty() {
+            if self.fill == capacity {
+                self.seal(cpu)?;
+            }
+            let n = bytes.len().min(capacity - self.fill);
+            let at = CLUSTER_HEADER_BYTES + self.fill;
+            self.buf[at..at + n].copy_from_slice(&bytes[..n]);
+            self.fill += n;
+            bytes = &bytes[n..];
+        }
+        Ok(())
+    }
+
+    /// Write the current cluster (write-behind) and start a new one.
+    fn seal(&mut self, cpu: &mut CpuMeter) -> Result<()> {
+        let offset = self.extents.allocate(self.cluster_bytes as u64)?;
+        ClusterHeader {
+            payload_bytes: self.fill as u32,
+            tuples: self.started_in_cluster,
+            link: self.link,
+        }
+        .seal(&mut self.buf);
+        let next = match self.spare.pop() {
+            Some(b) => b,
+            None if self.in_flight.len() >= self.write_behind => {
+                let done = self.in_flight.pop_front().map(Ticket::wait);
+                match done {
+                    Some(done) => {
+                        done.result?;
+                        done.buf
+                    }
+                    None => vec![0u8; self.cluster_bytes],
+                }
+            }
+            None => vec![0u8; self.cluster_bytes],
+        };
+        let mut full = std::mem::replace(&mut self.buf, next);
+        self.buf.fill(0);
+        cpu.settle();
+        if self.write_behind == 0 {
+            self.extents.space().write(offset, &full)?;
+            full.fill(0);
+            self.spare.push(full);
+        } else {
+            self.in_flight.push_back(self.pool.write(offset, full));
+        }
+        self.link = offset;
+        self.fill = 0;
+        self.started_in_cluster = 0;
+        self.clusters += 1;
+        Ok(())
+    }
+
+    /// Write what is buffered, wait for every write, and hand the run over.
+    pub fn finish(mut self, cpu: &mut CpuMeter) -> Result<Run> {
+        if self.fill > 0 {
+            self.seal(cpu)?;
+        }
+        cpu.settle();
+        while let Some(ticket) = self.in_flight.pop_front() {
+            ticket.wait().result?;
+        }
+        let space = self.extents.space().clone();
+        Ok(Run {
+            extents: std::mem::replace(&mut self.extents, Extents::new(&space)),
+            tuples: self.tuples,
+            clusters: self.clusters,
+            stream_bytes: self.stream_bytes,
+            cluster_bytes: self.cluster_bytes,
+            fixed_len: self.fixed_len,
+        })
+    }
+
+    pub fn tuples(&self) -> u64 {
+        self.tuples
+    }
+}
+
+impl Drop for RunWriter {
+    fn drop(&mut self) {
+        // Wait for writes in flight before the extents are freed (TEMP-2).
+        while let Some(ticket) = self.in_flight.pop_front() {
+            let _ = ticket.wait();
+        }
+    }
+}
+
+/// Where the current tuple is.
+#[derive(Clone, Copy)]
+enum Current {
+    None,
+    InBuf(usize, usize),
+    Scratch,
+}
+
+/// Reads one run back, tuple by tuple, keeping each tuple's normalised key.
+pub struct RunReader {
+    run: Run,
+    key: Arc<SortKey>,
+    pool: Option<Arc<IoPool>>,
+    /// Next cluster to read: (extent index, cluster within it).
+    next_extent: usize,
+    next_in_extent: u64,
+    clusters_left: u64,
+    buf: Vec<u8>,
+    pos: usize,
+    end: usize,
+    prefetch: Option<(u64, Ticket)>,
+    scratch: Vec<u8>,
+    current: Current,
+    key_buf: Vec<u8>,
+    /// First 8 bytes of the current key (see [`key_prefix`]).
+    pub prefix: u64,
+    tuples_left: u64,
+    /// Clusters this reader read.
+    pub clusters_read: u64,
+}
+
+impl RunReader {
+    /// A reader of `run`; with `read_ahead`, the next cluster is read in the
+    /// background through `pool` while the current one is consumed.
+    pub fn new(run: Run, key: &Arc<SortKey>, pool: Option<&Arc<IoPool>>) -> RunReader {
+        let clusters_left = run.clusters;
+        let tuples_left = run.tuples;
+        let cluster_bytes = run.cluster_bytes;
+        RunReader {
+            run,
+            key: key.clone(),
+            pool: pool.cloned(),
+            next_extent: 0,
+            next_in_extent: 0,
+            clusters_left,
+            buf: vec![0u8; cluster_bytes],
+            pos: 0,
+            end: 0,
+            prefetch: None,
+            scratch: Vec::new(),
+            current: Current::None,
+            key_buf: Vec::new(),
+            prefix: 0,
+            tuples_left,
+            clusters_read: 0,
+        }
+    }
+
+    fn next_offset(&mut self) -> Option<u64> {
+        if self.clusters_left == 0 {
+            return None;
+        }
+        let step = self.run.cluster_bytes as u64;
+        let list = self.run.extents.list();
+        while let Some(&(start, len)) = list.get(self.next_extent) {
+            if self.next_in_extent < len / step {
+                let at = start + self.next_in_extent * step;
+                self.next_in_extent += 1;
+                self.clusters_left -= 1;
+                return Some(at);
+            }
+            self.next_extent += 1;
+            self.next_in_extent = 0;
+        }
+        None
+    }
+
+    /// Load the next cluster into `buf`; false at the end of the run.
+    fn load(&mut self, cpu: &mut CpuMeter) -> Result<bool> {
+        cpu.settle();
+        let offset = match self.prefetch.take() {
+            Some((offset, ticket)) => {
+                let done = ticket.wait();
+                done.result?;
+                let old = std::mem::replace(&mut self.buf, done.buf);
+                // Start the next read into the buffer just consumed.
+                self.start_prefetch(old);
+                offset
+            }
+            None => {
+                let Some(offset) = self.next_offset() else {
+                    return Ok(false);
+                };
+                self.run.extents.space().read(offset, &mut self.buf)?;
+                if self.pool.is_some() {
+                    let spare = vec![0u8; self.run.cluster_bytes];
+                    self.start_prefetch(spare);
+                }
+                offset
+            }
+        };
+        self.clusters_read += 1;
+        let header = ClusterHeader::open(&self.buf, offset)?;
+        self.pos = CLUSTER_HEADER_BYTES;
+        self.end = CLUSTER_HEADER_BYTES + header.payload_bytes as usize;
+        Ok(true)
+    }
+
+    fn start_prefetch(&mut self, buf: Vec<u8>) {
+        if let Some(pool) = self.pool.clone()
+            && let Some(offset) = self.next_offset()
+        {
+            self.prefetch = Some((offset, pool.read(offset, buf)));
+        }
+    }
+
+    /// Take `n` bytes of the stream; where they are goes to `current`.
+    fn take(&mut self, n: usize, cpu: &mut CpuMeter) -> Result<Current> {
+        if self.end - self.pos >= n {
+            let at = self.pos;
+            self.pos += n;
+            return Ok(Current::InBuf(at, n));
+        }
+        self.scratch.clear();
+        let mut need = n;
+        while need > 0 {
+            if self.pos == self.end && !self.load(cpu)? {
+                return Err(TempError::Corrupt {
+                    offset_bytes: 0,
+                    problem: format!("run ends {need} bytes into a tuple"),
+                });
+            }
+            let k = need.min(self.end - self.pos);
+            self.scratch
+                .extend_from_slice(&self.buf[self.pos..self.pos + k]);
+            self.pos += k;
+            need -= k;
+        }
+        Ok(Current::Scratch)
+    }
+
+    /// Move to the next tuple; false at the end of the run.
+    pub fn advance(&mut self, cpu: &mut CpuMeter) -> Result<bool> {
+        if self.tuples_left == 0 {
+            self.current = Current::None;
+            return Ok(false);
+        }
+        self.tuples_left -= 1;
+        if self.pos == self.end && !self.load(cpu)? {
+            return Err(TempError::Corrupt {
+                offset_bytes: 0,
+                problem: "run ends before its last tuple".into(),
+            });
+        }
+        let len = match self.run.fixed_len {
+            Some(len) => len,
+            None => {
+                let at = self.take(LENGTH_PREFIX_BYTES, cpu)?;
+                let bytes = match at {
+                    Current::InBuf(at, n) => &self.buf[at..at + n],
+                    _ => &self.scratch[..],
+                };
+                u32::from_le_bytes(bytes.try_into().unwrap_or([0; 4])) as usize
+            }
+        };
+        self.current = self.take(len, cpu)?;
+        // The key.
+        let tuple = match self.current {
+            Current::InBuf(at, n) => &self.buf[at..at + n],
+            Current::Scratch => &self.scratch[..],
+            Current::None => &[][..],
+        };
+        match self.key.identity() {
+            Some((offset, klen)) => {
+                let k = tuple.get(offset..offset + klen).ok_or_else(|| {
+                    TempError::Tuple(format!("a tuple of {} bytes is shorter than its key", tuple.len()))
+                })?;
+                self.prefix = key_prefix(k);
+            }
+            None => {
+                self.key_buf.clear();
+                self.key.normalize_into(tuple, &mut self.key_buf)?;
+                self.prefix = key_prefix(&self.key_buf);
+            }
+        }
+        Ok(true)
+    }
+
+    /// The current tuple (empty before the first `advance` and at the end).
+    #[inline]
+    pub fn tuple(&self) -> &[u8] {
+        match self.current {
+            Current::InBuf(at, n) => &self.buf[at..at + n],
+            Current::Scratch => &self.scratch,
+            Current::None => &[],
+        }
+    }
+
+    /// The current tuple's normalised key.
+    #[inline]
+    pub fn key(&self) -> &[u8] {
+        match self.key.identity() {
+            Some((offset, len)) => self.tuple().get(offset..offset + len).unwrap_or(&[]),
+            None => &self.key_buf,
+        }
+    }
+
+    pub fn run(&self) -> &Run {
+        &self.run
+    }
+}
+
+impl Drop for RunReader {
+    fn drop(&mut self) {
+        // Wait for a read in flight before the run's clusters are freed.
+        if let Some((_, ticket)) = self.prefetch.take() {
+            let _ = ticket.wait();
+        }
+    }
+}

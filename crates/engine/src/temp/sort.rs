@@ -1,0 +1,935 @@
+//! # External merge sort
+//!
+//! Two phases, as lee2008 Figure 6 shows them on the device:
+//!
+//! 1. **Run generation.** Tuples are read into memory until the budget is
+//!    full, then either sorted (quicksort of each memory load: Rust's
+//!    pattern-defeating quicksort on an index of 8-byte key prefixes, ties
+//!    broken by position, so each load sorts stably) and written as one run,
+//!    or, with [`RunGeneration::ReplacementSelection`], kept in a heap from
+//!    which the smallest tuple not smaller than the last one written goes
+//!    out while the next input tuple comes in (runs of about twice the
+//!    memory on random input). Runs are written sequentially, cluster by
+//!    cluster, with write-behind. If the whole input fits in memory, no run
+//!    is written and nothing touches the temp space.
+//! 2. **Merging.** Runs are merged through a tournament (loser) tree.
+//!
+//! ## Memory and the fan-in rule
+//!
+//! With memory budget `M`, cluster `C`, and `b = C` per merge input (`b =
+//! 2C` with [`SortConfig::read_ahead`], which double-buffers every input):
+//!
+//! - run generation holds tuples in `M - 2C` (two output clusters:
+//!   the one being filled and the one being written behind it);
+//! - an intermediate merge step, whose output goes to the temp space, has
+//!   fan-in `F = floor((M - 2C) / b)`;
+//! - the final merge, whose output goes to the consumer, has fan-in
+//!   `F_final = floor(M / b)`.
+//!
+//! So the sort needs `M >= 4C` (`6C` with read-ahead) to make progress:
+//! two inputs and the two output clusters; less is refused before anything
+//! is allocated. With `R` runs and `R > F_final`, intermediate steps run
+//! until `F_final` runs are left. Every intermediate step but the first
+//! merges `F` runs; the first merges just enough, `R - F_final - (s - 1)(F
+//! - 1) + 1` runs where `s = ceil((R - F_final) / (F - 1))` is the number of
+//! steps (Knuth's rule: the fewest tuples are merged twice). Each step
+//! merges the window of consecutive runs with the fewest bytes, so runs stay
+//! in input order and ties are broken by run position: the sort is stable
+//! (TEMP-4). [`SortStats::passes`] is `1 + (bytes merged by intermediate
+//! steps) / (input bytes)`.
+
+use std::cmp::Ordering;
+use std::collections::BinaryHeap;
+use std::sync::Arc;
+
+use flashlab_runtime::Rt;
+use serde::Serialize;
+
+use super::cluster::IoPool;
+use super::cpu::{CpuMeter, OperatorCosts};
+use super::run::{Run, RunReader, RunWriter};
+use super::space::TempSpace;
+use super::tuple::{SortKey, TUPLE_OVERHEAD_BYTES, TupleSource, key_prefix};
+use super::{Result, TempError, validate_cluster_bytes};
+
+/// Bookkeeping counted for each tuple in the replacement-selection heap (a
+/// heap entry holding the tuple and its key in allocations of their own).
+pub const RS_TUPLE_OVERHEAD_BYTES: usize = 72;
+/// I/O worker tasks of an operator by default.
+pub const IO_WORKERS_DEFAULT: usize = 4;
+
+/// How runs are made.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum RunGeneration {
+    /// Fill memory, sort it, write it.
+    Quicksort,
+    /// A heap that streams tuples out while new ones come in.
+    ReplacementSelection,
+}
+
+impl RunGeneration {
+    pub fn as_str(self) -> &'static str {
+        match self {
+            RunGeneration::Quicksort => "quicksort",
+            RunGeneration::ReplacementSelection => "replacement-selection",
+        }
+    }
+}
+
+/// How to sort.
+#[derive(Clone, Debug)]
+pub struct SortConfig {
+    /// Every buffer of the sort (see the fan-in rule in the module essay).
+    pub memory_bytes: usize,
+    /// The unit of temp I/O, 2 KB to 256 KB, a multiple of the sector.
+    pub cluster_bytes: usize,
+    pub run_generation: RunGeneration,
+    /// Double-buffer every merge input (read the next cluster ahead).
+    pub read_ahead: bool,
+    /// I/O worker tasks (write-behind, read-ahead).
+    pub io_workers: usize,
+    pub key: SortKey,
+    pub costs: OperatorCosts,
+}
+
+impl SortConfig {
+    /// Quicksort runs, no read-ahead, the measured CPU costs.
+    pub fn new(memory_bytes: usize, cluster_bytes: usize, key: SortKey) -> SortConfig {
+        SortConfig {
+            memory_bytes,
+            cluster_bytes,
+            run_generation: RunGeneration::Quicksort,
+            read_ahead: false,
+            io_workers: IO_WORKERS_DEFAULT,
+            key,
+            costs: OperatorCosts::default(),
+        }
+    }
+
+    /// Bytes of memory one merge input holds.
+    pub fn input_buffer_bytes(&self) -> usize {
+        self.cluster_bytes * if self.read_ahead { 2 } else { 1 }
+    }
+
+    /// Fan-in of an intermediate merge step (output to temp).
+    pub fn fan_in(&self) -> usize {
+        self.memory_bytes.saturating_sub(2 * self.cluster_bytes) / self.input_buffer_bytes()
+    }
+
+    /// Fan-in of the final merge (output to the consumer).
+    pub fn final_fan_in(&self) -> usize {
+        self.memory_bytes / self.input_buffer_bytes()
+    }
+
+    /// Memory for tuples during run generation.
+    pub fn load_bytes(&self) -> usize {
+        self.memory_bytes.saturating_sub(2 * self.cluster_bytes)
+    }
+
+    /// Check the settings against the temp device's sector.
+    pub fn validate(&self, sector_bytes: u32) -> Result<()> {
+        validate_cluster_bytes(self.cluster_bytes, sector_bytes)?;
+        if self.fan_in() < 2 {
+            let clusters = if self.read_ahead { 6 } else { 4 };
+            return Err(TempError::Memory(format!(
+                "{} bytes hold {} clusters of {} bytes; an external sort needs at least {clusters} ({}two output clusters for write-behind)",
+                self.memory_bytes,
+                self.memory_bytes / self.cluster_bytes,
+                self.cluster_bytes,
+                if self.read_ahead {
+                    "two double-buffered inputs to merge, "
+                } else {
+                    "two inputs to merge, "
+                }
+            )));
+        }
+        Ok(())
+    }
+}
+
+/// What one sort did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct SortStats {
+    pub input_tuples: u64,
+    pub input_bytes: u64,
+    pub memory_bytes: u64,
+    pub cluster_bytes: u64,
+    pub run_generation: String,
+    /// The input fitted in memory: no temp I/O at all.
+    pub in_memory: bool,
+    /// Runs made by run generation.
+    pub runs: u64,
+    pub fan_in: u64,
+    pub final_fan_in: u64,
+    /// Intermediate merge steps.
+    pub merge_steps: u64,
+    /// Runs merged by the final merge.
+    pub final_runs: u64,
+    /// Bytes written by intermediate merge steps.
+    pub intermediate_bytes: u64,
+    /// 1 + intermediate bytes / input bytes.
+    pub passes: f64,
+    pub read_ahead: bool,
+    /// Clusters written behind the one being filled.
+    pub write_behind_clusters: u64,
+    pub clusters_written: u64,
+    pub clusters_read: u64,
+    pub compares: u64,
+    /// Simulated CPU charged (0 in the real world's accounting is still the
+    /// model's figure; the real CPU is not measured here).
+    pub cpu_ns: u64,
+    pub run_generation_ns: u64,
+    pub intermediate_merge_ns: u64,
+    pub final_merge_ns: u64,
+}
+
+/// A memory load of tuples for quicksort run generation.
+pub(crate) struct Load {
+    data: Vec<u8>,
+    keys: Vec<u8>,
+    entries: Vec<Entry>,
+    budget: usize,
+}
+
+#[derive(Clone, Copy)]
+struct Entry {
+    prefix: u64,
+    off: u32,
+    len: u32,
+    key_off: u32,
+    key_len: u32,
+}
+
+impl Load {
+    fn new(budget: usize) -> Load {
+        Load {
+            data: Vec::new(),
+            keys: Vec::new(),
+            entries: Vec::new(),
+            budget,
+        }
+    }
+
+    fn used(&self) -> usize {
+        self.data.len() + self.keys.len() + self.entries.len() * TUPLE_OVERHEAD_BYTES
+    }
+
+    fn clear(&mut self) {
+        self.data.clear();
+        self.keys.clear();
+        self.entries.clear();
+    }
+
+    /// Add a tuple if it fits; false (and nothing added) if not.
+    fn try_push(&mut self, tuple: &[u8], key: &SortKey) -> Result<bool> {
+        let key_off = self.keys.len();
+        let (prefix, key_len) = match key.identity() {
+            Some(_) => (key_prefix(key.slice(tuple)?), 0),
+            None => {
+                key.normalize_into(tuple, &mut self.keys)?;
+                let k = &self.keys[key_off..];
+                (key_prefix(k), k.len())
+            }
+        };
+        if self.used() + tuple.len() + TUPLE_OVERHEAD_BYTES > self.budget {
+            self.keys.truncate(key_off);
+            return Ok(false);
+        }
+        let off = self.data.len();
+        self.data.extend_from_slice(tuple);
+        self.entries.push(Entry {
+            prefix,
+            off: off as u32,
+            len: tuple.len() as u32,
+            key_off: key_off as u32,
+            key_len: key_len as u32,
+        });
+        Ok(true)
+    }
+
+    #[inline]
+    fn tuple(&self, e: &Entry) -> &[u8] {
+        &self.data[e.off as usize..(e.off + e.len) as usize]
+    }
+
+    #[inline]
+    fn key<'a>(&'a self, e: &Entry, key: &SortKey) -> &'a [u8] {
+        match key.identity() {
+            Some((o, l)) => &self.data[e.off as usize + o..e.off as usize + o + l],
+            None => &self.keys[e.key_off as usize..(e.key_off + e.key_len) as usize],
+        }
+    }
+
+    /// Sort stably (ties by position), counting comparisons.
+    fn sort(&mut self, key: &SortKey, cpu: &mut CpuMeter) {
+        let mut compares = 0u64;
+        let mut entries = std::mem::take(&mut self.entries);
+        let this = &*self;
+        entries.sort_unstable_by(|a, b| {
+            compares += 1;
+            a.prefix
+                .cmp(&b.prefix)
+                .then_with(|| this.key(a, key).cmp(this.key(b, key)))
+                .then(a.off.cmp(&b.off))
+        });
+        self.entries = entries;
+        cpu.compares(compares);
+    }
+}
+
+/// A sorted input: in memory, or runs on the temp space in input order.
+pub(crate) enum Generated {
+    Memory(Load),
+    Runs(Vec<Run>),
+}
+
+/// An external merge sort over one temp space.
+pub struct ExternalSort {
+    space: TempSpace,
+    config: SortConfig,
+    key: Arc<SortKey>,
+}
+
+impl ExternalSort {
+    /// Check the settings; nothing is allocated yet.
+    pub fn new(space: &TempSpace, config: SortConfig) -> Result<ExternalSort> {
+        config.validate(space.sector_bytes())?;
+        Ok(ExternalSort {
+            space: space.clone(),
+            key: Arc::new(config.key.clone()),
+            config,
+        })
+    }
+
+    pub fn config(&self) -> &SortConfig {
+        &self.config
+    }
+
+    /// Sort `input`. The result streams the final merge; temp space held
+    /// by the sort is freed as the stream is dropped.
+    pub fn sort(&self, input: &mut dyn TupleSource) -> Result<SortedStream> {
+        let rt = Rt::current();
+        let start_ns = rt.now_ns();
+        let pool = Arc::new(IoPool::new(&self.space, self.config.io_workers));
+        let mut cpu = CpuMeter::new(self.config.costs);
+        let mut stats = self.new_stats();
+        let generated = self.generate(input, &pool, &mut cpu, &mut stats)?;
+        stats.run_generation_ns = rt.now_ns() - start_ns;
+        match generated {
+            Generated::Memory(load) => {
+                stats.in_memory = true;
+                Ok(SortedStream::memory(load, self.key.clone(), cpu, stats))
+            }
+            Generated::Runs(mut runs) => {
+                let merge_start = rt.now_ns();
+                self.reduce(&mut runs, self.config.final_fan_in(), &pool, &mut cpu, &mut stats)?;
+                stats.intermediate_merge_ns = rt.now_ns() - merge_start;
+                Ok(self.stream(runs, &pool, cpu, stats))
+            }
+        }
+    }
+
+    pub(crate) fn new_stats(&self) -> SortStats {
+        SortStats {
+            memory_bytes: self.config.memory_bytes as u64,
+            cluster_bytes: self.config.cluster_bytes as u64,
+            run_generation: self.config.run_generation.as_str().into(),
+            fan_in: self.config.fan_in() as u64,
+            final_fan_in: self.config.final_fan_in() as u64,
+            read_ahead: self.config.read_ahead,
+            write_behind_clusters: 1,
+            passes: 1.0,
+            ..SortStats::default()
+        }
+    }
+
+    /// The final merge of `runs` as a stream.
+    pub(crate) fn stream(
+        &self,
+        runs: Vec<Run>,
+        pool: &Arc<IoPool>,
+        cpu: CpuMeter,
+        mut stats: SortStats,
+    ) -> SortedStream {
+        stats.final_runs = runs.len() as u64;
+        if stats.input_bytes > 0 {
+            stats.passes = 1.0 + stats.intermediate_bytes as f64 / stats.input_bytes as f64;
+        }
+        let ahead = self.config.read_ahead.then_some(pool);
+        let readers = runs
+            .into_iter()
+            .map(|run| RunReader::new(run, &self.key, ahead))
+            .collect();
+        SortedStream {
+            state: State::Merge {
+                merge: Merge::new(readers),
+                started: false,
+            },
+            key: self.key.clone(),
+            cpu,
+            stats,
+            start_ns: Rt::current().now_ns(),
+            _pool: Some(pool.clone()),
+        }
+    }
+
+    /// Phase 1: runs (or everything in memory).
+    pub(crate) fn generate(
+        &self,
+        input: &mut dyn TupleSource,
+        pool: &Arc<IoPool>,
+        cpu: &mut CpuMeter,
+        stats: &mut SortStats,
+    ) -> Result<Generated> {
+        let fixed_len = input.fixed_len();
+        let mut load = Load::new(self.config.load_bytes());
+        let mut runs = Vec::new();
+        let mut pending: Option<Vec<u8>> = None;
+        loop {
+            load.clear();
+            if let Some(t) = pending.take() {
+                self.push_or_refuse(&mut load, &t)?;
+            }
+            let mut ended = true;
+            while let Some(t) = input.next_tuple()? {
+                stats.input_tuples += 1;
+                stats.input_bytes += t.len() as u64;
+                cpu.tuples(1, t.len() as u64);
+                if !load.try_push(t, &self.config.key)? {
+                    if load.entries.is_empty() {
+                        return Err(self.too_big(t.len()));
+                    }
+                    pending = Some(t.to_vec());
+                    ended = false;
+                    break;
+                }
+            }
+            if ended && runs.is_empty() {
+                load.sort(&self.config.key, cpu);
+                stats.compares = cpu.compares;
+                return Ok(Generated::Memory(load));
+            }
+            if self.config.run_generation == RunGeneration::ReplacementSelection {
+                return self.replacement_selection(load, pending, input, pool, cpu, stats);
+            }
+            load.sort(&self.config.key, cpu);
+            runs.push(self.write_load(&load, fixed_len, pool, cpu, stats)?);
+            if ended {
+                break;
+            }
+        }
+        stats.compares = cpu.compares;
+        Ok(Generated::Runs(runs))
+    }
+
+    fn push_or_refuse(&self, load: &mut Load, tuple: &[u8]) -> Result<()> {
+        if load.try_push(tuple, &self.config.key)? {
+            return Ok(());
+        }
+        Err(self.too_big(tuple.len()))
+    }
+
+    fn too_big(&self, tuple_bytes: usize) -> TempError {
+        TempError::Memory(format!(
+            "a tuple of {} bytes (with its key and {TUPLE_OVERHEAD_BYTES} bytes of bookkeeping) does not fit in the {} bytes left for tuples (memory_bytes {} less two output clusters of {})",
+            tuple_bytes,
+            self.config.load_bytes(),
+            self.config.memory_bytes,
+            self.config.cluster_bytes
+        ))
+    }
+
+    /// Write a sorted load as one run.
+    pub(crate) fn write_load(
+        &self,
+        load: &Load,
+        fixed_len: Option<usize>,
+        pool: &Arc<IoPool>,
+        cpu: &mut CpuMeter,
+        stats: &mut SortStats,
+    ) -> Result<Run> {
+        let mut writer = RunWriter::new(&self.space, pool, self.config.cluster_bytes, fixed_len);
+        for e in &load.entries {
+            let t = load.tuple(e);
+            cpu.tuples(1, t.len() as u64);
+            writer.push(t, cpu)?;
+        }
+        let run = writer.finish(cpu)?;
+        stats.runs += 1;
+        stats.clusters_written += run.clusters;
+        Ok(run)
+    }
+
+    /// Replacement selection, starting from a full (unsorted) load.
+    fn replacement_selection(
+        &self,
+        load: Load,
+        mut pending: Option<Vec<u8>>,
+        input: &mut dyn TupleSource,
+        pool: &Arc<IoPool>,
+        cpu: &mut CpuMeter,
+        stats: &mut SortStats,
+    ) -> Result<Generated> {
+        let key = &self.config.key;
+        let fixed_len = input.fixed_len();
+        let budget = self.config.load_bytes();
+        let size = |item: &RsItem| item.tuple.len() + item.key.len() + RS_TUPLE_OVERHEAD_BYTES;
+        let mut heap: BinaryHeap<RsItem> = BinaryHeap::new();
+        let mut used = 0usize;
+        let mut seq = 0u64;
+        let mut runs = Vec::new();
+        let mut writer: Option<RunWriter> = None;
+        let mut current_run = 0u64;
+        let mut last_key: Option<Vec<u8>> = None;
+        let log2 = |n: usize| u64::from(usize::BITS - n.max(1).leading_zeros());
+        let mut make = |t: &[u8], run: u64| -> Result<RsItem> {
+            let k = key.normalize(t)?;
+            seq += 1;
+            Ok(RsItem {
+                run,
+                prefix: key_prefix(&k),
+                key: k,
+                seq,
+                tuple: t.to_vec(),
+            })
+        };
+        // The load's tuples go in first, in input order, then the one that
+        // did not fit, then the rest of the input.
+        let mut order: Vec<&Entry> = load.entries.iter().collect();
+        order.sort_unstable_by_key(|e| e.off);
+        let mut stash: Vec<Vec<u8>> = order.into_iter().map(|e| load.tuple(e).to_vec()).collect();
+        drop(load);
+        stash.extend(pending.take());
+        let mut stash = stash.into_iter();
+        loop {
+            let next: Option<Vec<u8>> = match stash.next() {
+                Some(t) => Some(t),
+                None => match input.next_tuple()? {
+                    Some(t) => {
+                        stats.input_tuples += 1;
+                        stats.input_bytes += t.len() as u64;
+                        cpu.tuples(1, t.len() as u64);
+                        Some(t.to_vec())
+                    }
+                    None => None,
+                },
+            };
+            let Some(t) = next else { break };
+            let mut item = make(&t, current_run)?;
+            if size(&item) > budget {
+                return Err(TempError::Memory(format!(
+                    "a tuple of {} bytes does not fit in the {budget} bytes left for tuples",
+                    t.len()
+                )));
+            }
+            // Make room by writing out the smallest tuples.
+            while used + size(&item) > budget {
+                let Some(out) = heap.pop() else { break };
+                cpu.compares(2 * log2(heap.len()));
+                used -= size(&out);
+                self.rs_emit(out, &mut writer, &mut current_run, &mut last_key, &mut runs, fixed_len, pool, cpu, stats)?;
+            }
+            // A key below the last one written waits for the next run.
+            if let Some(last) = &last_key
+                && item.key.as_slice() < last.as_slice()
+            {
+                item.run = current_run + 1;
+            } else {
+                item.run = current_run;
+            }
+            used += size(&item);
+            cpu.compares(log2(heap.len()));
+            heap.push(item);
+        }
+        while let Some(out) = heap.pop() {
+            cpu.compares(2 * log2(heap.len()));
+            self.rs_emit(out, &mut writer, &mut current_run, &mut last_key, &mut runs, fixed_len, pool, cpu, stats)?;
+        }
+        if let Some(w) = writer.take() {
+            let run = w.finish(cpu)?;
+            stats.runs += 1;
+            stats.clusters_written += run.clusters;
+            runs.push(run);
+        }
+        stats.compares = cpu.compares;
+        Ok(Generated::Runs(runs))
+    }
+
+    #[allow(clippy::too_many_arguments)]
+    fn rs_emit(
+        &self,
+        out: RsItem,
+        writer: &mut Option<RunWriter>,
+        current_run: &mut u64,
+        last_key: &mut Option<Vec<u8>>,
+        runs: &mut Vec<Run>,
+        fixed_len: Option<usize>,
+        pool: &Arc<IoPool>,
+        cpu: &mut CpuMeter,
+        stats: &mut SortStats,
+    ) -> Result<()> {
+        if writer.is_none() || out.run != *current_run {
+            if let Some(w) = writer.take() {
+                let run = w.finish(cpu)?;
+                stats.runs += 1;
+                stats.clusters_written += run.clusters;
+                runs.push(run);
+            }
+            *current_run = out.run;
+            *writer = Some(RunWriter::new(&self.space, pool, self.config.cluster_bytes, fixed_len));
+        }
+        cpu.tuples(1, out.tuple.len() as u64);
+        if let Some(w) = writer.as_mut() {
+            w.push(&out.tuple, cpu)?;
+        }
+        *last_key = Some(out.key);
+        Ok(())
+    }
+
+    /// Intermediate merge steps until at most `target` runs are left.
+    pub(crate) fn reduce(
+        &self,
+        runs: &mut Vec<Run>,
+        target: usize,
+        pool: &Arc<IoPool>,
+        cpu: &mut CpuMeter,
+        stats: &mut SortStats,
+    ) -> Result<()> {
+        let fan_in = self.config.fan_in();
+        let target = target.max(1);
+        while runs.len() > target {
+            let excess = runs.len() - target;
+            let steps = excess.div_ceil(fan_in - 1);
+            let k = (excess - (steps - 1) * (fan_in - 1) + 1).clamp(2, fan_in);
+            // The window of k consecutive runs with the fewest bytes.
+            let mut best = 0;
+            let mut best_bytes = u64::MAX;
+            let mut window: u64 = runs[..k].iter().map(|r| r.stream_bytes).sum();
+            for start in 0..=runs.len() - k {
+                if start > 0 {
+                    window = window - runs[start - 1].stream_bytes + runs[start + k - 1].stream_bytes;
+                }
+                if window < best_bytes {
+                    best_bytes = window;
+                    best = start;
+                }
+            }
+            let inputs: Vec<Run> = runs.drain(best..best + k).collect();
+            let fixed_len = inputs.first().and_then(|r| r.fixed_len);
+            let ahead = self.config.read_ahead.then_some(pool);
+            let readers: Vec<RunReader> = inputs
+                .into_iter()
+                .map(|run| RunReader::new(run, &self.key, ahead))
+                .collect();
+            let mut merge = Merge::new(readers);
+            let mut writer = RunWriter::new(&self.space, pool, self.config.cluster_bytes, fixed_len);
+            merge.start(cpu)?;
+            while let Some(w) = merge.winner() {
+                let t = merge.readers[w].tuple();
+                cpu.tuples(1, t.len() as u64);
+                writer.push(t, cpu)?;
+                merge.next(cpu)?;
+            }
+            let out = writer.finish(cpu)?;
+            stats.merge_steps += 1;
+            stats.intermediate_bytes += out.stream_bytes;
+            stats.clusters_written += out.clusters;
+            stats.clusters_read += merge.readers.iter().map(|r| r.clusters_read).sum::<u64>();
+            stats.compares = cpu.compares;
+            drop(merge);
+            runs.insert(best, out);
+        }
+        Ok(())
+    }
+}
+
+/// A replacement-selection heap entry: ordered by (run, key, arrival).
+struct RsItem {
+    run: u64,
+    prefix: u64,
+    key: Vec<u8>,
+    seq: u64,
+    tuple: Vec<u8>,
+}
+
+impl RsItem {
+    fn cmp_key(&self, other: &RsItem) -> Ordering {
+        self.run
+            .cmp(&other.run)
+            .then(self.prefix.cmp(&other.prefix))
+            .then_with(|| self.key.cmp(&other.key))
+            .then(self.seq.cmp(&other.seq))
+    }
+}
+
+impl PartialEq for RsItem {
+    fn eq(&self, other: &Self) -> bool {
+        self.cmp_key(other) == Ordering::Equal
+    }
+}
+impl Eq for RsItem {}
+impl PartialOrd for RsItem {
+    fn partial_cmp(&self, other: &Self) -> Option<Ordering> {
+        Some(self.cmp(other))
+    }
+}
+impl Ord for RsItem {
+    // BinaryHeap is a max-heap: reverse, so the smallest comes out first.
+    fn cmp(&self, other: &Self) -> Ordering {
+        other.cmp_key(self)
+    }
+}
+
+/// A tournament (loser) tree over run readers. Leaf `i` is reader `i`;
+/// ties go to the lower index (the earlier run), which keeps merges stable.
+pub(crate) struct Merge {
+    pub readers: Vec<RunReader>,
+    alive: Vec<bool>,
+    /// tree[1..k]: the loser at each internal node; leaves are k..2k.
+    tree: Vec<usize>,
+    winner: usize,
+}
+
+impl Merge {
+    pub fn new(readers: Vec<RunReader>) -> Merge {
+        let k = readers.len();
+        Merge {
+            alive: vec![false; k],
+            tree: vec![0; k.max(1)],
+            winner: 0,
+            readers,
+        }
+    }
+
+    fn less(&self, a: usize, b: usize, compares: &mut u64) -> bool {
+        if !self.alive[a] {
+            return false;
+        }
+        if !self.alive[b] {
+            return true;
+        }
+        *compares += 1;
+        let (ra, rb) = (&self.readers[a], &self.readers[b]);
+        match ra.prefix.cmp(&rb.prefix) {
+            Ordering::Less => true,
+            Ordering::Greater => false,
+            Ordering::Equal => match ra.key().cmp(rb.key()) {
+                Ordering::Less => true,
+                Ordering::Greater => false,
+                Ordering::Equal => a < b,
+            },
+        }
+    }
+
+    fn build(&mut self, node: usize, compares: &mut u64) -> usize {
+        let k = self.readers.len();
+        if node >= k {
+            return node - k;
+        }
+        let l = self.build(2 * node, compares);
+        let r = self.build(2 * node + 1, compares);
+        if self.less(r, l, compares) {
+            self.tree[node] = l;
+            r
+        } else {
+            self.tree[node] = r;
+            l
+        }
+    }
+
+    /// Read every input's first tuple and build the tree.
+    pub fn start(&mut self, cpu: &mut CpuMeter) -> Result<()> {
+        for i in 0..self.readers.len() {
+            self.alive[i] = self.readers[i].advance(cpu)?;
+        }
+        if self.readers.is_empty() {
+            return Ok(());
+        }
+        let mut compares = 0;
+        self.winner = self.build(1, &mut compares);
+        cpu.compares(compares);
+        Ok(())
+    }
+
+    /// The reader holding the smallest tuple, if any is left.
+    #[inline]
+    pub fn winner(&self) -> Option<usize> {
+        (!self.readers.is_empty() && self.alive[self.winner]).then_some(self.winner)
+    }
+
+    /// Advance the winner and replay its path.
+    pub fn next(&mut self, cpu: &mut CpuMeter) -> Result<()> {
+        let w = self.winner;
+        self.alive[w] = self.readers[w].advance(cpu)?;
+        let k = self.readers.len();
+        let mut compares = 0;
+        let mut cur = w;
+        let mut node = (w + k) / 2;
+        while node >= 1 {
+            let other = self.tree[node];
+            if self.less(other, cur, &mut compares) {
+                self.tree[node] = cur;
+                cur = other;
+            }
+            node /= 2;
+        }
+        self.winner = cur;
+        cpu.compares(compares);
+        Ok(())
+    }
+}
+
+enum State {
+    Memory { load: Load, next: usize, current: Option<usize> },
+    Merge { merge: Merge, started: bool },
+}
+
+/// The sorted output, tuple by tuple: `advance`, then `tuple` and `key`.
+pub struct SortedStream {
+    state: State,
+    key: Arc<SortKey>,
+    cpu: CpuMeter,
+    stats: SortStats,
+    start_ns: u64,
+    /// Dropped last: readers wait for their reads before the workers go.
+    _pool: Option<Arc<IoPool>>,
+}
+
+impl SortedStream {
+    fn memory(load: Load, key: Arc<SortKey>, cpu: CpuMeter, stats: SortStats) -> SortedStream {
+        SortedStream {
+            state: State::Memory {
+                load,
+                next: 0,
+                current: None,
+            },
+            key,
+            cpu,
+            stats,
+            start_ns: Rt::current().now_ns(),
+            _pool: None,
+        }
+    }
+
+    /// Move to the next tuple; false at the end.
+    pub fn advance(&mut self) -> Result<bool> {
+        let more = match &mut self.state {
+            State::Memory { load, next, current } => {
+                if *next < load.entries.len() {
+                    *current = Some(*next);
+                    *next += 1;
+                    let e = load.entries[*next - 1];
+                    self.cpu.tuples(1, u64::from(e.len));
+                    true
+                } else {
+                    *current = None;
+                    false
+                }
+            }
+            State::Merge { merge, started } => {
+                if !*started {
+                    *started = true;
+                    merge.start(&mut self.cpu)?;
+                } else if merge.winner().is_some() {
+                    merge.next(&mut self.cpu)?;
+                }
+                match merge.winner() {
+                    Some(w) => {
+                        self.cpu.tuples(1, merge.readers[w].tuple().len() as u64);
+                        true
+                    }
+                    None => false,
+                }
+            }
+        };
+        if !more {
+            self.finish_stats();
+        }
+        Ok(more)
+    }
+
+    fn finish_stats(&mut self) {
+        if self.stats.final_merge_ns == 0 {
+            self.cpu.settle();
+            self.stats.final_merge_ns = Rt::current().now_ns() - self.start_ns;
+            if let State::Merge { merge, .. } = &self.state {
+                self.stats.clusters_read +=
+                    merge.readers.iter().map(|r| r.clusters_read).sum::<u64>();
+            }
+            self.stats.compares = self.cpu.compares;
+            self.stats.cpu_ns = self.cpu.charged_ns;
+        }
+    }
+
+    /// The current tuple (empty before the first `advance` and at the end).
+    pub fn tuple(&self) -> &[u8] {
+        match &self.state {
+            State::Memory { load, current, .. } => match current {
+                Some(i) => load.tuple(&load.entries[*i]),
+                None => &[],
+            },
+            State::Merge { merge, .. } => match merge.winner() {
+                Some(w) => merge.readers[w].tuple(),
+                None => &[],
+            },
+        }
+    }
+
+    /// The current tuple's normalised key.
+    pub fn key(&self) -> &[u8] {
+        match &self.state {
+            State::Memory { load, current, .. } => match current {
+                Some(i) => load.key(&load.entries[*i], &self.key),
+                None => &[],
+            },
+            State::Merge { merge, .. } => match merge.winner() {
+                Some(w) => merge.readers[w].key(),
+                None => &[],
+            },
+        }
+    }
+
+    /// The next tuple, or `None` at the end.
+    pub fn next_tuple(&mut self) -> Result<Option<&[u8]>> {
+        Ok(if self.advance()? { Some(self.tuple()) } else { None })
+    }
+
+    /// What the sort did (complete once the stream has ended).
+    pub fn stats(&self) -> &SortStats {
+        &self.stats
+    }
+
+    /// Settle the CPU charged so far and return the stats.
+    pub fn finish(mut self) -> SortStats {
+        self.finish_stats();
+        self.stats.clone()
+    }
+
+    pub(crate) fn cpu_mut(&mut self) -> &mut CpuMeter {
+        &mut self.cpu
+    }
+}
+
+impl TupleSource for SortedStream {
+    fn next_tuple(&mut self) -> Result<Option<&[u8]>> {
+        SortedStream::next_tuple(self)
+    }
+}
+
+/// Spill a load that fitted in memory as one run (the merge join needs its
+/// memory back for the other input).
+pub(crate) fn spill(
+    sort: &ExternalSort,
+    generated: Generated,
+    fixed_len: Option<usize>,
+    pool: &Arc<IoPool>,
+    cpu: &mut CpuMeter,
+    stats: &mut SortStats,
+) -> Result<Vec<Run>> {
+    match generated {
+        Generated::Runs(runs) => Ok(runs),
+        Generated::Memory(load) if load.entries.is_empty() => Ok(Vec::new()),
+        Generated::Memory(load) => Ok(vec![sort.write_load(&load, fixed_len, pool, cpu, stats)?]),
+    }
+}
