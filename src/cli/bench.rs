@@ -33,6 +33,9 @@ pub struct Args {
     log_device: String,
     #[arg(long, default_value = "memory")]
     data_device: String,
+    /// Device of the rollback space (MVCC before-images).
+    #[arg(long, default_value = "memory")]
+    rollback_device: String,
     /// TPC-B branches (update-commit: thousands of rows).
     #[arg(long, default_value_t = 1)]
     scale: u32,
@@ -120,6 +123,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         warmup_ns: parse_duration_ns(&args.warmup, "--warmup")?,
         log_device: args.log_device.clone(),
         data_device: args.data_device.clone(),
+        rollback_device: args.rollback_device.clone(),
         scale: args.scale,
         accounts_per_branch: args.accounts_per_branch,
         page_bytes: args.page_bytes,

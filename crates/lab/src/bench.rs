@@ -34,6 +34,8 @@ pub struct BenchOptions {
     pub warmup_ns: u64,
     pub log_device: String,
     pub data_device: String,
+    /// Device of the rollback space (MVCC before-images).
+    pub rollback_device: String,
     pub scale: u32,
     pub accounts_per_branch: u32,
     pub page_bytes: usize,
@@ -60,6 +62,7 @@ impl Default for BenchOptions {
             warmup_ns: NS_PER_S,
             log_device: "ssd-2008".into(),
             data_device: "memory".into(),
+            rollback_device: "memory".into(),
             scale: 1,
             accounts_per_branch: flashlab_workloads::tpcb::ACCOUNTS_PER_BRANCH,
             page_bytes: 8192,
@@ -142,7 +145,7 @@ pub fn validate(options: &BenchOptions) -> Result<(), String> {
         return Err("--scale must be at least 1".into());
     }
     if options.real_dir.is_none() {
-        for device in [&options.log_device, &options.data_device] {
+        for device in [&options.log_device, &options.data_device, &options.rollback_device] {
             presets::build_model(device).map(|_| ()).or_else(|e| {
                 if device == presets::MEMORY {
                     Ok(())
@@ -178,6 +181,12 @@ fn db_config(options: &BenchOptions) -> DbConfig {
             options.buffer_bytes,
         )
     });
+    if config.rollback.is_none() {
+        config.rollback = Some(flashlab_engine::config::SpaceConfig {
+            device: options.rollback_device.clone(),
+            capacity_bytes: None,
+        });
+    }
     config.wal.durability = options.durability;
     config.wal.commit_delay_ns = options.commit_delay_ns;
     config.cpu = config.cpu.at_ghz(options.cpu_ghz);
@@ -227,7 +236,7 @@ fn bench_simulated(
                 .map(|d| traced(d, Space::Data, &tracer))
                 .collect(),
             log: traced(devices.log, Space::Log, &tracer),
-            rollback: devices.rollback,
+            rollback: devices.rollback.map(|d| traced(d, Space::Rollback, &tracer)),
             temp: devices.temp,
         };
         if let Some(t) = &tracer {

@@ -14,7 +14,8 @@
 //! order through the segment's current extent, and a full extent makes the
 //! segment take another. Concurrent writers therefore produce concurrent
 //! append-only streams, one per transaction, about one extent apart
-//! (lee2008 Figure 4(b)).
+//! (lee2008 Figure 4(b)). A page is written to the device as soon as its
+//! segment has filled it.
 //!
 //! A before-image is addressed by a *rollback pointer*: its byte address in
 //! the rollback space (40 bits) and the generation of its extent (23 bits).
@@ -312,9 +313,11 @@ impl RollbackSpace {
         let mut st = self.state.lock();
         let needs_page = st.segments[segment].page.is_none()
             || st.segments[segment].offset + record_bytes > self.page_bytes;
-        if needs_page {
-            self.next_page(&mut st, segment, reclaim)?;
-        }
+        let filled = if needs_page {
+            self.next_page(&mut st, segment, reclaim)?
+        } else {
+            None
+        };
         let extent = st.segments[segment]
             .extent
             .expect("a segment with a page has an extent");
@@ -332,17 +335,22 @@ impl RollbackSpace {
         st.stats.records_written += 1;
         st.stats.bytes_written += record_bytes as u64;
         debug_assert!(address <= ADDRESS_MASK);
+        drop(st);
+        if let Some(id) = filled {
+            self.pool.write_back_page(id)?;
+        }
         Ok(((generation & GENERATION_MASK) << ADDRESS_BITS) | address)
     }
 
     /// Move a segment to its next page, taking a new extent when its
     /// current one is full.
+    /// Returns the page just filled, if any, for the caller to write.
     fn next_page(
         &self,
         st: &mut State,
         segment: usize,
         reclaim: &dyn Fn() -> Reclaim,
-    ) -> Result<()> {
+    ) -> Result<Option<PageId>> {
         let seg = &st.segments[segment];
         let extent_full = seg.extent.is_none() || seg.page_in_extent >= self.pages_per_extent;
         if extent_full {
@@ -364,7 +372,10 @@ impl RollbackSpace {
         let extent = seg.extent.expect("extent");
         let page_no = METADATA_PAGES + extent * self.pages_per_extent + seg.page_in_extent;
         seg.page_in_extent += 1;
-        seg.page = None; // unpin the old page before taking the new one
+        // A filled page is written at once (by the caller, outside the
+        // lock): each segment reaches the device as an append-only stream
+        // (lee2008 Figure 4(b)).
+        let filled = seg.page.take().map(|(full, _)| full.id());
         let id = PageId::new(ROLLBACK_SPACE, page_no);
         let handle = match self.pool.fetch_new(id) {
             Ok(handle) => handle,
@@ -375,7 +386,7 @@ impl RollbackSpace {
         page::set_page_type(&mut image, PageType::Rollback);
         seg.page = Some((handle, image));
         seg.offset = PAGE_HEADER_BYTES;
-        Ok(())
+        Ok(filled)
     }
 
     /// A free extent: a reusable one first (RBS-3), else a new one.

@@ -1,4 +1,253 @@
-//! stub
-pub struct MergeJoin;
-pub struct MergeJoinConfig;
-pub struct MergeJoinStats;
+//! # Sort-merge join
+//!
+//! Both inputs are sorted on their join keys by the external sort
+//! ([`super::sort`]): runs of the left input are generated with the whole
+//! memory budget, then runs of the right input, then intermediate merge
+//! steps reduce the two sets of runs until the final merges of *both* fit
+//! at once. The two sorted streams are then merged: on equal keys, the
+//! right input's group of tuples with that key is collected and joined with
+//! every left tuple of the same key, so duplicates on both sides give their
+//! cross product.
+//!
+//! Memory rule: with budget `M`, cluster `C` and `b` bytes per merge input
+//! (`C`, or `2C` with read-ahead), the two final merges together take at
+//! most `F = floor((M - 2C) / b)` runs; the `2C` left over hold the current
+//! group of right tuples. A larger group is spilled to a temp run (the same
+//! two clusters then serve as its write-behind buffers) and read back once
+//! for every left tuple with that key. An input that fits in memory is
+//! still written as one run, since both inputs share the budget.
+//!
+//! Output order: by key; within a key, left tuples in left input order,
+//! each with the right tuples in right input order (both sorts are stable).
+
+use std::sync::Arc;
+
+use flashlab_runtime::Rt;
+use serde::Serialize;
+
+use super::cluster::IoPool;
+use super::cpu::{CpuMeter, OperatorCosts};
+use super::run::{RunReader, RunWriter};
+use super::sort::{ExternalSort, IO_WORKERS_DEFAULT, RunGeneration, SortConfig, SortStats, spill};
+use super::space::TempSpace;
+use super::tuple::{SortKey, TUPLE_OVERHEAD_BYTES, TupleSource};
+use super::Result;
+
+/// How to join.
+#[derive(Clone, Debug)]
+pub struct MergeJoinConfig {
+    pub memory_bytes: usize,
+    pub cluster_bytes: usize,
+    pub run_generation: RunGeneration,
+    pub read_ahead: bool,
+    pub io_workers: usize,
+    pub left_key: SortKey,
+    pub right_key: SortKey,
+    pub costs: OperatorCosts,
+}
+
+impl MergeJoinConfig {
+    pub fn new(
+        memory_bytes: usize,
+        cluster_bytes: usize,
+        left_key: SortKey,
+        right_key: SortKey,
+    ) -> MergeJoinConfig {
+        MergeJoinConfig {
+            memory_bytes,
+            cluster_bytes,
+            run_generation: RunGeneration::Quicksort,
+            read_ahead: false,
+            io_workers: IO_WORKERS_DEFAULT,
+            left_key,
+            right_key,
+            costs: OperatorCosts::default(),
+        }
+    }
+
+    fn sort_config(&self, key: &SortKey) -> SortConfig {
+        SortConfig {
+            memory_bytes: self.memory_bytes,
+            cluster_bytes: self.cluster_bytes,
+            run_generation: self.run_generation,
+            read_ahead: self.read_ahead,
+            io_workers: self.io_workers,
+            key: key.clone(),
+            costs: self.costs,
+        }
+    }
+}
+
+/// What one join did.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct MergeJoinStats {
+    pub left: SortStats,
+    pub right: SortStats,
+    pub output_tuples: u64,
+    /// Right-side groups of equal keys larger than their memory, spilled.
+    pub groups_spilled: u64,
+    pub sort_ns: u64,
+    pub merge_ns: u64,
+    pub cpu_ns: u64,
+}
+
+/// A sort-merge join over one temp space.
+pub struct MergeJoin {
+    space: TempSpace,
+    config: MergeJoinConfig,
+    left: ExternalSort,
+    right: ExternalSort,
+}
+
+impl MergeJoin {
+    /// Check the settings; nothing is allocated yet.
+    pub fn new(space: &TempSpace, config: MergeJoinConfig) -> Result<MergeJoin> {
+        let left = ExternalSort::new(space, config.sort_config(&config.left_key))?;
+        let right = ExternalSort::new(space, config.sort_config(&config.right_key))?;
+        Ok(MergeJoin {
+            space: space.clone(),
+            config,
+            left,
+            right,
+        })
+    }
+
+    /// Join `left` and `right`, calling `sink(left_tuple, right_tuple)` for
+    /// every match.
+    pub fn join(
+        &self,
+        left: &mut dyn TupleSource,
+        right: &mut dyn TupleSource,
+        sink: &mut dyn FnMut(&[u8], &[u8]) -> Result<()>,
+    ) -> Result<MergeJoinStats> {
+        let rt = Rt::current();
+        let start_ns = rt.now_ns();
+        let pool = Arc::new(IoPool::new(&self.space, self.config.io_workers));
+        let mut stats = MergeJoinStats::default();
+
+        let mut cpu_l = CpuMeter::new(self.config.costs);
+        let mut stats_l = self.left.new_stats();
+        let fixed_l = left.fixed_len();
+        let generated = self.left.generate(left, &pool, &mut cpu_l, &mut stats_l)?;
+        let mut runs_l = spill(&self.left, generated, fixed_l, &pool, &mut cpu_l, &mut stats_l)?;
+        stats_l.run_generation_ns = rt.now_ns() - start_ns;
+
+        let right_start = rt.now_ns();
+        let mut cpu_r = CpuMeter::new(self.config.costs);
+        let mut stats_r = self.right.new_stats();
+        let fixed_r = right.fixed_len();
+        let generated = self.right.generate(right, &pool, &mut cpu_r, &mut stats_r)?;
+        let mut runs_r = spill(&self.right, generated, fixed_r, &pool, &mut cpu_r, &mut stats_r)?;
+        stats_r.run_generation_ns = rt.now_ns() - right_start;
+
+        // Reduce until both final merges fit together.
+        let fan_in = self.left.config().fan_in();
+        let (nl, nr) = (runs_l.len(), runs_r.len());
+        if nl + nr > fan_in {
+            let mut target_l = (fan_in * nl / (nl + nr)).clamp(1, fan_in - 1);
+            let mut target_r = fan_in - target_l;
+            if target_l > nl {
+                target_l = nl;
+                target_r = fan_in - nl;
+            } else if target_r > nr {
+                target_r = nr;
+                target_l = fan_in - nr;
+            }
+            let t = rt.now_ns();
+            self.left.reduce(&mut runs_l, target_l, &pool, &mut cpu_l, &mut stats_l)?;
+            stats_l.intermediate_merge_ns = rt.now_ns() - t;
+            let t = rt.now_ns();
+            self.right.reduce(&mut runs_r, target_r, &pool, &mut cpu_r, &mut stats_r)?;
+            stats_r.intermediate_merge_ns = rt.now_ns() - t;
+        }
+        stats.sort_ns = rt.now_ns() - start_ns;
+
+        let merge_start = rt.now_ns();
+        let mut ls = self.left.stream(runs_l, &pool, cpu_l, stats_l);
+        let mut rs = self.right.stream(runs_r, &pool, cpu_r, stats_r);
+        let mut cpu = CpuMeter::new(self.config.costs);
+        let group_bytes = 2 * self.config.cluster_bytes;
+        let mut l_more = ls.advance()?;
+        let mut r_more = rs.advance()?;
+        let mut group: Vec<Vec<u8>> = Vec::new();
+        let mut key: Vec<u8> = Vec::new();
+        while l_more && r_more {
+            cpu.compares(1);
+            match ls.key().cmp(rs.key()) {
+                std::cmp::Ordering::Less => l_more = ls.advance()?,
+                std::cmp::Ordering::Greater => r_more = rs.advance()?,
+                std::cmp::Ordering::Equal => {
+                    key.clear();
+                    key.extend_from_slice(rs.key());
+                    // Collect the right group, spilling it if it is too large.
+                    group.clear();
+                    let mut used = 0usize;
+                    let mut spilled: Option<RunWriter> = None;
+                    while r_more && rs.key() == key.as_slice() {
+                        let t = rs.tuple();
+                        cpu.tuples(1, t.len() as u64);
+                        match spilled.as_mut() {
+                            Some(w) => w.push(t, &mut cpu)?,
+                            None if used + t.len() + TUPLE_OVERHEAD_BYTES > group_bytes => {
+                                let mut w = RunWriter::new(
+                                    &self.space,
+                                    &pool,
+                                    self.config.cluster_bytes,
+                                    None,
+                                );
+                                for g in group.drain(..) {
+                                    w.push(&g, &mut cpu)?;
+                                }
+                                w.push(t, &mut cpu)?;
+                                spilled = Some(w);
+                                stats.groups_spilled += 1;
+                            }
+                            None => {
+                                used += t.len() + TUPLE_OVERHEAD_BYTES;
+                                group.push(t.to_vec());
+                            }
+                        }
+                        r_more = rs.advance()?;
+                        cpu.compares(1);
+                    }
+                    match spilled {
+                        None => {
+                            while l_more && ls.key() == key.as_slice() {
+                                for r in &group {
+                                    cpu.tuples(1, (ls.tuple().len() + r.len()) as u64);
+                                    sink(ls.tuple(), r)?;
+                                    stats.output_tuples += 1;
+                                }
+                                l_more = ls.advance()?;
+                                cpu.compares(1);
+                            }
+                        }
+                        Some(w) => {
+                            let run = w.finish(&mut cpu)?;
+                            let mut reader =
+                                RunReader::new(run, &Arc::new(SortKey::bytes(0, 0)), None);
+                            while l_more && ls.key() == key.as_slice() {
+                                reader.rewind();
+                                while reader.advance(&mut cpu)? {
+                                    let r = reader.tuple();
+                                    cpu.tuples(1, (ls.tuple().len() + r.len()) as u64);
+                                    sink(ls.tuple(), r)?;
+                                    stats.output_tuples += 1;
+                                }
+                                l_more = ls.advance()?;
+                                cpu.compares(1);
+                            }
+                        }
+                    }
+                }
+            }
+        }
+        cpu.settle();
+        // Drain what is left so the sorts' statistics are complete.
+        stats.left = ls.finish();
+        stats.right = rs.finish();
+        stats.merge_ns = rt.now_ns() - merge_start;
+        stats.cpu_ns = stats.left.cpu_ns + stats.right.cpu_ns + cpu.charged_ns;
+        Ok(stats)
+    }
+}

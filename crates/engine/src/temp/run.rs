@@ -420,6 +420,20 @@ impl RunReader {
     pub fn run(&self) -> &Run {
         &self.run
     }
+
+    /// Start again from the run's first tuple.
+    pub fn rewind(&mut self) {
+        if let Some((_, ticket)) = self.prefetch.take() {
+            let _ = ticket.wait();
+        }
+        self.next_extent = 0;
+        self.next_in_extent = 0;
+        self.clusters_left = self.run.clusters;
+        self.tuples_left = self.run.tuples;
+        self.pos = 0;
+        self.end = 0;
+        self.current = Current::None;
+    }
 }
 
 impl Drop for RunReader {

@@ -905,10 +905,6 @@ impl SortedStream {
         self.finish_stats();
         self.stats.clone()
     }
-
-    pub(crate) fn cpu_mut(&mut self) -> &mut CpuMeter {
-        &mut self.cpu
-    }
 }
 
 impl TupleSource for SortedStream {

@@ -9,6 +9,7 @@
 
 pub mod devices;
 pub mod lee2008_log;
+pub mod lee2008_mvcc;
 
 use crate::report::ExperimentResult;
 
@@ -37,6 +38,8 @@ pub fn registry() -> Vec<Box<dyn Experiment>> {
         Box::new(lee2008_log::Table2),
         Box::new(lee2008_log::Table3),
         Box::new(lee2008_log::Figure3),
+        Box::new(lee2008_mvcc::Table4),
+        Box::new(lee2008_mvcc::Figure4),
     ]
 }
 
