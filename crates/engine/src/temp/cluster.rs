@@ -62,7 +62,8 @@ impl ClusterHeader {
         if cluster.len() < CLUSTER_HEADER_BYTES {
             return Err(corrupt(format!("{} bytes is no cluster", cluster.len())));
         }
-        let u32_at = |at: usize| u32::from_le_bytes(cluster[at..at + 4].try_into().unwrap_or([0; 4]));
+        let u32_at =
+            |at: usize| u32::from_le_bytes(cluster[at..at + 4].try_into().unwrap_or([0; 4]));
         if u32_at(0) != CLUSTER_MAGIC {
             return Err(corrupt(format!("bad magic {:#010x}", u32_at(0))));
         }

@@ -227,7 +227,11 @@ impl HashJoin {
             ..HashJoinStats::default()
         };
         let per_tuple = |len: usize| {
-            let key = if self.config.build_key.identity().is_some() { 0 } else { 16 };
+            let key = if self.config.build_key.identity().is_some() {
+                0
+            } else {
+                16
+            };
             len + key + HASH_TUPLE_OVERHEAD_BYTES
         };
         let estimate = build.size_hint_bytes().map(|bytes| {
@@ -356,8 +360,26 @@ impl HashJoin {
                 stats.repartitioned += 1;
                 let n = ((need as f64 * PARTITION_HEADROOM / table_bytes as f64).ceil() as usize)
                     .clamp(2, self.config.max_partitions());
-                let sub_b = self.repartition(pool, &parts_b, b, n, level + 1, &self.config.build_key, cpu, stats)?;
-                let sub_p = self.repartition(pool, &parts_p, p, n, level + 1, &self.config.probe_key, cpu, stats)?;
+                let sub_b = self.repartition(
+                    pool,
+                    &parts_b,
+                    b,
+                    n,
+                    level + 1,
+                    &self.config.build_key,
+                    cpu,
+                    stats,
+                )?;
+                let sub_p = self.repartition(
+                    pool,
+                    &parts_p,
+                    p,
+                    n,
+                    level + 1,
+                    &self.config.probe_key,
+                    cpu,
+                    stats,
+                )?;
                 self.join_level(pool, sub_b, sub_p, level + 1, cpu, stats, sink)?;
             } else {
                 stats.block_joined += 1;
@@ -507,7 +529,10 @@ impl Table {
             Some(_) => (hash_key(key.slice(t)?, seed), 0),
             None => {
                 key.normalize_into(t, &mut self.keys)?;
-                (hash_key(&self.keys[key_off..], seed), self.keys.len() - key_off)
+                (
+                    hash_key(&self.keys[key_off..], seed),
+                    self.keys.len() - key_off,
+                )
             }
         };
         if self.used() + t.len() + key_len + HASH_TUPLE_OVERHEAD_BYTES > self.budget {
@@ -654,7 +679,12 @@ impl Partitioner {
             }
         };
         let i = partition_of(h, self.bufs.len());
-        let need = t.len() + if self.fixed_len.is_some() { 0 } else { LENGTH_PREFIX_BYTES };
+        let need = t.len()
+            + if self.fixed_len.is_some() {
+                0
+            } else {
+                LENGTH_PREFIX_BYTES
+            };
         let capacity = payload_capacity(self.cluster_bytes);
         if need > capacity {
             return Err(TempError::Tuple(format!(
@@ -698,7 +728,9 @@ impl Partitioner {
             PartitionLayout::AppendLinked => self.shared.allocate(step),
             PartitionLayout::Regions { extent_clusters } => {
                 let part = &mut self.parts[i];
-                let regions = part.regions.get_or_insert_with(|| Extents::new(&self.space));
+                let regions = part
+                    .regions
+                    .get_or_insert_with(|| Extents::new(&self.space));
                 if part.region_used * step >= regions.bytes() {
                     regions.allocate(extent_clusters as u64 * step)?;
                 }

@@ -25,13 +25,13 @@ use std::sync::Arc;
 use flashlab_runtime::Rt;
 use serde::Serialize;
 
+use super::Result;
 use super::cluster::IoPool;
 use super::cpu::{CpuMeter, OperatorCosts};
 use super::run::{RunReader, RunWriter};
 use super::sort::{ExternalSort, IO_WORKERS_DEFAULT, RunGeneration, SortConfig, SortStats, spill};
 use super::space::TempSpace;
 use super::tuple::{SortKey, TUPLE_OVERHEAD_BYTES, TupleSource};
-use super::Result;
 
 /// How to join.
 #[derive(Clone, Debug)]
@@ -129,15 +129,31 @@ impl MergeJoin {
         let mut stats_l = self.left.new_stats();
         let fixed_l = left.fixed_len();
         let generated = self.left.generate(left, &pool, &mut cpu_l, &mut stats_l)?;
-        let mut runs_l = spill(&self.left, generated, fixed_l, &pool, &mut cpu_l, &mut stats_l)?;
+        let mut runs_l = spill(
+            &self.left,
+            generated,
+            fixed_l,
+            &pool,
+            &mut cpu_l,
+            &mut stats_l,
+        )?;
         stats_l.run_generation_ns = rt.now_ns() - start_ns;
 
         let right_start = rt.now_ns();
         let mut cpu_r = CpuMeter::new(self.config.costs);
         let mut stats_r = self.right.new_stats();
         let fixed_r = right.fixed_len();
-        let generated = self.right.generate(right, &pool, &mut cpu_r, &mut stats_r)?;
-        let mut runs_r = spill(&self.right, generated, fixed_r, &pool, &mut cpu_r, &mut stats_r)?;
+        let generated = self
+            .right
+            .generate(right, &pool, &mut cpu_r, &mut stats_r)?;
+        let mut runs_r = spill(
+            &self.right,
+            generated,
+            fixed_r,
+            &pool,
+            &mut cpu_r,
+            &mut stats_r,
+        )?;
         stats_r.run_generation_ns = rt.now_ns() - right_start;
 
         // Reduce until both final merges fit together.
@@ -154,10 +170,12 @@ impl MergeJoin {
                 target_l = fan_in - nr;
             }
             let t = rt.now_ns();
-            self.left.reduce(&mut runs_l, target_l, &pool, &mut cpu_l, &mut stats_l)?;
+            self.left
+                .reduce(&mut runs_l, target_l, &pool, &mut cpu_l, &mut stats_l)?;
             stats_l.intermediate_merge_ns = rt.now_ns() - t;
             let t = rt.now_ns();
-            self.right.reduce(&mut runs_r, target_r, &pool, &mut cpu_r, &mut stats_r)?;
+            self.right
+                .reduce(&mut runs_r, target_r, &pool, &mut cpu_r, &mut stats_r)?;
             stats_r.intermediate_merge_ns = rt.now_ns() - t;
         }
         stats.sort_ns = rt.now_ns() - start_ns;

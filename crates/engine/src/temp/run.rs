@@ -385,7 +385,10 @@ impl RunReader {
         match self.key.identity() {
             Some((offset, klen)) => {
                 let k = tuple.get(offset..offset + klen).ok_or_else(|| {
-                    TempError::Tuple(format!("a tuple of {} bytes is shorter than its key", tuple.len()))
+                    TempError::Tuple(format!(
+                        "a tuple of {} bytes is shorter than its key",
+                        tuple.len()
+                    ))
                 })?;
                 self.prefix = key_prefix(k);
             }

@@ -323,7 +323,13 @@ impl ExternalSort {
             }
             Generated::Runs(mut runs) => {
                 let merge_start = rt.now_ns();
-                self.reduce(&mut runs, self.config.final_fan_in(), &pool, &mut cpu, &mut stats)?;
+                self.reduce(
+                    &mut runs,
+                    self.config.final_fan_in(),
+                    &pool,
+                    &mut cpu,
+                    &mut stats,
+                )?;
                 stats.intermediate_merge_ns = rt.now_ns() - merge_start;
                 Ok(self.stream(runs, &pool, cpu, stats))
             }
@@ -528,7 +534,17 @@ impl ExternalSort {
                 let Some(out) = heap.pop() else { break };
                 cpu.compares(2 * log2(heap.len()));
                 used -= size(&out);
-                self.rs_emit(out, &mut writer, &mut current_run, &mut last_key, &mut runs, fixed_len, pool, cpu, stats)?;
+                self.rs_emit(
+                    out,
+                    &mut writer,
+                    &mut current_run,
+                    &mut last_key,
+                    &mut runs,
+                    fixed_len,
+                    pool,
+                    cpu,
+                    stats,
+                )?;
             }
             // A key below the last one written waits for the next run.
             if let Some(last) = &last_key
@@ -544,7 +560,17 @@ impl ExternalSort {
         }
         while let Some(out) = heap.pop() {
             cpu.compares(2 * log2(heap.len()));
-            self.rs_emit(out, &mut writer, &mut current_run, &mut last_key, &mut runs, fixed_len, pool, cpu, stats)?;
+            self.rs_emit(
+                out,
+                &mut writer,
+                &mut current_run,
+                &mut last_key,
+                &mut runs,
+                fixed_len,
+                pool,
+                cpu,
+                stats,
+            )?;
         }
         if let Some(w) = writer.take() {
             let run = w.finish(cpu)?;
@@ -577,7 +603,12 @@ impl ExternalSort {
                 runs.push(run);
             }
             *current_run = out.run;
-            *writer = Some(RunWriter::new(&self.space, pool, self.config.cluster_bytes, fixed_len));
+            *writer = Some(RunWriter::new(
+                &self.space,
+                pool,
+                self.config.cluster_bytes,
+                fixed_len,
+            ));
         }
         cpu.tuples(1, out.tuple.len() as u64);
         if let Some(w) = writer.as_mut() {
@@ -608,7 +639,8 @@ impl ExternalSort {
             let mut window: u64 = runs[..k].iter().map(|r| r.stream_bytes).sum();
             for start in 0..=runs.len() - k {
                 if start > 0 {
-                    window = window - runs[start - 1].stream_bytes + runs[start + k - 1].stream_bytes;
+                    window =
+                        window - runs[start - 1].stream_bytes + runs[start + k - 1].stream_bytes;
                 }
                 if window < best_bytes {
                     best_bytes = window;
@@ -623,7 +655,8 @@ impl ExternalSort {
                 .map(|run| RunReader::new(run, &self.key, ahead))
                 .collect();
             let mut merge = Merge::new(readers);
-            let mut writer = RunWriter::new(&self.space, pool, self.config.cluster_bytes, fixed_len);
+            let mut writer =
+                RunWriter::new(&self.space, pool, self.config.cluster_bytes, fixed_len);
             merge.start(cpu)?;
             while let Some(w) = merge.winner() {
                 let t = merge.readers[w].tuple();
@@ -781,8 +814,15 @@ impl Merge {
 }
 
 enum State {
-    Memory { load: Load, next: usize, current: Option<usize> },
-    Merge { merge: Merge, started: bool },
+    Memory {
+        load: Load,
+        next: usize,
+        current: Option<usize>,
+    },
+    Merge {
+        merge: Merge,
+        started: bool,
+    },
 }
 
 /// The sorted output, tuple by tuple: `advance`, then `tuple` and `key`.
@@ -815,7 +855,11 @@ impl SortedStream {
     /// Move to the next tuple; false at the end.
     pub fn advance(&mut self) -> Result<bool> {
         let more = match &mut self.state {
-            State::Memory { load, next, current } => {
+            State::Memory {
+                load,
+                next,
+                current,
+            } => {
                 if *next < load.entries.len() {
                     *current = Some(*next);
                     *next += 1;
@@ -892,7 +936,11 @@ impl SortedStream {
 
     /// The next tuple, or `None` at the end.
     pub fn next_tuple(&mut self) -> Result<Option<&[u8]>> {
-        Ok(if self.advance()? { Some(self.tuple()) } else { None })
+        Ok(if self.advance()? {
+            Some(self.tuple())
+        } else {
+            None
+        })
     }
 
     /// What the sort did (complete once the stream has ended).

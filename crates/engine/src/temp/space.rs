@@ -106,7 +106,10 @@ impl Allocator {
     }
 
     fn free(&mut self, offset: u64, len: u64) {
-        debug_assert!(offset + len <= self.next_free_bytes, "TEMP-1: freeing beyond");
+        debug_assert!(
+            offset + len <= self.next_free_bytes,
+            "TEMP-1: freeing beyond"
+        );
         debug_assert!(self.used_bytes >= len, "TEMP-2: freeing more than used");
         self.used_bytes -= len;
         let mut start = offset;
@@ -171,10 +174,7 @@ impl TempSpace {
             ));
         }
         let n = FILE_COUNTER.fetch_add(1, Ordering::Relaxed);
-        let path = dir.join(format!(
-            "flashlab-temp-{}-{n}.tmp",
-            std::process::id()
-        ));
+        let path = dir.join(format!("flashlab-temp-{}-{n}.tmp", std::process::id()));
         let device = FileDevice::create(&path, capacity_bytes, FileOptions { direct });
         // Unlink whatever happened: the descriptor keeps the file alive.
         let _ = std::fs::remove_file(&path);

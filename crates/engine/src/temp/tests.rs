@@ -41,7 +41,11 @@ fn reference_sort(tuples: &[Vec<u8>], parts: &[(usize, usize, Order)]) -> Vec<Ve
     v.sort_by(|a, b| {
         for &(o, l, order) in parts {
             let c = a[o..o + l].cmp(&b[o..o + l]);
-            let c = if order == Order::Descending { c.reverse() } else { c };
+            let c = if order == Order::Descending {
+                c.reverse()
+            } else {
+                c
+            };
             if c != std::cmp::Ordering::Equal {
                 return c;
             }
@@ -62,7 +66,10 @@ fn drain(mut s: SortedStream) -> (Vec<Vec<u8>>, SortStats) {
 const DISTS: [KeyDist; 4] = [
     KeyDist::Uniform,
     KeyDist::Duplicates { distinct: 7 },
-    KeyDist::Zipf { distinct: 500, s: 1.1 },
+    KeyDist::Zipf {
+        distinct: 500,
+        s: 1.1,
+    },
     KeyDist::Permutation { salt: 3 },
 ];
 
@@ -76,7 +83,10 @@ fn temp_sort_equals_reference_across_memory_and_inputs() {
                 let input = records(d as u64 * 100 + n, n, dist.clone());
                 let want = reference_sort(&input, &[(0, 10, Order::Ascending)]);
                 for memory in [4 * c, 5 * c, 9 * c, 40 * c, 1 << 30] {
-                    for rg in [RunGeneration::Quicksort, RunGeneration::ReplacementSelection] {
+                    for rg in [
+                        RunGeneration::Quicksort,
+                        RunGeneration::ReplacementSelection,
+                    ] {
                         for read_ahead in [false, true] {
                             let mut config = SortConfig::new(memory, c, SortKey::sort_benchmark());
                             config.run_generation = rg;
@@ -118,24 +128,24 @@ fn temp_sort_multi_pass_stats_and_fan_in_rule() {
         assert!(stats.merge_steps > 1 && stats.passes > 1.5, "{stats:?}");
         assert!(stats.final_runs <= 6 && stats.final_runs >= 2, "{stats:?}");
         assert!(stats.compares > 0 && stats.cpu_ns > 0);
-        // Replacement selection makes runs about twice as long on random input.
-        let mut config = SortConfig::new(40 * c, c, SortKey::sort_benchmark());
-        let qs = drain(
-            ExternalSort::new(&space, config.clone())
+        // Replacement selection makes runs about twice as long as its heap
+        // on random input.
+        let input = records(6, 6000, KeyDist::Uniform);
+        let mut config = SortConfig::new(20 * c, c, SortKey::sort_benchmark());
+        config.run_generation = RunGeneration::ReplacementSelection;
+        let heap_tuples = config.load_bytes() / (100 + 10 + sort::RS_TUPLE_OVERHEAD_BYTES);
+        let (got, rs) = drain(
+            ExternalSort::new(&space, config)
                 .unwrap()
                 .sort(&mut VecSource::new(input.clone()))
                 .unwrap(),
-        )
-        .1;
-        config.run_generation = RunGeneration::ReplacementSelection;
-        let rs = drain(
-            ExternalSort::new(&space, config)
-                .unwrap()
-                .sort(&mut VecSource::new(input))
-                .unwrap(),
-        )
-        .1;
-        assert!(rs.runs * 3 < qs.runs * 2, "rs {} qs {}", rs.runs, qs.runs);
+        );
+        assert!(got == reference_sort(&input, &[(0, 10, Order::Ascending)]));
+        let mean = 6000.0 / rs.runs as f64;
+        assert!(
+            mean > 1.6 * heap_tuples as f64,
+            "mean run {mean}, heap {heap_tuples}"
+        );
     });
 }
 
@@ -157,7 +167,10 @@ fn temp_sort_multi_column_descending_and_stable() {
                 order: Order::Ascending,
             },
         ];
-        let want = reference_sort(&input, &[(8, 1, Order::Descending), (9, 1, Order::Ascending)]);
+        let want = reference_sort(
+            &input,
+            &[(8, 1, Order::Descending), (9, 1, Order::Ascending)],
+        );
         for memory in [4 * 2048, 11 * 2048, 1 << 30] {
             let config = SortConfig::new(memory, 2048, SortKey::fields(parts.clone()).unwrap());
             let sort = ExternalSort::new(&space, config).unwrap();
@@ -246,7 +259,8 @@ fn temp_sort_typed_columns_of_an_engine_table_scan() {
         for memory in [4 * 2048, 16 * 2048, 1 << 24] {
             let mut txn = db.begin().unwrap();
             let mut input = tuple::TableSource::scan(&mut txn, &table).unwrap();
-            let sort = ExternalSort::new(&space, SortConfig::new(memory, 2048, key.clone())).unwrap();
+            let sort =
+                ExternalSort::new(&space, SortConfig::new(memory, 2048, key.clone())).unwrap();
             let (got, _) = drain(sort.sort(&mut input).unwrap());
             txn.commit().unwrap();
             let got: Vec<Vec<Value>> = got.iter().map(|t| schema.decode_row(t).unwrap()).collect();
@@ -282,7 +296,11 @@ fn reference_join(left: &[Vec<u8>], right: &[Vec<u8>]) -> Pairs {
 fn join_inputs() -> Vec<(String, Vec<Vec<u8>>, Vec<Vec<u8>>)> {
     vec![
         ("empty".into(), Vec::new(), records(1, 50, KeyDist::Uniform)),
-        ("empty probe".into(), records(1, 50, KeyDist::Uniform), Vec::new()),
+        (
+            "empty probe".into(),
+            records(1, 50, KeyDist::Uniform),
+            Vec::new(),
+        ),
         (
             "one to one".into(),
             records(2, 1200, KeyDist::Permutation { salt: 1 }),
@@ -295,8 +313,22 @@ fn join_inputs() -> Vec<(String, Vec<Vec<u8>>, Vec<Vec<u8>>)> {
         ),
         (
             "zipf".into(),
-            records(6, 1500, KeyDist::Zipf { distinct: 300, s: 1.2 }),
-            records(7, 800, KeyDist::Zipf { distinct: 300, s: 1.2 }),
+            records(
+                6,
+                1500,
+                KeyDist::Zipf {
+                    distinct: 300,
+                    s: 1.2,
+                },
+            ),
+            records(
+                7,
+                800,
+                KeyDist::Zipf {
+                    distinct: 300,
+                    s: 1.2,
+                },
+            ),
         ),
     ]
 }
@@ -327,7 +359,12 @@ fn temp_merge_join_equals_reference() {
                         },
                     )
                     .unwrap();
-                assert!(got == want, "{name} memory {memory}: {} vs {}", got.len(), want.len());
+                assert!(
+                    got == want,
+                    "{name} memory {memory}: {} vs {}",
+                    got.len(),
+                    want.len()
+                );
                 assert_eq!(stats.output_tuples, want.len() as u64);
                 assert_eq!(space.used_bytes(), 0, "{name}");
                 if name == "duplicates both sides" && memory == 4 * c {
@@ -375,7 +412,10 @@ fn temp_hash_join_equals_reference_in_both_layouts() {
                     assert_eq!(space.used_bytes(), 0);
                     assert_eq!(stats.layout, layout.name());
                     if memory == 5 * c && name == "duplicates both sides" {
-                        assert!(stats.block_joined > 0 && stats.levels == hash_join::LEVELS_MAX, "{stats:?}");
+                        assert!(
+                            stats.block_joined > 0 && stats.levels == hash_join::LEVELS_MAX,
+                            "{stats:?}"
+                        );
                     }
                     if memory == 1 << 28 {
                         assert!(stats.in_memory);
@@ -497,9 +537,18 @@ fn temp_space_is_freed_after_injected_errors() {
         let input = records(11, 2500, KeyDist::Uniform);
         let c = 2048;
         // Write failures at several points, read failures at several points.
-        for (writes, reads) in [(0, i64::MAX), (5, i64::MAX), (60, i64::MAX), (i64::MAX, 0), (i64::MAX, 7), (i64::MAX, 150)] {
+        for (writes, reads) in [
+            (0, i64::MAX),
+            (5, i64::MAX),
+            (60, i64::MAX),
+            (i64::MAX, 0),
+            (i64::MAX, 7),
+            (i64::MAX, 150),
+        ] {
             let space = failing_space(writes, reads);
-            let sort = ExternalSort::new(&space, SortConfig::new(6 * c, c, SortKey::sort_benchmark())).unwrap();
+            let sort =
+                ExternalSort::new(&space, SortConfig::new(6 * c, c, SortKey::sort_benchmark()))
+                    .unwrap();
             let result = sort
                 .sort(&mut VecSource::new(input.clone()))
                 .and_then(|s| drain_result(s));
@@ -507,40 +556,86 @@ fn temp_space_is_freed_after_injected_errors() {
             assert_eq!(space.used_bytes(), 0, "sort: writes {writes} reads {reads}");
 
             let space = failing_space(writes, reads);
-            let join = MergeJoin::new(&space, MergeJoinConfig::new(6 * c, c, SortKey::sort_benchmark(), SortKey::sort_benchmark())).unwrap();
-            let r = join.join(&mut VecSource::new(input.clone()), &mut VecSource::new(input.clone()), &mut |_, _| Ok(()));
+            let join = MergeJoin::new(
+                &space,
+                MergeJoinConfig::new(
+                    6 * c,
+                    c,
+                    SortKey::sort_benchmark(),
+                    SortKey::sort_benchmark(),
+                ),
+            )
+            .unwrap();
+            let r = join.join(
+                &mut VecSource::new(input.clone()),
+                &mut VecSource::new(input.clone()),
+                &mut |_, _| Ok(()),
+            );
             assert!(r.is_err());
             assert_eq!(space.used_bytes(), 0, "merge join");
 
-            for layout in [PartitionLayout::AppendLinked, PartitionLayout::Regions { extent_clusters: 3 }] {
+            for layout in [
+                PartitionLayout::AppendLinked,
+                PartitionLayout::Regions { extent_clusters: 3 },
+            ] {
                 let space = failing_space(writes, reads);
-                let join = HashJoin::new(&space, HashJoinConfig::new(8 * c, c, layout, SortKey::sort_benchmark(), SortKey::sort_benchmark())).unwrap();
-                let r = join.join(&mut VecSource::new(input.clone()), &mut VecSource::new(input.clone()), &mut |_, _| Ok(()));
+                let join = HashJoin::new(
+                    &space,
+                    HashJoinConfig::new(
+                        8 * c,
+                        c,
+                        layout,
+                        SortKey::sort_benchmark(),
+                        SortKey::sort_benchmark(),
+                    ),
+                )
+                .unwrap();
+                let r = join.join(
+                    &mut VecSource::new(input.clone()),
+                    &mut VecSource::new(input.clone()),
+                    &mut |_, _| Ok(()),
+                );
                 assert!(r.is_err());
                 assert_eq!(space.used_bytes(), 0, "hash join {layout:?}");
             }
         }
         // A write failure that is "device full" is reported as temp space full.
         let space = failing_space(3, i64::MAX);
-        let sort = ExternalSort::new(&space, SortConfig::new(6 * c, c, SortKey::sort_benchmark())).unwrap();
+        let sort = ExternalSort::new(&space, SortConfig::new(6 * c, c, SortKey::sort_benchmark()))
+            .unwrap();
         let err = sort.sort(&mut VecSource::new(input.clone())).err().unwrap();
         assert!(err.is_full(), "{err}");
         // A consumer that gives up half way.
         let space = memory_space(None);
-        let join = HashJoin::new(&space, HashJoinConfig::new(8 * c, c, PartitionLayout::AppendLinked, SortKey::sort_benchmark(), SortKey::sort_benchmark())).unwrap();
+        let join = HashJoin::new(
+            &space,
+            HashJoinConfig::new(
+                8 * c,
+                c,
+                PartitionLayout::AppendLinked,
+                SortKey::sort_benchmark(),
+                SortKey::sort_benchmark(),
+            ),
+        )
+        .unwrap();
         let mut n = 0;
         let r = join.join(
             &mut VecSource::new(input.clone()),
             &mut VecSource::new(input.clone()),
             &mut |_, _| {
                 n += 1;
-                if n > 100 { Err(TempError::Consumer("enough".into())) } else { Ok(()) }
+                if n > 100 {
+                    Err(TempError::Consumer("enough".into()))
+                } else {
+                    Ok(())
+                }
             },
         );
         assert!(matches!(r, Err(TempError::Consumer(_))));
         assert_eq!(space.used_bytes(), 0);
         // A sorted stream dropped before its end frees everything too.
-        let sort = ExternalSort::new(&space, SortConfig::new(6 * c, c, SortKey::sort_benchmark())).unwrap();
+        let sort = ExternalSort::new(&space, SortConfig::new(6 * c, c, SortKey::sort_benchmark()))
+            .unwrap();
         let mut s = sort.sort(&mut VecSource::new(input.clone())).unwrap();
         s.next_tuple().unwrap();
         assert!(space.used_bytes() > 0);
@@ -559,16 +654,27 @@ fn temp_space_cap_gives_temp_space_full_not_out_of_memory() {
     sim(|_| {
         let input = records(12, 3000, KeyDist::Uniform);
         let space = memory_space(Some(64 << 10));
-        let sort = ExternalSort::new(&space, SortConfig::new(8 * 2048, 2048, SortKey::sort_benchmark())).unwrap();
+        let sort = ExternalSort::new(
+            &space,
+            SortConfig::new(8 * 2048, 2048, SortKey::sort_benchmark()),
+        )
+        .unwrap();
         let err = sort.sort(&mut VecSource::new(input)).err().unwrap();
         assert!(err.is_full(), "{err}");
         let text = err.to_string();
-        assert!(text.contains("temp space full") && text.contains("capacity_bytes"), "{text}");
+        assert!(
+            text.contains("temp space full") && text.contains("capacity_bytes"),
+            "{text}"
+        );
         assert_eq!(space.used_bytes(), 0);
         // When the cap is reached, the free list is used.
         let input = records(13, 1600, KeyDist::Uniform);
         let space = memory_space(Some(400 << 10));
-        let sort = ExternalSort::new(&space, SortConfig::new(6 * 2048, 2048, SortKey::sort_benchmark())).unwrap();
+        let sort = ExternalSort::new(
+            &space,
+            SortConfig::new(6 * 2048, 2048, SortKey::sort_benchmark()),
+        )
+        .unwrap();
         let (got, stats) = drain(sort.sort(&mut VecSource::new(input.clone())).unwrap());
         assert_eq!(got, reference_sort(&input, &[(0, 10, Order::Ascending)]));
         assert!(stats.merge_steps > 2);
@@ -582,21 +688,42 @@ fn temp_bad_settings_name_the_setting() {
         let space = memory_space(None);
         let key = SortKey::sort_benchmark;
         let err = |r: Result<ExternalSort>| r.err().unwrap().to_string();
-        let e = err(ExternalSort::new(&space, SortConfig::new(3 * 2048, 2048, key())));
-        assert!(e.starts_with("memory_bytes too small") && e.contains("at least 4"), "{e}");
+        let e = err(ExternalSort::new(
+            &space,
+            SortConfig::new(3 * 2048, 2048, key()),
+        ));
+        assert!(
+            e.starts_with("memory_bytes too small") && e.contains("at least 4"),
+            "{e}"
+        );
         let mut ahead = SortConfig::new(5 * 2048, 2048, key());
         ahead.read_ahead = true;
         let e = err(ExternalSort::new(&space, ahead));
         assert!(e.contains("at least 6"), "{e}");
-        let e = err(ExternalSort::new(&space, SortConfig::new(1 << 20, 2500, key())));
-        assert!(e.starts_with("cluster_bytes") && e.contains("sector"), "{e}");
-        let e = err(ExternalSort::new(&space, SortConfig::new(1 << 20, 1024, key())));
+        let e = err(ExternalSort::new(
+            &space,
+            SortConfig::new(1 << 20, 2500, key()),
+        ));
+        assert!(
+            e.starts_with("cluster_bytes") && e.contains("sector"),
+            "{e}"
+        );
+        let e = err(ExternalSort::new(
+            &space,
+            SortConfig::new(1 << 20, 1024, key()),
+        ));
         assert!(e.starts_with("cluster_bytes") && e.contains("2 KB"), "{e}");
-        let e = HashJoin::new(&space, HashJoinConfig::new(4 * 2048, 2048, PartitionLayout::AppendLinked, key(), key()))
-            .err()
-            .unwrap()
-            .to_string();
-        assert!(e.starts_with("memory_bytes too small") && e.contains("at least 5"), "{e}");
+        let e = HashJoin::new(
+            &space,
+            HashJoinConfig::new(4 * 2048, 2048, PartitionLayout::AppendLinked, key(), key()),
+        )
+        .err()
+        .unwrap()
+        .to_string();
+        assert!(
+            e.starts_with("memory_bytes too small") && e.contains("at least 5"),
+            "{e}"
+        );
         let e = MergeJoin::new(&space, MergeJoinConfig::new(2 * 2048, 2048, key(), key()))
             .err()
             .unwrap()
@@ -614,18 +741,35 @@ fn temp_bad_settings_name_the_setting() {
             rollback: None,
             temp: None,
         };
-        let e = TempSpace::from_devices(&devices, None).err().unwrap().to_string();
+        let e = TempSpace::from_devices(&devices, None)
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.starts_with("temp:") && e.contains("no temp space"), "{e}");
         // A tuple larger than memory, a tuple shorter than its key.
         let big = vec![vec![7u8; 9000]];
         let sort = ExternalSort::new(&space, SortConfig::new(4 * 2048, 2048, key())).unwrap();
-        let e = sort.sort(&mut VecSource::new(big)).err().unwrap().to_string();
+        let e = sort
+            .sort(&mut VecSource::new(big))
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.starts_with("memory_bytes too small"), "{e}");
-        let e = sort.sort(&mut VecSource::new(vec![vec![1u8; 5]])).err().unwrap().to_string();
+        let e = sort
+            .sort(&mut VecSource::new(vec![vec![1u8; 5]]))
+            .err()
+            .unwrap()
+            .to_string();
         assert!(e.starts_with("tuple:"), "{e}");
         assert_eq!(space.used_bytes(), 0);
         // Errors convert to engine errors of the right kind.
-        let full: crate::Error = TempError::Full { device: "d".into(), needed_bytes: 1, used_bytes: 0, capacity_bytes: 0 }.into();
+        let full: crate::Error = TempError::Full {
+            device: "d".into(),
+            needed_bytes: 1,
+            used_bytes: 0,
+            capacity_bytes: 0,
+        }
+        .into();
         assert!(full.is_space_full());
     });
 }
@@ -637,9 +781,17 @@ fn temp_real_world_file_is_gone_during_and_after() {
     let dir = tempfile::tempdir().unwrap();
     {
         let space = TempSpace::in_dir(dir.path(), 64 << 20, false).unwrap();
-        assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0, "unlinked at once");
+        assert_eq!(
+            std::fs::read_dir(dir.path()).unwrap().count(),
+            0,
+            "unlinked at once"
+        );
         let input = records(14, 5000, KeyDist::Uniform);
-        let sort = ExternalSort::new(&space, SortConfig::new(16 * 4096, 4096, SortKey::sort_benchmark())).unwrap();
+        let sort = ExternalSort::new(
+            &space,
+            SortConfig::new(16 * 4096, 4096, SortKey::sort_benchmark()),
+        )
+        .unwrap();
         let (got, stats) = drain(sort.sort(&mut VecSource::new(input.clone())).unwrap());
         assert_eq!(got, reference_sort(&input, &[(0, 10, Order::Ascending)]));
         assert!(stats.runs > 1);

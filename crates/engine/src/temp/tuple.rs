@@ -256,9 +256,10 @@ pub struct VecSource {
 
 impl VecSource {
     pub fn new(tuples: Vec<Vec<u8>>) -> VecSource {
-        let fixed_len = tuples.first().map(|t| t.len()).filter(|&len| {
-            tuples.iter().all(|t| t.len() == len) && len > 0
-        });
+        let fixed_len = tuples
+            .first()
+            .map(|t| t.len())
+            .filter(|&len| tuples.iter().all(|t| t.len() == len) && len > 0);
         VecSource {
             tuples,
             next: 0,
