@@ -5,6 +5,7 @@ mod characterize;
 mod check;
 mod devices;
 mod plot;
+mod query;
 mod replay;
 mod reproduce;
 mod trace;
@@ -38,6 +39,8 @@ enum Command {
     Plot(plot::Args),
     /// Verify a database directory: recovery, log, checksums, B+trees.
     Check(check::Args),
+    /// Read a table, now or as of a past commit timestamp.
+    Query(query::Args),
 }
 
 /// Run the parsed command line.
@@ -51,6 +54,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Trace(args) => trace::run(args),
         Command::Plot(args) => plot::run(args),
         Command::Check(args) => check::run(args),
+        Command::Query(args) => query::run(args),
     }
 }
 

@@ -28,7 +28,9 @@ fn show(result: flashlab_engine::Result<Option<Vec<u8>>>) -> String {
     match result {
         Ok(Some(v)) => String::from_utf8_lossy(&v).into_owned(),
         Ok(None) => "none".into(),
-        Err(e) if matches!(e, flashlab_engine::Error::Serialization { .. }) => "error: serialization".into(),
+        Err(e) if matches!(e, flashlab_engine::Error::Serialization { .. }) => {
+            "error: serialization".into()
+        }
         Err(e) => format!("error: {e}"),
     }
 }
@@ -79,7 +81,11 @@ fn run(script: &str, isolation: Isolation) -> (String, String) {
         let table = db.create_table(TableSpec::bytes("t")).unwrap();
         let mut sessions: BTreeMap<String, Session> = BTreeMap::new();
         let (mut expected, mut actual) = (String::new(), String::new());
-        for line in script.lines().map(str::trim).filter(|l| !l.is_empty() && !l.starts_with('#')) {
+        for line in script
+            .lines()
+            .map(str::trim)
+            .filter(|l| !l.is_empty() && !l.starts_with('#'))
+        {
             let (command, want) = line.split_once("=>").expect("line has =>");
             let (who, what) = command.split_once(':').expect("line names a session");
             let who = who.trim().to_string();
@@ -100,7 +106,9 @@ fn run(script: &str, isolation: Isolation) -> (String, String) {
                 None => got.push("blocked".into()),
             }
             for (name, other) in sessions.iter_mut().filter(|(n, _)| **n != who) {
-                if other.pending && let Some(r) = other.result.lock().take() {
+                if other.pending
+                    && let Some(r) = other.result.lock().take()
+                {
                     got.push(format!("{name}: {r}"));
                     other.pending = false;
                 }
@@ -116,7 +124,10 @@ fn run(script: &str, isolation: Isolation) -> (String, String) {
 
 fn check(script: &str, isolation: Isolation) {
     let (expected, actual) = run(script, isolation);
-    assert_eq!(actual, expected, "\n--- expected\n{expected}\n--- actual\n{actual}");
+    assert_eq!(
+        actual, expected,
+        "\n--- expected\n{expected}\n--- actual\n{actual}"
+    );
 }
 
 const SETUP: &str = "
@@ -128,7 +139,9 @@ const SETUP: &str = "
 
 #[test]
 fn dirty_write_is_prevented() {
-    check(&format!("{SETUP}
+    check(
+        &format!(
+            "{SETUP}
         t1: begin => ok
         t2: begin => ok
         t1: put x 10 => ok
@@ -137,24 +150,34 @@ fn dirty_write_is_prevented() {
         t1: commit => ok; t2: error: serialization
         t3: begin => ok
         t3: get x => 10
-    "), Isolation::Snapshot);
+    "
+        ),
+        Isolation::Snapshot,
+    );
 }
 
 #[test]
 fn dirty_read_is_prevented() {
-    check(&format!("{SETUP}
+    check(
+        &format!(
+            "{SETUP}
         t1: begin => ok
         t1: put x 10 => ok
         t2: begin => ok
         t2: get x => 1
         t1: abort => ok
         t2: get x => 1
-    "), Isolation::Snapshot);
+    "
+        ),
+        Isolation::Snapshot,
+    );
 }
 
 #[test]
 fn lost_update_is_prevented() {
-    check(&format!("{SETUP}
+    check(
+        &format!(
+            "{SETUP}
         t1: begin => ok
         t2: begin => ok
         t1: get x => 1
@@ -162,24 +185,34 @@ fn lost_update_is_prevented() {
         t1: put x 2 => ok
         t1: commit => ok
         t2: put x 2 => error: serialization
-    "), Isolation::Snapshot);
+    "
+        ),
+        Isolation::Snapshot,
+    );
 }
 
 #[test]
 fn non_repeatable_read_is_prevented() {
-    check(&format!("{SETUP}
+    check(
+        &format!(
+            "{SETUP}
         t1: begin => ok
         t1: get x => 1
         t2: begin => ok
         t2: put x 2 => ok
         t2: commit => ok
         t1: get x => 1
-    "), Isolation::Snapshot);
+    "
+        ),
+        Isolation::Snapshot,
+    );
 }
 
 #[test]
 fn read_skew_is_prevented() {
-    check(&format!("{SETUP}
+    check(
+        &format!(
+            "{SETUP}
         t1: begin => ok
         t1: get x => 1
         t2: begin => ok
@@ -188,7 +221,10 @@ fn read_skew_is_prevented() {
         t2: commit => ok
         # x + y stays 2 in t1's snapshot
         t1: get y => 1
-    "), Isolation::Snapshot);
+    "
+        ),
+        Isolation::Snapshot,
+    );
 }
 
 #[test]
@@ -196,7 +232,9 @@ fn write_skew_is_allowed() {
     // Two doctors on call (x, y); each may leave if the other stays. Both
     // read both, each takes a different one off call, both commit: the
     // invariant x + y >= 1 is broken. Snapshot isolation allows this.
-    check(&format!("{SETUP}
+    check(
+        &format!(
+            "{SETUP}
         t1: begin => ok
         t2: begin => ok
         t1: get x => 1
@@ -210,12 +248,17 @@ fn write_skew_is_allowed() {
         t3: begin => ok
         t3: get x => 0
         t3: get y => 0
-    "), Isolation::Snapshot);
+    "
+        ),
+        Isolation::Snapshot,
+    );
 }
 
 #[test]
 fn readers_and_writers_do_not_block_each_other() {
-    check(&format!("{SETUP}
+    check(
+        &format!(
+            "{SETUP}
         t1: begin => ok
         t1: put x 5 => ok
         t2: begin => ok
@@ -224,12 +267,17 @@ fn readers_and_writers_do_not_block_each_other() {
         t1: get y => 1
         t1: commit => ok
         t2: commit => ok
-    "), Isolation::Snapshot);
+    "
+        ),
+        Isolation::Snapshot,
+    );
 }
 
 #[test]
 fn read_committed_allows_non_repeatable_reads_and_updates_the_latest() {
-    check(&format!("{SETUP}
+    check(
+        &format!(
+            "{SETUP}
         t1: begin => ok
         t1: get x => 1
         t2: begin => ok
@@ -238,5 +286,8 @@ fn read_committed_allows_non_repeatable_reads_and_updates_the_latest() {
         t1: get x => 2
         t1: put x 3 => ok
         t1: commit => ok
-    "), Isolation::ReadCommitted);
+    "
+        ),
+        Isolation::ReadCommitted,
+    );
 }

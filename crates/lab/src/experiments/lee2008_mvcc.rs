@@ -155,6 +155,13 @@ fn scenario(rt: &Rt, device: &str, rows: u64, buffer_bytes: u64) -> Result<Table
     })
 }
 
+const HDD_READ_NOTE: &str = "On the disk each rollback page read costs 2.8 ms instead of the paper's 8.2 ms. T2, T3 and T4 ran one after the other, so each filled its segment with contiguous 1 MB extents; T1's second scan then cycles among three sequential streams a short seek apart, and the disk model charges each read a short seek plus a rotational delay fixed by where the three streams' next pages sit on the platter. The paper's server evidently paid a full random access per page: its segments' extents were spread over the tablespace. The SSD, with no seek or rotation, reads at the same cost either way.";
+
+fn checks_pass_hdd_read(run: &Table4Run) -> bool {
+    let per_page_ms = run.read_s * 1e3 / run.rollback_pages_read.max(1) as f64;
+    (per_page_ms - 8.2).abs() <= 0.25 * 8.2
+}
+
 /// lee2008 Table 4 and Figure 5.
 pub struct Table4;
 
@@ -189,7 +196,8 @@ impl Experiment for Table4 {
             Check::within_pct("lee2008.table4.rollback_pages_read", "lee2008 Table 4", "rollback pages read (SSD run)", "pages", expected_pages, ssd.rollback_pages_read as f64, 15.0),
             Check::in_range("lee2008.table4.hdd_over_ssd_read", "lee2008 Table 4", "HDD/SSD rollback read time ratio", "x", p("hdd_read_s") / p("ssd_read_s"), hdd.read_s / ssd.read_s, 8.0, 25.0),
             Check::within_pct("lee2008.table4.ssd_elapsed_s", "lee2008 Table 4", "SSD elapsed time of the second scan", "s", p("ssd_elapsed_s") * scale, ssd.elapsed_s, 50.0),
-            Check::within_pct("lee2008.table4.hdd_page_read_ms", "lee2008 Table 4", "HDD per-page rollback read", "ms", p("hdd_page_read_ms"), per_page_ms(&hdd), 25.0),
+            Check::within_pct("lee2008.table4.hdd_page_read_ms", "lee2008 Table 4", "HDD per-page rollback read", "ms", p("hdd_page_read_ms"), per_page_ms(&hdd), 25.0)
+                .with_note(if checks_pass_hdd_read(&hdd) { "" } else { "three sequential streams a short seek apart, not random reads: see the note below" }),
             Check::within_pct("lee2008.table4.ssd_page_read_ms", "lee2008 Table 4", "SSD per-page rollback read", "ms", p("ssd_page_read_ms"), per_page_ms(&ssd), 50.0),
         ];
         let mut figures = Vec::new();
@@ -217,7 +225,10 @@ impl Experiment for Table4 {
         if ctx.quick {
             notes.push("Quick run: the table and the buffer are a tenth of the paper's (1,250 pages, 10 MB); published counts and times are scaled by 0.1 for the comparison.".into());
         }
-        notes.push("CPU time is the simulated cores' busy time during the scan: a fixed cost per row visited (2 us at 1.86 GHz), an assumption, not calibrated on this table.".into());
+        notes.push("CPU time is the simulated cores' busy time during the scan: 5.9 us per row visited at 1.86 GHz, which follows from flashlab's own scan cost relative to its update-commit transaction and the one CPU calibration (see CpuCosts); it was not fitted to this table.".into());
+        if !checks_pass_hdd_read(&hdd) {
+            notes.push(HDD_READ_NOTE.into());
+        }
         Ok(ExperimentResult {
             id: self.id().into(),
             title: self.title().into(),
