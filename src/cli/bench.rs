@@ -51,6 +51,9 @@ pub struct Args {
     /// sync (group commit, the default) or no-sync.
     #[arg(long, default_value = "sync")]
     durability: String,
+    /// read-committed (the default, as the papers' server) or snapshot.
+    #[arg(long, default_value = "read-committed")]
+    isolation: String,
     /// Commit delay in microseconds.
     #[arg(long, default_value_t = 0)]
     commit_delay_us: u64,
@@ -129,6 +132,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         page_bytes: args.page_bytes,
         buffer_bytes: args.buffer_mb << 20,
         durability,
+        isolation: match args.isolation.as_str() {
+            "read-committed" => flashlab_engine::mvcc::Isolation::ReadCommitted,
+            "snapshot" => flashlab_engine::mvcc::Isolation::Snapshot,
+            other => bail!("--isolation '{other}' must be read-committed or snapshot"),
+        },
         commit_delay_ns: args.commit_delay_us * 1_000,
         real_dir: args.real.clone(),
         seed: args.seed,
