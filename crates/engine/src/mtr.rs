@@ -55,6 +55,8 @@ use flashlab_runtime::{Latch, LatchGuard};
 /// Gaps of unchanged bytes shorter than this are folded into one range:
 /// a range header costs about as much.
 const DIFF_GAP_BYTES_MIN: usize = 16;
+/// Unchanged bytes are skipped in blocks of this size first.
+const DIFF_SKIP_BLOCK_BYTES: usize = 64;
 
 /// Most pages a mini-transaction keeps copies of without having written
 /// them; older ones are dropped (a scan reads any number of pages, one at a
@@ -314,18 +316,27 @@ pub fn diff(before: &[u8], after: &[u8]) -> Vec<(u32, Vec<u8>)> {
         after[..PAGE_BODY_OFFSET],
         "MTR-1"
     );
+    let n = after.len().min(before.len());
     let mut ranges: Vec<(u32, Vec<u8>)> = Vec::new();
     let mut i = PAGE_BODY_OFFSET;
-    while i < after.len() {
-        if before[i] == after[i] {
+    while i < n {
+        // Most of a page is unchanged: skip it a block at a time.
+        while i + DIFF_SKIP_BLOCK_BYTES <= n
+            && before[i..i + DIFF_SKIP_BLOCK_BYTES] == after[i..i + DIFF_SKIP_BLOCK_BYTES]
+        {
+            i += DIFF_SKIP_BLOCK_BYTES;
+        }
+        while i < n && before[i] == after[i] {
             i += 1;
-            continue;
+        }
+        if i >= n {
+            break;
         }
         let start = i;
         let mut end = i + 1;
         let mut same = 0;
         let mut j = end;
-        while j < after.len() && same < DIFF_GAP_BYTES_MIN {
+        while j < n && same < DIFF_GAP_BYTES_MIN {
             if before[j] == after[j] {
                 same += 1;
             } else {

@@ -90,6 +90,37 @@ impl Inner {
         Ok((before, logged))
     }
 
+    /// Read `key` and replace it with what `decide` makes of its current
+    /// value, in one mini-transaction under the tree's latch (one descent,
+    /// one set of page copies). `decide` returning `None` changes nothing.
+    /// Returns the value replaced and the record.
+    pub(crate) fn tree_write(
+        &self,
+        tree: TreeRef,
+        key: &[u8],
+        ctx: &LogCtx,
+        decide: impl FnOnce(Option<&[u8]>) -> Result<Option<Vec<u8>>>,
+    ) -> Result<(Option<Vec<u8>>, Option<Logged>)> {
+        let latch = self.latch(tree.space, tree.root);
+        let _guard = latch.lock();
+        let mut mtr = self.mtr(tree.space)?;
+        let btree = BTree::open(tree.root);
+        let current = btree.get(&mut mtr, key)?;
+        let Some(stored) = decide(current.as_deref())? else {
+            return Ok((current, None));
+        };
+        let before = btree.insert(&mut mtr, key, &stored)?;
+        debug_assert_eq!(before, current, "DB-1: the latch kept the key unchanged");
+        let undo = (ctx.txn != 0).then(|| Undo {
+            space: tree.space,
+            root: tree.root,
+            key: key.to_vec(),
+            before: before.clone(),
+        });
+        let logged = mtr.commit(&self.wal, ctx.txn, ctx.prev_lsn, undo)?;
+        Ok((before, logged))
+    }
+
     /// Apply one undo step and log it as a compensation record whose
     /// `undo_next` is `undo_next`. Returns the compensation's LSN.
     pub(crate) fn compensate(

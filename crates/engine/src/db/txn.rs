@@ -311,40 +311,55 @@ impl Transaction {
         self.db.check_log()?;
         Rt::current().cpu(self.db.cpu().put_ns);
         let tree = Self::tree(table);
-        let current = self
-            .db
-            .tree_get(tree, key)?
-            .map(|s| StoredRow::decode(&s))
-            .transpose()?;
-        if let Some(row) = &current {
-            self.check_first_updater(&row.header)?;
-        }
-        let prev = match &current {
-            None => 0,
-            // Our own earlier version: others still see the one before it.
-            Some(row) if row.header.txn_id() == Some(self.id) => row.header.prev & !TOMBSTONE,
-            Some(row) => self.keep_before_image(row)?,
-        };
-        if value.is_none()
-            && current
+        let db = self.db.clone();
+        let ctx = self.ctx();
+        let mut filled = None;
+        let (before, logged) = db.tree_write(tree, key, &ctx, |current| {
+            let current = current.map(StoredRow::decode).transpose()?;
+            if let Some(row) = &current {
+                self.check_first_updater(&row.header)?;
+            }
+            let deleted = current
                 .as_ref()
-                .is_none_or(|r| r.header.prev & TOMBSTONE != 0)
-        {
-            return Ok(None); // nothing to delete
+                .is_none_or(|r| r.header.prev & TOMBSTONE != 0);
+            if value.is_none() && deleted {
+                return Ok(None); // nothing to delete
+            }
+            let prev = match &current {
+                None => 0,
+                // Our own earlier version: others still see the one before it.
+                Some(row) if row.header.txn_id() == Some(self.id) => row.header.prev & !TOMBSTONE,
+                Some(row) => {
+                    let (pointer, page) = self.keep_before_image(row)?;
+                    filled = page;
+                    pointer
+                }
+            };
+            let header = VersionHeader::uncommitted(
+                self.id,
+                prev | if value.is_none() { TOMBSTONE } else { 0 },
+            );
+            Ok(Some(
+                StoredRow {
+                    header,
+                    row: value.unwrap_or_default().to_vec(),
+                }
+                .encode(),
+            ))
+        })?;
+        // A rollback page the before-image filled is written now, with the
+        // tree latch released.
+        self.db.rollback.write_filled(filled)?;
+        if let Some(logged) = logged {
+            self.logged(logged.lsn, tree, key, before.clone());
         }
-        let header =
-            VersionHeader::uncommitted(self.id, prev | if value.is_none() { TOMBSTONE } else { 0 });
-        let stored = StoredRow {
-            header,
-            row: value.unwrap_or_default().to_vec(),
-        }
-        .encode();
-        self.tree_put(tree, key, &stored)?;
-        Ok(current.and_then(|row| (row.header.prev & TOMBSTONE == 0).then_some(row.row)))
+        let before = before.map(|b| StoredRow::decode(&b)).transpose()?;
+        Ok(before.and_then(|row| (row.header.prev & TOMBSTONE == 0).then_some(row.row)))
     }
 
-    /// Append a version to this transaction's rollback segment.
-    fn keep_before_image(&mut self, row: &StoredRow) -> Result<u64> {
+    /// Append a version to this transaction's rollback segment; returns
+    /// its pointer and a page it filled.
+    fn keep_before_image(&mut self, row: &StoredRow) -> Result<(u64, Option<crate::page::PageId>)> {
         let segment = match self.segment {
             Some(s) => s,
             None => {

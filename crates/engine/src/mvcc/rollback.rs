@@ -294,7 +294,10 @@ impl RollbackSpace {
         }
     }
 
-    /// Append a before-image to `segment`; returns its rollback pointer.
+    /// Append a before-image to `segment`; returns its rollback pointer and
+    /// the page the append filled, if any, which the caller must pass to
+    /// [`RollbackSpace::write_filled`] once it holds no latch (the write
+    /// takes device time).
     pub fn append(
         &self,
         segment: usize,
@@ -302,7 +305,7 @@ impl RollbackSpace {
         header: VersionHeader,
         row: &[u8],
         reclaim: &dyn Fn() -> Reclaim,
-    ) -> Result<u64> {
+    ) -> Result<(u64, Option<PageId>)> {
         let record_bytes = RECORD_LEN_BYTES + crate::row::VERSION_HEADER_BYTES + row.len();
         if record_bytes > self.page_bytes - PAGE_HEADER_BYTES {
             return Err(Error::TooLarge(format!(
@@ -336,10 +339,18 @@ impl RollbackSpace {
         st.stats.bytes_written += record_bytes as u64;
         debug_assert!(address <= ADDRESS_MASK);
         drop(st);
-        if let Some(id) = filled {
+        Ok((
+            ((generation & GENERATION_MASK) << ADDRESS_BITS) | address,
+            filled,
+        ))
+    }
+
+    /// Write a page a segment has filled (see [`RollbackSpace::append`]).
+    pub fn write_filled(&self, page: Option<PageId>) -> Result<()> {
+        if let Some(id) = page {
             self.pool.write_back_page(id)?;
         }
-        Ok(((generation & GENERATION_MASK) << ADDRESS_BITS) | address)
+        Ok(())
     }
 
     /// Move a segment to its next page, taking a new extent when its

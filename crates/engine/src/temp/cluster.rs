@@ -30,6 +30,14 @@ pub const CLUSTER_HEADER_BYTES: usize = 24;
 pub const CLUSTER_MAGIC: u32 = u32::from_le_bytes(*b"FLTC");
 /// The link of the first cluster of a chain.
 pub const NO_LINK: u64 = u64::MAX;
+/// Cluster writes an operator keeps in flight behind the cluster it is
+/// filling (write-behind). Two let a device overlap one request's transfer
+/// with the next one's work; the modelled 2008 SSD reaches its rated
+/// sequential write rate (lee2008 Table 1: 32 MB/s) only so.
+pub const WRITE_BEHIND_CLUSTERS: usize = 2;
+/// Output buffers of an operator that writes to the temp space: the one
+/// being filled and the ones written behind it.
+pub const OUTPUT_CLUSTERS: usize = WRITE_BEHIND_CLUSTERS + 1;
 
 /// The header of one cluster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

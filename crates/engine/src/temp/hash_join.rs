@@ -51,7 +51,8 @@ use flashlab_runtime::Rt;
 use serde::Serialize;
 
 use super::cluster::{
-    CLUSTER_HEADER_BYTES, ClusterHeader, Extents, IoPool, NO_LINK, Ticket, payload_capacity,
+    CLUSTER_HEADER_BYTES, ClusterHeader, Extents, IoPool, NO_LINK, Ticket, WRITE_BEHIND_CLUSTERS,
+    payload_capacity,
 };
 use super::cpu::{CpuMeter, OperatorCosts};
 use super::run::LENGTH_PREFIX_BYTES;
@@ -124,6 +125,31 @@ impl HashJoinConfig {
     /// Memory for one hash table.
     pub fn table_bytes(&self) -> usize {
         self.memory_bytes.saturating_sub(2 * self.cluster_bytes)
+    }
+
+    /// The largest power-of-two cluster (2 KB to 256 KB) with which one
+    /// partitioning pass makes every partition of a build input of
+    /// `tuples` tuples of `tuple_bytes` fit in `memory_bytes` (by the rule
+    /// the join itself sizes partitions with); `None` if none does.
+    pub fn single_pass_cluster_bytes(
+        memory_bytes: usize,
+        tuples: u64,
+        tuple_bytes: usize,
+    ) -> Option<usize> {
+        let estimate = tuples as f64 * (tuple_bytes + HASH_TUPLE_OVERHEAD_BYTES) as f64;
+        let mut cluster = super::CLUSTER_BYTES_MAX;
+        while cluster >= super::CLUSTER_BYTES_MIN {
+            let table = memory_bytes.saturating_sub(2 * cluster);
+            let max = (memory_bytes / cluster).saturating_sub(3);
+            if table > 0 && max >= 2 {
+                let p = (estimate * PARTITION_HEADROOM / table as f64).ceil() as usize;
+                if p <= max {
+                    return Some(cluster);
+                }
+            }
+            cluster /= 2;
+        }
+        None
     }
 }
 
@@ -627,9 +653,6 @@ struct Partitioner {
     pages_written: u64,
 }
 
-/// Buffers for writes in flight (write-behind).
-const WRITE_BEHIND_BUFFERS: usize = 2;
-
 impl Partitioner {
     fn new(
         join: &HashJoin,
@@ -755,6 +778,7 @@ impl Partitioner {
             self.bufs[i] = Some(buf);
             return Ok(());
         }
+        cpu.settle();
         let offset = self.place(i)?;
         ClusterHeader {
             payload_bytes: self.fill[i] as u32,
@@ -770,7 +794,7 @@ impl Partitioner {
         // A fresh buffer for partition i: a spare, or the oldest write's.
         let next = if let Some(b) = self.spare.pop() {
             Some(b)
-        } else if self.in_flight.len() >= WRITE_BEHIND_BUFFERS {
+        } else if self.in_flight.len() >= WRITE_BEHIND_CLUSTERS {
             let done = self.in_flight.pop_front().map(Ticket::wait);
             match done {
                 Some(done) => {
@@ -786,7 +810,6 @@ impl Partitioner {
             b.fill(0);
             self.bufs[i] = Some(b);
         }
-        cpu.settle();
         self.in_flight.push_back(self.pool.write(offset, buf));
         Ok(())
     }

@@ -11,9 +11,9 @@
 //!
 //! Memory rule: with budget `M`, cluster `C` and `b` bytes per merge input
 //! (`C`, or `2C` with read-ahead), the two final merges together take at
-//! most `F = floor((M - 2C) / b)` runs; the `2C` left over hold the current
+//! most `F = floor((M - 3C) / b)` runs; the `3C` left over hold the current
 //! group of right tuples. A larger group is spilled to a temp run (the same
-//! two clusters then serve as its write-behind buffers) and read back once
+//! three clusters then serve as its output buffers) and read back once
 //! for every left tuple with that key. An input that fits in memory is
 //! still written as one run, since both inputs share the budget.
 //!
@@ -26,7 +26,7 @@ use flashlab_runtime::Rt;
 use serde::Serialize;
 
 use super::Result;
-use super::cluster::IoPool;
+use super::cluster::{IoPool, OUTPUT_CLUSTERS};
 use super::cpu::{CpuMeter, OperatorCosts};
 use super::run::{RunReader, RunWriter};
 use super::sort::{ExternalSort, IO_WORKERS_DEFAULT, RunGeneration, SortConfig, SortStats, spill};
@@ -184,7 +184,7 @@ impl MergeJoin {
         let mut ls = self.left.stream(runs_l, &pool, cpu_l, stats_l);
         let mut rs = self.right.stream(runs_r, &pool, cpu_r, stats_r);
         let mut cpu = CpuMeter::new(self.config.costs);
-        let group_bytes = 2 * self.config.cluster_bytes;
+        let group_bytes = OUTPUT_CLUSTERS * self.config.cluster_bytes;
         let mut l_more = ls.advance()?;
         let mut r_more = rs.advance()?;
         let mut group: Vec<Vec<u8>> = Vec::new();

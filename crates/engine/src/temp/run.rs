@@ -2,8 +2,8 @@
 //!
 //! A run is a stream of tuples in key order, cut into clusters and written
 //! sequentially: [`RunWriter`] fills one cluster buffer while the previous
-//! one is being written (write-behind through the operator's [`IoPool`], two
-//! cluster buffers in all), allocating each cluster from the temp space as
+//! ones are being written (write-behind through the operator's [`IoPool`],
+//! [`super::cluster::OUTPUT_CLUSTERS`] cluster buffers in all), allocating each cluster from the temp space as
 //! it is sealed, so a run written alone lands on consecutive clusters.
 //! Tuples are stored back to back and may span clusters; a run of tuples of
 //! one fixed length stores no lengths, otherwise each tuple is preceded by
@@ -18,7 +18,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::cluster::{
-    CLUSTER_HEADER_BYTES, ClusterHeader, Extents, IoPool, NO_LINK, Ticket, payload_capacity,
+    CLUSTER_HEADER_BYTES, ClusterHeader, Extents, IoPool, NO_LINK, Ticket, WRITE_BEHIND_CLUSTERS,
+    payload_capacity,
 };
 use super::cpu::CpuMeter;
 use super::space::TempSpace;
@@ -59,7 +60,7 @@ pub struct RunWriter {
     link: u64,
     spare: Vec<Vec<u8>>,
     in_flight: VecDeque<Ticket>,
-    /// Clusters written ahead of the one being filled (1: double buffering).
+    /// Cluster writes in flight behind the one being filled.
     write_behind: usize,
     tuples: u64,
     clusters: u64,
@@ -84,7 +85,7 @@ impl RunWriter {
             link: NO_LINK,
             spare: Vec::new(),
             in_flight: VecDeque::new(),
-            write_behind: 1,
+            write_behind: WRITE_BEHIND_CLUSTERS,
             tuples: 0,
             clusters: 0,
             stream_bytes: 0,
@@ -138,6 +139,8 @@ impl RunWriter {
 
     /// Write the current cluster (write-behind) and start a new one.
     fn seal(&mut self, cpu: &mut CpuMeter) -> Result<()> {
+        // The work of filling this cluster is done before it can be written.
+        cpu.settle();
         let offset = self.extents.allocate(self.cluster_bytes as u64)?;
         ClusterHeader {
             payload_bytes: self.fill as u32,
@@ -161,7 +164,6 @@ impl RunWriter {
         };
         let mut full = std::mem::replace(&mut self.buf, next);
         self.buf.fill(0);
-        cpu.settle();
         if self.write_behind == 0 {
             self.extents.space().write(offset, &full)?;
             full.fill(0);

@@ -19,15 +19,16 @@
 //! With memory budget `M`, cluster `C`, and `b = C` per merge input (`b =
 //! 2C` with [`SortConfig::read_ahead`], which double-buffers every input):
 //!
-//! - run generation holds tuples in `M - 2C` (two output clusters:
-//!   the one being filled and the one being written behind it);
+//! - run generation holds tuples in `M - 3C` (three output clusters: the
+//!   one being filled and two being written behind it,
+//!   [`super::cluster::WRITE_BEHIND_CLUSTERS`]);
 //! - an intermediate merge step, whose output goes to the temp space, has
-//!   fan-in `F = floor((M - 2C) / b)`;
+//!   fan-in `F = floor((M - 3C) / b)`;
 //! - the final merge, whose output goes to the consumer, has fan-in
 //!   `F_final = floor(M / b)`.
 //!
-//! So the sort needs `M >= 4C` (`6C` with read-ahead) to make progress:
-//! two inputs and the two output clusters; less is refused before anything
+//! So the sort needs `M >= 5C` (`7C` with read-ahead) to make progress:
+//! two inputs and the three output clusters; less is refused before anything
 //! is allocated. With `R` runs and `R > F_final`, intermediate steps run
 //! until `F_final` runs are left. Every intermediate step but the first
 //! merges `F` runs; the first merges just enough, `R - F_final - (s - 1)(F
@@ -45,7 +46,7 @@ use std::sync::Arc;
 use flashlab_runtime::Rt;
 use serde::Serialize;
 
-use super::cluster::IoPool;
+use super::cluster::{IoPool, OUTPUT_CLUSTERS, WRITE_BEHIND_CLUSTERS};
 use super::cpu::{CpuMeter, OperatorCosts};
 use super::run::{Run, RunReader, RunWriter};
 use super::space::TempSpace;
@@ -114,7 +115,9 @@ impl SortConfig {
 
     /// Fan-in of an intermediate merge step (output to temp).
     pub fn fan_in(&self) -> usize {
-        self.memory_bytes.saturating_sub(2 * self.cluster_bytes) / self.input_buffer_bytes()
+        self.memory_bytes
+            .saturating_sub(OUTPUT_CLUSTERS * self.cluster_bytes)
+            / self.input_buffer_bytes()
     }
 
     /// Fan-in of the final merge (output to the consumer).
@@ -124,23 +127,24 @@ impl SortConfig {
 
     /// Memory for tuples during run generation.
     pub fn load_bytes(&self) -> usize {
-        self.memory_bytes.saturating_sub(2 * self.cluster_bytes)
+        self.memory_bytes
+            .saturating_sub(OUTPUT_CLUSTERS * self.cluster_bytes)
     }
 
     /// Check the settings against the temp device's sector.
     pub fn validate(&self, sector_bytes: u32) -> Result<()> {
         validate_cluster_bytes(self.cluster_bytes, sector_bytes)?;
         if self.fan_in() < 2 {
-            let clusters = if self.read_ahead { 6 } else { 4 };
+            let clusters = 2 * self.input_buffer_bytes() / self.cluster_bytes + OUTPUT_CLUSTERS;
             return Err(TempError::Memory(format!(
-                "{} bytes hold {} clusters of {} bytes; an external sort needs at least {clusters} ({}two output clusters for write-behind)",
+                "{} bytes hold {} clusters of {} bytes; an external sort needs at least {clusters} ({}one being filled and two written behind it)",
                 self.memory_bytes,
                 self.memory_bytes / self.cluster_bytes,
                 self.cluster_bytes,
                 if self.read_ahead {
-                    "two double-buffered inputs to merge, "
+                    "two double-buffered inputs to merge, three output clusters: "
                 } else {
-                    "two inputs to merge, "
+                    "two inputs to merge, three output clusters: "
                 }
             )));
         }
@@ -185,7 +189,7 @@ pub struct SortStats {
 }
 
 /// A memory load of tuples for quicksort run generation.
-pub(crate) struct Load {
+pub struct Load {
     data: Vec<u8>,
     keys: Vec<u8>,
     entries: Vec<Entry>,
@@ -202,7 +206,7 @@ struct Entry {
 }
 
 impl Load {
-    fn new(budget: usize) -> Load {
+    pub(crate) fn new(budget: usize) -> Load {
         Load {
             data: Vec::new(),
             keys: Vec::new(),
@@ -222,7 +226,7 @@ impl Load {
     }
 
     /// Add a tuple if it fits; false (and nothing added) if not.
-    fn try_push(&mut self, tuple: &[u8], key: &SortKey) -> Result<bool> {
+    pub(crate) fn try_push(&mut self, tuple: &[u8], key: &SortKey) -> Result<bool> {
         let key_off = self.keys.len();
         let (prefix, key_len) = match key.identity() {
             Some(_) => (key_prefix(key.slice(tuple)?), 0),
@@ -262,7 +266,7 @@ impl Load {
     }
 
     /// Sort stably (ties by position), counting comparisons.
-    fn sort(&mut self, key: &SortKey, cpu: &mut CpuMeter) {
+    pub(crate) fn sort(&mut self, key: &SortKey, cpu: &mut CpuMeter) {
         let mut compares = 0u64;
         let mut entries = std::mem::take(&mut self.entries);
         let this = &*self;
@@ -344,7 +348,7 @@ impl ExternalSort {
             fan_in: self.config.fan_in() as u64,
             final_fan_in: self.config.final_fan_in() as u64,
             read_ahead: self.config.read_ahead,
-            write_behind_clusters: 1,
+            write_behind_clusters: WRITE_BEHIND_CLUSTERS as u64,
             passes: 1.0,
             ..SortStats::default()
         }
@@ -438,7 +442,7 @@ impl ExternalSort {
 
     fn too_big(&self, tuple_bytes: usize) -> TempError {
         TempError::Memory(format!(
-            "a tuple of {} bytes (with its key and {TUPLE_OVERHEAD_BYTES} bytes of bookkeeping) does not fit in the {} bytes left for tuples (memory_bytes {} less two output clusters of {})",
+            "a tuple of {} bytes (with its key and {TUPLE_OVERHEAD_BYTES} bytes of bookkeeping) does not fit in the {} bytes left for tuples (memory_bytes {} less three output clusters of {})",
             tuple_bytes,
             self.config.load_bytes(),
             self.config.memory_bytes,
