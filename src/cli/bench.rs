@@ -13,7 +13,7 @@ use flashlab_runtime::NS_PER_S;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// update-commit or tpcb.
+    /// update-commit, tpcb, or a temp-space operator: sort, hash-join, merge-join.
     workload: String,
     #[arg(long, default_value_t = 20)]
     clients: u32,
@@ -74,6 +74,25 @@ pub struct Args {
     /// Seconds between progress lines (0: none).
     #[arg(long, default_value_t = 1.0)]
     progress: f64,
+    // The temp-space operators (sort, hash-join, merge-join): see bench_ops.
+    /// sort, hash-join, merge-join: bytes of each input (1GB, 500MB).
+    #[arg(long)]
+    size: Option<String>,
+    /// sort, hash-join, merge-join: the operator's memory budget (64MB).
+    #[arg(long)]
+    memory: Option<String>,
+    /// sort, hash-join, merge-join: the temp cluster size (2KB to 256KB).
+    #[arg(long)]
+    cluster: Option<String>,
+    /// sort, hash-join, merge-join: the temp device of a simulated run.
+    #[arg(long, default_value = "ssd-2008")]
+    temp_device: String,
+    /// sort --real: also time GNU sort on the same records and compare outputs.
+    #[arg(long)]
+    gnu_sort: bool,
+    /// sort, merge-join: double-buffer every merge input (read-ahead).
+    #[arg(long)]
+    read_ahead: bool,
 }
 
 /// Parse "10s", "500ms", "2m", "1h" or a plain number of seconds.
@@ -103,6 +122,20 @@ pub fn parse_duration_ns(text: &str, what: &str) -> anyhow::Result<u64> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    if super::bench_ops::WORKLOADS.contains(&args.workload.as_str()) {
+        return super::bench_ops::run(super::bench_ops::OpsArgs {
+            workload: args.workload,
+            real: args.real,
+            size: args.size,
+            memory: args.memory,
+            cluster: args.cluster,
+            temp_device: args.temp_device,
+            gnu_sort: args.gnu_sort,
+            read_ahead: args.read_ahead,
+            seed: args.seed,
+            json: args.json,
+        });
+    }
     let durability = Durability::parse(&args.durability).ok_or_else(|| {
         anyhow::anyhow!("--durability '{}' must be sync or no-sync", args.durability)
     })?;

@@ -1,6 +1,7 @@
 //! Subcommands of `flashlab`.
 
 mod bench;
+mod bench_ops;
 mod characterize;
 mod check;
 mod devices;
@@ -26,7 +27,7 @@ enum Command {
     /// Run the experiments and write the report (HTML, JSON, raw files).
     Reproduce(reproduce::Args),
     /// Run a workload (update-commit, tpcb) and report TPS, latency, CPU, log.
-    Bench(bench::Args),
+    Bench(Box<bench::Args>),
     /// List the device presets and their parameters, with sources.
     Devices(devices::Args),
     /// Measure a device preset (or a real file) fio-style.
@@ -47,7 +48,7 @@ enum Command {
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Reproduce(args) => reproduce::run(args),
-        Command::Bench(args) => bench::run(args),
+        Command::Bench(args) => bench::run(*args),
         Command::Devices(args) => devices::run(args),
         Command::Characterize(args) => characterize::run(args),
         Command::Replay(args) => replay::run(args),

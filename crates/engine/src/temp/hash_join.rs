@@ -59,7 +59,7 @@ use super::run::LENGTH_PREFIX_BYTES;
 use super::sort::IO_WORKERS_DEFAULT;
 use super::space::TempSpace;
 use super::tuple::{SortKey, TUPLE_OVERHEAD_BYTES, TupleSource};
-use super::{Result, TempError, validate_cluster_bytes};
+use super::{JoinSink, Result, TempError, validate_cluster_bytes};
 
 /// Deepest partitioning recursion before joining by blocks.
 pub const LEVELS_MAX: u32 = 3;
@@ -240,7 +240,7 @@ impl HashJoin {
         &self,
         build: &mut dyn TupleSource,
         probe: &mut dyn TupleSource,
-        sink: &mut dyn FnMut(&[u8], &[u8]) -> Result<()>,
+        sink: &mut JoinSink<'_>,
     ) -> Result<HashJoinStats> {
         let rt = Rt::current();
         let start_ns = rt.now_ns();
@@ -330,7 +330,7 @@ impl HashJoin {
         kbuf: &mut Vec<u8>,
         cpu: &mut CpuMeter,
         stats: &mut HashJoinStats,
-        sink: &mut dyn FnMut(&[u8], &[u8]) -> Result<()>,
+        sink: &mut JoinSink<'_>,
     ) -> Result<()> {
         cpu.hashes(1);
         let key = match self.config.probe_key.identity() {
@@ -370,7 +370,7 @@ impl HashJoin {
         level: u32,
         cpu: &mut CpuMeter,
         stats: &mut HashJoinStats,
-        sink: &mut dyn FnMut(&[u8], &[u8]) -> Result<()>,
+        sink: &mut JoinSink<'_>,
     ) -> Result<()> {
         stats.levels = stats.levels.max(level);
         let table_bytes = self.config.table_bytes();
@@ -450,7 +450,7 @@ impl HashJoin {
         seed: u64,
         cpu: &mut CpuMeter,
         stats: &mut HashJoinStats,
-        sink: &mut dyn FnMut(&[u8], &[u8]) -> Result<()>,
+        sink: &mut JoinSink<'_>,
     ) -> Result<()> {
         let mut table = Table::new(self.config.table_bytes());
         let mut pages = PageCursor::new(parts_b, b, self.config.cluster_bytes);
@@ -491,7 +491,7 @@ impl HashJoin {
         kbuf: &mut Vec<u8>,
         cpu: &mut CpuMeter,
         stats: &mut HashJoinStats,
-        sink: &mut dyn FnMut(&[u8], &[u8]) -> Result<()>,
+        sink: &mut JoinSink<'_>,
     ) -> Result<()> {
         let mut pages = PageCursor::new(parts_p, p, self.config.cluster_bytes);
         while pages.next(&self.space, cpu, stats)? {

@@ -25,13 +25,13 @@ use std::sync::Arc;
 use flashlab_runtime::Rt;
 use serde::Serialize;
 
-use super::Result;
 use super::cluster::{IoPool, OUTPUT_CLUSTERS};
 use super::cpu::{CpuMeter, OperatorCosts};
 use super::run::{RunReader, RunWriter};
 use super::sort::{ExternalSort, IO_WORKERS_DEFAULT, RunGeneration, SortConfig, SortStats, spill};
 use super::space::TempSpace;
 use super::tuple::{SortKey, TUPLE_OVERHEAD_BYTES, TupleSource};
+use super::{JoinSink, Result};
 
 /// How to join.
 #[derive(Clone, Debug)]
@@ -118,7 +118,7 @@ impl MergeJoin {
         &self,
         left: &mut dyn TupleSource,
         right: &mut dyn TupleSource,
-        sink: &mut dyn FnMut(&[u8], &[u8]) -> Result<()>,
+        sink: &mut JoinSink<'_>,
     ) -> Result<MergeJoinStats> {
         let rt = Rt::current();
         let start_ns = rt.now_ns();

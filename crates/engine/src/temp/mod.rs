@@ -89,6 +89,10 @@ pub const CLUSTER_BYTES_MAX: usize = 256 << 10;
 /// The temp module's result type.
 pub type Result<T, E = TempError> = std::result::Result<T, E>;
 
+/// Where a join delivers its matches: `(left or build tuple, right or probe
+/// tuple)`; an error stops the join (and frees its temp space).
+pub type JoinSink<'a> = dyn FnMut(&[u8], &[u8]) -> Result<()> + 'a;
+
 /// Everything a temp-space operator can fail with. Each names the setting,
 /// device or offset it is about, in one line.
 #[derive(Debug, Error)]

@@ -31,8 +31,9 @@
 //! two inputs and the three output clusters; less is refused before anything
 //! is allocated. With `R` runs and `R > F_final`, intermediate steps run
 //! until `F_final` runs are left. Every intermediate step but the first
-//! merges `F` runs; the first merges just enough, `R - F_final - (s - 1)(F
-//! - 1) + 1` runs where `s = ceil((R - F_final) / (F - 1))` is the number of
+//! merges `F` runs; the first merges just enough,
+//! `R - F_final - (s - 1)(F - 1) + 1` runs, where
+//! `s = ceil((R - F_final) / (F - 1))` is the number of
 //! steps (Knuth's rule: the fewest tuples are merged twice). Each step
 //! merges the window of consecutive runs with the fewest bytes, so runs stay
 //! in input order and ties are broken by run position: the sort is stable

@@ -10,6 +10,7 @@
 pub mod devices;
 pub mod lee2008_log;
 pub mod lee2008_mvcc;
+pub mod lee2008_temp;
 
 use crate::report::ExperimentResult;
 
@@ -40,6 +41,9 @@ pub fn registry() -> Vec<Box<dyn Experiment>> {
         Box::new(lee2008_log::Figure3),
         Box::new(lee2008_mvcc::Table4),
         Box::new(lee2008_mvcc::Figure4),
+        Box::new(lee2008_temp::Figure6),
+        Box::new(lee2008_temp::Figure7),
+        Box::new(lee2008_temp::Figure8),
     ]
 }
 
