@@ -941,3 +941,34 @@ impl Experiment for Figure8 {
         })
     }
 }
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn sort_and_joins_run_verified_and_traced_on_both_devices() {
+        let ctx = RunContext {
+            quick: true,
+            seed: 3,
+        };
+        for device in [HDD, SSD] {
+            let r = sort_once(&ctx, device, 20_000, 256 * KB, 8 * KB, true).unwrap();
+            assert!(r.stats.runs > 1 && r.elapsed_s > 0.0, "{device}");
+            assert!(r.trace.iter().all(|t| t.space == Space::Temp));
+            assert!(r.trace.len() as u64 >= r.stats.clusters_written);
+            for kind in [
+                JoinKind::Hash(PartitionLayout::AppendLinked),
+                JoinKind::Hash(PartitionLayout::Regions { extent_clusters: 4 }),
+                JoinKind::SortMerge,
+            ] {
+                let j = join_once(&ctx, device, 10_000, kind, 256 * KB, 8 * KB, false).unwrap();
+                assert_eq!(j.output_tuples, 10_000, "{device} {kind:?}");
+            }
+        }
+        assert_eq!(
+            HashJoinConfig::single_pass_cluster_bytes(MEMORY_BYTES, TUPLES_FULL, RECORD_BYTES),
+            Some(8 * KB)
+        );
+    }
+}
