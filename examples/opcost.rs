@@ -26,7 +26,8 @@ fn main() {
     let start = Instant::now();
     for i in 0..rounds {
         let mut txn = db.begin().unwrap();
-        txn.update(&t, &((i * 7919) % n).to_be_bytes(), |old| old.to_vec()).unwrap();
+        txn.update(&t, &((i * 7919) % n).to_be_bytes(), |old| old.to_vec())
+            .unwrap();
         txn.commit().unwrap();
     }
     let update_commit_ns = start.elapsed().as_nanos() as f64 / f64::from(rounds);
@@ -34,9 +35,15 @@ fn main() {
     let mut rows = 0;
     for _ in 0..10 {
         let mut txn = db.begin().unwrap();
-        rows += txn.scan(&t, Bound::Unbounded, Bound::Unbounded).unwrap().len();
+        rows += txn
+            .scan(&t, Bound::Unbounded, Bound::Unbounded)
+            .unwrap()
+            .len();
         txn.commit().unwrap();
     }
     let scan_row_ns = start.elapsed().as_nanos() as f64 / rows as f64;
-    println!("update+commit {update_commit_ns:.0} ns; scan {scan_row_ns:.0} ns a row; ratio {:.4}", scan_row_ns / update_commit_ns);
+    println!(
+        "update+commit {update_commit_ns:.0} ns; scan {scan_row_ns:.0} ns a row; ratio {:.4}",
+        scan_row_ns / update_commit_ns
+    );
 }

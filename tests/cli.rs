@@ -324,10 +324,18 @@ fn query_reads_a_table_and_refuses_time_travel_past_a_restart() {
     let dir = tempfile::tempdir().unwrap();
     make_database(dir.path());
     let db_dir = dir.path().display().to_string();
-    let out = flashlab(&["query", &db_dir, "--table", "kv", "--prefix", "0001", "--json"]);
+    let out = flashlab(&[
+        "query", &db_dir, "--table", "kv", "--prefix", "0001", "--json",
+    ]);
     assert!(out.status.success(), "{}", stderr(&out));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["total"], 10);
-    assert_bad_input(&flashlab(&["query", &db_dir, "--table", "kv", "--as-of", "1"]), &["snapshot too old"]);
-    assert_bad_input(&flashlab(&["query", &db_dir, "--table", "nope"]), &["no table 'nope'"]);
+    assert_bad_input(
+        &flashlab(&["query", &db_dir, "--table", "kv", "--as-of", "0"]),
+        &["snapshot too old"],
+    );
+    assert_bad_input(
+        &flashlab(&["query", &db_dir, "--table", "nope"]),
+        &["no table 'nope'"],
+    );
 }

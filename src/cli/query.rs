@@ -48,7 +48,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         None => db.begin()?,
     };
     let rows = match (&args.key, &args.prefix) {
-        (Some(key), _) => txn.get(&table, key.as_bytes())?.map(|v| vec![(key.as_bytes().to_vec(), v)]).unwrap_or_default(),
+        (Some(key), _) => txn
+            .get(&table, key.as_bytes())?
+            .map(|v| vec![(key.as_bytes().to_vec(), v)])
+            .unwrap_or_default(),
         (None, Some(prefix)) => txn.scan_prefix(&table, prefix.as_bytes())?,
         (None, None) => txn.scan(&table, Bound::Unbounded, Bound::Unbounded)?,
     };
@@ -60,16 +63,25 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .take(args.limit)
         .map(|(k, v)| {
             let value = match &schema {
-                Some(s) => s.decode_row(v).map(|r| format!("{r:?}")).unwrap_or_else(|e| format!("<{e}>")),
+                Some(s) => s
+                    .decode_row(v)
+                    .map(|r| format!("{r:?}"))
+                    .unwrap_or_else(|e| format!("<{e}>")),
                 None => text(v),
             };
             (text(k), value)
         })
         .collect();
     if args.json {
-        super::print_json(&serde_json::json!({"table": args.table, "snapshot_ts": snapshot, "rows": shown, "total": rows.len()}))?;
+        super::print_json(
+            &serde_json::json!({"table": args.table, "snapshot_ts": snapshot, "rows": shown, "total": rows.len()}),
+        )?;
     } else {
-        println!("table {} as of commit timestamp {snapshot}: {} rows", args.table, rows.len());
+        println!(
+            "table {} as of commit timestamp {snapshot}: {} rows",
+            args.table,
+            rows.len()
+        );
         for (k, v) in &shown {
             println!("{k}\t{v}");
         }

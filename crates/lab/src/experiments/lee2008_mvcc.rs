@@ -40,7 +40,11 @@ const LOAD_BATCH_ROWS: u64 = 20_000;
 
 fn rows(ctx: &RunContext) -> u64 {
     let per_page = (PAGE_BYTES as u64 - 64) / CELL_BYTES as u64;
-    let pages = if ctx.quick { TABLE_PAGES / 10 } else { TABLE_PAGES };
+    let pages = if ctx.quick {
+        TABLE_PAGES / 10
+    } else {
+        TABLE_PAGES
+    };
     pages * per_page
 }
 
@@ -73,8 +77,13 @@ pub fn table4_run(ctx: &RunContext, device: &str) -> Result<Table4Run, String> {
         cores: 2,
         ..SimConfig::default()
     };
-    let buffer_bytes = if ctx.quick { BUFFER_BYTES / 10 } else { BUFFER_BYTES };
-    let (outcome, _) = Sim::run(sim, move |rt| scenario(&rt, &device, rows, buffer_bytes)).map_err(|e| e.to_string())?;
+    let buffer_bytes = if ctx.quick {
+        BUFFER_BYTES / 10
+    } else {
+        BUFFER_BYTES
+    };
+    let (outcome, _) = Sim::run(sim, move |rt| scenario(&rt, &device, rows, buffer_bytes))
+        .map_err(|e| e.to_string())?;
     outcome.finished().ok_or("the simulation stopped early")?
 }
 
@@ -89,7 +98,11 @@ fn scenario(rt: &Rt, device: &str, rows: u64, buffer_bytes: u64) -> Result<Table
     let tracer = Tracer::new();
     tracer.set_enabled(false);
     let devices = Devices::from_presets(&config).map_err(e)?;
-    let rollback: DeviceRef = Arc::new(TracedDevice::new(devices.rollback.clone().ok_or("no rollback device")?, Space::Rollback, tracer.clone()));
+    let rollback: DeviceRef = Arc::new(TracedDevice::new(
+        devices.rollback.clone().ok_or("no rollback device")?,
+        Space::Rollback,
+        tracer.clone(),
+    ));
     let devices = Devices {
         rollback: Some(rollback),
         ..devices
@@ -109,7 +122,13 @@ fn scenario(rt: &Rt, device: &str, rows: u64, buffer_bytes: u64) -> Result<Table
     db.flush().map_err(e)?;
     // T1 takes its snapshot and scans.
     let mut t1 = db.begin().map_err(e)?;
-    let first = t1.scan(&table, std::ops::Bound::Unbounded, std::ops::Bound::Unbounded).map_err(e)?;
+    let first = t1
+        .scan(
+            &table,
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+        )
+        .map_err(e)?;
     // T2, T3, T4 each update every tuple.
     for round in 1..=3u64 {
         let mut txn = db.begin().map_err(e)?;
@@ -130,17 +149,26 @@ fn scenario(rt: &Rt, device: &str, rows: u64, buffer_bytes: u64) -> Result<Table
     let cpu_before = rt.cpu_report();
     tracer.set_enabled(true);
     let started_ns = rt.now_ns();
-    let second = t1.scan(&table, std::ops::Bound::Unbounded, std::ops::Bound::Unbounded).map_err(e)?;
+    let second = t1
+        .scan(
+            &table,
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+        )
+        .map_err(e)?;
     let elapsed_ns = rt.now_ns() - started_ns;
     tracer.set_enabled(false);
     let after = db.stats().rollback;
     let cpu_after = rt.cpu_report();
     if first != second {
-        return Err("T1's second scan did not see what its first saw: snapshot isolation broken".into());
+        return Err(
+            "T1's second scan did not see what its first saw: snapshot isolation broken".into(),
+        );
     }
     t1.commit().map_err(e)?;
     let report = flashlab_engine::db::verify::verify(&db).map_err(e)?;
-    let busy_ns: u64 = cpu_after.core_busy_ns.iter().sum::<u64>() - cpu_before.core_busy_ns.iter().sum::<u64>();
+    let busy_ns: u64 =
+        cpu_after.core_busy_ns.iter().sum::<u64>() - cpu_before.core_busy_ns.iter().sum::<u64>();
     Ok(Table4Run {
         device: device.to_string(),
         rows,
@@ -181,33 +209,131 @@ impl Experiment for Table4 {
         let key = "lee2008.table4_mvcc_read";
         let p = |field: &str| published::number(&format!("{key}.{field}")).unwrap_or(f64::NAN);
         let scale = if ctx.quick { 0.1 } else { 1.0 };
-        let row = |what: &str, h: f64, ph: f64, s: f64, ps: f64| vec![what.to_string(), fmt_num(h), fmt_num(ph), fmt_num(s), fmt_num(ps)];
+        let row = |what: &str, h: f64, ph: f64, s: f64, ps: f64| {
+            vec![
+                what.to_string(),
+                fmt_num(h),
+                fmt_num(ph),
+                fmt_num(s),
+                fmt_num(ps),
+            ]
+        };
         let per_page_ms = |r: &Table4Run| r.read_s * 1e3 / r.rollback_pages_read.max(1) as f64;
         let rows = vec![
-            row("rollback pages read", hdd.rollback_pages_read as f64, p("hdd_pages_read") * scale, ssd.rollback_pages_read as f64, p("ssd_pages_read") * scale),
-            row("read time (s)", hdd.read_s, p("hdd_read_s") * scale, ssd.read_s, p("ssd_read_s") * scale),
-            row("CPU time (s)", hdd.cpu_s, p("hdd_cpu_s") * scale, ssd.cpu_s, p("ssd_cpu_s") * scale),
-            row("elapsed (s)", hdd.elapsed_s, p("hdd_elapsed_s") * scale, ssd.elapsed_s, p("ssd_elapsed_s") * scale),
-            row("read per page (ms)", per_page_ms(&hdd), p("hdd_page_read_ms"), per_page_ms(&ssd), p("ssd_page_read_ms")),
-            row("versions followed", hdd.chain_steps as f64, f64::NAN, ssd.chain_steps as f64, f64::NAN),
+            row(
+                "rollback pages read",
+                hdd.rollback_pages_read as f64,
+                p("hdd_pages_read") * scale,
+                ssd.rollback_pages_read as f64,
+                p("ssd_pages_read") * scale,
+            ),
+            row(
+                "read time (s)",
+                hdd.read_s,
+                p("hdd_read_s") * scale,
+                ssd.read_s,
+                p("ssd_read_s") * scale,
+            ),
+            row(
+                "CPU time (s)",
+                hdd.cpu_s,
+                p("hdd_cpu_s") * scale,
+                ssd.cpu_s,
+                p("ssd_cpu_s") * scale,
+            ),
+            row(
+                "elapsed (s)",
+                hdd.elapsed_s,
+                p("hdd_elapsed_s") * scale,
+                ssd.elapsed_s,
+                p("ssd_elapsed_s") * scale,
+            ),
+            row(
+                "read per page (ms)",
+                per_page_ms(&hdd),
+                p("hdd_page_read_ms"),
+                per_page_ms(&ssd),
+                p("ssd_page_read_ms"),
+            ),
+            row(
+                "versions followed",
+                hdd.chain_steps as f64,
+                f64::NAN,
+                ssd.chain_steps as f64,
+                f64::NAN,
+            ),
         ];
         let expected_pages = 3.0 * TABLE_PAGES as f64 * scale;
         let checks = vec![
-            Check::within_pct("lee2008.table4.rollback_pages_read", "lee2008 Table 4", "rollback pages read (SSD run)", "pages", expected_pages, ssd.rollback_pages_read as f64, 15.0),
-            Check::in_range("lee2008.table4.hdd_over_ssd_read", "lee2008 Table 4", "HDD/SSD rollback read time ratio", "x", p("hdd_read_s") / p("ssd_read_s"), hdd.read_s / ssd.read_s, 8.0, 25.0),
-            Check::within_pct("lee2008.table4.ssd_elapsed_s", "lee2008 Table 4", "SSD elapsed time of the second scan", "s", p("ssd_elapsed_s") * scale, ssd.elapsed_s, 50.0),
-            Check::within_pct("lee2008.table4.hdd_page_read_ms", "lee2008 Table 4", "HDD per-page rollback read", "ms", p("hdd_page_read_ms"), per_page_ms(&hdd), 25.0)
-                .with_note(if checks_pass_hdd_read(&hdd) { "" } else { "three sequential streams a short seek apart, not random reads: see the note below" }),
-            Check::within_pct("lee2008.table4.ssd_page_read_ms", "lee2008 Table 4", "SSD per-page rollback read", "ms", p("ssd_page_read_ms"), per_page_ms(&ssd), 50.0),
+            Check::within_pct(
+                "lee2008.table4.rollback_pages_read",
+                "lee2008 Table 4",
+                "rollback pages read (SSD run)",
+                "pages",
+                expected_pages,
+                ssd.rollback_pages_read as f64,
+                15.0,
+            ),
+            Check::in_range(
+                "lee2008.table4.hdd_over_ssd_read",
+                "lee2008 Table 4",
+                "HDD/SSD rollback read time ratio",
+                "x",
+                p("hdd_read_s") / p("ssd_read_s"),
+                hdd.read_s / ssd.read_s,
+                8.0,
+                25.0,
+            ),
+            Check::within_pct(
+                "lee2008.table4.ssd_elapsed_s",
+                "lee2008 Table 4",
+                "SSD elapsed time of the second scan",
+                "s",
+                p("ssd_elapsed_s") * scale,
+                ssd.elapsed_s,
+                50.0,
+            ),
+            Check::within_pct(
+                "lee2008.table4.hdd_page_read_ms",
+                "lee2008 Table 4",
+                "HDD per-page rollback read",
+                "ms",
+                p("hdd_page_read_ms"),
+                per_page_ms(&hdd),
+                25.0,
+            )
+            .with_note(if checks_pass_hdd_read(&hdd) {
+                ""
+            } else {
+                "three sequential streams a short seek apart, not random reads: see the note below"
+            }),
+            Check::within_pct(
+                "lee2008.table4.ssd_page_read_ms",
+                "lee2008 Table 4",
+                "SSD per-page rollback read",
+                "ms",
+                p("ssd_page_read_ms"),
+                per_page_ms(&ssd),
+                50.0,
+            ),
         ];
         let mut figures = Vec::new();
         let mut raw_files = Vec::new();
         for run in [&hdd, &ssd] {
-            let reads: Vec<_> = run.trace.iter().filter(|r| r.kind == flashlab_devices::IoKind::Read).cloned().collect();
+            let reads: Vec<_> = run
+                .trace
+                .iter()
+                .filter(|r| r.kind == flashlab_devices::IoKind::Read)
+                .cloned()
+                .collect();
             if reads.is_empty() {
                 continue;
             }
-            let svg = crate::plot::trace_svg(&reads, &format!("T1's second scan: rollback reads on {}", run.device)).map_err(|e| e.to_string())?;
+            let svg = crate::plot::trace_svg(
+                &reads,
+                &format!("T1's second scan: rollback reads on {}", run.device),
+            )
+            .map_err(|e| e.to_string())?;
             figures.push(Figure {
                 id: format!("lee2008-figure5-{}", run.device),
                 title: format!("Figure 5: rollback reads, {}", run.device),
@@ -215,8 +341,12 @@ impl Experiment for Table4 {
                 svg,
             });
             let mut csv = Vec::new();
-            flashlab_devices::trace::formats::write_flashlab_csv(&run.trace, &mut csv).map_err(|e| e.to_string())?;
-            raw_files.push(RawFile { name: format!("lee2008-table4-{}-rollback-trace.csv", run.device), contents: csv });
+            flashlab_devices::trace::formats::write_flashlab_csv(&run.trace, &mut csv)
+                .map_err(|e| e.to_string())?;
+            raw_files.push(RawFile {
+                name: format!("lee2008-table4-{}-rollback-trace.csv", run.device),
+                contents: csv,
+            });
         }
         let mut notes = vec![format!(
             "{} rows of {} bytes make {} table pages of 8 KB; the buffer holds 100 MB.",
@@ -266,7 +396,11 @@ impl Experiment for Figure4 {
         let options = BenchOptions {
             workload: "tpcb".into(),
             clients: 8,
-            duration_ns: if ctx.quick { 2 * NS_PER_S } else { 10 * NS_PER_S },
+            duration_ns: if ctx.quick {
+                2 * NS_PER_S
+            } else {
+                10 * NS_PER_S
+            },
             warmup_ns: 500 * NS_PER_MS,
             log_device: "ssd-2008".into(),
             rollback_device: "hdd-2008".into(),
@@ -287,9 +421,14 @@ impl Experiment for Figure4 {
         let stream_ms: Vec<f64> = writes.iter().map(|r| r.latency_ns() as f64 / 1e6).collect();
         let mean_ms = stream_ms.iter().sum::<f64>() / stream_ms.len().max(1) as f64;
         let metadata = writes.iter().filter(|r| r.offset_bytes < 8 * 8192).count();
-        let svg = crate::plot::trace_svg(&writes, "Rollback-segment writes under TPC-B (rollback on hdd-2008)").map_err(|e| e.to_string())?;
+        let svg = crate::plot::trace_svg(
+            &writes,
+            "Rollback-segment writes under TPC-B (rollback on hdd-2008)",
+        )
+        .map_err(|e| e.to_string())?;
         let mut csv = Vec::new();
-        flashlab_devices::trace::formats::write_flashlab_csv(&writes, &mut csv).map_err(|e| e.to_string())?;
+        flashlab_devices::trace::formats::write_flashlab_csv(&writes, &mut csv)
+            .map_err(|e| e.to_string())?;
         Ok(ExperimentResult {
             id: self.id().into(),
             title: self.title().into(),
