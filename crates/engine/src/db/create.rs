@@ -88,6 +88,49 @@ pub(crate) fn create(config: &DbConfig, devices: Devices) -> Result<Database> {
     Ok(db)
 }
 
+/// Finish a creation that a crash cut short: the master record is written
+/// first, so recovery may find spaces without a header or no catalog yet.
+/// Format what is missing (REC-2 for creation).
+pub(crate) fn finish_creation(db: &Database) -> Result<bool> {
+    let mut finished = false;
+    for space in &db.inner.spaces {
+        let page = space.pool.fetch(PageId::new(space.id, 0))?;
+        let missing = page.read(|bytes| {
+            SpaceHeader::decode(bytes, &space.name).is_err()
+                && bytes[crate::page::PAGE_BODY_OFFSET..]
+                    .iter()
+                    .all(|&b| b == 0)
+        });
+        drop(page);
+        if missing {
+            format_space(db, space)?;
+            finished = true;
+        }
+    }
+    let catalog = db.inner.spaces[0]
+        .pool
+        .fetch(PageId::new(0, CATALOG_ROOT))?;
+    let no_catalog = catalog.read(|bytes| {
+        bytes[crate::page::PAGE_BODY_OFFSET..]
+            .iter()
+            .all(|&b| b == 0)
+    });
+    drop(catalog);
+    if no_catalog {
+        let mut mtr = db.inner.mtr(0)?;
+        let tree = BTree::create(&mut mtr)?;
+        if tree.root() != CATALOG_ROOT {
+            return Err(Error::Open(format!(
+                "catalog root landed on page {}",
+                tree.root()
+            )));
+        }
+        mtr.commit(&db.inner.wal, 0, 0, None)?;
+        finished = true;
+    }
+    Ok(finished)
+}
+
 /// Write the space header of a new data space.
 fn format_space(db: &Database, space: &DataSpace) -> Result<()> {
     if space.capacity_pages < 2 {
@@ -97,7 +140,11 @@ fn format_space(db: &Database, space: &DataSpace) -> Result<()> {
         )));
     }
     let page = space.pool.fetch(PageId::new(space.id, 0))?;
-    let empty = page.read(|bytes| bytes.iter().all(|&b| b == 0));
+    let empty = page.read(|bytes| {
+        bytes[crate::page::PAGE_BODY_OFFSET..]
+            .iter()
+            .all(|&b| b == 0)
+    });
     drop(page);
     if !empty {
         return Err(Error::Open(format!(

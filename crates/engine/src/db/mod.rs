@@ -133,6 +133,10 @@ pub struct DbStats {
 /// The latch of one tree (DB-1).
 type TreeLatch = Arc<RtMutex<()>>;
 
+/// Most dirty pages one checkpoint record lists (16 bytes each, well under
+/// the largest record); with more, the checkpoint writes them back first.
+pub const CHECKPOINT_DIRTY_PAGES_MAX: usize = 200_000;
+
 /// Capacity of the in-memory rollback space used when the configuration
 /// names none (sparse: costs only what is written).
 pub const ROLLBACK_MEMORY_BYTES: u64 = 1 << 40;
@@ -404,6 +408,18 @@ impl Database {
         create::create_table(self, spec)
     }
 
+    /// The dirty logged pages and their recovery LSNs (rollback pages are
+    /// not logged and carry no LSN: they have no place here).
+    fn dirty_pages(&self) -> Vec<(crate::page::PageId, u64)> {
+        let spaces = self.inner.spaces.len();
+        self.inner
+            .pools
+            .values()
+            .flat_map(|pool| pool.dirty_pages())
+            .filter(|(page, _)| (page.space as usize) < spaces)
+            .collect()
+    }
+
     /// Take a fuzzy checkpoint: log the active transactions and dirty pages,
     /// flush the data devices (so pages written back earlier are durable),
     /// force the log, and point the master record at it.
@@ -414,13 +430,13 @@ impl Database {
         let start = inner.wal.checkpoint_begin()?;
         // Logged pages only: rollback pages are not logged (and carry no
         // LSN), so they have no place in the dirty page table.
-        let mut dirty = Vec::new();
-        for pool in inner.pools.values() {
-            dirty.extend(
-                pool.dirty_pages()
-                    .into_iter()
-                    .filter(|(page, _)| (page.space as usize) < inner.spaces.len()),
-            );
+        let mut dirty = self.dirty_pages();
+        if dirty.len() > CHECKPOINT_DIRTY_PAGES_MAX {
+            // Too many to list in one record: write them back instead.
+            for pool in inner.pools.values() {
+                pool.flush_all()?;
+            }
+            dirty = self.dirty_pages();
         }
         // Pages written back before the snapshot are clean in the pool but
         // durable only after a flush of their device: without it, a crash

@@ -207,6 +207,7 @@ pub(crate) fn recover_with_report(
     report.pages_redone = redo(&db, redo_lsn, analysis.end_lsn)?;
     db.inner.wal.set_active(analysis.active.values().cloned());
     report.records_undone = undo(&db, analysis.active)?;
+    crate::db::create::finish_creation(&db)?;
     load_catalog(&db)?;
     db.inner.wal.flush_all()?;
     db.flush()?;

@@ -347,12 +347,15 @@ impl Transaction {
                 .encode(),
             ))
         })?;
-        // A rollback page the before-image filled is written now, with the
-        // tree latch released.
-        self.db.rollback.write_filled(filled)?;
+        // Record the change for undo first: whatever fails next, the change
+        // is logged and must be undoable.
         if let Some(logged) = logged {
             self.logged(logged.lsn, tree, key, before.clone());
         }
+        // A rollback page the before-image filled is written now, with the
+        // tree latch released. A failed write leaves the page dirty in the
+        // pool, to be written (or reported) by the next write-back.
+        let _ = self.db.rollback.write_filled(filled);
         let before = before.map(|b| StoredRow::decode(&b)).transpose()?;
         Ok(before.and_then(|row| (row.header.prev & TOMBSTONE == 0).then_some(row.row)))
     }
@@ -586,15 +589,17 @@ impl Transaction {
             self.finish(None);
             return Ok(self.snapshot_ts);
         }
-        let commit_ts = db.versions.assign_commit_ts(self.id);
         let result = db
             .wal
-            .append(self.id, self.last_lsn, Body::Commit { commit_ts })
-            .and_then(|(_, end)| db.wal.commit_wait(end));
+            .append_commit(self.id, self.last_lsn, &db.versions)
+            .and_then(|(ts, _, end)| db.wal.commit_wait(end).map(|()| (ts, end)));
         match result {
-            Ok(()) => {
+            Ok((commit_ts, end)) => {
+                // Under sync durability the log is durable past `end`; under
+                // no-sync the commit is visible once appended.
+                let visible_lsn = db.wal.flushed_lsn().max(end);
                 db.versions
-                    .commit_visible(commit_ts, Rt::current().now_ns());
+                    .commits_durable_through(visible_lsn, Rt::current().now_ns());
                 db.commits.fetch_add(1, Ordering::Relaxed);
                 self.finish(Some(commit_ts));
                 Ok(commit_ts)
@@ -609,7 +614,8 @@ impl Transaction {
     fn finish(&mut self, commit_ts: Option<u64>) {
         let db = &self.db;
         if let Some(segment) = self.segment.take() {
-            db.rollback.release(segment, self.id, commit_ts);
+            let ended_at = commit_ts.unwrap_or_else(|| db.versions.next_ts().saturating_sub(1));
+            db.rollback.release(segment, self.id, ended_at);
         }
         match (commit_ts, self.undo.is_empty() && self.last_lsn == 0) {
             (Some(_), _) => {}

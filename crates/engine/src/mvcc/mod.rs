@@ -40,7 +40,7 @@
 
 pub mod rollback;
 
-use std::collections::{BTreeMap, BTreeSet, VecDeque};
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Mutex;
 
 use serde::{Deserialize, Serialize};
@@ -107,8 +107,9 @@ const COMMIT_TIMES_MAX: usize = 1 << 20;
 #[derive(Default)]
 struct State {
     txns: BTreeMap<u64, TxnState>,
-    /// Commit timestamps handed out but not yet visible.
-    pending: BTreeSet<u64>,
+    /// Commit timestamps handed out but not yet visible, with the end of
+    /// their commit record once appended.
+    pending: BTreeMap<u64, Option<u64>>,
     /// Every commit at or below this is visible.
     horizon: u64,
     /// Highest timestamp handed out.
@@ -132,6 +133,23 @@ pub struct Versions {
     /// opened.
     recovered_below: u64,
     retention_ns: u64,
+}
+
+impl crate::wal::CommitClock for Versions {
+    fn assign(&self, txn: u64) -> u64 {
+        let mut st = self.lock();
+        st.last_ts += 1;
+        let ts = st.last_ts;
+        st.pending.insert(ts, None);
+        st.txns.insert(txn, TxnState::Committed(ts));
+        ts
+    }
+
+    fn appended(&self, ts: u64, end_lsn: u64) {
+        if let Some(end) = self.lock().pending.get_mut(&ts) {
+            *end = Some(end_lsn);
+        }
+    }
 }
 
 impl Versions {
@@ -159,29 +177,31 @@ impl Versions {
         self.lock().txns.insert(txn, TxnState::Active);
     }
 
-    /// Hand out the next commit timestamp (called under the log's append,
-    /// so timestamps follow log order).
-    pub fn assign_commit_ts(&self, txn: u64) -> u64 {
+    /// Every commit whose record ends at or before `durable_lsn` is
+    /// durable: make them visible and advance the horizon. Timestamps follow
+    /// log order (WAL-7), so a commit that returns is visible to the next
+    /// snapshot.
+    pub fn commits_durable_through(&self, durable_lsn: u64, now: u64) {
         let mut st = self.lock();
-        st.last_ts += 1;
-        let ts = st.last_ts;
-        st.pending.insert(ts);
-        st.txns.insert(txn, TxnState::Committed(ts));
-        ts
-    }
-
-    /// The commit at `ts` is durable: advance the horizon past every
-    /// visible commit.
-    pub fn commit_visible(&self, ts: u64, now: u64) {
-        let mut st = self.lock();
-        st.pending.remove(&ts);
-        let horizon = st.pending.first().map_or(st.last_ts, |&first| first - 1);
-        st.horizon = st.horizon.max(horizon);
-        if st.commit_times.len() >= COMMIT_TIMES_MAX {
-            st.commit_times.pop_front();
+        let done: Vec<u64> = st
+            .pending
+            .iter()
+            .take_while(|(_, end)| end.is_some_and(|end| end <= durable_lsn))
+            .map(|(&ts, _)| ts)
+            .collect();
+        for &ts in &done {
+            st.pending.remove(&ts);
+            if st.commit_times.len() >= COMMIT_TIMES_MAX {
+                st.commit_times.pop_front();
+            }
+            st.commit_times.push_back((ts, now));
         }
-        st.commit_times.push_back((ts, now));
-        if ts.is_multiple_of(PRUNE_EVERY_COMMITS) {
+        let horizon = st
+            .pending
+            .first_key_value()
+            .map_or(st.last_ts, |(&first, _)| first - 1);
+        st.horizon = st.horizon.max(horizon);
+        if done.iter().any(|ts| ts.is_multiple_of(PRUNE_EVERY_COMMITS)) {
             self.prune(&mut st, now);
         }
     }
@@ -339,18 +359,21 @@ mod tests {
     use super::*;
 
     #[test]
-    fn horizon_waits_for_every_earlier_commit() {
+    fn horizon_follows_the_durable_log() {
+        use crate::wal::CommitClock;
         let v = Versions::new(10, 1, 0);
         v.begin_txn(10);
         v.begin_txn(11);
-        let a = v.assign_commit_ts(10);
-        let b = v.assign_commit_ts(11);
-        v.commit_visible(b, 0);
-        assert_eq!(v.horizon(), 0, "b is durable but a is not: neither visible");
-        v.commit_visible(a, 0);
+        let a = v.assign(10);
+        v.appended(a, 100);
+        let b = v.assign(11);
+        v.appended(b, 200);
+        v.commits_durable_through(150, 0);
+        assert_eq!(v.horizon(), a, "a is durable, b is not");
+        assert!(v.visible(10, 99, a) && !v.visible(11, 99, a));
+        v.commits_durable_through(200, 0);
         assert_eq!(v.horizon(), b);
-        assert!(v.visible(10, 99, b) && v.visible(11, 99, b));
-        assert!(!v.visible(11, 99, a));
+        assert!(v.visible(11, 99, b));
     }
 
     #[test]

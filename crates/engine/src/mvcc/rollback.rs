@@ -138,8 +138,9 @@ struct Segment {
     /// Current extent and the next page in it.
     extent: Option<u32>,
     page_in_extent: u32,
-    /// The page being filled: its pinned handle and image.
-    page: Option<(PageRef, Vec<u8>)>,
+    /// The page being filled: its id, its image, and its pinned handle
+    /// while a transaction owns the segment (an idle segment pins nothing).
+    page: Option<(PageId, Option<PageRef>, Vec<u8>)>,
     offset: usize,
     owner: Option<u64>,
     /// Extents this segment filled, oldest first, awaiting reuse.
@@ -196,6 +197,10 @@ impl RollbackSpace {
         let extents_max = (pages.saturating_sub(u64::from(METADATA_PAGES))
             / u64::from(pages_per_extent))
         .min(u64::from(u32::MAX)) as u32;
+        let addressable = (ADDRESS_MASK / page_bytes as u64)
+            .saturating_sub(u64::from(METADATA_PAGES))
+            / u64::from(pages_per_extent);
+        let extents_max = extents_max.min(addressable.min(u64::from(u32::MAX)) as u32);
         if extents_max == 0 {
             return Err(Error::Config(format!(
                 "rollback device '{}' is too small for one extent",
@@ -279,18 +284,30 @@ impl RollbackSpace {
         Ok(i)
     }
 
-    /// The transaction owning `segment` ended; record its commit timestamp
-    /// (`None`: it rolled back) with the extents it wrote.
-    pub fn release(&self, segment: usize, txn: u64, commit_ts: Option<u64>) {
+    /// The transaction owning `segment` ended at timestamp `ended_at_ts`
+    /// (its commit, or for a rollback the latest timestamp handed out):
+    /// record it with the extents it wrote.
+    pub fn release(&self, segment: usize, txn: u64, ended_at_ts: u64) {
+        let now = Rt::current().now_ns();
         let mut st = self.state.lock();
         for extent in &mut st.extents {
             if extent.writers.remove(&txn) {
-                extent.max_commit_ts = extent.max_commit_ts.max(commit_ts.unwrap_or(0));
+                // Snapshots older than the end may still need these
+                // versions (an aborted writer's too: a reader may have read
+                // its version before the undo), and retention counts from
+                // when the versions were replaced.
+                extent.max_commit_ts = extent.max_commit_ts.max(ended_at_ts);
+                if extent.retired {
+                    extent.retired_at_ns = extent.retired_at_ns.max(now);
+                }
             }
         }
         if let Some(s) = st.segments.get_mut(segment) {
             debug_assert_eq!(s.owner, Some(txn), "RBS-1");
             s.owner = None;
+            if let Some((_, handle, _)) = s.page.as_mut() {
+                *handle = None; // an idle segment pins no frame
+            }
         }
     }
 
@@ -326,15 +343,19 @@ impl RollbackSpace {
             .expect("a segment with a page has an extent");
         st.extents[extent as usize].writers.insert(txn);
         let generation = st.extents[extent as usize].generation;
+        let pool = self.pool.clone();
         let seg = &mut st.segments[segment];
-        let (handle, image) = seg.page.as_mut().expect("current page");
+        let (id, handle, image) = seg.page.as_mut().expect("current page");
+        if handle.is_none() {
+            *handle = Some(pool.fetch(*id)?);
+        }
         let at = seg.offset;
         image[at..at + 4].copy_from_slice(&(row.len() as u32).to_le_bytes());
         image[at + 4..at + 20].copy_from_slice(&header.encode());
         image[at + 20..at + 20 + row.len()].copy_from_slice(row);
-        handle.install(image, 0, 0);
+        handle.as_ref().expect("pinned").install(image, 0, 0);
         seg.offset += record_bytes;
-        let address = u64::from(handle.id().page_no) * self.page_bytes as u64 + at as u64;
+        let address = u64::from(id.page_no) * self.page_bytes as u64 + at as u64;
         st.stats.records_written += 1;
         st.stats.bytes_written += record_bytes as u64;
         debug_assert!(address <= ADDRESS_MASK);
@@ -365,7 +386,10 @@ impl RollbackSpace {
         let seg = &st.segments[segment];
         let extent_full = seg.extent.is_none() || seg.page_in_extent >= self.pages_per_extent;
         if extent_full {
-            if let Some(old) = seg.extent {
+            // Take the new extent first: if none is free the segment keeps
+            // its old one, not yet retired (RBS-3).
+            let extent = self.take_extent(st, reclaim)?;
+            if let Some(old) = st.segments[segment].extent {
                 let now = Rt::current().now_ns();
                 let e = &mut st.extents[old as usize];
                 e.retired = true;
@@ -373,7 +397,6 @@ impl RollbackSpace {
                 st.retired.push_back(old);
                 st.segments[segment].written.push(old);
             }
-            let extent = self.take_extent(st, reclaim)?;
             let seg = &mut st.segments[segment];
             seg.extent = Some(extent);
             seg.page_in_extent = 0;
@@ -386,7 +409,7 @@ impl RollbackSpace {
         // A filled page is written at once (by the caller, outside the
         // lock): each segment reaches the device as an append-only stream
         // (lee2008 Figure 4(b)).
-        let filled = seg.page.take().map(|(full, _)| full.id());
+        let filled = seg.page.take().map(|(full, _, _)| full);
         let id = PageId::new(ROLLBACK_SPACE, page_no);
         let handle = match self.pool.fetch_new(id) {
             Ok(handle) => handle,
@@ -395,7 +418,7 @@ impl RollbackSpace {
         };
         let mut image = vec![0u8; self.page_bytes];
         page::set_page_type(&mut image, PageType::Rollback);
-        seg.page = Some((handle, image));
+        seg.page = Some((id, Some(handle), image));
         seg.offset = PAGE_HEADER_BYTES;
         Ok(filled)
     }

@@ -45,6 +45,8 @@
 //!    until the mini-transaction has installed its pages
 //!    ([`Wal::installed`]); a checkpoint records the oldest, so that redo
 //!    starts early enough for pages not yet marked dirty.
+//! 7. Commit timestamps are handed out in log order, and no record larger
+//!    than recovery reads ([`record::RECORD_BYTES_MAX`]) is accepted.
 
 pub mod codec;
 pub mod master;
@@ -246,6 +248,15 @@ struct LogState {
     uninstalled: BTreeMap<u64, u32>,
 }
 
+/// Hands out commit timestamps in log order (see [`Wal::append_commit`]).
+/// Called under the log's lock: must not block.
+pub trait CommitClock {
+    /// The commit timestamp of `txn`.
+    fn assign(&self, txn: u64) -> u64;
+    /// The commit record with timestamp `ts` ends at `end_lsn`.
+    fn appended(&self, ts: u64, end_lsn: u64);
+}
+
 /// What a checkpoint needs to know, as of its begin record.
 #[derive(Clone, Debug, PartialEq)]
 pub struct CheckpointStart {
@@ -344,45 +355,94 @@ impl Wal {
 
     /// Append a record; returns its LSN and the LSN just past it.
     pub fn append(&self, txn: u64, prev_lsn: u64, body: Body) -> Result<(u64, u64)> {
-        let is_commit = matches!(body, Body::Commit { .. });
         let record = LogRecord {
             lsn: 0,
             txn,
             prev_lsn,
             body,
         };
-        loop {
-            let mut st = self.state.lock();
+        let mut bytes = record.encode(0);
+        let size = bytes.len();
+        self.append_sized(size, |lsn| {
+            LogRecord::relocate(&mut bytes, lsn);
+            (record, bytes)
+        })
+    }
+
+    /// Append a commit record whose commit timestamp `clock` hands out
+    /// under the log's lock, so that timestamps follow log order (WAL-7);
+    /// returns the timestamp, the LSN and the end of the record.
+    pub fn append_commit(
+        &self,
+        txn: u64,
+        prev_lsn: u64,
+        clock: &dyn CommitClock,
+    ) -> Result<(u64, u64, u64)> {
+        let commit = |commit_ts| LogRecord {
+            lsn: 0,
+            txn,
+            prev_lsn,
+            body: Body::Commit { commit_ts },
+        };
+        // Every commit record has the same size, whatever its timestamp.
+        let size = commit(0).encode(0).len();
+        let mut ts = 0;
+        let (lsn, end) = self.append_sized(size, |lsn| {
+            ts = clock.assign(txn);
+            let record = commit(ts);
+            let bytes = record.encode(lsn);
+            clock.appended(ts, lsn + bytes.len() as u64);
+            (record, bytes)
+        })?;
+        Ok((ts, lsn, end))
+    }
+
+    /// Append a record of `size` bytes that `make(lsn)` builds, under the
+    /// log's lock, once it is sure to fit (WAL-7).
+    fn append_sized(
+        &self,
+        size: usize,
+        make: impl FnOnce(u64) -> (LogRecord, Vec<u8>),
+    ) -> Result<(u64, u64)> {
+        if size > record::RECORD_BYTES_MAX {
+            return Err(Error::TooLarge(format!(
+                "a log record of {size} bytes is larger than the {} bytes recovery reads",
+                record::RECORD_BYTES_MAX
+            )));
+        }
+        let mut st = loop {
+            let st = self.state.lock();
             if let Some(failure) = &st.failed {
                 return Err(Error::LogFailed(failure.clone()));
             }
-            if st.buf.len() >= self.config.buffer_bytes {
-                let end = st.end_lsn;
-                drop(st);
-                self.flush_to(end)?;
-                continue;
+            if st.buf.len() < self.config.buffer_bytes {
+                break st;
             }
-            let lsn = st.end_lsn;
-            let bytes = record.encode(lsn);
-            let end = lsn + bytes.len() as u64;
-            if end > self.device.capacity_bytes() {
-                return Err(Error::SpaceFull(format!(
-                    "log device '{}' is full ({} bytes)",
-                    self.device.name(),
-                    self.device.capacity_bytes()
-                )));
-            }
-            st.buf.extend_from_slice(&bytes);
-            st.end_lsn = end;
-            track(&mut st, lsn, &record);
-            st.stats.records += 1;
-            st.stats.bytes_appended += bytes.len() as u64;
-            if is_commit {
-                st.stats.commits += 1;
-                st.commits_pending += 1;
-            }
-            return Ok((lsn, end));
+            let end = st.end_lsn;
+            drop(st);
+            self.flush_to(end)?;
+        };
+        let lsn = st.end_lsn;
+        if lsn + size as u64 > self.device.capacity_bytes() {
+            return Err(Error::SpaceFull(format!(
+                "log device '{}' is full ({} bytes)",
+                self.device.name(),
+                self.device.capacity_bytes()
+            )));
         }
+        let (record, bytes) = make(lsn);
+        debug_assert_eq!(bytes.len(), size, "a record's size is known before its LSN");
+        let end = lsn + bytes.len() as u64;
+        st.buf.extend_from_slice(&bytes);
+        st.end_lsn = end;
+        track(&mut st, lsn, &record);
+        st.stats.records += 1;
+        st.stats.bytes_appended += bytes.len() as u64;
+        if matches!(record.body, Body::Commit { .. }) {
+            st.stats.commits += 1;
+            st.commits_pending += 1;
+        }
+        Ok((lsn, end))
     }
 
     /// Open a checkpoint: append its begin record and snapshot the
@@ -509,9 +569,9 @@ impl Wal {
             return Ok(());
         }
         self.device.write(offset, data)?;
-        if self.config.durability == Durability::Sync {
-            self.device.flush()?;
-        }
+        // Even under no-sync a force is made durable: the buffer pool's
+        // write-ahead rule relies on it. No-sync only skips the wait.
+        self.device.flush()?;
         Ok(())
     }
 

@@ -145,6 +145,14 @@ impl LogRecord {
         bytes
     }
 
+    /// Move an encoded record to log position `lsn` (its stored LSN and
+    /// checksum change; nothing else does).
+    pub fn relocate(bytes: &mut [u8], lsn: u64) {
+        bytes[8..16].copy_from_slice(&lsn.to_le_bytes());
+        let crc = crc32c::crc32c(&bytes[8..]);
+        bytes[4..8].copy_from_slice(&crc.to_le_bytes());
+    }
+
     /// The length field of a record that starts at `bytes`, if readable.
     pub fn peek_len(bytes: &[u8]) -> Option<usize> {
         Some(u32::from_le_bytes(bytes.get(0..4)?.try_into().ok()?) as usize)
