@@ -28,9 +28,7 @@ fn show(result: flashlab_engine::Result<Option<Vec<u8>>>) -> String {
     match result {
         Ok(Some(v)) => String::from_utf8_lossy(&v).into_owned(),
         Ok(None) => "none".into(),
-        Err(e) if matches!(e, flashlab_engine::Error::Serialization { .. }) => {
-            "error: serialization".into()
-        }
+        Err(flashlab_engine::Error::Serialization { .. }) => "error: serialization".into(),
         Err(e) => format!("error: {e}"),
     }
 }

@@ -8,10 +8,10 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 
+use flashlab_devices::DeviceRef;
 use flashlab_devices::memory::MemoryDevice;
 use flashlab_devices::presets;
 use flashlab_devices::sim::SimDevice;
-use flashlab_devices::{Device, DeviceRef};
 use flashlab_engine::{Database, DbConfig, Devices, TableSpec};
 use flashlab_runtime::{NS_PER_MS, Rt, Sim, SimConfig, SimOutcome};
 use rand::{Rng, SeedableRng};
@@ -294,8 +294,10 @@ fn scenario(seed: u64) {
 ///    empty. The recovery LSN is now the record's start;
 /// 3. a modelled device kept its timelines across simulations, so after the
 ///    cut the next run's requests waited for the old run's virtual time and
-///    opening never finished. `SimDevice` now resumes the model's clock;
-/// and, once MVCC came, a fourth:
+///    opening never finished. `SimDevice` now resumes the model's clock.
+///
+/// And, once MVCC came, a fourth:
+///
 /// 4. rollback pages (never logged, page LSN 0) entered the checkpoint's
 ///    dirty page table with a recovery LSN of 0, so redo started at LSN 0,
 ///    found no record there and redid nothing: committed changes were lost

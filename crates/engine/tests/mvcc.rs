@@ -175,6 +175,9 @@ fn deep_version_chains_are_followed() {
     });
 }
 
+/// A table's rows as scans return them.
+type Rows = Vec<(Vec<u8>, Vec<u8>)>;
+
 /// Time travel returns exactly the state as of each commit.
 #[test]
 fn time_travel_returns_the_state_as_of_each_commit() {
@@ -183,7 +186,7 @@ fn time_travel_returns_the_state_as_of_each_commit() {
         cfg.mvcc.retention_ns = 3_600_000_000_000;
         let db = Database::open(&cfg).unwrap();
         let t = db.create_table(TableSpec::bytes("kv")).unwrap();
-        let mut history: Vec<(u64, u64, Vec<(Vec<u8>, Vec<u8>)>)> = Vec::new();
+        let mut history: Vec<(u64, u64, Rows)> = Vec::new();
         let mut model = std::collections::BTreeMap::new();
         let mut rng = rt.fork_rng();
         for _ in 0..40 {
