@@ -259,6 +259,14 @@ fn print_summary(r: &BenchReport) {
         r.log.avg_write_ms,
         r.log.tail_rewrites
     );
+    println!(
+        "rollback (MVCC)     {} before-images written, {} pages read in {:.3} s, {} chains walked (longest {})",
+        r.rollback.records_written,
+        r.rollback.pages_read,
+        r.rollback.read_ns as f64 / 1e9,
+        r.rollback.chains,
+        r.rollback.chain_max
+    );
     println!("consistency         {}", r.consistency);
     for d in &r.departures {
         println!("departure           {d}");

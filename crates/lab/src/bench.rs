@@ -114,6 +114,8 @@ pub struct BenchReport {
     pub log: LogColumns,
     /// "ok", or the violation.
     pub consistency: String,
+    /// MVCC: rollback pages read, chains walked, rollback read time.
+    pub rollback: flashlab_engine::mvcc::rollback::RollbackStats,
     pub departures: Vec<String>,
     pub progress: Vec<Progress>,
     /// Host seconds the whole bench took.
@@ -322,14 +324,16 @@ fn run_on(
         Err(violation) => violation,
     };
     let trace = tracer.map(|t| t.records()).unwrap_or_default();
-    Ok(report(
+    let mut report = report(
         options,
         world,
         result,
         consistency,
         workload.departures(),
         trace,
-    ))
+    );
+    report.rollback = db.stats().rollback;
+    Ok(report)
 }
 
 fn report(
@@ -364,6 +368,7 @@ fn report(
             tail_rewrites: r.log.tail_rewrites,
         },
         consistency,
+        rollback: Default::default(),
         departures,
         progress: r.progress,
         host_seconds: 0.0,
