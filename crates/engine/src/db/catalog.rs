@@ -53,13 +53,17 @@ impl TableDef {
     }
 
     pub fn decode(bytes: &[u8]) -> Result<TableDef> {
-        let def: TableDef = serde_json::from_slice(bytes).map_err(|e| Error::malformed("catalog entry", e.to_string()))?;
+        let def: TableDef = serde_json::from_slice(bytes)
+            .map_err(|e| Error::malformed("catalog entry", e.to_string()))?;
         let columns = def.schema.as_ref().map_or(0, |s| s.columns().len());
         for index in &def.indexes {
             if index.columns.iter().any(|&c| c >= columns) {
                 return Err(Error::malformed(
                     "catalog entry",
-                    format!("index '{}' of table '{}' names a column the schema lacks", index.name, def.name),
+                    format!(
+                        "index '{}' of table '{}' names a column the schema lacks",
+                        index.name, def.name
+                    ),
                 ));
             }
         }
