@@ -414,19 +414,11 @@ impl SimShared {
     /// wait for it to come back.
     fn switch(&self, me: usize, mut st: StdGuard<'_, State>) {
         let my_baton = st.tasks[me].baton.clone();
-        match self.pick_next(&mut st) {
-            Some(next) if next == me => return,
-            Some(next) => {
-                st.switches += 1;
-                let baton = st.tasks[next].baton.clone();
-                drop(st);
-                baton.give();
-            }
-            None => {
-                drop(st);
-                self.ended.notify_all();
-            }
+        let next = self.pick_next(&mut st);
+        if next == Some(me) {
+            return;
         }
+        self.hand_over(st, next);
         my_baton.wait();
         self.after_wake();
     }
@@ -612,7 +604,14 @@ impl SimShared {
             self.ended.notify_all();
             return;
         }
-        match self.pick_next(&mut st) {
+        let next = self.pick_next(&mut st);
+        self.hand_over(st, next);
+    }
+
+    /// Give the baton to `next`, or, when nothing can run (`None`), tell the
+    /// host thread the run is over.
+    fn hand_over(&self, mut st: StdGuard<'_, State>, next: Option<usize>) {
+        match next {
             Some(next) => {
                 st.switches += 1;
                 let baton = st.tasks[next].baton.clone();

@@ -76,18 +76,7 @@ impl Inner {
         value: &[u8],
         ctx: &LogCtx,
     ) -> Result<(Option<Vec<u8>>, Option<Logged>)> {
-        let latch = self.latch(tree.space, tree.root);
-        let _guard = latch.lock();
-        let mut mtr = self.mtr(tree.space)?;
-        let before = BTree::open(tree.root).insert(&mut mtr, key, value)?;
-        let undo = (ctx.txn != 0).then(|| Undo {
-            space: tree.space,
-            root: tree.root,
-            key: key.to_vec(),
-            before: before.clone(),
-        });
-        let logged = mtr.commit(&self.wal, ctx.txn, ctx.prev_lsn, undo)?;
-        Ok((before, logged))
+        self.tree_write(tree, key, ctx, |_| Ok(Some(value.to_vec())))
     }
 
     /// Read `key` and replace it with what `decide` makes of its current
