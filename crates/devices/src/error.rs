@@ -53,6 +53,10 @@ pub enum DeviceError {
     /// A flush (fdatasync) failed. What it covered must be treated as lost.
     #[error("{device}: flush failed: {problem}")]
     FlushFailed { device: String, problem: String },
+    /// A test's fault model refused the request because it breaks a rule
+    /// the engine must keep (write-ahead logging); a test failure.
+    #[error("{device}: refused: {problem}")]
+    Refused { device: String, problem: String },
     /// An operating-system error on a real file.
     #[error("{device}: {op}: {source}")]
     Io {

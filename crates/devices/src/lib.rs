@@ -15,6 +15,11 @@
 //! and to the simulated runtime's clock: the calling task sleeps in virtual
 //! time until the model says the request is done.
 //!
+//! [`fault`] is the fault model of the simulated world: a wrapper that
+//! crashes, tears, flips, misdirects, fails and delays requests by a seeded
+//! plan, cuts the power at chosen I/O events, and checks write-ahead logging
+//! at the devices.
+//!
 //! [`trace`] records every I/O (submit and completion time, device, storage
 //! space, operation, offset, length) and summarises it per device and space;
 //! it also reads and writes the block-trace formats `flashlab replay` accepts.
@@ -27,6 +32,7 @@
 pub mod characterize;
 pub mod device;
 pub mod error;
+pub mod fault;
 pub mod file;
 pub mod hdd;
 pub mod memory;

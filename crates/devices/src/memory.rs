@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use crate::device::Device;
 use crate::error::DeviceError;
 use crate::model::{IoKind, IoRequest, check_request};
-use crate::store::SparseStore;
+use crate::store::{SparseStore, StoredDevice};
 
 /// Sector size of memory devices.
 pub const MEMORY_SECTOR_BYTES: u32 = 512;
@@ -43,6 +43,12 @@ impl MemoryDevice {
             len_bytes,
         };
         check_request(&self.name, self.capacity_bytes, MEMORY_SECTOR_BYTES, &req)
+    }
+}
+
+impl StoredDevice for MemoryDevice {
+    fn store(&self) -> &Mutex<SparseStore> {
+        &self.store
     }
 }
 

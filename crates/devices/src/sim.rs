@@ -28,7 +28,7 @@ use crate::device::Device;
 use crate::error::DeviceError;
 use crate::memory::unflushed_full;
 use crate::model::{DeviceModel, IoKind, IoRequest, ModelStats, check_request};
-use crate::store::{CrashFate, SparseStore};
+use crate::store::{CrashFate, SparseStore, StoredDevice};
 
 /// A device model with data, in virtual time.
 pub struct SimDevice {
@@ -107,6 +107,12 @@ impl SimDevice {
     }
 }
 
+impl StoredDevice for SimDevice {
+    fn store(&self) -> &Mutex<SparseStore> {
+        &self.store
+    }
+}
+
 impl Device for SimDevice {
     fn name(&self) -> &str {
         &self.name
@@ -142,9 +148,9 @@ impl Device for SimDevice {
     }
 
     fn flush(&self) -> Result<(), DeviceError> {
-        let covered = self.store.lock().expect("store").unflushed_writes();
+        let mark = self.store.lock().expect("store").flush_mark();
         self.timed(IoKind::Flush, 0, 0)?;
-        self.store.lock().expect("store").flush_first(covered);
+        self.store.lock().expect("store").flush_through(mark);
         Ok(())
     }
 

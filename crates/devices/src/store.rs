@@ -5,20 +5,40 @@
 //! [`CHUNK_BYTES`], not with the device's capacity, so a 250 GB disk model
 //! costs nothing until used.
 //!
-//! To model a crash, the store remembers, for every write since the last
-//! flush, what the bytes were before it (its *before-image*). A flush makes
-//! everything durable and forgets them. [`SparseStore::crash`] rolls the
-//! unflushed writes back, newest first, leaving exactly what the last flush
-//! made durable; the fault model of a later issue decides per write whether
-//! it is kept, dropped or torn, through [`SparseStore::crash_with`].
+//! To model a crash, the store remembers every write since the last flush:
+//! where it went, the bytes it replaced (its *before-image*) and the bytes it
+//! wrote (its *after-image*). A flush makes the writes issued before it began
+//! durable. [`SparseStore::crash`] loses every write not yet durable, leaving
+//! exactly what the flushes made durable; [`SparseStore::crash_with`] lets
+//! the fault model ([`crate::fault`]) keep, drop or tear each one.
+//!
+//! A flush can also *fail* ([`SparseStore::fail_flush_through`]). The writes
+//! it covered become *orphans*, as on Linux, where a failed fsync marks the
+//! page cache clean and the next fsync succeeds without writing them: reads
+//! still see their data, but no later flush makes them durable, and a crash
+//! decides their fate like any unflushed write. Because an orphan can be
+//! older than a durable write over the same bytes, a crash does not just roll
+//! back: it rolls *every* remembered write back to the state before the
+//! oldest, then replays, oldest first, the writes that are durable, kept or
+//! torn.
+//!
+//! Writes are numbered in issue order; a flush names the first number it
+//! does *not* cover ([`SparseStore::flush_mark`]), so two flushes in flight
+//! at once each cover exactly the writes issued before they began.
 //!
 //! Invariants (STORE-n):
-//! 1. Applying the before-images of the unflushed writes in reverse order
-//!    yields the durable contents.
+//! 1. Rolling back the remembered writes newest first, then replaying the
+//!    durable ones oldest first, yields the durable contents.
 //! 2. Unflushed bytes are bounded by [`UNFLUSHED_BYTES_MAX`]; a writer that
 //!    never flushes gets an error, not unbounded memory.
+//! 3. A write is remembered until it is durable and no older write is still
+//!    remembered (an orphan keeps every later write remembered).
+//! 4. An orphan never becomes durable; only a crash decides its fate.
 
-use std::collections::HashMap;
+use std::collections::{HashMap, VecDeque};
+use std::sync::Mutex;
+
+use crate::device::Device;
 
 /// Allocation unit of the store.
 pub const CHUNK_BYTES: usize = 4096;
@@ -36,18 +56,63 @@ pub enum CrashFate {
     Tear { bytes: u64 },
 }
 
+/// A device whose data lives in a [`SparseStore`] (memory and simulated
+/// devices): the fault model reaches the store to crash it, to orphan the
+/// writes of a failed flush, and to ask what is durable.
+pub trait StoredDevice: Device {
+    /// The store; lock it only briefly, never across a blocking call.
+    fn store(&self) -> &Mutex<SparseStore>;
+}
+
+/// One write a crash decides the fate of, as the fate function sees it.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct PendingWrite {
+    /// Position among the writes not yet durable, 0 the oldest.
+    pub index: usize,
+    pub offset_bytes: u64,
+    pub len_bytes: u64,
+    /// Covered by a failed flush (STORE-4).
+    pub orphaned: bool,
+}
+
+/// A write a crash decided, as [`SparseStore::crash_detailed`] reports it.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct CrashedWrite {
+    pub write: PendingWrite,
+    pub fate: CrashFate,
+    /// For a torn write, the bytes before it and the bytes it wrote, so a
+    /// caller can tell a torn page from an old or a new one; empty otherwise.
+    pub before: Vec<u8>,
+    pub after: Vec<u8>,
+}
+
 /// One write since the last flush and the bytes it replaced.
 struct Unflushed {
+    seq: u64,
     offset_bytes: u64,
     before: Vec<u8>,
+    after: Vec<u8>,
+    /// Made durable by a flush, but still remembered (STORE-3).
+    durable: bool,
+    /// Covered by a failed flush (STORE-4).
+    orphaned: bool,
+}
+
+impl Unflushed {
+    fn end_bytes(&self) -> u64 {
+        self.offset_bytes + self.after.len() as u64
+    }
 }
 
 /// Sparse, chunked bytes with before-images of unflushed writes.
 #[derive(Default)]
 pub struct SparseStore {
     chunks: HashMap<u64, Box<[u8]>>,
-    unflushed: Vec<Unflushed>,
+    unflushed: VecDeque<Unflushed>,
     unflushed_bytes: u64,
+    next_seq: u64,
+    /// Highest end of any byte range that is durable with written data.
+    durable_end_bytes: u64,
 }
 
 impl SparseStore {
@@ -79,10 +144,15 @@ impl SparseStore {
         }
         let mut before = vec![0u8; data.len()];
         self.read(offset_bytes, &mut before);
-        self.unflushed.push(Unflushed {
+        self.unflushed.push_back(Unflushed {
+            seq: self.next_seq,
             offset_bytes,
             before,
+            after: data.to_vec(),
+            durable: false,
+            orphaned: false,
         });
+        self.next_seq += 1;
         self.unflushed_bytes += len;
         self.put(offset_bytes, data);
         Ok(())
@@ -115,53 +185,168 @@ impl SparseStore {
         Ok(())
     }
 
-    /// Everything written so far is durable.
+    /// Everything written so far is durable (orphans excepted, STORE-4).
     pub fn flush(&mut self) {
-        self.unflushed.clear();
-        self.unflushed_bytes = 0;
+        let mark = self.flush_mark();
+        self.flush_through(mark);
     }
 
-    /// Make the oldest `writes` unflushed writes durable: a flush covers
-    /// what was written before it began, not what arrived while it ran.
-    pub fn flush_first(&mut self, writes: usize) {
-        let writes = writes.min(self.unflushed.len());
-        for write in self.unflushed.drain(..writes) {
-            self.unflushed_bytes -= write.before.len() as u64;
+    /// The mark a flush beginning now covers up to: pass it to
+    /// [`SparseStore::flush_through`] or [`SparseStore::fail_flush_through`]
+    /// when the flush ends.
+    pub fn flush_mark(&self) -> u64 {
+        self.next_seq
+    }
+
+    /// A flush that began at `mark` succeeded: the writes issued before it
+    /// are durable, except orphans.
+    pub fn flush_through(&mut self, mark: u64) {
+        for write in self.unflushed.iter_mut() {
+            if write.seq >= mark {
+                break;
+            }
+            if !write.orphaned && !write.durable {
+                write.durable = true;
+                self.durable_end_bytes = self.durable_end_bytes.max(write.end_bytes());
+            }
+        }
+        self.forget_durable_prefix();
+    }
+
+    /// A flush that began at `mark` failed: the writes it covered that are
+    /// not yet durable become orphans (STORE-4). Returns how many.
+    pub fn fail_flush_through(&mut self, mark: u64) -> usize {
+        let mut orphaned = 0;
+        for write in self.unflushed.iter_mut() {
+            if write.seq >= mark {
+                break;
+            }
+            if !write.durable && !write.orphaned {
+                write.orphaned = true;
+                orphaned += 1;
+            }
+        }
+        orphaned
+    }
+
+    /// Drop durable writes from the front (STORE-3).
+    fn forget_durable_prefix(&mut self) {
+        while self.unflushed.front().is_some_and(|w| w.durable) {
+            let write = self.unflushed.pop_front().expect("front");
+            self.unflushed_bytes -= write.after.len() as u64;
         }
     }
 
-    /// Number of writes since the last flush.
-    pub fn unflushed_writes(&self) -> usize {
-        self.unflushed.len()
+    /// Make the oldest `writes` remembered writes durable (orphans excepted).
+    pub fn flush_first(&mut self, writes: usize) {
+        let mark = self
+            .unflushed
+            .get(writes)
+            .map(|w| w.seq)
+            .unwrap_or(self.next_seq);
+        self.flush_through(mark);
     }
 
-    /// A crash: every unflushed write is lost (STORE-1).
+    /// Number of writes not yet durable.
+    pub fn unflushed_writes(&self) -> usize {
+        self.unflushed.iter().filter(|w| !w.durable).count()
+    }
+
+    /// Number of orphaned writes (covered by a failed flush).
+    pub fn orphaned_writes(&self) -> usize {
+        self.unflushed.iter().filter(|w| w.orphaned).count()
+    }
+
+    /// True if some write not yet durable changed a byte in `start..end`:
+    /// then what a crash leaves there may differ from what reads see now.
+    /// A rewrite of identical bytes (a log's tail sector) changes nothing.
+    pub fn changed_since_durable(&self, start_bytes: u64, end_bytes: u64) -> bool {
+        self.unflushed.iter().filter(|w| !w.durable).any(|w| {
+            let from = w.offset_bytes.max(start_bytes);
+            let to = w.end_bytes().min(end_bytes);
+            if from >= to {
+                return false;
+            }
+            let a = (from - w.offset_bytes) as usize;
+            let b = (to - w.offset_bytes) as usize;
+            w.before[a..b] != w.after[a..b]
+        })
+    }
+
+    /// Highest end of a range made durable by a flush or kept by a crash.
+    pub fn durable_end_bytes(&self) -> u64 {
+        self.durable_end_bytes
+    }
+
+    /// A crash: every write not yet durable is lost (STORE-1).
     pub fn crash(&mut self) {
         self.crash_with(|_, _| CrashFate::Drop);
     }
 
-    /// A crash where `fate(index, len_bytes)` decides each unflushed write's
-    /// fate (index 0 is the oldest). Writes are undone newest first, so an
-    /// older write that is kept survives under a newer one that is dropped.
+    /// A crash where `fate(index, len_bytes)` decides each write not yet
+    /// durable (index 0 is the oldest). An older write that is kept survives
+    /// under a newer one that is dropped.
     pub fn crash_with(&mut self, mut fate: impl FnMut(usize, u64) -> CrashFate) {
-        let fates: Vec<CrashFate> = self
-            .unflushed
-            .iter()
-            .enumerate()
-            .map(|(i, w)| fate(i, w.before.len() as u64))
-            .collect();
+        self.crash_detailed(|w| fate(w.index, w.len_bytes));
+    }
+
+    /// A crash where `fate` decides each write not yet durable, seeing where
+    /// it went; returns every such write with its fate, oldest first.
+    pub fn crash_detailed(
+        &mut self,
+        mut fate: impl FnMut(&PendingWrite) -> CrashFate,
+    ) -> Vec<CrashedWrite> {
+        let mut decided = Vec::new();
+        let mut fates = Vec::with_capacity(self.unflushed.len());
+        for write in &self.unflushed {
+            if write.durable {
+                fates.push(CrashFate::Keep);
+                continue;
+            }
+            let pending = PendingWrite {
+                index: decided.len(),
+                offset_bytes: write.offset_bytes,
+                len_bytes: write.after.len() as u64,
+                orphaned: write.orphaned,
+            };
+            let f = fate(&pending);
+            fates.push(f);
+            let torn = matches!(f, CrashFate::Tear { .. });
+            decided.push(CrashedWrite {
+                write: pending,
+                fate: f,
+                before: if torn {
+                    write.before.clone()
+                } else {
+                    Vec::new()
+                },
+                after: if torn {
+                    write.after.clone()
+                } else {
+                    Vec::new()
+                },
+            });
+        }
         let unflushed = std::mem::take(&mut self.unflushed);
-        for (write, fate) in unflushed.into_iter().zip(fates).rev() {
-            match fate {
-                CrashFate::Keep => {}
-                CrashFate::Drop => self.put(write.offset_bytes, &write.before),
-                CrashFate::Tear { bytes } => {
-                    let kept = (bytes as usize).min(write.before.len());
-                    self.put(write.offset_bytes + kept as u64, &write.before[kept..]);
-                }
+        // STORE-1: back to the state before the oldest remembered write...
+        for write in unflushed.iter().rev() {
+            self.put(write.offset_bytes, &write.before);
+        }
+        // ...then forward through what reached the media.
+        for (write, fate) in unflushed.iter().zip(fates) {
+            let kept = match fate {
+                CrashFate::Keep => write.after.len(),
+                CrashFate::Drop => 0,
+                CrashFate::Tear { bytes } => (bytes as usize).min(write.after.len()),
+            };
+            if kept > 0 {
+                self.put(write.offset_bytes, &write.after[..kept]);
+                self.durable_end_bytes =
+                    self.durable_end_bytes.max(write.offset_bytes + kept as u64);
             }
         }
         self.unflushed_bytes = 0;
+        decided
     }
 
     /// Bytes of memory held by data chunks.
@@ -234,5 +419,87 @@ mod tests {
         let mut buf = vec![0u8; 512];
         store.read(0, &mut buf);
         assert!(buf.iter().all(|&b| b == 1));
+    }
+
+    #[test]
+    fn orphan_stays_lost_under_a_later_durable_write() {
+        let mut store = SparseStore::new();
+        store.write(0, &[1u8; 1024]).unwrap();
+        store.flush();
+        // A write covered by a failed flush...
+        store.write(0, &[2u8; 1024]).unwrap();
+        let mark = store.flush_mark();
+        assert_eq!(store.fail_flush_through(mark), 1);
+        // ...is not made durable by the next flush, but a newer write is.
+        store.write(512, &[3u8; 512]).unwrap();
+        store.flush();
+        assert_eq!(store.orphaned_writes(), 1);
+        let mut buf = vec![0u8; 1024];
+        store.read(0, &mut buf);
+        assert!(buf[..512].iter().all(|&b| b == 2), "reads see the orphan");
+        store.crash();
+        store.read(0, &mut buf);
+        assert!(buf[..512].iter().all(|&b| b == 1), "the orphan is lost");
+        assert!(
+            buf[512..].iter().all(|&b| b == 3),
+            "the durable write stays"
+        );
+    }
+
+    #[test]
+    fn a_flush_covers_only_writes_issued_before_it_began() {
+        let mut store = SparseStore::new();
+        store.write(0, &[1u8; 512]).unwrap();
+        let early = store.flush_mark();
+        store.write(512, &[2u8; 512]).unwrap();
+        let late = store.flush_mark();
+        store.flush_through(late);
+        store.flush_through(early); // the earlier flush ends last
+        assert_eq!(store.unflushed_writes(), 0);
+        store.write(1024, &[3u8; 512]).unwrap();
+        let mark = store.flush_mark();
+        store.write(1536, &[4u8; 512]).unwrap();
+        store.flush_through(mark);
+        store.crash();
+        let mut buf = vec![0u8; 2048];
+        store.read(0, &mut buf);
+        assert!(buf[1024..1536].iter().all(|&b| b == 3));
+        assert!(buf[1536..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn identical_rewrites_do_not_count_as_changes() {
+        let mut store = SparseStore::new();
+        store.write(4096, &[5u8; 512]).unwrap();
+        store.flush();
+        assert_eq!(store.durable_end_bytes(), 4608);
+        let mut sector = vec![5u8; 512];
+        sector[300..].fill(6);
+        store.write(4096, &sector).unwrap();
+        assert!(!store.changed_since_durable(4096, 4096 + 300));
+        assert!(store.changed_since_durable(4096, 4096 + 301));
+    }
+
+    #[test]
+    fn crash_detailed_reports_offsets_and_fates() {
+        let mut store = SparseStore::new();
+        store.write(0, &[1u8; 1024]).unwrap();
+        store.write(2048, &[2u8; 1024]).unwrap();
+        let fates = store.crash_detailed(|w| {
+            if w.offset_bytes == 0 {
+                CrashFate::Tear { bytes: 512 }
+            } else {
+                CrashFate::Keep
+            }
+        });
+        assert_eq!(fates.len(), 2);
+        assert_eq!(fates[1].write.offset_bytes, 2048);
+        assert_eq!(fates[0].after, vec![1u8; 1024]);
+        assert!(fates[1].after.is_empty());
+        assert_eq!(store.durable_end_bytes(), 3072);
+        let mut buf = vec![0u8; 1024];
+        store.read(0, &mut buf);
+        assert!(buf[..512].iter().all(|&b| b == 1));
+        assert!(buf[512..].iter().all(|&b| b == 0));
     }
 }
