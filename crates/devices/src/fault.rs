@@ -113,6 +113,8 @@ pub struct FaultPlan {
     pub misdirect_ppm: u32,
     /// Flushes that fail.
     pub flush_error_ppm: u32,
+    /// This flush (counted from 1 since the device was wrapped) fails.
+    pub flush_error_at: Option<u64>,
     /// The device is full from this write on (counted from 1), until a crash.
     pub full_after_writes: Option<u64>,
     /// Requests that take `spike_ns` longer.
@@ -132,6 +134,7 @@ impl FaultPlan {
             write_flip_ppm: 0,
             misdirect_ppm: 0,
             flush_error_ppm: 0,
+            flush_error_at: None,
             full_after_writes: None,
             spike_ppm: 0,
             spike_ns: SPIKE_NS_DEFAULT,
@@ -240,6 +243,8 @@ pub enum FaultRecord {
     LatentError { sector_bytes: u64 },
     /// A flush failed; `orphaned` writes will not become durable.
     FlushFailed { orphaned: u64 },
+    /// Task `task` flushed the device again after a failed flush.
+    FlushAfterFailure { task: String },
 }
 
 /// The page check a test plugs in: given a damaged page image and the
@@ -390,6 +395,10 @@ pub fn task_name() -> String {
     name.strip_prefix("sim:").unwrap_or(name).to_string()
 }
 
+fn now_ns() -> u64 {
+    Rt::try_current().map(|rt| rt.now_ns()).unwrap_or(0)
+}
+
 /// Block the calling task for good: the power is off (FAULT-4).
 fn power_off() -> ! {
     let rt = Rt::current();
@@ -492,7 +501,13 @@ struct FaultState {
     /// Sectors that fail every read until written.
     latent: BTreeSet<u64>,
     flush_failed: bool,
+    /// Writes that landed with a bit flipped since the last crash (offset,
+    /// bit): what they were meant to write is a version of their pages.
+    flipped_writes: Vec<(u64, u64)>,
+    /// When a flush failed or a log write was refused (virtual ns).
+    durability_failed_at_ns: Option<u64>,
     writes: u64,
+    flushes: u64,
 }
 
 impl FaultState {
@@ -537,7 +552,10 @@ impl FaultyDevice {
                 records: Vec::new(),
                 latent: BTreeSet::new(),
                 flush_failed: false,
+                flipped_writes: Vec::new(),
+                durability_failed_at_ns: None,
                 writes: 0,
+                flushes: 0,
             }),
             wal: None,
             power: None,
@@ -629,9 +647,22 @@ impl FaultyDevice {
         std::mem::take(&mut self.state.lock().expect("faults").records)
     }
 
+    /// Flushes issued to this device so far (what `flush_error_at` counts).
+    pub fn flushes(&self) -> u64 {
+        self.state.lock().expect("faults").flushes
+    }
+
     /// True once a flush of this device failed (until the next crash).
     pub fn flush_failed(&self) -> bool {
         self.state.lock().expect("faults").flush_failed
+    }
+
+    /// When this device first failed in a way that costs durability (a
+    /// failed flush, a refused log write), in virtual ns since the
+    /// simulation began; cleared by a crash. From then on the engine must
+    /// acknowledge no commit that began later.
+    pub fn durability_failed_at_ns(&self) -> Option<u64> {
+        self.state.lock().expect("faults").durability_failed_at_ns
     }
 
     /// Read what the media holds now, without faults or latency.
@@ -680,7 +711,7 @@ impl FaultyDevice {
                 CrashFate::Drop => st.counts.crash_dropped += 1,
                 CrashFate::Tear { bytes } => {
                     st.counts.crash_torn += 1;
-                    let damaged_pages = self.torn_pages(st, crashed);
+                    let damaged_pages = self.torn_pages(st, crashed, &fates);
                     st.records.push(FaultRecord::Torn {
                         offset_bytes: crashed.write.offset_bytes,
                         len_bytes: crashed.write.len_bytes,
@@ -691,26 +722,57 @@ impl FaultyDevice {
             }
         }
         st.flush_failed = false;
+        st.flipped_writes.clear();
+        st.durability_failed_at_ns = None;
         st.writes = 0;
         fates
     }
 
-    /// Pages of a torn write that now hold neither the bytes before it nor
-    /// the bytes it wrote (a data device's pages; a log's 512-byte units).
-    fn torn_pages(&self, st: &mut FaultState, crashed: &CrashedWrite) -> Vec<u64> {
+    /// Pages of a torn write that now hold no version the page ever had
+    /// (the image before or after any of the crashed writes over it); a data
+    /// device's pages, a log's 512-byte units.
+    fn torn_pages(
+        &self,
+        st: &mut FaultState,
+        torn: &CrashedWrite,
+        all: &[CrashedWrite],
+    ) -> Vec<u64> {
         let unit = match self.role {
-            Role::Data { page_bytes } => page_bytes,
-            _ => TEAR_UNIT_BYTES as usize,
+            Role::Data { page_bytes } => page_bytes as u64,
+            _ => TEAR_UNIT_BYTES,
         };
-        let offset = crashed.write.offset_bytes;
-        let mut now = vec![0u8; crashed.after.len()];
+        let offset = torn.write.offset_bytes;
+        let mut now = vec![0u8; torn.after.len()];
         self.peek(offset, &mut now);
         let mut damaged = Vec::new();
-        for (i, chunk) in now.chunks(unit).enumerate() {
-            let range = i * unit..i * unit + chunk.len();
-            if chunk != &crashed.after[range.clone()] && chunk != &crashed.before[range.clone()] {
-                damaged.push(offset + range.start as u64);
-                self.check_pages(st, offset, &now, (range.start as u64, range.end as u64));
+        for (i, chunk) in now.chunks(unit as usize).enumerate() {
+            let at = offset + i as u64 * unit;
+            let end = at + chunk.len() as u64;
+            let was_a_version = all.iter().any(|w| {
+                let w_end = w.write.offset_bytes + w.after.len() as u64;
+                if w.write.offset_bytes > at || w_end < end {
+                    return false;
+                }
+                let from = (at - w.write.offset_bytes) as usize;
+                let range = from..from + chunk.len();
+                if chunk == &w.before[range.clone()] || chunk == &w.after[range.clone()] {
+                    return true;
+                }
+                // A write that landed with a bit flipped was meant to be
+                // its after-image with the bit restored.
+                st.flipped_writes.iter().any(|&(offset, bit)| {
+                    let byte = (bit / 8) as usize;
+                    if offset != w.write.offset_bytes || !range.contains(&byte) {
+                        return false;
+                    }
+                    let mut meant = w.after[range.clone()].to_vec();
+                    meant[byte - from] ^= 1 << (bit % 8);
+                    chunk == meant.as_slice()
+                })
+            });
+            if !was_a_version {
+                damaged.push(at);
+                self.check_pages(st, offset, &now, (at - offset, end - offset));
             }
         }
         damaged
@@ -853,8 +915,11 @@ impl Device for FaultyDevice {
         let landing = {
             let mut st = self.state.lock().expect("faults");
             st.writes += 1;
-            if st.plan.full_after_writes.is_some_and(|n| st.writes >= n) {
+            if st.active && st.plan.full_after_writes.is_some_and(|n| st.writes >= n) {
                 st.counts.full_errors += 1;
+                if self.role == Role::Log {
+                    st.durability_failed_at_ns.get_or_insert(now_ns());
+                }
                 return Err(DeviceError::Full {
                     device: self.inner.name().to_string(),
                     problem: format!("no space left (injected after {} writes)", st.writes),
@@ -899,6 +964,7 @@ impl Device for FaultyDevice {
                 st.counts.write_flips += 1;
                 st.records
                     .push(FaultRecord::WriteFlip { offset_bytes, bit });
+                st.flipped_writes.push((offset_bytes, bit));
                 self.check_pages(&mut st, offset_bytes, &bad, (bit / 8, bit / 8 + 1));
                 Landing::Flipped(bad)
             } else {
@@ -925,9 +991,13 @@ impl Device for FaultyDevice {
             let mut st = self.state.lock().expect("faults");
             if st.flush_failed {
                 st.counts.flushes_after_failure += 1;
+                st.records
+                    .push(FaultRecord::FlushAfterFailure { task: task_name() });
             }
+            st.flushes += 1;
             let ppm = st.plan.flush_error_ppm;
-            st.chance(ppm)
+            let at = st.plan.flush_error_at == Some(st.flushes);
+            st.chance(ppm) || (st.active && at)
         };
         if fail {
             let orphaned = {
@@ -937,6 +1007,7 @@ impl Device for FaultyDevice {
             };
             let mut st = self.state.lock().expect("faults");
             st.flush_failed = true;
+            st.durability_failed_at_ns.get_or_insert(now_ns());
             st.counts.flush_errors += 1;
             st.records.push(FaultRecord::FlushFailed { orphaned });
             return Err(DeviceError::FlushFailed {

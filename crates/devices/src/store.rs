@@ -80,8 +80,8 @@ pub struct PendingWrite {
 pub struct CrashedWrite {
     pub write: PendingWrite,
     pub fate: CrashFate,
-    /// For a torn write, the bytes before it and the bytes it wrote, so a
-    /// caller can tell a torn page from an old or a new one; empty otherwise.
+    /// The bytes before it and the bytes it wrote, so a caller can tell a
+    /// torn page from any version the page really had.
     pub before: Vec<u8>,
     pub after: Vec<u8>,
 }
@@ -311,20 +311,11 @@ impl SparseStore {
             };
             let f = fate(&pending);
             fates.push(f);
-            let torn = matches!(f, CrashFate::Tear { .. });
             decided.push(CrashedWrite {
                 write: pending,
                 fate: f,
-                before: if torn {
-                    write.before.clone()
-                } else {
-                    Vec::new()
-                },
-                after: if torn {
-                    write.after.clone()
-                } else {
-                    Vec::new()
-                },
+                before: write.before.clone(),
+                after: write.after.clone(),
             });
         }
         let unflushed = std::mem::take(&mut self.unflushed);
@@ -495,7 +486,7 @@ mod tests {
         assert_eq!(fates.len(), 2);
         assert_eq!(fates[1].write.offset_bytes, 2048);
         assert_eq!(fates[0].after, vec![1u8; 1024]);
-        assert!(fates[1].after.is_empty());
+        assert_eq!(fates[1].before, vec![0u8; 1024]);
         assert_eq!(store.durable_end_bytes(), 3072);
         let mut buf = vec![0u8; 1024];
         store.read(0, &mut buf);

@@ -13,7 +13,8 @@
 //!   (plotters measures text through the font bundled with it, since the
 //!   build may use no system font libraries);
 //! - [`report`]: the HTML page and `results.json`;
-//! - [`experiments`]: what `flashlab reproduce` runs.
+//! - [`experiments`]: what `flashlab reproduce` runs;
+//! - [`simtest`]: the seeded crash-recovery harness behind `flashlab simtest`.
 
 pub mod bench;
 pub mod chart;
@@ -24,3 +25,4 @@ pub mod plot;
 pub mod published;
 pub mod report;
 pub mod reproduce;
+pub mod simtest;

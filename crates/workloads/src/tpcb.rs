@@ -145,28 +145,17 @@ impl TpcB {
     }
 }
 
-fn add(column: usize, delta: i64) -> impl FnOnce(&mut Vec<Value>) {
-    move |row: &mut Vec<Value>| {
-        if let Some(Value::Int(balance)) = row.get_mut(column) {
-            *balance += delta;
-        }
-    }
-}
-
-impl Workload for TpcB {
-    fn name(&self) -> &'static str {
-        "tpcb"
-    }
-
-    fn setup(&self, db: &Database) -> Result<()> {
-        let costs = db.config().cpu.clone();
-        db.set_cpu_costs(CpuCosts::free());
-        let loaded = self.load(db);
-        db.set_cpu_costs(costs);
-        loaded
-    }
-
-    fn transaction(&self, db: &Database, client: u32, rng: &mut ChaCha8Rng) -> Result<()> {
+impl TpcB {
+    /// One TPC-B transaction; returns the history id it committed.
+    /// `attempting` learns the id just before the commit is tried, so a
+    /// caller that loses the answer (a crash, a failed log force) knows
+    /// which history row may or may not be there.
+    pub fn transaction_hid(
+        &self,
+        db: &Database,
+        rng: &mut ChaCha8Rng,
+        attempting: impl FnOnce(i64),
+    ) -> Result<i64> {
         let (branches, tellers, accounts, history) = (
             db.table("branches")?,
             db.table("tellers")?,
@@ -193,14 +182,72 @@ impl Workload for TpcB {
             &[Value::Int(bid.into())],
             add(BRANCH_BALANCE, delta),
         )?;
-        let _ = client;
         let hid = self
             .next_hid
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
         let mtime = flashlab_runtime::Rt::current().now_ns() as i64;
         let row = [hid, tid.into(), bid.into(), aid.into(), delta, mtime].map(Value::Int);
         txn.put_row(&history, &row)?;
-        txn.commit()
+        attempting(hid);
+        txn.commit()?;
+        Ok(hid)
+    }
+
+    /// Continue on a database loaded earlier (after a restart or a crash):
+    /// new history ids start after the largest one present.
+    pub fn resume(&self, db: &Database) -> Result<()> {
+        let hids = self.history_ids(db)?;
+        let next = hids.last().map_or(0, |&h| h + 1);
+        self.next_hid
+            .fetch_max(next, std::sync::atomic::Ordering::Relaxed);
+        Ok(())
+    }
+
+    /// Every history id present, in order.
+    pub fn history_ids(&self, db: &Database) -> Result<Vec<i64>> {
+        let history = db.table("history")?;
+        let schema = history.def().schema.clone().expect("typed");
+        let mut txn = db.begin()?;
+        let rows = txn.scan(
+            &history,
+            std::ops::Bound::Unbounded,
+            std::ops::Bound::Unbounded,
+        )?;
+        txn.commit()?;
+        let mut hids = Vec::with_capacity(rows.len());
+        for (_, bytes) in &rows {
+            if let Some(Value::Int(hid)) = schema.decode_row(bytes)?.first() {
+                hids.push(*hid);
+            }
+        }
+        hids.sort_unstable();
+        Ok(hids)
+    }
+}
+
+fn add(column: usize, delta: i64) -> impl FnOnce(&mut Vec<Value>) {
+    move |row: &mut Vec<Value>| {
+        if let Some(Value::Int(balance)) = row.get_mut(column) {
+            *balance += delta;
+        }
+    }
+}
+
+impl Workload for TpcB {
+    fn name(&self) -> &'static str {
+        "tpcb"
+    }
+
+    fn setup(&self, db: &Database) -> Result<()> {
+        let costs = db.config().cpu.clone();
+        db.set_cpu_costs(CpuCosts::free());
+        let loaded = self.load(db);
+        db.set_cpu_costs(costs);
+        loaded
+    }
+
+    fn transaction(&self, db: &Database, _client: u32, rng: &mut ChaCha8Rng) -> Result<()> {
+        self.transaction_hid(db, rng, |_| {}).map(|_| ())
     }
 
     fn check(&self, db: &Database, committed: u64) -> Result<std::result::Result<(), String>> {

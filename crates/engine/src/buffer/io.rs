@@ -21,6 +21,14 @@ pub(super) enum Source {
     Zero,
 }
 
+/// How a frame was filled.
+enum Loaded {
+    /// As read (or zeroed).
+    Clean,
+    /// Rebuilt from the log after damage; dirty from `rec_lsn` (BUF-9).
+    Repaired { rec_lsn: u64 },
+}
+
 /// What a lookup got for the caller.
 enum Claim {
     /// The page was resident; the frame is pinned for the caller.
@@ -54,12 +62,13 @@ impl Core {
         {
             let mut meta = self.meta.lock();
             match loaded {
-                Ok(()) => meta.loaded(frame, source == Source::Device),
+                Ok(Loaded::Clean) => meta.loaded(frame, source == Source::Device),
+                Ok(Loaded::Repaired { rec_lsn }) => meta.repaired(frame, rec_lsn),
                 Err(_) => meta.abandon(frame),
             }
         }
         self.changed.notify_all();
-        loaded.map(|()| self.page_ref(frame, id))
+        loaded.map(|_| self.page_ref(frame, id))
     }
 
     fn page_ref(self: &Arc<Self>, frame: usize, id: PageId) -> PageRef {
@@ -123,19 +132,33 @@ impl Core {
     }
 
     /// Fill a Loading frame. Holds only the frame's data lock (BUF-4).
-    fn load(&self, frame: usize, id: PageId, space: &Space, source: Source) -> Result<()> {
+    fn load(&self, frame: usize, id: PageId, space: &Space, source: Source) -> Result<Loaded> {
         let mut data = self.data[frame].lock();
         data.resize(self.page_bytes, 0);
         match source {
             Source::Zero => {
                 data.fill(0);
                 page::set_id(&mut data, id);
-                Ok(())
+                Ok(Loaded::Clean)
             }
             Source::Device => {
                 let offset_bytes = self.offset_bytes(id);
-                space.device.read(offset_bytes, &mut data)?;
-                page::verify(&data, id, &space.name, offset_bytes)
+                let damage = match space.device.read(offset_bytes, &mut data) {
+                    Ok(()) => match page::verify(&data, id, &space.name, offset_bytes) {
+                        Ok(()) => return Ok(Loaded::Clean),
+                        Err(e) => e,
+                    },
+                    Err(e @ flashlab_devices::DeviceError::ReadFailed { .. }) => Error::from(e),
+                    Err(e) => return Err(e.into()),
+                };
+                // BUF-9: damage is repaired from the log, or reported.
+                match self.log.rebuild_page(id, self.page_bytes) {
+                    Some(Ok((image, rec_lsn))) if image.len() == data.len() => {
+                        data.copy_from_slice(&image);
+                        Ok(Loaded::Repaired { rec_lsn })
+                    }
+                    _ => Err(damage),
+                }
             }
         }
     }

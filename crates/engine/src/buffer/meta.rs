@@ -245,6 +245,19 @@ impl Meta {
     }
 
     /// A load failed: the page leaves no trace (BUF-5).
+    /// A Loading frame was filled with a page rebuilt from the log (BUF-9):
+    /// it is Ready and dirty, from `rec_lsn`, so the repair is written back.
+    pub(super) fn repaired(&mut self, frame: usize, rec_lsn: u64) {
+        debug_assert_eq!(self.frames[frame].state, FrameState::Loading);
+        let f = &mut self.frames[frame];
+        f.state = FrameState::Ready;
+        f.version += 1;
+        f.dirty = true;
+        f.rec_lsn = rec_lsn;
+        self.stats.reads += 1;
+        self.stats.repairs += 1;
+    }
+
     pub(super) fn abandon(&mut self, frame: usize) {
         debug_assert_eq!(self.frames[frame].state, FrameState::Loading);
         self.unmap(frame);

@@ -77,6 +77,20 @@ pub const FRAMES_MIN: usize = 8;
 pub trait LogForce: Send + Sync {
     /// Return once every log record ending at or before `lsn` is durable.
     fn flush_to(&self, lsn: u64) -> Result<()>;
+
+    /// Flush a data device of this pool (checkpoint, shutdown). The log
+    /// fails itself if the flush fails, so that nothing is flushed again
+    /// before recovery (WAL-4).
+    fn flush_device(&self, device: &DeviceRef) -> Result<()> {
+        Ok(device.flush()?)
+    }
+
+    /// Rebuild page `id` from the log alone (BUF-9): its image and the LSN
+    /// of the last record that changed it. `None` if this log cannot.
+    fn rebuild_page(&self, id: PageId, page_bytes: usize) -> Option<Result<(Vec<u8>, u64)>> {
+        let _ = (id, page_bytes);
+        None
+    }
 }
 
 /// What a pool counted since it was created.
@@ -94,6 +108,8 @@ pub struct BufferStats {
     pub evictions: u64,
     /// Evictions that first had to write the victim back.
     pub dirty_evictions: u64,
+    /// Pages found damaged on their device and rebuilt from the log (BUF-9).
+    pub repairs: u64,
 }
 
 /// A buffer pool for one page size. See the module documentation.

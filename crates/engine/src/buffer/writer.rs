@@ -33,7 +33,7 @@ impl Core {
             self.write_back(frame, id, Wait::Yes)?;
         }
         for space in spaces {
-            space.device.flush()?;
+            self.log.flush_device(&space.device)?;
         }
         Ok(())
     }

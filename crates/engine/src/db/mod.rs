@@ -100,6 +100,18 @@ impl LogForce for Wal {
     fn flush_to(&self, lsn: u64) -> Result<()> {
         Wal::flush_to(self, lsn)
     }
+
+    fn flush_device(&self, device: &DeviceRef) -> Result<()> {
+        self.flush_data_device(device)
+    }
+
+    fn rebuild_page(
+        &self,
+        id: crate::page::PageId,
+        page_bytes: usize,
+    ) -> Option<Result<(Vec<u8>, u64)>> {
+        Some(Wal::rebuild_page(self, id, page_bytes))
+    }
 }
 
 /// A handle to an open table.
@@ -442,7 +454,7 @@ impl Database {
         // durable only after a flush of their device: without it, a crash
         // could lose them while the checkpoint says they need no redo.
         for device in &inner.devices.data {
-            device.flush()?;
+            inner.wal.flush_data_device(device)?;
         }
         let body = Body::CheckpointEnd {
             begin_lsn: start.begin_lsn,

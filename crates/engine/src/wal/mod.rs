@@ -32,11 +32,15 @@
 //! Invariants (WAL-n):
 //! 1. `flushed_lsn <= end_lsn`, and every byte below `flushed_lsn` is on
 //!    the device and was made durable by a flush (when durability is sync).
-//! 2. At most one force is in flight.
+//! 2. At most one force is in flight, and no master-record write runs
+//!    beside it: one flush of the log device at a time.
 //! 3. The buffer starts at a sector boundary at or below `flushed_lsn` and
 //!    holds every byte from there to `end_lsn`.
 //! 4. After a failed write or flush the log accepts nothing more: a failed
 //!    fsync is never retried, because the kernel may have dropped the data.
+//!    A failed flush of the master record or of a data device fails the log
+//!    the same way ([`Wal::flush_data_device`]): the database stops
+//!    accepting commits and needs recovery.
 //! 5. The transaction table (active transactions, their last record and
 //!    next record to undo) changes under the same lock as the append of the
 //!    record that changes it, so a checkpoint's snapshot is exactly the
@@ -47,6 +51,10 @@
 //!    starts early enough for pages not yet marked dirty.
 //! 7. Commit timestamps are handed out in log order, and no record larger
 //!    than recovery reads ([`record::RECORD_BYTES_MAX`]) is accepted.
+//! 8. The log is never truncated: every change to every page since it was
+//!    a zero page is in it, so any page can be rebuilt from the log alone
+//!    ([`Wal::rebuild_page`]), which is how damaged pages are repaired
+//!    (BUF-9). Truncating or recycling the log must first give that up.
 
 pub mod codec;
 pub mod master;
@@ -61,6 +69,7 @@ use flashlab_runtime::{Condvar, Mutex, Rt};
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
+use crate::page::{self, PageId};
 pub use master::{LOG_SECTOR_BYTES, LOG_START_LSN, Master};
 pub use reader::LogReader;
 pub use record::{ActiveTxn, Body, LogRecord};
@@ -539,8 +548,15 @@ impl Wal {
 
         let mut st = self.state.lock();
         st.flushing = false;
+        // A flush of the log device that failed elsewhere meanwhile (the
+        // master record's) may have covered this force's write and lost it:
+        // this force's own flush proves nothing then (WAL-4).
+        let result = match (result, &st.failed) {
+            (Ok(()), Some(failure)) => Err(Error::LogFailed(failure.clone())),
+            (result, _) => result,
+        };
         if let Err(e) = result {
-            st.failed = Some(e.to_string()); // WAL-4
+            st.failed.get_or_insert_with(|| e.to_string()); // WAL-4
             drop(st);
             self.forced.notify_all();
             return Err(Error::LogFailed(e.to_string()));
@@ -571,6 +587,10 @@ impl Wal {
         self.device.write(offset, data)?;
         // Even under no-sync a force is made durable: the buffer pool's
         // write-ahead rule relies on it. No-sync only skips the wait.
+        // Never flush again after a failed flush (WAL-4).
+        if let Some(failure) = self.failed() {
+            return Err(Error::LogFailed(failure));
+        }
         self.device.flush()?;
         Ok(())
     }
@@ -606,18 +626,68 @@ impl Wal {
         self.state.lock().failed.clone()
     }
 
-    /// Point the master record at a completed checkpoint, durably.
+    /// Point the master record at a completed checkpoint, durably. The
+    /// write takes the flusher's role, so no log force is in flight on the
+    /// device meanwhile (WAL-2), and a failure fails the log (WAL-4): no
+    /// flush of the device is ever issued after a failed one.
     pub fn write_master(&self, checkpoint_lsn: u64) -> Result<()> {
         let mut master = self.master.lock();
+        let mut st = self.state.lock();
+        loop {
+            if let Some(failure) = &st.failed {
+                return Err(Error::LogFailed(failure.clone()));
+            }
+            if !st.flushing {
+                break;
+            }
+            st = self.forced.wait(st);
+        }
+        st.flushing = true;
+        drop(st);
         let next = Master {
             sequence: master.sequence + 1,
             checkpoint_lsn,
         };
-        self.device
-            .write(Master::offset_bytes(next.sequence), &next.encode())?;
-        self.device.flush()?;
+        let written = self
+            .device
+            .write(Master::offset_bytes(next.sequence), &next.encode())
+            .and_then(|()| self.device.flush());
+        let mut st = self.state.lock();
+        st.flushing = false;
+        drop(st);
+        self.forced.notify_all();
+        if let Err(e) = written {
+            return Err(self.fail(format!("writing the master record: {e}")));
+        }
         *master = next;
         Ok(())
+    }
+
+    /// Flush a data device for a checkpoint or a shutdown. A failure fails
+    /// the log as a failed log flush does (WAL-4): what the failed flush
+    /// covered may be lost, so no later checkpoint may claim it durable,
+    /// and no later flush may be trusted to have written it.
+    pub fn flush_data_device(&self, device: &DeviceRef) -> Result<()> {
+        if let Some(failure) = self.failed() {
+            return Err(Error::LogFailed(failure));
+        }
+        device
+            .flush()
+            .map_err(|e| self.fail(format!("flushing data device: {e}")))?;
+        match self.failed() {
+            Some(failure) => Err(Error::LogFailed(failure)),
+            None => Ok(()),
+        }
+    }
+
+    /// Enter the failed state (WAL-4) for `why`, waking waiters; returns
+    /// the error to report.
+    fn fail(&self, why: String) -> Error {
+        let mut st = self.state.lock();
+        st.failed.get_or_insert_with(|| why.clone());
+        drop(st);
+        self.forced.notify_all();
+        Error::LogFailed(why)
     }
 
     /// The master record in force.
@@ -631,6 +701,34 @@ impl Wal {
         device.read(0, &mut sectors)?;
         let (a, b) = sectors.split_at(LOG_SECTOR_BYTES as usize);
         Ok(Master::newest([Master::decode(a)?, Master::decode(b)?]))
+    }
+
+    /// Rebuild page `id` from the log alone: replay onto a zero page every
+    /// change to it in every durable record from the start of the log
+    /// (WAL-8). Returns the image, its page LSN set to the end of the last
+    /// record that changed it, and that record's LSN (or the log's start if
+    /// no record changed it: the page was never written).
+    ///
+    /// Reads the whole durable log: O(log bytes) per page (LIMIT: repair
+    /// cost). Holds no log lock while reading.
+    pub fn rebuild_page(&self, id: PageId, page_bytes: usize) -> Result<(Vec<u8>, u64)> {
+        let durable_lsn = self.flushed_lsn();
+        let mut image = vec![0u8; page_bytes];
+        page::set_id(&mut image, id);
+        let mut last = (LOG_START_LSN, 0);
+        let mut reader = self.reader(LOG_START_LSN);
+        while let Some(record) = reader.next_record()? {
+            let end = reader.end_lsn();
+            if end > durable_lsn {
+                break;
+            }
+            for redo in record.body.redo().iter().filter(|r| r.page == id) {
+                crate::mtr::apply_ranges(&mut image, &redo.ranges, id)?;
+                last = (record.lsn, end);
+            }
+        }
+        page::set_lsn(&mut image, last.1);
+        Ok((image, last.0))
     }
 
     /// Read records from `lsn` on.

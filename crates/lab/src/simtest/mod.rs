@@ -1,0 +1,788 @@
+//! # The crash-recovery harness: `flashlab simtest`
+//!
+//! In the spirit of FoundationDB's simulation and TigerBeetle's VOPR: one
+//! `u64` seed decides everything about a run (the workload's shape, the
+//! database's configuration, the devices, the faults, where the power is
+//! cut, how deep recovery is crashed again), and the simulated world is
+//! deterministic, so the same seed replays the same run event for event,
+//! failure included. A seed is cheap (small tables, cuts within a few
+//! hundred virtual milliseconds), so CI runs hundreds.
+//!
+//! ## One seed
+//!
+//! 1. **Set up**: create the database on a [`rig::Rig`] (a data and a log
+//!    device wrapped in [`FaultyDevice`]s on one power switch, sharing a
+//!    WAL checker) and load the workload's tables; close cleanly.
+//! 2. **Epochs**: open the database (which runs recovery), resume the
+//!    workload with several clients, and cut the power at a seeded point
+//!    ([`Cut`]): a virtual instant, or the n-th I/O event of a kind issued by
+//!    a kind of task: a log write or flush by a committing client (inside a
+//!    group-commit force), a data-page write by the background writer or by
+//!    an evicting client, the checkpointer's data flush, log force or
+//!    master-record write. Then every device crashes: each unflushed write
+//!    is kept, dropped or torn at a 512-byte boundary. Later epochs cut the
+//!    power during *recovery itself* (the n-th request of the task running
+//!    the open), so a crash can land in the recovery of a crash of the
+//!    recovery of a crash.
+//! 3. **Check**: recover once more, without faults, and check every
+//!    promise: every acknowledged commit is present, nothing unacknowledged
+//!    is visible, the workload's invariants hold, `verify` (what
+//!    `flashlab check` runs) finds no damage it cannot repair, the WAL
+//!    checker refused no page, no device saw a flush after a failed one,
+//!    no commit was acknowledged that began after a flush failed, and every
+//!    damaged page image the fault model produced (torn, flipped,
+//!    misdirected) was rejected by the engine's page check.
+//!
+//! ## Profiles
+//!
+//! * [`Profile::Crash`]: crashes and latency spikes only. Nothing may be lost.
+//! * [`Profile::IoError`]: also one failed flush of the log or of the data
+//!   device, or a device that fills up. The engine must stop acknowledging
+//!   commits after a failed flush, never flush that device again before a
+//!   restart, and lose nothing it acknowledged.
+//! * [`Profile::Media`]: also latent read errors and bit flips on reads and
+//!   writes of data pages. Damaged pages are rebuilt from the log (BUF-9);
+//!   nothing may be lost.
+//! * [`Profile::Misdirect`]: also misdirected data writes. The page a
+//!   misdirected write lands on is caught by its page id; but the page it
+//!   was meant for keeps an older, valid image, a *lost write* that neither
+//!   checksum nor page id can see (LIMIT: lost writes). This profile checks
+//!   detection and structure, not the ledger.
+//!
+//! Set `FLASHLAB_SIMTEST_TRACE=1` to print every epoch's outcome and every
+//! damaging fault as it is injected (with `flashlab simtest --seed S`).
+//!
+//! Invariants of the harness (SIMTEST-n):
+//! 1. Everything random derives from the seed; a seed's report is the same
+//!    on every run and machine ([`run_seed`] twice gives equal reports).
+//! 2. A failing seed says what failed in one line, and re-running that seed
+//!    alone reproduces it.
+
+pub mod rig;
+pub mod workloads;
+
+use std::panic::AssertUnwindSafe;
+use std::sync::{Arc, Mutex};
+
+use flashlab_devices::fault::{CutTrigger, FaultCounts, FaultPlan, FaultRecord, IoEvent, PPM};
+use flashlab_engine::config::CpuCosts;
+use flashlab_engine::db::verify::verify;
+use flashlab_engine::{Database, DbConfig, Error};
+use flashlab_runtime::{NS_PER_MS, Rt, Sim, SimConfig, SimOutcome};
+use rand::{Rng, SeedableRng};
+use rand_chacha::ChaCha8Rng;
+use serde::Serialize;
+
+use rig::Rig;
+use workloads::{CrashWorkload, Step};
+
+/// Workloads `simtest` runs (`--workload`); `mixed` picks one per seed.
+pub const WORKLOADS: [&str; 3] = ["bank", "tpcb", "update-commit"];
+/// Most clients of a seed.
+pub const CLIENTS_MAX: u32 = 8;
+/// Latest instant of a power cut by time, and the deadline of an epoch
+/// whose event never came (virtual ns).
+pub const CUT_NS_MAX: u64 = 300 * NS_PER_MS;
+/// Deepest chain of crashes during recovery.
+pub const RECOVERY_CRASH_DEPTH_MAX: u32 = 2;
+/// How long a client waits after an error it may continue from.
+const CLIENT_BACKOFF_NS: u64 = NS_PER_MS;
+
+/// Which faults a seed injects; see the module documentation.
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
+pub enum Profile {
+    Crash,
+    IoError,
+    Media,
+    Misdirect,
+}
+
+/// Where an epoch's power cut falls.
+#[derive(Clone, Debug, PartialEq, Serialize)]
+pub struct Cut {
+    /// The n-th event of a kind, or none (time only).
+    pub trigger: Option<CutTrigger>,
+    /// The run ends here if the event did not come first.
+    pub deadline_ns: u64,
+    /// Aimed at recovery (events of the task running the open).
+    pub during_recovery: bool,
+}
+
+impl Cut {
+    fn describe(&self) -> String {
+        match &self.trigger {
+            None => format!("at {} ms", self.deadline_ns / NS_PER_MS),
+            Some(t) => format!(
+                "at {} #{} by {}",
+                t.event.name(),
+                t.nth,
+                t.task_prefix.as_deref().unwrap_or("any task")
+            ),
+        }
+    }
+}
+
+/// Everything a seed decides.
+#[derive(Clone, Debug, Serialize)]
+pub struct Scenario {
+    pub seed: u64,
+    pub workload: String,
+    pub profile: Profile,
+    pub data_device: String,
+    pub log_device: String,
+    pub page_bytes: usize,
+    pub pool_pages: u64,
+    pub clients: u32,
+    pub checkpoint_interval_ns: u64,
+    pub writer_interval_ns: u64,
+    pub writer_batch_pages: usize,
+    pub commit_delay_ns: u64,
+    pub tpcb_accounts: u32,
+    pub cuts: Vec<Cut>,
+    pub data_plan: FaultPlan,
+    pub log_plan: FaultPlan,
+}
+
+fn pick<'a, T>(rng: &mut ChaCha8Rng, items: &'a [T]) -> &'a T {
+    &items[rng.random_range(0..items.len())]
+}
+
+impl Scenario {
+    /// The scenario of `seed`; `workload` is one of [`WORKLOADS`] or
+    /// `mixed` (the seed picks).
+    pub fn from_seed(seed: u64, workload: &str) -> Result<Scenario, String> {
+        let mut rng = ChaCha8Rng::seed_from_u64(seed);
+        let workload = match workload {
+            "mixed" => pick(&mut rng, &WORKLOADS).to_string(),
+            w if WORKLOADS.contains(&w) => w.to_string(),
+            w => {
+                return Err(format!(
+                    "unknown workload '{w}' (known: {}, mixed)",
+                    WORKLOADS.join(", ")
+                ));
+            }
+        };
+        let profile = match rng.random_range(0..100) {
+            0..65 => Profile::Crash,
+            65..80 => Profile::IoError,
+            80..95 => Profile::Media,
+            _ => Profile::Misdirect,
+        };
+        let mut data_plan = FaultPlan::crashes(rng.random());
+        let mut log_plan = FaultPlan::crashes(rng.random());
+        let spikes = rng.random_bool(0.5);
+        for plan in [&mut data_plan, &mut log_plan] {
+            plan.crash_keep_percent = rng.random_range(0..=60);
+            plan.crash_tear_percent = rng.random_range(0..=(100 - plan.crash_keep_percent));
+            if spikes {
+                plan.spike_ppm = PPM / 50;
+                plan.spike_ns = rng.random_range(1..=20) * NS_PER_MS;
+            }
+        }
+        match profile {
+            Profile::Crash => {}
+            Profile::IoError => match rng.random_range(0..4) {
+                0 => log_plan.flush_error_at = Some(rng.random_range(2..60)),
+                1 => data_plan.flush_error_at = Some(rng.random_range(1..6)),
+                2 => log_plan.full_after_writes = Some(rng.random_range(2..60)),
+                _ => data_plan.full_after_writes = Some(rng.random_range(1..40)),
+            },
+            Profile::Media | Profile::Misdirect => {
+                data_plan.read_flip_ppm = PPM / 40;
+                data_plan.write_flip_ppm = PPM / 40;
+                data_plan.read_error_ppm = PPM / 80;
+                if profile == Profile::Misdirect {
+                    data_plan.misdirect_ppm = PPM / 30;
+                }
+            }
+        }
+        let mut cuts = vec![workload_cut(&mut rng)];
+        let depth = rng.random_range(0..=RECOVERY_CRASH_DEPTH_MAX);
+        for _ in 0..depth {
+            cuts.push(Cut {
+                trigger: Some(CutTrigger {
+                    event: IoEvent::Any,
+                    task_prefix: Some("root".into()),
+                    nth: rng.random_range(1..=80),
+                }),
+                deadline_ns: rng.random_range(20..=CUT_NS_MAX / NS_PER_MS) * NS_PER_MS,
+                during_recovery: true,
+            });
+        }
+        if rng.random_bool(0.5) {
+            cuts.push(workload_cut(&mut rng));
+        }
+        Ok(Scenario {
+            seed,
+            workload,
+            profile,
+            data_device: pick(&mut rng, &["memory", "memory", "ssd-2010"]).to_string(),
+            log_device: pick(&mut rng, &["ssd-2008", "ssd-2008", "hdd-2008", "memory"]).to_string(),
+            page_bytes: *pick(&mut rng, &[2048, 2048, 4096]),
+            pool_pages: rng.random_range(24..=64),
+            clients: rng.random_range(2..=CLIENTS_MAX),
+            checkpoint_interval_ns: rng.random_range(5..=60) * NS_PER_MS,
+            writer_interval_ns: rng.random_range(1..=10) * NS_PER_MS,
+            writer_batch_pages: rng.random_range(1..=8),
+            commit_delay_ns: *pick(&mut rng, &[0, 0, 0, 200_000]),
+            tpcb_accounts: rng.random_range(50..=300),
+            cuts,
+            data_plan,
+            log_plan,
+        })
+    }
+
+    fn config(&self) -> DbConfig {
+        let mut config = DbConfig::simple(
+            &self.data_device,
+            &self.log_device,
+            self.page_bytes,
+            self.pool_pages * self.page_bytes as u64,
+        );
+        config.checkpoint_interval_ns = self.checkpoint_interval_ns;
+        config.writer_interval_ns = self.writer_interval_ns;
+        config.writer_batch_pages = self.writer_batch_pages;
+        config.wal.commit_delay_ns = self.commit_delay_ns;
+        config
+    }
+
+    /// One line: what this seed runs.
+    pub fn describe(&self) -> String {
+        let cuts: Vec<String> = self.cuts.iter().map(Cut::describe).collect();
+        format!(
+            "{} {:?}, {} clients, data {} ({} B pages, {} frames), log {}, cuts: {}",
+            self.workload,
+            self.profile,
+            self.clients,
+            self.data_device,
+            self.page_bytes,
+            self.pool_pages,
+            self.log_device,
+            cuts.join("; ")
+        )
+    }
+}
+
+/// A power cut for a workload epoch.
+fn workload_cut(rng: &mut ChaCha8Rng) -> Cut {
+    let deadline_ns = rng.random_range(20..=CUT_NS_MAX / NS_PER_MS) * NS_PER_MS;
+    let trigger = |event, task: &str, nth| {
+        Some(CutTrigger {
+            event,
+            task_prefix: Some(task.to_string()),
+            nth,
+        })
+    };
+    let trigger = match rng.random_range(0..9) {
+        0 => None,
+        1 => trigger(IoEvent::LogWrite, "client", rng.random_range(1..=60)),
+        2 => trigger(IoEvent::LogFlush, "client", rng.random_range(1..=60)),
+        3 => trigger(
+            IoEvent::DataWrite,
+            "buffer-writer",
+            rng.random_range(1..=20),
+        ),
+        4 => trigger(IoEvent::DataWrite, "client", rng.random_range(1..=20)),
+        5 => trigger(IoEvent::DataFlush, "checkpointer", rng.random_range(1..=4)),
+        6 => trigger(IoEvent::LogFlush, "checkpointer", rng.random_range(1..=4)),
+        7 => trigger(
+            IoEvent::MasterWrite,
+            "checkpointer",
+            rng.random_range(1..=4),
+        ),
+        _ => trigger(IoEvent::Read, "client", rng.random_range(1..=40)),
+    };
+    Cut {
+        deadline_ns: if trigger.is_some() {
+            CUT_NS_MAX
+        } else {
+            deadline_ns
+        },
+        trigger,
+        during_recovery: false,
+    }
+}
+
+/// What one seed did and found.
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
+pub struct SeedReport {
+    pub seed: u64,
+    pub scenario: String,
+    pub workload: String,
+    pub profile: String,
+    /// Where each epoch's power cut fell.
+    pub crash_points: Vec<String>,
+    pub crashes: u64,
+    /// Cuts that fell inside recovery.
+    pub recovery_crashes: u64,
+    /// Longest chain of crashes inside recoveries of crashes.
+    pub recovery_crash_depth: u64,
+    pub faults: FaultCounts,
+    pub acked_commits: u64,
+    pub in_doubt_commits: u64,
+    /// Seeds whose acknowledged commits were not all present after
+    /// recovery (must be zero; misdirect seeds are counted apart).
+    pub lost_commits: u64,
+    /// Misdirect seeds whose final check failed: the visible effect of a
+    /// lost write (LIMIT: lost writes).
+    pub lost_write_effects: u64,
+    /// Pages the engine rebuilt from the log in the final recovery and check.
+    pub pages_repaired: u64,
+    /// Client errors caused by injected faults (expected ones).
+    pub client_errors: u64,
+    pub failure: Option<String>,
+}
+
+impl SeedReport {
+    pub fn passed(&self) -> bool {
+        self.failure.is_none()
+    }
+}
+
+/// State shared between an epoch's tasks and the harness.
+#[derive(Default)]
+struct EpochState {
+    opened: bool,
+    open_error: Option<String>,
+    client_errors: u64,
+    unexpected: Vec<String>,
+}
+
+/// Run one seed; never panics (a panic inside is a failure of the seed).
+pub fn run_seed(seed: u64, workload: &str) -> SeedReport {
+    let scenario = match Scenario::from_seed(seed, workload) {
+        Ok(s) => s,
+        Err(e) => {
+            return SeedReport {
+                seed,
+                failure: Some(e),
+                ..SeedReport::default()
+            };
+        }
+    };
+    let mut report = SeedReport {
+        seed,
+        scenario: scenario.describe(),
+        workload: scenario.workload.clone(),
+        profile: format!("{:?}", scenario.profile),
+        ..SeedReport::default()
+    };
+    let result =
+        std::panic::catch_unwind(AssertUnwindSafe(|| run_scenario(&scenario, &mut report)));
+    let failure = match result {
+        Ok(Ok(())) => None,
+        Ok(Err(e)) => Some(e),
+        Err(panic) => Some(format!("panic: {}", panic_text(&panic))),
+    };
+    report.failure = failure;
+    report
+}
+
+fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
+    if let Some(s) = panic.downcast_ref::<String>() {
+        s.clone()
+    } else if let Some(s) = panic.downcast_ref::<&str>() {
+        s.to_string()
+    } else {
+        "(non-text panic)".into()
+    }
+}
+
+fn run_scenario(sc: &Scenario, report: &mut SeedReport) -> Result<(), String> {
+    let rig = Arc::new(Rig::new(
+        &sc.data_device,
+        &sc.log_device,
+        sc.page_bytes,
+        sc.data_plan.clone(),
+        sc.log_plan.clone(),
+    )?);
+    let workload: Arc<dyn CrashWorkload> = Arc::from(
+        workloads::build(&sc.workload, sc.tpcb_accounts)
+            .ok_or_else(|| format!("unknown workload {}", sc.workload))?,
+    );
+    let config = sc.config();
+    let mut rng = ChaCha8Rng::seed_from_u64(sc.seed ^ 0x5eed);
+
+    // 1. Set up, without faults.
+    rig.set_active(false);
+    {
+        let (devices, config, workload) = (rig.devices(), config.clone(), workload.clone());
+        let outcome = Sim::run(SimConfig::default(), move |_| -> Result<(), String> {
+            let db = Database::open_with(&config, devices).map_err(|e| format!("create: {e}"))?;
+            db.set_cpu_costs(CpuCosts::free());
+            workload.setup(&db).map_err(|e| format!("setup: {e}"))?;
+            db.close().map_err(|e| format!("close after setup: {e}"))
+        })
+        .map_err(|e| e.to_string())?;
+        outcome.0.finished().ok_or("setup did not finish")??;
+    }
+
+    // 2. Epochs, each ended by a power cut.
+    let mut depth = 0u64;
+    for cut in &sc.cuts {
+        rig.set_active(true);
+        rig.power.arm(cut.trigger.clone());
+        let state = Arc::new(Mutex::new(EpochState::default()));
+        let sim = SimConfig {
+            seed: rng.random(),
+            cores: 2,
+            deadline_ns: Some(cut.deadline_ns),
+            shuffle: true,
+        };
+        let outcome = epoch(
+            sim,
+            &config,
+            &rig,
+            workload.clone(),
+            sc.clients,
+            sc.profile,
+            state.clone(),
+        )?;
+        let state = Arc::try_unwrap(state)
+            .map_err(|_| "epoch state still shared")?
+            .into_inner()
+            .expect("epoch state");
+        if std::env::var("FLASHLAB_SIMTEST_TRACE").is_ok() {
+            eprintln!(
+                "epoch: opened {} open_error {:?} unexpected {:?} cut {:?} faults {:?}",
+                state.opened,
+                state.open_error,
+                state.unexpected,
+                rig.power.cut_point(),
+                rig.counts()
+            );
+            for (role, record) in rig.take_records() {
+                eprintln!("  {role:?}: {record:?}");
+            }
+        }
+        if let Some(problem) = state.unexpected.first() {
+            return Err(format!("unexpected error in a client: {problem}"));
+        }
+        report.client_errors += state.client_errors;
+        if let Some(e) = &state.open_error
+            && matches!(sc.profile, Profile::Crash | Profile::Media)
+        {
+            return Err(format!("open (recovery) failed: {e}"));
+        }
+        if !outcome {
+            return Err("an epoch ended before its power cut".into());
+        }
+        let point = match rig.power.cut_point() {
+            Some(p) => format!(
+                "{} by {} at {:.1} ms",
+                p.event.name(),
+                p.task,
+                p.at_ns as f64 / NS_PER_MS as f64
+            ),
+            None => format!("time {} ms", cut.deadline_ns / NS_PER_MS),
+        };
+        let in_recovery = !state.opened && state.open_error.is_none();
+        if in_recovery {
+            report.recovery_crashes += 1;
+            depth += 1;
+            report.recovery_crash_depth = report.recovery_crash_depth.max(depth);
+        } else {
+            depth = 0;
+        }
+        report.crash_points.push(if in_recovery {
+            format!("{point} (during recovery)")
+        } else {
+            point
+        });
+        rig.crash();
+        report.crashes += 1;
+        report.faults = rig.counts();
+        check_records(&rig)?;
+        // The one I/O error of an IoError seed happens in the first epoch.
+        for device in [&rig.data, &rig.log] {
+            device.set_plan(FaultPlan {
+                flush_error_at: None,
+                full_after_writes: None,
+                ..device.plan()
+            });
+        }
+    }
+
+    // 3. Recover without faults and check every promise.
+    rig.set_active(false);
+    rig.power.arm(None);
+    let (devices, workload2, config2) = (rig.devices(), workload.clone(), config.clone());
+    let (outcome, _) = Sim::run(
+        SimConfig {
+            seed: rng.random(),
+            ..SimConfig::default()
+        },
+        move |_| -> Result<(u64, Result<(), String>), String> {
+            let db = Database::open_with(&config2, devices)
+                .map_err(|e| format!("final recovery failed: {e}"))?;
+            let checked = match workload2.check(&db) {
+                Ok(result) => result,
+                Err(e) => Err(format!("reading the recovered database: {e}")),
+            };
+            let verified = match verify(&db) {
+                Ok(v) if v.ok() => Ok(()),
+                Ok(v) => Err(format!("verify found damage: {:?}", v.problems)),
+                Err(e) => Err(format!("verify: {e}")),
+            };
+            // The pool counts every repair: recovery's, the check's, verify's.
+            let repairs: u64 = db.stats().buffers.values().map(|b| b.repairs).sum();
+            let closed = db.close().map_err(|e| format!("close: {e}"));
+            Ok((repairs, checked.and(verified).and(closed)))
+        },
+    )
+    .map_err(|e| e.to_string())?;
+    let (repaired, checked) = outcome
+        .finished()
+        .ok_or("the final check did not finish")??;
+    report.pages_repaired = repaired;
+    report.acked_commits = workload.acked();
+    report.in_doubt_commits = workload.in_doubt();
+    report.faults = rig.counts();
+    if let Err(e) = checked {
+        if sc.profile == Profile::Misdirect {
+            // LIMIT (lost writes): a misdirected write may leave a stale
+            // page that no check can tell from a current one.
+            report.lost_write_effects = 1;
+        } else {
+            if e.contains("LOST COMMITS") {
+                report.lost_commits = 1;
+            }
+            return Err(e);
+        }
+    }
+    let violations = rig.checker.violations();
+    if let Some(v) = violations.first() {
+        return Err(v.clone());
+    }
+    let f = report.faults;
+    if f.flushes_after_failure > 0 {
+        return Err(format!(
+            "a device was flushed {} times after a failed flush: a failed fsync was retried",
+            f.flushes_after_failure
+        ));
+    }
+    if f.damaged_pages_caught != f.damaged_pages {
+        return Err(format!(
+            "{} of {} damaged page images passed the page check",
+            f.damaged_pages - f.damaged_pages_caught,
+            f.damaged_pages
+        ));
+    }
+    Ok(())
+}
+
+/// Torn pages are checked as they are made (the page check); here only
+/// that the records are consistent.
+fn check_records(rig: &Rig) -> Result<(), String> {
+    for (role, record) in rig.take_records() {
+        if std::env::var("FLASHLAB_SIMTEST_TRACE").is_ok() {
+            eprintln!("  {role:?}: {record:?}");
+        }
+        if let FaultRecord::FlushAfterFailure { task } = &record {
+            return Err(format!(
+                "task '{task}' flushed the {role:?} device after a failed flush: a failed fsync was retried"
+            ));
+        }
+        if let FaultRecord::Torn {
+            kept_bytes,
+            len_bytes,
+            ..
+        } = record
+            && (kept_bytes == 0 || kept_bytes >= len_bytes)
+        {
+            return Err(format!(
+                "a torn write kept {kept_bytes} of {len_bytes} bytes"
+            ));
+        }
+    }
+    Ok(())
+}
+
+/// One epoch: open (recovery), resume the workload, run clients until the
+/// power cut. True if the run ended by the cut (or the deadline).
+fn epoch(
+    sim: SimConfig,
+    config: &DbConfig,
+    rig: &Arc<Rig>,
+    workload: Arc<dyn CrashWorkload>,
+    clients: u32,
+    profile: Profile,
+    state: Arc<Mutex<EpochState>>,
+) -> Result<bool, String> {
+    let (config, devices, rig) = (config.clone(), rig.devices(), rig.clone());
+    let (outcome, _) = Sim::run(sim, move |rt: Rt| {
+        let db = match Database::open_with(&config, devices) {
+            Ok(db) => db,
+            Err(e) => {
+                state.lock().expect("state").open_error = Some(e.to_string());
+                rt.sleep_until(u64::MAX / 4);
+                return;
+            }
+        };
+        state.lock().expect("state").opened = true;
+        if let Err(e) = workload.resume(&db) {
+            record_error(&state, profile, &e, "resume");
+            rt.sleep_until(u64::MAX / 4);
+            return;
+        }
+        let tasks: Vec<_> = (0..clients)
+            .map(|client| {
+                let (db, workload, state, rig, task_rt) = (
+                    db.clone(),
+                    workload.clone(),
+                    state.clone(),
+                    rig.clone(),
+                    rt.clone(),
+                );
+                rt.spawn(&format!("client{client}"), move || {
+                    let mut rng = task_rt.fork_rng();
+                    loop {
+                        let began_ns = task_rt.now_ns();
+                        match workload.step(&db, client, &mut rng) {
+                            Ok(Step::Acked) => {
+                                let failed = [
+                                    rig.data.durability_failed_at_ns(),
+                                    rig.log.durability_failed_at_ns(),
+                                ]
+                                .into_iter()
+                                .flatten()
+                                .min();
+                                if let Some(failed_ns) = failed
+                                    && began_ns > failed_ns
+                                {
+                                    state.lock().expect("state").unexpected.push(format!(
+                                        "client {client}: a commit that began at {began_ns} ns was acknowledged after a flush failed at {failed_ns} ns"
+                                    ));
+                                    return;
+                                }
+                            }
+                            Ok(Step::Aborted) => {}
+                            Err(e) if e.is_retryable() => {}
+                            Err(e) => {
+                                if !record_error(&state, profile, &e, &format!("client {client}")) {
+                                    return;
+                                }
+                                task_rt.sleep(CLIENT_BACKOFF_NS);
+                            }
+                        }
+                    }
+                })
+            })
+            .collect();
+        rt.sleep_until(u64::MAX / 4);
+        drop(tasks);
+    })
+    .map_err(|e| e.to_string())?;
+    Ok(matches!(outcome, SimOutcome::Stopped))
+}
+
+/// Record a client error; true if the client may go on.
+fn record_error(state: &Mutex<EpochState>, profile: Profile, e: &Error, who: &str) -> bool {
+    let mut st = state.lock().expect("state");
+    let expected = match e {
+        // The engine stopped accepting work after a log failure: expected
+        // only where a flush or log write can fail.
+        Error::LogFailed(_) => profile == Profile::IoError,
+        Error::SpaceFull(_) => profile == Profile::IoError,
+        Error::Device(d) => match d {
+            flashlab_devices::DeviceError::FlushFailed { .. }
+            | flashlab_devices::DeviceError::Full { .. } => profile == Profile::IoError,
+            flashlab_devices::DeviceError::ReadFailed { .. } => {
+                matches!(profile, Profile::Media | Profile::Misdirect)
+            }
+            _ => profile == Profile::Misdirect,
+        },
+        Error::Corruption { .. } => matches!(profile, Profile::Media | Profile::Misdirect),
+        // LIMIT (lost writes): after a misdirected write, a stale page can
+        // send a reader anywhere; any error (never a panic) is accepted.
+        _ => profile == Profile::Misdirect,
+    };
+    if !expected {
+        st.unexpected.push(format!("{who}: {e}"));
+        return false;
+    }
+    st.client_errors += 1;
+    !matches!(e, Error::LogFailed(_))
+}
+
+/// What a run of many seeds found.
+#[derive(Clone, Debug, Default, Serialize)]
+pub struct Summary {
+    pub seeds: u64,
+    pub failed: Vec<SeedReport>,
+    pub crashes: u64,
+    pub recovery_crashes: u64,
+    /// Seeds whose crashes reached two levels deep inside recovery.
+    pub seeds_with_recovery_depth_2: u64,
+    /// Crash points by kind (event and task, or "time").
+    pub crash_points: std::collections::BTreeMap<String, u64>,
+    pub faults: FaultCounts,
+    pub acked_commits: u64,
+    pub in_doubt_commits: u64,
+    pub lost_commits: u64,
+    pub lost_write_effects: u64,
+    pub pages_repaired: u64,
+    pub client_errors: u64,
+    pub host_seconds: f64,
+}
+
+impl Summary {
+    fn add(&mut self, r: &SeedReport) {
+        self.seeds += 1;
+        self.crashes += r.crashes;
+        self.recovery_crashes += r.recovery_crashes;
+        if r.recovery_crash_depth >= 2 {
+            self.seeds_with_recovery_depth_2 += 1;
+        }
+        for p in &r.crash_points {
+            *self.crash_points.entry(crash_kind(p)).or_default() += 1;
+        }
+        self.faults = self.faults.plus(&r.faults);
+        self.acked_commits += r.acked_commits;
+        self.in_doubt_commits += r.in_doubt_commits;
+        self.lost_commits += r.lost_commits;
+        self.lost_write_effects += r.lost_write_effects;
+        self.pages_repaired += r.pages_repaired;
+        self.client_errors += r.client_errors;
+        if !r.passed() {
+            self.failed.push(r.clone());
+        }
+    }
+}
+
+/// "log flush by client3 at 12.5 ms" -> "log flush by client".
+fn crash_kind(point: &str) -> String {
+    let recovery = point.ends_with("(during recovery)");
+    let base = point.split(" at ").next().unwrap_or(point);
+    let base: String = base
+        .trim_end_matches(|c: char| c.is_ascii_digit())
+        .to_string();
+    let base = if base.starts_with("time") {
+        "time".to_string()
+    } else {
+        base
+    };
+    if recovery {
+        format!("{base} (during recovery)")
+    } else {
+        base
+    }
+}
+
+/// Run `seeds` seeds from `first_seed` on; `each` sees every report.
+pub fn run(
+    first_seed: u64,
+    seeds: u64,
+    workload: &str,
+    mut each: impl FnMut(&SeedReport),
+) -> Summary {
+    let started = std::time::Instant::now();
+    let mut summary = Summary::default();
+    for seed in first_seed..first_seed.saturating_add(seeds) {
+        let report = run_seed(seed, workload);
+        each(&report);
+        summary.add(&report);
+    }
+    summary.host_seconds = started.elapsed().as_secs_f64();
+    summary
+}

@@ -1,0 +1,116 @@
+//! The devices of one seed: a data device and a log device, each wrapped in
+//! a [`FaultyDevice`], on one power switch, sharing one WAL checker. They
+//! live outside the simulations, so they survive every cut; a crash is
+//! applied to them between simulations.
+
+use std::sync::Arc;
+
+use flashlab_devices::DeviceRef;
+use flashlab_devices::fault::{
+    FaultCounts, FaultPlan, FaultRecord, FaultyDevice, PageCheck, PowerSwitch, Role, WalChecker,
+};
+use flashlab_devices::memory::MemoryDevice;
+use flashlab_devices::presets;
+use flashlab_devices::sim::SimDevice;
+use flashlab_devices::store::StoredDevice;
+use flashlab_engine::Devices;
+use flashlab_engine::page::{self, PageId};
+
+/// Capacity of a memory data device.
+pub const MEMORY_DATA_BYTES: u64 = 256 << 20;
+
+/// The devices of one seed.
+pub struct Rig {
+    pub data: Arc<FaultyDevice>,
+    pub log: Arc<FaultyDevice>,
+    pub power: Arc<PowerSwitch>,
+    pub checker: Arc<WalChecker>,
+    pub page_bytes: usize,
+}
+
+fn stored(preset: &str, name: &str) -> Result<Arc<dyn StoredDevice>, String> {
+    if preset == presets::MEMORY {
+        return Ok(Arc::new(MemoryDevice::new(name, MEMORY_DATA_BYTES)));
+    }
+    let model = presets::build_model(preset).map_err(|e| e.to_string())?;
+    Ok(Arc::new(SimDevice::new(model)))
+}
+
+impl Rig {
+    /// Devices of the given presets (`memory` or a model) with these plans.
+    pub fn new(
+        data_preset: &str,
+        log_preset: &str,
+        page_bytes: usize,
+        data_plan: FaultPlan,
+        log_plan: FaultPlan,
+    ) -> Result<Rig, String> {
+        let power = PowerSwitch::new();
+        let checker = WalChecker::new();
+        // The engine's own check is what must catch a damaged page: a
+        // checksum mismatch, or the id of another page (misdirected).
+        let check: PageCheck = Arc::new(move |offset_bytes, image| {
+            let id = PageId::new(0, (offset_bytes / page_bytes as u64) as u32);
+            page::verify(image, id, "data", offset_bytes).is_err()
+        });
+        let data = FaultyDevice::new(
+            stored(data_preset, "data")?,
+            Role::Data { page_bytes },
+            data_plan,
+        )
+        .with_wal_checker(checker.clone())
+        .with_power(power.clone())
+        .with_page_check(check);
+        let log = FaultyDevice::new(stored(log_preset, "log")?, Role::Log, log_plan)
+            .with_wal_checker(checker.clone())
+            .with_power(power.clone());
+        Ok(Rig {
+            data: Arc::new(data),
+            log: Arc::new(log),
+            power,
+            checker,
+            page_bytes,
+        })
+    }
+
+    /// The engine's view of the devices.
+    pub fn devices(&self) -> Devices {
+        Devices {
+            data: vec![self.data.clone() as DeviceRef],
+            log: self.log.clone(),
+            rollback: None,
+            temp: None,
+        }
+    }
+
+    /// Injection of runtime faults on or off, on both devices.
+    pub fn set_active(&self, active: bool) {
+        self.data.set_active(active);
+        self.log.set_active(active);
+    }
+
+    /// Power failure: both devices decide the fate of their unflushed
+    /// writes, and the power comes back.
+    pub fn crash(&self) {
+        self.data.crash();
+        self.log.crash();
+        self.power.restore();
+    }
+
+    /// Faults injected on both devices.
+    pub fn counts(&self) -> FaultCounts {
+        self.data.counts().plus(&self.log.counts())
+    }
+
+    /// Damaging faults recorded since the last call, on both devices.
+    pub fn take_records(&self) -> Vec<(Role, FaultRecord)> {
+        let mut out: Vec<(Role, FaultRecord)> = self
+            .data
+            .take_records()
+            .into_iter()
+            .map(|r| (self.data.role(), r))
+            .collect();
+        out.extend(self.log.take_records().into_iter().map(|r| (Role::Log, r)));
+        out
+    }
+}
