@@ -9,6 +9,7 @@ mod plot;
 mod query;
 mod replay;
 mod reproduce;
+mod simtest;
 mod trace;
 
 use clap::{Parser, Subcommand};
@@ -42,6 +43,8 @@ enum Command {
     Check(check::Args),
     /// Read a table, now or as of a past commit timestamp.
     Query(query::Args),
+    /// Crash-test the engine: seeded faults, power cuts, recovery checks.
+    Simtest(simtest::Args),
 }
 
 /// Run the parsed command line.
@@ -56,6 +59,7 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
         Command::Plot(args) => plot::run(args),
         Command::Check(args) => check::run(args),
         Command::Query(args) => query::run(args),
+        Command::Simtest(args) => simtest::run(args),
     }
 }
 

@@ -277,6 +277,8 @@ pub enum IoEvent {
     Read,
     /// Any request at all.
     Any,
+    /// No request: a timer ([`PowerSwitch::cut_now`]).
+    Timer,
 }
 
 impl IoEvent {
@@ -289,6 +291,7 @@ impl IoEvent {
             IoEvent::DataFlush => "data flush",
             IoEvent::Read => "read",
             IoEvent::Any => "any request",
+            IoEvent::Timer => "timer",
         }
     }
 }
@@ -346,6 +349,21 @@ impl PowerSwitch {
     /// Where the power was cut, if it was.
     pub fn cut_point(&self) -> Option<CutPoint> {
         self.state.lock().expect("power").cut.clone()
+    }
+
+    /// Cut the power now, from a timer (if it is still on).
+    pub fn cut_now(&self) {
+        let mut st = self.state.lock().expect("power");
+        if st.off {
+            return;
+        }
+        st.off = true;
+        st.cut = Some(CutPoint {
+            event: IoEvent::Timer,
+            task: task_name(),
+            device: String::new(),
+            at_ns: now_ns(),
+        });
     }
 
     /// Power on again, disarmed (after the devices were crashed).

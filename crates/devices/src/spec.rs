@@ -137,7 +137,13 @@ pub fn build_from_file(path: &Path) -> Result<Box<dyn DeviceModel>, DeviceError>
         ));
     }
     let text = std::fs::read_to_string(path).map_err(io)?;
-    let spec: Spec = toml::from_str(&text).map_err(|e| bad(path, e.message().to_string()))?;
+    build_from_toml(&text, path)
+}
+
+/// Build a model from the text of a description; `path` names it in
+/// errors. Malformed or impossible input is an error, never a panic.
+pub fn build_from_toml(text: &str, path: &Path) -> Result<Box<dyn DeviceModel>, DeviceError> {
+    let spec: Spec = toml::from_str(text).map_err(|e| bad(path, e.message().to_string()))?;
     match spec {
         Spec::Ssd(s) => build_ssd(path, s),
         Spec::Hdd(h) => build_hdd(path, h),

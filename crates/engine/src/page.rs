@@ -164,6 +164,12 @@ pub fn verify(page: &[u8], expected: PageId, space_name: &str, offset_bytes: u64
         offset_bytes,
         problem,
     };
+    if page.len() < PAGE_HEADER_BYTES {
+        return Err(corruption(format!(
+            "{} bytes are shorter than a page header",
+            page.len()
+        )));
+    }
     let stored_crc = read_u32(page, CRC_OFFSET);
     let crc = compute_checksum(page);
     if stored_crc != crc {

@@ -10,6 +10,11 @@
 
 use crate::error::DeviceError;
 
+/// Most physical pages a modelled device may have: the FTLs keep mapping
+/// state per page, so this bounds a model's memory (2^28 pages is 1 TB of
+/// 4 KB pages).
+pub const PHYSICAL_PAGES_MAX: u64 = 1 << 28;
+
 /// The physical organisation of an SSD or a raw NAND device.
 #[derive(Clone, Debug, PartialEq)]
 pub struct Geometry {
@@ -65,8 +70,21 @@ impl Geometry {
         if !(0.0..0.9).contains(&self.over_provisioning) {
             return problem("over-provisioning must be in [0, 0.9)");
         }
-        if self.physical_bytes() / u64::from(self.page_bytes) > u64::from(u32::MAX) {
-            return problem("more than 2^32 physical pages");
+        // Checked, before anything multiplies these numbers unchecked.
+        let pages = [
+            self.channels,
+            self.chips_per_channel,
+            self.dies_per_chip,
+            self.planes_per_die,
+            self.blocks_per_plane,
+            self.pages_per_block,
+        ]
+        .iter()
+        .try_fold(1u64, |acc, &n| acc.checked_mul(u64::from(n)));
+        if pages.is_none_or(|p| p > PHYSICAL_PAGES_MAX) {
+            return problem(&format!(
+                "more than {PHYSICAL_PAGES_MAX} physical pages (the model keeps a map entry per page)"
+            ));
         }
         Ok(())
     }

@@ -152,6 +152,9 @@ impl Core {
                     Err(e) => return Err(e.into()),
                 };
                 // BUF-9: damage is repaired from the log, or reported.
+                if !space.logged {
+                    return Err(damage);
+                }
                 match self.log.rebuild_page(id, self.page_bytes) {
                     Some(Ok((image, rec_lsn))) if image.len() == data.len() => {
                         data.copy_from_slice(&image);

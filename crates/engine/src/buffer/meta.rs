@@ -93,6 +93,9 @@ impl FrameMeta {
 pub(super) struct Space {
     pub(super) name: String,
     pub(super) device: DeviceRef,
+    /// Every change to its pages is logged, so a damaged page can be
+    /// rebuilt from the log (BUF-9).
+    pub(super) logged: bool,
 }
 
 /// The outcome of a CLOCK sweep.

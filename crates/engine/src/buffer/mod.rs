@@ -162,8 +162,25 @@ impl BufferPool {
 
     /// Let the pool hold pages of `space`, stored on `device`; `name` names
     /// the space in errors. Fails if the id is taken or the device's sector
-    /// does not divide the page size.
+    /// does not divide the page size. A damaged page of such a space is
+    /// reported, never rebuilt (its changes may not all be logged).
     pub fn register_space(&self, space: SpaceId, name: &str, device: DeviceRef) -> Result<()> {
+        self.register(space, name, device, false)
+    }
+
+    /// [`BufferPool::register_space`] for a space every change of which is
+    /// logged from the page's first zero state on (a data space): a damaged
+    /// page of it is rebuilt from the log (BUF-9).
+    pub fn register_logged_space(
+        &self,
+        space: SpaceId,
+        name: &str,
+        device: DeviceRef,
+    ) -> Result<()> {
+        self.register(space, name, device, true)
+    }
+
+    fn register(&self, space: SpaceId, name: &str, device: DeviceRef, logged: bool) -> Result<()> {
         let sector_bytes = device.sector_bytes() as usize;
         if self.core.page_bytes.checked_rem(sector_bytes) != Some(0) {
             return Err(Error::Config(format!(
@@ -175,6 +192,7 @@ impl BufferPool {
         let entry = Space {
             name: name.to_string(),
             device,
+            logged,
         };
         if !self.core.meta.lock().add_space(space, entry) {
             return Err(Error::Invalid(format!(

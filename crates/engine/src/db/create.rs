@@ -49,7 +49,7 @@ pub(crate) fn build_spaces(
     let mut spaces = Vec::new();
     for (i, (space, device)) in config.data.iter().zip(&devices.data).enumerate() {
         let pool = pools[&space.page_bytes].clone();
-        pool.register_space(i as u32, &space.name, device.clone())?;
+        pool.register_logged_space(i as u32, &space.name, device.clone())?;
         spaces.push(DataSpace {
             id: i as u32,
             allocation: flashlab_runtime::Latch::new(),

@@ -67,6 +67,7 @@ use std::sync::{Arc, Mutex};
 use flashlab_devices::fault::{CutTrigger, FaultCounts, FaultPlan, FaultRecord, IoEvent, PPM};
 use flashlab_engine::config::CpuCosts;
 use flashlab_engine::db::verify::verify;
+use flashlab_engine::mvcc::Isolation;
 use flashlab_engine::{Database, DbConfig, Error};
 use flashlab_runtime::{NS_PER_MS, Rt, Sim, SimConfig, SimOutcome};
 use rand::{Rng, SeedableRng};
@@ -80,9 +81,11 @@ use workloads::{CrashWorkload, Step};
 pub const WORKLOADS: [&str; 3] = ["bank", "tpcb", "update-commit"];
 /// Most clients of a seed.
 pub const CLIENTS_MAX: u32 = 8;
-/// Latest instant of a power cut by time, and the deadline of an epoch
-/// whose event never came (virtual ns).
+/// Latest power cut after recovery ended (virtual ns).
 pub const CUT_NS_MAX: u64 = 300 * NS_PER_MS;
+/// Every epoch ends here at the latest (virtual ns since it began): a
+/// recovery that has not ended by then is cut.
+pub const EPOCH_DEADLINE_NS: u64 = 5_000 * NS_PER_MS;
 /// Deepest chain of crashes during recovery.
 pub const RECOVERY_CRASH_DEPTH_MAX: u32 = 2;
 /// How long a client waits after an error it may continue from.
@@ -97,23 +100,25 @@ pub enum Profile {
     Misdirect,
 }
 
-/// Where an epoch's power cut falls.
+/// Where an epoch's power cut falls: at an I/O event, or a while after
+/// recovery ended, whichever comes first.
 #[derive(Clone, Debug, PartialEq, Serialize)]
 pub struct Cut {
-    /// The n-th event of a kind, or none (time only).
+    /// The n-th event of a kind.
     pub trigger: Option<CutTrigger>,
-    /// The run ends here if the event did not come first.
-    pub deadline_ns: u64,
+    /// Cut this long after the open (recovery) returned.
+    pub after_open_ns: u64,
     /// Aimed at recovery (events of the task running the open).
     pub during_recovery: bool,
 }
 
 impl Cut {
     fn describe(&self) -> String {
+        let time = format!("{} ms after recovery", self.after_open_ns / NS_PER_MS);
         match &self.trigger {
-            None => format!("at {} ms", self.deadline_ns / NS_PER_MS),
+            None => time,
             Some(t) => format!(
-                "at {} #{} by {}",
+                "at {} #{} by {} or {time}",
                 t.event.name(),
                 t.nth,
                 t.task_prefix.as_deref().unwrap_or("any task")
@@ -137,6 +142,7 @@ pub struct Scenario {
     pub writer_interval_ns: u64,
     pub writer_batch_pages: usize,
     pub commit_delay_ns: u64,
+    pub isolation: Isolation,
     pub tpcb_accounts: u32,
     pub cuts: Vec<Cut>,
     pub data_plan: FaultPlan,
@@ -205,7 +211,7 @@ impl Scenario {
                     task_prefix: Some("root".into()),
                     nth: rng.random_range(1..=80),
                 }),
-                deadline_ns: rng.random_range(20..=CUT_NS_MAX / NS_PER_MS) * NS_PER_MS,
+                after_open_ns: rng.random_range(20..=CUT_NS_MAX / NS_PER_MS) * NS_PER_MS,
                 during_recovery: true,
             });
         }
@@ -225,6 +231,7 @@ impl Scenario {
             writer_interval_ns: rng.random_range(1..=10) * NS_PER_MS,
             writer_batch_pages: rng.random_range(1..=8),
             commit_delay_ns: *pick(&mut rng, &[0, 0, 0, 200_000]),
+            isolation: *pick(&mut rng, &[Isolation::Snapshot, Isolation::ReadCommitted]),
             tpcb_accounts: rng.random_range(50..=300),
             cuts,
             data_plan,
@@ -243,6 +250,11 @@ impl Scenario {
         config.writer_interval_ns = self.writer_interval_ns;
         config.writer_batch_pages = self.writer_batch_pages;
         config.wal.commit_delay_ns = self.commit_delay_ns;
+        config.mvcc.isolation = self.isolation;
+        // Rollback pages of the data pages' size share their pool; small
+        // extents so that segments move on and extents are reused.
+        config.mvcc.page_bytes = self.page_bytes;
+        config.mvcc.extent_bytes = 16 * self.page_bytes as u64;
         config
     }
 
@@ -250,10 +262,11 @@ impl Scenario {
     pub fn describe(&self) -> String {
         let cuts: Vec<String> = self.cuts.iter().map(Cut::describe).collect();
         format!(
-            "{} {:?}, {} clients, data {} ({} B pages, {} frames), log {}, cuts: {}",
+            "{} {:?}, {} clients, {:?}, data {} ({} B pages, {} frames), log {}, cuts: {}",
             self.workload,
             self.profile,
             self.clients,
+            self.isolation,
             self.data_device,
             self.page_bytes,
             self.pool_pages,
@@ -265,7 +278,7 @@ impl Scenario {
 
 /// A power cut for a workload epoch.
 fn workload_cut(rng: &mut ChaCha8Rng) -> Cut {
-    let deadline_ns = rng.random_range(20..=CUT_NS_MAX / NS_PER_MS) * NS_PER_MS;
+    let after_open_ns = rng.random_range(20..=CUT_NS_MAX / NS_PER_MS) * NS_PER_MS;
     let trigger = |event, task: &str, nth| {
         Some(CutTrigger {
             event,
@@ -293,10 +306,11 @@ fn workload_cut(rng: &mut ChaCha8Rng) -> Cut {
         _ => trigger(IoEvent::Read, "client", rng.random_range(1..=40)),
     };
     Cut {
-        deadline_ns: if trigger.is_some() {
+        // An event cut gets the longest time to come.
+        after_open_ns: if trigger.is_some() {
             CUT_NS_MAX
         } else {
-            deadline_ns
+            after_open_ns
         },
         trigger,
         during_recovery: false,
@@ -426,18 +440,16 @@ fn run_scenario(sc: &Scenario, report: &mut SeedReport) -> Result<(), String> {
         let sim = SimConfig {
             seed: rng.random(),
             cores: 2,
-            deadline_ns: Some(cut.deadline_ns),
+            deadline_ns: Some(EPOCH_DEADLINE_NS),
             shuffle: true,
         };
-        let outcome = epoch(
+        let run = EpochRun {
             sim,
-            &config,
-            &rig,
-            workload.clone(),
-            sc.clients,
-            sc.profile,
-            state.clone(),
-        )?;
+            clients: sc.clients,
+            profile: sc.profile,
+            cut_after_open_ns: cut.after_open_ns,
+        };
+        let outcome = epoch(run, &config, &rig, workload.clone(), state.clone())?;
         let state = Arc::try_unwrap(state)
             .map_err(|_| "epoch state still shared")?
             .into_inner()
@@ -474,7 +486,8 @@ fn run_scenario(sc: &Scenario, report: &mut SeedReport) -> Result<(), String> {
                 p.task,
                 p.at_ns as f64 / NS_PER_MS as f64
             ),
-            None => format!("time {} ms", cut.deadline_ns / NS_PER_MS),
+            None if state.open_error.is_some() => "after a failed open".to_string(),
+            None => format!("deadline {} ms", EPOCH_DEADLINE_NS / NS_PER_MS),
         };
         let in_recovery = !state.opened && state.open_error.is_none();
         if in_recovery {
@@ -515,6 +528,9 @@ fn run_scenario(sc: &Scenario, report: &mut SeedReport) -> Result<(), String> {
         move |_| -> Result<(u64, Result<(), String>), String> {
             let db = Database::open_with(&config2, devices)
                 .map_err(|e| format!("final recovery failed: {e}"))?;
+            if std::env::var("FLASHLAB_SIMTEST_TRACE").is_ok() {
+                eprintln!("final recovery took {} ns", Rt::current().now_ns());
+            }
             let checked = match workload2.check(&db) {
                 Ok(result) => result,
                 Err(e) => Err(format!("reading the recovered database: {e}")),
@@ -598,17 +614,30 @@ fn check_records(rig: &Rig) -> Result<(), String> {
     Ok(())
 }
 
+/// How one epoch runs.
+struct EpochRun {
+    sim: SimConfig,
+    clients: u32,
+    profile: Profile,
+    /// The power is cut this long after the open returned.
+    cut_after_open_ns: u64,
+}
+
 /// One epoch: open (recovery), resume the workload, run clients until the
 /// power cut. True if the run ended by the cut (or the deadline).
 fn epoch(
-    sim: SimConfig,
+    run: EpochRun,
     config: &DbConfig,
     rig: &Arc<Rig>,
     workload: Arc<dyn CrashWorkload>,
-    clients: u32,
-    profile: Profile,
     state: Arc<Mutex<EpochState>>,
 ) -> Result<bool, String> {
+    let EpochRun {
+        sim,
+        clients,
+        profile,
+        cut_after_open_ns,
+    } = run;
     let (config, devices, rig) = (config.clone(), rig.devices(), rig.clone());
     let (outcome, _) = Sim::run(sim, move |rt: Rt| {
         let db = match Database::open_with(&config, devices) {
@@ -620,6 +649,7 @@ fn epoch(
             }
         };
         state.lock().expect("state").opened = true;
+        let opened_ns = rt.now_ns();
         if let Err(e) = workload.resume(&db) {
             record_error(&state, profile, &e, "resume");
             rt.sleep_until(u64::MAX / 4);
@@ -669,6 +699,8 @@ fn epoch(
                 })
             })
             .collect();
+        rt.sleep_until(opened_ns + cut_after_open_ns);
+        rig.power.cut_now();
         rt.sleep_until(u64::MAX / 4);
         drop(tasks);
     })
@@ -757,8 +789,10 @@ fn crash_kind(point: &str) -> String {
     let base: String = base
         .trim_end_matches(|c: char| c.is_ascii_digit())
         .to_string();
-    let base = if base.starts_with("time") {
-        "time".to_string()
+    let base = if base.starts_with("timer") {
+        "timer after recovery".to_string()
+    } else if base.starts_with("deadline") {
+        "deadline".to_string()
     } else {
         base
     };

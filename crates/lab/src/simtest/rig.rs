@@ -23,6 +23,8 @@ pub const MEMORY_DATA_BYTES: u64 = 256 << 20;
 pub struct Rig {
     pub data: Arc<FaultyDevice>,
     pub log: Arc<FaultyDevice>,
+    /// The MVCC rollback space (not logged: recovery discards it).
+    pub rollback: Arc<FaultyDevice>,
     pub power: Arc<PowerSwitch>,
     pub checker: Arc<WalChecker>,
     pub page_bytes: usize,
@@ -61,12 +63,22 @@ impl Rig {
         .with_wal_checker(checker.clone())
         .with_power(power.clone())
         .with_page_check(check);
+        let rollback = FaultyDevice::new(
+            stored(presets::MEMORY, "rollback")?,
+            Role::Other,
+            FaultPlan {
+                seed: log_plan.seed ^ 0x7b,
+                ..FaultPlan::crashes(0)
+            },
+        )
+        .with_power(power.clone());
         let log = FaultyDevice::new(stored(log_preset, "log")?, Role::Log, log_plan)
             .with_wal_checker(checker.clone())
             .with_power(power.clone());
         Ok(Rig {
             data: Arc::new(data),
             log: Arc::new(log),
+            rollback: Arc::new(rollback),
             power,
             checker,
             page_bytes,
@@ -78,7 +90,7 @@ impl Rig {
         Devices {
             data: vec![self.data.clone() as DeviceRef],
             log: self.log.clone(),
-            rollback: None,
+            rollback: Some(self.rollback.clone() as DeviceRef),
             temp: None,
         }
     }
@@ -94,12 +106,16 @@ impl Rig {
     pub fn crash(&self) {
         self.data.crash();
         self.log.crash();
+        self.rollback.crash();
         self.power.restore();
     }
 
     /// Faults injected on both devices.
     pub fn counts(&self) -> FaultCounts {
-        self.data.counts().plus(&self.log.counts())
+        self.data
+            .counts()
+            .plus(&self.log.counts())
+            .plus(&self.rollback.counts())
     }
 
     /// Damaging faults recorded since the last call, on both devices.

@@ -17,7 +17,7 @@
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Mutex;
 
-use flashlab_engine::{Database, Result, TableSpec, Transaction};
+use flashlab_engine::{Database, Result, TableSpec};
 use flashlab_workloads::Workload;
 use flashlab_workloads::tpcb::TpcB;
 use flashlab_workloads::update_commit::UpdateCommit;
@@ -97,16 +97,6 @@ fn ack_key(client: u32, seq: u64) -> Vec<u8> {
     format!("ack/{client:03}/{seq:08}").into_bytes()
 }
 
-fn read_balance(txn: &mut Transaction, t: &flashlab_engine::Table, k: &[u8]) -> Result<i64> {
-    let v = txn
-        .get(t, k)?
-        .ok_or_else(|| flashlab_engine::Error::Invalid("account missing".into()))?;
-    let bytes: [u8; 8] = v
-        .try_into()
-        .map_err(|_| flashlab_engine::Error::Invalid("balance is not 8 bytes".into()))?;
-    Ok(i64::from_le_bytes(bytes))
-}
-
 impl CrashWorkload for Bank {
     fn name(&self) -> &'static str {
         "bank"
@@ -151,10 +141,19 @@ impl CrashWorkload for Bank {
         let amount = rng.random_range(1..50i64);
         let abort = rng.random_range(0..100) < BANK_ABORT_PERCENT;
         let mut txn = db.begin()?;
-        let a = read_balance(&mut txn, &t, &account_key(from))?;
-        let b = read_balance(&mut txn, &t, &account_key(to))?;
-        txn.put(&t, &account_key(from), &(a - amount).to_le_bytes())?;
-        txn.put(&t, &account_key(to), &(b + amount).to_le_bytes())?;
+        // Read-modify-write through `update`, so that the transfer is
+        // correct under read committed as well as snapshot isolation.
+        for (account, delta) in [(from, -amount), (to, amount)] {
+            let changed = txn.update(&t, &account_key(account), |old| {
+                let balance = i64::from_le_bytes(old.try_into().unwrap_or([0; 8]));
+                (balance + delta).to_le_bytes().to_vec()
+            })?;
+            if changed.is_none() {
+                return Err(flashlab_engine::Error::Invalid(format!(
+                    "account {account} is missing"
+                )));
+            }
+        }
         if abort {
             txn.put(&t, format!("ghost/{client:03}/{seq:08}").as_bytes(), b"")?;
             txn.abort()?;

@@ -1,0 +1,150 @@
+//! Fuzzing the device-description TOML (`spec.rs`): any text, and valid
+//! descriptions with every number pushed to extremes, give a model or a
+//! one-line error, never a panic (nor an allocation the size of a fantasy).
+
+use std::path::Path;
+
+use flashlab_devices::spec::build_from_toml;
+use proptest::prelude::*;
+
+const SSD: &str = r#"kind = "ssd"
+name = "fuzz-ssd"
+channels = 4
+chips_per_channel = 2
+dies_per_chip = 1
+planes_per_die = 2
+blocks_per_plane = 64
+page_bytes = 4096
+erase_unit_bytes = 262144
+over_provisioning = 0.07
+page_read_us = 50.0
+page_program_us = 600.0
+block_erase_ms = 3.0
+channel_mb_s = 200.0
+host_mb_s = 500.0
+controller_overhead_us = 10.0
+write_buffer_bytes = 0
+ftl = "page-greedy"
+"#;
+
+const HDD: &str = r#"kind = "hdd"
+name = "fuzz-hdd"
+capacity_gb = 80.0
+rpm = 7200
+sustained_mb_s = 60.0
+seek_avg_ms = 8.5
+seek_track_to_track_ms = 1.0
+seek_full_stroke_ms = 18.0
+write_cache = false
+"#;
+
+/// A number as TOML: small, huge, zero, negative, fractional, not finite.
+fn number() -> impl Strategy<Value = String> {
+    prop_oneof![
+        (0u64..10_000).prop_map(|n| n.to_string()),
+        any::<u32>().prop_map(|n| n.to_string()),
+        any::<i64>().prop_map(|n| n.to_string()),
+        Just("0".to_string()),
+        Just("-1".to_string()),
+        (-1e12f64..1e12).prop_map(|f| format!("{f:.3}")),
+        Just("nan".to_string()),
+        Just("inf".to_string()),
+        Just("1e308".to_string()),
+        Just("\"text\"".to_string()),
+    ]
+}
+
+/// `template` with the value of one key replaced.
+fn with_value(template: &str, line: usize, value: &str) -> String {
+    let lines: Vec<&str> = template.lines().collect();
+    let line = line % lines.len();
+    lines
+        .iter()
+        .enumerate()
+        .map(|(i, l)| match (i == line, l.split_once(" = ")) {
+            (true, Some((key, _))) if key != "kind" => format!("{key} = {value}"),
+            _ => l.to_string(),
+        })
+        .collect::<Vec<_>>()
+        .join("\n")
+}
+
+fn build(text: &str) {
+    let _ = build_from_toml(text, Path::new("fuzz.toml"));
+}
+
+#[test]
+fn the_templates_are_valid() {
+    build_from_toml(SSD, Path::new("ssd.toml")).unwrap();
+    build_from_toml(HDD, Path::new("hdd.toml")).unwrap();
+}
+
+proptest! {
+    #![proptest_config(ProptestConfig { cases: 256, ..ProptestConfig::default() })]
+
+    #[test]
+    fn arbitrary_text_never_panics(text in "\\PC{0,400}") {
+        build(&text);
+    }
+
+    #[test]
+    fn extreme_numbers_never_panic(
+        ssd in any::<bool>(),
+        edits in prop::collection::vec((0usize..20, number()), 1..4),
+    ) {
+        let mut text = if ssd { SSD.to_string() } else { HDD.to_string() };
+        for (line, value) in &edits {
+            text = with_value(&text, *line, value);
+        }
+        build(&text);
+    }
+
+    #[test]
+    fn mangled_descriptions_never_panic(
+        ssd in any::<bool>(),
+        cuts in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
+    ) {
+        let mut bytes = if ssd { SSD.as_bytes().to_vec() } else { HDD.as_bytes().to_vec() };
+        for (at, b) in cuts {
+            let i = at.index(bytes.len());
+            bytes[i] = b;
+        }
+        build(&String::from_utf8_lossy(&bytes));
+    }
+}
+
+/// Found by the fuzz test above: `channels = 65536` with
+/// `chips_per_channel = 4294967295` overflowed a `u32` product in
+/// `Geometry::dies` (a panic in debug builds, a wrapped garbage geometry in
+/// release). Validation now multiplies checked, first, and bounds the pages
+/// a model may have (`PHYSICAL_PAGES_MAX`).
+#[test]
+fn regression_huge_geometry_is_an_error_not_an_overflow() {
+    for (key, value) in [
+        ("channels", "4294967295"),
+        ("chips_per_channel", "4294967295"),
+        ("blocks_per_plane", "4294967295"),
+        ("erase_unit_bytes", "18446744073709551615"),
+        ("write_buffer_bytes", "18446744073709551615"),
+    ] {
+        let line = SSD.lines().position(|l| l.starts_with(key)).unwrap();
+        let mut text = with_value(SSD, line, value);
+        if key == "chips_per_channel" {
+            let line = SSD.lines().position(|l| l.starts_with("channels")).unwrap();
+            text = with_value(&text, line, "65536");
+        }
+        let started = std::time::Instant::now();
+        let result = build_from_toml(&text, Path::new("huge.toml"));
+        assert!(
+            started.elapsed().as_secs() < 5,
+            "{key} = {value} took {:?}",
+            started.elapsed()
+        );
+        assert!(result.is_err(), "{key} = {value} was accepted");
+    }
+    let line = HDD
+        .lines()
+        .position(|l| l.starts_with("capacity_gb"))
+        .unwrap();
+    let _ = build_from_toml(&with_value(HDD, line, "1e300"), Path::new("huge.toml"));
+}
