@@ -60,6 +60,13 @@ pub struct Args {
     /// Run in the real world on files in a fresh subdirectory of DIR.
     #[arg(long)]
     real: Option<PathBuf>,
+    /// With --real: keep the database in DIR itself, and continue on the
+    /// one already there (after recovering it) instead of a fresh one.
+    #[arg(long)]
+    keep: bool,
+    /// Append each acknowledged TPC-B history id to FILE as it commits.
+    #[arg(long)]
+    acks: Option<PathBuf>,
     #[arg(long, default_value_t = 1)]
     seed: u64,
     /// Print one JSON object instead of text.
@@ -172,6 +179,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         },
         commit_delay_ns: args.commit_delay_us * 1_000,
         real_dir: args.real.clone(),
+        keep: args.keep,
+        acks: args.acks.clone(),
         seed: args.seed,
         trace: args.trace.is_some(),
         progress_interval_ns: (args.progress * NS_PER_S as f64) as u64,

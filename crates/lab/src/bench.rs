@@ -5,7 +5,12 @@
 //! are modelled devices (presets) and the CPU has `cores` simulated cores at
 //! `cpu_ghz`; every number is in virtual time and the same seed gives the
 //! same report. With `real_dir`, the same workload runs on real files in a
-//! fresh subdirectory of that directory, on OS threads, in wall-clock time.
+//! fresh subdirectory of that directory, on OS threads, in wall-clock time;
+//! with `keep` as well, in that directory itself, continuing on (and first
+//! recovering) the database a killed run left there, and `acks` records
+//! every acknowledged TPC-B history id in a side file (the crash tests'
+//! `tests/kill.rs` kills such runs with SIGKILL and checks the database
+//! against that file).
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -16,7 +21,8 @@ use flashlab_devices::{DeviceRef, TraceRecord, presets};
 use flashlab_engine::config::REFERENCE_CPU_GHZ;
 use flashlab_engine::{Database, DbConfig, Devices, Durability};
 use flashlab_runtime::{NS_PER_S, RealRuntime, Sim, SimConfig};
-use flashlab_workloads::driver::{Progress, RunConfig, RunResult};
+use flashlab_engine::db::dir::MANIFEST_FILE;
+use flashlab_workloads::driver::{AckSink, Progress, RunConfig, RunResult};
 use flashlab_workloads::{WorkloadOptions, build};
 use serde::Serialize;
 
@@ -47,6 +53,13 @@ pub struct BenchOptions {
     pub isolation: flashlab_engine::mvcc::Isolation,
     pub commit_delay_ns: u64,
     pub real_dir: Option<PathBuf>,
+    /// Real world: keep the database in `real_dir` itself, and continue on
+    /// the one already there (recovering it) instead of a fresh one.
+    pub keep: bool,
+    /// Append the id of every acknowledged transaction (TPC-B: history
+    /// ids) to this file, one per line, written as soon as the commit
+    /// returned: the client's record of what it was told.
+    pub acks: Option<PathBuf>,
     pub seed: u64,
     pub trace: bool,
     pub progress_interval_ns: u64,
@@ -75,6 +88,8 @@ impl Default for BenchOptions {
             isolation: flashlab_engine::mvcc::Isolation::ReadCommitted,
             commit_delay_ns: 0,
             real_dir: None,
+            keep: false,
+            acks: None,
             seed: 1,
             trace: false,
             progress_interval_ns: NS_PER_S,
@@ -169,6 +184,12 @@ pub fn validate(options: &BenchOptions) -> Result<(), String> {
     if let Some(dir) = &options.real_dir {
         check_writable_dir(dir)?;
     }
+    if options.keep && options.real_dir.is_none() {
+        return Err("--keep needs --real DIR".into());
+    }
+    if options.acks.is_some() && options.workload != "tpcb" {
+        return Err("--acks needs the tpcb workload (its history ids)".into());
+    }
     Ok(())
 }
 
@@ -257,7 +278,7 @@ fn bench_simulated(
             t.set_enabled(false);
         }
         let db = Database::open_with(&config, devices).map_err(|e| e.to_string())?;
-        run_on(&db, &options, "simulated", tracer.as_ref(), progress)
+        run_on(&db, &options, "simulated", tracer.as_ref(), false, None, progress)
     })
     .map_err(|e| e.to_string())?;
     outcome
@@ -272,19 +293,50 @@ fn bench_real(
 ) -> Result<BenchReport, String> {
     let rt = RealRuntime::new(options.seed);
     let _enter = RealRuntime::enter(&rt);
-    let db_dir = dir.join(format!("flashlab-bench-{}", std::process::id()));
-    std::fs::create_dir(&db_dir).map_err(|e| format!("--real {}: {e}", db_dir.display()))?;
+    let existing = options.keep && dir.join(MANIFEST_FILE).exists();
+    let db_dir = if options.keep {
+        dir.to_path_buf()
+    } else {
+        let fresh = dir.join(format!("flashlab-bench-{}", std::process::id()));
+        std::fs::create_dir(&fresh).map_err(|e| format!("--real {}: {e}", fresh.display()))?;
+        fresh
+    };
     let mut config = db_config(options);
     config.data[0].device = "file".into();
     config.log.device = "file".into();
+    let acks = match &options.acks {
+        Some(path) => Some(ack_sink(path)?),
+        None => None,
+    };
     let result = (|| {
         let db = Database::open_dir(&db_dir, &config).map_err(|e| e.to_string())?;
-        let report = run_on(&db, options, "real", None, progress)?;
+        let report = run_on(&db, options, "real", None, existing, acks, progress)?;
         db.close().map_err(|e| e.to_string())?;
         Ok(report)
     })();
-    let _ = std::fs::remove_dir_all(&db_dir);
+    if !options.keep {
+        let _ = std::fs::remove_dir_all(&db_dir);
+    }
     result
+}
+
+/// Appends acknowledged ids to `path`, one line each, written (not
+/// buffered) as each arrives: a process killed right after an
+/// acknowledgement has it in the file.
+fn ack_sink(path: &Path) -> Result<AckSink, String> {
+    use std::io::Write;
+    let file = std::fs::OpenOptions::new()
+        .create(true)
+        .append(true)
+        .open(path)
+        .map_err(|e| format!("--acks {}: {e}", path.display()))?;
+    let file = std::sync::Mutex::new(file);
+    Ok(Arc::new(move |id: i64| {
+        let mut file = file.lock().expect("acks file");
+        // A failed write loses an acknowledgement from the file, which can
+        // only make a later check more lenient, never wrong.
+        let _ = file.write_all(format!("{id}\n").as_bytes());
+    }))
 }
 
 fn run_on(
@@ -292,6 +344,8 @@ fn run_on(
     options: &BenchOptions,
     world: &str,
     tracer: Option<&Tracer>,
+    existing: bool,
+    acks: Option<AckSink>,
     progress: impl FnMut(&Progress) + Send,
 ) -> Result<BenchReport, String> {
     let workload_options = WorkloadOptions {
@@ -300,7 +354,15 @@ fn run_on(
     };
     let workload: Arc<dyn flashlab_workloads::Workload> =
         Arc::from(build(&options.workload, &workload_options).ok_or("unknown workload")?);
-    workload.setup(db).map_err(|e| format!("loading: {e}"))?;
+    // Transactions the database held before this run (a kept database).
+    let earlier = if existing {
+        workload
+            .resume(db)
+            .map_err(|e| format!("continuing on the existing database: {e}"))?
+    } else {
+        workload.setup(db).map_err(|e| format!("loading: {e}"))?;
+        0
+    };
     db.flush().map_err(|e| e.to_string())?;
     if let Some(t) = tracer {
         t.set_enabled(true);
@@ -311,13 +373,14 @@ fn run_on(
         warmup_ns: options.warmup_ns,
         progress_interval_ns: options.progress_interval_ns,
     };
-    let result = flashlab_workloads::driver::run(db, workload.clone(), &run_config, progress)
-        .map_err(|e| e.to_string())?;
+    let result =
+        flashlab_workloads::driver::run_with_acks(db, workload.clone(), &run_config, acks, progress)
+            .map_err(|e| e.to_string())?;
     if let Some(t) = tracer {
         t.set_enabled(false);
     }
     let consistency = match workload
-        .check(db, result.committed_total)
+        .check(db, earlier + result.committed_total)
         .map_err(|e| e.to_string())?
     {
         Ok(()) => "ok".to_string(),

@@ -109,11 +109,26 @@ fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, LATENCY_US_MAX, 3).expect("valid histogram bounds")
 }
 
+/// Told of every acknowledged transaction's id ([`Workload::transaction_acked`]).
+pub type AckSink = Arc<dyn Fn(i64) + Send + Sync>;
+
 /// Run `config.clients` clients of `workload` on `db` (from a runtime task).
 pub fn run(
     db: &Database,
     workload: Arc<dyn Workload>,
     config: &RunConfig,
+    progress: impl FnMut(&Progress) + Send,
+) -> Result<RunResult> {
+    run_with_acks(db, workload, config, None, progress)
+}
+
+/// [`run`], telling `acks` the id of every transaction acknowledged, right
+/// after its commit returned.
+pub fn run_with_acks(
+    db: &Database,
+    workload: Arc<dyn Workload>,
+    config: &RunConfig,
+    acks: Option<AckSink>,
     mut progress: impl FnMut(&Progress) + Send,
 ) -> Result<RunResult> {
     let rt = Rt::current();
@@ -126,7 +141,7 @@ pub fn run(
         ..Shared::default()
     }));
     let clients: Vec<_> = (0..config.clients.clamp(1, CLIENTS_MAX))
-        .map(|client| spawn_client(&rt, db, &workload, client, end_ns, &shared))
+        .map(|client| spawn_client(&rt, db, &workload, client, end_ns, &shared, &acks))
         .collect();
     rt.sleep_until(measure_ns);
     let (log_start, cpu_start) = begin_measuring(db, &rt, &shared);
@@ -169,15 +184,28 @@ fn spawn_client(
     client: u32,
     end_ns: u64,
     shared: &Arc<Mutex<Shared>>,
+    acks: &Option<AckSink>,
 ) -> flashlab_runtime::JoinHandle<()> {
-    let (db, workload, shared, task_rt) =
-        (db.clone(), workload.clone(), shared.clone(), rt.clone());
+    let (db, workload, shared, task_rt, acks) = (
+        db.clone(),
+        workload.clone(),
+        shared.clone(),
+        rt.clone(),
+        acks.clone(),
+    );
     rt.spawn(&format!("client{client}"), move || {
         let mut rng = task_rt.fork_rng();
         while task_rt.now_ns() < end_ns {
             let started_ns = task_rt.now_ns();
-            match workload.transaction(&db, client, &mut rng) {
-                Ok(()) => {
+            let outcome = match &acks {
+                None => workload.transaction(&db, client, &mut rng).map(|()| None),
+                Some(_) => workload.transaction_acked(&db, client, &mut rng),
+            };
+            match outcome {
+                Ok(id) => {
+                    if let (Some(acks), Some(id)) = (&acks, id) {
+                        acks(id);
+                    }
                     let latency_us = ((task_rt.now_ns() - started_ns) / 1_000).max(1);
                     let mut s = shared.lock().expect("shared");
                     s.committed_total += 1;

@@ -27,6 +27,28 @@ pub trait Workload: Send + Sync {
     /// Run one transaction for `client`, commit included. A retryable error
     /// (a wait-die abort) is retried by the driver.
     fn transaction(&self, db: &Database, client: u32, rng: &mut ChaCha8Rng) -> Result<()>;
+    /// [`Workload::transaction`], returning what identifies the committed
+    /// transaction to its client (TPC-B: the history id), if the workload
+    /// has such an id. What `flashlab bench --acks` writes.
+    fn transaction_acked(
+        &self,
+        db: &Database,
+        client: u32,
+        rng: &mut ChaCha8Rng,
+    ) -> Result<Option<i64>> {
+        self.transaction(db, client, rng).map(|()| None)
+    }
+    /// Continue on a database this workload loaded earlier (`flashlab bench
+    /// --keep`): prepare to run more transactions, and return how many it
+    /// already holds, as [`Workload::check`] counts them. Workloads that
+    /// cannot say refuse.
+    fn resume(&self, db: &Database) -> Result<u64> {
+        let _ = db;
+        Err(flashlab_engine::Error::Invalid(format!(
+            "workload '{}' cannot continue on an existing database",
+            self.name()
+        )))
+    }
     /// Check the database after a run in which `committed` transactions
     /// committed; `Err(text)` describes a violation.
     fn check(&self, db: &Database, committed: u64) -> Result<std::result::Result<(), String>>;

@@ -250,6 +250,20 @@ impl Workload for TpcB {
         self.transaction_hid(db, rng, |_| {}).map(|_| ())
     }
 
+    fn transaction_acked(
+        &self,
+        db: &Database,
+        _client: u32,
+        rng: &mut ChaCha8Rng,
+    ) -> Result<Option<i64>> {
+        self.transaction_hid(db, rng, |_| {}).map(Some)
+    }
+
+    fn resume(&self, db: &Database) -> Result<u64> {
+        TpcB::resume(self, db)?;
+        Ok(self.history_ids(db)?.len() as u64)
+    }
+
     fn check(&self, db: &Database, committed: u64) -> Result<std::result::Result<(), String>> {
         let mut txn = db.begin()?;
         let mut sum = |name: &str, column: usize| -> Result<(i64, usize)> {

@@ -1,0 +1,172 @@
+//! Real-world crash test: a real `flashlab bench tpcb --real DIR --keep
+//! --acks FILE` process is killed with SIGKILL at seeded random moments
+//! (while recovering, loading pages, committing), again and again on the
+//! same database. After every kill the database is recovered and checked,
+//! through the library (and, now and then, by `flashlab check`):
+//!
+//! * every history id the client was told of (the acks file) is present:
+//!   no acknowledged commit is lost;
+//! * the history ids present beyond those are at most one per client per
+//!   kill (commits whose acknowledgement the kill cut off);
+//! * TPC-B's balances agree (`TpcB::check`), and `verify` finds no damage.
+
+use std::collections::BTreeSet;
+use std::path::Path;
+use std::process::{Command, Stdio};
+use std::time::Duration;
+
+use flashlab_engine::Database;
+use flashlab_engine::db::dir::config_from_manifest;
+use flashlab_engine::db::verify::verify;
+use flashlab_runtime::RealRuntime;
+use flashlab_workloads::Workload;
+use flashlab_workloads::tpcb::TpcB;
+
+/// Kills (the issue asks for at least 20).
+const KILLS: u32 = 22;
+const CLIENTS: u32 = 4;
+const ACCOUNTS: u32 = 500;
+/// Longest a run lives before its kill.
+const RUN_MS_MAX: u64 = 500;
+
+fn bench(dir: &Path, acks: &Path, duration: &str) -> Command {
+    let mut cmd = Command::new(env!("CARGO_BIN_EXE_flashlab"));
+    cmd.args(["bench", "tpcb", "--real"])
+        .arg(dir)
+        .arg("--keep")
+        .arg("--acks")
+        .arg(acks)
+        .args([
+            "--clients",
+            &CLIENTS.to_string(),
+            "--accounts-per-branch",
+            &ACCOUNTS.to_string(),
+            "--buffer-mb",
+            "16",
+            "--duration",
+            duration,
+            "--warmup",
+            "0s",
+            "--progress",
+            "0",
+        ])
+        .stdin(Stdio::null())
+        .stdout(Stdio::null())
+        .stderr(Stdio::piped());
+    cmd
+}
+
+/// Complete lines of the acks file (a kill may leave half a line).
+fn acked(path: &Path) -> BTreeSet<i64> {
+    let text = std::fs::read_to_string(path).unwrap_or_default();
+    let complete = match text.rfind('\n') {
+        Some(end) => &text[..=end],
+        None => "",
+    };
+    complete
+        .lines()
+        .map(|l| l.parse().expect("an acks line is a history id"))
+        .collect()
+}
+
+/// Recover the database through the library and check it against the
+/// acknowledgements; returns the history ids present.
+fn recover_and_check(dir: &Path, acks: &BTreeSet<i64>) -> BTreeSet<i64> {
+    let rt = RealRuntime::new(0);
+    let _enter = RealRuntime::enter(&rt);
+    let config = config_from_manifest(dir).unwrap();
+    let db = Database::open_dir(dir, &config).unwrap();
+    let tpcb = TpcB::new(1, ACCOUNTS);
+    let present: BTreeSet<i64> = tpcb.history_ids(&db).unwrap().into_iter().collect();
+    let lost: Vec<&i64> = acks.difference(&present).collect();
+    assert!(
+        lost.is_empty(),
+        "{} acknowledged commits lost (history ids {:?}...)",
+        lost.len(),
+        &lost[..lost.len().min(5)]
+    );
+    tpcb.check(&db, present.len() as u64)
+        .unwrap()
+        .unwrap_or_else(|violation| panic!("TPC-B invariant violated: {violation}"));
+    let report = verify(&db).unwrap();
+    assert!(report.ok(), "{:?}", report.problems);
+    db.close().unwrap();
+    present
+}
+
+/// A small deterministic generator for the kill moments (splitmix64).
+fn next(state: &mut u64) -> u64 {
+    *state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+    let mut z = *state;
+    z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+    z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+    z ^ (z >> 31)
+}
+
+#[test]
+fn bench_killed_with_sigkill_loses_no_acknowledged_commit() {
+    let tmp = tempfile::tempdir().unwrap();
+    let dir = tmp.path().join("db");
+    std::fs::create_dir(&dir).unwrap();
+    let acks_path = tmp.path().join("acks");
+
+    // A first run loads the tables and ends cleanly.
+    let out = bench(&dir, &acks_path, "200ms").output().unwrap();
+    assert!(
+        out.status.success(),
+        "{}",
+        String::from_utf8_lossy(&out.stderr)
+    );
+    let mut present = recover_and_check(&dir, &acked(&acks_path));
+
+    let mut rng = 0x6b69_6c6c_u64;
+    let mut kills = 0;
+    let mut unacked_max = 0;
+    for round in 0..KILLS {
+        let mut child = bench(&dir, &acks_path, "60s").spawn().unwrap();
+        // Anywhere from inside the run's own recovery to mid-workload.
+        let after_ms = next(&mut rng) % RUN_MS_MAX + 5;
+        std::thread::sleep(Duration::from_millis(after_ms));
+        if let Ok(Some(status)) = child.try_wait() {
+            let mut err = String::new();
+            use std::io::Read;
+            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            panic!("round {round}: bench ended by itself ({status}): {err}");
+        }
+        child.kill().unwrap(); // SIGKILL
+        child.wait().unwrap();
+        kills += 1;
+        let acks = acked(&acks_path);
+        if round % 7 == 0 || round + 1 == KILLS {
+            let out = Command::new(env!("CARGO_BIN_EXE_flashlab"))
+                .arg("check")
+                .arg(&dir)
+                .output()
+                .unwrap();
+            assert!(
+                out.status.success(),
+                "round {round}: flashlab check failed: {}{}",
+                String::from_utf8_lossy(&out.stdout),
+                String::from_utf8_lossy(&out.stderr)
+            );
+        }
+        present = recover_and_check(&dir, &acks);
+        let unacked = present.difference(&acks).count() as u32;
+        assert!(
+            unacked <= CLIENTS * kills,
+            "round {round}: {unacked} history rows were never acknowledged ({kills} kills of {CLIENTS} clients)"
+        );
+        unacked_max = unacked_max.max(unacked);
+        eprintln!(
+            "round {round}: killed after {after_ms} ms; {} acknowledged, {} present, {unacked} unacknowledged",
+            acks.len(),
+            present.len()
+        );
+    }
+    assert_eq!(kills, KILLS);
+    assert!(
+        acked(&acks_path).len() > 1000,
+        "the runs committed too little to test anything"
+    );
+    let _ = (present, unacked_max);
+}
