@@ -34,19 +34,31 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             report.log_records, report.log_end_lsn
         );
         println!(
-            "pages: {} checked (checksums and page ids)",
-            report.pages_checked
+            "pages: {} checked (checksums and page ids), {} repaired",
+            report.pages_checked, report.pages_repaired
         );
         println!(
             "trees: {} checked, {} entries",
             report.trees_checked, report.entries
         );
+        for repair in &report.repairs {
+            println!("REPAIRED: {repair}");
+        }
         for problem in &report.problems {
             println!("PROBLEM: {problem}");
         }
-        println!("{}", if report.ok() { "ok" } else { "DAMAGED" });
+        println!(
+            "{}",
+            match (report.ok(), report.pages_repaired) {
+                (true, 0) => "ok".to_string(),
+                (true, n) => format!("DAMAGED: {n} pages were damaged and have been rebuilt from the log"),
+                (false, _) => "DAMAGED".to_string(),
+            }
+        );
     }
-    if !report.ok() {
+    // Damage is reported even when it could be repaired: the storage under
+    // the database is returning bad data.
+    if !report.ok() || report.pages_repaired > 0 {
         std::process::exit(EXIT_DAMAGED);
     }
     Ok(())

@@ -10,10 +10,9 @@
 
 use crate::error::DeviceError;
 
-/// Most physical pages a modelled device may have: the FTLs keep mapping
-/// state per page, so this bounds a model's memory (2^28 pages is 1 TB of
-/// 4 KB pages).
-pub const PHYSICAL_PAGES_MAX: u64 = 1 << 28;
+/// Most physical pages a modelled device may have (physical page numbers
+/// are 32-bit in the FTLs' maps).
+pub const PHYSICAL_PAGES_MAX: u64 = u32::MAX as u64;
 
 /// The physical organisation of an SSD or a raw NAND device.
 #[derive(Clone, Debug, PartialEq)]
@@ -82,9 +81,7 @@ impl Geometry {
         .iter()
         .try_fold(1u64, |acc, &n| acc.checked_mul(u64::from(n)));
         if pages.is_none_or(|p| p > PHYSICAL_PAGES_MAX) {
-            return problem(&format!(
-                "more than {PHYSICAL_PAGES_MAX} physical pages (the model keeps a map entry per page)"
-            ));
+            return problem(&format!("more than {PHYSICAL_PAGES_MAX} physical pages"));
         }
         Ok(())
     }

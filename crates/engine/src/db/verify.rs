@@ -38,6 +38,8 @@ pub struct VerifyReport {
     pub pages_checked: u64,
     /// Pages damaged on their device and rebuilt from the log.
     pub pages_repaired: u64,
+    /// What was wrong with each repaired page (the first [`PROBLEMS_MAX`]).
+    pub repairs: Vec<String>,
     pub trees_checked: u64,
     pub entries: u64,
     pub problems: Vec<String>,
@@ -131,17 +133,27 @@ fn verify_pages(db: &Database, report: &mut VerifyReport) -> Result<()> {
             };
             let Some(damage) = damage else { continue };
             let repairs = space.pool.stats().repairs;
-            match space.pool.fetch(id) {
-                Ok(_) if space.pool.stats().repairs > repairs => report.pages_repaired += 1,
+            let repaired = match space.pool.fetch(id) {
+                Ok(_) if space.pool.stats().repairs > repairs => true,
                 // Repaired a moment ago (the space header, read above) and
                 // not yet written back: the flush below writes it.
-                Ok(_) if space.pool.dirty_pages().iter().any(|(p, _)| *p == id) => {
-                    report.pages_repaired += 1
+                Ok(_) if space.pool.dirty_pages().iter().any(|(p, _)| *p == id) => true,
+                Ok(_) => {
+                    report.problem(format!(
+                        "{damage} (the pool holds a clean copy the device lost)"
+                    ));
+                    false
                 }
-                Ok(_) => report.problem(format!(
-                    "{damage} (the pool holds a clean copy the device lost)"
-                )),
-                Err(e) => report.problem(format!("{damage}; not repairable: {e}")),
+                Err(e) => {
+                    report.problem(format!("{damage}; not repairable: {e}"));
+                    false
+                }
+            };
+            if repaired {
+                report.pages_repaired += 1;
+                if report.repairs.len() < PROBLEMS_MAX {
+                    report.repairs.push(format!("{damage}; rebuilt from the log"));
+                }
             }
         }
     }
