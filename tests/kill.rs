@@ -130,7 +130,12 @@ fn bench_killed_with_sigkill_loses_no_acknowledged_commit() {
         if let Ok(Some(status)) = child.try_wait() {
             let mut err = String::new();
             use std::io::Read;
-            child.stderr.take().unwrap().read_to_string(&mut err).unwrap();
+            child
+                .stderr
+                .take()
+                .unwrap()
+                .read_to_string(&mut err)
+                .unwrap();
             panic!("round {round}: bench ended by itself ({status}): {err}");
         }
         child.kill().unwrap(); // SIGKILL

@@ -51,7 +51,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "{}",
             match (report.ok(), report.pages_repaired) {
                 (true, 0) => "ok".to_string(),
-                (true, n) => format!("DAMAGED: {n} pages were damaged and have been rebuilt from the log"),
+                (true, n) =>
+                    format!("DAMAGED: {n} pages were damaged and have been rebuilt from the log"),
                 (false, _) => "DAMAGED".to_string(),
             }
         );

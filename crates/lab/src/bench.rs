@@ -19,9 +19,9 @@ use flashlab_devices::trace::traced::TracedDevice;
 use flashlab_devices::trace::{Space, Tracer};
 use flashlab_devices::{DeviceRef, TraceRecord, presets};
 use flashlab_engine::config::REFERENCE_CPU_GHZ;
+use flashlab_engine::db::dir::MANIFEST_FILE;
 use flashlab_engine::{Database, DbConfig, Devices, Durability};
 use flashlab_runtime::{NS_PER_S, RealRuntime, Sim, SimConfig};
-use flashlab_engine::db::dir::MANIFEST_FILE;
 use flashlab_workloads::driver::{AckSink, Progress, RunConfig, RunResult};
 use flashlab_workloads::{WorkloadOptions, build};
 use serde::Serialize;
@@ -278,7 +278,15 @@ fn bench_simulated(
             t.set_enabled(false);
         }
         let db = Database::open_with(&config, devices).map_err(|e| e.to_string())?;
-        run_on(&db, &options, "simulated", tracer.as_ref(), false, None, progress)
+        run_on(
+            &db,
+            &options,
+            "simulated",
+            tracer.as_ref(),
+            false,
+            None,
+            progress,
+        )
     })
     .map_err(|e| e.to_string())?;
     outcome
@@ -373,9 +381,14 @@ fn run_on(
         warmup_ns: options.warmup_ns,
         progress_interval_ns: options.progress_interval_ns,
     };
-    let result =
-        flashlab_workloads::driver::run_with_acks(db, workload.clone(), &run_config, acks, progress)
-            .map_err(|e| e.to_string())?;
+    let result = flashlab_workloads::driver::run_with_acks(
+        db,
+        workload.clone(),
+        &run_config,
+        acks,
+        progress,
+    )
+    .map_err(|e| e.to_string())?;
     if let Some(t) = tracer {
         t.set_enabled(false);
     }

@@ -152,7 +152,9 @@ fn verify_pages(db: &Database, report: &mut VerifyReport) -> Result<()> {
             if repaired {
                 report.pages_repaired += 1;
                 if report.repairs.len() < PROBLEMS_MAX {
-                    report.repairs.push(format!("{damage}; rebuilt from the log"));
+                    report
+                        .repairs
+                        .push(format!("{damage}; rebuilt from the log"));
                 }
             }
         }
