@@ -358,6 +358,8 @@ impl SeedReport {
 struct EpochState {
     opened: bool,
     open_error: Option<String>,
+    /// The workload could not continue (a misdirect seed's lost write).
+    resume_failed: bool,
     client_errors: u64,
     unexpected: Vec<String>,
 }
@@ -487,6 +489,7 @@ fn run_scenario(sc: &Scenario, report: &mut SeedReport) -> Result<(), String> {
                 p.at_ns as f64 / NS_PER_MS as f64
             ),
             None if state.open_error.is_some() => "after a failed open".to_string(),
+            None if state.resume_failed => "after a failed resume".to_string(),
             None => format!("deadline {} ms", EPOCH_DEADLINE_NS / NS_PER_MS),
         };
         let in_recovery = !state.opened && state.open_error.is_none();
@@ -526,8 +529,10 @@ fn run_scenario(sc: &Scenario, report: &mut SeedReport) -> Result<(), String> {
             ..SimConfig::default()
         },
         move |_| -> Result<(u64, Result<(), String>), String> {
-            let db = Database::open_with(&config2, devices)
-                .map_err(|e| format!("final recovery failed: {e}"))?;
+            let db = match Database::open_with(&config2, devices) {
+                Ok(db) => db,
+                Err(e) => return Ok((0, Err(format!("final recovery failed: {e}")))),
+            };
             if std::env::var("FLASHLAB_SIMTEST_TRACE").is_ok() {
                 eprintln!("final recovery took {} ns", Rt::current().now_ns());
             }
@@ -652,6 +657,7 @@ fn epoch(
         let opened_ns = rt.now_ns();
         if let Err(e) = workload.resume(&db) {
             record_error(&state, profile, &e, "resume");
+            state.lock().expect("state").resume_failed = true;
             rt.sleep_until(u64::MAX / 4);
             return;
         }
