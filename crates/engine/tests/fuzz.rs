@@ -222,9 +222,10 @@ proptest! {
         prop_assert_eq!(Master::decode(&sector).unwrap(), Some(master));
         let bit = bit.index(LOG_SECTOR_BYTES as usize * 8);
         sector[bit / 8] ^= 1 << (bit % 8);
-        match Master::decode(&sector) {
-            Ok(Some(other)) => prop_assert_eq!(other, master, "a flip in the zero padding"),
-            Ok(None) | Err(_) => {}
+        // Caught (no valid copy), or a flip in the zero padding, which the
+        // checksum covers too: never another valid master record.
+        if let Ok(Some(other)) = Master::decode(&sector) {
+            prop_assert_eq!(other, master);
         }
     }
 
