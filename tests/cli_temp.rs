@@ -1,28 +1,9 @@
 //! `flashlab bench sort|hash-join|merge-join`: small real-world and
 //! simulated runs, and one-line errors (exit code 2) for bad settings.
 
-use std::process::{Command, Output};
-
-fn flashlab(args: &[&str]) -> Output {
-    Command::new(env!("CARGO_BIN_EXE_flashlab"))
-        .args(args)
-        .output()
-        .expect("run flashlab")
-}
-
-fn stderr(out: &Output) -> String {
-    String::from_utf8_lossy(&out.stderr).into_owned()
-}
-
-fn assert_bad_input(out: &Output, needles: &[&str]) {
-    let err = stderr(out);
-    assert_eq!(out.status.code(), Some(2), "stderr: {err}");
-    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
-    assert_eq!(lines.len(), 1, "one line expected: {err}");
-    for needle in needles {
-        assert!(err.contains(needle), "'{needle}' not in: {err}");
-    }
-}
+mod common;
+use common::*;
+use std::process::Command;
 
 #[test]
 fn bench_sort_real_verifies_and_matches_gnu_sort() {

@@ -1,0 +1,33 @@
+//! Helpers shared by the tests that run the `flashlab` program.
+
+#![allow(dead_code)]
+
+use std::process::{Command, Output};
+
+/// Run `flashlab` with `args`.
+pub fn flashlab(args: &[&str]) -> Output {
+    Command::new(env!("CARGO_BIN_EXE_flashlab"))
+        .args(args)
+        .output()
+        .expect("run flashlab")
+}
+
+pub fn stderr(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stderr).into_owned()
+}
+
+pub fn stdout(out: &Output) -> String {
+    String::from_utf8_lossy(&out.stdout).into_owned()
+}
+
+/// Bad input: exit code 2 and one line naming the problem, never a panic.
+pub fn assert_bad_input(out: &Output, needles: &[&str]) {
+    let err = stderr(out);
+    assert_eq!(out.status.code(), Some(2), "stderr: {err}");
+    let lines: Vec<&str> = err.lines().filter(|l| !l.trim().is_empty()).collect();
+    assert_eq!(lines.len(), 1, "one line expected: {err}");
+    for needle in needles {
+        assert!(err.contains(needle), "'{needle}' not in: {err}");
+    }
+    assert!(!err.contains("panicked"), "{err}");
+}
