@@ -18,7 +18,7 @@
 //! - [`config`]: where each storage space lives;
 //! - [`wal`]: the write-ahead log with force-at-commit and group commit;
 //! - [`recovery`]: analysis, redo and undo after a crash;
-//! - [`lock`]: row locks with wait-die;
+//! - [`lock`]: row locks with deadlock detection;
 //! - [`temp`]: the temp space, external merge sort, grace hash join and
 //!   sort-merge join (lee2008 section 6);
 //! - [`db`]: the `Database` API tying it all together: catalog, tables,

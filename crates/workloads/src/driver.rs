@@ -1,10 +1,11 @@
 //! Running clients against a database and measuring them.
 //!
 //! [`run`] spawns one task per client; each runs transactions back to back
-//! until the run's end, retrying those that lose a wait-die conflict. After
-//! a warm-up, the driver measures: committed transactions per second,
-//! latency percentiles (hdrhistogram, microseconds), CPU utilization of the
-//! runtime's cores, and the log's statistics (lee2008 Table 3). Every
+//! until the run's end, retrying those chosen as a deadlock victim or failed
+//! by a serialization error. After a warm-up, the driver measures: committed
+//! transactions per second, latency percentiles (hdrhistogram,
+//! microseconds), CPU utilization of the runtime's cores, and the log's
+//! statistics (lee2008 Table 3). Every
 //! `progress_interval_ns` it reports a pgbench `-P` style line. It works in
 //! both worlds: in the simulated one all times are virtual.
 
@@ -81,7 +82,8 @@ pub struct RunResult {
     pub workload: String,
     pub clients: u32,
     pub committed: u64,
-    /// Transactions retried after a wait-die abort.
+    /// Transactions retried after a retryable abort (deadlock victim or
+    /// serialization error).
     pub retries: u64,
     pub measured_s: f64,
     pub tps: f64,

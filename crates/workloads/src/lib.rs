@@ -25,7 +25,7 @@ pub trait Workload: Send + Sync {
     /// Create and load the tables (run once, before the clients start).
     fn setup(&self, db: &Database) -> Result<()>;
     /// Run one transaction for `client`, commit included. A retryable error
-    /// (a wait-die abort) is retried by the driver.
+    /// (a deadlock victim or serialization error) is retried by the driver.
     fn transaction(&self, db: &Database, client: u32, rng: &mut ChaCha8Rng) -> Result<()>;
     /// [`Workload::transaction`], returning what identifies the committed
     /// transaction to its client (TPC-B: the history id), if the workload

@@ -10,7 +10,7 @@
 //! Tables are B+trees in data spaces; every change to a tree runs under that
 //! tree's latch as one mini-transaction (one log record with logical undo and
 //! physical redo). Transactions take row locks (strict two-phase locking with
-//! wait-die) and commit by forcing the log (group commit).
+//! deadlock detection; readers use MVCC snapshots) and commit by forcing the log (group commit).
 //!
 //! Background tasks: one writer per buffer pool (steal/no-force write-back of
 //! the oldest dirty pages) and a checkpointer (fuzzy checkpoints). With

@@ -298,20 +298,6 @@ impl Versions {
         st.snapshots.keys().next().copied().unwrap_or(st.horizon)
     }
 
-    /// Time travel below `ts` is no longer possible (versions discarded).
-    pub fn raise_oldest(&self, ts: u64) {
-        let mut st = self.lock();
-        st.oldest_ts = st.oldest_ts.max(ts);
-        // Forget committed transactions every snapshot sees anyway.
-        let oldest_snapshot = st.snapshots.keys().next().copied().unwrap_or(st.horizon);
-        let floor = oldest_snapshot.min(st.oldest_ts);
-        st.txns.retain(|_, state| match state {
-            TxnState::Committed(c) => *c > floor,
-            TxnState::Aborted(at) => *at >= oldest_snapshot,
-            TxnState::Active => true,
-        });
-    }
-
     /// The state of the transaction that created a version.
     pub fn state(&self, txn: u64) -> TxnState {
         if txn < self.recovered_below {
@@ -332,14 +318,6 @@ impl Versions {
         match self.state(creator) {
             TxnState::Active | TxnState::Aborted(_) => false,
             TxnState::Committed(c) => c <= ts,
-        }
-    }
-
-    /// The commit timestamp of the transaction `txn` if committed.
-    pub fn commit_ts_of(&self, txn: u64) -> Option<u64> {
-        match self.state(txn) {
-            TxnState::Committed(c) => Some(c),
-            TxnState::Active | TxnState::Aborted(_) => None,
         }
     }
 
