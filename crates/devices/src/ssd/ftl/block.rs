@@ -126,13 +126,13 @@ impl Ftl for BlockFtl {
     }
 
     fn write(&mut self, lpn: u64, ops: &mut Vec<FlashOp>) {
-        // Out-of-range writes are ignored (no operations), as in the page FTL.
-        if lpn >= self.plan.logical_pages {
-            return;
-        }
-        self.flash.stats_mut().host_pages_written += 1;
-        let (logical_block, offset) = units::split(lpn, self.pages_per_block);
-        let Some(mut block) = self.data.unit_or_allocate(&mut self.flash, logical_block) else {
+        let Some((logical_block, offset, mut block)) = units::begin_host_write(
+            &mut self.flash,
+            &mut self.data,
+            &self.plan,
+            self.pages_per_block,
+            lpn,
+        ) else {
             return;
         };
         if !self.flash.in_order(block, offset) {

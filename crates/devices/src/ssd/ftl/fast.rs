@@ -181,13 +181,13 @@ impl FastCore {
     }
 
     pub(crate) fn write(&mut self, lpn: u64, ops: &mut Vec<FlashOp>) {
-        // Out-of-range writes are ignored (no operations), as in the page FTL.
-        if lpn >= self.plan.logical_pages {
-            return;
-        }
-        self.flash.stats_mut().host_pages_written += 1;
-        let (logical_unit, offset) = units::split(lpn, self.unit_pages);
-        let Some(data_unit) = self.data.unit_or_allocate(&mut self.flash, logical_unit) else {
+        let Some((logical_unit, offset, data_unit)) = units::begin_host_write(
+            &mut self.flash,
+            &mut self.data,
+            &self.plan,
+            self.unit_pages,
+            lpn,
+        ) else {
             return;
         };
         if self.flash.in_order(data_unit, offset) {

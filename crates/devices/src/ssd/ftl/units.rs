@@ -429,6 +429,26 @@ impl DataMap {
     }
 }
 
+/// The first step of a host write in every unit-mapped FTL (block, BAST,
+/// FAST): ignore an out-of-range page (no operations, as in the page FTL),
+/// count the host page, and find or allocate the logical unit's data unit.
+/// Returns `(logical unit, offset, data unit)`; `None` drops the write.
+pub(crate) fn begin_host_write(
+    flash: &mut Flash,
+    data: &mut DataMap,
+    plan: &Plan,
+    unit_pages: u32,
+    lpn: u64,
+) -> Option<(u32, u32, u32)> {
+    if lpn >= plan.logical_pages {
+        return None;
+    }
+    flash.stats_mut().host_pages_written += 1;
+    let (logical_unit, offset) = split(lpn, unit_pages);
+    let data_unit = data.unit_or_allocate(flash, logical_unit)?;
+    Some((logical_unit, offset, data_unit))
+}
+
 /// How many logical pages and log units an FTL gets. See the module docs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(crate) struct Plan {
