@@ -32,6 +32,27 @@ impl UpdateCommit {
     }
 }
 
+/// Scan the table in one transaction: its row count and the sum of the
+/// rows' commit counters (each row's first 8 bytes, little-endian; a shorter
+/// value counts 0, which the check then reports as a mismatch).
+pub fn counter_total(db: &Database) -> Result<(usize, u64)> {
+    let table = db.table("uc")?;
+    let mut txn = db.begin()?;
+    let rows = txn.scan(
+        &table,
+        std::ops::Bound::Unbounded,
+        std::ops::Bound::Unbounded,
+    )?;
+    txn.commit()?;
+    let total = rows
+        .iter()
+        .map(|(_, v)| {
+            u64::from_le_bytes(v.get(..8).and_then(|b| b.try_into().ok()).unwrap_or([0; 8]))
+        })
+        .sum();
+    Ok((rows.len(), total))
+}
+
 fn key(row: u32) -> [u8; 4] {
     row.to_be_bytes()
 }
@@ -76,22 +97,9 @@ impl Workload for UpdateCommit {
     }
 
     fn check(&self, db: &Database, committed: u64) -> Result<std::result::Result<(), String>> {
-        let table = db.table("uc")?;
-        let mut txn = db.begin()?;
-        let rows = txn.scan(
-            &table,
-            std::ops::Bound::Unbounded,
-            std::ops::Bound::Unbounded,
-        )?;
-        txn.commit()?;
-        let total: u64 = rows
-            .iter()
-            .map(|(_, v)| {
-                u64::from_le_bytes(v.get(..8).and_then(|b| b.try_into().ok()).unwrap_or([0; 8]))
-            })
-            .sum();
-        if rows.len() != self.rows as usize {
-            return Ok(Err(format!("{} rows, expected {}", rows.len(), self.rows)));
+        let (rows, total) = counter_total(db)?;
+        if rows != self.rows as usize {
+            return Ok(Err(format!("{rows} rows, expected {}", self.rows)));
         }
         if total != committed {
             return Ok(Err(format!(

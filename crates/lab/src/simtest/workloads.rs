@@ -20,7 +20,7 @@ use std::sync::Mutex;
 use flashlab_engine::{Database, Result, TableSpec};
 use flashlab_workloads::Workload;
 use flashlab_workloads::tpcb::TpcB;
-use flashlab_workloads::update_commit::UpdateCommit;
+use flashlab_workloads::update_commit::{self, UpdateCommit};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
 
@@ -386,20 +386,7 @@ impl CrashWorkload for Counters {
     }
 
     fn check(&self, db: &Database) -> Result<std::result::Result<(), String>> {
-        let table = db.table("uc")?;
-        let mut txn = db.begin()?;
-        let rows = txn.scan(
-            &table,
-            std::ops::Bound::Unbounded,
-            std::ops::Bound::Unbounded,
-        )?;
-        txn.commit()?;
-        let total: u64 = rows
-            .iter()
-            .map(|(_, v)| {
-                u64::from_le_bytes(v.get(..8).and_then(|b| b.try_into().ok()).unwrap_or([0; 8]))
-            })
-            .sum();
+        let (_, total) = update_commit::counter_total(db)?;
         let (acked, in_doubt) = {
             let l = self.ledger.lock().expect("ledger");
             (l.acked, l.in_doubt)
