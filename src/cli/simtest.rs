@@ -111,6 +111,9 @@ fn describe(r: &SeedReport) {
     if r.lost_write_effects > 0 {
         println!("  a lost write (misdirected write) showed in the final check: a known limit");
     }
+    if let Some(why) = &r.refused {
+        println!("  refused, naming the damage: {why}");
+    }
     match &r.failure {
         None => println!("  ok"),
         Some(f) => println!("  FAILED: {f}"),
@@ -145,6 +148,17 @@ fn print_summary(s: &Summary) {
     println!(
         "commits             {} acknowledged, {} in doubt, {} seeds lost acknowledged commits",
         s.acked_commits, s.in_doubt_commits, s.lost_commits
+    );
+    println!(
+        "refused             {} seeds refused to open or read, naming the damage",
+        s.refused
+    );
+    println!(
+        "log damage          {} seeds with log damage injected: {} recovered, {} refused naming the damage, {} silently lost",
+        s.log_damage_seeds,
+        s.log_damage_recovered,
+        s.log_damage_refused,
+        s.log_damage_silently_lost
     );
     if s.lost_write_effects > 0 {
         println!(

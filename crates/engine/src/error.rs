@@ -56,6 +56,18 @@ pub enum Error {
     /// until it is recovered (a failed fsync is never retried).
     #[error("log failed, database needs recovery: {0}")]
     LogFailed(String),
+    /// The log has no room for a new record until a checkpoint frees some;
+    /// the message names what holds the log. Retryable.
+    #[error("log full: {0}; retry the transaction")]
+    LogFull(String),
+    /// The log is damaged before its durable end: opening would lose
+    /// acknowledged commits, so the database is not opened.
+    #[error("log damaged at LSN {lsn} (device offset {offset_bytes}): {problem}")]
+    LogDamaged {
+        lsn: u64,
+        offset_bytes: u64,
+        problem: String,
+    },
     /// A transaction used after it ended, or a similar misuse.
     #[error("invalid use: {0}")]
     Invalid(String),
@@ -74,7 +86,10 @@ pub enum Error {
 impl Error {
     /// True when running the transaction again may succeed.
     pub fn is_retryable(&self) -> bool {
-        matches!(self, Error::Deadlock { .. } | Error::Serialization { .. })
+        matches!(
+            self,
+            Error::Deadlock { .. } | Error::Serialization { .. } | Error::LogFull(_)
+        )
     }
 
     /// True for "no room left" errors, from the engine or a device.

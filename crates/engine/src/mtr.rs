@@ -22,6 +22,9 @@
 //! 4. The space header (page 0) is read and changed only under the space's
 //!    allocation latch, held until the mini-transaction is installed or
 //!    dropped, so two trees never allocate the same page.
+//! 5. A page's first change after the log's image horizon (a checkpoint's
+//!    begin record) is logged as a full-page image, decided against the
+//!    horizon in force when the record is appended.
 
 use crate::error::Result;
 use crate::page::{PageNo, PageType};
@@ -183,19 +186,56 @@ impl Mtr {
         Ok(())
     }
 
-    /// Turn the written pages into redo: the byte ranges that differ.
-    fn redo(&self) -> Vec<PageRedo> {
+    /// Turn the written pages into redo: the byte ranges that differ, or,
+    /// for a page whose LSN is at or below `horizon_lsn` (its first change
+    /// since the checkpoint that set the horizon), a full-page image: its
+    /// non-zero ranges over a zeroed body (MTR-5).
+    fn redo(&self, horizon_lsn: u64) -> Vec<PageRedo> {
         self.pages
             .iter()
             .filter_map(|(&page_no, p)| {
                 let before = p.before.as_ref()?;
-                let ranges = diff(before, &p.image);
-                (!ranges.is_empty()).then(|| PageRedo {
+                let changed = diff(before, &p.image);
+                if changed.is_empty() {
+                    return None;
+                }
+                let image = page::lsn(before) <= horizon_lsn && horizon_lsn > 0;
+                let ranges = if image {
+                    let mut zero = vec![0u8; p.image.len()];
+                    zero[..PAGE_BODY_OFFSET].copy_from_slice(&p.image[..PAGE_BODY_OFFSET]);
+                    diff(&zero, &p.image)
+                } else {
+                    changed
+                };
+                Some(PageRedo {
                     page: PageId::new(self.space, page_no),
+                    image,
                     ranges,
                 })
             })
             .collect()
+    }
+
+    /// Log `body(redo)` for the current image horizon, building it again if
+    /// a checkpoint moves the horizon meanwhile; `None` if nothing changed
+    /// and `always` is false.
+    fn log(
+        &self,
+        wal: &Wal,
+        (txn, prev_lsn): (u64, u64),
+        always: bool,
+        body: impl Fn(Vec<PageRedo>) -> Body,
+    ) -> Result<Option<(u64, u64)>> {
+        loop {
+            let horizon = wal.image_horizon();
+            let redo = self.redo(horizon);
+            if redo.is_empty() && !always {
+                return Ok(None);
+            }
+            if let Some(lsns) = wal.append_for_horizon(horizon, txn, prev_lsn, body(redo))? {
+                return Ok(Some(lsns));
+            }
+        }
     }
 
     /// Log the changes as one record (MTR-2) and install the new images
@@ -207,11 +247,13 @@ impl Mtr {
         prev_lsn: u64,
         undo: Option<Undo>,
     ) -> Result<Option<Logged>> {
-        let redo = self.redo();
-        if redo.is_empty() {
+        let logged = self.log(wal, (txn, prev_lsn), false, |redo| Body::Update {
+            undo: undo.clone(),
+            redo,
+        })?;
+        let Some((lsn, end_lsn)) = logged else {
             return Ok(None);
-        }
-        let (lsn, end_lsn) = wal.append(txn, prev_lsn, Body::Update { undo, redo })?;
+        };
         self.install(lsn, end_lsn);
         wal.installed(lsn);
         Ok(Some(Logged { lsn, end_lsn }))
@@ -225,8 +267,13 @@ impl Mtr {
         prev_lsn: u64,
         undo_next: u64,
     ) -> Result<Logged> {
-        let redo = self.redo();
-        let (lsn, end_lsn) = wal.append(txn, prev_lsn, Body::Compensation { undo_next, redo })?;
+        // A step that changed nothing is still logged, so undo moves on.
+        let (lsn, end_lsn) = self
+            .log(wal, (txn, prev_lsn), true, |redo| Body::Compensation {
+                undo_next,
+                redo,
+            })?
+            .expect("always logged");
         self.install(lsn, end_lsn);
         wal.installed(lsn);
         Ok(Logged { lsn, end_lsn })
@@ -349,6 +396,15 @@ pub fn diff(before: &[u8], after: &[u8]) -> Vec<(u32, Vec<u8>)> {
         i = end;
     }
     ranges
+}
+
+/// Apply one page's redo to its image: a full-page image first resets the
+/// body to zeros.
+pub fn apply_redo(image: &mut [u8], redo: &PageRedo) -> Result<()> {
+    if redo.image {
+        image[PAGE_BODY_OFFSET..].fill(0);
+    }
+    apply_ranges(image, &redo.ranges, redo.page)
 }
 
 /// Apply redo ranges to a page image; errors if a range falls outside it.

@@ -168,7 +168,9 @@ fn dump_log(devices: &Devices) {
     }
     let master = Wal::read_master(&devices.log).unwrap();
     eprintln!("master {master:?}");
-    let mut reader = LogReader::new(devices.log.clone(), 4096);
+    let master = master.expect("a master record");
+    let layout = Wal::layout_of(&devices.log, &master).unwrap();
+    let mut reader = LogReader::new(devices.log.clone(), layout, master.start_lsn, None);
     while let Some(r) = reader.next_record().unwrap() {
         let pages: Vec<String> = r.body.redo().iter().map(|p| p.page.to_string()).collect();
         let kind = match &r.body {

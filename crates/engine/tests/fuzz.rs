@@ -17,7 +17,7 @@ use flashlab_engine::btree::testing::MemPages;
 use flashlab_engine::db::dir::Manifest;
 use flashlab_engine::page::{self, PAGE_BODY_OFFSET, PageId, PageType};
 use flashlab_engine::wal::record::{ActiveTxn, PageRedo, Undo};
-use flashlab_engine::wal::{Body, LOG_SECTOR_BYTES, LogReader, LogRecord, Master};
+use flashlab_engine::wal::{Body, LogLayout, LogReader, LogRecord, Master};
 use flashlab_engine::{Database, DbConfig, Devices, TableSpec};
 use flashlab_runtime::{Sim, SimConfig};
 use proptest::prelude::*;
@@ -34,9 +34,11 @@ fn record() -> impl Strategy<Value = LogRecord> {
                 0u32..4,
                 0u32..64,
                 prop::collection::vec((0u32..4096, bytes(40)), 0..4),
+                any::<bool>(),
             )
-                .prop_map(|(space, page, ranges)| PageRedo {
+                .prop_map(|(space, page, ranges, image)| PageRedo {
                     page: PageId::new(space, page),
+                    image,
                     ranges,
                 }),
             0..3,
@@ -215,12 +217,12 @@ proptest! {
     /// The master record: garbage never panics; a flipped bit never yields
     /// another valid master record.
     #[test]
-    fn master_record_decoding(raw in bytes(600), sequence in any::<u64>(), checkpoint in any::<u64>(), bit in any::<prop::sample::Index>()) {
+    fn master_record_decoding(raw in bytes(600), sequence in any::<u64>(), checkpoint in any::<u64>(), salt in any::<u32>(), bit in any::<prop::sample::Index>()) {
         let _ = Master::decode(&raw);
-        let master = Master { sequence, checkpoint_lsn: checkpoint };
-        let mut sector = master.encode();
+        let master = Master { sequence, checkpoint_lsn: checkpoint, start_lsn: checkpoint / 2, salt, sector_bytes: 512, database_id: 9 };
+        let mut sector = master.encode(512);
         prop_assert_eq!(Master::decode(&sector).unwrap(), Some(master));
-        let bit = bit.index(LOG_SECTOR_BYTES as usize * 8);
+        let bit = bit.index(512 * 8);
         sector[bit / 8] ^= 1 << (bit % 8);
         // Caught (no valid copy), or a flip in the zero padding, which the
         // checksum covers too: never another valid master record.
@@ -229,20 +231,23 @@ proptest! {
         }
     }
 
-    /// The log reader over a device of garbage ends the log, never panics.
+    /// The log reader over a device of garbage ends the log or reports
+    /// damage, and never panics; so does the look past the end.
     #[test]
-    fn log_reader_over_garbage_never_panics(raw in bytes(20_000), start in 0u64..4) {
+    fn log_reader_over_garbage_never_panics(raw in bytes(20_000), start in 0u64..4, salt in 0u32..3) {
         let device = MemoryDevice::new("log", 64 << 10);
         let mut padded = raw.clone();
         padded.resize(raw.len().div_ceil(512) * 512, 0);
         device.write(4096, &padded).unwrap();
         let device: DeviceRef = Arc::new(device);
-        let mut reader = LogReader::new(device, 4096 + start * 512);
+        let layout = LogLayout::for_device("log", 64 << 10, 512, salt).unwrap();
+        let mut reader = LogReader::new(device, layout, layout.sector_lsn(1 + start), None);
         let mut n = 0;
         while let Ok(Some(_)) = reader.next_record() {
             n += 1;
             prop_assert!(n < 10_000);
         }
+        let _ = reader.check_beyond_end(1000);
     }
 }
 

@@ -143,13 +143,24 @@ impl Core {
             }
             Source::Device => {
                 let offset_bytes = self.offset_bytes(id);
-                let damage = match space.device.read(offset_bytes, &mut data) {
-                    Ok(()) => match page::verify(&data, id, &space.name, offset_bytes) {
-                        Ok(()) => return Ok(Loaded::Clean),
-                        Err(e) => e,
+                let read_verified = |data: &mut [u8]| match space.device.read(offset_bytes, data) {
+                    Ok(()) => match page::verify(data, id, &space.name, offset_bytes) {
+                        Ok(()) => Ok(None),
+                        Err(e) => Ok(Some(e)),
                     },
-                    Err(e @ flashlab_devices::DeviceError::ReadFailed { .. }) => Error::from(e),
-                    Err(e) => return Err(e.into()),
+                    Err(e @ flashlab_devices::DeviceError::ReadFailed { .. }) => {
+                        Ok(Some(Error::from(e)))
+                    }
+                    Err(e) => Err(Error::from(e)),
+                };
+                // A flip on the way (not on the medium) reads clean the
+                // second time: read a damaged page once more first.
+                let damage = match read_verified(&mut data)? {
+                    None => return Ok(Loaded::Clean),
+                    Some(_) => match read_verified(&mut data)? {
+                        None => return Ok(Loaded::Clean),
+                        Some(e) => e,
+                    },
                 };
                 // BUF-9: damage is repaired from the log, or reported.
                 if !space.logged {

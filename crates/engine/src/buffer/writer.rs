@@ -77,6 +77,12 @@ impl WriterStop {
         self.inner.wake.notify_all();
     }
 
+    /// Take a request back (a signal reused as a wake-up, as the log does
+    /// for its checkpointer).
+    pub fn reset(&self) {
+        *self.inner.requested.lock() = false;
+    }
+
     /// True once a stop was requested.
     pub fn is_requested(&self) -> bool {
         *self.inner.requested.lock()

@@ -148,6 +148,9 @@ type TreeLatch = Arc<RtMutex<()>>;
 /// Most dirty pages one checkpoint record lists (16 bytes each, well under
 /// the largest record); with more, the checkpoint writes them back first.
 pub const CHECKPOINT_DIRTY_PAGES_MAX: usize = 200_000;
+/// How long a checkpointer with no interval sleeps between looks at
+/// whether the log wants a checkpoint (it is woken early when it does).
+pub const CHECKPOINT_IDLE_WAIT_NS: u64 = 3_600_000_000_000;
 
 /// Capacity of the in-memory rollback space used when the configuration
 /// names none (sparse: costs only what is written).
@@ -213,6 +216,7 @@ impl Drop for Inner {
     /// strong reference to the database itself).
     fn drop(&mut self) {
         self.stop.request();
+        self.wal.want_checkpoint();
     }
 }
 
@@ -328,17 +332,28 @@ impl Database {
                 let _ = handle.join();
             }));
         }
-        if config.checkpoint_interval_ns > 0 {
+        // The checkpointer runs at its interval and whenever the log fills
+        // up: the log is recycled only by checkpoints.
+        {
             let db = Arc::downgrade(&self.inner);
             let stop = self.inner.stop.clone();
-            let interval = config.checkpoint_interval_ns;
+            let wal = self.inner.wal.clone();
+            let periodic = config.checkpoint_interval_ns > 0;
+            let interval = match config.checkpoint_interval_ns {
+                0 => CHECKPOINT_IDLE_WAIT_NS,
+                ns => ns,
+            };
             let task_rt = rt.clone();
             tasks.push(joiner(rt.spawn("checkpointer", move || {
-                while !stop.sleep(&task_rt, interval) {
-                    let Some(inner) = db.upgrade() else { return };
+                loop {
+                    let wanted = wal.wait_checkpoint_wanted(&task_rt, interval);
                     if stop.is_requested() {
                         return;
                     }
+                    if !wanted && !periodic {
+                        continue;
+                    }
+                    let Some(inner) = db.upgrade() else { return };
                     let _ = (Database { inner }).checkpoint();
                 }
             })));
@@ -432,41 +447,54 @@ impl Database {
             .collect()
     }
 
-    /// Take a fuzzy checkpoint: log the active transactions and dirty pages,
-    /// flush the data devices (so pages written back earlier are durable),
-    /// force the log, and point the master record at it.
+    /// Take a checkpoint (PostgreSQL's kind, with ARIES's tables): log its
+    /// begin record, which becomes the redo point and the horizon for
+    /// full-page images; wait until every record before it is installed;
+    /// write back every logged page changed before it and flush the data
+    /// devices; log the active transactions and the pages still dirty; and
+    /// make the master record name the checkpoint and the new log start,
+    /// which frees the log before it.
     pub fn checkpoint(&self) -> Result<u64> {
         let inner = &self.inner;
         let _ddl = inner.ddl.lock();
         inner.check_log()?;
         let start = inner.wal.checkpoint_begin()?;
+        inner.wal.wait_installed_before(start.begin_lsn)?;
+        for pool in inner.pools.values() {
+            for (page, rec_lsn) in pool.dirty_pages() {
+                if (page.space as usize) < inner.spaces.len() && rec_lsn < start.begin_lsn {
+                    pool.write_back_page(page)?;
+                }
+            }
+        }
+        // Pages written back are durable only after a flush of their
+        // device: without it, a crash could lose them while the checkpoint
+        // says they need no redo.
+        for device in &inner.devices.data {
+            inner.wal.flush_data_device(device)?;
+        }
         // Logged pages only: rollback pages are not logged (and carry no
         // LSN), so they have no place in the dirty page table.
         let mut dirty = self.dirty_pages();
         if dirty.len() > CHECKPOINT_DIRTY_PAGES_MAX {
-            // Too many to list in one record: write them back instead.
-            for pool in inner.pools.values() {
-                pool.flush_all()?;
-            }
-            dirty = self.dirty_pages();
-        }
-        // Pages written back before the snapshot are clean in the pool but
-        // durable only after a flush of their device: without it, a crash
-        // could lose them while the checkpoint says they need no redo.
-        for device in &inner.devices.data {
-            inner.wal.flush_data_device(device)?;
+            // Too many to list in one record: redo starts at the begin
+            // record anyway, so list the oldest.
+            dirty.sort_by_key(|&(_, rec_lsn)| rec_lsn);
+            dirty.truncate(CHECKPOINT_DIRTY_PAGES_MAX);
         }
         let body = Body::CheckpointEnd {
             begin_lsn: start.begin_lsn,
             next_txn: inner.next_txn.load(Ordering::SeqCst),
             next_commit_ts: inner.versions.next_ts(),
-            pending_lsn: start.pending_lsn,
+            // Every record before the begin record is installed and its
+            // pages written: nothing pending.
+            pending_lsn: 0,
             active: start.active,
             dirty,
         };
         let (_, end) = inner.wal.append(0, 0, body)?;
         inner.wal.flush_to(end)?;
-        inner.wal.write_master(start.begin_lsn)?;
+        inner.wal.write_master(start.begin_lsn, start.start_lsn)?;
         Ok(start.begin_lsn)
     }
 
@@ -474,6 +502,7 @@ impl Database {
     /// to redo; then stop the background tasks.
     pub fn close(self) -> Result<()> {
         self.inner.stop.request();
+        self.inner.wal.want_checkpoint();
         self.flush()?;
         let tasks: Vec<_> = std::mem::take(&mut *self.inner.tasks.lock().expect("tasks"));
         for join in tasks {
@@ -523,5 +552,6 @@ impl Database {
     /// in the real world; in the simulated world a stopped run ends them).
     pub fn abandon(self) {
         self.inner.stop.request();
+        self.inner.wal.want_checkpoint();
     }
 }

@@ -22,6 +22,16 @@
 //!
 //! Then the log is forced, every page written and a checkpoint taken.
 //!
+//! **The end of the log.** Analysis reads until the reader reports the end
+//! of the written log; then it looks past the end
+//! ([`LogReader::check_beyond_end`]) for proof that the log was durable
+//! further. Damage anywhere in what recovery reads (a sector that fails its
+//! checksum, an unreadable sector, a record that does not link to the one
+//! before it, or a lost write proved by a later sector) refuses the open
+//! with an error naming the LSN and the device offset: recovery never
+//! resumes over damage, which would overwrite acknowledged commits. Redo
+//! and undo must reach what analysis found, or they fail the same way.
+//!
 //! Invariants (REC-n), referred to in ARCHITECTURE.md and the crash tests:
 //! 1. A record is redone on a page only if the page LSN is below the
 //!    record's end; page LSNs only grow.
@@ -36,10 +46,10 @@ use crate::config::DbConfig;
 use crate::db::create::{build_spaces, load_catalog};
 use crate::db::{Database, Devices};
 use crate::error::{Error, Result};
-use crate::mtr::apply_ranges;
+use crate::mtr::apply_redo;
 use crate::page::{self, PageId};
-use crate::wal::record::{ActiveTxn, Body, LogRecord};
-use crate::wal::{LOG_START_LSN, LogReader, Master, Wal};
+use crate::wal::record::{ActiveTxn, Body, LogRecord, RECORD_BYTES_MAX};
+use crate::wal::{LOG_BUFFER_BYTES_MAX, LogEnd, LogLayout, LogReader, Master, Wal};
 
 /// What recovery found and did, for reports and tests.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
@@ -51,6 +61,14 @@ pub struct RecoveryReport {
     pub pages_redone: u64,
     pub losers: u64,
     pub records_undone: u64,
+    /// Sectors past the end left by an unfinished write, erased.
+    pub leftover_sectors: u64,
+}
+
+/// How far past the end analysis looks: one force of the largest buffer
+/// and one record.
+fn beyond_window_sectors(layout: &LogLayout) -> u64 {
+    ((LOG_BUFFER_BYTES_MAX + RECORD_BYTES_MAX) as u64).div_ceil(layout.payload_bytes()) + 2
 }
 
 /// The result of the analysis pass.
@@ -63,11 +81,11 @@ struct Analysis {
     dirty: BTreeMap<PageId, u64>,
     next_txn: u64,
     next_commit_ts: u64,
-    end_lsn: u64,
+    end: LogEnd,
     records: u64,
 }
 
-fn analyse(devices: &Devices, start_lsn: u64) -> Result<Analysis> {
+fn analyse(devices: &Devices, layout: LogLayout, start_lsn: u64) -> Result<Analysis> {
     let mut a = Analysis {
         active: BTreeMap::new(),
         ended: std::collections::BTreeSet::new(),
@@ -75,15 +93,24 @@ fn analyse(devices: &Devices, start_lsn: u64) -> Result<Analysis> {
         dirty: BTreeMap::new(),
         next_txn: 1,
         next_commit_ts: 1,
-        end_lsn: start_lsn,
+        end: LogEnd {
+            end_lsn: start_lsn,
+            last_record_lsn: 0,
+            beyond: Default::default(),
+        },
         records: 0,
     };
-    let mut reader = LogReader::new(devices.log.clone(), start_lsn);
+    let mut reader = LogReader::new(devices.log.clone(), layout, start_lsn, None);
     while let Some(record) = reader.next_record()? {
         a.records += 1;
         analyse_record(&mut a, &record);
     }
-    a.end_lsn = reader.end_lsn();
+    let beyond = reader.check_beyond_end(beyond_window_sectors(&layout))?;
+    a.end = LogEnd {
+        end_lsn: reader.end_lsn(),
+        last_record_lsn: reader.last_record_lsn().unwrap_or(0),
+        beyond,
+    };
     Ok(a)
 }
 
@@ -165,12 +192,21 @@ pub(crate) fn recover_with_report(
     devices: Devices,
     master: Master,
 ) -> Result<(Database, RecoveryReport)> {
+    let layout = Wal::layout_of(&devices.log, &master)?;
     let checkpoint_lsn = if master.checkpoint_lsn == 0 {
-        LOG_START_LSN
+        master.start_lsn
     } else {
         master.checkpoint_lsn
     };
-    let analysis = analyse(&devices, checkpoint_lsn)?;
+    if master.start_lsn == 0 || master.start_lsn > checkpoint_lsn {
+        return Err(Error::Open(format!(
+            "log device '{}': the master record's log start {} is not at or before its checkpoint {}",
+            devices.log.name(),
+            master.start_lsn,
+            checkpoint_lsn
+        )));
+    }
+    let analysis = analyse(&devices, layout, checkpoint_lsn)?;
     let redo_lsn = analysis
         .dirty
         .values()
@@ -179,12 +215,13 @@ pub(crate) fn recover_with_report(
         .min()
         .unwrap_or(checkpoint_lsn)
         .min(checkpoint_lsn)
-        .max(LOG_START_LSN);
+        .max(master.start_lsn);
+    let end_lsn = analysis.end.end_lsn;
     let wal = Wal::resume(
         devices.log.clone(),
         config.wal.clone(),
-        analysis.end_lsn,
         master,
+        &analysis.end,
     )?;
     let (spaces, pools) = build_spaces(config, &devices, &wal)?;
     let db = Database::from_parts(
@@ -199,13 +236,20 @@ pub(crate) fn recover_with_report(
     let mut report = RecoveryReport {
         checkpoint_lsn,
         redo_lsn,
-        end_lsn: analysis.end_lsn,
+        end_lsn,
         records_scanned: analysis.records,
         losers: analysis.active.len() as u64,
+        leftover_sectors: analysis.end.beyond.leftovers.len() as u64,
         ..RecoveryReport::default()
     };
-    report.pages_redone = redo(&db, redo_lsn, analysis.end_lsn)?;
-    db.inner.wal.set_active(analysis.active.values().cloned());
+    report.pages_redone = redo(&db, redo_lsn, end_lsn)?;
+    // A loser's first record is at or after the log start (WAL-9).
+    db.inner.wal.set_active(
+        analysis
+            .active
+            .values()
+            .map(|t| (t.clone(), master.start_lsn)),
+    );
     report.records_undone = undo(&db, analysis.active)?;
     crate::db::create::finish_creation(&db)?;
     load_catalog(&db)?;
@@ -216,13 +260,19 @@ pub(crate) fn recover_with_report(
 
 /// Repeat history from `redo_lsn` to `end_lsn` (REC-1).
 fn redo(db: &Database, redo_lsn: u64, end_lsn: u64) -> Result<u64> {
-    let mut reader = LogReader::new(db.inner.devices.log.clone(), redo_lsn);
+    let mut reader = db.inner.wal.reader(redo_lsn);
     let mut pages = 0;
-    while let Some(record) = reader.next_record()? {
+    while reader.end_lsn() < end_lsn {
+        let Some(record) = reader.next_record()? else {
+            return Err(Error::LogDamaged {
+                lsn: reader.end_lsn(),
+                offset_bytes: db.inner.wal.layout().offset_of(reader.end_lsn()),
+                problem: format!(
+                    "redo found the end of the log before LSN {end_lsn}, where analysis found it"
+                ),
+            });
+        };
         let record_end = reader.end_lsn();
-        if record.lsn >= end_lsn {
-            break;
-        }
         for redo in record.body.redo() {
             let space = db.inner.space(redo.page.space)?;
             if u64::from(redo.page.page_no) >= space.capacity_pages {
@@ -239,7 +289,7 @@ fn redo(db: &Database, redo_lsn: u64, end_lsn: u64) -> Result<u64> {
                 continue;
             }
             let mut image = handle.read(|bytes| bytes.to_vec());
-            apply_ranges(&mut image, &redo.ranges, redo.page)?;
+            apply_redo(&mut image, redo)?;
             if page::stored_id(&image) != redo.page {
                 page::set_id(&mut image, redo.page);
             }
@@ -267,14 +317,12 @@ fn undo(db: &Database, losers: BTreeMap<u64, ActiveTxn>) -> Result<u64> {
             todo.remove(&txn);
             continue;
         }
-        let record = LogReader::new(inner.devices.log.clone(), undo_next)
-            .next_record()?
-            .ok_or_else(|| {
-                Error::malformed(
-                    "log",
-                    format!("record {undo_next} of transaction {txn} is missing"),
-                )
-            })?;
+        let record = inner.wal.reader(undo_next).next_record()?.ok_or_else(|| {
+            Error::malformed(
+                "log",
+                format!("record {undo_next} of transaction {txn} is missing"),
+            )
+        })?;
         if record.txn != txn {
             return Err(Error::malformed(
                 "log",

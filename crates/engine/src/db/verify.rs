@@ -24,8 +24,8 @@ use crate::db::catalog::CATALOG_ROOT;
 use crate::error::Result;
 use crate::page::{self, PageId};
 use crate::space::SpaceHeader;
+use crate::wal::LogReader;
 use crate::wal::record::Body;
-use crate::wal::{LOG_START_LSN, LogReader};
 
 /// Most problems listed before the verifier stops collecting.
 pub const PROBLEMS_MAX: usize = 100;
@@ -77,9 +77,18 @@ fn verify_log(db: &Database, report: &mut VerifyReport) -> Result<()> {
     // Everything durable before the scan must be readable (the log may grow
     // while we read, if the database is in use).
     let durable_lsn = db.inner.wal.flushed_lsn();
-    let mut reader = LogReader::new(device, LOG_START_LSN);
+    let start_lsn = db.inner.wal.start_lsn();
+    let mut reader = LogReader::new(device, db.inner.wal.layout(), start_lsn, None);
     let mut checkpoints = BTreeSet::new();
-    while let Some(record) = reader.next_record()? {
+    loop {
+        let record = match reader.next_record() {
+            Ok(Some(record)) => record,
+            Ok(None) => break,
+            Err(e) => {
+                report.problem(e.to_string());
+                break;
+            }
+        };
         report.log_records += 1;
         if record.prev_lsn >= record.lsn && record.prev_lsn != 0 {
             report.problem(format!(

@@ -1,70 +1,88 @@
-//! The log's master record: where recovery starts.
+//! The log's master record: where recovery starts and what the log is.
 //!
-//! The first [`LOG_START_LSN`] bytes of the log device are reserved. Two
-//! copies of the master record live in sectors 0 and 1 and are written
-//! alternately, each with a sequence number and a checksum, so a torn write
-//! of one copy leaves the other intact; the valid copy with the higher
-//! sequence number wins. This is the log's only in-place write.
+//! The first [`LOG_MASTER_AREA_BYTES`] bytes of the log device (or two log
+//! sectors, if larger) are reserved. Two copies of the master record live
+//! in log sectors 0 and 1 and are written alternately, each with a sequence
+//! number and a checksum, so a torn write of one copy leaves the other
+//! intact; the valid copy with the higher sequence number wins. These are
+//! the log's only in-place writes.
 //!
 //! | offset | size | field |
 //! |-------:|-----:|-------|
 //! | 0 | 8 | magic `b"FLSHLOG\0"` |
-//! | 8 | 4 | format version |
+//! | 8 | 4 | format version (2) |
 //! | 12 | 4 | crc32c of bytes 16..512 |
 //! | 16 | 8 | sequence number |
 //! | 24 | 8 | LSN of the last complete checkpoint's begin record (0: none) |
-//! | 32 | 480 | zero |
+//! | 32 | 8 | log start: the oldest LSN recovery may need |
+//! | 40 | 4 | salt: the log's incarnation, carried by every log sector |
+//! | 44 | 4 | log sector bytes |
+//! | 48 | 8 | database identity (0: not recorded) |
+//! | 56 | 456 | zero |
 
 use crate::error::{Error, Result};
+pub use crate::wal::layout::LOG_MASTER_AREA_BYTES;
 
-/// Sector size of log writes (the raw-device sector of lee2008).
-pub const LOG_SECTOR_BYTES: u64 = 512;
-/// First LSN of the log; the bytes before it hold the master record.
-pub const LOG_START_LSN: u64 = 4096;
+/// Bytes of the master record proper (the rest of its sector is zero).
+pub const MASTER_BYTES: usize = 512;
 /// Magic number of a master record.
 pub const LOG_MAGIC: &[u8; 8] = b"FLSHLOG\0";
 /// Version of the log format.
-pub const LOG_FORMAT_VERSION: u32 = 1;
+pub const LOG_FORMAT_VERSION: u32 = 2;
 
 /// The decoded master record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub struct Master {
     pub sequence: u64,
     pub checkpoint_lsn: u64,
+    /// The oldest LSN recovery may need: the log region before it is free.
+    pub start_lsn: u64,
+    pub salt: u32,
+    pub sector_bytes: u32,
+    pub database_id: u64,
 }
 
 impl Master {
-    /// Encode into one sector.
-    pub fn encode(&self) -> Vec<u8> {
-        let mut sector = vec![0u8; LOG_SECTOR_BYTES as usize];
+    /// Encode into one log sector of `sector_bytes`.
+    pub fn encode(&self, sector_bytes: usize) -> Vec<u8> {
+        let mut sector = vec![0u8; sector_bytes.max(MASTER_BYTES)];
         sector[0..8].copy_from_slice(LOG_MAGIC);
         sector[8..12].copy_from_slice(&LOG_FORMAT_VERSION.to_le_bytes());
         sector[16..24].copy_from_slice(&self.sequence.to_le_bytes());
         sector[24..32].copy_from_slice(&self.checkpoint_lsn.to_le_bytes());
-        let crc = crc32c::crc32c(&sector[16..]);
+        sector[32..40].copy_from_slice(&self.start_lsn.to_le_bytes());
+        sector[40..44].copy_from_slice(&self.salt.to_le_bytes());
+        sector[44..48].copy_from_slice(&self.sector_bytes.to_le_bytes());
+        sector[48..56].copy_from_slice(&self.database_id.to_le_bytes());
+        let crc = crc32c::crc32c(&sector[16..MASTER_BYTES]);
         sector[12..16].copy_from_slice(&crc.to_le_bytes());
         sector
     }
 
-    /// Decode one sector; `None` if it is not a valid master record.
+    /// Decode one copy; `None` if it is not a valid master record.
     /// A valid record of another format version is an error.
     pub fn decode(sector: &[u8]) -> Result<Option<Master>> {
-        if sector.len() < LOG_SECTOR_BYTES as usize || &sector[0..8] != LOG_MAGIC {
+        if sector.len() < MASTER_BYTES || &sector[0..8] != LOG_MAGIC {
             return Ok(None);
         }
-        let crc = u32::from_le_bytes(sector[12..16].try_into().expect("4 bytes"));
-        if crc32c::crc32c(&sector[16..LOG_SECTOR_BYTES as usize]) != crc {
+        let le32 = |at: usize| u32::from_le_bytes(sector[at..at + 4].try_into().expect("4 bytes"));
+        let le64 = |at: usize| u64::from_le_bytes(sector[at..at + 8].try_into().expect("8 bytes"));
+        if crc32c::crc32c(&sector[16..MASTER_BYTES]) != le32(12) {
             return Ok(None);
         }
-        let version = u32::from_le_bytes(sector[8..12].try_into().expect("4 bytes"));
+        let version = le32(8);
         if version != LOG_FORMAT_VERSION {
             return Err(Error::Open(format!(
                 "log format version {version} is not supported (this build reads version {LOG_FORMAT_VERSION})"
             )));
         }
         Ok(Some(Master {
-            sequence: u64::from_le_bytes(sector[16..24].try_into().expect("8 bytes")),
-            checkpoint_lsn: u64::from_le_bytes(sector[24..32].try_into().expect("8 bytes")),
+            sequence: le64(16),
+            checkpoint_lsn: le64(24),
+            start_lsn: le64(32),
+            salt: le32(40),
+            sector_bytes: le32(44),
+            database_id: le64(48),
         }))
     }
 
@@ -77,8 +95,8 @@ impl Master {
     }
 
     /// Device offset where the copy with this sequence number goes.
-    pub fn offset_bytes(sequence: u64) -> u64 {
-        (sequence % 2) * LOG_SECTOR_BYTES
+    pub fn offset_bytes(sequence: u64, sector_bytes: u64) -> u64 {
+        (sequence % 2) * sector_bytes
     }
 }
 
@@ -91,14 +109,19 @@ mod tests {
         let a = Master {
             sequence: 4,
             checkpoint_lsn: 9000,
+            start_lsn: 800,
+            salt: 77,
+            sector_bytes: 512,
+            database_id: 5,
         };
         let b = Master {
             sequence: 5,
             checkpoint_lsn: 12000,
+            ..a
         };
-        assert_eq!(Master::decode(&a.encode()).unwrap(), Some(a));
+        assert_eq!(Master::decode(&a.encode(512)).unwrap(), Some(a));
         assert_eq!(Master::newest([Some(a), Some(b)]), Some(b));
-        let mut torn = b.encode();
+        let mut torn = b.encode(512);
         torn[30] ^= 1;
         assert_eq!(Master::decode(&torn).unwrap(), None);
         assert_eq!(Master::newest([Some(a), None]), Some(a));
@@ -106,9 +129,9 @@ mod tests {
 
     #[test]
     fn other_version_is_an_error() {
-        let mut sector = Master::default().encode();
+        let mut sector = Master::default().encode(512);
         sector[8..12].copy_from_slice(&99u32.to_le_bytes());
-        let crc = crc32c::crc32c(&sector[16..]);
+        let crc = crc32c::crc32c(&sector[16..512]);
         sector[12..16].copy_from_slice(&crc.to_le_bytes());
         assert!(
             Master::decode(&sector)

@@ -3,35 +3,69 @@
 //! Every change reaches the log before it reaches a data page, and a commit
 //! does not return before the log is durable up to its commit record
 //! (*force at commit*, lee2008 section 4). The log is a byte stream; a
-//! record's LSN is its byte position, and the log device holds it at the
-//! same offset (after the reserved master-record area, [`master`]).
+//! record's LSN is its position in the stream. The stream is stored in a
+//! bounded, circular region of self-describing log sectors ([`layout`]),
+//! after the master record area ([`master`]).
+//!
+//! ## Life cycle: a bounded, recycled log
+//!
+//! The master record names the *log start*: the oldest LSN recovery may
+//! need, the minimum of the last complete checkpoint's begin record (its
+//! redo point) and the first record of every transaction active then.
+//! Everything before it is free, and the region is reused lap after lap.
+//! A checkpoint moves the start forward when it writes the master record.
+//! The log's configured size is a hard bound: an append that would reach
+//! the sector of the log start fails with a retryable "log full" error that
+//! names what holds the log; appends past half the region wake the
+//! checkpointer early.
+//!
+//! Part of the region is kept back so that work already begun can always
+//! finish: each transaction reserves, with every update it logs, room for
+//! the compensation record that would undo it, and a further
+//! [`LOG_RESERVE_BYTES_MIN`] (or a 32nd of the region) is kept for
+//! recovery, full-page images of compensations, and checkpoint records.
+//! Compensation, commit, abort and checkpoint records may use the reserve;
+//! nothing else may.
+//!
+//! ## Full-page images (page repair)
+//!
+//! With `page_images` on (the default), the first change to a page after a
+//! checkpoint's begin record logs the page's whole image (PostgreSQL's
+//! `full_page_writes`): its non-zero ranges over a zeroed body. A page torn
+//! by a crash, or damaged later, is rebuilt from its last image and the
+//! changes after it ([`Wal::rebuild_page`]), all of them at or after the log
+//! start. A page changed only before the last checkpoint was written and
+//! flushed by it; if that copy is damaged, no image is kept, and the damage
+//! is reported, never "repaired" with an older image. With `page_images`
+//! off (as the commercial server of lee2008 ran) no images are logged and
+//! damaged pages are reported.
 //!
 //! ## Group commit
 //!
-//! A force is one device write plus a flush. Concurrent committers share it:
-//! the first one that finds no force in flight becomes the *flusher* and
-//! writes everything appended so far, every commit record in it included.
-//! A committer whose record is covered by the force in flight waits for it
-//! instead of issuing another; one whose record came too late waits for it
-//! to end and then, if still not durable, becomes the next flusher
-//! (PostgreSQL's `XLogFlush` rule). An optional *commit delay* lets the
-//! flusher wait a little before writing, to gather more commits.
+//! A force is one device write (two if it wraps around the region) plus a
+//! flush. Concurrent committers share it: the first one that finds no force
+//! in flight becomes the *flusher* and writes everything appended so far.
+//! A committer whose record is covered by the force in flight waits for it;
+//! one whose record came too late waits for it to end and then, if still
+//! not durable, becomes the next flusher (PostgreSQL's `XLogFlush` rule).
+//! An optional *commit delay* lets the flusher wait to gather commits.
 //!
 //! ## Sectors
 //!
-//! Log writes cover whole 512-byte sectors, as on the raw devices lee2008
-//! used. A force that ends mid-sector pads the sector; the next force starts
-//! at that sector again and rewrites it with more records in it. These
-//! *tail rewrites* are counted: on flash each one is an overwrite.
+//! Log writes cover whole log sectors (512 bytes, or the device's sector).
+//! A force that ends mid-sector pads the sector; the next force starts at
+//! that sector again and rewrites it with more records in it. These *tail
+//! rewrites* are counted: on flash each one is an overwrite.
 //!
 //! ## Statistics
 //!
 //! [`LogStats`] carries lee2008 Table 3's columns: log writes, commits per
 //! write, average write size in sectors, average write time.
 //!
-//! Invariants (WAL-n):
-//! 1. `flushed_lsn <= end_lsn`, and every byte below `flushed_lsn` is on
-//!    the device and was made durable by a flush (when durability is sync).
+//! Invariants (WAL-n), checked by [`Wal::check`]:
+//! 1. `start_lsn <= flushed_lsn <= end_lsn <= limit(start_lsn)`, and every
+//!    byte below `flushed_lsn` is on the device and was made durable by a
+//!    flush.
 //! 2. At most one force is in flight, and no master-record write runs
 //!    beside it: one flush of the log device at a time.
 //! 3. The buffer starts at a sector boundary at or below `flushed_lsn` and
@@ -39,24 +73,28 @@
 //! 4. After a failed write or flush the log accepts nothing more: a failed
 //!    fsync is never retried, because the kernel may have dropped the data.
 //!    A failed flush of the master record or of a data device fails the log
-//!    the same way ([`Wal::flush_data_device`]): the database stops
-//!    accepting commits and needs recovery.
-//! 5. The transaction table (active transactions, their last record and
-//!    next record to undo) changes under the same lock as the append of the
-//!    record that changes it, so a checkpoint's snapshot is exactly the
-//!    table as of its begin record.
+//!    the same way ([`Wal::flush_data_device`]), and so does a commit that
+//!    cannot be logged or a rollback that cannot finish ([`Wal::fail`]).
+//!    The failure is recorded in the same critical section that gives up
+//!    the flusher role, so no flush can follow a failed one.
+//! 5. The transaction table (active transactions, their first and last
+//!    record and next record to undo, their log reservation) changes under
+//!    the same lock as the append of the record that changes it, so a
+//!    checkpoint's snapshot is exactly the table as of its begin record.
 //! 6. A record with page changes counts as *uninstalled* from its append
 //!    until the mini-transaction has installed its pages
-//!    ([`Wal::installed`]); a checkpoint records the oldest, so that redo
-//!    starts early enough for pages not yet marked dirty.
-//! 7. Commit timestamps are handed out in log order, and no record larger
-//!    than recovery reads ([`record::RECORD_BYTES_MAX`]) is accepted.
-//! 8. The log is never truncated: every change to every page since it was
-//!    a zero page is in it, so any page can be rebuilt from the log alone
-//!    ([`Wal::rebuild_page`]), which is how damaged pages are repaired
-//!    (BUF-9). Truncating or recycling the log must first give that up.
+//!    ([`Wal::installed`]); a checkpoint waits for those before its begin
+//!    record before it writes pages back.
+//! 7. Commit timestamps are handed out in log order, and no record that a
+//!    decoder would refuse is accepted ([`LogRecord::check_limits`]).
+//! 8. Each record links to the record before it; the link and every sector
+//!    carry the log's salt and number, so the reader tells the end of the
+//!    log from damage ([`reader`]).
+//! 9. The log start only moves forward, and only when a master record
+//!    naming it is durable.
 
 pub mod codec;
+pub mod layout;
 pub mod master;
 pub mod reader;
 pub mod record;
@@ -65,23 +103,36 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use flashlab_devices::DeviceRef;
-use flashlab_runtime::{Condvar, Mutex, Rt};
+use flashlab_runtime::{Condvar, Mutex, Rt, World};
 use serde::{Deserialize, Serialize};
 
+use crate::buffer::WriterStop;
 use crate::error::{Error, Result};
-use crate::page::{self, PageId};
-pub use master::{LOG_SECTOR_BYTES, LOG_START_LSN, Master};
-pub use reader::LogReader;
+use crate::page::{self, PAGE_BODY_OFFSET, PageId};
+pub use layout::LogLayout;
+pub use master::Master;
+pub use reader::{BeyondEnd, LogReader};
 pub use record::{ActiveTxn, Body, LogRecord};
 
 /// Default size of the log buffer before appenders force it out.
 pub const LOG_BUFFER_BYTES_DEFAULT: usize = 4 << 20;
 /// Smallest log buffer accepted.
 pub const LOG_BUFFER_BYTES_MIN: usize = 64 << 10;
+/// Largest log buffer accepted: a force is at most this plus one record,
+/// which bounds how far past the end recovery looks for leftovers.
+pub const LOG_BUFFER_BYTES_MAX: usize = 16 << 20;
 /// How often the log is forced in the background under `no-sync`.
 pub const NO_SYNC_FLUSH_INTERVAL_NS: u64 = 10_000_000;
 /// Longest commit delay accepted (a longer one is surely a unit mistake).
 pub const COMMIT_DELAY_NS_MAX: u64 = 1_000_000_000;
+/// Least log space kept back for recovery, compensation images and
+/// checkpoint records (a 32nd of the region if that is more).
+pub const LOG_RESERVE_BYTES_MIN: u64 = 64 << 10;
+/// Log space a transaction reserves per update on top of the update's own
+/// size, for the compensation record that would undo it.
+pub const UNDO_RESERVE_SLACK_BYTES: u64 = 512;
+/// How often a checkpoint looks again for records not yet installed.
+pub const INSTALL_POLL_NS: u64 = 20_000;
 
 /// When a commit returns, relative to the log.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize, Default)]
@@ -122,6 +173,10 @@ pub struct WalConfig {
     /// The flusher waits this long before writing, to gather commits.
     pub commit_delay_ns: u64,
     pub buffer_bytes: usize,
+    /// Log a full-page image at a page's first change after each
+    /// checkpoint, so torn or damaged pages can be repaired (see the
+    /// module documentation).
+    pub page_images: bool,
 }
 
 impl Default for WalConfig {
@@ -130,15 +185,16 @@ impl Default for WalConfig {
             durability: Durability::Sync,
             commit_delay_ns: 0,
             buffer_bytes: LOG_BUFFER_BYTES_DEFAULT,
+            page_images: true,
         }
     }
 }
 
 impl WalConfig {
     pub fn validate(&self) -> Result<()> {
-        if self.buffer_bytes < LOG_BUFFER_BYTES_MIN {
+        if !(LOG_BUFFER_BYTES_MIN..=LOG_BUFFER_BYTES_MAX).contains(&self.buffer_bytes) {
             return Err(Error::Config(format!(
-                "log buffer of {} bytes is smaller than the minimum of {LOG_BUFFER_BYTES_MIN}",
+                "log buffer of {} bytes is outside {LOG_BUFFER_BYTES_MIN}..={LOG_BUFFER_BYTES_MAX}",
                 self.buffer_bytes
             )));
         }
@@ -160,12 +216,21 @@ pub struct LogStats {
     pub commits: u64,
     /// Log forces (device writes).
     pub writes: u64,
+    /// Log sectors written (of the log's sector size, 512 bytes unless the
+    /// device's sector is larger).
     pub sectors_written: u64,
     pub write_ns_total: u64,
     /// Forces that began by rewriting the previous force's last sector.
     pub tail_rewrites: u64,
     /// Commits made durable by the forces.
     pub commits_forced: u64,
+    /// Full-page images logged, and their bytes (within `bytes_appended`).
+    pub page_images: u64,
+    pub page_image_bytes: u64,
+    /// Appends refused because the log was full.
+    pub log_full: u64,
+    /// Times the region wrapped around.
+    pub wraps: u64,
 }
 
 impl LogStats {
@@ -192,45 +257,76 @@ impl LogStats {
             write_ns_total: self.write_ns_total - earlier.write_ns_total,
             tail_rewrites: self.tail_rewrites - earlier.tail_rewrites,
             commits_forced: self.commits_forced - earlier.commits_forced,
+            page_images: self.page_images - earlier.page_images,
+            page_image_bytes: self.page_image_bytes - earlier.page_image_bytes,
+            log_full: self.log_full - earlier.log_full,
+            wraps: self.wraps - earlier.wraps,
         }
     }
 }
 
-/// Keep the transaction table and the uninstalled set in step with an
-/// appended record (WAL-5, WAL-6).
-fn track(st: &mut LogState, lsn: u64, record: &LogRecord) {
+/// What the log knows of an active transaction.
+#[derive(Clone, Debug)]
+struct TxnEntry {
+    public: ActiveTxn,
+    /// Its first record: the log start may not pass it.
+    first_lsn: u64,
+    /// Log bytes reserved for compensating its updates.
+    reserved_bytes: u64,
+}
+
+/// Keep the transaction table, the reservations and the uninstalled set in
+/// step with an appended record of `size` bytes (WAL-5, WAL-6).
+fn track(st: &mut LogState, lsn: u64, size: u64, record: &LogRecord) {
     if !record.body.redo().is_empty() {
         *st.uninstalled.entry(lsn).or_insert(0) += 1;
     }
     if record.txn == 0 {
         return;
     }
-    match &record.body {
-        Body::Update { undo: Some(_), .. } => {
-            st.active.insert(
-                record.txn,
-                ActiveTxn {
-                    txn: record.txn,
-                    last_lsn: lsn,
-                    undo_next: lsn,
-                },
-            );
-        }
-        Body::Compensation { undo_next, .. } => {
-            st.active.insert(
-                record.txn,
-                ActiveTxn {
-                    txn: record.txn,
-                    last_lsn: lsn,
-                    undo_next: *undo_next,
-                },
-            );
-        }
+    let (undo_next, reserve) = match &record.body {
+        Body::Update { undo: Some(_), .. } => (lsn, size + UNDO_RESERVE_SLACK_BYTES),
+        Body::Compensation { undo_next, .. } => (*undo_next, 0),
         Body::Commit { .. } | Body::Abort => {
-            st.active.remove(&record.txn);
+            if let Some(t) = st.active.remove(&record.txn) {
+                st.reserved_bytes -= t.reserved_bytes;
+            }
+            return;
         }
-        _ => {}
-    }
+        _ => return,
+    };
+    let entry = st.active.entry(record.txn).or_insert_with(|| TxnEntry {
+        public: ActiveTxn {
+            txn: record.txn,
+            last_lsn: lsn,
+            undo_next: lsn,
+        },
+        first_lsn: lsn,
+        reserved_bytes: 0,
+    });
+    entry.public.last_lsn = lsn;
+    entry.public.undo_next = undo_next;
+    // A compensation uses up what its update reserved (at most that).
+    let used = if reserve == 0 {
+        size.min(entry.reserved_bytes)
+    } else {
+        0
+    };
+    entry.reserved_bytes = entry.reserved_bytes + reserve - used;
+    st.reserved_bytes = st.reserved_bytes + reserve - used;
+}
+
+/// Records that may use the reserve: they finish work already begun or
+/// free log space.
+fn may_use_reserve(body: &Body) -> bool {
+    matches!(
+        body,
+        Body::Compensation { .. }
+            | Body::Commit { .. }
+            | Body::Abort
+            | Body::CheckpointBegin
+            | Body::CheckpointEnd { .. }
+    )
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -243,6 +339,13 @@ struct LogState {
     buf_start_lsn: u64,
     end_lsn: u64,
     flushed_lsn: u64,
+    /// The oldest LSN recovery may need, as the durable master says (WAL-9).
+    start_lsn: u64,
+    /// The last record appended (the next record links to it).
+    last_record_lsn: u64,
+    /// A page whose LSN is at or below this gets a full-page image at its
+    /// next change (0: no images).
+    image_horizon_lsn: u64,
     flushing: bool,
     /// End of the last force's write, to count tail rewrites.
     last_write_end_lsn: u64,
@@ -251,7 +354,9 @@ struct LogState {
     stats: LogStats,
     /// The transaction table, kept by the log itself so that it changes
     /// atomically with the records that change it (WAL-5).
-    active: BTreeMap<u64, ActiveTxn>,
+    active: BTreeMap<u64, TxnEntry>,
+    /// Sum of the active transactions' reservations.
+    reserved_bytes: u64,
     /// Records with page changes logged but not yet installed in the
     /// buffer pool: LSN → count (WAL-6).
     uninstalled: BTreeMap<u64, u32>,
@@ -273,84 +378,170 @@ pub struct CheckpointStart {
     pub active: Vec<ActiveTxn>,
     /// Oldest record not yet installed in the buffer pool (0: none).
     pub pending_lsn: u64,
+    /// Where the log may start once this checkpoint is complete: the begin
+    /// record, or the first record of an older active transaction.
+    pub start_lsn: u64,
+}
+
+/// Where a resumed log continues, as recovery found it.
+#[derive(Clone, Debug)]
+pub struct LogEnd {
+    /// The end of the valid records.
+    pub end_lsn: u64,
+    /// The last valid record (0: none).
+    pub last_record_lsn: u64,
+    /// Sectors past the end left by a write that did not complete.
+    pub beyond: BeyondEnd,
 }
 
 /// The write-ahead log of one database.
 pub struct Wal {
     device: DeviceRef,
     config: WalConfig,
-    sector_bytes: u64,
+    layout: LogLayout,
+    /// Bytes kept back for recovery, images and checkpoints.
+    reserve_bytes: u64,
     state: Mutex<LogState>,
     forced: Condvar,
     master: Mutex<Master>,
+    /// Wakes the checkpointer when the log fills up.
+    checkpoint_wanted: WriterStop,
+    /// Whole-state checks at each change (the simulated world).
+    checking: bool,
 }
 
 impl Wal {
-    /// A new, empty log on `device` (its master record says: no checkpoint).
-    pub fn create(device: DeviceRef, config: WalConfig) -> Result<Arc<Wal>> {
-        let wal = Wal::new(device, config, LOG_START_LSN, Vec::new(), Master::default())?;
-        wal.write_master(0)?;
+    /// The layout of the log on `device` with salt `salt`.
+    pub fn layout_for(device: &DeviceRef, salt: u32) -> Result<LogLayout> {
+        LogLayout::for_device(
+            device.name(),
+            device.capacity_bytes(),
+            u64::from(device.sector_bytes()),
+            salt,
+        )
+    }
+
+    /// A new, empty log on `device` with a fresh salt; its master record
+    /// says: no checkpoint.
+    pub fn create(device: DeviceRef, config: WalConfig, database_id: u64) -> Result<Arc<Wal>> {
+        let salt = (Rt::current().random_u64() as u32).max(1);
+        let layout = Wal::layout_for(&device, salt)?;
+        let first = layout.first_lsn();
+        let master = Master {
+            sequence: 0,
+            checkpoint_lsn: 0,
+            start_lsn: first,
+            salt,
+            sector_bytes: layout.sector_bytes as u32,
+            database_id,
+        };
+        let end = LogEnd {
+            end_lsn: first,
+            last_record_lsn: 0,
+            beyond: BeyondEnd::default(),
+        };
+        let wal = Wal::new(device, config, layout, master, &end, Vec::new())?;
+        wal.write_master(0, first)?;
         Ok(wal)
     }
 
-    /// Continue a log whose valid records end at `end_lsn`, found by
-    /// recovery's scan. `tail` holds the bytes of the sector `end_lsn` falls
-    /// in, up to `end_lsn`, so the next force rewrites that sector intact.
+    /// The layout a master record describes on `device`.
+    pub fn layout_of(device: &DeviceRef, master: &Master) -> Result<LogLayout> {
+        let layout = Wal::layout_for(device, master.salt)?;
+        if u64::from(master.sector_bytes) != layout.sector_bytes {
+            return Err(Error::Open(format!(
+                "log device '{}': the master record says {}-byte log sectors, the device gives {}",
+                device.name(),
+                master.sector_bytes,
+                layout.sector_bytes
+            )));
+        }
+        Ok(layout)
+    }
+
+    /// Continue a log whose valid records end where recovery found
+    /// (`end`). Leftover sectors past the end are erased and flushed first,
+    /// so that no stale sector can ever follow new ones.
     pub fn resume(
         device: DeviceRef,
         config: WalConfig,
-        end_lsn: u64,
         master: Master,
+        end: &LogEnd,
     ) -> Result<Arc<Wal>> {
-        let sector = LOG_SECTOR_BYTES.max(u64::from(device.sector_bytes()));
-        let start = end_lsn - end_lsn % sector;
-        let mut tail = vec![0u8; (end_lsn - start) as usize];
+        let layout = Wal::layout_of(&device, &master)?;
+        let k = layout.sector_of(end.end_lsn);
+        let mut tail = vec![0u8; (end.end_lsn - layout.sector_lsn(k)) as usize];
         if !tail.is_empty() {
-            let mut whole = vec![0u8; sector as usize];
-            device.read(start, &mut whole)?;
+            let mut whole = vec![0u8; layout.sector_bytes as usize];
+            device.read(layout.offset_of_sector(k), &mut whole)?;
             let n = tail.len();
-            tail.copy_from_slice(&whole[..n]);
+            tail.copy_from_slice(&layout.payload(&whole)[..n]);
         }
-        Wal::new(device, config, end_lsn, tail, master)
+        if !end.beyond.leftovers.is_empty() {
+            let zero = vec![0u8; layout.sector_bytes as usize];
+            for &leftover in &end.beyond.leftovers {
+                device.write(layout.offset_of_sector(leftover), &zero)?;
+            }
+            device.flush()?;
+        }
+        let wal = Wal::new(device, config, layout, master, end, tail)?;
+        wal.state.lock().image_horizon_lsn = if wal.config.page_images {
+            master.checkpoint_lsn.max(master.start_lsn)
+        } else {
+            0
+        };
+        Ok(wal)
     }
 
     fn new(
         device: DeviceRef,
         config: WalConfig,
-        end_lsn: u64,
-        tail: Vec<u8>,
+        layout: LogLayout,
         master: Master,
+        end: &LogEnd,
+        tail: Vec<u8>,
     ) -> Result<Arc<Wal>> {
         config.validate()?;
-        let sector_bytes = LOG_SECTOR_BYTES.max(u64::from(device.sector_bytes()));
-        if device.capacity_bytes() < LOG_START_LSN + sector_bytes {
+        let buf_start_lsn = end.end_lsn - tail.len() as u64;
+        assert_eq!(buf_start_lsn % layout.payload_bytes(), 0, "WAL-3");
+        let reserve_bytes = LOG_RESERVE_BYTES_MIN.max(layout.capacity_bytes() / 32);
+        if reserve_bytes * 2 > layout.capacity_bytes() {
             return Err(Error::Config(format!(
-                "log device '{}' is too small",
-                device.name()
+                "log device '{}' of {} bytes is too small: the log keeps {reserve_bytes} bytes in reserve and needs as much again",
+                device.name(),
+                device.capacity_bytes()
             )));
         }
-        let buf_start_lsn = end_lsn - tail.len() as u64;
-        debug_assert_eq!(buf_start_lsn % sector_bytes, 0, "WAL-3");
-        Ok(Arc::new(Wal {
+        let checking = Rt::try_current().is_some_and(|rt| rt.world() == World::Simulated);
+        let wal = Arc::new(Wal {
             device,
             config,
-            sector_bytes,
+            layout,
+            reserve_bytes,
             state: Mutex::new(LogState {
                 buf: tail,
                 buf_start_lsn,
-                end_lsn,
-                flushed_lsn: end_lsn,
+                end_lsn: end.end_lsn,
+                flushed_lsn: end.end_lsn,
+                start_lsn: master.start_lsn,
+                last_record_lsn: end.last_record_lsn,
+                image_horizon_lsn: 0,
                 flushing: false,
-                last_write_end_lsn: end_lsn,
+                last_write_end_lsn: end.end_lsn,
                 commits_pending: 0,
                 failed: None,
                 stats: LogStats::default(),
                 active: BTreeMap::new(),
+                reserved_bytes: 0,
                 uninstalled: BTreeMap::new(),
             }),
             forced: Condvar::new(),
             master: Mutex::new(master),
-        }))
+            checkpoint_wanted: WriterStop::new(),
+            checking,
+        });
+        wal.check_state(&wal.state.lock());
+        Ok(wal)
     }
 
     /// The device the log is on.
@@ -362,6 +553,11 @@ impl Wal {
         &self.config
     }
 
+    /// Where the log lives on its device.
+    pub fn layout(&self) -> LogLayout {
+        self.layout
+    }
+
     /// Append a record; returns its LSN and the LSN just past it.
     pub fn append(&self, txn: u64, prev_lsn: u64, body: Body) -> Result<(u64, u64)> {
         let record = LogRecord {
@@ -370,12 +566,73 @@ impl Wal {
             prev_lsn,
             body,
         };
+        record.check_limits()?;
         let mut bytes = record.encode(0);
         let size = bytes.len();
-        self.append_sized(size, |lsn| {
-            LogRecord::relocate(&mut bytes, lsn);
+        let reserve_ok = may_use_reserve(&record.body);
+        self.append_sized(size, reserve_ok, |lsn, link| {
+            LogRecord::relocate(&mut bytes, lsn, link);
             (record, bytes)
         })
+    }
+
+    /// Append a record with page changes whose full-page images were chosen
+    /// for `horizon_lsn` (see [`Wal::image_horizon`]). If a checkpoint has
+    /// moved the horizon since, nothing is appended and `Ok(None)` tells the
+    /// caller to build the record again.
+    pub fn append_for_horizon(
+        &self,
+        horizon_lsn: u64,
+        txn: u64,
+        prev_lsn: u64,
+        body: Body,
+    ) -> Result<Option<(u64, u64)>> {
+        let record = LogRecord {
+            lsn: 0,
+            txn,
+            prev_lsn,
+            body,
+        };
+        record.check_limits()?;
+        let mut bytes = record.encode(0);
+        let size = bytes.len();
+        let images: Vec<u64> = record
+            .body
+            .redo()
+            .iter()
+            .filter(|p| p.image)
+            .map(|p| p.ranges.iter().map(|(_, b)| b.len() as u64 + 8).sum())
+            .collect();
+        let mut moved = false;
+        let reserve_ok = may_use_reserve(&record.body);
+        let result = self.append_checked(
+            size,
+            reserve_ok,
+            |st| {
+                if st.image_horizon_lsn != horizon_lsn {
+                    moved = true;
+                    return false;
+                }
+                st.stats.page_images += images.len() as u64;
+                st.stats.page_image_bytes += images.iter().sum::<u64>();
+                true
+            },
+            |lsn, link| {
+                LogRecord::relocate(&mut bytes, lsn, link);
+                (record, bytes)
+            },
+        );
+        match result {
+            Ok(_) if moved => Ok(None),
+            Ok(lsns) => Ok(Some(lsns)),
+            Err(e) => Err(e),
+        }
+    }
+
+    /// The horizon for full-page images now: a page whose LSN is at or
+    /// below it needs one at its next change (0: none needed).
+    pub fn image_horizon(&self) -> u64 {
+        self.state.lock().image_horizon_lsn
     }
 
     /// Append a commit record whose commit timestamp `clock` hands out
@@ -396,22 +653,35 @@ impl Wal {
         // Every commit record has the same size, whatever its timestamp.
         let size = commit(0).encode(0).len();
         let mut ts = 0;
-        let (lsn, end) = self.append_sized(size, |lsn| {
+        let (lsn, end) = self.append_sized(size, true, |lsn, link| {
             ts = clock.assign(txn);
             let record = commit(ts);
-            let bytes = record.encode(lsn);
+            let mut bytes = record.encode(lsn);
+            LogRecord::relocate(&mut bytes, lsn, link);
             clock.appended(ts, lsn + bytes.len() as u64);
             (record, bytes)
         })?;
         Ok((ts, lsn, end))
     }
 
-    /// Append a record of `size` bytes that `make(lsn)` builds, under the
-    /// log's lock, once it is sure to fit (WAL-7).
     fn append_sized(
         &self,
         size: usize,
-        make: impl FnOnce(u64) -> (LogRecord, Vec<u8>),
+        reserve_ok: bool,
+        make: impl FnOnce(u64, u64) -> (LogRecord, Vec<u8>),
+    ) -> Result<(u64, u64)> {
+        self.append_checked(size, reserve_ok, |_| true, make)
+    }
+
+    /// Append a record of `size` bytes that `make(lsn, link)` builds, under
+    /// the log's lock, once it is sure to fit and `proceed` agrees (WAL-7);
+    /// `reserve_ok`: the record may use the reserve.
+    fn append_checked(
+        &self,
+        size: usize,
+        reserve_ok: bool,
+        proceed: impl FnOnce(&mut LogState) -> bool,
+        make: impl FnOnce(u64, u64) -> (LogRecord, Vec<u8>),
     ) -> Result<(u64, u64)> {
         if size > record::RECORD_BYTES_MAX {
             return Err(Error::TooLarge(format!(
@@ -431,43 +701,93 @@ impl Wal {
             drop(st);
             self.flush_to(end)?;
         };
-        let lsn = st.end_lsn;
-        if lsn + size as u64 > self.device.capacity_bytes() {
-            return Err(Error::SpaceFull(format!(
-                "log device '{}' is full ({} bytes)",
-                self.device.name(),
-                self.device.capacity_bytes()
-            )));
+        self.check_room(&mut st, size as u64, reserve_ok)?;
+        if !proceed(&mut st) {
+            return Ok((0, 0));
         }
-        let (record, bytes) = make(lsn);
-        debug_assert_eq!(bytes.len(), size, "a record's size is known before its LSN");
+        let lsn = st.end_lsn;
+        let (record, bytes) = make(lsn, st.last_record_lsn);
+        assert_eq!(
+            bytes.len(),
+            size,
+            "WAL-7: a record's size is known before its LSN"
+        );
         let end = lsn + bytes.len() as u64;
         st.buf.extend_from_slice(&bytes);
         st.end_lsn = end;
-        track(&mut st, lsn, &record);
+        st.last_record_lsn = lsn;
+        track(&mut st, lsn, size as u64, &record);
         st.stats.records += 1;
-        st.stats.bytes_appended += bytes.len() as u64;
+        st.stats.bytes_appended += size as u64;
+        if self.layout.sector_of(end) / self.layout.sectors
+            != self.layout.sector_of(lsn) / self.layout.sectors
+        {
+            st.stats.wraps += 1;
+        }
         if matches!(record.body, Body::Commit { .. }) {
             st.stats.commits += 1;
             st.commits_pending += 1;
         }
+        self.check_state(&st);
         Ok((lsn, end))
     }
 
-    /// Open a checkpoint: append its begin record and snapshot the
-    /// transaction table and the oldest uninstalled record with it (WAL-5,
-    /// WAL-6).
-    pub fn checkpoint_begin(&self) -> Result<CheckpointStart> {
-        let (begin_lsn, _) = self.append(0, 0, Body::CheckpointBegin)?;
-        let st = self.state.lock();
-        // Records appended after the begin record are seen by analysis; take
-        // the table as of the begin record by ignoring them.
-        let active = st
+    /// Refuse an append that the log cannot hold (see the module
+    /// documentation); wake the checkpointer when the log is half full.
+    fn check_room(&self, st: &mut LogState, size: u64, reserve_ok: bool) -> Result<()> {
+        let limit = self.layout.limit_lsn(st.start_lsn);
+        let used = st.end_lsn - st.start_lsn;
+        if used > self.layout.capacity_bytes() / 2 {
+            self.checkpoint_wanted.request();
+        }
+        let kept_back = if reserve_ok {
+            0
+        } else {
+            self.reserve_bytes + st.reserved_bytes
+        };
+        if st.end_lsn + size + kept_back <= limit {
+            return Ok(());
+        }
+        st.stats.log_full += 1;
+        self.checkpoint_wanted.request();
+        let holder = st
             .active
             .values()
-            .filter(|t| t.last_lsn < begin_lsn)
-            .cloned()
-            .collect();
+            .min_by_key(|t| t.first_lsn)
+            .filter(|t| t.first_lsn <= st.start_lsn);
+        let why = match holder {
+            Some(t) => format!(
+                "transaction {} started at LSN {} holds the log",
+                t.public.txn, t.first_lsn
+            ),
+            None => format!(
+                "the log start at LSN {} waits for a checkpoint",
+                st.start_lsn
+            ),
+        };
+        Err(Error::LogFull(format!(
+            "log device '{}' holds {} of {} bytes ({} kept in reserve): {why}",
+            self.device.name(),
+            used,
+            self.layout.capacity_bytes(),
+            kept_back
+        )))
+    }
+
+    /// Open a checkpoint: append its begin record, move the horizon for
+    /// full-page images to it, and snapshot the transaction table and the
+    /// oldest uninstalled record with it (WAL-5, WAL-6).
+    pub fn checkpoint_begin(&self) -> Result<CheckpointStart> {
+        let (begin_lsn, _) = self.append(0, 0, Body::CheckpointBegin)?;
+        let mut st = self.state.lock();
+        if self.config.page_images {
+            st.image_horizon_lsn = st.image_horizon_lsn.max(begin_lsn);
+        }
+        // Records appended after the begin record are seen by analysis; take
+        // the table as of the begin record by ignoring them.
+        let older = || st.active.values().filter(|t| t.public.last_lsn < begin_lsn);
+        let active = older().map(|t| t.public.clone()).collect();
+        let start_lsn = older().map(|t| t.first_lsn).fold(begin_lsn, u64::min);
         let pending_lsn = st
             .uninstalled
             .keys()
@@ -479,7 +799,29 @@ impl Wal {
             begin_lsn,
             active,
             pending_lsn,
+            start_lsn,
         })
+    }
+
+    /// Wait until every record before `lsn` is installed in the buffer
+    /// pool (WAL-6): then every page changed before it is dirty or written.
+    pub fn wait_installed_before(&self, lsn: u64) -> Result<()> {
+        loop {
+            let st = self.state.lock();
+            if let Some(failure) = &st.failed {
+                return Err(Error::LogFailed(failure.clone()));
+            }
+            if st
+                .uninstalled
+                .keys()
+                .next()
+                .is_none_or(|&first| first >= lsn)
+            {
+                return Ok(());
+            }
+            drop(st);
+            Rt::current().sleep(INSTALL_POLL_NS);
+        }
     }
 
     /// The mini-transaction of the record at `lsn` has installed its pages.
@@ -493,15 +835,42 @@ impl Wal {
         }
     }
 
-    /// Seed the transaction table (recovery's losers, before they are undone).
-    pub fn set_active(&self, active: impl IntoIterator<Item = ActiveTxn>) {
+    /// Seed the transaction table with recovery's losers (before they are
+    /// undone), each with its first record and a reservation for its undo.
+    pub fn set_active(&self, active: impl IntoIterator<Item = (ActiveTxn, u64)>) {
         let mut st = self.state.lock();
-        st.active = active.into_iter().map(|t| (t.txn, t)).collect();
+        st.active = active
+            .into_iter()
+            .map(|(t, first_lsn)| {
+                let entry = TxnEntry {
+                    public: t.clone(),
+                    first_lsn,
+                    reserved_bytes: 0,
+                };
+                (t.txn, entry)
+            })
+            .collect();
+        st.reserved_bytes = 0;
+        self.check_state(&st);
     }
 
     /// Active transactions now.
     pub fn active(&self) -> Vec<ActiveTxn> {
-        self.state.lock().active.values().cloned().collect()
+        let st = self.state.lock();
+        st.active.values().map(|t| t.public.clone()).collect()
+    }
+
+    /// Wait until the checkpointer is wanted or `timeout_ns` passes; true
+    /// if it is wanted (the log is filling up, or a stop was requested).
+    pub fn wait_checkpoint_wanted(&self, rt: &Rt, timeout_ns: u64) -> bool {
+        let wanted = self.checkpoint_wanted.sleep(rt, timeout_ns);
+        self.checkpoint_wanted.reset();
+        wanted
+    }
+
+    /// Wake the checkpointer (a log filling up, or a stop).
+    pub fn want_checkpoint(&self) {
+        self.checkpoint_wanted.request();
     }
 
     /// Return once the log is durable up to `lsn` (group commit; see the
@@ -529,25 +898,36 @@ impl Wal {
         self.force()
     }
 
+    /// The log sectors for stream bytes `data` starting at sector `first`.
+    fn sectors(&self, first: u64, data: &[u8], durable_lsn: u64) -> Vec<u8> {
+        let payload = self.layout.payload_bytes() as usize;
+        let mut out =
+            Vec::with_capacity(data.len().div_ceil(payload) * self.layout.sector_bytes as usize);
+        for (k, chunk) in (first..).zip(data.chunks(payload)) {
+            self.layout.encode_sector(k, durable_lsn, chunk, &mut out);
+        }
+        out
+    }
+
     /// Write and flush everything appended so far. The caller set `flushing`.
     fn force(&self) -> Result<()> {
         let mut st = self.state.lock();
         let write_start = st.buf_start_lsn;
         let write_end = st.end_lsn;
-        let mut data = st.buf.clone();
-        let padded = (data.len() as u64).div_ceil(self.sector_bytes) * self.sector_bytes;
-        data.resize(padded as usize, 0);
+        let durable_lsn = st.flushed_lsn;
+        let data = st.buf.clone();
         let commits = std::mem::take(&mut st.commits_pending);
         let rewrite = write_start < st.last_write_end_lsn && !data.is_empty();
         drop(st);
 
+        let first = self.layout.sector_of(write_start);
+        let sectors = self.sectors(first, &data, durable_lsn);
         let rt = Rt::current();
         let started_ns = rt.now_ns();
-        let result = self.write_and_sync(write_start, &data);
+        let result = self.write_and_sync(first, &sectors);
         let elapsed_ns = rt.now_ns() - started_ns;
 
         let mut st = self.state.lock();
-        st.flushing = false;
         // A flush of the log device that failed elsewhere meanwhile (the
         // master record's) may have covered this force's write and lost it:
         // this force's own flush proves nothing then (WAL-4).
@@ -557,34 +937,45 @@ impl Wal {
         };
         if let Err(e) = result {
             st.failed.get_or_insert_with(|| e.to_string()); // WAL-4
+            st.flushing = false;
             drop(st);
             self.forced.notify_all();
             return Err(Error::LogFailed(e.to_string()));
         }
-        debug_assert!(write_end <= st.end_lsn, "WAL-1");
+        st.flushing = false;
+        assert!(write_end <= st.end_lsn, "WAL-1");
         st.flushed_lsn = write_end;
         st.last_write_end_lsn = write_end;
-        let keep_from = write_end - write_end % self.sector_bytes;
+        let keep_from = self.layout.sector_lsn(self.layout.sector_of(write_end));
         let drained = (keep_from - st.buf_start_lsn) as usize;
         st.buf.drain(..drained);
         st.buf_start_lsn = keep_from;
         if !data.is_empty() {
             st.stats.writes += 1;
-            st.stats.sectors_written += data.len() as u64 / LOG_SECTOR_BYTES;
+            st.stats.sectors_written += sectors.len() as u64 / self.layout.sector_bytes;
             st.stats.write_ns_total += elapsed_ns;
             st.stats.commits_forced += commits;
             st.stats.tail_rewrites += u64::from(rewrite);
         }
+        self.check_state(&st);
         drop(st);
         self.forced.notify_all();
         Ok(())
     }
 
-    fn write_and_sync(&self, offset: u64, data: &[u8]) -> Result<()> {
-        if data.is_empty() {
+    /// Write `sectors` from sector `first` on (in two parts if they wrap
+    /// around the region), then flush.
+    fn write_and_sync(&self, first: u64, sectors: &[u8]) -> Result<()> {
+        if sectors.is_empty() {
             return Ok(());
         }
-        self.device.write(offset, data)?;
+        let l = &self.layout;
+        let to_region_end = ((l.sectors - first % l.sectors) * l.sector_bytes) as usize;
+        let (a, b) = sectors.split_at(to_region_end.min(sectors.len()));
+        self.device.write(l.offset_of_sector(first), a)?;
+        if !b.is_empty() {
+            self.device.write(l.region_start, b)?;
+        }
         // Even under no-sync a force is made durable: the buffer pool's
         // write-ahead rule relies on it. No-sync only skips the wait.
         // Never flush again after a failed flush (WAL-4).
@@ -617,6 +1008,11 @@ impl Wal {
         self.state.lock().flushed_lsn
     }
 
+    /// The oldest LSN recovery may need (the durable master's log start).
+    pub fn start_lsn(&self) -> u64 {
+        self.state.lock().start_lsn
+    }
+
     pub fn stats(&self) -> LogStats {
         self.state.lock().stats.clone()
     }
@@ -626,11 +1022,13 @@ impl Wal {
         self.state.lock().failed.clone()
     }
 
-    /// Point the master record at a completed checkpoint, durably. The
-    /// write takes the flusher's role, so no log force is in flight on the
-    /// device meanwhile (WAL-2), and a failure fails the log (WAL-4): no
+    /// Point the master record at a completed checkpoint and move the log
+    /// start to `start_lsn`, durably; then the region before the start is
+    /// free (WAL-9). The write takes the flusher's role, so no log force is
+    /// in flight on the device meanwhile (WAL-2), and a failure fails the
+    /// log in the same critical section that gives the role up (WAL-4): no
     /// flush of the device is ever issued after a failed one.
-    pub fn write_master(&self, checkpoint_lsn: u64) -> Result<()> {
+    pub fn write_master(&self, checkpoint_lsn: u64, start_lsn: u64) -> Result<()> {
         let mut master = self.master.lock();
         let mut st = self.state.lock();
         loop {
@@ -642,23 +1040,39 @@ impl Wal {
             }
             st = self.forced.wait(st);
         }
+        assert!(
+            start_lsn <= st.flushed_lsn.max(self.layout.first_lsn()),
+            "WAL-1"
+        );
         st.flushing = true;
         drop(st);
         let next = Master {
             sequence: master.sequence + 1,
             checkpoint_lsn,
+            start_lsn: start_lsn.max(master.start_lsn),
+            ..*master
         };
+        let sector = self.layout.sector_bytes;
         let written = self
             .device
-            .write(Master::offset_bytes(next.sequence), &next.encode())
+            .write(
+                Master::offset_bytes(next.sequence, sector),
+                &next.encode(sector as usize),
+            )
             .and_then(|()| self.device.flush());
         let mut st = self.state.lock();
         st.flushing = false;
+        if let Err(e) = written {
+            let why = format!("writing the master record: {e}");
+            st.failed.get_or_insert_with(|| why.clone()); // WAL-4, before the role is seen free
+            drop(st);
+            self.forced.notify_all();
+            return Err(Error::LogFailed(why));
+        }
+        st.start_lsn = next.start_lsn; // WAL-9
+        self.check_state(&st);
         drop(st);
         self.forced.notify_all();
-        if let Err(e) = written {
-            return Err(self.fail(format!("writing the master record: {e}")));
-        }
         *master = next;
         Ok(())
     }
@@ -681,8 +1095,10 @@ impl Wal {
     }
 
     /// Enter the failed state (WAL-4) for `why`, waking waiters; returns
-    /// the error to report.
-    fn fail(&self, why: String) -> Error {
+    /// the error to report. Used for failed flushes, and by transactions
+    /// whose commit cannot be logged or whose rollback cannot finish:
+    /// recovery at the next open finishes their work.
+    pub fn fail(&self, why: String) -> Error {
         let mut st = self.state.lock();
         st.failed.get_or_insert_with(|| why.clone());
         drop(st);
@@ -695,45 +1111,118 @@ impl Wal {
         *self.master.lock()
     }
 
-    /// Read the master record of a log device.
+    /// Read the master record of a log device (`None`: neither copy is a
+    /// valid master record).
     pub fn read_master(device: &DeviceRef) -> Result<Option<Master>> {
-        let mut sectors = vec![0u8; 2 * LOG_SECTOR_BYTES as usize];
-        device.read(0, &mut sectors)?;
-        let (a, b) = sectors.split_at(LOG_SECTOR_BYTES as usize);
+        let sector = layout::LOG_SECTOR_BYTES_MIN.max(u64::from(device.sector_bytes())) as usize;
+        let mut copies = vec![0u8; 2 * sector];
+        device.read(0, &mut copies)?;
+        let (a, b) = copies.split_at(sector);
         Ok(Master::newest([Master::decode(a)?, Master::decode(b)?]))
     }
 
-    /// Rebuild page `id` from the log alone: replay onto a zero page every
-    /// change to it in every durable record from the start of the log
-    /// (WAL-8). Returns the image, its page LSN set to the end of the last
-    /// record that changed it, and that record's LSN (or the log's start if
-    /// no record changed it: the page was never written).
-    ///
-    /// Reads the whole durable log: O(log bytes) per page (LIMIT: repair
-    /// cost). Holds no log lock while reading.
+    /// Rebuild page `id` from the log: its last full-page image at or after
+    /// the log start, and every change after it, up to the durable end.
+    /// Returns the image, its page LSN set to the end of the last record
+    /// that changed it, and that record's LSN. A page with no image in the
+    /// log cannot be rebuilt: that is an error, never an older image
+    /// (WAL-8). Holds no log lock while reading.
     pub fn rebuild_page(&self, id: PageId, page_bytes: usize) -> Result<(Vec<u8>, u64)> {
-        let durable_lsn = self.flushed_lsn();
-        let mut image = vec![0u8; page_bytes];
-        page::set_id(&mut image, id);
-        let mut last = (LOG_START_LSN, 0);
-        let mut reader = self.reader(LOG_START_LSN);
-        while let Some(record) = reader.next_record()? {
-            let end = reader.end_lsn();
-            if end > durable_lsn {
-                break;
-            }
+        let (start_lsn, durable_lsn) = {
+            let st = self.state.lock();
+            (st.start_lsn, st.flushed_lsn)
+        };
+        let mut image: Option<Vec<u8>> = None;
+        let mut last = (0, 0);
+        let mut reader = self.reader(start_lsn);
+        while reader.end_lsn() < durable_lsn {
+            let Some(record) = reader.next_record()? else {
+                return Err(Error::LogDamaged {
+                    lsn: reader.end_lsn(),
+                    offset_bytes: self.layout.offset_of(reader.end_lsn()),
+                    problem: format!("the log ends before its durable end at LSN {durable_lsn}"),
+                });
+            };
             for redo in record.body.redo().iter().filter(|r| r.page == id) {
-                crate::mtr::apply_ranges(&mut image, &redo.ranges, id)?;
-                last = (record.lsn, end);
+                if redo.image {
+                    let mut fresh = vec![0u8; page_bytes];
+                    page::set_id(&mut fresh, id);
+                    image = Some(fresh);
+                }
+                if let Some(image) = image.as_mut() {
+                    crate::mtr::apply_ranges(image, &redo.ranges, id)?;
+                    last = (record.lsn, reader.end_lsn());
+                }
             }
         }
+        let Some(mut image) = image else {
+            return Err(Error::Open(format!(
+                "page {id} cannot be repaired: the log since LSN {start_lsn} holds no image of it{}",
+                if self.config.page_images {
+                    ""
+                } else {
+                    " (page images are off)"
+                }
+            )));
+        };
+        debug_assert!(image[PAGE_BODY_OFFSET..].len() + PAGE_BODY_OFFSET == page_bytes);
         page::set_lsn(&mut image, last.1);
         Ok((image, last.0))
     }
 
-    /// Read records from `lsn` on.
+    /// Read records from `lsn` (a record's start) on.
     pub fn reader(&self, lsn: u64) -> LogReader {
-        LogReader::new(self.device.clone(), lsn)
+        LogReader::new(self.device.clone(), self.layout, lsn, None)
+    }
+
+    /// Check the whole state (WAL-1, WAL-3, WAL-5, WAL-9); in the simulated
+    /// world this runs at every change.
+    pub fn check(&self) {
+        let st = self.state.lock();
+        self.verify_state(&st);
+    }
+
+    fn check_state(&self, st: &LogState) {
+        if self.checking {
+            self.verify_state(st);
+        }
+    }
+
+    fn verify_state(&self, st: &LogState) {
+        let l = &self.layout;
+        assert!(
+            st.start_lsn <= st.flushed_lsn,
+            "WAL-1: start {} > flushed {}",
+            st.start_lsn,
+            st.flushed_lsn
+        );
+        assert!(st.flushed_lsn <= st.end_lsn, "WAL-1: flushed past end");
+        assert!(
+            st.end_lsn <= l.limit_lsn(st.start_lsn),
+            "WAL-1: the log overran its start"
+        );
+        assert_eq!(
+            st.buf_start_lsn % l.payload_bytes(),
+            0,
+            "WAL-3: buffer not at a sector"
+        );
+        assert!(
+            st.buf_start_lsn <= st.flushed_lsn,
+            "WAL-3: buffer starts past the durable end"
+        );
+        assert_eq!(
+            st.buf_start_lsn + st.buf.len() as u64,
+            st.end_lsn,
+            "WAL-3: buffer length"
+        );
+        let reserved: u64 = st.active.values().map(|t| t.reserved_bytes).sum();
+        assert_eq!(reserved, st.reserved_bytes, "WAL-5: reservations");
+        assert!(
+            st.active
+                .values()
+                .all(|t| t.first_lsn <= t.public.last_lsn && t.public.last_lsn < st.end_lsn.max(1)),
+            "WAL-5: transaction table"
+        );
     }
 }
 

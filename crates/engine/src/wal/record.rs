@@ -7,13 +7,18 @@
 //! | 0 | 4 | total length of the record in bytes, header included |
 //! | 4 | 4 | crc32c of bytes 8..length |
 //! | 8 | 8 | LSN: the record's own position in the log |
-//! | 16 | 1 | kind ([`Body`] variant) |
-//! | 17 | 8 | transaction id (0 for records of no transaction) |
-//! | 25 | 8 | LSN of the transaction's previous record (0 if none) |
-//! | 33 | .. | body |
+//! | 16 | 8 | link: LSN of the previous record in the log (0 for the first) |
+//! | 24 | 1 | kind ([`Body`] variant) |
+//! | 25 | 8 | transaction id (0 for records of no transaction) |
+//! | 33 | 8 | LSN of the transaction's previous record (0 if none) |
+//! | 41 | .. | body |
 //!
 //! The LSN in the header lets a reader reject a stale record found at the
-//! wrong place. The design is *logical undo, physical redo*: an update
+//! wrong place, and the link chains every record to the one before it, so a
+//! reader that knows where it came from can tell a spliced log. The limits
+//! below bound what a decoder accepts; [`LogRecord::check_limits`] enforces
+//! the same limits when a record is appended, so the log never holds a
+//! record that recovery would refuse. The design is *logical undo, physical redo*: an update
 //! carries the byte ranges it changed on each page (redo, applied only to
 //! pages whose page LSN is older) and, separately, the key and before-image
 //! on the B+tree it changed (undo, applied through the tree like a new
@@ -24,17 +29,17 @@ use crate::page::{PageId, PageNo, SpaceId};
 use crate::wal::codec::{Reader, Writer};
 
 /// Bytes of the fixed record header.
-pub const RECORD_HEADER_BYTES: usize = 33;
+pub const RECORD_HEADER_BYTES: usize = 41;
 /// Largest record accepted (four 64 KB page images fit with room to spare).
 pub const RECORD_BYTES_MAX: usize = 8 << 20;
 /// Largest key or before-image in an undo entry.
-const UNDO_VALUE_BYTES_MAX: usize = 1 << 20;
+pub const UNDO_VALUE_BYTES_MAX: usize = 1 << 20;
 /// Most pages one record may change.
-const REDO_PAGES_MAX: usize = 64;
+pub const REDO_PAGES_MAX: usize = 64;
 /// Most ranges per page.
-const REDO_RANGES_MAX: usize = 4096;
+pub const REDO_RANGES_MAX: usize = 4096;
 /// Most transactions or dirty pages a checkpoint may list.
-const CHECKPOINT_ENTRIES_MAX: usize = 1 << 24;
+pub const CHECKPOINT_ENTRIES_MAX: usize = 1 << 24;
 
 /// Logical undo of one B+tree change: put `before` back under `key`
 /// (or delete `key` if it was absent).
@@ -51,6 +56,10 @@ pub struct Undo {
 #[derive(Clone, Debug, PartialEq, Eq)]
 pub struct PageRedo {
     pub page: PageId,
+    /// A full-page image: the page's body is reset to zeros before the
+    /// ranges are applied, so the ranges alone rebuild the page whatever
+    /// its previous state (a torn page included).
+    pub image: bool,
     /// (offset within the page, bytes to write there).
     pub ranges: Vec<(u32, Vec<u8>)>,
 }
@@ -127,12 +136,14 @@ pub struct LogRecord {
 }
 
 impl LogRecord {
-    /// Encode with the header, at log position `lsn`.
+    /// Encode with the header, at log position `lsn` (the link is set by
+    /// [`LogRecord::relocate`] when the record is appended).
     pub fn encode(&self, lsn: u64) -> Vec<u8> {
         let mut w = Writer::new();
         w.u32(0); // length, patched below
         w.u32(0); // crc, patched below
         w.u64(lsn);
+        w.u64(0); // link, set at append
         w.u8(self.body.kind());
         w.u64(self.txn);
         w.u64(self.prev_lsn);
@@ -145,10 +156,11 @@ impl LogRecord {
         bytes
     }
 
-    /// Move an encoded record to log position `lsn` (its stored LSN and
-    /// checksum change; nothing else does).
-    pub fn relocate(bytes: &mut [u8], lsn: u64) {
+    /// Move an encoded record to log position `lsn`, after the record at
+    /// `link_lsn` (its stored LSN, link and checksum change; nothing else).
+    pub fn relocate(bytes: &mut [u8], lsn: u64, link_lsn: u64) {
         bytes[8..16].copy_from_slice(&lsn.to_le_bytes());
+        bytes[16..24].copy_from_slice(&link_lsn.to_le_bytes());
         let crc = crc32c::crc32c(&bytes[8..]);
         bytes[4..8].copy_from_slice(&crc.to_le_bytes());
     }
@@ -156,6 +168,45 @@ impl LogRecord {
     /// The length field of a record that starts at `bytes`, if readable.
     pub fn peek_len(bytes: &[u8]) -> Option<usize> {
         Some(u32::from_le_bytes(bytes.get(0..4)?.try_into().ok()?) as usize)
+    }
+
+    /// The link stored in an encoded record (the previous record's LSN).
+    pub fn link_of(bytes: &[u8]) -> Option<u64> {
+        Some(u64::from_le_bytes(bytes.get(16..24)?.try_into().ok()?))
+    }
+
+    /// Refuse a record that a decoder would refuse: every count and size
+    /// within the limits above.
+    pub fn check_limits(&self) -> Result<()> {
+        let over = |what: &str, n: usize, max: usize| {
+            Err(Error::TooLarge(format!(
+                "a log record with {n} {what} exceeds the limit of {max}"
+            )))
+        };
+        if let Body::Update { undo: Some(u), .. } = &self.body {
+            let before = u.before.as_ref().map_or(0, Vec::len);
+            if u.key.len().max(before) > UNDO_VALUE_BYTES_MAX {
+                return over(
+                    "bytes of undo key or value",
+                    u.key.len().max(before),
+                    UNDO_VALUE_BYTES_MAX,
+                );
+            }
+        }
+        let redo = self.body.redo();
+        if redo.len() > REDO_PAGES_MAX {
+            return over("pages", redo.len(), REDO_PAGES_MAX);
+        }
+        if let Some(p) = redo.iter().find(|p| p.ranges.len() > REDO_RANGES_MAX) {
+            return over("ranges on one page", p.ranges.len(), REDO_RANGES_MAX);
+        }
+        if let Body::CheckpointEnd { active, dirty, .. } = &self.body {
+            let n = active.len().max(dirty.len());
+            if n > CHECKPOINT_ENTRIES_MAX {
+                return over("checkpoint entries", n, CHECKPOINT_ENTRIES_MAX);
+            }
+        }
+        Ok(())
     }
 
     /// Decode a whole record expected at `lsn`. Any damage (length, CRC,
@@ -185,6 +236,7 @@ impl LogRecord {
                 format!("record for LSN {stored_lsn} found at LSN {lsn}"),
             ));
         }
+        let _link = r.u64()?;
         let kind = r.u8()?;
         let txn = r.u64()?;
         let prev_lsn = r.u64()?;
@@ -204,6 +256,7 @@ fn encode_redo(w: &mut Writer, redo: &[PageRedo]) {
     for page in redo {
         w.u32(page.page.space);
         w.u32(page.page.page_no);
+        w.u8(u8::from(page.image));
         w.u32(page.ranges.len() as u32);
         for (offset, bytes) in &page.ranges {
             w.u32(*offset);
@@ -217,13 +270,22 @@ fn decode_redo(r: &mut Reader) -> Result<Vec<PageRedo>> {
     let mut redo = Vec::with_capacity(pages);
     for _ in 0..pages {
         let page = PageId::new(r.u32()?, r.u32()?);
+        let image = match r.u8()? {
+            0 => false,
+            1 => true,
+            flag => return Err(Error::malformed("log record", format!("page flag {flag}"))),
+        };
         let count = bounded(r.u32()?, REDO_RANGES_MAX, "ranges of a page")?;
         let mut ranges = Vec::with_capacity(count);
         for _ in 0..count {
             let offset = r.u32()?;
             ranges.push((offset, r.blob(RECORD_BYTES_MAX)?.to_vec()));
         }
-        redo.push(PageRedo { page, ranges });
+        redo.push(PageRedo {
+            page,
+            image,
+            ranges,
+        });
     }
     Ok(redo)
 }
@@ -383,6 +445,7 @@ mod tests {
     fn sample() -> Vec<LogRecord> {
         let redo = vec![PageRedo {
             page: PageId::new(1, 9),
+            image: true,
             ranges: vec![(24, vec![1, 2, 3]), (4000, vec![9; 17])],
         }];
         vec![
@@ -461,6 +524,38 @@ mod tests {
         assert!(LogRecord::decode(&[0u8; 40], 8192).is_err());
     }
 
+    #[test]
+    fn records_over_the_decoder_limits_are_refused_when_appended() {
+        let page = |n| PageRedo {
+            page: PageId::new(1, n),
+            image: false,
+            ranges: vec![(24, vec![1])],
+        };
+        let mut record = LogRecord {
+            lsn: 0,
+            txn: 1,
+            prev_lsn: 0,
+            body: Body::Update {
+                undo: None,
+                redo: (0..REDO_PAGES_MAX as u32 + 1).map(page).collect(),
+            },
+        };
+        assert!(
+            record
+                .check_limits()
+                .unwrap_err()
+                .to_string()
+                .contains("pages")
+        );
+        record.body = Body::Update {
+            undo: None,
+            redo: (0..REDO_PAGES_MAX as u32).map(page).collect(),
+        };
+        record.check_limits().unwrap();
+        let bytes = record.encode(1000);
+        assert_eq!(LogRecord::decode(&bytes, 1000).unwrap().txn, 1);
+    }
+
     proptest! {
         #[test]
         fn decoding_garbage_never_panics(bytes in proptest::collection::vec(any::<u8>(), 0..300), lsn in any::<u64>()) {
@@ -471,6 +566,7 @@ mod tests {
         fn decoding_a_record_with_a_fixed_crc_but_garbage_body_never_panics(body in proptest::collection::vec(any::<u8>(), 0..200)) {
             let mut bytes = vec![0u8; 8];
             bytes.extend_from_slice(&4096u64.to_le_bytes());
+            bytes.extend_from_slice(&0u64.to_le_bytes());
             bytes.extend_from_slice(&body);
             let len = bytes.len() as u32;
             bytes[0..4].copy_from_slice(&len.to_le_bytes());

@@ -41,8 +41,16 @@
 //!   commits after a failed flush, never flush that device again before a
 //!   restart, and lose nothing it acknowledged.
 //! * [`Profile::Media`]: also latent read errors and bit flips on reads and
-//!   writes of data pages. Damaged pages are rebuilt from the log (BUF-9);
-//!   nothing may be lost.
+//!   writes of data pages. Pages changed since the last checkpoint are
+//!   rebuilt from their full-page images (BUF-9); a page damaged at rest
+//!   has no image in the recycled log, so the outcome is either every
+//!   acknowledged commit present or a refusal that names the damage.
+//! * [`Profile::LogMedia`]: latent read errors and bit flips on reads and
+//!   writes of the log device, anywhere in it (torn log sectors come from
+//!   the crash fates of every profile). The outcome is either every
+//!   acknowledged commit present or a refusal that names the damage;
+//!   *silently lost* (a recovery that opens without an acknowledged
+//!   commit) must never happen.
 //! * [`Profile::Misdirect`]: also misdirected data writes. The page a
 //!   misdirected write lands on is caught by its page id; but the page it
 //!   was meant for keeps an older, valid image, a *lost write* that neither
@@ -97,7 +105,29 @@ pub enum Profile {
     Crash,
     IoError,
     Media,
+    LogMedia,
     Misdirect,
+}
+
+impl Profile {
+    /// Profiles whose faults may damage what no copy can restore: for
+    /// them a refusal to open that names the damage is a correct outcome.
+    pub fn may_refuse(self) -> bool {
+        matches!(self, Profile::Media | Profile::LogMedia)
+    }
+}
+
+/// True if an error names damage the engine detected (a corrupt page, a
+/// damaged log, an unreadable sector).
+pub fn names_damage(e: &str) -> bool {
+    [
+        "corruption in space",
+        "log damaged",
+        "read error",
+        "cannot be repaired",
+    ]
+    .iter()
+    .any(|w| e.contains(w))
 }
 
 /// Where an epoch's power cut falls: at an I/O event, or a while after
@@ -169,7 +199,8 @@ impl Scenario {
             }
         };
         let profile = match rng.random_range(0..100) {
-            0..65 => Profile::Crash,
+            0..55 => Profile::Crash,
+            55..65 => Profile::LogMedia,
             65..80 => Profile::IoError,
             80..95 => Profile::Media,
             _ => Profile::Misdirect,
@@ -193,6 +224,11 @@ impl Scenario {
                 2 => log_plan.full_after_writes = Some(rng.random_range(2..60)),
                 _ => data_plan.full_after_writes = Some(rng.random_range(1..40)),
             },
+            Profile::LogMedia => {
+                log_plan.read_flip_ppm = PPM / 100;
+                log_plan.write_flip_ppm = PPM / 100;
+                log_plan.read_error_ppm = PPM / 200;
+            }
             Profile::Media | Profile::Misdirect => {
                 data_plan.read_flip_ppm = PPM / 40;
                 data_plan.write_flip_ppm = PPM / 40;
@@ -342,6 +378,11 @@ pub struct SeedReport {
     pub lost_write_effects: u64,
     /// Pages the engine rebuilt from the log in the final recovery and check.
     pub pages_repaired: u64,
+    /// Damaging faults injected into the log device (flips, read errors).
+    pub log_damage: u64,
+    /// The database refused to open (or to read) naming the damage: a
+    /// correct outcome for the media profiles.
+    pub refused: Option<String>,
     /// Client errors caused by injected faults (expected ones).
     pub client_errors: u64,
     pub failure: Option<String>,
@@ -473,10 +514,15 @@ fn run_scenario(sc: &Scenario, report: &mut SeedReport) -> Result<(), String> {
             return Err(format!("unexpected error in a client: {problem}"));
         }
         report.client_errors += state.client_errors;
-        if let Some(e) = &state.open_error
-            && matches!(sc.profile, Profile::Crash | Profile::Media)
-        {
-            return Err(format!("open (recovery) failed: {e}"));
+        report.log_damage = log_damage(&rig);
+        if let Some(e) = &state.open_error {
+            if sc.profile.may_refuse() && names_damage(e) {
+                report.refused = Some(format!("open refused: {e}"));
+                return Ok(());
+            }
+            if sc.profile == Profile::Crash {
+                return Err(format!("open (recovery) failed: {e}"));
+            }
         }
         if !outcome {
             return Err("an epoch ended before its power cut".into());
@@ -559,8 +605,11 @@ fn run_scenario(sc: &Scenario, report: &mut SeedReport) -> Result<(), String> {
     report.acked_commits = workload.acked();
     report.in_doubt_commits = workload.in_doubt();
     report.faults = rig.counts();
+    report.log_damage = log_damage(&rig);
     if let Err(e) = checked {
-        if sc.profile == Profile::Misdirect {
+        if sc.profile.may_refuse() && names_damage(&e) && !e.contains("LOST COMMITS") {
+            report.refused = Some(e);
+        } else if sc.profile == Profile::Misdirect {
             // LIMIT (lost writes): a misdirected write may leave a stale
             // page that no check can tell from a current one.
             report.lost_write_effects = 1;
@@ -590,6 +639,12 @@ fn run_scenario(sc: &Scenario, report: &mut SeedReport) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Damaging faults injected into the log device so far.
+fn log_damage(rig: &Rig) -> u64 {
+    let c = rig.log.counts();
+    c.read_errors + c.read_flips + c.write_flips
 }
 
 /// Torn pages are checked as they are made (the page check); here only
@@ -726,11 +781,13 @@ fn record_error(state: &Mutex<EpochState>, profile: Profile, e: &Error, who: &st
             flashlab_devices::DeviceError::FlushFailed { .. }
             | flashlab_devices::DeviceError::Full { .. } => profile == Profile::IoError,
             flashlab_devices::DeviceError::ReadFailed { .. } => {
-                matches!(profile, Profile::Media | Profile::Misdirect)
+                profile.may_refuse() || profile == Profile::Misdirect
             }
             _ => profile == Profile::Misdirect,
         },
-        Error::Corruption { .. } => matches!(profile, Profile::Media | Profile::Misdirect),
+        Error::Corruption { .. } | Error::LogDamaged { .. } => {
+            profile.may_refuse() || profile == Profile::Misdirect
+        }
         // LIMIT (lost writes): after a misdirected write, a stale page can
         // send a reader anywhere; any error (never a panic) is accepted.
         _ => profile == Profile::Misdirect,
@@ -761,12 +818,28 @@ pub struct Summary {
     pub lost_write_effects: u64,
     pub pages_repaired: u64,
     pub client_errors: u64,
+    /// Seeds with damage injected into the log, and what became of them.
+    pub log_damage_seeds: u64,
+    pub log_damage_recovered: u64,
+    pub log_damage_refused: u64,
+    pub log_damage_silently_lost: u64,
+    /// Seeds that refused to open or read, naming the damage.
+    pub refused: u64,
     pub host_seconds: f64,
 }
 
 impl Summary {
     fn add(&mut self, r: &SeedReport) {
         self.seeds += 1;
+        self.refused += u64::from(r.refused.is_some());
+        if r.log_damage > 0 {
+            self.log_damage_seeds += 1;
+            match (&r.refused, r.lost_commits) {
+                (Some(_), _) => self.log_damage_refused += 1,
+                (None, 0) if r.passed() => self.log_damage_recovered += 1,
+                (None, _) => self.log_damage_silently_lost += 1,
+            }
+        }
         self.crashes += r.crashes;
         self.recovery_crashes += r.recovery_crashes;
         if r.recovery_crash_depth >= 2 {
