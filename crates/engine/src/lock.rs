@@ -21,7 +21,11 @@
 //! 1. A row has either any number of shared holders or one exclusive holder.
 //! 2. The waits-for graph has no cycle: a wait that would close one is
 //!    refused with a deadlock error.
-//! 3. Every lock a transaction holds is released when it ends.
+//! 3. Every lock a transaction holds is released when it ends; a
+//!    transaction whose commit or rollback could not be logged ends only
+//!    at recovery, and keeps its locks until then.
+//! 4. Once the database has failed (WAL-4), every wait ends with the
+//!    failure instead of waiting for locks that will never be released.
 
 use std::collections::{BTreeMap, BTreeSet, HashMap};
 
@@ -54,6 +58,8 @@ struct Table {
     waits_for: BTreeMap<u64, Vec<u64>>,
     waits: u64,
     deaths: u64,
+    /// Set when the database fails (WAL-4): every wait ends with it.
+    failed: Option<String>,
 }
 
 impl Table {
@@ -116,6 +122,11 @@ impl LockManager {
     pub fn lock(&self, txn: u64, key: &LockKey, mode: LockMode) -> Result<()> {
         let mut table = self.table.lock();
         loop {
+            if let Some(why) = &table.failed {
+                let why = why.clone();
+                table.waits_for.remove(&txn);
+                return Err(Error::LogFailed(why));
+            }
             let blockers = conflicts(table.rows.get(key), txn, mode);
             match blockers.is_empty() {
                 true => {
@@ -145,6 +156,15 @@ impl LockManager {
                 }
             }
         }
+    }
+
+    /// The database failed: wake every waiter with the error, and refuse
+    /// every new wait (locks already held stay held until recovery).
+    pub fn fail(&self, why: &str) {
+        let mut table = self.table.lock();
+        table.failed.get_or_insert_with(|| why.to_string());
+        drop(table);
+        self.released.notify_all();
     }
 
     /// Release everything `txn` holds (LOCK-3).

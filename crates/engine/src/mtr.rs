@@ -25,6 +25,8 @@
 //! 5. A page's first change after the log's image horizon (a checkpoint's
 //!    begin record) is logged as a full-page image, decided against the
 //!    horizon in force when the record is appended.
+//! 6. Only undo steps allocate the last [`UNDO_RESERVE_PAGES`] of a space,
+//!    so a rollback does not fail where the change it undoes succeeded.
 
 use crate::error::Result;
 use crate::page::{PageNo, PageType};
@@ -65,6 +67,10 @@ const DIFF_SKIP_BLOCK_BYTES: usize = 64;
 /// them; older ones are dropped (a scan reads any number of pages, one at a
 /// time).
 pub const MTR_CLEAN_PAGES_MAX: usize = 32;
+/// Pages at the top of every data space that only undo may allocate (a
+/// compensation can split a page), so that a rollback never fails for want
+/// of space; a quarter of the space if that is less (MTR-6).
+pub const UNDO_RESERVE_PAGES: u64 = 64;
 
 /// One page a mini-transaction has touched.
 struct MtrPage {
@@ -90,6 +96,8 @@ pub struct Mtr {
     /// header and held until the mini-transaction ends (MTR-4).
     allocation: Arc<Latch>,
     allocation_held: Option<LatchGuard>,
+    /// An undo step's mini-transaction may use the undo reserve (MTR-6).
+    for_undo: bool,
 }
 
 /// A logged, installed mini-transaction.
@@ -118,6 +126,23 @@ impl Mtr {
             clean: std::collections::VecDeque::new(),
             allocation,
             allocation_held: None,
+            for_undo: false,
+        }
+    }
+
+    /// This mini-transaction runs an undo step: it may allocate from the
+    /// undo reserve (MTR-6).
+    pub fn for_undo(mut self) -> Mtr {
+        self.for_undo = true;
+        self
+    }
+
+    /// Pages the space may hold for this mini-transaction.
+    fn allocation_limit_pages(&self) -> u64 {
+        let reserve = UNDO_RESERVE_PAGES.min(self.capacity_pages / 4);
+        match self.for_undo {
+            true => self.capacity_pages,
+            false => self.capacity_pages - reserve,
         }
     }
 
@@ -320,10 +345,12 @@ impl PageAccess for Mtr {
             header.free_head = next;
             page_no
         } else {
-            if u64::from(header.page_count) >= self.capacity_pages {
+            if u64::from(header.page_count) >= self.allocation_limit_pages() {
                 return Err(Error::SpaceFull(format!(
-                    "data space '{}' is full: all {} pages are in use",
-                    self.space_name, self.capacity_pages
+                    "data space '{}' is full: all {} pages are in use ({} kept for undo)",
+                    self.space_name,
+                    self.capacity_pages,
+                    self.capacity_pages - self.allocation_limit_pages()
                 )));
             }
             let page_no = header.page_count;

@@ -121,7 +121,7 @@ impl Inner {
     ) -> Result<u64> {
         let latch = self.latch(undo.space, undo.root);
         let _guard = latch.lock();
-        let mut mtr = self.mtr(undo.space)?;
+        let mut mtr = self.mtr(undo.space)?.for_undo();
         let tree = BTree::open(undo.root);
         match &undo.before {
             Some(before) => {

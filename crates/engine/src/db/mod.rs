@@ -168,7 +168,7 @@ pub(crate) struct Inner {
     pub devices: Devices,
     pub catalog: RwLock<BTreeMap<String, Arc<TableDef>>>,
     latches: std::sync::Mutex<HashMap<(SpaceId, PageNo), TreeLatch>>,
-    pub locks: LockManager,
+    pub locks: Arc<LockManager>,
     /// CPU costs in force (loading runs with none).
     cpu: std::sync::Mutex<crate::config::CpuCosts>,
     pub next_txn: AtomicU64,
@@ -200,6 +200,14 @@ impl Inner {
     /// The CPU costs in force.
     pub fn cpu(&self) -> crate::config::CpuCosts {
         self.cpu.lock().expect("cpu costs").clone()
+    }
+
+    /// Put the database in its failed state for `why` (a commit that could
+    /// not be logged, a rollback that could not finish): new transactions
+    /// and lock waiters get the error; recovery at the next open finishes
+    /// the work. Returns the error to report.
+    pub fn fail(&self, why: String) -> Error {
+        self.wal.fail(why)
     }
 
     /// Refuse work after a log failure (DB-4).
@@ -292,6 +300,9 @@ impl Database {
             ))
         });
         let rollback = RollbackSpace::open(pool, rollback_device, mvcc.extent_bytes)?;
+        let locks = Arc::new(LockManager::new());
+        let waiters = locks.clone();
+        wal.on_failure(Box::new(move |why| waiters.fail(why)));
         Ok(Database {
             inner: Arc::new(Inner {
                 versions: Versions::new(next_txn, next_commit_ts, mvcc.retention_ns),
@@ -303,7 +314,7 @@ impl Database {
                 devices,
                 catalog: RwLock::new(BTreeMap::new()),
                 latches: std::sync::Mutex::new(HashMap::new()),
-                locks: LockManager::new(),
+                locks,
                 cpu: std::sync::Mutex::new(config.cpu.clone()),
                 next_txn: AtomicU64::new(next_txn),
                 commits: AtomicU64::new(0),

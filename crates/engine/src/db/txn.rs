@@ -604,9 +604,14 @@ impl Transaction {
                 self.finish(Some(commit_ts));
                 Ok(commit_ts)
             }
-            // The log failed: the outcome is unknown until recovery, so the
-            // locks stay held and nothing else commits (DB-4).
-            Err(e) => Err(e),
+            // The commit could not be logged, or the log failed: the
+            // outcome is unknown until recovery, so the database fails,
+            // the locks stay held, waiters are woken with the error and
+            // nothing else commits (DB-4).
+            Err(e) => Err(db.fail(format!(
+                "the commit of transaction {} could not be logged: {e}",
+                self.id
+            ))),
         }
     }
 
@@ -632,17 +637,33 @@ impl Transaction {
         self.rollback()
     }
 
+    /// Undo every change, newest first. A rollback that cannot finish
+    /// releases nothing: the database fails, and recovery at the next open
+    /// finishes the undo (DB-4).
     fn rollback(&mut self) -> Result<()> {
         self.active = false;
         let db = self.db.clone();
-        while let Some(entry) = self.undo.pop() {
+        let undone = self.undo_all().map_err(|e| {
+            db.fail(format!(
+                "the rollback of transaction {} could not finish: {e}",
+                self.id
+            ))
+        });
+        undone?;
+        db.aborts.fetch_add(1, Ordering::Relaxed);
+        self.finish(None);
+        Ok(())
+    }
+
+    fn undo_all(&mut self) -> Result<()> {
+        let db = self.db.clone();
+        while let Some(entry) = self.undo.last() {
             self.last_lsn = db.compensate(&entry.undo, self.id, self.last_lsn, entry.prev_lsn)?;
+            self.undo.pop();
         }
         if self.last_lsn != 0 {
             db.wal.append(self.id, self.last_lsn, Body::Abort)?;
         }
-        db.aborts.fetch_add(1, Ordering::Relaxed);
-        self.finish(None);
         Ok(())
     }
 }

@@ -408,7 +408,13 @@ pub struct Wal {
     checkpoint_wanted: WriterStop,
     /// Whole-state checks at each change (the simulated world).
     checking: bool,
+    /// Called once when the log enters its failed state (WAL-4), to wake
+    /// whoever waits elsewhere (the lock manager's waiters).
+    failure_hooks: std::sync::Mutex<Vec<FailureHook>>,
 }
+
+/// See [`Wal::on_failure`].
+pub type FailureHook = Box<dyn Fn(&str) + Send + Sync>;
 
 impl Wal {
     /// The layout of the log on `device` with salt `salt`.
@@ -539,6 +545,7 @@ impl Wal {
             master: Mutex::new(master),
             checkpoint_wanted: WriterStop::new(),
             checking,
+            failure_hooks: std::sync::Mutex::new(Vec::new()),
         });
         wal.check_state(&wal.state.lock());
         Ok(wal)
@@ -938,8 +945,9 @@ impl Wal {
         if let Err(e) = result {
             st.failed.get_or_insert_with(|| e.to_string()); // WAL-4
             st.flushing = false;
+            let why = st.failed.clone().unwrap_or_default();
             drop(st);
-            self.forced.notify_all();
+            self.failed_now(&why);
             return Err(Error::LogFailed(e.to_string()));
         }
         st.flushing = false;
@@ -1066,7 +1074,7 @@ impl Wal {
             let why = format!("writing the master record: {e}");
             st.failed.get_or_insert_with(|| why.clone()); // WAL-4, before the role is seen free
             drop(st);
-            self.forced.notify_all();
+            self.failed_now(&why);
             return Err(Error::LogFailed(why));
         }
         st.start_lsn = next.start_lsn; // WAL-9
@@ -1100,10 +1108,23 @@ impl Wal {
     /// recovery at the next open finishes their work.
     pub fn fail(&self, why: String) -> Error {
         let mut st = self.state.lock();
-        st.failed.get_or_insert_with(|| why.clone());
+        let first = st.failed.get_or_insert_with(|| why.clone()).clone();
         drop(st);
-        self.forced.notify_all();
+        self.failed_now(&first);
         Error::LogFailed(why)
+    }
+
+    /// Register `hook`, called with the reason when the log fails.
+    pub fn on_failure(&self, hook: FailureHook) {
+        self.failure_hooks.lock().expect("failure hooks").push(hook);
+    }
+
+    /// Wake every waiter of the log and of the hooks (the log has failed).
+    fn failed_now(&self, why: &str) {
+        self.forced.notify_all();
+        for hook in self.failure_hooks.lock().expect("failure hooks").iter() {
+            hook(why);
+        }
     }
 
     /// The master record in force.
