@@ -22,6 +22,11 @@
 //! 4. The space header (page 0) is read and changed only under the space's
 //!    allocation latch, held until the mini-transaction is installed or
 //!    dropped, so two trees never allocate the same page.
+//! 5. A page written by the mini-transaction is pinned from its first write
+//!    to its install, so the install after logging cannot fail.
+//!
+//! MTR-1, MTR-3 and MTR-5 are checked with `assert!` (each check is O(1),
+//! or O(header) for MTR-1), in every build.
 
 use crate::error::Result;
 use crate::page::{PageNo, PageType};
@@ -233,10 +238,21 @@ impl Mtr {
     }
 
     fn install(self, lsn: u64, end_lsn: u64) {
-        for (_, p) in self.pages {
-            if let (Some(_), Some(handle)) = (&p.before, &p.handle) {
-                handle.install(&p.image, lsn, end_lsn);
+        assert!(
+            lsn < end_lsn,
+            "MTR-3: install of an empty record at {lsn}..{end_lsn}"
+        );
+        for (page_no, p) in self.pages {
+            if p.before.is_none() {
+                continue; // only read
             }
+            let handle = p.handle.as_ref().unwrap_or_else(|| {
+                panic!(
+                    "MTR-5: page {page_no} of space {} written but not pinned",
+                    self.space
+                )
+            });
+            handle.install(&p.image, lsn, end_lsn);
         }
     }
 }
@@ -310,11 +326,11 @@ impl PageAccess for Mtr {
 /// The ranges where `after` differs from `before`, from `PAGE_BODY_OFFSET`
 /// on (MTR-1: the header before it is the pool's).
 pub fn diff(before: &[u8], after: &[u8]) -> Vec<(u32, Vec<u8>)> {
-    debug_assert_eq!(before.len(), after.len());
-    debug_assert_eq!(
+    assert_eq!(before.len(), after.len(), "MTR-1: a page changed size");
+    assert_eq!(
         before[..PAGE_BODY_OFFSET],
         after[..PAGE_BODY_OFFSET],
-        "MTR-1"
+        "MTR-1: a structure changed the page header"
     );
     let n = after.len().min(before.len());
     let mut ranges: Vec<(u32, Vec<u8>)> = Vec::new();

@@ -129,7 +129,7 @@ pub(super) struct Meta {
     pub(super) stats: BufferStats,
     /// Run [`Meta::check`] after every state change (the simulated world
     /// with debug assertions on; see [`super::BufferPool::check`]).
-    checking: bool,
+    pub(super) checking: bool,
 }
 
 impl Meta {

@@ -572,3 +572,17 @@ fn check_holds_through_misses_evictions_and_write_backs() {
         pool.check().unwrap();
     });
 }
+
+/// The whole-state check runs after each change exactly in the simulated
+/// world with debug assertions on (debug builds, the `crash` profile).
+#[test]
+fn check_runs_after_each_change_only_in_simulated_debug_builds() {
+    let simulated = sim(|_rt| {
+        let (pool, _device, _log) = setup(FRAMES_MIN, 0, 0);
+        pool.core.meta.lock().checking
+    });
+    assert_eq!(simulated, cfg!(debug_assertions));
+    let log = Arc::new(FakeLog::default());
+    let real = BufferPool::new(PAGE_BYTES, (FRAMES_MIN * PAGE_BYTES) as u64, log).unwrap();
+    assert!(!real.core.meta.lock().checking);
+}
