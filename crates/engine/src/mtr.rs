@@ -22,11 +22,16 @@
 //! 4. The space header (page 0) is read and changed only under the space's
 //!    allocation latch, held until the mini-transaction is installed or
 //!    dropped, so two trees never allocate the same page.
-//! 5. A page's first change after the log's image horizon (a checkpoint's
+//! 5. A page written by the mini-transaction is pinned from its first write
+//!    to its install, so the install after logging cannot fail.
+//! 6. A page's first change after the log's image horizon (a checkpoint's
 //!    begin record) is logged as a full-page image, decided against the
 //!    horizon in force when the record is appended.
-//! 6. Only undo steps allocate the last [`UNDO_RESERVE_PAGES`] of a space,
+//! 7. Only undo steps allocate the last [`UNDO_RESERVE_PAGES`] of a space,
 //!    so a rollback does not fail where the change it undoes succeeded.
+//!
+//! MTR-1, MTR-3 and MTR-5 are checked with `assert!` (each check is O(1),
+//! or O(header) for MTR-1), in every build.
 
 use crate::error::Result;
 use crate::page::{PageNo, PageType};
@@ -69,7 +74,7 @@ const DIFF_SKIP_BLOCK_BYTES: usize = 64;
 pub const MTR_CLEAN_PAGES_MAX: usize = 32;
 /// Pages at the top of every data space that only undo may allocate (a
 /// compensation can split a page), so that a rollback never fails for want
-/// of space; a quarter of the space if that is less (MTR-6).
+/// of space; a quarter of the space if that is less (MTR-7).
 pub const UNDO_RESERVE_PAGES: u64 = 64;
 
 /// One page a mini-transaction has touched.
@@ -96,7 +101,7 @@ pub struct Mtr {
     /// header and held until the mini-transaction ends (MTR-4).
     allocation: Arc<Latch>,
     allocation_held: Option<LatchGuard>,
-    /// An undo step's mini-transaction may use the undo reserve (MTR-6).
+    /// An undo step's mini-transaction may use the undo reserve (MTR-7).
     for_undo: bool,
 }
 
@@ -131,7 +136,7 @@ impl Mtr {
     }
 
     /// This mini-transaction runs an undo step: it may allocate from the
-    /// undo reserve (MTR-6).
+    /// undo reserve (MTR-7).
     pub fn for_undo(mut self) -> Mtr {
         self.for_undo = true;
         self
@@ -214,7 +219,7 @@ impl Mtr {
     /// Turn the written pages into redo: the byte ranges that differ, or,
     /// for a page whose LSN is at or below `horizon_lsn` (its first change
     /// since the checkpoint that set the horizon), a full-page image: its
-    /// non-zero ranges over a zeroed body (MTR-5).
+    /// non-zero ranges over a zeroed body (MTR-6).
     fn redo(&self, horizon_lsn: u64) -> Vec<PageRedo> {
         self.pages
             .iter()
@@ -305,10 +310,21 @@ impl Mtr {
     }
 
     fn install(self, lsn: u64, end_lsn: u64) {
-        for (_, p) in self.pages {
-            if let (Some(_), Some(handle)) = (&p.before, &p.handle) {
-                handle.install(&p.image, lsn, end_lsn);
+        assert!(
+            lsn < end_lsn,
+            "MTR-3: install of an empty record at {lsn}..{end_lsn}"
+        );
+        for (page_no, p) in self.pages {
+            if p.before.is_none() {
+                continue; // only read
             }
+            let handle = p.handle.as_ref().unwrap_or_else(|| {
+                panic!(
+                    "MTR-5: page {page_no} of space {} written but not pinned",
+                    self.space
+                )
+            });
+            handle.install(&p.image, lsn, end_lsn);
         }
     }
 }
@@ -384,11 +400,11 @@ impl PageAccess for Mtr {
 /// The ranges where `after` differs from `before`, from `PAGE_BODY_OFFSET`
 /// on (MTR-1: the header before it is the pool's).
 pub fn diff(before: &[u8], after: &[u8]) -> Vec<(u32, Vec<u8>)> {
-    debug_assert_eq!(before.len(), after.len());
-    debug_assert_eq!(
+    assert_eq!(before.len(), after.len(), "MTR-1: a page changed size");
+    assert_eq!(
         before[..PAGE_BODY_OFFSET],
         after[..PAGE_BODY_OFFSET],
-        "MTR-1"
+        "MTR-1: a structure changed the page header"
     );
     let n = after.len().min(before.len());
     let mut ranges: Vec<(u32, Vec<u8>)> = Vec::new();

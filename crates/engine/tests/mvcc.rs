@@ -338,3 +338,98 @@ fn recovery_rebuilds_from_the_log_and_discards_rollback_segments() {
         assert!(flashlab_engine::db::verify::verify(&db).unwrap().ok());
     });
 }
+
+/// Issue 10, item 7 (RBS-5, BUF-10): a rollback page is written once, when
+/// its segment has filled it. Rollback pages used to be installed as
+/// ordinary dirty pages with rec_lsn 0, so every background-writer round
+/// wrote each segment's still-filling page first, and a page reached the
+/// device as many times as rounds passed while it filled. Here four
+/// writers update rows slowly while a background writer runs every
+/// millisecond; the trace of the rollback device must show every extent
+/// page written exactly once.
+#[test]
+fn regression_rollback_pages_written_once() {
+    use flashlab_devices::trace::traced::TracedDevice;
+    use flashlab_devices::trace::{Space, Tracer};
+    use flashlab_devices::{DeviceRef, IoKind};
+    use flashlab_engine::mvcc::rollback::METADATA_PAGES;
+
+    const WRITERS: u32 = 4;
+    const ROWS_PER_WRITER: u32 = 150;
+    const TXNS_PER_WRITER: u32 = 4;
+    const PAGE: u64 = 4096;
+
+    let tracer = Tracer::new();
+    let rollback: DeviceRef = Arc::new(TracedDevice::new(
+        Arc::new(flashlab_devices::memory::MemoryDevice::new(
+            "rollback",
+            64 << 20,
+        )),
+        Space::Rollback,
+        tracer.clone(),
+    ));
+    let devices = flashlab_engine::Devices {
+        data: vec![Arc::new(flashlab_devices::memory::MemoryDevice::new(
+            "data",
+            64 << 20,
+        ))],
+        log: Arc::new(flashlab_devices::memory::MemoryDevice::new("log", 64 << 20)),
+        rollback: Some(rollback),
+        temp: None,
+    };
+    let mut config = config();
+    config.data[0].buffer_bytes = 1024 * PAGE; // no evictions
+    config.writer_interval_ns = 1_000_000;
+    config.mvcc.retention_ns = 3600 * 1_000_000_000; // no extent reuse
+    let reused = sim(11, move |rt| {
+        let db = Database::open_with(&config, devices).unwrap();
+        let t = db.create_table(TableSpec::bytes("kv")).unwrap();
+        let mut load = db.begin().unwrap();
+        for k in 0..WRITERS * ROWS_PER_WRITER {
+            load.put(&t, &k.to_be_bytes(), &[0u8; 8]).unwrap();
+        }
+        load.commit().unwrap();
+        let writers: Vec<_> = (0..WRITERS)
+            .map(|w| {
+                let (db, t, task_rt) = (db.clone(), t.clone(), rt.clone());
+                rt.spawn(&format!("writer{w}"), move || {
+                    for round in 0..TXNS_PER_WRITER {
+                        let mut txn = db.begin().unwrap();
+                        for r in 0..ROWS_PER_WRITER {
+                            let k = w * ROWS_PER_WRITER + r;
+                            txn.put(&t, &k.to_be_bytes(), &u64::from(round).to_le_bytes())
+                                .unwrap();
+                            task_rt.sleep(100_000); // 10 updates per writer round
+                        }
+                        txn.commit().unwrap();
+                    }
+                })
+            })
+            .collect();
+        for w in writers {
+            w.join();
+        }
+        db.flush().unwrap();
+        db.stats().rollback.extents_reused
+    });
+    assert_eq!(reused, 0, "the test needs extents used once");
+    let mut writes = std::collections::BTreeMap::<u64, u32>::new();
+    for r in tracer.records() {
+        if r.kind == IoKind::Write && r.offset_bytes >= u64::from(METADATA_PAGES) * PAGE {
+            *writes.entry(r.offset_bytes).or_default() += 1;
+        }
+    }
+    assert!(
+        writes.len() >= 10,
+        "only {} rollback pages written",
+        writes.len()
+    );
+    let rewritten: Vec<_> = writes.iter().filter(|&(_, &n)| n > 1).collect();
+    assert!(
+        rewritten.is_empty(),
+        "{} of {} rollback pages written more than once (offset, writes): {:?}",
+        rewritten.len(),
+        writes.len(),
+        &rewritten[..rewritten.len().min(8)]
+    );
+}

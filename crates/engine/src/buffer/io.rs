@@ -112,7 +112,7 @@ impl Core {
                     return Ok(Claim::Claimed(frame));
                 }
                 Victim::Dirty(frame, old) => {
-                    meta.frames[frame].state = FrameState::Evicting;
+                    meta.start_eviction(frame);
                     drop(meta);
                     self.evict_dirty(frame, old)?;
                     // Someone may have loaded `id` meanwhile (BUF-3): look again.
@@ -207,15 +207,15 @@ impl Core {
         let written = self.write_frame(frame, old);
         {
             let mut meta = self.meta.lock();
-            meta.finish_write(frame, written.is_ok());
+            meta.finish_write(frame, written.as_ref().ok().copied());
             if written.is_ok() {
                 meta.evicted_dirty(frame);
             } else {
-                meta.frames[frame].state = FrameState::Ready;
+                meta.eviction_failed(frame);
             }
         }
         self.changed.notify_all();
-        written
+        written.map(|_| ())
     }
 
     /// Write back frame `frame` if it still holds dirty page `id`. With
@@ -237,30 +237,34 @@ impl Core {
             }
             meta = self.changed.wait(meta);
         }
-        meta.frames[frame].write = WriteState::Claimed;
+        meta.claim_write(frame);
         drop(meta);
         let written = self.write_frame(frame, id);
-        self.meta.lock().finish_write(frame, written.is_ok());
+        self.meta
+            .lock()
+            .finish_write(frame, written.as_ref().ok().copied());
         self.changed.notify_all();
-        written.map(|()| true)
+        written.map(|_| true)
     }
 
     /// Copy, force the log, seal and write one claimed frame (BUF-2, BUF-6).
-    fn write_frame(&self, frame: usize, id: PageId) -> Result<()> {
+    /// Returns the LSN the log was forced to.
+    fn write_frame(&self, frame: usize, id: PageId) -> Result<u64> {
         let space = self.space_of(id)?;
         let mut image = self.copy_for_write(frame);
         // BUF-2 / PAGE-2: the log first, up to the LSN of this very image.
-        self.log.flush_to(page::lsn(&image))?;
+        let lsn = page::lsn(&image);
+        self.log.flush_to(lsn)?;
         page::seal(&mut image);
         space.device.write(self.offset_bytes(id), &image)?;
-        Ok(())
+        Ok(lsn)
     }
 
-    /// The frame's image, with the version it carries noted atomically
-    /// with respect to installs (both hold the data lock).
+    /// The frame's image, with the version and page LSN it carries noted
+    /// atomically with respect to installs (both hold the data lock).
     fn copy_for_write(&self, frame: usize) -> Vec<u8> {
         let data = self.data[frame].lock();
-        self.meta.lock().note_copy(frame);
+        self.meta.lock().note_copy(frame, page::lsn(&data));
         data.clone()
     }
 

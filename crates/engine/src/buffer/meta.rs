@@ -37,10 +37,12 @@ pub(super) enum WriteState {
     Idle,
     /// A task claimed the frame for a write-back and has not copied it yet.
     Claimed,
-    /// The image of change `version` is on its way to the device;
-    /// `next_rec_lsn` is the LSN of the first install since the copy.
+    /// The image of change `version`, of page LSN `lsn`, is on its way to
+    /// the device; `next_rec_lsn` is the LSN of the first install since the
+    /// copy.
     Copied {
         version: u64,
+        lsn: u64,
         next_rec_lsn: Option<u64>,
     },
 }
@@ -55,10 +57,16 @@ pub(super) struct FrameMeta {
     pub(super) dirty: bool,
     /// LSN of the earliest change not yet written (BUF-7); 0 when clean.
     pub(super) rec_lsn: u64,
+    /// The highest page LSN installed since the page was loaded (0 if
+    /// none): what the pool knows of the page LSN without its data lock.
+    pub(super) page_lsn: u64,
     /// Counts installs; a write-back compares it to tell whether the page
     /// changed after its copy was taken.
     pub(super) version: u64,
     pub(super) write: WriteState,
+    /// An append page still being filled (BUF-10): dirty, but left alone
+    /// by the background writer and `flush_all` until its owner seals it.
+    pub(super) appending: bool,
 }
 
 impl FrameMeta {
@@ -70,8 +78,10 @@ impl FrameMeta {
             referenced: false,
             dirty: false,
             rec_lsn: 0,
+            page_lsn: 0,
             version: 0,
             write: WriteState::Idle,
+            appending: false,
         }
     }
 
@@ -117,17 +127,86 @@ pub(super) struct Meta {
     spaces: BTreeMap<SpaceId, Arc<Space>>,
     hand: usize,
     pub(super) stats: BufferStats,
+    /// Run [`Meta::check`] after every state change (the simulated world
+    /// with debug assertions on; see [`super::BufferPool::check`]).
+    pub(super) checking: bool,
 }
 
 impl Meta {
-    pub(super) fn new(frames: usize) -> Meta {
+    pub(super) fn new(frames: usize, checking: bool) -> Meta {
         Meta {
             frames: (0..frames).map(|_| FrameMeta::free()).collect(),
             table: BTreeMap::new(),
             spaces: BTreeMap::new(),
             hand: 0,
             stats: BufferStats::default(),
+            checking,
         }
+    }
+
+    /// Verify the whole state (see [`super::BufferPool::check`]): the first
+    /// broken invariant, named, or `Ok`.
+    pub(super) fn check(&self) -> Result<(), String> {
+        if self.hand >= self.frames.len() {
+            return Err(format!(
+                "BUF-11: CLOCK hand {} outside {} frames",
+                self.hand,
+                self.frames.len()
+            ));
+        }
+        for (&id, &frame) in &self.table {
+            match self.frames.get(frame) {
+                Some(f) if f.page == Some(id) => {}
+                _ => {
+                    return Err(format!(
+                        "BUF-3: table maps {id} to frame {frame}, which does not hold it"
+                    ));
+                }
+            }
+        }
+        for (frame, f) in self.frames.iter().enumerate() {
+            check_frame(frame, f)?;
+            if let Some(id) = f.page
+                && self.table.get(&id) != Some(&frame)
+            {
+                return Err(format!(
+                    "BUF-3: frame {frame} holds {id}, which the table does not map to it"
+                ));
+            }
+        }
+        Ok(())
+    }
+
+    /// After a state change: check the whole state if asked to.
+    fn changed(&self) {
+        if self.checking
+            && let Err(e) = self.check()
+        {
+            panic!("buffer pool state broken: {e}");
+        }
+    }
+
+    /// A dirty victim's frame is being written back before reuse.
+    pub(super) fn start_eviction(&mut self, frame: usize) {
+        self.frames[frame].state = FrameState::Evicting;
+        self.changed();
+    }
+
+    /// The write of a dirty victim failed: the page stays, dirty.
+    pub(super) fn eviction_failed(&mut self, frame: usize) {
+        self.frames[frame].state = FrameState::Ready;
+        self.changed();
+    }
+
+    /// Claim frame `frame` for a write-back (BUF-6).
+    pub(super) fn claim_write(&mut self, frame: usize) {
+        let f = &mut self.frames[frame];
+        assert!(
+            f.state == FrameState::Ready && f.write == WriteState::Idle,
+            "BUF-6: a second write of frame {frame}"
+        );
+        f.write = WriteState::Claimed;
+        self.changed();
     }
 
     /// The frame holding `id`, if any.
@@ -156,7 +235,7 @@ impl Meta {
     /// Pin a resident frame for a hit.
     pub(super) fn pin_hit(&mut self, frame: usize) {
         let f = &mut self.frames[frame];
-        debug_assert_eq!(
+        assert_eq!(
             f.state,
             FrameState::Ready,
             "BUF-5: pin of a frame not ready"
@@ -164,13 +243,15 @@ impl Meta {
         f.pins += 1;
         f.referenced = true;
         self.stats.hits += 1;
+        self.changed();
     }
 
     pub(super) fn unpin(&mut self, frame: usize, id: PageId) {
         let f = &mut self.frames[frame];
-        debug_assert_eq!(f.page, Some(id), "BUF-1: a pinned frame changed page");
-        debug_assert!(f.pins > 0, "BUF-1: unpin of an unpinned frame");
+        assert_eq!(f.page, Some(id), "BUF-1: a pinned frame changed page");
+        assert!(f.pins > 0, "BUF-1: unpin of an unpinned frame");
         f.pins = f.pins.saturating_sub(1);
+        self.changed();
     }
 
     /// Run the CLOCK hand: skip pinned and busy frames, give referenced
@@ -210,9 +291,10 @@ impl Meta {
     /// Give a clean, unpinned frame to `id`: Loading, pinned once by the
     /// caller (BUF-1, BUF-3).
     pub(super) fn map(&mut self, frame: usize, id: PageId) {
-        debug_assert_eq!(self.frames[frame].pins, 0, "BUF-1: reuse of a pinned frame");
-        debug_assert!(!self.frames[frame].dirty, "BUF-7: reuse of a dirty frame");
-        debug_assert!(
+        assert_eq!(self.frames[frame].pins, 0, "BUF-1: reuse of a pinned frame");
+        assert!(!self.frames[frame].dirty, "BUF-7: reuse of a dirty frame");
+        // O(log n) in the page table: as cheap as the insert below.
+        assert!(
             !self.table.contains_key(&id),
             "BUF-3: page {id} mapped twice"
         );
@@ -227,109 +309,159 @@ impl Meta {
         f.pins = 1;
         f.referenced = true;
         self.stats.misses += 1;
+        self.changed();
     }
 
     /// Free a frame and drop its page from the table.
     pub(super) fn unmap(&mut self, frame: usize) {
         if let Some(old) = self.frames[frame].page {
             let removed = self.table.remove(&old);
-            debug_assert_eq!(removed, Some(frame), "BUF-3: table and frame disagree");
+            assert_eq!(removed, Some(frame), "BUF-3: table and frame disagree");
         }
         self.frames[frame].clear();
     }
 
     /// A load finished and verified (BUF-5).
     pub(super) fn loaded(&mut self, frame: usize, from_device: bool) {
-        debug_assert_eq!(self.frames[frame].state, FrameState::Loading);
+        assert_eq!(
+            self.frames[frame].state,
+            FrameState::Loading,
+            "BUF-5: a load ended on a frame not loading"
+        );
         self.frames[frame].state = FrameState::Ready;
         if from_device {
             self.stats.reads += 1;
         }
+        self.changed();
     }
 
-    /// A load failed: the page leaves no trace (BUF-5).
     /// A Loading frame was filled with a page rebuilt from the log (BUF-9):
     /// it is Ready and dirty, from `rec_lsn`, so the repair is written back.
     pub(super) fn repaired(&mut self, frame: usize, rec_lsn: u64) {
-        debug_assert_eq!(self.frames[frame].state, FrameState::Loading);
+        assert_eq!(
+            self.frames[frame].state,
+            FrameState::Loading,
+            "BUF-5: a repair ended on a frame not loading"
+        );
         let f = &mut self.frames[frame];
         f.state = FrameState::Ready;
         f.version += 1;
         f.dirty = true;
         f.rec_lsn = rec_lsn;
+        f.page_lsn = f.page_lsn.max(rec_lsn);
         self.stats.reads += 1;
         self.stats.repairs += 1;
+        self.changed();
     }
 
+    /// A load failed: the page leaves no trace (BUF-5).
     pub(super) fn abandon(&mut self, frame: usize) {
-        debug_assert_eq!(self.frames[frame].state, FrameState::Loading);
+        assert_eq!(
+            self.frames[frame].state,
+            FrameState::Loading,
+            "BUF-5: a failed load of a frame not loading"
+        );
         self.unmap(frame);
+        self.changed();
     }
 
     /// The dirty victim of a miss was written: reuse its frame.
     pub(super) fn evicted_dirty(&mut self, frame: usize) {
-        debug_assert!(
+        assert!(
             !self.frames[frame].dirty,
             "BUF-7: evicting unwritten changes"
         );
         self.stats.evictions += 1;
         self.stats.dirty_evictions += 1;
         self.unmap(frame);
+        self.changed();
     }
 
-    /// An install changed the page (caller holds the frame's data lock).
-    pub(super) fn note_install(&mut self, frame: usize, lsn: u64) {
+    /// An install of a change logged from `record_lsn` to `lsn` changed
+    /// the page (caller holds the frame's data lock). `appending` marks an
+    /// append page still being filled (BUF-10).
+    pub(super) fn note_install(
+        &mut self,
+        frame: usize,
+        record_lsn: u64,
+        lsn: u64,
+        appending: bool,
+    ) {
         let f = &mut self.frames[frame];
-        debug_assert!(f.pins > 0, "install into an unpinned frame");
+        assert!(f.pins > 0, "BUF-1: install into an unpinned frame");
         f.version += 1;
+        f.page_lsn = f.page_lsn.max(lsn);
+        f.appending |= appending;
         if !f.dirty {
             f.dirty = true;
-            f.rec_lsn = lsn;
+            f.rec_lsn = record_lsn;
         }
         if let WriteState::Copied {
             next_rec_lsn: next @ None,
             ..
         } = &mut f.write
         {
-            *next = Some(lsn);
+            *next = Some(record_lsn);
         }
-        debug_assert!(f.rec_lsn <= lsn, "BUF-7: rec_lsn after the page LSN");
+        assert!(f.rec_lsn <= f.page_lsn, "BUF-7: rec_lsn after the page LSN");
+        self.changed();
     }
 
-    /// A write-back copied the page (caller holds the frame's data lock).
-    pub(super) fn note_copy(&mut self, frame: usize) {
+    /// The owner of append page `frame` filled it (BUF-10): from now on it
+    /// is written like any dirty page.
+    pub(super) fn seal_append(&mut self, frame: usize) {
+        self.frames[frame].appending = false;
+        self.changed();
+    }
+
+    /// A write-back copied the page, of page LSN `lsn` (caller holds the
+    /// frame's data lock).
+    pub(super) fn note_copy(&mut self, frame: usize, lsn: u64) {
         let f = &mut self.frames[frame];
-        debug_assert!(
+        assert!(
             f.state == FrameState::Evicting || f.write == WriteState::Claimed,
             "BUF-6: copy for a write that was not claimed"
         );
         f.write = WriteState::Copied {
             version: f.version,
+            lsn,
             next_rec_lsn: None,
         };
+        self.changed();
     }
 
-    /// A write-back ended; clear dirty only if nothing changed since the
-    /// copy, else the first change since the copy is the new rec_lsn (BUF-7).
-    pub(super) fn finish_write(&mut self, frame: usize, written: bool) {
+    /// A write-back ended: `forced_to` is the LSN the log was forced to
+    /// before the write, `None` if nothing was written. Clear dirty only if
+    /// nothing changed since the copy, else the first change since the copy
+    /// is the new rec_lsn (BUF-7).
+    pub(super) fn finish_write(&mut self, frame: usize, forced_to: Option<u64>) {
         let f = &mut self.frames[frame];
         let write = std::mem::replace(&mut f.write, WriteState::Idle);
-        if !written {
+        let Some(forced_to) = forced_to else {
+            self.changed();
             return;
-        }
+        };
         self.stats.writes += 1;
         if let WriteState::Copied {
             version,
+            lsn,
             next_rec_lsn,
         } = write
         {
+            assert!(
+                forced_to >= lsn,
+                "BUF-2: page {:?} of LSN {lsn} written with the log forced to {forced_to} only",
+                f.page
+            );
             if version == f.version {
                 f.dirty = false;
                 f.rec_lsn = 0;
+                f.appending = false;
             } else if let Some(lsn) = next_rec_lsn {
                 f.rec_lsn = lsn;
             }
         }
+        self.changed();
     }
 
     /// Dirty pages as (page, rec_lsn, frame), sorted by page id.
@@ -341,10 +473,19 @@ impl Meta {
             .collect()
     }
 
-    /// Up to `max_pages` idle dirty pages with the smallest rec_lsn.
+    /// Dirty pages that are not append pages still being filled (BUF-10),
+    /// as (page, rec_lsn, frame), sorted by page id.
+    pub(super) fn writable_dirty_frames(&self) -> Vec<(PageId, u64, usize)> {
+        let mut dirty = self.dirty_frames();
+        dirty.retain(|&(_, _, frame)| !self.frames[frame].appending);
+        dirty
+    }
+
+    /// Up to `max_pages` idle dirty pages with the smallest rec_lsn, append
+    /// pages still being filled excepted (BUF-10).
     pub(super) fn oldest_dirty(&self, max_pages: usize) -> Vec<(PageId, usize)> {
         let mut dirty: Vec<(u64, PageId, usize)> = self
-            .dirty_frames()
+            .writable_dirty_frames()
             .into_iter()
             .filter(|&(_, _, frame)| {
                 let f = &self.frames[frame];
@@ -373,6 +514,39 @@ impl Meta {
             }
         }
         kept.sort_unstable();
+        self.changed();
         kept
     }
+}
+
+/// The invariants one frame keeps on its own (BUF-1, BUF-6, BUF-7, BUF-10).
+fn check_frame(frame: usize, f: &FrameMeta) -> Result<(), String> {
+    let broken = |what: &str| Err(format!("{what} (frame {frame}, page {:?})", f.page));
+    if f.state == FrameState::Free {
+        let idle = f.page.is_none() && f.pins == 0 && !f.dirty && f.write == WriteState::Idle;
+        return if idle {
+            Ok(())
+        } else {
+            broken("BUF-1: a free frame holds something")
+        };
+    }
+    if f.page.is_none() {
+        return broken("BUF-3: a frame in use holds no page");
+    }
+    if f.state == FrameState::Loading && f.pins == 0 {
+        return broken("BUF-1: a loading frame is not pinned by its loader");
+    }
+    if f.state == FrameState::Evicting && f.pins > 0 {
+        return broken("BUF-1: an evicting frame is pinned");
+    }
+    if f.write != WriteState::Idle && !f.dirty {
+        return broken("BUF-6: a write-back of a clean frame");
+    }
+    if f.dirty && f.rec_lsn > f.page_lsn {
+        return broken("BUF-7: rec_lsn after the page LSN");
+    }
+    if !f.dirty && (f.rec_lsn != 0 || f.appending) {
+        return broken("BUF-7: a clean frame keeps a rec_lsn or an append mark");
+    }
+    Ok(())
 }

@@ -51,6 +51,21 @@
 //!    (an install counter is compared, which also covers equal LSNs).
 //! 8. A miss never waits for an unpin: with every frame pinned it fails at
 //!    once with an "exhausted" error.
+//! 9. A page found damaged on its device is rebuilt from the log (logged
+//!    spaces, [`LogForce::rebuild_page`]) or reported; never returned.
+//! 10. An *append page* (installed with [`PageRef::install_append`], the
+//!     rollback segments' pages) is written once, when full: neither the
+//!     background writer nor `flush_all` writes it until its owner seals it
+//!     ([`BufferPool::seal_append`]). Only an eviction writes it earlier
+//!     (its frame was needed while its segment sat idle and unpinned).
+//! 11. The CLOCK hand is always a frame index.
+//!
+//! **Checking.** The O(1) checks of these invariants are `assert!`s, on in
+//! every build. [`BufferPool::check`] verifies the whole state (page table
+//! against frames, pins, dirty state, write-backs, the CLOCK hand); in the
+//! simulated world with debug assertions on (the `crash` profile, debug
+//! builds) the pool runs it after every state change. Release builds in
+//! either world never run it on their own: it is O(frames).
 
 mod io;
 mod meta;
@@ -61,7 +76,7 @@ mod writer;
 use std::sync::Arc;
 
 use flashlab_devices::DeviceRef;
-use flashlab_runtime::{Condvar, Mutex};
+use flashlab_runtime::{Condvar, Mutex, Rt, World};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
@@ -142,7 +157,7 @@ impl BufferPool {
         Ok(BufferPool {
             core: Arc::new(Core {
                 page_bytes,
-                meta: Mutex::new(Meta::new(frames)),
+                meta: Mutex::new(Meta::new(frames, checks_every_change())),
                 changed: Condvar::new(),
                 data: (0..frames).map(|_| Mutex::new(Vec::new())).collect(),
                 log,
@@ -216,7 +231,7 @@ impl BufferPool {
 
     /// Write every page dirty at the call and flush every registered
     /// device (checkpoint, shutdown). Pages changed during the call may stay
-    /// dirty.
+    /// dirty, and so do append pages not yet sealed (BUF-10).
     pub fn flush_all(&self) -> Result<()> {
         self.core.flush_all()
     }
@@ -268,6 +283,38 @@ impl BufferPool {
     pub fn stats(&self) -> BufferStats {
         self.core.meta.lock().stats
     }
+
+    /// The owner of append page `id` filled it (BUF-10): from now on the
+    /// background writer and `flush_all` write it like any dirty page. A
+    /// page no longer resident was written when it was evicted.
+    pub fn seal_append(&self, id: PageId) {
+        let mut meta = self.core.meta.lock();
+        if let Some(frame) = meta.lookup(id) {
+            meta.seal_append(frame);
+        }
+    }
+
+    /// Verify the pool's whole state: the page table maps each page to the
+    /// one frame holding it (BUF-3); free frames hold nothing; loading
+    /// frames are pinned and evicting ones are not (BUF-1); only dirty
+    /// frames have a write-back in flight (BUF-6); a dirty frame's rec_lsn
+    /// is not after its page LSN, a clean one has none (BUF-7, the part of
+    /// the WAL rule the pool sees without the log); the CLOCK hand is a
+    /// frame (BUF-11). O(frames). The error names the invariant.
+    pub fn check(&self) -> Result<()> {
+        self.core
+            .meta
+            .lock()
+            .check()
+            .map_err(|e| Error::Invalid(format!("buffer pool state broken: {e}")))
+    }
+}
+
+/// Whether a new pool checks its whole state after every change: in the
+/// simulated world with debug assertions on (never in release builds, nor
+/// in the real world, where it would cost O(frames) per page access).
+fn checks_every_change() -> bool {
+    cfg!(debug_assertions) && Rt::try_current().is_some_and(|rt| rt.world() == World::Simulated)
 }
 
 fn frames_for(page_bytes: usize, capacity_bytes: u64) -> Result<usize> {
@@ -317,22 +364,33 @@ impl PageRef {
     /// dirty; if it was clean, `lsn` becomes its rec_lsn (BUF-7).
     ///
     /// Infallible, because it runs after the change is logged. An image of
-    /// the wrong size or an LSN behind the page LSN is a bug of the caller:
-    /// debug builds assert; release builds copy what fits and keep the page
-    /// LSN from going back.
+    /// the wrong size or an LSN behind the page LSN is a bug of the caller,
+    /// and panics (BUF-7).
     pub fn install(&self, new_image: &[u8], record_lsn: u64, lsn: u64) {
-        debug_assert!(record_lsn <= lsn, "a record starts before it ends");
+        self.install_as(new_image, record_lsn, lsn, false);
+    }
+
+    /// Install a new image of an append page still being filled (a
+    /// rollback segment's current page, not logged: LSN 0). The page is
+    /// dirty, but written only once sealed ([`BufferPool::seal_append`]) or
+    /// evicted (BUF-10).
+    pub fn install_append(&self, new_image: &[u8]) {
+        self.install_as(new_image, 0, 0, true);
+    }
+
+    fn install_as(&self, new_image: &[u8], record_lsn: u64, lsn: u64, appending: bool) {
+        assert!(record_lsn <= lsn, "BUF-7: a record starts before it ends");
         let mut data = self.core.data[self.frame].lock();
-        debug_assert_eq!(
+        assert_eq!(
             new_image.len(),
             data.len(),
             "page {}: image of the wrong size",
             self.id
         );
         let page_lsn = page::lsn(&data);
-        debug_assert!(
+        assert!(
             lsn >= page_lsn,
-            "page {}: install at LSN {lsn} behind {page_lsn}",
+            "BUF-7: page {}: install at LSN {lsn} behind {page_lsn}",
             self.id
         );
         let end = new_image.len().min(data.len());
@@ -343,7 +401,10 @@ impl PageRef {
         page::set_lsn(&mut data, lsn.max(page_lsn));
         // The rec_lsn is where the record starts, so that redo from it
         // replays the record; the page LSN is where it ends.
-        self.core.meta.lock().note_install(self.frame, record_lsn);
+        self.core
+            .meta
+            .lock()
+            .note_install(self.frame, record_lsn, lsn, appending);
     }
 }
 

@@ -531,3 +531,60 @@ fn run_pressure(seed: u64) -> (BufferStats, u64) {
     .expect("simulation");
     (outcome.finished().expect("finished"), report.now_ns)
 }
+
+/// BUF-10: an append page is written once, when sealed; neither the
+/// background writer's batch nor `flush_all` writes it while it fills.
+#[test]
+fn append_pages_are_written_only_when_sealed() {
+    sim(|_rt| {
+        let (pool, device, _log) = setup(FRAMES_MIN, 0, 0);
+        create(&pool, 0, 1, 10);
+        pool.flush_all().unwrap();
+        let page = pool.fetch_new(id(1)).unwrap();
+        for fill in 1..=3 {
+            page.install_append(&image(fill));
+            assert_eq!(pool.write_back_oldest(FRAMES_MIN).unwrap(), 0);
+            pool.flush_all().unwrap();
+        }
+        assert_eq!(device.written_pages(), vec![0], "only the ordinary page");
+        pool.seal_append(id(1));
+        assert_eq!(pool.write_back_oldest(FRAMES_MIN).unwrap(), 1);
+        assert_eq!(device.written_pages(), vec![0, 1]);
+        assert!(pool.dirty_pages().is_empty());
+        drop(page);
+        pool.check().unwrap();
+    });
+}
+
+/// `check` passes through every kind of state change (the pool also runs
+/// it after each change in this simulated, debug-assertion build).
+#[test]
+fn check_holds_through_misses_evictions_and_write_backs() {
+    sim(|_rt| {
+        let (pool, _device, _log) = setup(FRAMES_MIN, 0, 0);
+        for n in 0..(3 * FRAMES_MIN as PageNo) {
+            create(&pool, n, n as u8, u64::from(n) + 1);
+            pool.check().unwrap();
+        }
+        pool.write_back_oldest(2).unwrap();
+        pool.check().unwrap();
+        pool.flush_all().unwrap();
+        pool.check().unwrap();
+        pool.discard_all().unwrap();
+        pool.check().unwrap();
+    });
+}
+
+/// The whole-state check runs after each change exactly in the simulated
+/// world with debug assertions on (debug builds, the `crash` profile).
+#[test]
+fn check_runs_after_each_change_only_in_simulated_debug_builds() {
+    let simulated = sim(|_rt| {
+        let (pool, _device, _log) = setup(FRAMES_MIN, 0, 0);
+        pool.core.meta.lock().checking
+    });
+    assert_eq!(simulated, cfg!(debug_assertions));
+    let log = Arc::new(FakeLog::default());
+    let real = BufferPool::new(PAGE_BYTES, (FRAMES_MIN * PAGE_BYTES) as u64, log).unwrap();
+    assert!(!real.core.meta.lock().checking);
+}

@@ -23,11 +23,12 @@ const WRITER_TASK_NAME: &str = "buffer-writer";
 
 impl Core {
     /// Write every page dirty at the call (waiting out write-backs already
-    /// in flight), in page order, then flush every registered device.
+    /// in flight), in page order, append pages not yet sealed excepted
+    /// (BUF-10), then flush every registered device.
     pub(super) fn flush_all(&self) -> Result<()> {
         let (dirty, spaces) = {
             let meta = self.meta.lock();
-            (meta.dirty_frames(), meta.spaces())
+            (meta.writable_dirty_frames(), meta.spaces())
         };
         for (id, _, frame) in dirty {
             self.write_back(frame, id, Wait::Yes)?;

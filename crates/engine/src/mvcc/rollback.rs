@@ -15,7 +15,17 @@
 //! segment take another. Concurrent writers therefore produce concurrent
 //! append-only streams, one per transaction, about one extent apart
 //! (lee2008 Figure 4(b)). A page is written to the device as soon as its
-//! segment has filled it.
+//! segment has filled it, and not before: its image is installed in the
+//! buffer pool as an *append page* (BUF-10), which the background writer
+//! and checkpoints leave alone until the segment seals it. Only an eviction
+//! (the segment idle, its page unpinned, the pool short of frames) writes a
+//! page before it is full; the page is then written again when it fills.
+//!
+//! The metadata region is different: the header page is written once at
+//! open, and a segment-table page is rewritten in place, directly to the
+//! device (not through the pool), whenever a segment is created or moves to
+//! a new extent, so its writes grow with the number of extents taken, not
+//! with the number of pages.
 //!
 //! A before-image is addressed by a *rollback pointer*: its byte address in
 //! the rollback space (40 bits) and the generation of its extent (23 bits).
@@ -34,6 +44,9 @@
 //!    window can need its records (MVCC-3).
 //! 4. A pointer read back resolves to the record written at it, or to
 //!    "gone" if its extent was reused; never to another record.
+//! 5. An extent page is written once per fill of its extent: when its
+//!    segment moves past it (BUF-10), unless an eviction forces it out
+//!    earlier.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -353,7 +366,8 @@ impl RollbackSpace {
         image[at..at + 4].copy_from_slice(&(row.len() as u32).to_le_bytes());
         image[at + 4..at + 20].copy_from_slice(&header.encode());
         image[at + 20..at + 20 + row.len()].copy_from_slice(row);
-        handle.as_ref().expect("pinned").install(image, 0, 0);
+        // Not logged, and not to be written before it is full (RBS-5).
+        handle.as_ref().expect("pinned").install_append(image);
         seg.offset += record_bytes;
         let address = u64::from(id.page_no) * self.page_bytes as u64 + at as u64;
         st.stats.records_written += 1;
@@ -406,10 +420,13 @@ impl RollbackSpace {
         let extent = seg.extent.expect("extent");
         let page_no = METADATA_PAGES + extent * self.pages_per_extent + seg.page_in_extent;
         seg.page_in_extent += 1;
-        // A filled page is written at once (by the caller, outside the
-        // lock): each segment reaches the device as an append-only stream
-        // (lee2008 Figure 4(b)).
+        // A filled page is sealed, then written at once (by the caller,
+        // outside the lock): each segment reaches the device as an
+        // append-only stream (lee2008 Figure 4(b)), each page once (RBS-5).
         let filled = seg.page.take().map(|(full, _, _)| full);
+        if let Some(full) = filled {
+            self.pool.seal_append(full);
+        }
         let id = PageId::new(ROLLBACK_SPACE, page_no);
         let handle = match self.pool.fetch_new(id) {
             Ok(handle) => handle,
