@@ -5,6 +5,9 @@
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
+/// Largest log accepted by `--log-mb` (1 TiB).
+const LOG_MB_MAX: u64 = 1 << 20;
+
 use anyhow::{Context, bail};
 use flashlab_devices::trace::formats::write_flashlab_csv;
 use flashlab_engine::{DbConfig, Durability};
@@ -75,6 +78,14 @@ pub struct Args {
     /// Write the I/O trace of the measured interval (flashlab CSV).
     #[arg(long)]
     trace: Option<PathBuf>,
+    /// Full-page images in the log after each checkpoint (torn-page
+    /// repair): on or off.
+    #[arg(long, default_value = "on")]
+    page_images: String,
+    /// Size of the log in MB (default: the whole log device, or 1 GB of
+    /// file in the real world). The log is recycled within it.
+    #[arg(long)]
+    log_mb: Option<u64>,
     /// A database configuration (TOML) to start from.
     #[arg(long)]
     config: Option<PathBuf>,
@@ -184,6 +195,16 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         seed: args.seed,
         trace: args.trace.is_some(),
         progress_interval_ns: (args.progress * NS_PER_S as f64) as u64,
+        page_images: match args.page_images.as_str() {
+            "on" => true,
+            "off" => false,
+            other => bail!("--page-images '{other}' must be on or off"),
+        },
+        log_bytes: match args.log_mb {
+            Some(mb @ 1..=LOG_MB_MAX) => Some(mb << 20),
+            Some(mb) => bail!("--log-mb {mb} must be from 1 to {LOG_MB_MAX}"),
+            None => None,
+        },
         config,
     };
     flashlab_lab::bench::validate(&options).map_err(anyhow::Error::msg)?;
@@ -267,6 +288,14 @@ fn print_summary(r: &BenchReport) {
         r.log.avg_write_sectors,
         r.log.avg_write_ms,
         r.log.tail_rewrites
+    );
+    println!(
+        "log volume          {:.0} bytes/commit ({:.0} of them full-page images; images {}), {} wraps of the log, {} appends refused (log full)",
+        r.log.bytes_per_commit,
+        r.log.page_image_bytes_per_commit,
+        if r.log.page_images { "on" } else { "off" },
+        r.log.wraps,
+        r.log.log_full
     );
     println!(
         "rollback (MVCC)     {} before-images written, {} pages read in {:.3} s, {} chains walked (longest {})",

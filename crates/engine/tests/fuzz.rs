@@ -219,7 +219,7 @@ proptest! {
     #[test]
     fn master_record_decoding(raw in bytes(600), sequence in any::<u64>(), checkpoint in any::<u64>(), salt in any::<u32>(), bit in any::<prop::sample::Index>()) {
         let _ = Master::decode(&raw);
-        let master = Master { sequence, checkpoint_lsn: checkpoint, start_lsn: checkpoint / 2, salt, sector_bytes: 512, database_id: 9 };
+        let master = Master { sequence, checkpoint_lsn: checkpoint, start_lsn: checkpoint / 2, salt, sector_bytes: 512, database_id: 9, capacity_bytes: 1 << 20 };
         let mut sector = master.encode(512);
         prop_assert_eq!(Master::decode(&sector).unwrap(), Some(master));
         let bit = bit.index(512 * 8);

@@ -243,7 +243,7 @@ fn regression_no_flush_follows_a_failed_master_record_flush() {
     for round in 0..40 {
         let log = Arc::new(FailingLog::new(true));
         let device: DeviceRef = log.clone();
-        let wal = Wal::create(device, WalConfig::default(), 0).unwrap();
+        let wal = Wal::create(device, WalConfig::default(), 0, None).unwrap();
         let stop = Arc::new(AtomicBool::new(false));
         let committers: Vec<_> = (0..6u64)
             .map(|c| {

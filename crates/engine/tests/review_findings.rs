@@ -293,7 +293,7 @@ fn every_record_the_log_accepts_is_readable_by_recovery() {
     use flashlab_engine::wal::{Body, Wal, WalConfig};
     sim(|| {
         let device = Arc::new(MemoryDevice::new("log", 256 << 20));
-        let wal = Wal::create(device.clone(), WalConfig::default(), 0).unwrap();
+        let wal = Wal::create(device.clone(), WalConfig::default(), 0, None).unwrap();
         let (begin, _) = wal.append(0, 0, Body::CheckpointBegin).unwrap();
         let dirty = (0..600_000u32)
             .map(|p| (PageId::new(0, p), begin))

@@ -63,6 +63,11 @@ pub struct BenchOptions {
     pub seed: u64,
     pub trace: bool,
     pub progress_interval_ns: u64,
+    /// Log full-page images after each checkpoint (torn-page repair). The
+    /// lee2008 experiments turn them off, as the paper's server ran.
+    pub page_images: bool,
+    /// Capacity of the log space (None: the whole log device).
+    pub log_bytes: Option<u64>,
     /// A database configuration to start from (devices and sizes in it are
     /// overridden by the options above only where given on the command line).
     pub config: Option<DbConfig>,
@@ -87,6 +92,8 @@ impl Default for BenchOptions {
             durability: Durability::Sync,
             isolation: flashlab_engine::mvcc::Isolation::ReadCommitted,
             commit_delay_ns: 0,
+            page_images: true,
+            log_bytes: None,
             real_dir: None,
             keep: false,
             acks: None,
@@ -106,6 +113,14 @@ pub struct LogColumns {
     pub avg_write_sectors: f64,
     pub avg_write_ms: f64,
     pub tail_rewrites: u64,
+    /// Log bytes appended per commit, and the part that is full-page images.
+    pub bytes_per_commit: f64,
+    pub page_image_bytes_per_commit: f64,
+    /// Whether full-page images were on.
+    pub page_images: bool,
+    /// Times the log wrapped around its region, and appends it refused.
+    pub wraps: u64,
+    pub log_full: u64,
 }
 
 /// What `flashlab bench` reports.
@@ -222,6 +237,10 @@ fn db_config(options: &BenchOptions) -> DbConfig {
     config.wal.durability = options.durability;
     config.mvcc.isolation = options.isolation;
     config.wal.commit_delay_ns = options.commit_delay_ns;
+    config.wal.page_images = options.page_images;
+    if options.log_bytes.is_some() {
+        config.log.capacity_bytes = options.log_bytes;
+    }
     config.cpu = config.cpu.at_ghz(options.cpu_ghz);
     config
 }
@@ -442,6 +461,11 @@ fn report(
             avg_write_sectors: r.log.avg_write_sectors,
             avg_write_ms: r.log.avg_write_ms,
             tail_rewrites: r.log.tail_rewrites,
+            bytes_per_commit: r.log.bytes_per_commit,
+            page_image_bytes_per_commit: r.log.page_image_bytes_per_commit,
+            page_images: options.page_images,
+            wraps: r.log.wraps,
+            log_full: r.log.log_full,
         },
         consistency,
         rollback: Default::default(),

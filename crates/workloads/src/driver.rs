@@ -62,16 +62,27 @@ pub struct LogSummary {
     pub avg_write_sectors: f64,
     pub avg_write_ms: f64,
     pub tail_rewrites: u64,
+    /// Log bytes appended per commit, and the part that is full-page images.
+    pub bytes_per_commit: f64,
+    pub page_image_bytes_per_commit: f64,
+    /// Times the log wrapped around its region, and appends it refused.
+    pub wraps: u64,
+    pub log_full: u64,
 }
 
 impl LogSummary {
     pub fn from_stats(stats: &LogStats) -> LogSummary {
+        let per_commit = |bytes: u64| bytes as f64 / stats.commits.max(1) as f64;
         LogSummary {
             writes: stats.writes,
             commits_per_write: stats.commits_per_write(),
             avg_write_sectors: stats.avg_write_sectors(),
             avg_write_ms: stats.avg_write_ms(),
             tail_rewrites: stats.tail_rewrites,
+            bytes_per_commit: per_commit(stats.bytes_appended),
+            page_image_bytes_per_commit: per_commit(stats.page_image_bytes),
+            wraps: stats.wraps,
+            log_full: stats.log_full,
         }
     }
 }

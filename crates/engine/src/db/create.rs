@@ -68,7 +68,12 @@ fn capacity_pages(configured: Option<u64>, device: &DeviceRef, page_bytes: usize
 
 /// Format a new database on empty devices.
 pub(crate) fn create(config: &DbConfig, devices: Devices) -> Result<Database> {
-    let wal = Wal::create(devices.log.clone(), config.wal.clone(), 0)?;
+    let wal = Wal::create(
+        devices.log.clone(),
+        config.wal.clone(),
+        0,
+        config.log.capacity_bytes,
+    )?;
     let (spaces, pools) = build_spaces(config, &devices, &wal)?;
     let db = Database::from_parts(config, spaces, pools, wal, devices, 1, 1)?;
     for space in &db.inner.spaces {

@@ -48,8 +48,8 @@ use crate::db::{Database, Devices};
 use crate::error::{Error, Result};
 use crate::mtr::apply_redo;
 use crate::page::{self, PageId};
-use crate::wal::record::{ActiveTxn, Body, LogRecord, RECORD_BYTES_MAX};
-use crate::wal::{LOG_BUFFER_BYTES_MAX, LogEnd, LogLayout, LogReader, Master, Wal};
+use crate::wal::record::{ActiveTxn, Body, LogRecord};
+use crate::wal::{FORCE_SECTORS_MAX, LogEnd, LogLayout, LogReader, Master, Wal};
 
 /// What recovery found and did, for reports and tests.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
@@ -65,10 +65,9 @@ pub struct RecoveryReport {
     pub leftover_sectors: u64,
 }
 
-/// How far past the end analysis looks: one force of the largest buffer
-/// and one record.
-fn beyond_window_sectors(layout: &LogLayout) -> u64 {
-    ((LOG_BUFFER_BYTES_MAX + RECORD_BYTES_MAX) as u64).div_ceil(layout.payload_bytes()) + 2
+/// How far past the end analysis looks: one force's largest write.
+fn beyond_window_sectors(_layout: &LogLayout) -> u64 {
+    FORCE_SECTORS_MAX + 2
 }
 
 /// The result of the analysis pass.

@@ -18,7 +18,8 @@
 //! | 40 | 4 | salt: the log's incarnation, carried by every log sector |
 //! | 44 | 4 | log sector bytes |
 //! | 48 | 8 | database identity (0: not recorded) |
-//! | 56 | 456 | zero |
+//! | 56 | 8 | log bytes: the log's size on its device, fixed at creation |
+//! | 64 | 448 | zero |
 
 use crate::error::{Error, Result};
 pub use crate::wal::layout::LOG_MASTER_AREA_BYTES;
@@ -40,6 +41,8 @@ pub struct Master {
     pub salt: u32,
     pub sector_bytes: u32,
     pub database_id: u64,
+    /// The log's size on its device (the ring's geometry depends on it).
+    pub capacity_bytes: u64,
 }
 
 impl Master {
@@ -54,6 +57,7 @@ impl Master {
         sector[40..44].copy_from_slice(&self.salt.to_le_bytes());
         sector[44..48].copy_from_slice(&self.sector_bytes.to_le_bytes());
         sector[48..56].copy_from_slice(&self.database_id.to_le_bytes());
+        sector[56..64].copy_from_slice(&self.capacity_bytes.to_le_bytes());
         let crc = crc32c::crc32c(&sector[16..MASTER_BYTES]);
         sector[12..16].copy_from_slice(&crc.to_le_bytes());
         sector
@@ -83,6 +87,7 @@ impl Master {
             salt: le32(40),
             sector_bytes: le32(44),
             database_id: le64(48),
+            capacity_bytes: le64(56),
         }))
     }
 
@@ -113,6 +118,7 @@ mod tests {
             salt: 77,
             sector_bytes: 512,
             database_id: 5,
+            capacity_bytes: 1 << 20,
         };
         let b = Master {
             sequence: 5,

@@ -118,8 +118,7 @@ pub use record::{ActiveTxn, Body, LogRecord};
 pub const LOG_BUFFER_BYTES_DEFAULT: usize = 4 << 20;
 /// Smallest log buffer accepted.
 pub const LOG_BUFFER_BYTES_MIN: usize = 64 << 10;
-/// Largest log buffer accepted: a force is at most this plus one record,
-/// which bounds how far past the end recovery looks for leftovers.
+/// Largest log buffer accepted.
 pub const LOG_BUFFER_BYTES_MAX: usize = 16 << 20;
 /// How often the log is forced in the background under `no-sync`.
 pub const NO_SYNC_FLUSH_INTERVAL_NS: u64 = 10_000_000;
@@ -131,6 +130,10 @@ pub const LOG_RESERVE_BYTES_MIN: u64 = 64 << 10;
 /// Log space a transaction reserves per update on top of the update's own
 /// size, for the compensation record that would undo it.
 pub const UNDO_RESERVE_SLACK_BYTES: u64 = 512;
+/// Most log sectors one device write of a force covers (about 1 MiB): a
+/// larger force is written and flushed in chunks, so recovery never looks
+/// further past the end of the log than this for leftovers.
+pub const FORCE_SECTORS_MAX: u64 = 2048;
 /// How often a checkpoint looks again for records not yet installed.
 pub const INSTALL_POLL_NS: u64 = 20_000;
 
@@ -417,21 +420,37 @@ pub struct Wal {
 pub type FailureHook = Box<dyn Fn(&str) + Send + Sync>;
 
 impl Wal {
-    /// The layout of the log on `device` with salt `salt`.
-    pub fn layout_for(device: &DeviceRef, salt: u32) -> Result<LogLayout> {
+    /// The layout of a log of `capacity_bytes` on `device` with `salt`.
+    pub fn layout_for(device: &DeviceRef, capacity_bytes: u64, salt: u32) -> Result<LogLayout> {
+        if capacity_bytes > device.capacity_bytes() {
+            return Err(Error::Open(format!(
+                "log device '{}' of {} bytes is smaller than its log of {capacity_bytes} bytes",
+                device.name(),
+                device.capacity_bytes()
+            )));
+        }
         LogLayout::for_device(
             device.name(),
-            device.capacity_bytes(),
+            capacity_bytes,
             u64::from(device.sector_bytes()),
             salt,
         )
     }
 
-    /// A new, empty log on `device` with a fresh salt; its master record
-    /// says: no checkpoint.
-    pub fn create(device: DeviceRef, config: WalConfig, database_id: u64) -> Result<Arc<Wal>> {
+    /// A new, empty log with a fresh salt on `device`, using at most
+    /// `capacity_bytes` of it (None: all of it); its master record says:
+    /// no checkpoint.
+    pub fn create(
+        device: DeviceRef,
+        config: WalConfig,
+        database_id: u64,
+        capacity_bytes: Option<u64>,
+    ) -> Result<Arc<Wal>> {
         let salt = (Rt::current().random_u64() as u32).max(1);
-        let layout = Wal::layout_for(&device, salt)?;
+        let capacity_bytes = capacity_bytes
+            .unwrap_or(u64::MAX)
+            .min(device.capacity_bytes());
+        let layout = Wal::layout_for(&device, capacity_bytes, salt)?;
         let first = layout.first_lsn();
         let master = Master {
             sequence: 0,
@@ -440,6 +459,7 @@ impl Wal {
             salt,
             sector_bytes: layout.sector_bytes as u32,
             database_id,
+            capacity_bytes,
         };
         let end = LogEnd {
             end_lsn: first,
@@ -453,7 +473,7 @@ impl Wal {
 
     /// The layout a master record describes on `device`.
     pub fn layout_of(device: &DeviceRef, master: &Master) -> Result<LogLayout> {
-        let layout = Wal::layout_for(device, master.salt)?;
+        let layout = Wal::layout_for(device, master.capacity_bytes, master.salt)?;
         if u64::from(master.sector_bytes) != layout.sector_bytes {
             return Err(Error::Open(format!(
                 "log device '{}': the master record says {}-byte log sectors, the device gives {}",
@@ -928,10 +948,9 @@ impl Wal {
         drop(st);
 
         let first = self.layout.sector_of(write_start);
-        let sectors = self.sectors(first, &data, durable_lsn);
         let rt = Rt::current();
         let started_ns = rt.now_ns();
-        let result = self.write_and_sync(first, &sectors);
+        let (result, sectors_written) = self.write_chunks(first, &data, durable_lsn);
         let elapsed_ns = rt.now_ns() - started_ns;
 
         let mut st = self.state.lock();
@@ -960,7 +979,7 @@ impl Wal {
         st.buf_start_lsn = keep_from;
         if !data.is_empty() {
             st.stats.writes += 1;
-            st.stats.sectors_written += sectors.len() as u64 / self.layout.sector_bytes;
+            st.stats.sectors_written += sectors_written;
             st.stats.write_ns_total += elapsed_ns;
             st.stats.commits_forced += commits;
             st.stats.tail_rewrites += u64::from(rewrite);
@@ -969,6 +988,29 @@ impl Wal {
         drop(st);
         self.forced.notify_all();
         Ok(())
+    }
+
+    /// Write the stream bytes `data` as sectors from sector `first` on, at
+    /// most [`FORCE_SECTORS_MAX`] sectors per write and flush: each chunk's
+    /// sectors carry the durable LSN the chunks before it reached, which
+    /// bounds how far past its end recovery must look. Returns the result
+    /// and the sectors written.
+    fn write_chunks(&self, first: u64, data: &[u8], mut durable_lsn: u64) -> (Result<()>, u64) {
+        let payload = self.layout.payload_bytes() as usize;
+        let mut written = 0;
+        for (i, chunk) in data
+            .chunks(FORCE_SECTORS_MAX as usize * payload)
+            .enumerate()
+        {
+            let k = first + i as u64 * FORCE_SECTORS_MAX;
+            let sectors = self.sectors(k, chunk, durable_lsn);
+            if let Err(e) = self.write_and_sync(k, &sectors) {
+                return (Err(e), written);
+            }
+            written += sectors.len() as u64 / self.layout.sector_bytes;
+            durable_lsn = durable_lsn.max(self.layout.sector_lsn(k) + chunk.len() as u64);
+        }
+        (Ok(()), written)
     }
 
     /// Write `sectors` from sector `first` on (in two parts if they wrap

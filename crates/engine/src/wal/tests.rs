@@ -55,7 +55,7 @@ fn commit(wal: &Wal, txn: u64) -> u64 {
 fn appended_records_read_back_after_a_force() {
     sim(|_| {
         let device = memory_log();
-        let wal = Wal::create(device.clone(), WalConfig::default(), 0).unwrap();
+        let wal = Wal::create(device.clone(), WalConfig::default(), 0, None).unwrap();
         let mut lsns = Vec::new();
         for i in 0..100u64 {
             let (lsn, end) = wal.append(i, 0, Body::Commit { commit_ts: i }).unwrap();
@@ -82,7 +82,7 @@ fn unforced_records_are_lost_by_a_crash_and_the_log_resumes() {
     sim(|_| {
         let memory = Arc::new(MemoryDevice::new("log", 64 << 20));
         let device: DeviceRef = memory.clone();
-        let wal = Wal::create(device.clone(), WalConfig::default(), 0).unwrap();
+        let wal = Wal::create(device.clone(), WalConfig::default(), 0, None).unwrap();
         let durable_end = commit(&wal, 1);
         wal.append(2, 0, Body::Commit { commit_ts: 2 }).unwrap();
         memory.crash();
@@ -105,7 +105,7 @@ fn the_log_is_recycled_and_bounded() {
     sim(|_| {
         let memory = Arc::new(MemoryDevice::new("log", 1 << 20));
         let device: DeviceRef = memory.clone();
-        let wal = Wal::create(device.clone(), WalConfig::default(), 0).unwrap();
+        let wal = Wal::create(device.clone(), WalConfig::default(), 0, None).unwrap();
         let mut last = 0;
         for txn in 1..=60_500u64 {
             commit(&wal, txn);
@@ -136,7 +136,7 @@ fn the_log_is_recycled_and_bounded() {
 fn a_full_log_refuses_new_work_but_keeps_a_reserve() {
     sim(|_| {
         let device: DeviceRef = Arc::new(MemoryDevice::new("log", 1 << 20));
-        let wal = Wal::create(device, WalConfig::default(), 0).unwrap();
+        let wal = Wal::create(device, WalConfig::default(), 0, None).unwrap();
         let update = |txn| Body::Update {
             undo: Some(record::Undo {
                 space: 0,
@@ -189,7 +189,7 @@ fn regression_a_flipped_bit_in_the_durable_log_is_refused_not_truncated() {
     sim(|_| {
         let memory = Arc::new(MemoryDevice::new("log", 4 << 20));
         let device: DeviceRef = memory.clone();
-        let wal = Wal::create(device.clone(), WalConfig::default(), 0).unwrap();
+        let wal = Wal::create(device.clone(), WalConfig::default(), 0, None).unwrap();
         let ends: Vec<u64> = (1..=400).map(|txn| commit(&wal, txn)).collect();
         let layout = wal.layout();
         let middle = layout.offset_of(ends[199]);
@@ -217,7 +217,7 @@ fn a_lost_write_before_the_durable_end_is_damage() {
     sim(|_| {
         let memory = Arc::new(MemoryDevice::new("log", 4 << 20));
         let device: DeviceRef = memory.clone();
-        let wal = Wal::create(device.clone(), WalConfig::default(), 0).unwrap();
+        let wal = Wal::create(device.clone(), WalConfig::default(), 0, None).unwrap();
         let ends: Vec<u64> = (1..=400).map(|txn| commit(&wal, txn)).collect();
         let layout = wal.layout();
         let k = layout.sector_of(ends[199]);
@@ -240,7 +240,7 @@ fn leftovers_of_an_unfinished_force_are_erased_on_resume() {
     sim(|_| {
         let memory = Arc::new(MemoryDevice::new("log", 4 << 20));
         let device: DeviceRef = memory.clone();
-        let wal = Wal::create(device.clone(), WalConfig::default(), 0).unwrap();
+        let wal = Wal::create(device.clone(), WalConfig::default(), 0, None).unwrap();
         for txn in 1..=50 {
             commit(&wal, txn);
         }
@@ -276,7 +276,7 @@ fn leftovers_of_an_unfinished_force_are_erased_on_resume() {
 fn concurrent_committers_share_forces() {
     let stats = sim(|rt| {
         let device: DeviceRef = Arc::new(flashlab_devices::sim::SimDevice::new(Box::new(SlowLog)));
-        let wal = Wal::create(device, WalConfig::default(), 0).unwrap();
+        let wal = Wal::create(device, WalConfig::default(), 0, None).unwrap();
         let handles: Vec<_> = (0..16u64)
             .map(|client| {
                 let wal = wal.clone();
@@ -335,6 +335,7 @@ fn a_failed_flush_stops_the_log_for_good() {
             start_lsn: 488,
             salt: 1,
             sector_bytes: 512,
+            capacity_bytes: 1 << 20,
             ..Master::default()
         };
         let end = LogEnd {
