@@ -26,8 +26,19 @@ use flashlab_workloads::tpcb::TpcB;
 const KILLS: u32 = 22;
 const CLIENTS: u32 = 4;
 const ACCOUNTS: u32 = 500;
-/// Longest a run lives before its kill.
+/// Longest a run lives before its kill (`FLASHLAB_KILL_RUN_MS_MAX` for a
+/// longer soak).
 const RUN_MS_MAX: u64 = 500;
+/// The log's size: small, so the runs wrap it many times and the kills
+/// land in recycling (`FLASHLAB_KILL_LOG_MB` for another size).
+const LOG_MB: u64 = 2;
+
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|v| v.parse().ok())
+        .unwrap_or(default)
+}
 
 fn bench(dir: &Path, acks: &Path, duration: &str) -> Command {
     let mut cmd = Command::new(env!("CARGO_BIN_EXE_flashlab"));
@@ -49,6 +60,8 @@ fn bench(dir: &Path, acks: &Path, duration: &str) -> Command {
             "0s",
             "--progress",
             "0",
+            "--log-mb",
+            &env_or("FLASHLAB_KILL_LOG_MB", LOG_MB).to_string(),
         ])
         .stdin(Stdio::null())
         .stdout(Stdio::null())
@@ -125,7 +138,7 @@ fn bench_killed_with_sigkill_loses_no_acknowledged_commit() {
     for round in 0..KILLS {
         let mut child = bench(&dir, &acks_path, "60s").spawn().unwrap();
         // Anywhere from inside the run's own recovery to mid-workload.
-        let after_ms = next(&mut rng) % RUN_MS_MAX + 5;
+        let after_ms = next(&mut rng) % env_or("FLASHLAB_KILL_RUN_MS_MAX", RUN_MS_MAX) + 5;
         std::thread::sleep(Duration::from_millis(after_ms));
         if let Ok(Some(status)) = child.try_wait() {
             let mut err = String::new();

@@ -50,6 +50,17 @@ fn regression_seed_2153_verify_counts_a_page_it_repaired_itself() {
     assert!(report.passed(), "{:?}", report.failure);
 }
 
+/// Seed 2241 (tpcb, Media profile): a rollback met a page damaged at rest
+/// (a latent read error, no image in the recycled log) and failed the
+/// database, as it must; the harness took the client's "log failed" for an
+/// unexpected error. A failure that names damage is an expected outcome
+/// of the media profiles.
+#[test]
+fn regression_seed_2241_a_rollback_that_meets_damage_fails_the_database() {
+    let report = run_seed(2241, "mixed");
+    assert!(report.passed(), "{:?}", report.failure);
+}
+
 /// The three engine bugs the first seeds found have targeted regression
 /// tests in crates/engine/tests/faults.rs (torn pages rebuilt from the log;
 /// a failed data flush stops the database; a failed master-record flush

@@ -775,7 +775,10 @@ fn record_error(state: &Mutex<EpochState>, profile: Profile, e: &Error, who: &st
     let expected = match e {
         // The engine stopped accepting work after a log failure: expected
         // only where a flush or log write can fail.
-        Error::LogFailed(_) => profile == Profile::IoError,
+        // So does a rollback that met damage no copy can restore.
+        Error::LogFailed(why) => {
+            profile == Profile::IoError || (profile.may_refuse() && names_damage(why))
+        }
         Error::SpaceFull(_) => profile == Profile::IoError,
         Error::Device(d) => match d {
             flashlab_devices::DeviceError::FlushFailed { .. }
