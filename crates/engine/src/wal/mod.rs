@@ -108,7 +108,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::buffer::WriterStop;
 use crate::error::{Error, Result};
-use crate::page::{self, PAGE_BODY_OFFSET, PageId};
+use crate::page::{self, PageId};
 pub use layout::LogLayout;
 pub use master::Master;
 pub use reader::{BeyondEnd, LogReader};
@@ -587,20 +587,8 @@ impl Wal {
 
     /// Append a record; returns its LSN and the LSN just past it.
     pub fn append(&self, txn: u64, prev_lsn: u64, body: Body) -> Result<(u64, u64)> {
-        let record = LogRecord {
-            lsn: 0,
-            txn,
-            prev_lsn,
-            body,
-        };
-        record.check_limits()?;
-        let mut bytes = record.encode(0);
-        let size = bytes.len();
-        let reserve_ok = may_use_reserve(&record.body);
-        self.append_sized(size, reserve_ok, |lsn, link| {
-            LogRecord::relocate(&mut bytes, lsn, link);
-            (record, bytes)
-        })
+        let appended = self.append_at_horizon(None, txn, prev_lsn, body)?;
+        Ok(appended.expect("a record without a horizon is always appended"))
     }
 
     /// Append a record with page changes whose full-page images were chosen
@@ -610,6 +598,16 @@ impl Wal {
     pub fn append_for_horizon(
         &self,
         horizon_lsn: u64,
+        txn: u64,
+        prev_lsn: u64,
+        body: Body,
+    ) -> Result<Option<(u64, u64)>> {
+        self.append_at_horizon(Some(horizon_lsn), txn, prev_lsn, body)
+    }
+
+    fn append_at_horizon(
+        &self,
+        horizon_lsn: Option<u64>,
         txn: u64,
         prev_lsn: u64,
         body: Body,
@@ -630,30 +628,22 @@ impl Wal {
             .filter(|p| p.image)
             .map(|p| p.ranges.iter().map(|(_, b)| b.len() as u64 + 8).sum())
             .collect();
-        let mut moved = false;
         let reserve_ok = may_use_reserve(&record.body);
-        let result = self.append_checked(
-            size,
-            reserve_ok,
-            |st| {
-                if st.image_horizon_lsn != horizon_lsn {
-                    moved = true;
-                    return false;
-                }
-                st.stats.page_images += images.len() as u64;
-                st.stats.page_image_bytes += images.iter().sum::<u64>();
-                true
-            },
-            |lsn, link| {
-                LogRecord::relocate(&mut bytes, lsn, link);
-                (record, bytes)
-            },
-        );
-        match result {
-            Ok(_) if moved => Ok(None),
-            Ok(lsns) => Ok(Some(lsns)),
-            Err(e) => Err(e),
-        }
+        let mut moved = false;
+        let proceed = |st: &mut LogState| {
+            if horizon_lsn.is_some_and(|h| h != st.image_horizon_lsn) {
+                moved = true;
+                return false;
+            }
+            st.stats.page_images += images.len() as u64;
+            st.stats.page_image_bytes += images.iter().sum::<u64>();
+            true
+        };
+        let lsns = self.append_checked(size, reserve_ok, proceed, |lsn, link| {
+            LogRecord::relocate(&mut bytes, lsn, link);
+            (record, bytes)
+        })?;
+        Ok((!moved).then_some(lsns))
     }
 
     /// The horizon for full-page images now: a page whose LSN is at or
@@ -1228,7 +1218,6 @@ impl Wal {
                 }
             )));
         };
-        debug_assert!(image[PAGE_BODY_OFFSET..].len() + PAGE_BODY_OFFSET == page_bytes);
         page::set_lsn(&mut image, last.1);
         Ok((image, last.0))
     }

@@ -45,6 +45,15 @@ fn scan(device: &DeviceRef) -> Result<(Vec<u64>, LogEnd)> {
     ))
 }
 
+/// A 4 MB memory log with `n` commits, each forced; the end of each.
+fn log_with_commits(n: u64) -> (Arc<MemoryDevice>, DeviceRef, Arc<Wal>, Vec<u64>) {
+    let memory = Arc::new(MemoryDevice::new("log", 4 << 20));
+    let device: DeviceRef = memory.clone();
+    let wal = Wal::create(device.clone(), WalConfig::default(), 0, None).unwrap();
+    let ends = (1..=n).map(|txn| commit(&wal, txn)).collect();
+    (memory, device, wal, ends)
+}
+
 fn commit(wal: &Wal, txn: u64) -> u64 {
     let (_, end) = wal.append(txn, 0, Body::Commit { commit_ts: txn }).unwrap();
     wal.flush_to(end).unwrap();
@@ -187,10 +196,7 @@ fn a_full_log_refuses_new_work_but_keeps_a_reserve() {
 #[test]
 fn regression_a_flipped_bit_in_the_durable_log_is_refused_not_truncated() {
     sim(|_| {
-        let memory = Arc::new(MemoryDevice::new("log", 4 << 20));
-        let device: DeviceRef = memory.clone();
-        let wal = Wal::create(device.clone(), WalConfig::default(), 0, None).unwrap();
-        let ends: Vec<u64> = (1..=400).map(|txn| commit(&wal, txn)).collect();
+        let (memory, device, wal, ends) = log_with_commits(400);
         let layout = wal.layout();
         let middle = layout.offset_of(ends[199]);
         let mut sector = vec![0u8; 512];
@@ -215,10 +221,7 @@ fn regression_a_flipped_bit_in_the_durable_log_is_refused_not_truncated() {
 #[test]
 fn a_lost_write_before_the_durable_end_is_damage() {
     sim(|_| {
-        let memory = Arc::new(MemoryDevice::new("log", 4 << 20));
-        let device: DeviceRef = memory.clone();
-        let wal = Wal::create(device.clone(), WalConfig::default(), 0, None).unwrap();
-        let ends: Vec<u64> = (1..=400).map(|txn| commit(&wal, txn)).collect();
+        let (_memory, device, wal, ends) = log_with_commits(400);
         let layout = wal.layout();
         let k = layout.sector_of(ends[199]);
         device
@@ -238,12 +241,7 @@ fn a_lost_write_before_the_durable_end_is_damage() {
 #[test]
 fn leftovers_of_an_unfinished_force_are_erased_on_resume() {
     sim(|_| {
-        let memory = Arc::new(MemoryDevice::new("log", 4 << 20));
-        let device: DeviceRef = memory.clone();
-        let wal = Wal::create(device.clone(), WalConfig::default(), 0, None).unwrap();
-        for txn in 1..=50 {
-            commit(&wal, txn);
-        }
+        let (memory, device, wal, _) = log_with_commits(50);
         let layout = wal.layout();
         let end_before = wal.end_lsn();
         let tail = layout.offset_of_sector(layout.sector_of(end_before));
