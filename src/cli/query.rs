@@ -41,7 +41,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let rt = RealRuntime::new(0);
     let _enter = RealRuntime::enter(&rt);
     let config = config_from_manifest(&args.dir)?;
-    let db = Database::open_dir(&args.dir, &config)?;
+    let db = Database::open_dir_read_only(&args.dir, &config)?;
     let table = db.table(&args.table)?;
     let mut txn = match args.as_of {
         Some(ts) => db.begin_as_of(ts)?,

@@ -69,6 +69,23 @@ impl FileDevice {
         Ok(FileDevice::from_file(path, file, capacity_bytes, options))
     }
 
+    /// Open an existing file for reading only (`O_RDONLY`): every write,
+    /// flush or trim is refused by the operating system. What read-only
+    /// database opens put under an overlay.
+    pub fn open_read_only(path: &Path) -> Result<FileDevice, DeviceError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .open(path)
+            .map_err(|e| io_error(path, "open", e))?;
+        let capacity_bytes = device_size(&file).map_err(|e| io_error(path, "size", e))?;
+        Ok(FileDevice::from_file(
+            path,
+            file,
+            capacity_bytes,
+            FileOptions::default(),
+        ))
+    }
+
     fn from_file(path: &Path, file: File, capacity_bytes: u64, options: FileOptions) -> FileDevice {
         FileDevice {
             name: path.display().to_string(),

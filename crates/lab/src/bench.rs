@@ -317,7 +317,7 @@ fn bench_real(
         None => None,
     };
     let result = (|| {
-        let db = Database::open_dir(&db_dir, &config).map_err(|e| e.to_string())?;
+        let db = Database::open_or_create_dir(&db_dir, &config).map_err(|e| e.to_string())?;
         let report = run_on(&db, options, "real", None, existing, acks, progress)?;
         db.close().map_err(|e| e.to_string())?;
         Ok(report)

@@ -1,0 +1,168 @@
+//! Is each file of a database directory what the manifest says it is?
+//!
+//! Before an existing directory is opened, the first sector of every space
+//! file is read and its role recognised by its magic: a data space has
+//! `FLSP` at offset 24 of page 0 (its space header), the log has
+//! `FLSHLOG\0` at offset 0 (its master record). A data file that holds a
+//! log master record, or a log that holds a space header, is a swapped or
+//! foreign file and is named; a log whose two master-record copies are both
+//! invalid is damage, reported with what each copy holds. Nothing is ever
+//! re-initialised: an opener that finds damage stops.
+//!
+//! A data file whose page 0 is not a space header is not refused here: a
+//! torn page 0 is rebuilt from the log like any page.
+//!
+//! TODO(database identity): the log's master record is gaining a
+//! `database_id: u64`; once it has one, the manifest records the id (and
+//! data space headers carry it in their spare bytes), and [`check`] compares
+//! every file's id with the manifest's, so that a file of another database
+//! with the right role is named as foreign too.
+
+use std::path::Path;
+
+use flashlab_devices::DeviceRef;
+
+use crate::db::dir::{MANIFEST_FILE, Manifest};
+use crate::error::{Error, Result};
+use crate::page::PAGE_HEADER_BYTES;
+use crate::wal::LOG_SECTOR_BYTES;
+use crate::wal::master::{LOG_MAGIC, Master};
+
+/// Magic of a data space header, at [`SPACE_MAGIC_OFFSET`] of page 0.
+const SPACE_MAGIC: &[u8; 4] = b"FLSP";
+/// Offset of the space header's magic in page 0.
+const SPACE_MAGIC_OFFSET: usize = PAGE_HEADER_BYTES;
+
+/// What the first bytes of a file look like.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Role {
+    Log,
+    Data,
+    Zeros,
+    Unknown,
+}
+
+fn role_of(first: &[u8]) -> Role {
+    if &first[0..8] == LOG_MAGIC {
+        Role::Log
+    } else if &first[SPACE_MAGIC_OFFSET..SPACE_MAGIC_OFFSET + 4] == SPACE_MAGIC {
+        Role::Data
+    } else if first.iter().all(|&b| b == 0) {
+        Role::Zeros
+    } else {
+        Role::Unknown
+    }
+}
+
+/// The first two log sectors of a device (the master record's copies).
+fn head(device: &DeviceRef) -> Result<Vec<u8>> {
+    let mut bytes = vec![0u8; 2 * LOG_SECTOR_BYTES as usize];
+    device.read(0, &mut bytes)?;
+    Ok(bytes)
+}
+
+/// Check every file's role against the manifest (see the module docs).
+pub(crate) fn check(
+    dir: &Path,
+    manifest: &Manifest,
+    devices: &[(String, DeviceRef)],
+) -> Result<()> {
+    let mut heads = Vec::new();
+    for ((kind, device), space) in devices.iter().zip(&manifest.spaces) {
+        heads.push((
+            kind.as_str(),
+            space.file.as_str(),
+            role_of(&head(device)?),
+            device,
+        ));
+    }
+    let named = |role: Role| -> Vec<&str> {
+        heads
+            .iter()
+            .filter(|(_, _, r, _)| *r == role)
+            .map(|(_, file, _, _)| *file)
+            .collect()
+    };
+    for &(kind, file, role, _) in &heads {
+        if kind != "log" && role == Role::Log {
+            return Err(swapped(
+                dir,
+                file,
+                "a log master record (FLSHLOG)",
+                &named(Role::Data),
+            ));
+        }
+        if kind == "log" && role == Role::Data {
+            return Err(swapped(
+                dir,
+                file,
+                "a data space header (FLSP)",
+                &named(Role::Log),
+            ));
+        }
+    }
+    for &(kind, file, _, device) in &heads {
+        if kind == "log" {
+            check_master(dir, file, device)?;
+        }
+    }
+    Ok(())
+}
+
+fn swapped(dir: &Path, file: &str, holds: &str, others: &[&str]) -> Error {
+    let hint = match others {
+        [] => "a file of another kind or another database?".to_string(),
+        [one] => format!("swapped with {one}?"),
+        many => format!("swapped with one of {}?", many.join(", ")),
+    };
+    Error::Damaged(format!(
+        "{}: holds {holds}, not what {MANIFEST_FILE} says it is: {hint}; nothing was changed",
+        dir.join(file).display()
+    ))
+}
+
+/// The log must have at least one valid master-record copy.
+fn check_master(dir: &Path, file: &str, device: &DeviceRef) -> Result<()> {
+    let bytes = head(device)?;
+    let (a, b) = bytes.split_at(LOG_SECTOR_BYTES as usize);
+    if Master::newest([Master::decode(a)?, Master::decode(b)?]).is_some() {
+        return Ok(());
+    }
+    Err(Error::Damaged(format!(
+        "{}: neither copy of the log's master record is valid (sector 0: {}; sector 1: {}); \
+         the database cannot be recovered without it and was not changed",
+        dir.join(file).display(),
+        evidence(a),
+        evidence(b)
+    )))
+}
+
+/// What an invalid master-record copy holds, in a few words.
+fn evidence(sector: &[u8]) -> String {
+    if sector.iter().all(|&b| b == 0) {
+        return "all zeros".into();
+    }
+    if &sector[0..8] != LOG_MAGIC {
+        let shown: String = sector[0..8].iter().map(|b| format!("{b:02x}")).collect();
+        return format!("magic {shown}, not FLSHLOG");
+    }
+    "checksum mismatch".into()
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn roles_are_recognised_by_their_magic() {
+        let mut sector = vec![0u8; 512];
+        assert_eq!(role_of(&sector), Role::Zeros);
+        sector[24..28].copy_from_slice(SPACE_MAGIC);
+        assert_eq!(role_of(&sector), Role::Data);
+        sector[0..8].copy_from_slice(LOG_MAGIC);
+        assert_eq!(role_of(&sector), Role::Log);
+        assert_eq!(role_of(&[7u8; 512]), Role::Unknown);
+        assert_eq!(evidence(&[0u8; 512]), "all zeros");
+        assert!(evidence(&[1u8; 512]).contains("not FLSHLOG"));
+    }
+}

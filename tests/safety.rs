@@ -1,0 +1,251 @@
+//! A database directory that is safe to use (issue 11): one writer at a
+//! time, read-only `check` and `query` that never write a byte, swapped or
+//! damaged files named and never re-initialised, atomic creation.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::{assert_bad_input, flashlab, stderr, stdout};
+use flashlab::engine::{Database, DbConfig, TableSpec};
+use flashlab::runtime::RealRuntime;
+
+fn config() -> DbConfig {
+    let mut config = DbConfig::simple("file", "file", 4096, 1 << 20);
+    config.data[0].capacity_bytes = Some(4 << 20);
+    config.log.capacity_bytes = Some(4 << 20);
+    config
+}
+
+/// A small database with table `kv` (200 rows), closed cleanly.
+fn make_database(dir: &Path) {
+    let rt = RealRuntime::new(1);
+    let _enter = RealRuntime::enter(&rt);
+    let db = Database::open_or_create_dir(dir, &config()).unwrap();
+    fill(&db, 0..200);
+    db.close().unwrap();
+}
+
+fn fill(db: &Database, keys: std::ops::Range<u32>) {
+    let t = match db.table("kv") {
+        Ok(t) => t,
+        Err(_) => db.create_table(TableSpec::bytes("kv")).unwrap(),
+    };
+    let mut txn = db.begin().unwrap();
+    for i in keys {
+        txn.put(&t, format!("{i:05}").as_bytes(), &[1u8; 50])
+            .unwrap();
+    }
+    txn.commit().unwrap();
+}
+
+/// Every file in `dir` (name, contents).
+fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_file())
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn assert_unchanged(before: &BTreeMap<String, Vec<u8>>, dir: &Path, what: &str) {
+    let after = snapshot(dir);
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        after.keys().collect::<Vec<_>>(),
+        "{what}: files created or removed"
+    );
+    // A writer records its pid in the lock file; nothing else may change.
+    for (name, bytes) in before.iter().filter(|(n, _)| *n != "flashlab.lock") {
+        assert!(after[name] == *bytes, "{what} changed {name}");
+    }
+}
+
+fn path(dir: &Path) -> String {
+    dir.display().to_string()
+}
+
+/// A crash image: the files of a database copied while it is open, after a
+/// commit and before any checkpoint, so opening it needs recovery.
+fn crash_image(to: &Path) {
+    let live = tempfile::tempdir().unwrap();
+    make_database(live.path());
+    let rt = RealRuntime::new(1);
+    let _enter = RealRuntime::enter(&rt);
+    let db = Database::open_dir(live.path(), &config()).unwrap();
+    fill(&db, 200..400);
+    for (name, bytes) in snapshot(live.path()) {
+        std::fs::write(to.join(name), bytes).unwrap();
+    }
+    db.close().unwrap();
+}
+
+#[test]
+fn a_second_writer_is_refused_naming_the_directory_and_the_holders_pid() {
+    let dir = tempfile::tempdir().unwrap();
+    make_database(dir.path());
+    let rt = RealRuntime::new(1);
+    let _enter = RealRuntime::enter(&rt);
+    let held = Database::open_dir(dir.path(), &config()).unwrap();
+    // Two opens in one process conflict too (flock is per open file).
+    let err = Database::open_dir(dir.path(), &config())
+        .err()
+        .expect("a second writer in the same process must be refused")
+        .to_string();
+    let pid = format!("process {}", std::process::id());
+    assert!(
+        err.contains(&pid) && err.contains(&path(dir.path())),
+        "{err}"
+    );
+    // Other processes: a writer (check --repair), readers (check, query).
+    for args in [
+        vec!["check", "--repair"],
+        vec!["check"],
+        vec!["query", "--table", "kv"],
+    ] {
+        let mut args = args.clone();
+        let d = path(dir.path());
+        args.insert(1, &d);
+        assert_bad_input(&flashlab(&args), &[&pid, &d, "flashlab.lock"]);
+    }
+    held.close().unwrap();
+    let out = flashlab(&["check", &path(dir.path())]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn check_and_query_write_nothing_even_when_recovery_is_needed() {
+    let dir = tempfile::tempdir().unwrap();
+    crash_image(dir.path());
+    let before = snapshot(dir.path());
+    let out = flashlab(&["check", &path(dir.path())]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert_unchanged(&before, dir.path(), "check");
+    let out = flashlab(&["query", &path(dir.path()), "--table", "kv", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["total"], 400, "recovery in memory sees every commit");
+    assert_unchanged(&before, dir.path(), "query");
+    // Only --repair writes: recovery's work reaches the files.
+    let out = flashlab(&["check", "--repair", &path(dir.path())]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(snapshot(dir.path())["log.wal"] != before["log.wal"]);
+}
+
+#[test]
+fn readers_share_the_directory_and_keep_writers_out() {
+    let dir = tempfile::tempdir().unwrap();
+    make_database(dir.path());
+    let rt = RealRuntime::new(1);
+    let _enter = RealRuntime::enter(&rt);
+    let reader = Database::open_dir_read_only(dir.path(), &config()).unwrap();
+    let out = flashlab(&["query", &path(dir.path()), "--table", "kv"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_bad_input(
+        &flashlab(&["check", "--repair", &path(dir.path())]),
+        &["in use by a reader"],
+    );
+    reader.close().unwrap();
+}
+
+#[test]
+fn swapped_files_are_named_and_never_reinitialised() {
+    let dir = tempfile::tempdir().unwrap();
+    make_database(dir.path());
+    let data = dir.path().join("data.data");
+    let log = dir.path().join("log.wal");
+    let swap = dir.path().join("swap");
+    std::fs::rename(&data, &swap).unwrap();
+    std::fs::rename(&log, &data).unwrap();
+    std::fs::rename(&swap, &log).unwrap();
+    let before = snapshot(dir.path());
+    for args in [vec!["check"], vec!["check", "--repair"]] {
+        let mut args = args.clone();
+        let d = path(dir.path());
+        args.push(&d);
+        let out = flashlab(&args);
+        assert_bad_input(&out, &["damaged", "swapped"]);
+        let err = stderr(&out);
+        assert!(
+            err.contains("data.data") && err.contains("log.wal"),
+            "{err}"
+        );
+        assert_unchanged(&before, dir.path(), "a refused open");
+    }
+    // Swapped back, every table is still there.
+    std::fs::rename(&data, &swap).unwrap();
+    std::fs::rename(&log, &data).unwrap();
+    std::fs::rename(&swap, &log).unwrap();
+    let out = flashlab(&["query", &path(dir.path()), "--table", "kv", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn damaged_master_records_are_reported_with_evidence_and_never_reinitialised() {
+    let dir = tempfile::tempdir().unwrap();
+    make_database(dir.path());
+    let log = dir.path().join("log.wal");
+    let mut bytes = std::fs::read(&log).unwrap();
+    bytes[20] ^= 1; // sector 0: checksum mismatch
+    bytes[512..520].copy_from_slice(b"garbage!"); // sector 1: bad magic
+    std::fs::write(&log, &bytes).unwrap();
+    let data = dir.path().join("data.data");
+    let mut page = std::fs::read(&data).unwrap();
+    page[100] ^= 1;
+    std::fs::write(&data, &page).unwrap();
+    let before = snapshot(dir.path());
+    for repair in [false, true] {
+        let d = path(dir.path());
+        let args: Vec<&str> = if repair {
+            vec!["check", "--repair", &d]
+        } else {
+            vec!["check", &d]
+        };
+        assert_bad_input(
+            &flashlab(&args),
+            &[
+                "log.wal",
+                "master record",
+                "checksum mismatch",
+                "not FLSHLOG",
+            ],
+        );
+        assert_unchanged(&before, dir.path(), "check of a damaged log");
+    }
+}
+
+#[test]
+fn opening_never_creates_and_creation_never_overwrites() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = RealRuntime::new(1);
+    let _enter = RealRuntime::enter(&rt);
+    let err = Database::open_dir(dir.path(), &config())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("not a flashlab database"), "{err}");
+    assert!(snapshot(dir.path()).keys().all(|k| k == "flashlab.lock"));
+    // A stray file of the same name: creation refuses and leaves no trace.
+    std::fs::write(dir.path().join("log.wal"), b"mine").unwrap();
+    let err = Database::create_dir(dir.path(), &config())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("refusing to overwrite"), "{err}");
+    let names: Vec<String> = snapshot(dir.path()).into_keys().collect();
+    assert_eq!(names, ["flashlab.lock", "log.wal"]);
+    assert_eq!(std::fs::read(dir.path().join("log.wal")).unwrap(), b"mine");
+    std::fs::remove_file(dir.path().join("log.wal")).unwrap();
+    Database::create_dir(dir.path(), &config()).unwrap();
+    let err = Database::create_dir(dir.path(), &config())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("already holds a database"), "{err}");
+    assert!(!dir.path().join(".flashlab-creating").exists());
+}
