@@ -249,3 +249,83 @@ fn opening_never_creates_and_creation_never_overwrites() {
     assert!(err.contains("already holds a database"), "{err}");
     assert!(!dir.path().join(".flashlab-creating").exists());
 }
+
+/// Files and directories left in `dir`.
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_database_too_small_to_load_is_a_clean_error_and_leaves_nothing_behind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    std::fs::create_dir(&db).unwrap();
+    let config = tmp.path().join("small.toml");
+    std::fs::write(
+        &config,
+        "[[data]]\nname = \"data\"\npage_bytes = 8192\nbuffer_bytes = 16777216\n\
+         device = \"file\"\ncapacity_bytes = 1048576\n\n[log]\ndevice = \"file\"\n\
+         capacity_bytes = 8388608\n",
+    )
+    .unwrap();
+    let args = [
+        "bench",
+        "tpcb",
+        "--real",
+        &path(&db),
+        "--keep",
+        "--config",
+        &path(&config),
+        "--duration",
+        "1s",
+        "--progress",
+        "0",
+    ];
+    for _retry in 0..2 {
+        assert_bad_input(&flashlab(&args), &["space full", "data"]);
+        assert!(names(&db).is_empty(), "left behind: {:?}", names(&db));
+    }
+}
+
+#[test]
+fn a_file_size_limit_at_creation_is_a_clean_error_and_leaves_nothing_behind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    std::fs::create_dir(&db).unwrap();
+    // The file-size limit makes creating a 1 GB space file fail as a full
+    // file system would (EFBIG instead of ENOSPC), deterministically.
+    let script = format!(
+        "ulimit -f 4096; trap '' XFSZ; exec '{}' bench tpcb --real '{}' --keep \
+         --duration 1s --progress 0 --clients 1",
+        env!("CARGO_BIN_EXE_flashlab"),
+        db.display()
+    );
+    let out = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert_bad_input(&out, &["space full", "data.data", "file size limit"]);
+    assert!(names(&db).is_empty(), "left behind: {:?}", names(&db));
+}
+
+#[test]
+fn space_files_grow_on_demand_instead_of_being_preallocated() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let rt = RealRuntime::new(1);
+    let _enter = RealRuntime::enter(&rt);
+    let mut config = config();
+    config.data[0].capacity_bytes = Some(1 << 30);
+    config.log.capacity_bytes = Some(1 << 30);
+    Database::create_dir(dir.path(), &config).unwrap();
+    let allocated: u64 = ["data.data", "log.wal"]
+        .iter()
+        .map(|f| std::fs::metadata(dir.path().join(f)).unwrap().blocks() * 512)
+        .sum();
+    assert!(allocated <= 2 * (64 << 20), "{allocated} bytes allocated");
+}

@@ -316,14 +316,26 @@ fn bench_real(
         Some(path) => Some(ack_sink(path)?),
         None => None,
     };
+    let mut created = false;
     let result = (|| {
-        let db = Database::open_or_create_dir(&db_dir, &config).map_err(|e| e.to_string())?;
+        if !existing {
+            Database::create_dir(&db_dir, &config).map_err(|e| e.to_string())?;
+            created = true;
+        }
+        let db = Database::open_dir(&db_dir, &config).map_err(|e| e.to_string())?;
         let report = run_on(&db, options, "real", None, existing, acks, progress)?;
         db.close().map_err(|e| e.to_string())?;
         Ok(report)
     })();
     if !options.keep {
         let _ = std::fs::remove_dir_all(&db_dir);
+    } else if created && result.is_err() {
+        // A database this run created and could not load is of no use, and
+        // would make every retry continue on it: remove it.
+        match flashlab_engine::db::dir::remove_created(&db_dir) {
+            Ok(()) => {}
+            Err(e) => return result.map_err(|r| format!("{r} (and removing it: {e})")),
+        }
     }
     result
 }

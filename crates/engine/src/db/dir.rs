@@ -343,6 +343,26 @@ fn remove_attempt(dir: &Path, published: &[PathBuf]) {
     }
 }
 
+/// Remove the database in `dir` that this process created and that failed
+/// before it was of any use (a benchmark whose loading ran out of space):
+/// the manifest first, so that the directory stops being a database at
+/// once, then the space files and the lock file. Only for the process that
+/// holds, or held, the directory's lock; other files in `dir` are kept.
+pub fn remove_created(dir: &Path) -> Result<()> {
+    let Some(manifest) = Manifest::read(dir)? else {
+        return Ok(());
+    };
+    let path = dir.join(MANIFEST_FILE);
+    std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
+    sync_dir(dir)?;
+    for space in &manifest.spaces {
+        let path = space_path(dir, space)?;
+        std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
+    }
+    let _ = std::fs::remove_file(dir.join(LOCK_FILE));
+    sync_dir(dir)
+}
+
 fn sync_dir(dir: &Path) -> Result<()> {
     std::fs::File::open(dir)
         .and_then(|f| f.sync_all())
