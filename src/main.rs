@@ -10,7 +10,8 @@ use clap::Parser;
 
 fn main() {
     let args = cli::Cli::parse();
-    if let Err(error) = cli::run(args) {
+    let result = cli::interrupt::install().and_then(|()| cli::run(args));
+    if let Err(error) = result {
         let message = format!("{error:#}").replace('\n', " ");
         eprintln!("flashlab: error: {message}");
         std::process::exit(2);

@@ -329,3 +329,123 @@ fn space_files_grow_on_demand_instead_of_being_preallocated() {
         .sum();
     assert!(allocated <= 2 * (64 << 20), "{allocated} bytes allocated");
 }
+
+/// Start `flashlab args`, wait until `ready` holds (at most 30 s), send
+/// `signal` and return the finished output.
+fn interrupt(args: &[&str], ready: impl Fn() -> bool, signal: &str) -> std::process::Output {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_flashlab"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !ready() && start.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let status = std::process::Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    child.wait_with_output().unwrap()
+}
+
+/// True once some file under `dir` (one level of subdirectories) is named `name`.
+fn has_file(dir: &Path, name: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries
+        .flatten()
+        .any(|e| e.file_name() == name || (e.path().is_dir() && e.path().join(name).exists()))
+}
+
+#[test]
+fn sigterm_and_sigint_remove_a_real_bench_and_a_sorts_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = path(dir.path());
+    let out = interrupt(
+        &[
+            "bench",
+            "tpcb",
+            "--real",
+            &d,
+            "--duration",
+            "60s",
+            "--clients",
+            "1",
+            "--accounts-per-branch",
+            "2000",
+            "--progress",
+            "0",
+        ],
+        || has_file(dir.path(), "flashlab.manifest"),
+        "-TERM",
+    );
+    assert_eq!(out.status.code(), Some(143), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("interrupted by SIGTERM: removed"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        names(dir.path()).is_empty(),
+        "left: {:?}",
+        names(dir.path())
+    );
+    assert!(
+        stdout(&out).is_empty(),
+        "a partial report: {}",
+        stdout(&out)
+    );
+    let out = interrupt(
+        &[
+            "bench", "sort", "--real", &d, "--size", "2GB", "--memory", "16MB",
+        ],
+        || has_file(dir.path(), "input"),
+        "-INT",
+    );
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(
+        names(dir.path()).is_empty(),
+        "left: {:?}",
+        names(dir.path())
+    );
+}
+
+#[test]
+fn sigint_keeps_a_keep_database_consistent_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = path(dir.path());
+    let out = interrupt(
+        &[
+            "bench",
+            "tpcb",
+            "--real",
+            &d,
+            "--keep",
+            "--duration",
+            "60s",
+            "--clients",
+            "2",
+            "--accounts-per-branch",
+            "2000",
+            "--buffer-mb",
+            "16",
+            "--progress",
+            "0",
+        ],
+        || has_file(dir.path(), "flashlab.manifest"),
+        "-INT",
+    );
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("kept {d}")),
+        "{}",
+        stderr(&out)
+    );
+    let out = flashlab(&["check", &d]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+}

@@ -102,6 +102,17 @@ pub struct Args {
     read_ahead: bool,
 }
 
+/// What a signal does to a real run's files: a fresh database (without
+/// --keep) is removed, a --keep database is kept and named.
+fn on_signal(options: &BenchOptions) -> Option<super::interrupt::Registered> {
+    let dir = options.real_dir.as_ref()?;
+    Some(if options.keep {
+        super::interrupt::keep_on_interrupt(dir)
+    } else {
+        super::interrupt::remove_on_interrupt(&flashlab_lab::bench::fresh_dir(dir))
+    })
+}
+
 /// Parse "10s", "500ms", "2m", "1h" or a plain number of seconds.
 pub fn parse_duration_ns(text: &str, what: &str) -> anyhow::Result<u64> {
     let t = text.trim();
@@ -187,6 +198,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         config,
     };
     flashlab_lab::bench::validate(&options).map_err(anyhow::Error::msg)?;
+    let _on_signal = on_signal(&options);
     let bar = progress_bar(&options);
     let bar_for_lines = bar.clone();
     let quiet = args.json;

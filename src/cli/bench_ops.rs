@@ -256,6 +256,8 @@ fn real(
     let rt = RealRuntime::new(args.seed);
     let _enter = RealRuntime::enter(&rt);
     let scratch = Scratch(dir.join(format!("flashlab-bench-{}", std::process::id())));
+    // Inputs, outputs and GNU sort's files all live in the scratch directory.
+    let _on_signal = super::interrupt::remove_on_interrupt(&scratch.0);
     std::fs::create_dir_all(&scratch.0).with_context(|| format!("--real {}", dir.display()))?;
     let bytes = records * RECORD_BYTES as u64;
     // The temp file is sparse and unlinked at once; its cap is generous.

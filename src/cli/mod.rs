@@ -5,6 +5,7 @@ mod bench_ops;
 mod characterize;
 mod check;
 mod devices;
+pub mod interrupt;
 mod plot;
 mod query;
 mod replay;

@@ -294,6 +294,12 @@ fn bench_simulated(
         .ok_or_else(|| "the simulation stopped early".to_string())?
 }
 
+/// The subdirectory of `dir` a real run without `--keep` builds its
+/// database in (and removes at the end).
+pub fn fresh_dir(dir: &Path) -> std::path::PathBuf {
+    dir.join(format!("flashlab-bench-{}", std::process::id()))
+}
+
 fn bench_real(
     options: &BenchOptions,
     dir: &Path,
@@ -305,7 +311,7 @@ fn bench_real(
     let db_dir = if options.keep {
         dir.to_path_buf()
     } else {
-        let fresh = dir.join(format!("flashlab-bench-{}", std::process::id()));
+        let fresh = fresh_dir(dir);
         std::fs::create_dir(&fresh).map_err(|e| format!("--real {}: {e}", fresh.display()))?;
         fresh
     };
