@@ -113,6 +113,25 @@ fn on_signal(options: &BenchOptions) -> Option<super::interrupt::Registered> {
     })
 }
 
+/// --buffer-mb in bytes, within the engine's limit and this machine's memory.
+fn buffer_bytes(mb: u64) -> anyhow::Result<u64> {
+    use flashlab_engine::config::{BUFFER_BYTES_MAX, machine_memory_bytes};
+    let bytes = mb.checked_mul(1 << 20).filter(|&b| b <= BUFFER_BYTES_MAX);
+    let Some(bytes) = bytes else {
+        bail!(
+            "--buffer-mb {mb} is more than the limit of {} MB",
+            BUFFER_BYTES_MAX >> 20
+        );
+    };
+    if let Some(memory) = machine_memory_bytes().filter(|&m| bytes > m) {
+        bail!(
+            "--buffer-mb {mb} is more than this machine's memory ({} MB)",
+            memory >> 20
+        );
+    }
+    Ok(bytes)
+}
+
 /// Parse "10s", "500ms", "2m", "1h" or a plain number of seconds.
 pub fn parse_duration_ns(text: &str, what: &str) -> anyhow::Result<u64> {
     let t = text.trim();
@@ -181,7 +200,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         scale: args.scale,
         accounts_per_branch: args.accounts_per_branch,
         page_bytes: args.page_bytes,
-        buffer_bytes: args.buffer_mb << 20,
+        buffer_bytes: buffer_bytes(args.buffer_mb)?,
         durability,
         isolation: match args.isolation.as_str() {
             "read-committed" => flashlab_engine::mvcc::Isolation::ReadCommitted,

@@ -140,6 +140,31 @@ pub struct BenchReport {
 }
 
 /// Check options before running anything.
+/// Most TPC-B accounts a run may load (--scale x --accounts-per-branch),
+/// and most thousands of update-commit rows (--scale): about 10 GB of rows.
+pub const ACCOUNTS_MAX: u64 = 100_000_000;
+
+/// The size of the database a run loads: positive and within [`ACCOUNTS_MAX`].
+fn validate_size(options: &BenchOptions) -> Result<(), String> {
+    if options.scale == 0 {
+        return Err("--scale must be at least 1".into());
+    }
+    if options.accounts_per_branch == 0 {
+        return Err("--accounts-per-branch must be at least 1".into());
+    }
+    let rows = match options.workload.as_str() {
+        "tpcb" => options.scale as u64 * options.accounts_per_branch as u64,
+        _ => options.scale as u64 * 1000,
+    };
+    if rows > ACCOUNTS_MAX {
+        return Err(format!(
+            "--scale {} asks for {rows} rows; at most {ACCOUNTS_MAX} (lower --scale or --accounts-per-branch)",
+            options.scale
+        ));
+    }
+    Ok(())
+}
+
 pub fn validate(options: &BenchOptions) -> Result<(), String> {
     if build(&options.workload, &WorkloadOptions::default()).is_none() {
         return Err(format!(
@@ -163,9 +188,7 @@ pub fn validate(options: &BenchOptions) -> Result<(), String> {
     if options.duration_ns == 0 {
         return Err("--duration must be positive".into());
     }
-    if options.scale == 0 {
-        return Err("--scale must be at least 1".into());
-    }
+    validate_size(options)?;
     if options.real_dir.is_none() {
         for device in [
             &options.log_device,
