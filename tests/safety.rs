@@ -449,3 +449,28 @@ fn sigint_keeps_a_keep_database_consistent_and_says_so() {
     let out = flashlab(&["check", &d]);
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
 }
+
+#[test]
+fn a_data_file_of_another_database_is_named_as_foreign() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    make_database(a.path());
+    make_database(b.path());
+    let manifest = std::fs::read_to_string(a.path().join("flashlab.manifest")).unwrap();
+    assert!(manifest.contains("database_id"), "{manifest}");
+    std::fs::copy(b.path().join("data.data"), a.path().join("data.data")).unwrap();
+    let before = snapshot(a.path());
+    for repair in [false, true] {
+        let d = path(a.path());
+        let args: Vec<&str> = if repair {
+            vec!["check", "--repair", &d]
+        } else {
+            vec!["check", &d]
+        };
+        assert_bad_input(
+            &flashlab(&args),
+            &["data.data", "belongs to another database"],
+        );
+        assert_unchanged(&before, a.path(), "check of a foreign file");
+    }
+}

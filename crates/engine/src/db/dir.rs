@@ -49,6 +49,11 @@ pub struct ManifestSpace {
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
     pub format_version: u32,
+    /// The database's identity, 16 hex digits, chosen at random when it is
+    /// created and also written into page 0 of every data space (absent in
+    /// directories created before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database_id: Option<String>,
     pub spaces: Vec<ManifestSpace>,
 }
 
@@ -82,8 +87,14 @@ impl Manifest {
         }
         Manifest {
             format_version: DIR_FORMAT_VERSION,
+            database_id: None,
             spaces,
         }
+    }
+
+    /// The database identity, if the manifest records a valid one.
+    pub fn identity(&self) -> Option<u64> {
+        u64::from_str_radix(self.database_id.as_deref()?, 16).ok()
     }
 
     /// Read and check `DIR/flashlab.manifest`.
@@ -256,7 +267,11 @@ pub fn create(dir: &Path, config: &DbConfig) -> Result<()> {
     }
     let lock_existed = dir.join(LOCK_FILE).exists();
     let lock = DirLock::exclusive(dir)?;
-    let manifest = Manifest::for_config(config);
+    let identity = rand::random::<u64>().max(1);
+    let manifest = Manifest {
+        database_id: Some(format!("{identity:016x}")),
+        ..Manifest::for_config(config)
+    };
     let mut published = Vec::new();
     let result = create_locked(dir, config, &manifest, &mut published);
     if result.is_err() {
@@ -327,7 +342,11 @@ fn build(staging: &Path, config: &DbConfig, manifest: &Manifest) -> Result<()> {
         rollback: take("rollback").pop(),
         temp: take("temp").pop(),
     };
-    Database::open_with(config, devices)?.close()
+    let db = Database::open_with(config, devices)?;
+    if let Some(id) = manifest.identity() {
+        super::roles::stamp(&db, id)?;
+    }
+    db.close()
 }
 
 /// Remove what a failed creation made: the staging directory, and the

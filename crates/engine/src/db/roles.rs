@@ -12,11 +12,18 @@
 //! A data file whose page 0 is not a space header is not refused here: a
 //! torn page 0 is rebuilt from the log like any page.
 //!
-//! TODO(database identity): the log's master record is gaining a
-//! `database_id: u64`; once it has one, the manifest records the id (and
-//! data space headers carry it in their spare bytes), and [`check`] compares
-//! every file's id with the manifest's, so that a file of another database
-//! with the right role is named as foreign too.
+//! Identity: a database created by this version has a random 64-bit id,
+//! recorded in the manifest (`database_id`) and, at creation, in the spare
+//! bytes of every data space's header ([`IDENTITY_OFFSET`] of page 0,
+//! logged like any change, so a rebuilt page 0 keeps it). A data file whose
+//! id differs is another database's; one whose space id is not its own is
+//! another space's (data files swapped among themselves).
+//!
+//! TODO(log identity): the log's master record is gaining a
+//! `database_id: u64` (being rewritten on main). Once it has one, write the
+//! manifest's id into it at creation and compare it here in
+//! [`check_master`]; until then a foreign log with a valid master record
+//! is not detected, only a log that is not a log.
 
 use std::path::Path;
 
@@ -32,6 +39,66 @@ use crate::wal::master::{LOG_MAGIC, Master};
 const SPACE_MAGIC: &[u8; 4] = b"FLSP";
 /// Offset of the space header's magic in page 0.
 const SPACE_MAGIC_OFFSET: usize = PAGE_HEADER_BYTES;
+
+/// Offset in page 0 of a data space of the database identity (u64 LE):
+/// spare bytes after the space header's fields (which end at 48).
+pub(crate) const IDENTITY_OFFSET: usize = 48;
+/// Offset of the space id in page 0 (the space header's field).
+const SPACE_ID_OFFSET: usize = 36;
+
+/// Write the identity into page 0 of every data space of a database being
+/// created, through a logged mini-transaction.
+pub(crate) fn stamp(db: &crate::db::Database, identity: u64) -> Result<()> {
+    use crate::mtr::PageAccess;
+    for space in &db.inner.spaces {
+        let mut mtr = db.inner.mtr(space.id)?;
+        let page = mtr.write(0)?;
+        page[IDENTITY_OFFSET..IDENTITY_OFFSET + 8].copy_from_slice(&identity.to_le_bytes());
+        mtr.commit(&db.inner.wal, 0, 0, None)?;
+    }
+    Ok(())
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(bytes[at..at + 8].try_into().expect("8 bytes"))
+}
+
+fn u32_at(bytes: &[u8], at: usize) -> u32 {
+    u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
+}
+
+/// A data file's header must be its own space's, of this database.
+fn check_data_identity(
+    dir: &Path,
+    manifest: &Manifest,
+    file: &str,
+    space_index: u32,
+    first: &[u8],
+) -> Result<()> {
+    let found_space = u32_at(first, SPACE_ID_OFFSET);
+    if found_space != space_index {
+        let other = manifest
+            .spaces
+            .iter()
+            .filter(|s| s.kind == "data")
+            .nth(found_space as usize)
+            .map_or("a space this manifest does not list".to_string(), |s| {
+                format!("swapped with {}?", s.file)
+            });
+        return Err(Error::Damaged(format!(
+            "{}: holds the header of data space {found_space}, not of space {space_index}: {other}; nothing was changed",
+            dir.join(file).display()
+        )));
+    }
+    let found = u64_at(first, IDENTITY_OFFSET);
+    match manifest.identity() {
+        Some(id) if found != 0 && found != id => Err(Error::Damaged(format!(
+            "{}: belongs to another database (id {found:016x}; {MANIFEST_FILE} says {id:016x}); nothing was changed",
+            dir.join(file).display()
+        ))),
+        _ => Ok(()),
+    }
+}
 
 /// What the first bytes of a file look like.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -101,9 +168,15 @@ pub(crate) fn check(
             ));
         }
     }
-    for &(kind, file, _, device) in &heads {
+    let mut data_index = 0;
+    for &(kind, file, role, device) in &heads {
         if kind == "log" {
             check_master(dir, file, device)?;
+        } else if kind == "data" {
+            if role == Role::Data {
+                check_data_identity(dir, manifest, file, data_index, &head(device)?)?;
+            }
+            data_index += 1;
         }
     }
     Ok(())
