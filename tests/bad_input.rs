@@ -150,6 +150,27 @@ const ROWS: &[Row] = &[
         message: &["--first 18446744073709551615"],
     },
     Row {
+        what: "a sort input beyond the limit",
+        args: &["bench", "sort", "--size", "2000GB"],
+        files: &[],
+        exit: 2,
+        message: &["--size", "limit"],
+    },
+    Row {
+        what: "an operator budget beyond the machine's memory",
+        args: &["bench", "sort", "--size", "1GB", "--memory", "100000GB"],
+        files: &[],
+        exit: 2,
+        message: &["--memory", "memory"],
+    },
+    Row {
+        what: "a real sort larger than the file system",
+        args: &["bench", "sort", "--real", "{dir}", "--size", "1000GB"],
+        files: &[],
+        exit: 2,
+        message: &["--size", "free"],
+    },
+    Row {
         what: "a query of a directory that is no database",
         args: &["query", "{dir}", "--table", "kv"],
         files: &[],

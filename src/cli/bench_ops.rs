@@ -110,9 +110,47 @@ struct GnuSort {
     identical_output: bool,
 }
 
+/// Largest input of a sort or join (`--size`).
+pub const INPUT_BYTES_MAX: u64 = 1 << 40;
+/// How many times its input a real run may write to its directory at most
+/// (input, temp runs, output, GNU sort's output).
+const REAL_BYTES_PER_INPUT_BYTE: u64 = 4;
+
+/// --size within its limit (and, for a real run, what the file system can
+/// hold); --memory within this machine's memory.
+fn check_sizes(size: u64, memory: u64, args: &OpsArgs) -> anyhow::Result<()> {
+    if size > INPUT_BYTES_MAX {
+        bail!("--size {size} bytes is more than the limit of {INPUT_BYTES_MAX}");
+    }
+    if let Some(total) = flashlab_engine::config::machine_memory_bytes().filter(|&m| memory > m) {
+        bail!("--memory {memory} bytes is more than this machine's {total} bytes of memory");
+    }
+    if let Some(dir) = &args.real {
+        let needed = size.saturating_mul(REAL_BYTES_PER_INPUT_BYTE);
+        if let Some(free) = free_bytes(dir).filter(|&free| needed > free) {
+            bail!(
+                "--size {size} bytes needs up to {needed} bytes in {}, which has {free} free",
+                dir.display()
+            );
+        }
+    }
+    Ok(())
+}
+
+/// Bytes available to this user on the file system holding `dir`.
+fn free_bytes(dir: &Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a statvfs the call fills in.
+    let rc = unsafe { libc::statvfs(path.as_ptr(), &mut stat) };
+    (rc == 0).then(|| stat.f_bavail as u64 * stat.f_frsize as u64)
+}
+
 pub fn run(args: OpsArgs) -> anyhow::Result<()> {
     let size = parse_bytes(args.size.as_deref().unwrap_or("100MB"), "--size")?;
     let memory = parse_bytes(args.memory.as_deref().unwrap_or("64MB"), "--memory")? as usize;
+    check_sizes(size, memory as u64, &args)?;
     let records = size / RECORD_BYTES as u64;
     if records == 0 {
         bail!("--size {size} bytes holds no 100-byte record");
