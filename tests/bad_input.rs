@@ -171,6 +171,13 @@ const ROWS: &[Row] = &[
         message: &["--size", "free"],
     },
     Row {
+        what: "a repair of a directory that is no database (no lock file left)",
+        args: &["check", "--repair", "{dir}"],
+        files: &[("notes.txt", "mine")],
+        exit: 2,
+        message: &["not a flashlab database"],
+    },
+    Row {
         what: "a query of a directory that is no database",
         args: &["query", "{dir}", "--table", "kv"],
         files: &[],

@@ -64,18 +64,22 @@ impl OverlayDevice {
         )
     }
 
+    fn full(&self) -> DeviceError {
+        DeviceError::Full {
+            device: self.name.clone(),
+            problem: format!(
+                "a read-only open keeps its writes in memory, at most {OVERLAY_BYTES_MAX} bytes"
+            ),
+        }
+    }
+
     /// Keep `data` (sector-aligned) at `offset_bytes`.
     fn store(&self, offset_bytes: u64, data: &[u8]) -> Result<(), DeviceError> {
         let sector = self.sector() as usize;
         let mut sectors = self.sectors.lock().expect("overlay");
         let added = data.len() as u64;
         if (sectors.len() * sector) as u64 + added > OVERLAY_BYTES_MAX {
-            return Err(DeviceError::Full {
-                device: self.name.clone(),
-                problem: format!(
-                    "a read-only open keeps its writes in memory, at most {OVERLAY_BYTES_MAX} bytes"
-                ),
-            });
+            return Err(self.full());
         }
         let first = offset_bytes / sector as u64;
         for (i, chunk) in data.chunks(sector).enumerate() {
@@ -136,8 +140,10 @@ impl Device for OverlayDevice {
 
     fn trim(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
         self.check(IoKind::Trim, offset_bytes, len_bytes)?;
-        let zeros = vec![0u8; len_bytes.min(OVERLAY_BYTES_MAX + 1) as usize];
-        self.store(offset_bytes, &zeros)
+        if len_bytes > OVERLAY_BYTES_MAX {
+            return Err(self.full());
+        }
+        self.store(offset_bytes, &vec![0u8; len_bytes as usize])
     }
 
     fn model_stats(&self) -> Option<ModelStats> {

@@ -205,6 +205,10 @@ pub fn open_devices(dir: &Path, config: &DbConfig, access: Access) -> Result<Dev
     if !dir.is_dir() {
         return Err(Error::Open(format!("{}: not a directory", dir.display())));
     }
+    // Not a database: refuse before the lock file could be created.
+    if !dir.join(MANIFEST_FILE).exists() {
+        return Err(not_a_database(dir));
+    }
     let lock = match access {
         Access::Write => Some(DirLock::exclusive(dir)?),
         Access::ReadOnly => DirLock::shared(dir)?,
