@@ -418,6 +418,27 @@ fn sigterm_and_sigint_remove_a_real_bench_and_a_sorts_files() {
 fn sigint_keeps_a_keep_database_consistent_and_says_so() {
     let dir = tempfile::tempdir().unwrap();
     let d = path(dir.path());
+    // A first run creates and loads the database and ends cleanly.
+    let out = flashlab(&[
+        "bench",
+        "tpcb",
+        "--real",
+        &d,
+        "--keep",
+        "--duration",
+        "200ms",
+        "--warmup",
+        "0s",
+        "--clients",
+        "2",
+        "--accounts-per-branch",
+        "2000",
+        "--buffer-mb",
+        "16",
+        "--progress",
+        "0",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
     let out = interrupt(
         &[
             "bench",
@@ -472,4 +493,45 @@ fn a_data_file_of_another_database_is_named_as_foreign() {
         );
         assert_unchanged(&before, a.path(), "check of a foreign file");
     }
+}
+
+#[test]
+fn sigint_while_a_keep_database_is_being_loaded_removes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = path(dir.path());
+    std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
+    let out = interrupt(
+        &[
+            "bench",
+            "tpcb",
+            "--real",
+            &d,
+            "--keep",
+            "--duration",
+            "60s",
+            "--clients",
+            "1",
+            "--accounts-per-branch",
+            "100000",
+            "--scale",
+            "20",
+            "--buffer-mb",
+            "64",
+            "--progress",
+            "0",
+        ],
+        || has_file(dir.path(), "flashlab.manifest"),
+        "-INT",
+    );
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("flashlab.manifest"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        names(dir.path()),
+        ["notes.txt"],
+        "the user's file is kept, the rest removed"
+    );
 }

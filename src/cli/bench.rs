@@ -8,7 +8,11 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use flashlab_devices::trace::formats::write_flashlab_csv;
 use flashlab_engine::{DbConfig, Durability};
-use flashlab_lab::bench::{BenchOptions, BenchReport, bench};
+use std::sync::{Arc, Mutex};
+
+use flashlab_lab::bench::{BenchOptions, BenchReport, LoadedHook, bench};
+
+use super::interrupt::{self, Registered};
 use flashlab_runtime::NS_PER_S;
 
 #[derive(clap::Args, Debug)]
@@ -103,14 +107,32 @@ pub struct Args {
 }
 
 /// What a signal does to a real run's files: a fresh database (without
-/// --keep) is removed, a --keep database is kept and named.
-fn on_signal(options: &BenchOptions) -> Option<super::interrupt::Registered> {
-    let dir = options.real_dir.as_ref()?;
-    Some(if options.keep {
-        super::interrupt::keep_on_interrupt(dir)
+/// --keep) is removed; a --keep database is kept and named, except one this
+/// run creates, which is removed until its loading is complete.
+fn on_signal(options: &mut BenchOptions) -> Option<Arc<Mutex<Vec<Registered>>>> {
+    let dir = options.real_dir.clone()?;
+    let registered = if !options.keep {
+        vec![interrupt::remove_on_interrupt(
+            &flashlab_lab::bench::fresh_dir(&dir),
+        )]
+    } else if dir.join(flashlab_engine::db::dir::MANIFEST_FILE).exists() {
+        vec![interrupt::keep_on_interrupt(&dir)]
     } else {
-        super::interrupt::remove_on_interrupt(&flashlab_lab::bench::fresh_dir(dir))
-    })
+        let mut loading: Vec<Registered> = flashlab_lab::bench::created_paths(options, &dir)
+            .iter()
+            .filter(|p| !p.exists())
+            .map(|p| interrupt::remove_on_interrupt(p))
+            .collect();
+        let keep_dir = dir.clone();
+        let shared = Arc::new(Mutex::new(std::mem::take(&mut loading)));
+        let hook_state = shared.clone();
+        options.on_loaded = Some(LoadedHook(Arc::new(move || {
+            let mut held = hook_state.lock().unwrap_or_else(|p| p.into_inner());
+            *held = vec![interrupt::keep_on_interrupt(&keep_dir)];
+        })));
+        return Some(shared);
+    };
+    Some(Arc::new(Mutex::new(registered)))
 }
 
 /// --buffer-mb in bytes, within the engine's limit and this machine's memory.
@@ -215,9 +237,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         trace: args.trace.is_some(),
         progress_interval_ns: (args.progress * NS_PER_S as f64) as u64,
         config,
+        on_loaded: None,
     };
     flashlab_lab::bench::validate(&options).map_err(anyhow::Error::msg)?;
-    let _on_signal = on_signal(&options);
+    let mut options = options;
+    let _on_signal = on_signal(&mut options);
     let bar = progress_bar(&options);
     let bar_for_lines = bar.clone();
     let quiet = args.json;

@@ -66,6 +66,32 @@ pub struct BenchOptions {
     /// A database configuration to start from (devices and sizes in it are
     /// overridden by the options above only where given on the command line).
     pub config: Option<DbConfig>,
+    /// Called once the database is loaded (the run's tables are complete
+    /// and flushed), before the measured run.
+    pub on_loaded: Option<LoadedHook>,
+}
+
+/// A callback for [`BenchOptions::on_loaded`].
+#[derive(Clone)]
+pub struct LoadedHook(pub Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for LoadedHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LoadedHook")
+    }
+}
+
+/// The paths a real `--keep` run that creates its database in `dir` may
+/// make, manifest first: what an interrupt before the loading is complete
+/// removes.
+pub fn created_paths(options: &BenchOptions, dir: &Path) -> Vec<std::path::PathBuf> {
+    use flashlab_engine::db::dir::{Manifest, STAGING_DIR};
+    let manifest = Manifest::for_config(&real_config(options));
+    let mut paths = vec![dir.join(MANIFEST_FILE)];
+    paths.extend(manifest.spaces.iter().map(|s| dir.join(&s.file)));
+    paths.push(dir.join(STAGING_DIR));
+    paths.push(dir.join(flashlab_engine::db::dirlock::LOCK_FILE));
+    paths
 }
 
 impl Default for BenchOptions {
@@ -94,6 +120,7 @@ impl Default for BenchOptions {
             trace: false,
             progress_interval_ns: NS_PER_S,
             config: None,
+            on_loaded: None,
         }
     }
 }
@@ -317,6 +344,14 @@ fn bench_simulated(
         .ok_or_else(|| "the simulation stopped early".to_string())?
 }
 
+/// The configuration of a real run: files for the data space and the log.
+fn real_config(options: &BenchOptions) -> DbConfig {
+    let mut config = db_config(options);
+    config.data[0].device = "file".into();
+    config.log.device = "file".into();
+    config
+}
+
 /// The subdirectory of `dir` a real run without `--keep` builds its
 /// database in (and removes at the end).
 pub fn fresh_dir(dir: &Path) -> std::path::PathBuf {
@@ -338,9 +373,7 @@ fn bench_real(
         std::fs::create_dir(&fresh).map_err(|e| format!("--real {}: {e}", fresh.display()))?;
         fresh
     };
-    let mut config = db_config(options);
-    config.data[0].device = "file".into();
-    config.log.device = "file".into();
+    let config = real_config(options);
     let acks = match &options.acks {
         Some(path) => Some(ack_sink(path)?),
         None => None,
@@ -413,6 +446,9 @@ fn run_on(
         0
     };
     db.flush().map_err(|e| e.to_string())?;
+    if let Some(hook) = &options.on_loaded {
+        (hook.0)();
+    }
     if let Some(t) = tracer {
         t.set_enabled(true);
     }
