@@ -56,6 +56,23 @@ pub const SECTOR_BYTES: u64 = 512;
 pub const LINE_BYTES_MAX: u64 = 64 * 1024;
 /// The unit of an MSR Cambridge timestamp (a Windows filetime).
 pub const FILETIME_UNIT_NS: u64 = 100;
+/// Most requests a trace file may hold: readers keep a file's requests in
+/// memory (replay sorts and checks them all first), about 80 bytes each.
+/// Generated traces (`replay --synthetic`) stream and have no such limit.
+pub const TRACE_FILE_REQUESTS_MAX: usize = 100_000_000;
+
+/// Refuse a request past [`TRACE_FILE_REQUESTS_MAX`].
+fn room(held: usize, file: &str, line: u64) -> Result<(), TraceError> {
+    if held < TRACE_FILE_REQUESTS_MAX {
+        return Ok(());
+    }
+    Err(TraceError::parse(
+        file,
+        line,
+        format!("more than {TRACE_FILE_REQUESTS_MAX} requests; split the trace"),
+    ))
+}
+
 /// Most characters of a trace's own text an error echoes (a field, a
 /// header); longer text is cut, so a malformed gigabyte-long line cannot
 /// make a gigabyte-long "one-line" error.
@@ -243,7 +260,11 @@ pub fn read_flashlab_file(path: &Path) -> Result<Vec<TraceRecord>, TraceError> {
 /// `file` names it in errors. Times are kept as recorded, not rebased.
 pub fn read_flashlab_csv<R: Read>(reader: R, file: &str) -> Result<Vec<TraceRecord>, TraceError> {
     let mut records = Vec::new();
-    for_each_flashlab_record(reader, file, |_, record| records.push(record))?;
+    for_each_flashlab_record(reader, file, |line, record| {
+        room(records.len(), file, line)?;
+        records.push(record);
+        Ok(())
+    })?;
     Ok(records)
 }
 
@@ -361,7 +382,10 @@ fn read_simple<R: BufRead>(
             continue;
         }
         match parse(text) {
-            Ok(Some(request)) => raw.push((line, request)),
+            Ok(Some(request)) => {
+                room(raw.len(), file, line)?;
+                raw.push((line, request));
+            }
             Ok(None) => {}
             Err(problem) => return Err(TraceError::parse(file, line, problem)),
         }
@@ -639,9 +663,11 @@ fn read_blkparse<R: BufRead>(reader: R, file: &str) -> Result<Vec<TraceRequest>,
                 if queued.is_empty() {
                     issued = Vec::new();
                 }
+                room(queued.len(), file, line)?;
                 queued.push((line, request));
             }
             Ok(Some((BlkAction::Issue, request))) if queued.is_empty() => {
+                room(issued.len(), file, line)?;
                 issued.push((line, request));
             }
             Ok(_) => {}
@@ -760,7 +786,9 @@ fn read_flashlab_requests<R: Read>(reader: R, file: &str) -> Result<Vec<TraceReq
             offset_bytes: record.offset_bytes,
             len_bytes: record.len_bytes,
         };
+        room(raw.len(), file, line)?;
         raw.push((line, request));
+        Ok(())
     })?;
     Ok(rebase(raw))
 }
@@ -769,7 +797,7 @@ fn read_flashlab_requests<R: Read>(reader: R, file: &str) -> Result<Vec<TraceReq
 fn for_each_flashlab_record<R: Read>(
     reader: R,
     file: &str,
-    mut each: impl FnMut(u64, TraceRecord),
+    mut each: impl FnMut(u64, TraceRecord) -> Result<(), TraceError>,
 ) -> Result<(), TraceError> {
     let bounded = BoundedLines {
         inner: reader,
@@ -789,7 +817,7 @@ fn for_each_flashlab_record<R: Read>(
                 let line = row.position().map_or(0, |p| p.line());
                 let record = flashlab_record(&row, &mut devices)
                     .map_err(|problem| TraceError::parse(file, line, problem))?;
-                each(line, record);
+                each(line, record)?;
             }
             Err(e) => return Err(csv_error(file, e)),
         }
@@ -877,6 +905,19 @@ fn intern(devices: &mut HashMap<String, Arc<str>>, name: &str) -> Arc<str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trace_file_past_the_request_limit_and_long_echoes_are_refused_in_one_short_line() {
+        assert!(room(TRACE_FILE_REQUESTS_MAX - 1, "t.csv", 9).is_ok());
+        let err = room(TRACE_FILE_REQUESTS_MAX, "t.csv", 9)
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("t.csv:9: more than"), "{err}");
+        let err = TraceError::parse("t.csv", 1, "x".repeat(100_000)).to_string();
+        assert!(err.len() < 300, "{} bytes", err.len());
+        assert_eq!(cut("abcdef", 3), "abc...");
+        assert_eq!(cut("ab", 3), "ab");
+    }
 
     fn read(format: TraceFormat, text: &str) -> Result<Vec<TraceRequest>, TraceError> {
         read_requests(text.as_bytes(), "trace.txt", format)

@@ -1,15 +1,23 @@
-//! A database directory in the real world: one file per space, and a
-//! manifest.
+//! A database directory in the real world: one file per space, a
+//! manifest and a lock file.
 //!
-//! `DIR/flashlab.manifest` (TOML) records the format version and, for every
-//! space, its kind, name, file, page size and capacity. A new directory gets
-//! its files created at their full capacity and the manifest written last,
-//! atomically (temporary file, fsync, rename, fsync of the directory), so a
-//! crash while creating leaves either no database or a whole one. Opening an
-//! existing directory checks the manifest against the configuration and
-//! every file against the manifest: a missing or truncated file, an unknown
-//! format version or a page size that differs is a clear error naming the
-//! file, and nothing is created or overwritten.
+//! `DIR/flashlab.manifest` (TOML) records the format version, the
+//! database's identity and, for every space, its kind, name, file, page
+//! size and capacity.
+//!
+//! * Creating ([`create`]) is atomic and explicit: under the directory's
+//!   exclusive lock the space files (sparse, allocated on demand) are built
+//!   in a staging directory, the database is created on them and closed,
+//!   the files are renamed into `DIR` and the manifest is written last
+//!   (temporary file, fsync, rename, fsync of the directory). A failed
+//!   attempt removes what it made; files already in `DIR` are never
+//!   overwritten.
+//! * Opening ([`open_devices`]) never creates. It takes the lock
+//!   ([`super::dirlock`]: exclusive to write, shared to read), checks the
+//!   manifest against the configuration and every file against the
+//!   manifest (missing, truncated, swapped, foreign: [`super::roles`]), and
+//!   refuses a log without a valid master record as damaged. A read-only
+//!   open puts every file under a copy-on-write overlay.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
