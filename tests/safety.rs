@@ -535,3 +535,32 @@ fn sigint_while_a_keep_database_is_being_loaded_removes_it() {
         "the user's file is kept, the rest removed"
     );
 }
+
+#[test]
+fn data_files_swapped_among_themselves_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config();
+    let mut second = config.data[0].clone();
+    second.name = "second".into();
+    config.data.push(second);
+    {
+        let rt = RealRuntime::new(1);
+        let _enter = RealRuntime::enter(&rt);
+        Database::create_dir(dir.path(), &config).unwrap();
+    }
+    let (a, b) = (dir.path().join("data.data"), dir.path().join("second.data"));
+    let swap = dir.path().join("swap");
+    std::fs::rename(&a, &swap).unwrap();
+    std::fs::rename(&b, &a).unwrap();
+    std::fs::rename(&swap, &b).unwrap();
+    let before = snapshot(dir.path());
+    assert_bad_input(
+        &flashlab(&["check", &path(dir.path())]),
+        &[
+            "data.data",
+            "data space 1, not of space 0",
+            "swapped with second.data",
+        ],
+    );
+    assert_unchanged(&before, dir.path(), "check of swapped data files");
+}
