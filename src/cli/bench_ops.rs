@@ -477,8 +477,14 @@ fn real_sort(
             .arg("-o")
             .arg(&gnu_path)
             .arg(&input_path)
-            .status()
+            .spawn()
             .context("running GNU sort")?;
+        let status = {
+            // A signal to flashlab alone (SIGTERM) also stops GNU sort.
+            let _on_signal = super::interrupt::kill_on_interrupt(status.id());
+            let mut child = status;
+            child.wait().context("running GNU sort")?
+        };
         let gnu_s = t.elapsed().as_secs_f64();
         if !status.success() {
             bail!("GNU sort failed: {status}");

@@ -23,6 +23,8 @@ use signal_hook::iterator::Signals;
 enum Fate {
     Remove,
     Keep,
+    /// A child process (its pid), stopped with SIGTERM first.
+    Kill(u32),
 }
 
 /// Registered paths, with an id for their guards.
@@ -59,6 +61,12 @@ pub fn keep_on_interrupt(path: &Path) -> Registered {
     register(path, Fate::Keep)
 }
 
+/// Stop child process `pid` (SIGTERM) if a signal stops the run, before
+/// any path is removed.
+pub fn kill_on_interrupt(pid: u32) -> Registered {
+    register(Path::new(""), Fate::Kill(pid))
+}
+
 /// Handle SIGINT and SIGTERM for the rest of the process's life.
 pub fn install() -> anyhow::Result<()> {
     let mut signals = Signals::new([SIGINT, SIGTERM])?;
@@ -78,10 +86,19 @@ fn stop(signal: i32) -> ! {
         Ok(paths) => paths.clone(),
         Err(poisoned) => poisoned.into_inner().clone(),
     };
+    for (_, _, fate) in &paths {
+        if let Fate::Kill(pid) = fate {
+            // SAFETY: kill takes plain integers; the pid is our own child's.
+            unsafe {
+                libc::kill(*pid as libc::pid_t, libc::SIGTERM);
+            }
+        }
+    }
     let mut removed = Vec::new();
     let mut kept = Vec::new();
     for (_, path, fate) in &paths {
         match fate {
+            Fate::Kill(_) => {}
             Fate::Remove => {
                 let gone = if path.is_dir() {
                     std::fs::remove_dir_all(path)
