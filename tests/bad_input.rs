@@ -178,6 +178,26 @@ const ROWS: &[Row] = &[
         message: &["not a flashlab database"],
     },
     Row {
+        what: "a characterization file beyond the limit",
+        args: &[
+            "characterize",
+            "--file",
+            "{dir}/cf",
+            "--file-mb",
+            "100000000",
+        ],
+        files: &[],
+        exit: 2,
+        message: &["--file-mb 100000000", "1048576"],
+    },
+    Row {
+        what: "an empty characterization file",
+        args: &["characterize", "--file", "{dir}/cf", "--file-mb", "0"],
+        files: &[],
+        exit: 2,
+        message: &["--file-mb 0"],
+    },
+    Row {
         what: "a query of a directory that is no database",
         args: &["query", "{dir}", "--table", "kv"],
         files: &[],

@@ -127,7 +127,7 @@ fn check_sizes(size: u64, memory: u64, args: &OpsArgs) -> anyhow::Result<()> {
     }
     if let Some(dir) = &args.real {
         let needed = size.saturating_mul(REAL_BYTES_PER_INPUT_BYTE);
-        if let Some(free) = free_bytes(dir).filter(|&free| needed > free) {
+        if let Some(free) = super::free_bytes(dir).filter(|&free| needed > free) {
             bail!(
                 "--size {size} bytes needs up to {needed} bytes in {}, which has {free} free",
                 dir.display()
@@ -135,16 +135,6 @@ fn check_sizes(size: u64, memory: u64, args: &OpsArgs) -> anyhow::Result<()> {
         }
     }
     Ok(())
-}
-
-/// Bytes available to this user on the file system holding `dir`.
-fn free_bytes(dir: &Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(dir.as_os_str().as_bytes()).ok()?;
-    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a NUL-terminated path and a statvfs the call fills in.
-    let rc = unsafe { libc::statvfs(path.as_ptr(), &mut stat) };
-    (rc == 0).then(|| stat.f_bavail as u64 * stat.f_frsize as u64)
 }
 
 pub fn run(args: OpsArgs) -> anyhow::Result<()> {

@@ -68,7 +68,7 @@ impl FileDevice {
             .open(path)
             .map_err(|e| io_error(path, "create", e))?;
         file.set_len(capacity_bytes)
-            .map_err(|e| io_error(path, "set length", e))?;
+            .map_err(|e| removed(path, io_error(path, "set length", e)))?;
         Ok(FileDevice::from_file(path, file, capacity_bytes, options))
     }
 
@@ -85,8 +85,9 @@ impl FileDevice {
             .open(path)
             .map_err(|e| io_error(path, "create", e))?;
         file.set_len(capacity_bytes)
-            .map_err(|e| io_error(path, "set length", e))?;
-        preallocate(&file, capacity_bytes).map_err(|e| io_error(path, "preallocate", e))?;
+            .map_err(|e| removed(path, io_error(path, "set length", e)))?;
+        preallocate(&file, capacity_bytes)
+            .map_err(|e| removed(path, io_error(path, "preallocate", e)))?;
         let device = FileDevice::from_file(path, file, capacity_bytes, options);
         device
             .allocated
@@ -201,6 +202,12 @@ fn open_options(options: FileOptions) -> OpenOptions {
         open.custom_flags(libc::O_DIRECT);
     }
     open
+}
+
+/// A creation that failed after making the file: remove it, keep the error.
+fn removed(path: &Path, error: DeviceError) -> DeviceError {
+    let _ = std::fs::remove_file(path);
+    error
 }
 
 fn io_error(path: &Path, op: &'static str, source: std::io::Error) -> DeviceError {
