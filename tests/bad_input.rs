@@ -309,6 +309,15 @@ fn query_finds_integer_keys_and_an_unknown_table_lists_the_tables() {
         let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
         assert_eq!(json["total"], found, "--key {key}");
     }
+    let out = common::flashlab(&["query", &d, "--table", "accounts", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let keys: Vec<&str> = json["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r[0].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["-7", "1", "42"], "keys shown as --key takes them");
     assert_bad_input(
         &common::flashlab(&["query", &d, "--table", "accounts", "--key", "forty"]),
         &["'forty' is not a value of column id"],

@@ -112,6 +112,33 @@ fn parse_decimal(text: &str, scale: u8) -> Option<i64> {
     Some(if negative { -value } else { value })
 }
 
+/// A typed row's key as `--key` takes it: the key columns, comma-separated.
+fn key_text(schema: &Schema, row: &[Value]) -> String {
+    schema
+        .key()
+        .iter()
+        .map(|&i| match (&row[i], schema.columns()[i].ty) {
+            (Value::Int(v), _) => v.to_string(),
+            (Value::Str(s), _) => s.clone(),
+            (Value::Decimal(v), Type::Decimal { scale }) => decimal_text(*v, scale),
+            (other, _) => format!("{other:?}"),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// 1250 at scale 2 is "12.50" (what [`parse_decimal`] reads back).
+fn decimal_text(value: i64, scale: u8) -> String {
+    let unit = 10u128.pow(u32::from(scale));
+    let magnitude = value.unsigned_abs() as u128;
+    let sign = if value < 0 { "-" } else { "" };
+    if scale == 0 {
+        return format!("{sign}{magnitude}");
+    }
+    let width = scale as usize;
+    format!("{sign}{}.{:0width$}", magnitude / unit, magnitude % unit)
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -142,15 +169,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let shown: Vec<(String, String)> = rows
         .iter()
         .take(args.limit)
-        .map(|(k, v)| {
-            let value = match &schema {
-                Some(s) => s
-                    .decode_row(v)
-                    .map(|r| format!("{r:?}"))
-                    .unwrap_or_else(|e| format!("<{e}>")),
-                None => text(v),
-            };
-            (text(k), value)
+        .map(|(k, v)| match &schema {
+            Some(s) => match s.decode_row(v) {
+                Ok(row) => (key_text(s, &row), format!("{row:?}")),
+                Err(e) => (text(k), format!("<{e}>")),
+            },
+            None => (text(k), text(v)),
         })
         .collect();
     if args.json {
@@ -169,4 +193,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     db.close()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimals_round_trip_between_text_and_scaled_integers() {
+        for (text, scale, value) in [("12.50", 2, 1250), ("-0.07", 2, -7), ("3", 0, 3)] {
+            assert_eq!(parse_decimal(text, scale), Some(value), "{text}");
+            assert_eq!(decimal_text(value, scale), text);
+        }
+        assert_eq!(parse_decimal("12.5", 2), Some(1250));
+        assert_eq!(parse_decimal("1.234", 2), None);
+        assert_eq!(parse_decimal("x", 2), None);
+        assert_eq!(parse_decimal(".", 2), None);
+    }
 }
