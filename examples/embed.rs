@@ -22,6 +22,8 @@ fn main() -> Result<(), Box<dyn std::error::Error>> {
     config.data[0].capacity_bytes = Some(64 << 20);
     config.log.capacity_bytes = Some(64 << 20);
 
+    // Creation is atomic and explicit; opening never creates.
+    Database::create_dir(&dir, &config)?;
     let db = Database::open_dir(&dir, &config)?;
     let schema = Schema::new(
         vec![

@@ -229,7 +229,7 @@ fn make_database(dir: &Path) {
     let mut config = DbConfig::simple("file", "file", 4096, 1 << 20);
     config.data[0].capacity_bytes = Some(4 << 20);
     config.log.capacity_bytes = Some(4 << 20);
-    let db = Database::open_dir(dir, &config).unwrap();
+    let db = Database::open_or_create_dir(dir, &config).unwrap();
     let t = db.create_table(TableSpec::bytes("kv")).unwrap();
     let mut txn = db.begin().unwrap();
     for i in 0..200u32 {

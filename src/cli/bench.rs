@@ -11,7 +11,11 @@ const LOG_MB_MAX: u64 = 1 << 20;
 use anyhow::{Context, bail};
 use flashlab_devices::trace::formats::write_flashlab_csv;
 use flashlab_engine::{DbConfig, Durability};
-use flashlab_lab::bench::{BenchOptions, BenchReport, bench};
+use std::sync::{Arc, Mutex};
+
+use flashlab_lab::bench::{BenchOptions, BenchReport, LoadedHook, bench};
+
+use super::interrupt::{self, Registered};
 use flashlab_runtime::NS_PER_S;
 
 #[derive(clap::Args, Debug)]
@@ -113,6 +117,54 @@ pub struct Args {
     read_ahead: bool,
 }
 
+/// What a signal does to a real run's files: a fresh database (without
+/// --keep) is removed; a --keep database is kept and named, except one this
+/// run creates, which is removed until its loading is complete.
+fn on_signal(options: &mut BenchOptions) -> Option<Arc<Mutex<Vec<Registered>>>> {
+    let dir = options.real_dir.clone()?;
+    let registered = if !options.keep {
+        vec![interrupt::remove_on_interrupt(
+            &flashlab_lab::bench::fresh_dir(&dir),
+        )]
+    } else if dir.join(flashlab_engine::db::dir::MANIFEST_FILE).exists() {
+        vec![interrupt::keep_on_interrupt(&dir)]
+    } else {
+        let mut loading: Vec<Registered> = flashlab_lab::bench::created_paths(options, &dir)
+            .iter()
+            .filter(|p| !p.exists())
+            .map(|p| interrupt::remove_on_interrupt(p))
+            .collect();
+        let keep_dir = dir.clone();
+        let shared = Arc::new(Mutex::new(std::mem::take(&mut loading)));
+        let hook_state = shared.clone();
+        options.on_loaded = Some(LoadedHook(Arc::new(move || {
+            let mut held = hook_state.lock().unwrap_or_else(|p| p.into_inner());
+            *held = vec![interrupt::keep_on_interrupt(&keep_dir)];
+        })));
+        return Some(shared);
+    };
+    Some(Arc::new(Mutex::new(registered)))
+}
+
+/// --buffer-mb in bytes, within the engine's limit and this machine's memory.
+fn buffer_bytes(mb: u64) -> anyhow::Result<u64> {
+    use flashlab_engine::config::{BUFFER_BYTES_MAX, machine_memory_bytes};
+    let bytes = mb.checked_mul(1 << 20).filter(|&b| b <= BUFFER_BYTES_MAX);
+    let Some(bytes) = bytes else {
+        bail!(
+            "--buffer-mb {mb} is more than the limit of {} MB",
+            BUFFER_BYTES_MAX >> 20
+        );
+    };
+    if let Some(memory) = machine_memory_bytes().filter(|&m| bytes > m) {
+        bail!(
+            "--buffer-mb {mb} is more than this machine's memory ({} MB)",
+            memory >> 20
+        );
+    }
+    Ok(bytes)
+}
+
 /// Parse "10s", "500ms", "2m", "1h" or a plain number of seconds.
 pub fn parse_duration_ns(text: &str, what: &str) -> anyhow::Result<u64> {
     let t = text.trim();
@@ -181,7 +233,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         scale: args.scale,
         accounts_per_branch: args.accounts_per_branch,
         page_bytes: args.page_bytes,
-        buffer_bytes: args.buffer_mb << 20,
+        buffer_bytes: buffer_bytes(args.buffer_mb)?,
         durability,
         isolation: match args.isolation.as_str() {
             "read-committed" => flashlab_engine::mvcc::Isolation::ReadCommitted,
@@ -206,8 +258,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             None => None,
         },
         config,
+        on_loaded: None,
     };
     flashlab_lab::bench::validate(&options).map_err(anyhow::Error::msg)?;
+    let mut options = options;
+    let _on_signal = on_signal(&mut options);
     let bar = progress_bar(&options);
     let bar_for_lines = bar.clone();
     let quiet = args.json;

@@ -110,9 +110,37 @@ struct GnuSort {
     identical_output: bool,
 }
 
+/// Largest input of a sort or join (`--size`).
+pub const INPUT_BYTES_MAX: u64 = 1 << 40;
+/// How many times its input a real run may write to its directory at most
+/// (input, temp runs, output, GNU sort's output).
+const REAL_BYTES_PER_INPUT_BYTE: u64 = 4;
+
+/// --size within its limit (and, for a real run, what the file system can
+/// hold); --memory within this machine's memory.
+fn check_sizes(size: u64, memory: u64, args: &OpsArgs) -> anyhow::Result<()> {
+    if size > INPUT_BYTES_MAX {
+        bail!("--size {size} bytes is more than the limit of {INPUT_BYTES_MAX}");
+    }
+    if let Some(total) = flashlab_engine::config::machine_memory_bytes().filter(|&m| memory > m) {
+        bail!("--memory {memory} bytes is more than this machine's {total} bytes of memory");
+    }
+    if let Some(dir) = &args.real {
+        let needed = size.saturating_mul(REAL_BYTES_PER_INPUT_BYTE);
+        if let Some(free) = super::free_bytes(dir).filter(|&free| needed > free) {
+            bail!(
+                "--size {size} bytes needs up to {needed} bytes in {}, which has {free} free",
+                dir.display()
+            );
+        }
+    }
+    Ok(())
+}
+
 pub fn run(args: OpsArgs) -> anyhow::Result<()> {
     let size = parse_bytes(args.size.as_deref().unwrap_or("100MB"), "--size")?;
     let memory = parse_bytes(args.memory.as_deref().unwrap_or("64MB"), "--memory")? as usize;
+    check_sizes(size, memory as u64, &args)?;
     let records = size / RECORD_BYTES as u64;
     if records == 0 {
         bail!("--size {size} bytes holds no 100-byte record");
@@ -256,6 +284,8 @@ fn real(
     let rt = RealRuntime::new(args.seed);
     let _enter = RealRuntime::enter(&rt);
     let scratch = Scratch(dir.join(format!("flashlab-bench-{}", std::process::id())));
+    // Inputs, outputs and GNU sort's files all live in the scratch directory.
+    let _on_signal = super::interrupt::remove_on_interrupt(&scratch.0);
     std::fs::create_dir_all(&scratch.0).with_context(|| format!("--real {}", dir.display()))?;
     let bytes = records * RECORD_BYTES as u64;
     // The temp file is sparse and unlinked at once; its cap is generous.
@@ -437,8 +467,14 @@ fn real_sort(
             .arg("-o")
             .arg(&gnu_path)
             .arg(&input_path)
-            .status()
+            .spawn()
             .context("running GNU sort")?;
+        let status = {
+            // A signal to flashlab alone (SIGTERM) also stops GNU sort.
+            let _on_signal = super::interrupt::kill_on_interrupt(status.id());
+            let mut child = status;
+            child.wait().context("running GNU sort")?
+        };
         let gnu_s = t.elapsed().as_secs_f64();
         if !status.success() {
             bail!("GNU sort failed: {status}");

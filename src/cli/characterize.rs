@@ -59,6 +59,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Largest test file of `characterize --file`, in MB (1 TiB).
+pub const FILE_MB_MAX: u64 = 1 << 20;
+
 fn run_file(path: &std::path::Path, args: &Args) -> anyhow::Result<()> {
     if path.exists() {
         bail!(
@@ -66,8 +69,23 @@ fn run_file(path: &std::path::Path, args: &Args) -> anyhow::Result<()> {
             path.display()
         );
     }
+    if args.file_mb == 0 || args.file_mb > FILE_MB_MAX {
+        bail!("--file-mb {}: must be 1 to {FILE_MB_MAX}", args.file_mb);
+    }
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => std::path::Path::new("."),
+    };
+    if let Some(free) = super::free_bytes(parent).filter(|&f| args.file_mb << 20 > f) {
+        bail!(
+            "--file-mb {}: more than the {} MB free in {}",
+            args.file_mb,
+            free >> 20,
+            parent.display()
+        );
+    }
     let options = FileOptionsChar {
-        file_bytes: args.file_mb.max(1) << 20,
+        file_bytes: args.file_mb << 20,
         queue_depth: args.queue_depth,
         seed: args.seed,
     };

@@ -1,4 +1,11 @@
-//! `flashlab check DIR`: verify a database directory.
+//! `flashlab check DIR [--repair]`: verify a database directory.
+//!
+//! Without `--repair` the check is read-only: it takes the directory's
+//! shared lock (refused while a writer has the database open), and
+//! recovery, page repairs and the checkpoint at close run in memory over a
+//! copy-on-write view, so not a byte of the files changes. `--repair`
+//! opens for writing (the exclusive lock): recovery's work and rebuilt
+//! pages are written back.
 
 use std::path::PathBuf;
 
@@ -14,6 +21,9 @@ pub struct Args {
     /// Print JSON instead of text.
     #[arg(long)]
     json: bool,
+    /// Open for writing: write recovery's work and rebuilt pages back.
+    #[arg(long)]
+    repair: bool,
 }
 
 /// Exit code when the check finds damage (bad input exits 2).
@@ -23,7 +33,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let rt = RealRuntime::new(0);
     let _enter = RealRuntime::enter(&rt);
     let config = config_from_manifest(&args.dir)?;
-    let db = Database::open_dir(&args.dir, &config)?;
+    let db = if args.repair {
+        Database::open_dir(&args.dir, &config)?
+    } else {
+        Database::open_dir_read_only(&args.dir, &config)?
+    };
     let report = verify(&db)?;
     db.close()?;
     if args.json {
@@ -51,8 +65,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             "{}",
             match (report.ok(), report.pages_repaired) {
                 (true, 0) => "ok".to_string(),
-                (true, n) =>
+                (true, n) if args.repair =>
                     format!("DAMAGED: {n} pages were damaged and have been rebuilt from the log"),
+                (true, n) => format!(
+                    "DAMAGED: {n} pages are damaged and can be rebuilt from the log \
+                     (read-only check: nothing written; run flashlab check --repair)"
+                ),
                 (false, _) => "DAMAGED".to_string(),
             }
         );

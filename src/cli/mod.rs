@@ -5,6 +5,7 @@ mod bench_ops;
 mod characterize;
 mod check;
 mod devices;
+pub mod interrupt;
 mod plot;
 mod query;
 mod replay;
@@ -67,4 +68,15 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
 pub fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
     Ok(())
+}
+
+/// Bytes available to this user on the file system holding `path`.
+pub fn free_bytes(path: &std::path::Path) -> Option<u64> {
+    use std::os::unix::ffi::OsStrExt;
+    let path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
+    // SAFETY: statvfs is plain data; zeroed is a valid value for it.
+    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
+    // SAFETY: a NUL-terminated path and a statvfs the call fills in.
+    let rc = unsafe { libc::statvfs(path.as_ptr(), &mut stat) };
+    (rc == 0).then(|| stat.f_bavail as u64 * stat.f_frsize as u64)
 }

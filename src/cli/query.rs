@@ -10,6 +10,7 @@ use std::path::PathBuf;
 
 use flashlab_engine::Database;
 use flashlab_engine::db::dir::config_from_manifest;
+use flashlab_engine::row::{Column, Schema, Type, Value, encode_key};
 use flashlab_runtime::RealRuntime;
 
 #[derive(clap::Args, Debug)]
@@ -21,8 +22,9 @@ pub struct Args {
     /// A commit timestamp to read as of.
     #[arg(long)]
     as_of: Option<u64>,
-    /// One key (as text).
-    #[arg(long, conflicts_with = "prefix")]
+    /// One key: text for byte tables; for typed tables the key columns'
+    /// values, separated by commas (integers, decimals like 12.50, text).
+    #[arg(long, conflicts_with = "prefix", allow_hyphen_values = true)]
     key: Option<String>,
     /// Keys starting with this text.
     #[arg(long)]
@@ -33,6 +35,110 @@ pub struct Args {
     json: bool,
 }
 
+/// The error for a table that does not exist: it lists those that do.
+fn unknown_table(db: &Database, name: &str) -> anyhow::Error {
+    let mut names: Vec<String> = db.tables().iter().map(|t| t.name().to_string()).collect();
+    names.sort();
+    let known = if names.is_empty() {
+        "the database has no tables".to_string()
+    } else {
+        format!("tables: {}", names.join(", "))
+    };
+    anyhow::anyhow!("--table: no table '{}'; {known}", cut(name))
+}
+
+/// Most characters of user input an error echoes.
+const ECHO_CHARS_MAX: usize = 80;
+
+fn cut(text: &str) -> String {
+    flashlab_devices::trace::formats::cut(text, ECHO_CHARS_MAX)
+}
+
+/// The stored key for `--key`: the text itself for byte tables; for typed
+/// tables, the key columns' values parsed from comma-separated text.
+fn key_bytes(schema: Option<&Schema>, key: &str) -> anyhow::Result<Vec<u8>> {
+    let Some(schema) = schema else {
+        return Ok(key.as_bytes().to_vec());
+    };
+    let parts: Vec<&str> = key.split(',').map(str::trim).collect();
+    let columns = schema.key();
+    if parts.len() != columns.len() {
+        anyhow::bail!(
+            "--key '{}': the key has {} columns, {} given (separate them with commas)",
+            cut(key),
+            columns.len(),
+            parts.len()
+        );
+    }
+    let values = columns
+        .iter()
+        .zip(&parts)
+        .map(|(&i, part)| key_value(&schema.columns()[i], part))
+        .collect::<anyhow::Result<Vec<Value>>>()?;
+    Ok(encode_key(&values))
+}
+
+fn key_value(column: &Column, text: &str) -> anyhow::Result<Value> {
+    let bad = || {
+        anyhow::anyhow!(
+            "--key: '{}' is not a value of column {} ({})",
+            cut(text),
+            column.name,
+            column.ty
+        )
+    };
+    Ok(match column.ty {
+        Type::Int32 | Type::Int64 => Value::Int(text.parse().map_err(|_| bad())?),
+        Type::Decimal { scale } => Value::Decimal(parse_decimal(text, scale).ok_or_else(bad)?),
+        Type::FixedStr(_) | Type::VarStr(_) => Value::Str(text.to_string()),
+    })
+}
+
+/// "12.5" at scale 2 is 1250; more fraction digits than the scale is `None`.
+fn parse_decimal(text: &str, scale: u8) -> Option<i64> {
+    let (negative, digits) = match text.strip_prefix('-') {
+        Some(rest) => (true, rest),
+        None => (false, text),
+    };
+    let (whole, fraction) = digits.split_once('.').unwrap_or((digits, ""));
+    if fraction.len() > scale as usize || whole.is_empty() && fraction.is_empty() {
+        return None;
+    }
+    let padded = format!("{whole}{fraction:0<width$}", width = scale as usize);
+    if !padded.bytes().all(|b| b.is_ascii_digit()) {
+        return None;
+    }
+    let value: i64 = padded.parse().ok()?;
+    Some(if negative { -value } else { value })
+}
+
+/// A typed row's key as `--key` takes it: the key columns, comma-separated.
+fn key_text(schema: &Schema, row: &[Value]) -> String {
+    schema
+        .key()
+        .iter()
+        .map(|&i| match (&row[i], schema.columns()[i].ty) {
+            (Value::Int(v), _) => v.to_string(),
+            (Value::Str(s), _) => s.clone(),
+            (Value::Decimal(v), Type::Decimal { scale }) => decimal_text(*v, scale),
+            (other, _) => format!("{other:?}"),
+        })
+        .collect::<Vec<_>>()
+        .join(",")
+}
+
+/// 1250 at scale 2 is "12.50" (what [`parse_decimal`] reads back).
+fn decimal_text(value: i64, scale: u8) -> String {
+    let unit = 10u128.pow(u32::from(scale));
+    let magnitude = value.unsigned_abs() as u128;
+    let sign = if value < 0 { "-" } else { "" };
+    if scale == 0 {
+        return format!("{sign}{magnitude}");
+    }
+    let width = scale as usize;
+    format!("{sign}{}.{:0width$}", magnitude / unit, magnitude % unit)
+}
+
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
 }
@@ -41,15 +147,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let rt = RealRuntime::new(0);
     let _enter = RealRuntime::enter(&rt);
     let config = config_from_manifest(&args.dir)?;
-    let db = Database::open_dir(&args.dir, &config)?;
-    let table = db.table(&args.table)?;
+    let db = Database::open_dir_read_only(&args.dir, &config)?;
+    let table = db
+        .table(&args.table)
+        .map_err(|_| unknown_table(&db, &args.table))?;
     let mut txn = match args.as_of {
         Some(ts) => db.begin_as_of(ts)?,
         None => db.begin()?,
     };
     let rows = match (&args.key, &args.prefix) {
         (Some(key), _) => txn
-            .get(&table, key.as_bytes())?
+            .get(&table, &key_bytes(table.def().schema.as_ref(), key)?)?
             .map(|v| vec![(key.as_bytes().to_vec(), v)])
             .unwrap_or_default(),
         (None, Some(prefix)) => txn.scan_prefix(&table, prefix.as_bytes())?,
@@ -61,15 +169,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let shown: Vec<(String, String)> = rows
         .iter()
         .take(args.limit)
-        .map(|(k, v)| {
-            let value = match &schema {
-                Some(s) => s
-                    .decode_row(v)
-                    .map(|r| format!("{r:?}"))
-                    .unwrap_or_else(|e| format!("<{e}>")),
-                None => text(v),
-            };
-            (text(k), value)
+        .map(|(k, v)| match &schema {
+            Some(s) => match s.decode_row(v) {
+                Ok(row) => (key_text(s, &row), format!("{row:?}")),
+                Err(e) => (text(k), format!("<{e}>")),
+            },
+            None => (text(k), text(v)),
         })
         .collect();
     if args.json {
@@ -88,4 +193,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     db.close()?;
     Ok(())
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn decimals_round_trip_between_text_and_scaled_integers() {
+        for (text, scale, value) in [("12.50", 2, 1250), ("-0.07", 2, -7), ("3", 0, 3)] {
+            assert_eq!(parse_decimal(text, scale), Some(value), "{text}");
+            assert_eq!(decimal_text(value, scale), text);
+        }
+        assert_eq!(parse_decimal("12.5", 2), Some(1250));
+        assert_eq!(parse_decimal("1.234", 2), None);
+        assert_eq!(parse_decimal("x", 2), None);
+        assert_eq!(parse_decimal(".", 2), None);
+    }
 }

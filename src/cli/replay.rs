@@ -5,7 +5,9 @@ use std::path::PathBuf;
 use anyhow::{Context, bail};
 use flashlab_devices::characterize::{CharacterizeOptions, precondition};
 use flashlab_devices::presets;
-use flashlab_devices::replay::{ReplayOptions, ReplayResult, random_trace, replay};
+use flashlab_devices::replay::{
+    ReplayOptions, ReplayResult, random_requests, replay, replay_stream,
+};
 use flashlab_devices::trace::formats::{TraceFormat, read_trace_file};
 
 #[derive(clap::Args, Debug)]
@@ -26,7 +28,7 @@ pub struct Args {
     /// Replay N generated random requests instead of a file (the replay
     /// benchmark).
     #[arg(long)]
-    synthetic: Option<usize>,
+    synthetic: Option<u64>,
     /// Fraction of reads in the generated requests.
     #[arg(long, default_value_t = 0.7)]
     read_fraction: f64,
@@ -52,28 +54,55 @@ pub struct Args {
     json: bool,
 }
 
+/// Most generated requests one replay may ask for (streamed, so the limit
+/// is time: about 7 minutes at 2.5 million simulated I/Os per second).
+pub const SYNTHETIC_REQUESTS_MAX: u64 = 1_000_000_000;
+/// Largest generated request, in KB (and never more than the device).
+pub const BLOCK_KB_MAX: u64 = 16 * 1024;
+
+/// Check the generator's options against their limits and the device.
+pub fn check_generator(
+    count: u64,
+    count_option: &str,
+    count_max: u64,
+    read_fraction: f64,
+    block_kb: u64,
+    iops: f64,
+    capacity_bytes: u64,
+) -> anyhow::Result<()> {
+    if count == 0 || count > count_max {
+        bail!("{count_option} {count}: must be 1 to {count_max}");
+    }
+    if !(0.0..=1.0).contains(&read_fraction) {
+        bail!("--read-fraction must be within 0..1, not {read_fraction}");
+    }
+    if block_kb == 0 || block_kb > BLOCK_KB_MAX {
+        bail!("--block-kb {block_kb}: must be 1 to {BLOCK_KB_MAX}");
+    }
+    if block_kb * 1024 > capacity_bytes {
+        bail!("--block-kb {block_kb}: larger than the device's {capacity_bytes} bytes");
+    }
+    if !iops.is_finite() || iops <= 0.0 {
+        bail!("--iops must be a positive number");
+    }
+    Ok(())
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     let mut model = presets::build_model(&args.device)?;
     let requests = match (&args.trace, args.synthetic) {
-        (Some(path), _) => read_trace_file(path, args.format)?,
+        (Some(path), _) => Some(read_trace_file(path, args.format)?),
         (None, Some(count)) => {
-            if !(0.0..=1.0).contains(&args.read_fraction) {
-                bail!(
-                    "--read-fraction must be within 0..1, not {}",
-                    args.read_fraction
-                );
-            }
-            if args.block_kb == 0 || !args.iops.is_finite() || args.iops <= 0.0 {
-                bail!("--block-kb and --iops must be positive");
-            }
-            random_trace(
-                args.seed,
+            check_generator(
                 count,
+                "--synthetic",
+                SYNTHETIC_REQUESTS_MAX,
                 args.read_fraction,
-                args.block_kb * 1024,
-                model.capacity_bytes(),
+                args.block_kb,
                 args.iops,
-            )
+                model.capacity_bytes(),
+            )?;
+            None
         }
         (None, None) => bail!("give --trace FILE or --synthetic N"),
     };
@@ -99,7 +128,21 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         || "synthetic trace".to_string(),
         |p| p.display().to_string(),
     );
-    let mut result = replay(model.as_mut(), &requests, &options).with_context(|| what.clone())?;
+    let mut result = match &requests {
+        Some(requests) => replay(model.as_mut(), requests, &options),
+        None => {
+            let generated = random_requests(
+                args.seed,
+                args.synthetic.unwrap_or(0),
+                args.read_fraction,
+                args.block_kb * 1024,
+                model.capacity_bytes(),
+                args.iops,
+            );
+            replay_stream(model.as_mut(), generated, &options)
+        }
+    }
+    .with_context(|| what.clone())?;
     if args.precondition {
         // Count the replay only, not the preconditioning.
         let after = &result.model;

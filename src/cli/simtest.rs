@@ -51,6 +51,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         Some(seed) => (seed, 1),
         None => (args.first, args.seeds),
     };
+    if first.checked_add(seeds).is_none() {
+        bail!(
+            "--first {first} with --seeds {seeds}: seeds end below {}; at most {} seeds from there",
+            u64::MAX,
+            u64::MAX - first
+        );
+    }
     let one = args.seed.is_some();
     let (json, list, workload) = (args.json, args.list, args.workload.clone());
     let summary = simtest::run(first, seeds, &args.workload, |report| {

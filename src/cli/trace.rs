@@ -7,9 +7,10 @@ use std::sync::Arc;
 
 use anyhow::{Context, bail};
 use clap::Subcommand;
-use flashlab_devices::replay::random_trace;
+use flashlab_devices::replay::random_requests;
 use flashlab_devices::trace::formats::{
-    TraceFormat, TraceRequest, read_flashlab_file, read_trace_file, write_flashlab_csv, write_mqsim,
+    TraceFormat, TraceRequest, read_flashlab_file, read_trace_file, write_flashlab_csv_stream,
+    write_mqsim_stream,
 };
 use flashlab_devices::trace::summary::{render_table, summarize};
 use flashlab_devices::{Space, TraceRecord};
@@ -48,7 +49,7 @@ enum Command {
     Generate {
         /// Number of requests.
         #[arg(long)]
-        count: usize,
+        count: u64,
         #[arg(long, default_value_t = 0.7)]
         read_fraction: f64,
         #[arg(long, default_value_t = 4)]
@@ -98,55 +99,72 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             to,
             out,
         } => {
-            if !(0.0..=1.0).contains(&read_fraction)
-                || block_kb == 0
-                || span_gb == 0
-                || !iops.is_finite()
-                || iops <= 0.0
-            {
-                bail!(
-                    "--read-fraction must be within 0..1 and --block-kb, --span-gb, --iops positive"
-                );
-            }
-            let requests = random_trace(
+            let span_bytes = span_gb
+                .checked_mul(1 << 30)
+                .filter(|_| (1..=SPAN_GB_MAX).contains(&span_gb))
+                .ok_or_else(|| {
+                    anyhow::anyhow!("--span-gb {span_gb}: must be 1 to {SPAN_GB_MAX}")
+                })?;
+            super::replay::check_generator(
+                count,
+                "--count",
+                TRACE_REQUESTS_MAX,
+                read_fraction,
+                block_kb,
+                iops,
+                span_bytes,
+            )?;
+            let requests = random_requests(
                 seed,
                 count,
                 read_fraction,
                 block_kb * 1024,
-                span_gb << 30,
+                span_bytes,
                 iops,
             );
-            write_requests(&requests, to, &out)
+            write_stream(requests, to, &out)
         }
     }
 }
 
-/// Write to a temporary name, then rename: no half-written output.
+/// Most requests `trace generate` writes (streamed; about 30 GB of MQSim text).
+pub const TRACE_REQUESTS_MAX: u64 = 1_000_000_000;
+/// Largest address range of a generated trace, in GB (1 PB).
+pub const SPAN_GB_MAX: u64 = 1 << 20;
+
 fn write_requests(requests: &[TraceRequest], to: TraceFormat, out: &Path) -> anyhow::Result<()> {
+    write_stream(requests.iter().copied(), to, out)
+}
+
+/// Write to a temporary name, then rename: no half-written output. The
+/// requests are written as they come, never held.
+fn write_stream(
+    requests: impl Iterator<Item = TraceRequest>,
+    to: TraceFormat,
+    out: &Path,
+) -> anyhow::Result<()> {
     let tmp = out.with_extension("partial");
+    if !matches!(to, TraceFormat::Mqsim | TraceFormat::Flashlab) {
+        bail!("cannot write {to} traces (write flashlab or mqsim)");
+    }
     let file = File::create(&tmp).with_context(|| format!("--out {}", tmp.display()))?;
+    let _on_signal = super::interrupt::remove_on_interrupt(&tmp);
     let mut w = BufWriter::new(file);
     let written = match to {
-        TraceFormat::Mqsim => write_mqsim(requests, &mut w).map_err(anyhow::Error::from),
-        TraceFormat::Flashlab => {
+        TraceFormat::Mqsim => write_mqsim_stream(requests, &mut w).map_err(anyhow::Error::from),
+        _ => {
             let device: Arc<str> = Arc::from("trace");
-            let records: Vec<TraceRecord> = requests
-                .iter()
-                .map(|r| TraceRecord {
-                    submit_ns: r.arrival_ns,
-                    complete_ns: r.arrival_ns,
-                    device: device.clone(),
-                    space: Space::Raw,
-                    kind: r.kind,
-                    offset_bytes: r.offset_bytes,
-                    len_bytes: r.len_bytes,
-                })
-                .collect();
-            write_flashlab_csv(&records, &mut w).map_err(anyhow::Error::from)
+            let records = requests.map(move |r| TraceRecord {
+                submit_ns: r.arrival_ns,
+                complete_ns: r.arrival_ns,
+                device: device.clone(),
+                space: Space::Raw,
+                kind: r.kind,
+                offset_bytes: r.offset_bytes,
+                len_bytes: r.len_bytes,
+            });
+            write_flashlab_csv_stream(records, &mut w).map_err(anyhow::Error::from)
         }
-        other => Err(anyhow::anyhow!(
-            "cannot write {other} traces (write flashlab or mqsim)"
-        )),
     };
     let finished = written.and_then(|()| w.flush().map_err(anyhow::Error::from));
     if let Err(e) = finished {

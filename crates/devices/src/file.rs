@@ -8,9 +8,16 @@
 //! [`DIRECT_ALIGN_BYTES`]. Latencies are whatever the wall clock says; the
 //! tracing layer measures them.
 //!
-//! The device never grows the file: its capacity is fixed when it is
-//! created (`create`) or read from the existing file or block device
+//! The device never changes the file's length: its capacity is fixed when
+//! it is created (`create`) or read from the existing file or block device
 //! (`open`), and a request past it is an error, like any other device.
+//!
+//! Space on demand: `create` makes a sparse file of the capacity, and
+//! blocks are allocated (`fallocate`) a chunk of [`GROWTH_CHUNK_BYTES`] at
+//! a time, when the first write reaches the chunk: a short run uses only
+//! what it writes, and writes (the log's forces among them) do not
+//! allocate blocks one at a time. A file system that is full is a
+//! [`DeviceError::Full`] naming the file, before the write is issued.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -26,6 +33,9 @@ pub const FILE_SECTOR_BYTES: u32 = 512;
 /// size of nearly every modern device).
 pub const DIRECT_ALIGN_BYTES: usize = 4096;
 
+/// Blocks of a file device are allocated this many bytes at a time.
+pub const GROWTH_CHUNK_BYTES: u64 = 64 << 20;
+
 /// How to open a file device.
 #[derive(Clone, Copy, Debug, Default)]
 pub struct FileOptions {
@@ -40,10 +50,13 @@ pub struct FileDevice {
     file: File,
     capacity_bytes: u64,
     options: FileOptions,
+    /// Chunks known to be allocated (see [`GROWTH_CHUNK_BYTES`]).
+    allocated: std::sync::Mutex<Vec<bool>>,
 }
 
 impl FileDevice {
-    /// Create (or truncate) a file of `capacity_bytes`.
+    /// Create (or truncate) a sparse file of `capacity_bytes`, allocated
+    /// chunk by chunk as it is written.
     pub fn create(
         path: &Path,
         capacity_bytes: u64,
@@ -55,9 +68,33 @@ impl FileDevice {
             .open(path)
             .map_err(|e| io_error(path, "create", e))?;
         file.set_len(capacity_bytes)
-            .map_err(|e| io_error(path, "set length", e))?;
-        preallocate(&file, capacity_bytes).map_err(|e| io_error(path, "preallocate", e))?;
+            .map_err(|e| removed(path, io_error(path, "set length", e)))?;
         Ok(FileDevice::from_file(path, file, capacity_bytes, options))
+    }
+
+    /// Create (or truncate) a file of `capacity_bytes` with every block
+    /// allocated up front (what `characterize --file` measures).
+    pub fn create_preallocated(
+        path: &Path,
+        capacity_bytes: u64,
+        options: FileOptions,
+    ) -> Result<FileDevice, DeviceError> {
+        let file = open_options(options)
+            .create(true)
+            .truncate(true)
+            .open(path)
+            .map_err(|e| io_error(path, "create", e))?;
+        file.set_len(capacity_bytes)
+            .map_err(|e| removed(path, io_error(path, "set length", e)))?;
+        preallocate(&file, capacity_bytes)
+            .map_err(|e| removed(path, io_error(path, "preallocate", e)))?;
+        let device = FileDevice::from_file(path, file, capacity_bytes, options);
+        device
+            .allocated
+            .lock()
+            .expect("allocated chunks")
+            .fill(true);
+        Ok(device)
     }
 
     /// Open an existing file or block device, keeping its size.
@@ -69,13 +106,32 @@ impl FileDevice {
         Ok(FileDevice::from_file(path, file, capacity_bytes, options))
     }
 
+    /// Open an existing file for reading only (`O_RDONLY`): every write,
+    /// flush or trim is refused by the operating system. What read-only
+    /// database opens put under an overlay.
+    pub fn open_read_only(path: &Path) -> Result<FileDevice, DeviceError> {
+        let file = OpenOptions::new()
+            .read(true)
+            .open(path)
+            .map_err(|e| io_error(path, "open", e))?;
+        let capacity_bytes = device_size(&file).map_err(|e| io_error(path, "size", e))?;
+        Ok(FileDevice::from_file(
+            path,
+            file,
+            capacity_bytes,
+            FileOptions::default(),
+        ))
+    }
+
     fn from_file(path: &Path, file: File, capacity_bytes: u64, options: FileOptions) -> FileDevice {
+        let chunks = capacity_bytes.div_ceil(GROWTH_CHUNK_BYTES) as usize;
         FileDevice {
             name: path.display().to_string(),
             path: path.to_path_buf(),
             file,
             capacity_bytes,
             options,
+            allocated: std::sync::Mutex::new(vec![false; chunks]),
         }
     }
 
@@ -98,6 +154,42 @@ impl FileDevice {
         check_request(&self.name, self.capacity_bytes, sector, &req)
     }
 
+    /// Allocate the chunks `[offset, offset + len)` touches that are not yet
+    /// known to be allocated. The lock is a std one held across
+    /// `fallocate`: a file device lives in the real world only.
+    fn reserve(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
+        if len_bytes == 0 {
+            return Ok(());
+        }
+        let first = offset_bytes / GROWTH_CHUNK_BYTES;
+        let last = (offset_bytes + len_bytes - 1) / GROWTH_CHUNK_BYTES;
+        let mut allocated = self.allocated.lock().expect("allocated chunks");
+        for chunk in first..=last {
+            if allocated.get(chunk as usize).copied().unwrap_or(true) {
+                continue;
+            }
+            let start = chunk * GROWTH_CHUNK_BYTES;
+            let len = GROWTH_CHUNK_BYTES.min(self.capacity_bytes - start);
+            allocate(&self.file, start, len).map_err(|e| self.err("allocate", e))?;
+            allocated[chunk as usize] = true;
+        }
+        Ok(())
+    }
+
+    /// A trimmed range may leave holes: its chunks are allocated again at
+    /// their next write.
+    fn forget(&self, offset_bytes: u64, len_bytes: u64) {
+        if len_bytes == 0 {
+            return;
+        }
+        let first = (offset_bytes / GROWTH_CHUNK_BYTES) as usize;
+        let last = ((offset_bytes + len_bytes - 1) / GROWTH_CHUNK_BYTES) as usize;
+        let mut allocated = self.allocated.lock().expect("allocated chunks");
+        for chunk in allocated.iter_mut().take(last + 1).skip(first) {
+            *chunk = false;
+        }
+    }
+
     fn err(&self, op: &'static str, source: std::io::Error) -> DeviceError {
         io_error(&self.path, op, source)
     }
@@ -112,13 +204,28 @@ fn open_options(options: FileOptions) -> OpenOptions {
     open
 }
 
+/// A creation that failed after making the file: remove it, keep the error.
+fn removed(path: &Path, error: DeviceError) -> DeviceError {
+    let _ = std::fs::remove_file(path);
+    error
+}
+
 fn io_error(path: &Path, op: &'static str, source: std::io::Error) -> DeviceError {
     let device = path.display().to_string();
-    if source.raw_os_error() == Some(libc::ENOSPC) {
-        return DeviceError::Full {
-            device,
-            problem: format!("{op}: no space left on the file system"),
-        };
+    match source.raw_os_error() {
+        Some(libc::ENOSPC) => {
+            return DeviceError::Full {
+                device,
+                problem: format!("{op}: no space left on the file system; free some and retry"),
+            };
+        }
+        Some(libc::EFBIG) => {
+            return DeviceError::Full {
+                device,
+                problem: format!("{op}: the file size limit (ulimit -f) is reached"),
+            };
+        }
+        _ => {}
     }
     DeviceError::Io { device, op, source }
 }
@@ -195,6 +302,7 @@ impl Device for FileDevice {
 
     fn write(&self, offset_bytes: u64, data: &[u8]) -> Result<(), DeviceError> {
         self.check(IoKind::Write, offset_bytes, data.len() as u64)?;
+        self.reserve(offset_bytes, data.len() as u64)?;
         if self.options.direct {
             let mut bounce = AlignedBuf::new(data.len());
             bounce.as_mut_slice().copy_from_slice(data);
@@ -222,6 +330,7 @@ impl Device for FileDevice {
 
     fn trim(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
         self.check(IoKind::Trim, offset_bytes, len_bytes)?;
+        self.forget(offset_bytes, len_bytes);
         punch_hole(&self.file, offset_bytes, len_bytes).map_err(|e| self.err("trim", e))
     }
 }
@@ -238,6 +347,31 @@ fn preallocate(file: &File, len_bytes: u64) -> std::io::Result<()> {
     match rc {
         0 | libc::EOPNOTSUPP | libc::EINVAL => Ok(()),
         errno => Err(std::io::Error::from_raw_os_error(errno)),
+    }
+}
+
+/// Allocate the blocks of `[offset, offset + len)` of a file, keeping its
+/// size (Linux `fallocate`, never glibc's emulation, which writes). Quietly
+/// nothing where the file system or device cannot.
+fn allocate(file: &File, offset_bytes: u64, len_bytes: u64) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
+    let mode = libc::FALLOC_FL_KEEP_SIZE;
+    // SAFETY: fallocate takes a valid descriptor and plain integers.
+    let rc = unsafe {
+        libc::fallocate(
+            file.as_raw_fd(),
+            mode,
+            offset_bytes as i64,
+            len_bytes as i64,
+        )
+    };
+    if rc == 0 {
+        return Ok(());
+    }
+    let err = std::io::Error::last_os_error();
+    match err.raw_os_error() {
+        Some(libc::EOPNOTSUPP) | Some(libc::ENODEV) | Some(libc::EINVAL) => Ok(()),
+        _ => Err(err),
     }
 }
 
@@ -280,6 +414,27 @@ mod tests {
         assert!(buf.iter().all(|&b| b == 5));
         let reopened = FileDevice::open(&dir.path().join("dev"), FileOptions::default()).unwrap();
         assert_eq!(reopened.capacity_bytes(), 1 << 20);
+    }
+
+    #[test]
+    fn space_is_allocated_on_demand_in_chunks() {
+        use std::os::unix::fs::MetadataExt;
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("dev");
+        let capacity = 4 * GROWTH_CHUNK_BYTES;
+        let dev = FileDevice::create(&path, capacity, FileOptions::default()).unwrap();
+        let blocks = |p: &Path| std::fs::metadata(p).unwrap().blocks() * 512;
+        assert_eq!(std::fs::metadata(&path).unwrap().len(), capacity);
+        assert!(blocks(&path) < GROWTH_CHUNK_BYTES, "created sparse");
+        dev.write(GROWTH_CHUNK_BYTES + 4096, &[1u8; 512]).unwrap();
+        let used = blocks(&path);
+        assert!(
+            used < 2 * GROWTH_CHUNK_BYTES + 4096,
+            "{used} bytes allocated"
+        );
+        let mut buf = vec![9u8; 512];
+        dev.read(3 * GROWTH_CHUNK_BYTES, &mut buf).unwrap();
+        assert!(buf.iter().all(|&b| b == 0));
     }
 
     #[test]

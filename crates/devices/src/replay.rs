@@ -374,10 +374,29 @@ pub fn random_trace(
     capacity_bytes: u64,
     iops: f64,
 ) -> Vec<TraceRequest> {
+    random_requests(
+        seed,
+        count as u64,
+        read_fraction,
+        block_bytes,
+        capacity_bytes,
+        iops,
+    )
+    .collect()
+}
+
+/// The requests of [`random_trace`], generated one at a time: memory stays
+/// constant however many are asked for.
+pub fn random_requests(
+    seed: u64,
+    count: u64,
+    read_fraction: f64,
+    block_bytes: u64,
+    capacity_bytes: u64,
+    iops: f64,
+) -> impl Iterator<Item = TraceRequest> {
     let blocks = capacity_bytes.checked_div(block_bytes).unwrap_or(0);
-    if blocks == 0 {
-        return Vec::new();
-    }
+    let count = if blocks == 0 { 0 } else { count };
     let read_fraction = if read_fraction.is_nan() {
         0.0
     } else {
@@ -386,26 +405,73 @@ pub fn random_trace(
     let gaps = Exp::new(iops / NS_PER_S).ok().filter(|_| iops > 0.0);
     let mut rng = ChaCha8Rng::seed_from_u64(seed);
     let mut clock_ns = 0.0f64;
-    (0..count)
-        .map(|i| {
-            let arrival_ns = clock_ns as u64;
-            if let Some(gaps) = &gaps {
-                clock_ns += gaps.sample(&mut rng);
-            }
-            let kind = if rng.random_bool(read_fraction) {
-                IoKind::Read
-            } else {
-                IoKind::Write
-            };
-            TraceRequest {
-                arrival_ns,
-                kind,
-                offset_bytes: rng.random_range(0..blocks) * block_bytes,
-                len_bytes: block_bytes,
-                line: i as u64 + 1,
-            }
-        })
-        .collect()
+    (0..count).map(move |i| {
+        let arrival_ns = clock_ns as u64;
+        if let Some(gaps) = &gaps {
+            clock_ns += gaps.sample(&mut rng);
+        }
+        let kind = if rng.random_bool(read_fraction) {
+            IoKind::Read
+        } else {
+            IoKind::Write
+        };
+        TraceRequest {
+            arrival_ns,
+            kind,
+            offset_bytes: rng.random_range(0..blocks) * block_bytes,
+            len_bytes: block_bytes,
+            line: i + 1,
+        }
+    })
+}
+
+/// Replay a stream of requests in arrival order (a generator's) without
+/// holding it: each request is checked (and folded, with `wrap`) and
+/// submitted as it comes. A request out of order or refused by the device
+/// stops the replay with an error naming it.
+pub fn replay_stream(
+    model: &mut dyn DeviceModel,
+    requests: impl IntoIterator<Item = TraceRequest>,
+    options: &ReplayOptions,
+) -> Result<ReplayResult, ReplayError> {
+    let mut run = Run {
+        counts: ModelStats::default(),
+        latency: LatencyHistogram::new(),
+        first_arrival_ns: 0,
+        last_completion_ns: 0,
+        host_seconds: 0.0,
+    };
+    let mut folded = 0;
+    let mut previous_ns = 0;
+    let started = Instant::now();
+    for (i, request) in requests.into_iter().enumerate() {
+        let mut io = IoRequest {
+            kind: request.kind,
+            offset_bytes: request.offset_bytes,
+            len_bytes: request.len_bytes,
+        };
+        if options.wrap && fold(&mut io, model.capacity_bytes(), model.sector_bytes()) {
+            folded += 1;
+        }
+        let mut refused = Refusals::default();
+        if request.arrival_ns < previous_ns {
+            refused.add(request.line, "arrives before the request before it".into());
+        } else if let Err(problem) = validate(&*model, &io) {
+            refused.add(request.line, problem);
+        }
+        refused.into_result()?;
+        previous_ns = request.arrival_ns;
+        let arrival_ns = request.arrival_ns + options.start_ns;
+        if i == 0 {
+            run.first_arrival_ns = arrival_ns;
+        }
+        let completion_ns = model.submit(arrival_ns, &io);
+        run.latency.record(completion_ns.saturating_sub(arrival_ns));
+        run.last_completion_ns = run.last_completion_ns.max(completion_ns);
+        count(&mut run.counts, &io);
+    }
+    run.host_seconds = started.elapsed().as_secs_f64();
+    Ok(finish(&*model, run, false, folded))
 }
 
 #[cfg(test)]

@@ -19,6 +19,38 @@ use crate::wal::WalConfig;
 pub const BUFFER_FRAMES_MIN: u64 = 8;
 /// Most data spaces one database may have.
 pub const DATA_SPACES_MAX: usize = 16;
+/// Largest buffer pool of one data space (and never more, all pools
+/// together, than the machine's memory: [`machine_memory_bytes`]).
+pub const BUFFER_BYTES_MAX: u64 = 1 << 40;
+
+/// This machine's physical memory (Linux: `MemTotal` of /proc/meminfo), or
+/// `None` where it cannot be read.
+pub fn machine_memory_bytes() -> Option<u64> {
+    let text = std::fs::read_to_string("/proc/meminfo").ok()?;
+    let line = text.lines().find(|l| l.starts_with("MemTotal:"))?;
+    let kb: u64 = line.split_whitespace().nth(1)?.parse().ok()?;
+    kb.checked_mul(1024)
+}
+
+/// Buffer pools must fit [`BUFFER_BYTES_MAX`] each and the machine's
+/// memory together.
+fn validate_buffers(data: &[DataSpaceConfig]) -> Result<()> {
+    for space in data {
+        if space.buffer_bytes > BUFFER_BYTES_MAX {
+            return Err(Error::Config(format!(
+                "data space '{}': buffer_bytes {} is more than the limit of {BUFFER_BYTES_MAX}",
+                space.name, space.buffer_bytes
+            )));
+        }
+    }
+    let total: u64 = data.iter().map(|s| s.buffer_bytes).sum();
+    match machine_memory_bytes() {
+        Some(memory) if total > memory => Err(Error::Config(format!(
+            "buffer pools of {total} bytes in all are more than this machine's {memory} bytes of memory"
+        ))),
+        _ => Ok(()),
+    }
+}
 /// Device name meaning "a file in the database directory".
 pub const FILE_DEVICE: &str = "file";
 /// Default capacity of a space file in the real world.
@@ -257,6 +289,7 @@ impl DbConfig {
                 )));
             }
         }
+        validate_buffers(&self.data)?;
         self.wal.validate()
     }
 

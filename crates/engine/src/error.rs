@@ -43,6 +43,13 @@ pub enum Error {
     /// A database that cannot be opened as it is.
     #[error("cannot open database: {0}")]
     Open(String),
+    /// The database directory is held by another process (DIR-1).
+    #[error("database locked: {0}")]
+    Locked(String),
+    /// A database whose files are damaged or not what the manifest says
+    /// (swapped, foreign, master records unreadable): never re-initialised.
+    #[error("database damaged: {0}")]
+    Damaged(String),
     /// A malformed record, page or row (decoders never panic).
     #[error("malformed {what}: {problem}")]
     Malformed { what: &'static str, problem: String },

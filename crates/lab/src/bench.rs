@@ -71,6 +71,32 @@ pub struct BenchOptions {
     /// A database configuration to start from (devices and sizes in it are
     /// overridden by the options above only where given on the command line).
     pub config: Option<DbConfig>,
+    /// Called once the database is loaded (the run's tables are complete
+    /// and flushed), before the measured run.
+    pub on_loaded: Option<LoadedHook>,
+}
+
+/// A callback for [`BenchOptions::on_loaded`].
+#[derive(Clone)]
+pub struct LoadedHook(pub Arc<dyn Fn() + Send + Sync>);
+
+impl std::fmt::Debug for LoadedHook {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LoadedHook")
+    }
+}
+
+/// The paths a real `--keep` run that creates its database in `dir` may
+/// make, manifest first: what an interrupt before the loading is complete
+/// removes.
+pub fn created_paths(options: &BenchOptions, dir: &Path) -> Vec<std::path::PathBuf> {
+    use flashlab_engine::db::dir::{Manifest, STAGING_DIR};
+    let manifest = Manifest::for_config(&real_config(options));
+    let mut paths = vec![dir.join(MANIFEST_FILE)];
+    paths.extend(manifest.spaces.iter().map(|s| dir.join(&s.file)));
+    paths.push(dir.join(STAGING_DIR));
+    paths.push(dir.join(flashlab_engine::db::dirlock::LOCK_FILE));
+    paths
 }
 
 impl Default for BenchOptions {
@@ -101,6 +127,7 @@ impl Default for BenchOptions {
             trace: false,
             progress_interval_ns: NS_PER_S,
             config: None,
+            on_loaded: None,
         }
     }
 }
@@ -155,6 +182,31 @@ pub struct BenchReport {
 }
 
 /// Check options before running anything.
+/// Most TPC-B accounts a run may load (--scale x --accounts-per-branch),
+/// and most thousands of update-commit rows (--scale): about 10 GB of rows.
+pub const ACCOUNTS_MAX: u64 = 100_000_000;
+
+/// The size of the database a run loads: positive and within [`ACCOUNTS_MAX`].
+fn validate_size(options: &BenchOptions) -> Result<(), String> {
+    if options.scale == 0 {
+        return Err("--scale must be at least 1".into());
+    }
+    if options.accounts_per_branch == 0 {
+        return Err("--accounts-per-branch must be at least 1".into());
+    }
+    let rows = match options.workload.as_str() {
+        "tpcb" => options.scale as u64 * options.accounts_per_branch as u64,
+        _ => options.scale as u64 * 1000,
+    };
+    if rows > ACCOUNTS_MAX {
+        return Err(format!(
+            "--scale {} asks for {rows} rows; at most {ACCOUNTS_MAX} (lower --scale or --accounts-per-branch)",
+            options.scale
+        ));
+    }
+    Ok(())
+}
+
 pub fn validate(options: &BenchOptions) -> Result<(), String> {
     if build(&options.workload, &WorkloadOptions::default()).is_none() {
         return Err(format!(
@@ -178,9 +230,7 @@ pub fn validate(options: &BenchOptions) -> Result<(), String> {
     if options.duration_ns == 0 {
         return Err("--duration must be positive".into());
     }
-    if options.scale == 0 {
-        return Err("--scale must be at least 1".into());
-    }
+    validate_size(options)?;
     if options.real_dir.is_none() {
         for device in [
             &options.log_device,
@@ -313,6 +363,20 @@ fn bench_simulated(
         .ok_or_else(|| "the simulation stopped early".to_string())?
 }
 
+/// The configuration of a real run: files for the data space and the log.
+fn real_config(options: &BenchOptions) -> DbConfig {
+    let mut config = db_config(options);
+    config.data[0].device = "file".into();
+    config.log.device = "file".into();
+    config
+}
+
+/// The subdirectory of `dir` a real run without `--keep` builds its
+/// database in (and removes at the end).
+pub fn fresh_dir(dir: &Path) -> std::path::PathBuf {
+    dir.join(format!("flashlab-bench-{}", std::process::id()))
+}
+
 fn bench_real(
     options: &BenchOptions,
     dir: &Path,
@@ -324,18 +388,21 @@ fn bench_real(
     let db_dir = if options.keep {
         dir.to_path_buf()
     } else {
-        let fresh = dir.join(format!("flashlab-bench-{}", std::process::id()));
+        let fresh = fresh_dir(dir);
         std::fs::create_dir(&fresh).map_err(|e| format!("--real {}: {e}", fresh.display()))?;
         fresh
     };
-    let mut config = db_config(options);
-    config.data[0].device = "file".into();
-    config.log.device = "file".into();
+    let config = real_config(options);
     let acks = match &options.acks {
         Some(path) => Some(ack_sink(path)?),
         None => None,
     };
+    let mut created = false;
     let result = (|| {
+        if !existing {
+            Database::create_dir(&db_dir, &config).map_err(|e| e.to_string())?;
+            created = true;
+        }
         let db = Database::open_dir(&db_dir, &config).map_err(|e| e.to_string())?;
         let report = run_on(&db, options, "real", None, existing, acks, progress)?;
         db.close().map_err(|e| e.to_string())?;
@@ -343,6 +410,13 @@ fn bench_real(
     })();
     if !options.keep {
         let _ = std::fs::remove_dir_all(&db_dir);
+    } else if created && result.is_err() {
+        // A database this run created and could not load is of no use, and
+        // would make every retry continue on it: remove it.
+        match flashlab_engine::db::dir::remove_created(&db_dir) {
+            Ok(()) => {}
+            Err(e) => return result.map_err(|r| format!("{r} (and removing it: {e})")),
+        }
     }
     result
 }
@@ -391,6 +465,9 @@ fn run_on(
         0
     };
     db.flush().map_err(|e| e.to_string())?;
+    if let Some(hook) = &options.on_loaded {
+        (hook.0)();
+    }
     if let Some(t) = tracer {
         t.set_enabled(true);
     }

@@ -56,14 +56,17 @@ pub fn characterize_file(
     path: &Path,
     options: &FileOptionsChar,
 ) -> Result<FileCharacterization, DeviceError> {
-    let (device, direct_io) =
-        match FileDevice::create(path, options.file_bytes, FileOptions { direct: true }) {
-            Ok(d) => (d, true),
-            Err(_) => (
-                FileDevice::create(path, options.file_bytes, FileOptions::default())?,
-                false,
-            ),
-        };
+    let (device, direct_io) = match FileDevice::create_preallocated(
+        path,
+        options.file_bytes,
+        FileOptions { direct: true },
+    ) {
+        Ok(d) => (d, true),
+        Err(_) => (
+            FileDevice::create_preallocated(path, options.file_bytes, FileOptions::default())?,
+            false,
+        ),
+    };
     let device = Arc::new(device);
     let result = measure(&device, options, direct_io);
     let _ = std::fs::remove_file(path);

@@ -56,6 +56,27 @@ pub const SECTOR_BYTES: u64 = 512;
 pub const LINE_BYTES_MAX: u64 = 64 * 1024;
 /// The unit of an MSR Cambridge timestamp (a Windows filetime).
 pub const FILETIME_UNIT_NS: u64 = 100;
+/// Most requests a trace file may hold: readers keep a file's requests in
+/// memory (replay sorts and checks them all first), about 80 bytes each.
+/// Generated traces (`replay --synthetic`) stream and have no such limit.
+pub const TRACE_FILE_REQUESTS_MAX: usize = 100_000_000;
+
+/// Refuse a request past [`TRACE_FILE_REQUESTS_MAX`].
+fn room(held: usize, file: &str, line: u64) -> Result<(), TraceError> {
+    if held < TRACE_FILE_REQUESTS_MAX {
+        return Ok(());
+    }
+    Err(TraceError::parse(
+        file,
+        line,
+        format!("more than {TRACE_FILE_REQUESTS_MAX} requests; split the trace"),
+    ))
+}
+
+/// Most characters of a trace's own text an error echoes (a field, a
+/// header); longer text is cut, so a malformed gigabyte-long line cannot
+/// make a gigabyte-long "one-line" error.
+pub const ECHO_CHARS_MAX: usize = 80;
 /// The header line of a flashlab CSV trace, column by column.
 pub const FLASHLAB_HEADER: [&str; 8] = [
     "submit_ns",
@@ -185,11 +206,12 @@ pub enum TraceError {
 }
 
 impl TraceError {
+    /// A parse error; the problem is cut to a few echoes' worth of text.
     fn parse(file: &str, line: u64, problem: impl Into<String>) -> TraceError {
         TraceError::Parse {
             file: file.to_string(),
             line,
-            problem: problem.into(),
+            problem: cut(&problem.into(), 3 * ECHO_CHARS_MAX),
         }
     }
 
@@ -238,12 +260,24 @@ pub fn read_flashlab_file(path: &Path) -> Result<Vec<TraceRecord>, TraceError> {
 /// `file` names it in errors. Times are kept as recorded, not rebased.
 pub fn read_flashlab_csv<R: Read>(reader: R, file: &str) -> Result<Vec<TraceRecord>, TraceError> {
     let mut records = Vec::new();
-    for_each_flashlab_record(reader, file, |_, record| records.push(record))?;
+    for_each_flashlab_record(reader, file, |line, record| {
+        room(records.len(), file, line)?;
+        records.push(record);
+        Ok(())
+    })?;
     Ok(records)
 }
 
 /// Write trace records as flashlab CSV, header first.
 pub fn write_flashlab_csv<W: Write>(records: &[TraceRecord], w: W) -> Result<(), TraceError> {
+    write_flashlab_csv_stream(records.iter().cloned(), w)
+}
+
+/// [`write_flashlab_csv`] for a stream of records, holding one at a time.
+pub fn write_flashlab_csv_stream<W: Write>(
+    records: impl IntoIterator<Item = TraceRecord>,
+    w: W,
+) -> Result<(), TraceError> {
     let unwritable = |e: csv::Error| TraceError::Unwritable {
         format: "flashlab",
         problem: e.to_string(),
@@ -252,7 +286,7 @@ pub fn write_flashlab_csv<W: Write>(records: &[TraceRecord], w: W) -> Result<(),
     writer.write_record(FLASHLAB_HEADER).map_err(unwritable)?;
     for record in records {
         writer
-            .write_record(flashlab_fields(record))
+            .write_record(flashlab_fields(&record))
             .map_err(unwritable)?;
     }
     writer.flush().map_err(|e| TraceError::Unwritable {
@@ -264,9 +298,17 @@ pub fn write_flashlab_csv<W: Write>(records: &[TraceRecord], w: W) -> Result<(),
 /// Write requests as an MQSim ASCII trace (device 0). Offsets and lengths
 /// must be whole 512-byte sectors, and only reads and writes exist in the
 /// format: anything else is an error naming the request's line.
-pub fn write_mqsim<W: Write>(requests: &[TraceRequest], mut w: W) -> Result<(), TraceError> {
+pub fn write_mqsim<W: Write>(requests: &[TraceRequest], w: W) -> Result<(), TraceError> {
+    write_mqsim_stream(requests.iter().cloned(), w)
+}
+
+/// [`write_mqsim`] for a stream of requests, holding one at a time.
+pub fn write_mqsim_stream<W: Write>(
+    requests: impl IntoIterator<Item = TraceRequest>,
+    mut w: W,
+) -> Result<(), TraceError> {
     for request in requests {
-        let line = mqsim_line(request)?;
+        let line = mqsim_line(&request)?;
         writeln!(w, "{line}").map_err(|e| mqsim_unwritable(e.to_string()))?;
     }
     w.flush().map_err(|e| mqsim_unwritable(e.to_string()))
@@ -340,7 +382,10 @@ fn read_simple<R: BufRead>(
             continue;
         }
         match parse(text) {
-            Ok(Some(request)) => raw.push((line, request)),
+            Ok(Some(request)) => {
+                room(raw.len(), file, line)?;
+                raw.push((line, request));
+            }
             Ok(None) => {}
             Err(problem) => return Err(TraceError::parse(file, line, problem)),
         }
@@ -394,10 +439,54 @@ fn field_count_problem(found: usize, expected: usize, columns: &str) -> String {
 /// An unsigned decimal number; `what` names it in the error.
 fn number(field: &str, what: &str) -> Result<u64, String> {
     field.parse::<u64>().map_err(|e| match e.kind() {
+        _ if field.len() > ECHO_CHARS_MAX => {
+            format!("{what} '{}' is not a number", cut(field, ECHO_CHARS_MAX))
+        }
         IntErrorKind::PosOverflow => format!("{what} '{field}' is too large"),
         IntErrorKind::Empty => format!("{what} is missing"),
         _ => format!("{what} '{field}' is not a number"),
     })
+}
+
+/// `text`, cut to at most `chars_max` characters (marked with "...").
+pub fn cut(text: &str, chars_max: usize) -> String {
+    match text.char_indices().nth(chars_max) {
+        None => text.to_string(),
+        Some((end, _)) => format!("{}...", &text[..end]),
+    }
+}
+
+/// A reader that refuses a line longer than [`LINE_BYTES_MAX`] with an
+/// `InvalidData` error naming the line, for readers (the csv crate) that
+/// would otherwise buffer a line of any length.
+struct BoundedLines<R> {
+    inner: R,
+    line: u64,
+    line_bytes: u64,
+}
+
+/// The message of a [`BoundedLines`] refusal.
+const LINE_TOO_LONG: &str = "line is longer than the limit";
+
+impl<R: Read> Read for BoundedLines<R> {
+    fn read(&mut self, buf: &mut [u8]) -> std::io::Result<usize> {
+        let n = self.inner.read(buf)?;
+        for &b in &buf[..n] {
+            if b == b'\n' {
+                self.line += 1;
+                self.line_bytes = 0;
+            } else {
+                self.line_bytes += 1;
+                if self.line_bytes > LINE_BYTES_MAX {
+                    return Err(std::io::Error::new(
+                        std::io::ErrorKind::InvalidData,
+                        format!("{LINE_TOO_LONG}:{}", self.line + 1),
+                    ));
+                }
+            }
+        }
+        Ok(n)
+    }
 }
 
 /// A product that must not overflow, such as sectors times sector size.
@@ -574,9 +663,11 @@ fn read_blkparse<R: BufRead>(reader: R, file: &str) -> Result<Vec<TraceRequest>,
                 if queued.is_empty() {
                     issued = Vec::new();
                 }
+                room(queued.len(), file, line)?;
                 queued.push((line, request));
             }
             Ok(Some((BlkAction::Issue, request))) if queued.is_empty() => {
+                room(issued.len(), file, line)?;
                 issued.push((line, request));
             }
             Ok(_) => {}
@@ -695,7 +786,9 @@ fn read_flashlab_requests<R: Read>(reader: R, file: &str) -> Result<Vec<TraceReq
             offset_bytes: record.offset_bytes,
             len_bytes: record.len_bytes,
         };
+        room(raw.len(), file, line)?;
         raw.push((line, request));
+        Ok(())
     })?;
     Ok(rebase(raw))
 }
@@ -704,11 +797,16 @@ fn read_flashlab_requests<R: Read>(reader: R, file: &str) -> Result<Vec<TraceReq
 fn for_each_flashlab_record<R: Read>(
     reader: R,
     file: &str,
-    mut each: impl FnMut(u64, TraceRecord),
+    mut each: impl FnMut(u64, TraceRecord) -> Result<(), TraceError>,
 ) -> Result<(), TraceError> {
+    let bounded = BoundedLines {
+        inner: reader,
+        line: 0,
+        line_bytes: 0,
+    };
     let mut csv = csv::ReaderBuilder::new()
         .has_headers(true)
-        .from_reader(reader);
+        .from_reader(bounded);
     check_flashlab_header(&mut csv, file)?;
     let mut devices: HashMap<String, Arc<str>> = HashMap::new();
     let mut row = csv::StringRecord::new();
@@ -719,7 +817,7 @@ fn for_each_flashlab_record<R: Read>(
                 let line = row.position().map_or(0, |p| p.line());
                 let record = flashlab_record(&row, &mut devices)
                     .map_err(|problem| TraceError::parse(file, line, problem))?;
-                each(line, record);
+                each(line, record)?;
             }
             Err(e) => return Err(csv_error(file, e)),
         }
@@ -731,7 +829,7 @@ fn check_flashlab_header<R: Read>(csv: &mut csv::Reader<R>, file: &str) -> Resul
     if header.iter().map(str::trim).eq(FLASHLAB_HEADER) {
         return Ok(());
     }
-    let found = header.iter().collect::<Vec<_>>().join(",");
+    let found = cut(&header.iter().collect::<Vec<_>>().join(","), ECHO_CHARS_MAX);
     let problem = format!(
         "header is '{found}', expected '{}'",
         FLASHLAB_HEADER.join(",")
@@ -742,7 +840,14 @@ fn check_flashlab_header<R: Read>(csv: &mut csv::Reader<R>, file: &str) -> Resul
 fn csv_error(file: &str, error: csv::Error) -> TraceError {
     let line = error.position().map_or(0, |p| p.line());
     match error.into_kind() {
-        csv::ErrorKind::Io(source) => TraceError::io(file, source),
+        csv::ErrorKind::Io(source) => match source.to_string().strip_prefix(LINE_TOO_LONG) {
+            Some(long) => TraceError::parse(
+                file,
+                long.trim_start_matches(':').parse().unwrap_or(line),
+                format!("line is longer than {LINE_BYTES_MAX} bytes"),
+            ),
+            None => TraceError::io(file, source),
+        },
         csv::ErrorKind::Utf8 { .. } => TraceError::parse(file, line, "line is not UTF-8 text"),
         csv::ErrorKind::UnequalLengths {
             expected_len, len, ..
@@ -800,6 +905,19 @@ fn intern(devices: &mut HashMap<String, Arc<str>>, name: &str) -> Arc<str> {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    #[test]
+    fn a_trace_file_past_the_request_limit_and_long_echoes_are_refused_in_one_short_line() {
+        assert!(room(TRACE_FILE_REQUESTS_MAX - 1, "t.csv", 9).is_ok());
+        let err = room(TRACE_FILE_REQUESTS_MAX, "t.csv", 9)
+            .unwrap_err()
+            .to_string();
+        assert!(err.starts_with("t.csv:9: more than"), "{err}");
+        let err = TraceError::parse("t.csv", 1, "x".repeat(100_000)).to_string();
+        assert!(err.len() < 300, "{} bytes", err.len());
+        assert_eq!(cut("abcdef", 3), "abc...");
+        assert_eq!(cut("ab", 3), "ab");
+    }
 
     fn read(format: TraceFormat, text: &str) -> Result<Vec<TraceRequest>, TraceError> {
         read_requests(text.as_bytes(), "trace.txt", format)

@@ -1,25 +1,35 @@
-//! A database directory in the real world: one file per space, and a
-//! manifest.
+//! A database directory in the real world: one file per space, a
+//! manifest and a lock file.
 //!
-//! `DIR/flashlab.manifest` (TOML) records the format version and, for every
-//! space, its kind, name, file, page size and capacity. A new directory gets
-//! its files created at their full capacity and the manifest written last,
-//! atomically (temporary file, fsync, rename, fsync of the directory), so a
-//! crash while creating leaves either no database or a whole one. Opening an
-//! existing directory checks the manifest against the configuration and
-//! every file against the manifest: a missing or truncated file, an unknown
-//! format version or a page size that differs is a clear error naming the
-//! file, and nothing is created or overwritten.
+//! `DIR/flashlab.manifest` (TOML) records the format version, the
+//! database's identity and, for every space, its kind, name, file, page
+//! size and capacity.
+//!
+//! * Creating ([`create`]) is atomic and explicit: under the directory's
+//!   exclusive lock the space files (sparse, allocated on demand) are built
+//!   in a staging directory, the database is created on them and closed,
+//!   the files are renamed into `DIR` and the manifest is written last
+//!   (temporary file, fsync, rename, fsync of the directory). A failed
+//!   attempt removes what it made; files already in `DIR` are never
+//!   overwritten.
+//! * Opening ([`open_devices`]) never creates. It takes the lock
+//!   ([`super::dirlock`]: exclusive to write, shared to read), checks the
+//!   manifest against the configuration and every file against the
+//!   manifest (missing, truncated, swapped, foreign: [`super::roles`]), and
+//!   refuses a log without a valid master record as damaged. A read-only
+//!   open puts every file under a copy-on-write overlay.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
-use flashlab_devices::DeviceRef;
 use flashlab_devices::file::{FileDevice, FileOptions};
+use flashlab_devices::overlay::OverlayDevice;
+use flashlab_devices::{Device, DeviceError, DeviceRef};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{DbConfig, FILE_CAPACITY_BYTES_DEFAULT, SpaceConfig};
-use crate::db::Devices;
+use crate::db::dirlock::{DirLock, LOCK_FILE};
+use crate::db::{Database, Devices};
 use crate::error::{Error, Result};
 
 /// The manifest's file name.
@@ -47,6 +57,11 @@ pub struct ManifestSpace {
 #[serde(deny_unknown_fields)]
 pub struct Manifest {
     pub format_version: u32,
+    /// The database's identity, 16 hex digits, chosen at random when it is
+    /// created and also written into page 0 of every data space (absent in
+    /// directories created before it existed).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub database_id: Option<String>,
     pub spaces: Vec<ManifestSpace>,
 }
 
@@ -80,8 +95,14 @@ impl Manifest {
         }
         Manifest {
             format_version: DIR_FORMAT_VERSION,
+            database_id: None,
             spaces,
         }
+    }
+
+    /// The database identity, if the manifest records a valid one.
+    pub fn identity(&self) -> Option<u64> {
+        u64::from_str_radix(self.database_id.as_deref()?, 16).ok()
     }
 
     /// Read and check `DIR/flashlab.manifest`.
@@ -175,28 +196,148 @@ pub fn config_from_manifest(dir: &Path) -> Result<DbConfig> {
     Ok(config)
 }
 
-/// Open the devices of a database directory, creating a new database's
-/// files if the directory has no manifest.
-pub fn open_devices(dir: &Path, config: &DbConfig) -> Result<Devices> {
+/// How a database directory is opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Access {
+    /// For writing: the exclusive lock (DIR-1); recovery writes the files.
+    Write,
+    /// Read-only: the shared lock; every device is an overlay, so recovery
+    /// and everything after it run in memory and no byte reaches the files.
+    ReadOnly,
+}
+
+/// Open the devices of an existing database directory. Never creates:
+/// a directory without a manifest is not a database (see [`create`]).
+pub fn open_devices(dir: &Path, config: &DbConfig, access: Access) -> Result<Devices> {
     config.validate()?;
     if !dir.is_dir() {
         return Err(Error::Open(format!("{}: not a directory", dir.display())));
     }
-    let wanted = Manifest::for_config(config);
-    let manifest = match Manifest::read(dir)? {
-        Some(found) => {
-            check_against(dir, &found, &wanted)?;
-            found
-        }
-        None => {
-            create_files(dir, &wanted)?;
-            wanted.write(dir)?;
-            wanted
-        }
+    // Not a database: refuse before the lock file could be created.
+    if !dir.join(MANIFEST_FILE).exists() {
+        return Err(not_a_database(dir));
+    }
+    let lock = match access {
+        Access::Write => Some(DirLock::exclusive(dir)?),
+        Access::ReadOnly => DirLock::shared(dir)?,
     };
+    let manifest = Manifest::read(dir)?.ok_or_else(|| not_a_database(dir))?;
+    check_against(dir, &manifest, &Manifest::for_config(config))?;
     let mut devices = Vec::new();
     for space in &manifest.spaces {
-        devices.push((space.kind.clone(), open_file(dir, space)?));
+        devices.push((space.kind.clone(), open_file(dir, space, access)?));
+    }
+    super::roles::check(dir, &manifest, &devices)?;
+    let take = |kind: &str| {
+        devices
+            .iter()
+            .filter(|(k, _)| k == kind)
+            .map(|(_, d)| d.clone())
+            .collect::<Vec<_>>()
+    };
+    let log = take("log")
+        .pop()
+        .ok_or_else(|| Error::Open(format!("{}: the manifest lists no log", dir.display())))?;
+    Ok(Devices {
+        data: take("data"),
+        log: hold(log, lock),
+        rollback: take("rollback").pop(),
+        temp: take("temp").pop(),
+    })
+}
+
+fn not_a_database(dir: &Path) -> Error {
+    Error::Open(format!(
+        "{}: no {MANIFEST_FILE}; not a flashlab database (opening never creates one)",
+        dir.display()
+    ))
+}
+
+/// Open an existing database on the devices of its directory: recovery,
+/// never creation. A log without a valid master record is damage.
+pub(crate) fn open_existing(config: &DbConfig, devices: Devices) -> Result<Database> {
+    let Some(master) = crate::wal::Wal::read_master(&devices.log)? else {
+        return Err(Error::Damaged(format!(
+            "{}: neither copy of the log's master record is valid",
+            devices.log.name()
+        )));
+    };
+    let db = super::recovery::recover(config, devices, master)?;
+    db.start_background();
+    Ok(db)
+}
+
+/// Create a new database in `dir`, atomically. The space files are built
+/// in a staging directory inside `dir`, the database is created and closed
+/// on them, they are renamed into `dir`, and the manifest is published
+/// last, by rename. On failure everything the attempt made is removed.
+/// Refuses a directory that holds a manifest or any of the space files.
+pub fn create(dir: &Path, config: &DbConfig) -> Result<()> {
+    config.validate()?;
+    if !dir.is_dir() {
+        return Err(Error::Open(format!("{}: not a directory", dir.display())));
+    }
+    let lock_existed = dir.join(LOCK_FILE).exists();
+    let lock = DirLock::exclusive(dir)?;
+    let identity = rand::random::<u64>().max(1);
+    let manifest = Manifest {
+        database_id: Some(format!("{identity:016x}")),
+        ..Manifest::for_config(config)
+    };
+    let mut published = Vec::new();
+    let result = create_locked(dir, config, &manifest, &mut published);
+    if result.is_err() {
+        remove_attempt(dir, &published);
+        if !lock_existed {
+            let _ = std::fs::remove_file(lock.path());
+        }
+    }
+    drop(lock);
+    result
+}
+
+/// The staging directory of a creation in progress.
+pub const STAGING_DIR: &str = ".flashlab-creating";
+
+/// `published`: the files renamed into `dir` so far, for [`remove_attempt`].
+fn create_locked(
+    dir: &Path,
+    config: &DbConfig,
+    manifest: &Manifest,
+    published: &mut Vec<PathBuf>,
+) -> Result<()> {
+    if dir.join(MANIFEST_FILE).exists() {
+        return Err(Error::Open(format!(
+            "{}: already holds a database ({MANIFEST_FILE}); refusing to create over it",
+            dir.display()
+        )));
+    }
+    refuse_existing_files(dir, manifest)?;
+    let staging = dir.join(STAGING_DIR);
+    // We hold the exclusive lock: a staging directory is a dead creator's.
+    if staging.exists() {
+        std::fs::remove_dir_all(&staging).map_err(|e| io(&staging, e))?;
+    }
+    std::fs::create_dir(&staging).map_err(|e| io(&staging, e))?;
+    build(&staging, config, manifest)?;
+    for space in &manifest.spaces {
+        let from = space_path(&staging, space)?;
+        let to = space_path(dir, space)?;
+        std::fs::rename(&from, &to).map_err(|e| io(&to, e))?;
+        published.push(to);
+    }
+    std::fs::remove_dir(&staging).map_err(|e| io(&staging, e))?;
+    sync_dir(dir)?;
+    manifest.write(dir)
+}
+
+/// Create the files and the database on them in `staging`, then close it.
+fn build(staging: &Path, config: &DbConfig, manifest: &Manifest) -> Result<()> {
+    let mut devices = Vec::new();
+    for space in &manifest.spaces {
+        let path = space_path(staging, space)?;
+        let device = FileDevice::create(&path, space.capacity_bytes, FileOptions::default())?;
+        devices.push((space.kind.clone(), Arc::new(device) as DeviceRef));
     }
     let take = |kind: &str| {
         devices
@@ -205,14 +346,99 @@ pub fn open_devices(dir: &Path, config: &DbConfig) -> Result<Devices> {
             .map(|(_, d)| d.clone())
             .collect::<Vec<_>>()
     };
-    Ok(Devices {
+    let devices = Devices {
         data: take("data"),
         log: take("log")
             .pop()
-            .ok_or_else(|| Error::Open(format!("{}: the manifest lists no log", dir.display())))?,
+            .ok_or_else(|| Error::Open("the configuration names no log".into()))?,
         rollback: take("rollback").pop(),
         temp: take("temp").pop(),
-    })
+    };
+    let db = Database::open_with(config, devices)?;
+    if let Some(id) = manifest.identity() {
+        super::roles::stamp(&db, id)?;
+    }
+    db.close()
+}
+
+/// Remove what a failed creation made: the staging directory, and the
+/// space files it renamed into `dir` before the manifest was published.
+fn remove_attempt(dir: &Path, published: &[PathBuf]) {
+    let _ = std::fs::remove_dir_all(dir.join(STAGING_DIR));
+    if dir.join(MANIFEST_FILE).exists() {
+        return;
+    }
+    let _ = std::fs::remove_file(dir.join(format!("{MANIFEST_FILE}.partial")));
+    for path in published {
+        let _ = std::fs::remove_file(path);
+    }
+}
+
+/// Remove the database in `dir` that this process created and that failed
+/// before it was of any use (a benchmark whose loading ran out of space):
+/// the manifest first, so that the directory stops being a database at
+/// once, then the space files and the lock file. Only for the process that
+/// holds, or held, the directory's lock; other files in `dir` are kept.
+pub fn remove_created(dir: &Path) -> Result<()> {
+    let Some(manifest) = Manifest::read(dir)? else {
+        return Ok(());
+    };
+    let path = dir.join(MANIFEST_FILE);
+    std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
+    sync_dir(dir)?;
+    for space in &manifest.spaces {
+        let path = space_path(dir, space)?;
+        std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
+    }
+    let _ = std::fs::remove_file(dir.join(LOCK_FILE));
+    sync_dir(dir)
+}
+
+fn sync_dir(dir: &Path) -> Result<()> {
+    std::fs::File::open(dir)
+        .and_then(|f| f.sync_all())
+        .map_err(|e| io(dir, e))
+}
+
+/// Keeps the directory's lock for as long as the database holds its log
+/// device; forwards everything else.
+struct Held {
+    device: DeviceRef,
+    _lock: DirLock,
+}
+
+fn hold(device: DeviceRef, lock: Option<DirLock>) -> DeviceRef {
+    match lock {
+        Some(lock) => Arc::new(Held {
+            device,
+            _lock: lock,
+        }),
+        None => device,
+    }
+}
+
+impl Device for Held {
+    fn name(&self) -> &str {
+        self.device.name()
+    }
+    fn capacity_bytes(&self) -> u64 {
+        self.device.capacity_bytes()
+    }
+    fn sector_bytes(&self) -> u32 {
+        self.device.sector_bytes()
+    }
+    fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> std::result::Result<(), DeviceError> {
+        self.device.read(offset_bytes, buf)
+    }
+    fn write(&self, offset_bytes: u64, data: &[u8]) -> std::result::Result<(), DeviceError> {
+        self.device.write(offset_bytes, data)
+    }
+    fn flush(&self) -> std::result::Result<(), DeviceError> {
+        self.device.flush()
+    }
+    fn trim(&self, offset_bytes: u64, len_bytes: u64) -> std::result::Result<(), DeviceError> {
+        self.device.trim(offset_bytes, len_bytes)
+    }
 }
 
 /// The configuration must ask for what the directory holds.
@@ -263,7 +489,7 @@ fn space_path(dir: &Path, space: &ManifestSpace) -> Result<PathBuf> {
     Ok(dir.join(file))
 }
 
-fn create_files(dir: &Path, manifest: &Manifest) -> Result<()> {
+fn refuse_existing_files(dir: &Path, manifest: &Manifest) -> Result<()> {
     for space in &manifest.spaces {
         let path = space_path(dir, space)?;
         if path.exists() {
@@ -274,14 +500,10 @@ fn create_files(dir: &Path, manifest: &Manifest) -> Result<()> {
             )));
         }
     }
-    for space in &manifest.spaces {
-        let path = space_path(dir, space)?;
-        FileDevice::create(&path, space.capacity_bytes, FileOptions::default())?;
-    }
     Ok(())
 }
 
-fn open_file(dir: &Path, space: &ManifestSpace) -> Result<DeviceRef> {
+fn open_file(dir: &Path, space: &ManifestSpace, access: Access) -> Result<DeviceRef> {
     let path = space_path(dir, space)?;
     let len = match std::fs::metadata(&path) {
         Ok(meta) => meta.len(),
@@ -302,5 +524,10 @@ fn open_file(dir: &Path, space: &ManifestSpace) -> Result<DeviceRef> {
             space.capacity_bytes
         )));
     }
-    Ok(Arc::new(FileDevice::open(&path, FileOptions::default())?))
+    Ok(match access {
+        Access::Write => Arc::new(FileDevice::open(&path, FileOptions::default())?),
+        Access::ReadOnly => Arc::new(OverlayDevice::new(Arc::new(FileDevice::open_read_only(
+            &path,
+        )?))),
+    })
 }

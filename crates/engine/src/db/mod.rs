@@ -28,7 +28,9 @@ mod access;
 pub mod catalog;
 mod create;
 pub mod dir;
+pub mod dirlock;
 pub mod recovery;
+mod roles;
 mod txn;
 pub mod verify;
 
@@ -265,11 +267,35 @@ impl Database {
         Ok(db)
     }
 
-    /// Open or create a database of files in `dir` (the real world). See
-    /// [`dir`] for the manifest.
+    /// Open the existing database of files in `dir` (the real world) for
+    /// writing: takes the directory's exclusive lock, held until the
+    /// database is dropped, and runs recovery. Never creates; see
+    /// [`Database::create_dir`] and [`dir`] for the manifest.
     pub fn open_dir(dir: &std::path::Path, config: &DbConfig) -> Result<Database> {
-        let devices = dir::open_devices(dir, config)?;
-        Database::open_with(config, devices)
+        let devices = dir::open_devices(dir, config, dir::Access::Write)?;
+        dir::open_existing(config, devices)
+    }
+
+    /// Open the existing database in `dir` read-only: a shared lock, and
+    /// recovery in memory over a copy-on-write view of the files, so not a
+    /// byte of them changes. Commits succeed but are lost at close.
+    pub fn open_dir_read_only(dir: &std::path::Path, config: &DbConfig) -> Result<Database> {
+        let devices = dir::open_devices(dir, config, dir::Access::ReadOnly)?;
+        dir::open_existing(config, devices)
+    }
+
+    /// Create a new database in `dir`, atomically (see [`dir::create`]).
+    pub fn create_dir(dir: &std::path::Path, config: &DbConfig) -> Result<()> {
+        dir::create(dir, config)
+    }
+
+    /// Open the database in `dir` for writing, creating it first if the
+    /// directory holds none.
+    pub fn open_or_create_dir(dir: &std::path::Path, config: &DbConfig) -> Result<Database> {
+        if !dir.join(dir::MANIFEST_FILE).exists() {
+            dir::create(dir, config)?;
+        }
+        Database::open_dir(dir, config)
     }
 
     /// Assemble an open database. `next_txn` and `next_commit_ts` continue

@@ -1159,6 +1159,11 @@ impl Wal {
         }
     }
 
+    /// Record the database's identity: the next master record carries it.
+    pub fn set_database_id(&self, database_id: u64) {
+        self.master.lock().database_id = database_id;
+    }
+
     /// The master record in force.
     pub fn master(&self) -> Master {
         *self.master.lock()

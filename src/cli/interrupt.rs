@@ -1,0 +1,133 @@
+//! SIGINT and SIGTERM: stop a run cleanly.
+//!
+//! [`install`] starts a thread that waits for either signal. When one
+//! arrives it removes every path registered with [`remove_on_interrupt`]
+//! (a real benchmark's scratch directory or database without `--keep`, a
+//! sort's input and outputs), prints one line saying what it removed and
+//! what it kept ([`keep_on_interrupt`]: a `--keep` database, which the
+//! write-ahead log keeps consistent whatever moment the process stops at,
+//! as after a crash), and exits with 128 + the signal number without
+//! printing a report: a partial report is never published as complete.
+//!
+//! Registrations are undone when their guard is dropped, so a run that
+//! ends normally cleans up by itself and the handler finds nothing to do.
+
+use std::path::{Path, PathBuf};
+use std::sync::Mutex;
+
+use signal_hook::consts::{SIGINT, SIGTERM};
+use signal_hook::iterator::Signals;
+
+/// What to do with a path when a signal stops the run.
+#[derive(Clone, Debug, PartialEq)]
+enum Fate {
+    Remove,
+    Keep,
+    /// A child process (its pid), stopped with SIGTERM first.
+    Kill(u32),
+}
+
+/// Registered paths, with an id for their guards.
+static PATHS: Mutex<Vec<(u64, PathBuf, Fate)>> = Mutex::new(Vec::new());
+static NEXT_ID: std::sync::atomic::AtomicU64 = std::sync::atomic::AtomicU64::new(0);
+
+/// Undoes a registration when dropped.
+#[must_use = "the registration ends when the guard is dropped"]
+pub struct Registered(u64);
+
+impl Drop for Registered {
+    fn drop(&mut self) {
+        if let Ok(mut paths) = PATHS.lock() {
+            paths.retain(|(id, _, _)| *id != self.0);
+        }
+    }
+}
+
+fn register(path: &Path, fate: Fate) -> Registered {
+    let id = NEXT_ID.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+    if let Ok(mut paths) = PATHS.lock() {
+        paths.push((id, path.to_path_buf(), fate));
+    }
+    Registered(id)
+}
+
+/// Remove `path` (a file or a directory tree) if a signal stops the run.
+pub fn remove_on_interrupt(path: &Path) -> Registered {
+    register(path, Fate::Remove)
+}
+
+/// Name `path` as kept if a signal stops the run.
+pub fn keep_on_interrupt(path: &Path) -> Registered {
+    register(path, Fate::Keep)
+}
+
+/// Stop child process `pid` (SIGTERM) if a signal stops the run, before
+/// any path is removed.
+pub fn kill_on_interrupt(pid: u32) -> Registered {
+    register(Path::new(""), Fate::Kill(pid))
+}
+
+/// Handle SIGINT and SIGTERM for the rest of the process's life.
+pub fn install() -> anyhow::Result<()> {
+    let mut signals = Signals::new([SIGINT, SIGTERM])?;
+    std::thread::Builder::new()
+        .name("signals".into())
+        .spawn(move || {
+            if let Some(signal) = signals.forever().next() {
+                stop(signal);
+            }
+        })?;
+    Ok(())
+}
+
+/// Clean up and exit (on the signal thread).
+fn stop(signal: i32) -> ! {
+    let paths = match PATHS.lock() {
+        Ok(paths) => paths.clone(),
+        Err(poisoned) => poisoned.into_inner().clone(),
+    };
+    for (_, _, fate) in &paths {
+        if let Fate::Kill(pid) = fate {
+            // SAFETY: kill takes plain integers; the pid is our own child's.
+            unsafe {
+                libc::kill(*pid as libc::pid_t, libc::SIGTERM);
+            }
+        }
+    }
+    let mut removed = Vec::new();
+    let mut kept = Vec::new();
+    for (_, path, fate) in &paths {
+        match fate {
+            Fate::Kill(_) => {}
+            Fate::Remove => {
+                let gone = if path.is_dir() {
+                    std::fs::remove_dir_all(path)
+                } else {
+                    std::fs::remove_file(path)
+                };
+                if gone.is_ok() {
+                    removed.push(path.display().to_string());
+                }
+            }
+            Fate::Keep => kept.push(path.display().to_string()),
+        }
+    }
+    let name = if signal == SIGINT {
+        "SIGINT"
+    } else {
+        "SIGTERM"
+    };
+    let list = |v: &[String]| {
+        if v.is_empty() {
+            "nothing".to_string()
+        } else {
+            v.join(", ")
+        }
+    };
+    eprintln!(
+        "flashlab: interrupted by {name}: removed {}; kept {}",
+        list(&removed),
+        list(&kept)
+    );
+    std::process::exit(128 + signal);
+}

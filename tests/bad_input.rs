@@ -1,0 +1,329 @@
+//! The bad-input table (issue 11): one row per class of bad input, with
+//! the arguments, the expected exit code, a fragment the one-line error
+//! must contain, and a check that nothing was written or left behind in
+//! the working directory. Keep adding rows.
+
+mod common;
+
+use std::path::Path;
+use std::process::Command;
+
+use common::assert_bad_input;
+
+/// One row: `args` run in a fresh directory holding `files` (name,
+/// contents); `{dir}` in an argument is replaced by that directory.
+struct Row {
+    what: &'static str,
+    args: &'static [&'static str],
+    files: &'static [(&'static str, &'static str)],
+    exit: i32,
+    message: &'static [&'static str],
+}
+
+const FLASHLAB_HEADER: &str =
+    "submit_ns,complete_ns,device,space,op,offset_bytes,len_bytes,latency_ns\n";
+
+const ROWS: &[Row] = &[
+    Row {
+        what: "a buffer pool larger than the machine",
+        args: &[
+            "bench",
+            "tpcb",
+            "--buffer-mb",
+            "1048576",
+            "--duration",
+            "1s",
+        ],
+        files: &[],
+        exit: 2,
+        message: &["--buffer-mb 1048576", "memory"],
+    },
+    Row {
+        what: "a buffer pool beyond any limit",
+        args: &["bench", "tpcb", "--buffer-mb", "18446744073709551615"],
+        files: &[],
+        exit: 2,
+        message: &["--buffer-mb", "limit"],
+    },
+    Row {
+        what: "buffer_bytes of 1 TB in a TOML file",
+        args: &[
+            "bench",
+            "tpcb",
+            "--config",
+            "{dir}/big.toml",
+            "--duration",
+            "1s",
+        ],
+        files: &[(
+            "big.toml",
+            "[[data]]\nname = \"data\"\npage_bytes = 8192\nbuffer_bytes = 1099511627776\n\
+             device = \"memory\"\n\n[log]\ndevice = \"memory\"\n",
+        )],
+        exit: 2,
+        message: &["buffer", "memory"],
+    },
+    Row {
+        what: "a synthetic replay of 10^12 requests",
+        args: &[
+            "replay",
+            "--device",
+            "ssd-2010",
+            "--synthetic",
+            "1000000000000",
+        ],
+        files: &[],
+        exit: 2,
+        message: &["--synthetic 1000000000000", "1000000000"],
+    },
+    Row {
+        what: "a request larger than the device",
+        args: &[
+            "replay",
+            "--device",
+            "ssd-2010",
+            "--synthetic",
+            "10",
+            "--block-kb",
+            "1000000000",
+        ],
+        files: &[],
+        exit: 2,
+        message: &["--block-kb 1000000000"],
+    },
+    Row {
+        what: "a generated trace of 10^11 requests",
+        args: &[
+            "trace",
+            "generate",
+            "--count",
+            "100000000000",
+            "--out",
+            "{dir}/t.mqsim",
+        ],
+        files: &[],
+        exit: 2,
+        message: &["--count 100000000000"],
+    },
+    Row {
+        what: "a span that overflows",
+        args: &[
+            "trace",
+            "generate",
+            "--count",
+            "10",
+            "--span-gb",
+            "18446744073709551615",
+            "--out",
+            "{dir}/t.mqsim",
+        ],
+        files: &[],
+        exit: 2,
+        message: &["--span-gb"],
+    },
+    Row {
+        what: "a TPC-B scale of a million branches",
+        args: &["bench", "tpcb", "--scale", "1000000", "--duration", "1s"],
+        files: &[],
+        exit: 2,
+        message: &["--scale 1000000", "100000000"],
+    },
+    Row {
+        what: "zero accounts per branch",
+        args: &[
+            "bench",
+            "tpcb",
+            "--accounts-per-branch",
+            "0",
+            "--duration",
+            "1s",
+        ],
+        files: &[],
+        exit: 2,
+        message: &["--accounts-per-branch"],
+    },
+    Row {
+        what: "seeds past the largest seed",
+        args: &["simtest", "--first", "18446744073709551615", "--seeds", "2"],
+        files: &[],
+        exit: 2,
+        message: &["--first 18446744073709551615"],
+    },
+    Row {
+        what: "a sort input beyond the limit",
+        args: &["bench", "sort", "--size", "2000GB"],
+        files: &[],
+        exit: 2,
+        message: &["--size", "limit"],
+    },
+    Row {
+        what: "an operator budget beyond the machine's memory",
+        args: &["bench", "sort", "--size", "1GB", "--memory", "100000GB"],
+        files: &[],
+        exit: 2,
+        message: &["--memory", "memory"],
+    },
+    Row {
+        what: "a real sort larger than the file system",
+        args: &["bench", "sort", "--real", "{dir}", "--size", "1000GB"],
+        files: &[],
+        exit: 2,
+        message: &["--size", "free"],
+    },
+    Row {
+        what: "a repair of a directory that is no database (no lock file left)",
+        args: &["check", "--repair", "{dir}"],
+        files: &[("notes.txt", "mine")],
+        exit: 2,
+        message: &["not a flashlab database"],
+    },
+    Row {
+        what: "a characterization file beyond the limit",
+        args: &[
+            "characterize",
+            "--file",
+            "{dir}/cf",
+            "--file-mb",
+            "100000000",
+        ],
+        files: &[],
+        exit: 2,
+        message: &["--file-mb 100000000", "1048576"],
+    },
+    Row {
+        what: "an empty characterization file",
+        args: &["characterize", "--file", "{dir}/cf", "--file-mb", "0"],
+        files: &[],
+        exit: 2,
+        message: &["--file-mb 0"],
+    },
+    Row {
+        what: "a query of a directory that is no database",
+        args: &["query", "{dir}", "--table", "kv"],
+        files: &[],
+        exit: 2,
+        message: &["not a flashlab database"],
+    },
+];
+
+fn run(row: &Row) {
+    let dir = tempfile::tempdir().unwrap();
+    for (name, text) in row.files {
+        std::fs::write(dir.path().join(name), text).unwrap();
+    }
+    let before = names(dir.path());
+    let d = dir.path().display().to_string();
+    let args: Vec<String> = row.args.iter().map(|a| a.replace("{dir}", &d)).collect();
+    let out = Command::new(env!("CARGO_BIN_EXE_flashlab"))
+        .args(&args)
+        .current_dir(dir.path())
+        .output()
+        .unwrap();
+    assert_eq!(out.status.code(), Some(row.exit), "{}: {args:?}", row.what);
+    assert_bad_input(&out, row.message);
+    assert_eq!(names(dir.path()), before, "{}: files left behind", row.what);
+}
+
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn every_row_of_the_bad_input_table_is_refused_cleanly() {
+    for row in ROWS {
+        run(row);
+    }
+}
+
+#[test]
+fn a_trace_line_past_the_limit_is_refused_and_echoes_are_cut() {
+    let dir = tempfile::tempdir().unwrap();
+    // A file with no line break after the header: 1 MB of one "line".
+    let long = format!("{FLASHLAB_HEADER}{}", "7".repeat(1 << 20));
+    std::fs::write(dir.path().join("long.csv"), long).unwrap();
+    // A field of 10,000 characters.
+    let wide = format!(
+        "{FLASHLAB_HEADER}{},0,d,data,write,0,512,0\n",
+        "x".repeat(10_000)
+    );
+    std::fs::write(dir.path().join("wide.csv"), wide).unwrap();
+    for (file, fragment) in [
+        ("long.csv", "longer than 65536 bytes"),
+        ("wide.csv", "submit_ns"),
+    ] {
+        let path = dir.path().join(file).display().to_string();
+        let out = common::flashlab(&["replay", "--device", "ssd-2010", "--trace", &path]);
+        assert_bad_input(&out, &[file, fragment]);
+        let err = common::stderr(&out);
+        assert!(
+            err.len() < 400,
+            "{} bytes of error: {}",
+            err.len(),
+            &err[..400]
+        );
+    }
+}
+
+#[test]
+fn query_finds_integer_keys_and_an_unknown_table_lists_the_tables() {
+    use flashlab::engine::row::{Column, Schema, Type, Value};
+    use flashlab::engine::{Database, DbConfig, TableSpec};
+    use flashlab::runtime::RealRuntime;
+    let dir = tempfile::tempdir().unwrap();
+    {
+        let rt = RealRuntime::new(1);
+        let _enter = RealRuntime::enter(&rt);
+        let mut config = DbConfig::simple("file", "file", 4096, 1 << 20);
+        config.data[0].capacity_bytes = Some(4 << 20);
+        config.log.capacity_bytes = Some(4 << 20);
+        let db = Database::open_or_create_dir(dir.path(), &config).unwrap();
+        let schema = Schema::new(
+            vec![
+                Column::new("id", Type::Int64),
+                Column::new("balance", Type::Decimal { scale: 2 }),
+            ],
+            vec![0],
+        )
+        .unwrap();
+        let t = db
+            .create_table(TableSpec::typed("accounts", schema))
+            .unwrap();
+        db.create_table(TableSpec::bytes("notes")).unwrap();
+        let mut txn = db.begin().unwrap();
+        for id in [1, -7, 42] {
+            txn.put_row(&t, &[Value::Int(id), Value::Decimal(id * 100)])
+                .unwrap();
+        }
+        txn.commit().unwrap();
+        db.close().unwrap();
+    }
+    let d = dir.path().display().to_string();
+    for (key, found) in [("42", 1), ("-7", 1), ("5", 0)] {
+        let out = common::flashlab(&["query", &d, "--table", "accounts", "--key", key, "--json"]);
+        assert!(out.status.success(), "{}", common::stderr(&out));
+        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        assert_eq!(json["total"], found, "--key {key}");
+    }
+    let out = common::flashlab(&["query", &d, "--table", "accounts", "--json"]);
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let keys: Vec<&str> = json["rows"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|r| r[0].as_str().unwrap())
+        .collect();
+    assert_eq!(keys, ["-7", "1", "42"], "keys shown as --key takes them");
+    assert_bad_input(
+        &common::flashlab(&["query", &d, "--table", "accounts", "--key", "forty"]),
+        &["'forty' is not a value of column id"],
+    );
+    assert_bad_input(
+        &common::flashlab(&["query", &d, "--table", "nope"]),
+        &["'nope'", "tables: accounts, notes"],
+    );
+}

@@ -1,0 +1,588 @@
+//! A database directory that is safe to use (issue 11): one writer at a
+//! time, read-only `check` and `query` that never write a byte, swapped or
+//! damaged files named and never re-initialised, atomic creation.
+
+mod common;
+
+use std::collections::BTreeMap;
+use std::path::Path;
+
+use common::{assert_bad_input, flashlab, stderr, stdout};
+use flashlab::engine::{Database, DbConfig, TableSpec};
+use flashlab::runtime::RealRuntime;
+
+fn config() -> DbConfig {
+    let mut config = DbConfig::simple("file", "file", 4096, 1 << 20);
+    config.data[0].capacity_bytes = Some(4 << 20);
+    config.log.capacity_bytes = Some(4 << 20);
+    config
+}
+
+/// A small database with table `kv` (200 rows), closed cleanly.
+fn make_database(dir: &Path) {
+    let rt = RealRuntime::new(1);
+    let _enter = RealRuntime::enter(&rt);
+    let db = Database::open_or_create_dir(dir, &config()).unwrap();
+    fill(&db, 0..200);
+    db.close().unwrap();
+}
+
+fn fill(db: &Database, keys: std::ops::Range<u32>) {
+    let t = match db.table("kv") {
+        Ok(t) => t,
+        Err(_) => db.create_table(TableSpec::bytes("kv")).unwrap(),
+    };
+    let mut txn = db.begin().unwrap();
+    for i in keys {
+        txn.put(&t, format!("{i:05}").as_bytes(), &[1u8; 50])
+            .unwrap();
+    }
+    txn.commit().unwrap();
+}
+
+/// Every file in `dir` (name, contents).
+fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_file())
+        .map(|e| {
+            (
+                e.file_name().to_string_lossy().into_owned(),
+                std::fs::read(e.path()).unwrap(),
+            )
+        })
+        .collect()
+}
+
+fn assert_unchanged(before: &BTreeMap<String, Vec<u8>>, dir: &Path, what: &str) {
+    let after = snapshot(dir);
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        after.keys().collect::<Vec<_>>(),
+        "{what}: files created or removed"
+    );
+    // A writer records its pid in the lock file; nothing else may change.
+    for (name, bytes) in before.iter().filter(|(n, _)| *n != "flashlab.lock") {
+        assert!(after[name] == *bytes, "{what} changed {name}");
+    }
+}
+
+fn path(dir: &Path) -> String {
+    dir.display().to_string()
+}
+
+/// A crash image: the files of a database copied while it is open, after a
+/// commit and before any checkpoint, so opening it needs recovery.
+fn crash_image(to: &Path) {
+    let live = tempfile::tempdir().unwrap();
+    make_database(live.path());
+    let rt = RealRuntime::new(1);
+    let _enter = RealRuntime::enter(&rt);
+    let db = Database::open_dir(live.path(), &config()).unwrap();
+    fill(&db, 200..400);
+    for (name, bytes) in snapshot(live.path()) {
+        std::fs::write(to.join(name), bytes).unwrap();
+    }
+    db.close().unwrap();
+}
+
+#[test]
+fn a_second_writer_is_refused_naming_the_directory_and_the_holders_pid() {
+    let dir = tempfile::tempdir().unwrap();
+    make_database(dir.path());
+    let rt = RealRuntime::new(1);
+    let _enter = RealRuntime::enter(&rt);
+    let held = Database::open_dir(dir.path(), &config()).unwrap();
+    // Two opens in one process conflict too (flock is per open file).
+    let err = Database::open_dir(dir.path(), &config())
+        .err()
+        .expect("a second writer in the same process must be refused")
+        .to_string();
+    let pid = format!("process {}", std::process::id());
+    assert!(
+        err.contains(&pid) && err.contains(&path(dir.path())),
+        "{err}"
+    );
+    // Other processes: a writer (check --repair), readers (check, query).
+    for args in [
+        vec!["check", "--repair"],
+        vec!["check"],
+        vec!["query", "--table", "kv"],
+    ] {
+        let mut args = args.clone();
+        let d = path(dir.path());
+        args.insert(1, &d);
+        assert_bad_input(&flashlab(&args), &[&pid, &d, "flashlab.lock"]);
+    }
+    held.close().unwrap();
+    let out = flashlab(&["check", &path(dir.path())]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn check_and_query_write_nothing_even_when_recovery_is_needed() {
+    let dir = tempfile::tempdir().unwrap();
+    crash_image(dir.path());
+    let before = snapshot(dir.path());
+    let out = flashlab(&["check", &path(dir.path())]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+    assert_unchanged(&before, dir.path(), "check");
+    let out = flashlab(&["query", &path(dir.path()), "--table", "kv", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["total"], 400, "recovery in memory sees every commit");
+    assert_unchanged(&before, dir.path(), "query");
+    // Only --repair writes: recovery's work reaches the files.
+    let out = flashlab(&["check", "--repair", &path(dir.path())]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert!(snapshot(dir.path())["log.wal"] != before["log.wal"]);
+}
+
+#[test]
+fn readers_share_the_directory_and_keep_writers_out() {
+    let dir = tempfile::tempdir().unwrap();
+    make_database(dir.path());
+    let rt = RealRuntime::new(1);
+    let _enter = RealRuntime::enter(&rt);
+    let reader = Database::open_dir_read_only(dir.path(), &config()).unwrap();
+    let out = flashlab(&["query", &path(dir.path()), "--table", "kv"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    assert_bad_input(
+        &flashlab(&["check", "--repair", &path(dir.path())]),
+        &["in use by a reader"],
+    );
+    reader.close().unwrap();
+}
+
+#[test]
+fn swapped_files_are_named_and_never_reinitialised() {
+    let dir = tempfile::tempdir().unwrap();
+    make_database(dir.path());
+    let data = dir.path().join("data.data");
+    let log = dir.path().join("log.wal");
+    let swap = dir.path().join("swap");
+    std::fs::rename(&data, &swap).unwrap();
+    std::fs::rename(&log, &data).unwrap();
+    std::fs::rename(&swap, &log).unwrap();
+    let before = snapshot(dir.path());
+    for args in [vec!["check"], vec!["check", "--repair"]] {
+        let mut args = args.clone();
+        let d = path(dir.path());
+        args.push(&d);
+        let out = flashlab(&args);
+        assert_bad_input(&out, &["damaged", "swapped"]);
+        let err = stderr(&out);
+        assert!(
+            err.contains("data.data") && err.contains("log.wal"),
+            "{err}"
+        );
+        assert_unchanged(&before, dir.path(), "a refused open");
+    }
+    // Swapped back, every table is still there.
+    std::fs::rename(&data, &swap).unwrap();
+    std::fs::rename(&log, &data).unwrap();
+    std::fs::rename(&swap, &log).unwrap();
+    let out = flashlab(&["query", &path(dir.path()), "--table", "kv", "--json"]);
+    assert!(out.status.success(), "{}", stderr(&out));
+}
+
+#[test]
+fn damaged_master_records_are_reported_with_evidence_and_never_reinitialised() {
+    let dir = tempfile::tempdir().unwrap();
+    make_database(dir.path());
+    let log = dir.path().join("log.wal");
+    let mut bytes = std::fs::read(&log).unwrap();
+    bytes[20] ^= 1; // sector 0: checksum mismatch
+    bytes[512..520].copy_from_slice(b"garbage!"); // sector 1: bad magic
+    std::fs::write(&log, &bytes).unwrap();
+    let data = dir.path().join("data.data");
+    let mut page = std::fs::read(&data).unwrap();
+    page[100] ^= 1;
+    std::fs::write(&data, &page).unwrap();
+    let before = snapshot(dir.path());
+    for repair in [false, true] {
+        let d = path(dir.path());
+        let args: Vec<&str> = if repair {
+            vec!["check", "--repair", &d]
+        } else {
+            vec!["check", &d]
+        };
+        assert_bad_input(
+            &flashlab(&args),
+            &[
+                "log.wal",
+                "master record",
+                "checksum mismatch",
+                "not FLSHLOG",
+            ],
+        );
+        assert_unchanged(&before, dir.path(), "check of a damaged log");
+    }
+}
+
+#[test]
+fn opening_never_creates_and_creation_never_overwrites() {
+    let dir = tempfile::tempdir().unwrap();
+    let rt = RealRuntime::new(1);
+    let _enter = RealRuntime::enter(&rt);
+    let err = Database::open_dir(dir.path(), &config())
+        .err()
+        .unwrap()
+        .to_string();
+    assert!(err.contains("not a flashlab database"), "{err}");
+    assert!(names(dir.path()).is_empty(), "{:?}", names(dir.path()));
+    // A stray file of the same name: creation refuses and leaves no trace.
+    std::fs::write(dir.path().join("log.wal"), b"mine").unwrap();
+    let err = Database::create_dir(dir.path(), &config())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("refusing to overwrite"), "{err}");
+    assert_eq!(names(dir.path()), ["log.wal"]);
+    assert_eq!(std::fs::read(dir.path().join("log.wal")).unwrap(), b"mine");
+    std::fs::remove_file(dir.path().join("log.wal")).unwrap();
+    Database::create_dir(dir.path(), &config()).unwrap();
+    let err = Database::create_dir(dir.path(), &config())
+        .unwrap_err()
+        .to_string();
+    assert!(err.contains("already holds a database"), "{err}");
+    assert!(!dir.path().join(".flashlab-creating").exists());
+}
+
+/// Files and directories left in `dir`.
+fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
+}
+
+#[test]
+fn a_database_too_small_to_load_is_a_clean_error_and_leaves_nothing_behind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    std::fs::create_dir(&db).unwrap();
+    let config = tmp.path().join("small.toml");
+    std::fs::write(
+        &config,
+        "[[data]]\nname = \"data\"\npage_bytes = 8192\nbuffer_bytes = 16777216\n\
+         device = \"file\"\ncapacity_bytes = 1048576\n\n[log]\ndevice = \"file\"\n\
+         capacity_bytes = 8388608\n",
+    )
+    .unwrap();
+    let args = [
+        "bench",
+        "tpcb",
+        "--real",
+        &path(&db),
+        "--keep",
+        "--config",
+        &path(&config),
+        "--duration",
+        "1s",
+        "--progress",
+        "0",
+    ];
+    for _retry in 0..2 {
+        assert_bad_input(&flashlab(&args), &["space full", "data"]);
+        assert!(names(&db).is_empty(), "left behind: {:?}", names(&db));
+    }
+}
+
+#[test]
+fn a_file_size_limit_at_creation_is_a_clean_error_and_leaves_nothing_behind() {
+    let tmp = tempfile::tempdir().unwrap();
+    let db = tmp.path().join("db");
+    std::fs::create_dir(&db).unwrap();
+    // The file-size limit makes creating a 1 GB space file fail as a full
+    // file system would (EFBIG instead of ENOSPC), deterministically.
+    let script = format!(
+        "ulimit -f 4096; trap '' XFSZ; exec '{}' bench tpcb --real '{}' --keep \
+         --duration 1s --progress 0 --clients 1",
+        env!("CARGO_BIN_EXE_flashlab"),
+        db.display()
+    );
+    let out = std::process::Command::new("sh")
+        .args(["-c", &script])
+        .output()
+        .unwrap();
+    assert_bad_input(&out, &["space full", "data.data", "file size limit"]);
+    assert!(names(&db).is_empty(), "left behind: {:?}", names(&db));
+}
+
+#[test]
+fn space_files_grow_on_demand_instead_of_being_preallocated() {
+    use std::os::unix::fs::MetadataExt;
+    let dir = tempfile::tempdir().unwrap();
+    let rt = RealRuntime::new(1);
+    let _enter = RealRuntime::enter(&rt);
+    let mut config = config();
+    config.data[0].capacity_bytes = Some(1 << 30);
+    config.log.capacity_bytes = Some(1 << 30);
+    Database::create_dir(dir.path(), &config).unwrap();
+    let allocated: u64 = ["data.data", "log.wal"]
+        .iter()
+        .map(|f| std::fs::metadata(dir.path().join(f)).unwrap().blocks() * 512)
+        .sum();
+    assert!(allocated <= 2 * (64 << 20), "{allocated} bytes allocated");
+}
+
+/// Start `flashlab args`, wait until `ready` holds (at most 30 s), send
+/// `signal` and return the finished output.
+fn interrupt(args: &[&str], ready: impl Fn() -> bool, signal: &str) -> std::process::Output {
+    let child = std::process::Command::new(env!("CARGO_BIN_EXE_flashlab"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !ready() && start.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let status = std::process::Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    child.wait_with_output().unwrap()
+}
+
+/// True once some file under `dir` (one level of subdirectories) is named `name`.
+fn has_file(dir: &Path, name: &str) -> bool {
+    let Ok(entries) = std::fs::read_dir(dir) else {
+        return false;
+    };
+    entries
+        .flatten()
+        .any(|e| e.file_name() == name || (e.path().is_dir() && e.path().join(name).exists()))
+}
+
+#[test]
+fn sigterm_and_sigint_remove_a_real_bench_and_a_sorts_files() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = path(dir.path());
+    let out = interrupt(
+        &[
+            "bench",
+            "tpcb",
+            "--real",
+            &d,
+            "--duration",
+            "60s",
+            "--clients",
+            "1",
+            "--accounts-per-branch",
+            "2000",
+            "--progress",
+            "0",
+        ],
+        || has_file(dir.path(), "flashlab.manifest"),
+        "-TERM",
+    );
+    assert_eq!(out.status.code(), Some(143), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("interrupted by SIGTERM: removed"),
+        "{}",
+        stderr(&out)
+    );
+    assert!(
+        names(dir.path()).is_empty(),
+        "left: {:?}",
+        names(dir.path())
+    );
+    assert!(
+        stdout(&out).is_empty(),
+        "a partial report: {}",
+        stdout(&out)
+    );
+    let out = interrupt(
+        &[
+            "bench", "sort", "--real", &d, "--size", "2GB", "--memory", "16MB",
+        ],
+        || has_file(dir.path(), "input"),
+        "-INT",
+    );
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(
+        names(dir.path()).is_empty(),
+        "left: {:?}",
+        names(dir.path())
+    );
+}
+
+#[test]
+fn sigint_keeps_a_keep_database_consistent_and_says_so() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = path(dir.path());
+    // A first run creates and loads the database and ends cleanly.
+    let out = flashlab(&[
+        "bench",
+        "tpcb",
+        "--real",
+        &d,
+        "--keep",
+        "--duration",
+        "200ms",
+        "--warmup",
+        "0s",
+        "--clients",
+        "2",
+        "--accounts-per-branch",
+        "2000",
+        "--buffer-mb",
+        "16",
+        "--progress",
+        "0",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let out = interrupt(
+        &[
+            "bench",
+            "tpcb",
+            "--real",
+            &d,
+            "--keep",
+            "--duration",
+            "60s",
+            "--clients",
+            "2",
+            "--accounts-per-branch",
+            "2000",
+            "--buffer-mb",
+            "16",
+            "--progress",
+            "0",
+        ],
+        || has_file(dir.path(), "flashlab.manifest"),
+        "-INT",
+    );
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains(&format!("kept {d}")),
+        "{}",
+        stderr(&out)
+    );
+    let out = flashlab(&["check", &d]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
+}
+
+#[test]
+fn a_data_file_of_another_database_is_named_as_foreign() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    make_database(a.path());
+    make_database(b.path());
+    let manifest = std::fs::read_to_string(a.path().join("flashlab.manifest")).unwrap();
+    assert!(manifest.contains("database_id"), "{manifest}");
+    std::fs::copy(b.path().join("data.data"), a.path().join("data.data")).unwrap();
+    let before = snapshot(a.path());
+    for repair in [false, true] {
+        let d = path(a.path());
+        let args: Vec<&str> = if repair {
+            vec!["check", "--repair", &d]
+        } else {
+            vec!["check", &d]
+        };
+        assert_bad_input(
+            &flashlab(&args),
+            &["data.data", "belongs to another database"],
+        );
+        assert_unchanged(&before, a.path(), "check of a foreign file");
+    }
+}
+
+/// The log's master record carries the database's identity too: another
+/// database's log file is named, and nothing is changed.
+#[test]
+fn a_log_file_of_another_database_is_named_as_foreign() {
+    let a = tempfile::tempdir().unwrap();
+    let b = tempfile::tempdir().unwrap();
+    make_database(a.path());
+    make_database(b.path());
+    std::fs::copy(b.path().join("log.wal"), a.path().join("log.wal")).unwrap();
+    let before = snapshot(a.path());
+    for repair in [false, true] {
+        let d = path(a.path());
+        let args: Vec<&str> = if repair {
+            vec!["check", "--repair", &d]
+        } else {
+            vec!["check", &d]
+        };
+        assert_bad_input(&flashlab(&args), &["log.wal", "the log of database"]);
+        assert_unchanged(&before, a.path(), "check of a foreign log");
+    }
+}
+
+#[test]
+fn sigint_while_a_keep_database_is_being_loaded_removes_it() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = path(dir.path());
+    std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
+    let out = interrupt(
+        &[
+            "bench",
+            "tpcb",
+            "--real",
+            &d,
+            "--keep",
+            "--duration",
+            "60s",
+            "--clients",
+            "1",
+            "--accounts-per-branch",
+            "100000",
+            "--scale",
+            "20",
+            "--buffer-mb",
+            "64",
+            "--progress",
+            "0",
+        ],
+        || has_file(dir.path(), "flashlab.manifest"),
+        "-INT",
+    );
+    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    assert!(
+        stderr(&out).contains("flashlab.manifest"),
+        "{}",
+        stderr(&out)
+    );
+    assert_eq!(
+        names(dir.path()),
+        ["notes.txt"],
+        "the user's file is kept, the rest removed"
+    );
+}
+
+#[test]
+fn data_files_swapped_among_themselves_are_named() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config();
+    let mut second = config.data[0].clone();
+    second.name = "second".into();
+    config.data.push(second);
+    {
+        let rt = RealRuntime::new(1);
+        let _enter = RealRuntime::enter(&rt);
+        Database::create_dir(dir.path(), &config).unwrap();
+    }
+    let (a, b) = (dir.path().join("data.data"), dir.path().join("second.data"));
+    let swap = dir.path().join("swap");
+    std::fs::rename(&a, &swap).unwrap();
+    std::fs::rename(&b, &a).unwrap();
+    std::fs::rename(&swap, &b).unwrap();
+    let before = snapshot(dir.path());
+    assert_bad_input(
+        &flashlab(&["check", &path(dir.path())]),
+        &[
+            "data.data",
+            "data space 1, not of space 0",
+            "swapped with second.data",
+        ],
+    );
+    assert_unchanged(&before, dir.path(), "check of swapped data files");
+}
