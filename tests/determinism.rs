@@ -8,7 +8,7 @@ fn run(seed: u64) -> (Vec<u8>, String) {
     let options = BenchOptions {
         workload: "tpcb".into(),
         clients: 8,
-        duration_ns: 300_000_000,
+        duration_ns: 1_000_000_000,
         warmup_ns: 100_000_000,
         log_device: "hdd-2008".into(),
         rollback_device: "ssd-2008".into(),
@@ -31,7 +31,7 @@ fn run(seed: u64) -> (Vec<u8>, String) {
 fn same_seed_gives_identical_traces_and_results() {
     let (trace_a, json_a) = run(7);
     let (trace_b, json_b) = run(7);
-    assert!(trace_a.len() > 10_000, "the run did I/O");
+    assert!(trace_a.len() > 10_000, "the run did I/O: {} bytes", trace_a.len());
     assert!(trace_a == trace_b, "same seed, different trace bytes");
     assert_eq!(json_a, json_b);
     let (trace_c, _) = run(8);
