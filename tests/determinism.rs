@@ -31,7 +31,11 @@ fn run(seed: u64) -> (Vec<u8>, String) {
 fn same_seed_gives_identical_traces_and_results() {
     let (trace_a, json_a) = run(7);
     let (trace_b, json_b) = run(7);
-    assert!(trace_a.len() > 10_000, "the run did I/O: {} bytes", trace_a.len());
+    assert!(
+        trace_a.len() > 10_000,
+        "the run did I/O: {} bytes",
+        trace_a.len()
+    );
     assert!(trace_a == trace_b, "same seed, different trace bytes");
     assert_eq!(json_a, json_b);
     let (trace_c, _) = run(8);

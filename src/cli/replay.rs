@@ -6,7 +6,7 @@ use anyhow::{Context, bail};
 use flashlab_devices::characterize::{CharacterizeOptions, precondition};
 use flashlab_devices::presets;
 use flashlab_devices::replay::{
-    ReplayOptions, ReplayResult, random_requests, replay, replay_stream,
+    ReplayOptions, ReplayResult, random_requests, replay, replay_file, replay_stream,
 };
 use flashlab_devices::trace::formats::{TraceFormat, read_trace_file};
 
@@ -90,8 +90,8 @@ pub fn check_generator(
 
 pub fn run(args: Args) -> anyhow::Result<()> {
     let mut model = presets::build_model(&args.device)?;
-    let requests = match (&args.trace, args.synthetic) {
-        (Some(path), _) => Some(read_trace_file(path, args.format)?),
+    match (&args.trace, args.synthetic) {
+        (Some(_), _) => {}
         (None, Some(count)) => {
             check_generator(
                 count,
@@ -102,10 +102,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 args.iops,
                 model.capacity_bytes(),
             )?;
-            None
         }
         (None, None) => bail!("give --trace FILE or --synthetic N"),
-    };
+    }
     let start_ns = if args.precondition {
         // Random writes of twice the capacity: free blocks run out and
         // garbage collection reaches its steady state.
@@ -128,8 +127,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         || "synthetic trace".to_string(),
         |p| p.display().to_string(),
     );
-    let mut result = match &requests {
-        Some(requests) => replay(model.as_mut(), requests, &options),
+    let mut result = match &args.trace {
+        // In arrival order: two passes over the file, nothing held; out of
+        // order: read whole (bounded) and sorted.
+        Some(path) => match replay_file(model.as_mut(), path, args.format, &options) {
+            Ok(Some(result)) => Ok(result),
+            Ok(None) => {
+                let requests = read_trace_file(path, args.format)?;
+                replay(model.as_mut(), &requests, &options)
+            }
+            Err(e) => Err(e),
+        },
         None => {
             let generated = random_requests(
                 args.seed,

@@ -31,6 +31,13 @@
 //! garbage collections, erases), and how fast the simulation itself ran on
 //! the host.
 //!
+//! **Memory.** A trace file in arrival order is replayed in two passes over
+//! the file ([`replay_file`]): the first checks every request, the second
+//! submits them as they are read, so memory stays constant whatever the
+//! trace's length. Only a file out of order is read whole (to sort it), up
+//! to [`crate::trace::formats::TRACE_FILE_REQUESTS_MAX`] requests; generated
+//! requests are streamed ([`replay_stream`]).
+//!
 //! [`random_trace`] makes a seeded synthetic trace (uniform random offsets,
 //! Poisson arrivals) for the replay benchmark and for tests.
 
@@ -44,7 +51,9 @@ use serde::Serialize;
 use thiserror::Error;
 
 use crate::model::{DeviceModel, IoKind, IoRequest, ModelStats, check_request};
-use crate::trace::formats::TraceRequest;
+use crate::trace::formats::{
+    TraceError, TraceFormat, TraceRequest, scan_trace_file, stream_trace_file,
+};
 use crate::trace::summary::{LatencyHistogram, LatencySummary};
 
 /// How many refused lines beyond the first an error lists by number.
@@ -81,6 +90,9 @@ pub enum ReplayError {
         /// Lines of the first few of those.
         more_lines: Vec<u64>,
     },
+    /// The trace file could not be read.
+    #[error(transparent)]
+    Trace(#[from] TraceError),
 }
 
 fn refused_note(others: u64, more_lines: &[u64]) -> String {
@@ -474,6 +486,73 @@ pub fn replay_stream(
     Ok(finish(&*model, run, false, folded))
 }
 
+/// The request as the device sees it, folded into it with `wrap`; true if
+/// folding changed it.
+fn io_of(
+    model: &dyn DeviceModel,
+    request: &TraceRequest,
+    options: &ReplayOptions,
+) -> (IoRequest, bool) {
+    let mut io = IoRequest {
+        kind: request.kind,
+        offset_bytes: request.offset_bytes,
+        len_bytes: request.len_bytes,
+    };
+    let folded = options.wrap && fold(&mut io, model.capacity_bytes(), model.sector_bytes());
+    (io, folded)
+}
+
+/// Replay a trace file in two passes without holding it (see the module
+/// documentation): the first checks every request, so nothing is
+/// submitted if any is refused; the second submits them as they are read.
+/// `Ok(None)`: the file is not in arrival order; read it whole and
+/// [`replay`] it, which sorts.
+pub fn replay_file(
+    model: &mut dyn DeviceModel,
+    path: &std::path::Path,
+    format: TraceFormat,
+    options: &ReplayOptions,
+) -> Result<Option<ReplayResult>, ReplayError> {
+    let scan = scan_trace_file(path, format)?;
+    if !scan.in_order {
+        return Ok(None);
+    }
+    let mut refused = Refusals::default();
+    let mut folded = 0;
+    stream_trace_file(path, format, &scan, |request| {
+        let (io, changed) = io_of(&*model, &request, options);
+        folded += u64::from(changed);
+        if let Err(problem) = validate(&*model, &io) {
+            refused.add(request.line, problem);
+        }
+        Ok(())
+    })?;
+    refused.into_result()?;
+    let mut run = Run {
+        counts: ModelStats::default(),
+        latency: LatencyHistogram::new(),
+        first_arrival_ns: 0,
+        last_completion_ns: 0,
+        host_seconds: 0.0,
+    };
+    let started = Instant::now();
+    let mut first = true;
+    stream_trace_file(path, format, &scan, |request| {
+        let (io, _) = io_of(&*model, &request, options);
+        let arrival_ns = request.arrival_ns + options.start_ns;
+        if std::mem::take(&mut first) {
+            run.first_arrival_ns = arrival_ns;
+        }
+        let completion_ns = model.submit(arrival_ns, &io);
+        run.latency.record(completion_ns.saturating_sub(arrival_ns));
+        run.last_completion_ns = run.last_completion_ns.max(completion_ns);
+        count(&mut run.counts, &io);
+        Ok(())
+    })?;
+    run.host_seconds = started.elapsed().as_secs_f64();
+    Ok(Some(finish(&*model, run, false, folded)))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -605,7 +684,10 @@ mod tests {
             others,
             more_lines,
             ..
-        } = &err;
+        } = &err
+        else {
+            panic!("{err}");
+        };
         assert_eq!((*line, *others), (7, 2));
         assert_eq!(more_lines, &vec![9, 12]);
         let text = err.to_string();
@@ -681,6 +763,58 @@ mod tests {
         let mut model = SerialModel::new(64 * MIB);
         let result = replay(&mut model, &a, &ReplayOptions::default()).unwrap();
         assert_eq!(result.requests, 1000);
+    }
+
+    /// A file in arrival order is replayed in two streaming passes, with
+    /// the same result as reading it whole; a refused request still stops
+    /// the replay before anything is submitted; a file out of order is
+    /// left to the sorting replay.
+    #[test]
+    fn a_trace_file_streams_with_the_same_result_as_read_whole() {
+        use crate::trace::formats::{TraceFormat, read_trace_file, write_mqsim};
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("t.mqsim");
+        let trace = random_trace(3, 5000, 0.7, 4096, 64 * MIB, 50_000.0);
+        write_mqsim(&trace, std::fs::File::create(&path).unwrap()).unwrap();
+        let whole = read_trace_file(&path, TraceFormat::Mqsim).unwrap();
+        let mut a = replay(
+            &mut SerialModel::new(64 * MIB),
+            &whole,
+            &ReplayOptions::default(),
+        )
+        .unwrap();
+        let mut b = replay_file(
+            &mut SerialModel::new(64 * MIB),
+            &path,
+            TraceFormat::Mqsim,
+            &ReplayOptions::default(),
+        )
+        .unwrap()
+        .expect("in arrival order");
+        for r in [&mut a, &mut b] {
+            r.host_seconds = 0.0;
+            r.simulated_ios_per_host_second = 0.0;
+        }
+        assert_eq!(a, b);
+        let err = replay_file(
+            &mut SerialModel::new(MIB),
+            &path,
+            TraceFormat::Mqsim,
+            &ReplayOptions::default(),
+        )
+        .unwrap_err()
+        .to_string();
+        assert!(err.contains("more requests refused"), "{err}");
+        let mut shuffled = trace.clone();
+        shuffled.swap(0, 10);
+        write_mqsim(&shuffled, std::fs::File::create(&path).unwrap()).unwrap();
+        let out_of_order = replay_file(
+            &mut SerialModel::new(64 * MIB),
+            &path,
+            TraceFormat::Mqsim,
+            &ReplayOptions::default(),
+        );
+        assert!(out_of_order.unwrap().is_none());
     }
 
     #[test]

@@ -234,6 +234,132 @@ pub fn read_trace_file(path: &Path, format: TraceFormat) -> Result<Vec<TraceRequ
     read_requests(BufReader::new(handle), &file, format)
 }
 
+/// What a first pass over a trace file found, for [`stream_trace_file`].
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct TraceScan {
+    /// Requests in the file.
+    pub requests: u64,
+    /// The earliest request's time as the file states it.
+    pub start_ns: u64,
+    /// True if every request arrives no earlier than the one before it.
+    pub in_order: bool,
+    /// blkparse: the file has queue (Q) events, which are the requests.
+    queued: bool,
+}
+
+/// Visit every request of a trace file in file order, without holding
+/// them: a first pass ([`scan_trace_file`]) says where times start; this
+/// rebases them and calls `each` per request. Memory stays constant
+/// whatever the file's length.
+pub fn stream_trace_file(
+    path: &Path,
+    format: TraceFormat,
+    scan: &TraceScan,
+    mut each: impl FnMut(TraceRequest) -> Result<(), TraceError>,
+) -> Result<(), TraceError> {
+    for_each_raw(path, format, scan.queued, |line, r| {
+        each(TraceRequest {
+            arrival_ns: r.time_ns - scan.start_ns,
+            kind: r.kind,
+            offset_bytes: r.offset_bytes,
+            len_bytes: r.len_bytes,
+            line,
+        })
+    })
+}
+
+/// The first pass over a trace file: how many requests, where times start,
+/// whether they are in arrival order.
+pub fn scan_trace_file(path: &Path, format: TraceFormat) -> Result<TraceScan, TraceError> {
+    let queued = format == TraceFormat::Blkparse && {
+        let mut any = false;
+        for_each_raw(path, format, true, |_, _| {
+            any = true;
+            Ok(())
+        })?;
+        any
+    };
+    let mut scan = TraceScan {
+        start_ns: u64::MAX,
+        in_order: true,
+        queued,
+        ..TraceScan::default()
+    };
+    let mut previous_ns = 0;
+    for_each_raw(path, format, queued, |_, r| {
+        scan.requests += 1;
+        scan.start_ns = scan.start_ns.min(r.time_ns);
+        scan.in_order &= r.time_ns >= previous_ns;
+        previous_ns = r.time_ns;
+        Ok(())
+    })?;
+    if scan.requests == 0 {
+        scan.start_ns = 0;
+    }
+    Ok(scan)
+}
+
+/// Every raw request of a trace file, in file order (blkparse: the queue
+/// events if `queued`, else the issue events).
+fn for_each_raw(
+    path: &Path,
+    format: TraceFormat,
+    queued: bool,
+    mut each: impl FnMut(u64, RawRequest) -> Result<(), TraceError>,
+) -> Result<(), TraceError> {
+    let file = path.display().to_string();
+    let handle = File::open(path).map_err(|e| TraceError::io(&file, e))?;
+    let reader = BufReader::new(handle);
+    let parse: fn(&str) -> Result<Option<RawRequest>, String> = match format {
+        TraceFormat::Flashlab => {
+            return for_each_flashlab_record(reader, &file, |line, record| {
+                each(line, raw_of(&record))
+            });
+        }
+        TraceFormat::Msr => parse_msr_line,
+        TraceFormat::Spc => parse_spc_line,
+        TraceFormat::Mqsim => parse_mqsim_line,
+        TraceFormat::Blkparse => {
+            let wanted = if queued {
+                BlkAction::Queue
+            } else {
+                BlkAction::Issue
+            };
+            let mut lines = Lines::new(reader, &file);
+            while let Some((line, text)) = lines.next_line()? {
+                match parse_blkparse_line(text) {
+                    Ok(Some((action, request))) if action == wanted => each(line, request)?,
+                    Ok(_) => {}
+                    Err(problem) => return Err(TraceError::parse(&file, line, problem)),
+                }
+            }
+            return Ok(());
+        }
+    };
+    let mut lines = Lines::new(reader, &file);
+    while let Some((line, text)) = lines.next_line()? {
+        if is_blank_or_comment(text) {
+            continue;
+        }
+        match parse(text) {
+            Ok(Some(request)) => each(line, request)?,
+            Ok(None) => {}
+            Err(problem) => return Err(TraceError::parse(&file, line, problem)),
+        }
+    }
+    Ok(())
+}
+
+/// A flashlab CSV record as a raw request (its submit time).
+fn raw_of(record: &TraceRecord) -> RawRequest {
+    RawRequest {
+        time_ns: record.submit_ns,
+        kind: record.kind,
+        offset_bytes: record.offset_bytes,
+        len_bytes: record.len_bytes,
+    }
+}
+
 /// Read a trace of the given format from `reader`; `file` names it in errors.
 pub fn read_requests<R: BufRead>(
     reader: R,
@@ -780,12 +906,7 @@ fn flashlab_fields(record: &TraceRecord) -> [String; 8] {
 fn read_flashlab_requests<R: Read>(reader: R, file: &str) -> Result<Vec<TraceRequest>, TraceError> {
     let mut raw = Vec::new();
     for_each_flashlab_record(reader, file, |line, record| {
-        let request = RawRequest {
-            time_ns: record.submit_ns,
-            kind: record.kind,
-            offset_bytes: record.offset_bytes,
-            len_bytes: record.len_bytes,
-        };
+        let request = raw_of(&record);
         room(raw.len(), file, line)?;
         raw.push((line, request));
         Ok(())
