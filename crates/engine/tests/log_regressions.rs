@@ -284,3 +284,67 @@ fn regression_no_flush_follows_a_failed_master_record_flush() {
         );
     }
 }
+
+/// A long transaction holds the log: new work gets a retryable "log full"
+/// naming it, readers still read, commits that finish work still fit; once
+/// it ends, checkpoints free the log and work goes on; the database
+/// reopens with every committed row.
+#[test]
+fn a_long_transaction_holding_the_log_gets_others_a_retryable_error_naming_it() {
+    sim(|rt| {
+        let config = memory_config();
+        let mut devices = Devices::from_presets(&config).unwrap();
+        devices.log = Arc::new(MemoryDevice::new("log", 512 << 10));
+        let db = Database::open_with(&config, devices.clone()).unwrap();
+        let t = db.create_table(TableSpec::bytes("t")).unwrap();
+        let mut long = db.begin().unwrap();
+        long.put(&t, &key(0), b"held").unwrap();
+        let mut committed = 0u32;
+        let err = loop {
+            let mut txn = db.begin().unwrap();
+            let done = txn
+                .put(&t, &key(1 + committed % 100), &[5u8; 200])
+                .and_then(|()| txn.commit());
+            match done {
+                Ok(()) => committed += 1,
+                Err(e) => break e,
+            }
+            assert!(committed < 100_000, "the log never filled");
+        };
+        assert!(
+            matches!(err, Error::LogFull(_)) && err.is_retryable(),
+            "{err}"
+        );
+        assert!(
+            err.to_string().contains("started at LSN"),
+            "the error names the transaction holding the log: {err}"
+        );
+        // Readers still read.
+        let mut reader = db.begin().unwrap();
+        assert!(reader.get(&t, &key(1)).unwrap().is_some());
+        drop(reader);
+        long.commit().unwrap();
+        // The checkpointer, woken by the full log, frees it.
+        let mut retried = 0;
+        loop {
+            let mut txn = db.begin().unwrap();
+            match txn.put(&t, &key(1), b"after").and_then(|()| txn.commit()) {
+                Ok(()) => break,
+                Err(e) if e.is_retryable() && retried < 1000 => {
+                    retried += 1;
+                    rt.sleep(NS_PER_MS);
+                }
+                Err(e) => panic!("{e}"),
+            }
+        }
+        drop(db);
+        let db = Database::open_with(&config, devices).unwrap();
+        let t = db.table("t").unwrap();
+        let mut txn = db.begin().unwrap();
+        assert_eq!(txn.get(&t, &key(0)).unwrap().as_deref(), Some(&b"held"[..]));
+        assert_eq!(
+            txn.get(&t, &key(1)).unwrap().as_deref(),
+            Some(&b"after"[..])
+        );
+    });
+}

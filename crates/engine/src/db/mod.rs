@@ -150,6 +150,9 @@ type TreeLatch = Arc<RtMutex<()>>;
 /// Most dirty pages one checkpoint record lists (16 bytes each, well under
 /// the largest record); with more, the checkpoint writes them back first.
 pub const CHECKPOINT_DIRTY_PAGES_MAX: usize = 200_000;
+/// How long the checkpointer waits after a checkpoint that failed or freed
+/// no log space before it answers the log's call again.
+pub const CHECKPOINT_BACKOFF_NS: u64 = 100_000_000;
 /// How long a checkpointer with no interval sleeps between looks at
 /// whether the log wants a checkpoint (it is woken early when it does).
 pub const CHECKPOINT_IDLE_WAIT_NS: u64 = 3_600_000_000_000;
@@ -391,7 +394,16 @@ impl Database {
                         continue;
                     }
                     let Some(inner) = db.upgrade() else { return };
-                    let _ = (Database { inner }).checkpoint();
+                    let start_before = wal.start_lsn();
+                    let done = (Database { inner }).checkpoint();
+                    // A checkpoint that failed or freed nothing (a long
+                    // transaction holds the log) is not retried at once:
+                    // the full log keeps asking for one.
+                    if (done.is_err() || wal.start_lsn() == start_before)
+                        && stop.sleep(&task_rt, CHECKPOINT_BACKOFF_NS.min(interval))
+                    {
+                        return;
+                    }
                 }
             })));
         }

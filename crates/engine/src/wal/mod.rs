@@ -24,7 +24,9 @@
 //! the compensation record that would undo it, and a further
 //! [`LOG_RESERVE_BYTES_MIN`] (or a 32nd of the region) is kept for
 //! recovery, full-page images of compensations, and checkpoint records.
-//! Compensation, commit, abort and checkpoint records may use the reserve;
+//! Compensation, commit and abort records may use the reserve; checkpoint
+//! records only when no active transaction holds the log start (then the
+//! checkpoint frees space; otherwise it would only eat the reserve);
 //! nothing else may.
 //!
 //! ## Full-page images (page repair)
@@ -319,17 +321,23 @@ fn track(st: &mut LogState, lsn: u64, size: u64, record: &LogRecord) {
     st.reserved_bytes = st.reserved_bytes + reserve - used;
 }
 
-/// Records that may use the reserve: they finish work already begun or
-/// free log space.
-fn may_use_reserve(body: &Body) -> bool {
-    matches!(
-        body,
-        Body::Compensation { .. }
-            | Body::Commit { .. }
-            | Body::Abort
-            | Body::CheckpointBegin
-            | Body::CheckpointEnd { .. }
-    )
+/// Whether a record may use the log's reserve.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Reserve {
+    No,
+    /// Compensation, commit and abort records: they finish work begun.
+    Yes,
+    /// Checkpoint records: only when the checkpoint can free log space,
+    /// that is when no active transaction holds the log start.
+    IfUnpinned,
+}
+
+fn reserve_use(body: &Body) -> Reserve {
+    match body {
+        Body::Compensation { .. } | Body::Commit { .. } | Body::Abort => Reserve::Yes,
+        Body::CheckpointBegin | Body::CheckpointEnd { .. } => Reserve::IfUnpinned,
+        Body::Update { .. } => Reserve::No,
+    }
 }
 
 fn ratio(a: u64, b: u64) -> f64 {
@@ -628,7 +636,7 @@ impl Wal {
             .filter(|p| p.image)
             .map(|p| p.ranges.iter().map(|(_, b)| b.len() as u64 + 8).sum())
             .collect();
-        let reserve_ok = may_use_reserve(&record.body);
+        let reserve = reserve_use(&record.body);
         let mut moved = false;
         let proceed = |st: &mut LogState| {
             if horizon_lsn.is_some_and(|h| h != st.image_horizon_lsn) {
@@ -639,7 +647,7 @@ impl Wal {
             st.stats.page_image_bytes += images.iter().sum::<u64>();
             true
         };
-        let lsns = self.append_checked(size, reserve_ok, proceed, |lsn, link| {
+        let lsns = self.append_checked(size, reserve, proceed, |lsn, link| {
             LogRecord::relocate(&mut bytes, lsn, link);
             (record, bytes)
         })?;
@@ -670,7 +678,7 @@ impl Wal {
         // Every commit record has the same size, whatever its timestamp.
         let size = commit(0).encode(0).len();
         let mut ts = 0;
-        let (lsn, end) = self.append_sized(size, true, |lsn, link| {
+        let (lsn, end) = self.append_sized(size, Reserve::Yes, |lsn, link| {
             ts = clock.assign(txn);
             let record = commit(ts);
             let mut bytes = record.encode(lsn);
@@ -684,19 +692,19 @@ impl Wal {
     fn append_sized(
         &self,
         size: usize,
-        reserve_ok: bool,
+        reserve: Reserve,
         make: impl FnOnce(u64, u64) -> (LogRecord, Vec<u8>),
     ) -> Result<(u64, u64)> {
-        self.append_checked(size, reserve_ok, |_| true, make)
+        self.append_checked(size, reserve, |_| true, make)
     }
 
     /// Append a record of `size` bytes that `make(lsn, link)` builds, under
     /// the log's lock, once it is sure to fit and `proceed` agrees (WAL-7);
-    /// `reserve_ok`: the record may use the reserve.
+    /// `reserve`: whether the record may use the reserve.
     fn append_checked(
         &self,
         size: usize,
-        reserve_ok: bool,
+        reserve: Reserve,
         proceed: impl FnOnce(&mut LogState) -> bool,
         make: impl FnOnce(u64, u64) -> (LogRecord, Vec<u8>),
     ) -> Result<(u64, u64)> {
@@ -718,7 +726,7 @@ impl Wal {
             drop(st);
             self.flush_to(end)?;
         };
-        self.check_room(&mut st, size as u64, reserve_ok)?;
+        self.check_room(&mut st, size as u64, reserve)?;
         if !proceed(&mut st) {
             return Ok((0, 0));
         }
@@ -751,12 +759,18 @@ impl Wal {
 
     /// Refuse an append that the log cannot hold (see the module
     /// documentation); wake the checkpointer when the log is half full.
-    fn check_room(&self, st: &mut LogState, size: u64, reserve_ok: bool) -> Result<()> {
+    fn check_room(&self, st: &mut LogState, size: u64, reserve: Reserve) -> Result<()> {
         let limit = self.layout.limit_lsn(st.start_lsn);
         let used = st.end_lsn - st.start_lsn;
         if used > self.layout.capacity_bytes() / 2 {
             self.checkpoint_wanted.request();
         }
+        let pinned = || st.active.values().any(|t| t.first_lsn <= st.start_lsn);
+        let reserve_ok = match reserve {
+            Reserve::Yes => true,
+            Reserve::IfUnpinned => !pinned(),
+            Reserve::No => false,
+        };
         let kept_back = if reserve_ok {
             0
         } else {
