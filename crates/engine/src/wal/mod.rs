@@ -475,6 +475,11 @@ impl Wal {
             beyond: BeyondEnd::default(),
         };
         let wal = Wal::new(device, config, layout, master, &end, Vec::new())?;
+        // Every page's first change in a new database is an image: until
+        // the first checkpoint, nothing else could repair a torn page.
+        if wal.config.page_images {
+            wal.state.lock().image_horizon_lsn = first;
+        }
         wal.write_master(0, first)?;
         Ok(wal)
     }
