@@ -485,6 +485,7 @@ fn run_scenario(sc: &Scenario, report: &mut SeedReport) -> Result<(), String> {
             cores: 2,
             deadline_ns: Some(EPOCH_DEADLINE_NS),
             shuffle: true,
+            preempt: false,
         };
         let run = EpochRun {
             sim,
