@@ -41,7 +41,7 @@ pub mod real;
 pub mod sim;
 pub mod sync;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 pub use real::RealRuntime;
@@ -130,6 +130,15 @@ pub struct Rt {
 
 thread_local! {
     static CURRENT: RefCell<Option<Rt>> = const { RefCell::new(None) };
+    /// True while the running task belongs to a simulation with
+    /// preemption on (SIM-8): keeps the lock points free otherwise.
+    static PREEMPTIVE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Install (or clear) the preemption flag of the running task (SIM-8);
+/// returns the previous value.
+pub(crate) fn set_preemptive(on: bool) -> bool {
+    PREEMPTIVE.with(|p| p.replace(on))
 }
 
 impl Rt {
@@ -254,6 +263,9 @@ impl Rt {
     /// A lock point of the [`sync`] primitives: where the simulated world
     /// may preempt the calling task when asked to (SIM-8).
     pub(crate) fn preempt_point() {
+        if !PREEMPTIVE.with(Cell::get) {
+            return;
+        }
         if let Some(rt) = Rt::try_current() {
             rt.inner.preempt_point();
         }

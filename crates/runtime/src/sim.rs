@@ -208,7 +208,6 @@ impl Sim {
         let shared = Arc::new(SimShared::new(&config));
         let rt = Rt::from_impl(Arc::new(SimRt {
             shared: shared.clone(),
-            preempt: config.preempt,
         }));
         let result: Arc<StdMutex<Option<T>>> = Arc::new(StdMutex::new(None));
         let slot = result.clone();
@@ -324,6 +323,8 @@ pub(crate) struct SimShared {
     /// Scheduler calls so far: the watchdog's sign of life (SIM-7).
     progress: AtomicU64,
     finished: AtomicBool,
+    /// Preempt at runtime lock points (SIM-8).
+    preempt: bool,
 }
 
 type TaskCoroutine = Coroutine<(), (), (), DefaultStack>;
@@ -348,6 +349,7 @@ struct TaskContext {
     id: usize,
     rt: Option<Rt>,
     yielder: *const Yielder<(), ()>,
+    preemptive: bool,
 }
 
 impl TaskContext {
@@ -356,6 +358,7 @@ impl TaskContext {
             id: TASK_ID.with(|t| t.replace(usize::MAX)),
             rt: Rt::set_current(None),
             yielder: YIELDER.with(|y| y.replace(std::ptr::null())),
+            preemptive: crate::set_preemptive(false),
         }
     }
 
@@ -363,6 +366,7 @@ impl TaskContext {
         TASK_ID.with(|t| t.set(self.id));
         Rt::set_current(self.rt);
         YIELDER.with(|y| y.set(self.yielder));
+        crate::set_preemptive(self.preemptive);
     }
 }
 
@@ -452,11 +456,13 @@ impl Executor {
 
 fn new_coroutine(shared: Arc<SimShared>, id: usize, rt: Rt, body: TaskBody) -> TaskCoroutine {
     let stack = DefaultStack::new(TASK_STACK_BYTES).expect("map a simulated task's stack");
+    let preemptive = shared.preempt;
     Coroutine::with_stack(stack, move |yielder: &Yielder<(), ()>, ()| {
         TaskContext {
             id,
             rt: Some(rt),
             yielder,
+            preemptive,
         }
         .install();
         let result = catch_unwind(AssertUnwindSafe(body));
@@ -487,6 +493,7 @@ impl SimShared {
             }),
             progress: AtomicU64::new(0),
             finished: AtomicBool::new(false),
+            preempt: config.preempt,
         }
     }
 
@@ -891,7 +898,6 @@ fn report_stall(shared: &SimShared) -> ! {
 /// The simulated world's side of [`RuntimeImpl`].
 struct SimRt {
     shared: Arc<SimShared>,
-    preempt: bool,
 }
 
 impl RuntimeImpl for SimRt {
@@ -944,7 +950,7 @@ impl RuntimeImpl for SimRt {
     }
 
     fn preempt_point(&self) {
-        if self.preempt {
+        if self.shared.preempt {
             self.shared.preempt_point();
         }
     }
