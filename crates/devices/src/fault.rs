@@ -406,11 +406,13 @@ impl PowerSwitch {
     }
 }
 
-/// The calling task's name (simulated tasks run on threads named `sim:NAME`).
+/// The calling task's name, as the runtime knows it (simulated tasks are
+/// coroutines that share one host thread, so the thread's name says
+/// nothing about them).
 pub fn task_name() -> String {
-    let thread = std::thread::current();
-    let name = thread.name().unwrap_or("");
-    name.strip_prefix("sim:").unwrap_or(name).to_string()
+    Rt::try_current()
+        .and_then(|rt| rt.task_name())
+        .unwrap_or_default()
 }
 
 fn now_ns() -> u64 {

@@ -13,22 +13,27 @@
 //! [`sync::Condvar`], [`sync::channel`]), which work in both worlds because
 //! they are built on a single park/unpark pair that each world implements.
 //!
-//! ## Why threads, not async
+//! ## Why coroutines, not async
 //!
-//! Simulated tasks are OS threads too, but only one of them runs at a time:
-//! the scheduler hands a *baton* to the task whose turn it is, and every
-//! other simulated thread sleeps on its own condition variable. A task gives
-//! the baton back whenever it blocks (a sleep, a CPU charge, a lock that is
-//! held, an I/O that takes virtual time). This keeps engine code ordinary,
-//! synchronous Rust (no `Pin`, no async traits, no colored functions) while
-//! the order of events depends only on virtual time and the seed, never on
-//! the host's thread scheduler. See [`sim`] for the invariants.
+//! Simulated tasks are stackful coroutines on the one host thread that
+//! runs the simulation: a task runs until it blocks (a sleep, a CPU charge,
+//! a lock that is held, an I/O that takes virtual time), then suspends its
+//! whole call stack and the scheduler resumes the next task. This keeps
+//! engine code ordinary, synchronous Rust (no `Pin`, no async traits, no
+//! colored functions) while the order of events depends only on virtual
+//! time and the seed, never on the host. A switch costs tens of
+//! nanoseconds, not the microseconds of an OS thread hand-over. See [`sim`]
+//! for the invariants.
 //!
 //! A consequence to remember: a `std::sync::Mutex` must never be held across
-//! anything that may block in the runtime (it would stop the one running
-//! task while holding the lock another needs). Short critical sections with
-//! std locks are fine; anything held across I/O or CPU charges uses
-//! [`sync::Mutex`].
+//! anything that may block in the runtime (every task shares the host
+//! thread, so the next task to take that lock would block the host for
+//! good; the simulated world's watchdog reports it, SIM-7). Short critical
+//! sections with std locks are fine; anything held across I/O or CPU
+//! charges uses [`sync::Mutex`]. Nor should engine code decide anything on
+//! `std::thread::panicking()`: in the simulated world it is true for every
+//! task while any one of them is suspended in the middle of unwinding. Use
+//! [`Rt::is_ending`].
 
 pub mod cpu;
 mod park;
@@ -36,7 +41,7 @@ pub mod real;
 pub mod sim;
 pub mod sync;
 
-use std::cell::RefCell;
+use std::cell::{Cell, RefCell};
 use std::sync::Arc;
 
 pub use real::RealRuntime;
@@ -106,6 +111,15 @@ pub(crate) trait RuntimeImpl: Send + Sync {
     /// Block until unparked or `deadline_ns`; true when the deadline passed.
     fn park_until(&self, deadline_ns: u64) -> bool;
     fn yield_now(&self);
+    /// A runtime lock is being acquired or was released: the simulated
+    /// world may preempt here (SIM-8).
+    fn preempt_point(&self) {}
+    /// The calling task's name.
+    fn task_name(&self) -> Option<String>;
+    /// True while the runtime ends the calling task because the run is over.
+    fn is_ending(&self) -> bool {
+        false
+    }
 }
 
 /// A handle to the runtime of the current world. Cheap to clone.
@@ -116,6 +130,15 @@ pub struct Rt {
 
 thread_local! {
     static CURRENT: RefCell<Option<Rt>> = const { RefCell::new(None) };
+    /// True while the running task belongs to a simulation with
+    /// preemption on (SIM-8): keeps the lock points free otherwise.
+    static PREEMPTIVE: Cell<bool> = const { Cell::new(false) };
+}
+
+/// Install (or clear) the preemption flag of the running task (SIM-8);
+/// returns the previous value.
+pub(crate) fn set_preemptive(on: bool) -> bool {
+    PREEMPTIVE.with(|p| p.replace(on))
 }
 
 impl Rt {
@@ -181,6 +204,21 @@ impl Rt {
         self.inner.yield_now();
     }
 
+    /// The calling task's name, as given to [`Rt::spawn`] (`root` for the
+    /// root task of a simulation; the thread's name in the real world).
+    pub fn task_name(&self) -> Option<String> {
+        self.inner.task_name()
+    }
+
+    /// True while the runtime is ending the calling task because the run is
+    /// over (a simulation that finished, stopped or deadlocked): its
+    /// blocking calls return at once and destructors should not try to do
+    /// work, such as a rollback. A real panic is not an end: a transaction
+    /// dropped by one must still release what it holds.
+    pub fn is_ending(&self) -> bool {
+        self.inner.is_ending()
+    }
+
     /// Start a concurrent task.
     pub fn spawn<T, F>(&self, name: &str, f: F) -> JoinHandle<T>
     where
@@ -220,6 +258,17 @@ impl Rt {
 
     pub(crate) fn current_waker(&self) -> Waker {
         self.inner.current_waker()
+    }
+
+    /// A lock point of the [`sync`] primitives: where the simulated world
+    /// may preempt the calling task when asked to (SIM-8).
+    pub(crate) fn preempt_point() {
+        if !PREEMPTIVE.with(Cell::get) {
+            return;
+        }
+        if let Some(rt) = Rt::try_current() {
+            rt.inner.preempt_point();
+        }
     }
 
     pub(crate) fn park(&self) {

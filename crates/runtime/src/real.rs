@@ -116,6 +116,10 @@ impl RuntimeImpl for RealRt {
     fn yield_now(&self) {
         std::thread::yield_now();
     }
+
+    fn task_name(&self) -> Option<String> {
+        std::thread::current().name().map(str::to_string)
+    }
 }
 
 /// User plus system CPU time of this process.

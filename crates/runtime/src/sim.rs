@@ -1,34 +1,83 @@
-//! The simulated world: virtual time, a baton-passing scheduler, N cores.
+//! The simulated world: virtual time, stackful coroutines on one host
+//! thread, N cores.
 //!
-//! Every simulated task is an OS thread, but exactly one of them runs at a
-//! time: the one holding the *baton*. A task keeps the baton until it blocks
-//! (parks, sleeps, charges CPU, yields); then the scheduler picks the next
-//! task and passes the baton on. Runnable tasks go first, in FIFO order (or
-//! in a seeded random order with [`SimConfig::shuffle`]); when none is
-//! runnable, virtual time jumps to the earliest timer. Nothing depends on the
-//! host's thread scheduler, so the same seed and configuration give the same
-//! run, event for event.
+//! Every simulated task is a stackful coroutine ([`corosensei`]) with a
+//! stack of its own, and all of them run on the host thread that called
+//! [`Sim::run`]. A task runs until it blocks (parks, sleeps, charges CPU,
+//! yields); then it decides, under the scheduler lock, which task runs next
+//! (the *hand-over*), and suspends to the scheduler loop, which resumes that
+//! task. Runnable tasks go first, in FIFO order (or in a seeded random order
+//! with [`SimConfig::shuffle`]); when none is runnable, virtual time jumps
+//! to the earliest timer. Nothing depends on the host, so the same seed and
+//! configuration give the same run, event for event.
+//!
+//! ## Why coroutines
+//!
+//! Engine code stays ordinary synchronous Rust: a blocking call deep inside
+//! a B+tree split suspends the whole call stack, which a stackless `async`
+//! design could not do without colouring every function. Earlier versions
+//! ran each task on an OS thread and passed a baton between them; a
+//! hand-over then cost 2.5 to 11 us of kernel time, where a coroutine
+//! switch costs tens of nanoseconds, and host time grew with the number of
+//! clients instead of with the work.
+//!
+//! ## Per-task state
+//!
+//! What used to be a thread-local of the task's thread is now per-coroutine
+//! state: the task id, the current [`Rt`] and the coroutine's yielder live in
+//! host thread-locals that each coroutine installs when it starts and again
+//! every time it is resumed (the values are kept on the coroutine's own
+//! stack while it is suspended, see `suspend_task`). The task's name is kept
+//! by the scheduler ([`Rt::task_name`]); the fault model reads it from
+//! there, not from the OS thread name.
+//!
+//! ## The end of a run
 //!
 //! A run ends when the root task returns, when nothing can ever run again (a
 //! deadlock, reported with the blocked tasks' names), or when virtual time
 //! would pass [`SimConfig::deadline_ns`] (a *stop*: the crash tests cut a run
-//! there and keep only what the devices made durable). Tasks still alive at
-//! the end are unwound one at a time, so their destructors run in a
-//! deterministic order as well.
+//! there and keep only what the devices made durable). Tasks still alive are
+//! then ended one at a time, in task order: a task never started is dropped
+//! with its closure, a suspended one is resumed once with the run marked
+//! over, and its pending blocking call ends it by unwinding its own stack
+//! with a private payload, caught at the coroutine's base. While this
+//! happens [`Rt::is_ending`] is true and every blocking call returns at
+//! once, so destructors (a `Transaction` rolling back) can tell the end of
+//! the world from a real panic, after which they must still release what
+//! they hold.
 //!
 //! Invariants (SIM-n):
-//! 1. At most one task is `Running`, and it is the one holding the baton.
+//! 1. At most one task runs: the coroutine the scheduler loop resumed.
 //! 2. Virtual time never goes backwards.
 //! 3. A timer fires only if its generation matches the task's current wait
 //!    (a task woken some other way has moved on; its old timer is stale).
 //! 4. A task in a CPU charge or a sleep is not woken by an unpark (the
 //!    unpark is kept as a token for its next park).
+//! 5. The task that stops running chooses its successor under the scheduler
+//!    lock, at the same point as the thread-based scheduler did, so the
+//!    order of events is the same as before the coroutines.
+//! 6. A resumed coroutine reinstalls its own task id, runtime and yielder
+//!    before it returns to engine code; no task ever sees another's.
+//! 7. The scheduler lock (a host `std` mutex) is never held across a
+//!    suspend, and neither may engine code hold any `std` lock across a
+//!    blocking runtime call: all tasks share one host thread, so the next
+//!    task to take that lock would block the host for good. A watchdog
+//!    reports such a hang with the tasks' names (see [`HOST_STALL_LIMIT`]).
+//! 8. With [`SimConfig::preempt`], a task may also be preempted at the
+//!    acquire and release of a runtime lock; the choice comes from a
+//!    generator of its own, seeded from the run's seed, so runs without the
+//!    option draw exactly the same random numbers as before.
 
+use std::cell::Cell;
 use std::cmp::Reverse;
 use std::collections::{BinaryHeap, VecDeque};
 use std::panic::{AssertUnwindSafe, catch_unwind, resume_unwind};
-use std::sync::{Arc, Condvar as StdCondvar, Mutex as StdMutex, MutexGuard as StdGuard};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, Mutex as StdMutex, MutexGuard as StdGuard};
+use std::time::Duration;
 
+use corosensei::stack::DefaultStack;
+use corosensei::{Coroutine, CoroutineResult, Yielder};
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
@@ -36,10 +85,30 @@ use crate::cpu::CpuModel;
 use crate::{CpuReport, Rt, RuntimeImpl, Waker, World};
 
 /// Most tasks one simulation may spawn over its life (a runaway spawn loop
-/// is a bug; this turns it into a clear panic instead of exhausting threads).
+/// is a bug; this turns it into a clear panic instead of exhausting memory).
 pub const TASKS_MAX: usize = 100_000;
-/// Stack of each simulated task's thread.
-pub const TASK_STACK_BYTES: usize = 4 << 20;
+/// Stack of each simulated task's coroutine: 1 MiB. The deepest engine
+/// path is a B+tree descent of a handful of levels plus a split, a device
+/// model and the log append below it, none of which keeps more than a few
+/// KiB per frame (pages live on the heap); the panic machinery formatting
+/// a message needs a few tens of KiB more. 1 MiB leaves an order of
+/// magnitude of headroom, even in unoptimized test builds. It costs address
+/// space, not memory: the stack is mapped lazily, so a task touches a few
+/// pages, and 1,024 clients reserve 1 GiB of address space but keep only
+/// their touched pages resident. An overflow hits the guard page below the
+/// stack (a segmentation fault, never silent corruption).
+pub const TASK_STACK_BYTES: usize = 1 << 20;
+/// Preemption at a runtime lock point happens once in this many points
+/// when [`SimConfig::preempt`] is on: often enough to interleave most lock
+/// sections of a run, rarely enough that the run still makes progress.
+pub const PREEMPT_ONE_IN: u32 = 8;
+/// The host thread may go this long without any task calling the runtime
+/// before the watchdog reports the run as hung (SIM-7). Legitimate tasks
+/// call it (a clock read, a CPU charge, an I/O) every few microseconds of
+/// host time; a minute of silence is a host thread blocked for good.
+pub const HOST_STALL_LIMIT: Duration = Duration::from_secs(60);
+/// How often the watchdog looks.
+const WATCHDOG_PERIOD: Duration = Duration::from_millis(500);
 
 /// How to run a simulation.
 #[derive(Clone, Debug)]
@@ -53,6 +122,10 @@ pub struct SimConfig {
     /// Pick among runnable tasks at random (seeded) instead of FIFO, to
     /// explore other interleavings in the crash and anomaly tests.
     pub shuffle: bool,
+    /// Also preempt tasks at runtime lock acquire and release points, one
+    /// point in [`PREEMPT_ONE_IN`] (seeded), so the windows between lock
+    /// sections get interleaved too (SIM-8).
+    pub preempt: bool,
 }
 
 impl Default for SimConfig {
@@ -62,6 +135,7 @@ impl Default for SimConfig {
             cores: 2,
             deadline_ns: None,
             shuffle: false,
+            preempt: false,
         }
     }
 }
@@ -138,7 +212,7 @@ impl Sim {
         let result: Arc<StdMutex<Option<T>>> = Arc::new(StdMutex::new(None));
         let slot = result.clone();
         let root_rt = rt.clone();
-        rt.inner.spawn_task(
+        shared.spawn(
             rt.clone(),
             "root".to_string(),
             Box::new(move || {
@@ -146,9 +220,17 @@ impl Sim {
                 *slot.lock().expect("root result") = Some(value);
             }),
         );
-        shared.start();
-        let end = shared.wait_for_end();
-        shared.unwind_all();
+        drop(rt);
+        let host = HostContext::save();
+        let end = {
+            let _watchdog = Watchdog::start(shared.clone());
+            let mut executor = Executor::default();
+            executor.run(&shared);
+            let end = shared.end();
+            executor.end_all(&shared);
+            end
+        };
+        host.restore();
         let report = shared.report();
         match end {
             End::RootDone => {
@@ -169,7 +251,7 @@ impl Sim {
     }
 }
 
-/// The payload that unwinds tasks still alive when a simulation ends.
+/// The payload that unwinds a suspended task when its simulation has ended.
 struct SimShutdown;
 
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -183,42 +265,18 @@ enum TaskState {
     Done,
 }
 
+/// What a task runs before it has started.
+type TaskBody = Box<dyn FnOnce() + Send>;
+
 struct Task {
-    name: String,
+    name: Arc<str>,
     state: TaskState,
     token: bool,
     generation: u64,
     timed_out: bool,
     core: Option<u32>,
-    baton: Arc<Baton>,
-}
-
-/// Passes the right to run to one thread.
-struct Baton {
-    go: StdMutex<bool>,
-    cv: StdCondvar,
-}
-
-impl Baton {
-    fn new() -> Baton {
-        Baton {
-            go: StdMutex::new(false),
-            cv: StdCondvar::new(),
-        }
-    }
-
-    fn give(&self) {
-        *self.go.lock().expect("baton") = true;
-        self.cv.notify_one();
-    }
-
-    fn wait(&self) {
-        let mut go = self.go.lock().expect("baton");
-        while !*go {
-            go = self.cv.wait(go).expect("baton");
-        }
-        *go = false;
-    }
+    /// The closure and runtime of a task not yet started.
+    start: Option<(Rt, TaskBody)>,
 }
 
 #[derive(PartialEq, Eq, PartialOrd, Ord)]
@@ -243,32 +301,174 @@ struct State {
     runnable: VecDeque<usize>,
     timers: BinaryHeap<Reverse<Timer>>,
     rng: ChaCha8Rng,
+    /// Decides preemptions (SIM-8); separate so that `rng` draws the same
+    /// numbers with and without them.
+    preempt_rng: ChaCha8Rng,
     cpu: CpuModel,
     end: Option<End>,
     shutdown: bool,
     deadline_ns: Option<u64>,
     shuffle: bool,
     switches: u64,
+    /// The task the one that just stopped chose to run next (SIM-5); `None`
+    /// when the run is over.
+    handoff: Option<usize>,
+    /// The task the scheduler loop is running, for the watchdog.
+    running: Option<usize>,
 }
 
 /// The scheduler state shared by every task of one simulation.
 pub(crate) struct SimShared {
     state: StdMutex<State>,
-    ended: StdCondvar,
-    threads: StdMutex<Vec<std::thread::JoinHandle<()>>>,
+    /// Scheduler calls so far: the watchdog's sign of life (SIM-7).
+    progress: AtomicU64,
+    finished: AtomicBool,
+    /// Preempt at runtime lock points (SIM-8).
+    preempt: bool,
 }
 
+type TaskCoroutine = Coroutine<(), (), (), DefaultStack>;
+
 thread_local! {
-    static TASK_ID: std::cell::Cell<usize> = const { std::cell::Cell::new(usize::MAX) };
+    static TASK_ID: Cell<usize> = const { Cell::new(usize::MAX) };
+    static YIELDER: Cell<*const Yielder<(), ()>> = const { Cell::new(std::ptr::null()) };
 }
 
 fn current_task() -> usize {
     let id = TASK_ID.with(|t| t.get());
     assert!(
         id != usize::MAX,
-        "simulated runtime used from a thread that is not a simulated task"
+        "simulated runtime used outside a simulated task"
     );
     id
+}
+
+/// The per-task values a coroutine keeps while suspended and reinstalls
+/// when resumed (SIM-6).
+struct TaskContext {
+    id: usize,
+    rt: Option<Rt>,
+    yielder: *const Yielder<(), ()>,
+    preemptive: bool,
+}
+
+impl TaskContext {
+    fn take() -> TaskContext {
+        TaskContext {
+            id: TASK_ID.with(|t| t.replace(usize::MAX)),
+            rt: Rt::set_current(None),
+            yielder: YIELDER.with(|y| y.replace(std::ptr::null())),
+            preemptive: crate::set_preemptive(false),
+        }
+    }
+
+    fn install(self) {
+        TASK_ID.with(|t| t.set(self.id));
+        Rt::set_current(self.rt);
+        YIELDER.with(|y| y.set(self.yielder));
+        crate::set_preemptive(self.preemptive);
+    }
+}
+
+/// What the host thread had installed before [`Sim::run`] (a simulation
+/// may run inside a real-world thread or, in tests, inside another task).
+struct HostContext(TaskContext);
+
+impl HostContext {
+    fn save() -> HostContext {
+        HostContext(TaskContext::take())
+    }
+
+    fn restore(self) {
+        self.0.install();
+    }
+}
+
+/// Give the host thread back to the scheduler loop until this task is
+/// resumed, then reinstall the task's own context (SIM-6).
+fn suspend_task() {
+    let context = TaskContext::take();
+    assert!(
+        !context.yielder.is_null(),
+        "a simulated task suspended outside its coroutine"
+    );
+    // SAFETY: the yielder was installed by this task's coroutine body and
+    // lives in its frame at the base of this very stack, which outlives
+    // every call made from the body (SIM-6 reinstalls it only on this stack).
+    unsafe { (*context.yielder).suspend(()) };
+    context.install();
+}
+
+/// The host side of a simulation: the coroutines, indexed by task id.
+#[derive(Default)]
+struct Executor {
+    coroutines: Vec<Option<TaskCoroutine>>,
+}
+
+impl Executor {
+    /// Resume tasks until the run is over.
+    fn run(&mut self, shared: &Arc<SimShared>) {
+        let mut next = shared.start();
+        while let Some(task) = next {
+            self.resume(shared, task);
+            next = shared.take_handoff();
+        }
+    }
+
+    fn resume(&mut self, shared: &Arc<SimShared>, task: usize) {
+        if self.coroutines.len() <= task {
+            self.coroutines.resize_with(task + 1, || None);
+        }
+        if self.coroutines[task].is_none() {
+            let Some((rt, body)) = shared.take_start(task) else {
+                return;
+            };
+            self.coroutines[task] = Some(new_coroutine(shared.clone(), task, rt, body));
+        }
+        shared.lock().running = Some(task);
+        let coroutine = self.coroutines[task].as_mut().expect("coroutine");
+        if let CoroutineResult::Return(()) = coroutine.resume(()) {
+            self.coroutines[task] = None;
+        }
+        shared.lock().running = None;
+    }
+
+    /// End every task still alive, one at a time, in task order.
+    fn end_all(&mut self, shared: &Arc<SimShared>) {
+        let mut task = 0;
+        while let Some(state) = shared.task_state(task) {
+            if state != TaskState::Done {
+                match self.coroutines.get_mut(task).and_then(Option::as_mut) {
+                    // Resumed with the run over: its blocking call unwinds it.
+                    Some(coroutine) => {
+                        let _ = coroutine.resume(());
+                        self.coroutines[task] = None;
+                    }
+                    None => shared.drop_unstarted(task),
+                }
+            }
+            task += 1;
+        }
+        // Anything left (none expected) is unwound by corosensei on drop.
+        self.coroutines.clear();
+    }
+}
+
+fn new_coroutine(shared: Arc<SimShared>, id: usize, rt: Rt, body: TaskBody) -> TaskCoroutine {
+    let stack = DefaultStack::new(TASK_STACK_BYTES).expect("map a simulated task's stack");
+    let preemptive = shared.preempt;
+    Coroutine::with_stack(stack, move |yielder: &Yielder<(), ()>, ()| {
+        TaskContext {
+            id,
+            rt: Some(rt),
+            yielder,
+            preemptive,
+        }
+        .install();
+        let result = catch_unwind(AssertUnwindSafe(body));
+        drop(TaskContext::take());
+        shared.exit(id, result);
+    })
 }
 
 impl SimShared {
@@ -281,72 +481,66 @@ impl SimShared {
                 runnable: VecDeque::new(),
                 timers: BinaryHeap::new(),
                 rng: ChaCha8Rng::seed_from_u64(config.seed),
+                preempt_rng: ChaCha8Rng::seed_from_u64(config.seed ^ PREEMPT_SEED_SALT),
                 cpu: CpuModel::new(config.cores),
                 end: None,
                 shutdown: false,
                 deadline_ns: config.deadline_ns,
                 shuffle: config.shuffle,
                 switches: 0,
+                handoff: None,
+                running: None,
             }),
-            ended: StdCondvar::new(),
-            threads: StdMutex::new(Vec::new()),
+            progress: AtomicU64::new(0),
+            finished: AtomicBool::new(false),
+            preempt: config.preempt,
         }
     }
 
     fn lock(&self) -> StdGuard<'_, State> {
+        // Every runtime call passes here: the watchdog's sign of life.
+        self.progress.fetch_add(1, Ordering::Relaxed);
         self.state
             .lock()
             .unwrap_or_else(|poison| poison.into_inner())
     }
 
-    /// Hand the first baton out (called by the host thread).
-    fn start(&self) {
+    /// The first task to run, or `None` if none can.
+    fn start(&self) -> Option<usize> {
         let mut st = self.lock();
-        match self.pick_next(&mut st) {
-            Some(next) => {
-                let baton = st.tasks[next].baton.clone();
-                drop(st);
-                baton.give();
-            }
-            None => self.ended.notify_all(),
-        }
+        self.pick_next(&mut st)
     }
 
-    fn wait_for_end(&self) -> End {
+    fn take_handoff(&self) -> Option<usize> {
+        self.lock().handoff.take()
+    }
+
+    fn take_start(&self, task: usize) -> Option<(Rt, TaskBody)> {
+        self.lock().tasks[task].start.take()
+    }
+
+    fn task_state(&self, task: usize) -> Option<TaskState> {
+        self.lock().tasks.get(task).map(|t| t.state)
+    }
+
+    /// The run is over: take how it ended and let every blocking call
+    /// return from now on.
+    fn end(&self) -> End {
         let mut st = self.lock();
-        while st.end.is_none() {
-            st = self
-                .ended
-                .wait(st)
-                .unwrap_or_else(|poison| poison.into_inner());
-        }
         st.shutdown = true;
-        st.end.take().expect("end")
+        self.finished.store(true, Ordering::Relaxed);
+        st.end.take().unwrap_or(End::Stopped)
     }
 
-    /// Unwind every task still alive, one at a time, in task order.
-    fn unwind_all(&self) {
-        let count = self.lock().tasks.len();
-        for task in 0..count {
-            let st = self.lock();
-            if st.tasks[task].state == TaskState::Done {
-                continue;
-            }
-            let baton = st.tasks[task].baton.clone();
-            drop(st);
-            baton.give();
+    /// A task that never ran: drop its closure (outside the lock, since
+    /// its captures' destructors may use the runtime).
+    fn drop_unstarted(&self, task: usize) {
+        let start = {
             let mut st = self.lock();
-            while st.tasks[task].state != TaskState::Done {
-                st = self
-                    .ended
-                    .wait(st)
-                    .unwrap_or_else(|poison| poison.into_inner());
-            }
-        }
-        let threads: Vec<_> = std::mem::take(&mut *self.threads.lock().expect("threads"));
-        for thread in threads {
-            let _ = thread.join();
-        }
+            st.tasks[task].state = TaskState::Done;
+            st.tasks[task].start.take()
+        };
+        drop(start);
     }
 
     fn report(&self) -> SimReport {
@@ -410,16 +604,16 @@ impl SimShared {
         None
     }
 
-    /// The running task `me` has recorded why it stops; pass the baton on and
-    /// wait for it to come back.
+    /// The running task `me` has recorded why it stops; choose who runs
+    /// next (SIM-5), and unless that is `me` again, suspend until resumed.
     fn switch(&self, me: usize, mut st: StdGuard<'_, State>) {
-        let my_baton = st.tasks[me].baton.clone();
         let next = self.pick_next(&mut st);
         if next == Some(me) {
             return;
         }
-        self.hand_over(st, next);
-        my_baton.wait();
+        Self::hand_over(&mut st, next);
+        drop(st);
+        suspend_task();
         self.after_wake();
     }
 
@@ -428,10 +622,6 @@ impl SimShared {
         if self.lock().shutdown && !std::thread::panicking() {
             resume_unwind(Box::new(SimShutdown));
         }
-    }
-
-    fn in_shutdown(&self) -> bool {
-        self.lock().shutdown
     }
 
     fn push_timer(st: &mut State, task: usize, at_ns: u64) {
@@ -515,6 +705,17 @@ impl SimShared {
         self.switch(me, st);
     }
 
+    /// A runtime lock point (SIM-8): with preemption on, sometimes yield.
+    fn preempt_point(&self) {
+        let preempt = {
+            let mut st = self.lock();
+            !st.shutdown && st.preempt_rng.random_ratio(1, PREEMPT_ONE_IN)
+        };
+        if preempt {
+            self.yield_now();
+        }
+    }
+
     fn cpu(&self, cost_ns: u64) {
         let me = current_task();
         let mut st = self.lock();
@@ -542,48 +743,27 @@ impl SimShared {
         }
     }
 
-    fn spawn(self: &Arc<Self>, rt: Rt, name: String, f: Box<dyn FnOnce() + Send>) {
-        let baton = Arc::new(Baton::new());
-        let id = {
-            let mut st = self.lock();
-            assert!(
-                st.tasks.len() < TASKS_MAX,
-                "simulation spawned more than {TASKS_MAX} tasks"
-            );
-            let id = st.tasks.len();
-            st.tasks.push(Task {
-                name: name.clone(),
-                state: TaskState::Runnable,
-                token: false,
-                generation: 0,
-                timed_out: false,
-                core: None,
-                baton: baton.clone(),
-            });
-            st.runnable.push_back(id);
-            id
-        };
-        let shared = self.clone();
-        let thread = std::thread::Builder::new()
-            .name(format!("sim:{name}"))
-            .stack_size(TASK_STACK_BYTES)
-            .spawn(move || {
-                baton.wait();
-                TASK_ID.with(|t| t.set(id));
-                if shared.in_shutdown() {
-                    shared.exit(id, Ok(()));
-                    return;
-                }
-                Rt::set_current(Some(rt));
-                let result = catch_unwind(AssertUnwindSafe(f));
-                Rt::set_current(None);
-                shared.exit(id, result);
-            })
-            .expect("spawn simulated task thread");
-        self.threads.lock().expect("threads").push(thread);
+    fn spawn(&self, rt: Rt, name: String, f: TaskBody) {
+        let mut st = self.lock();
+        assert!(
+            st.tasks.len() < TASKS_MAX,
+            "simulation spawned more than {TASKS_MAX} tasks"
+        );
+        let id = st.tasks.len();
+        st.tasks.push(Task {
+            name: name.into(),
+            state: TaskState::Runnable,
+            token: false,
+            generation: 0,
+            timed_out: false,
+            core: None,
+            start: Some((rt, f)),
+        });
+        st.runnable.push_back(id);
     }
 
-    /// A task's closure returned (or unwound).
+    /// A task's closure returned (or unwound): record it and choose who
+    /// runs next (SIM-5).
     fn exit(&self, me: usize, result: std::thread::Result<()>) {
         let mut st = self.lock();
         st.tasks[me].state = TaskState::Done;
@@ -594,36 +774,125 @@ impl SimShared {
             st.end = Some(End::Panicked(StdMutex::new(payload)));
         }
         if st.shutdown || st.end.is_some() {
-            drop(st);
-            self.ended.notify_all();
+            st.handoff = None;
             return;
         }
         if me == 0 {
             st.end = Some(End::RootDone);
-            drop(st);
-            self.ended.notify_all();
+            st.handoff = None;
             return;
         }
         let next = self.pick_next(&mut st);
-        self.hand_over(st, next);
+        Self::hand_over(&mut st, next);
     }
 
-    /// Give the baton to `next`, or, when nothing can run (`None`), tell the
-    /// host thread the run is over.
-    fn hand_over(&self, mut st: StdGuard<'_, State>, next: Option<usize>) {
-        match next {
-            Some(next) => {
-                st.switches += 1;
-                let baton = st.tasks[next].baton.clone();
-                drop(st);
-                baton.give();
-            }
-            None => {
-                drop(st);
-                self.ended.notify_all();
-            }
+    /// Record `next` as the task the scheduler loop resumes (`None`: the
+    /// run is over).
+    fn hand_over(st: &mut State, next: Option<usize>) {
+        if next.is_some() {
+            st.switches += 1;
+        }
+        st.handoff = next;
+    }
+
+    fn task_name(&self) -> Option<String> {
+        let id = TASK_ID.with(|t| t.get());
+        let st = self.lock();
+        st.tasks.get(id).map(|t| t.name.to_string())
+    }
+
+    fn is_ending(&self) -> bool {
+        self.lock().shutdown
+    }
+
+    /// Names of the running task and of every task not done, for the
+    /// watchdog's report.
+    fn describe_tasks(&self) -> String {
+        let st = self.lock();
+        let running = st
+            .running
+            .and_then(|id| st.tasks.get(id))
+            .map_or("?".to_string(), |t| t.name.to_string());
+        let others: Vec<String> = st
+            .tasks
+            .iter()
+            .filter(|t| t.state != TaskState::Done)
+            .map(|t| format!("{} ({:?})", t.name, t.state))
+            .collect();
+        format!("running task: {running}; tasks: {}", others.join(", "))
+    }
+}
+
+/// Salt of the preemption generator's seed (SIM-8).
+const PREEMPT_SEED_SALT: u64 = 0x9e37_79b9_7f4a_7c15;
+
+/// Watches the scheduler loop for a task that holds the host thread and
+/// never comes back (SIM-7). Typically a task blocked on a `std` mutex that
+/// a suspended task holds: on one host thread that can never be released.
+/// The watchdog cannot unblock the host, so it reports the task names and
+/// aborts the process, instead of letting it hang silently.
+struct Watchdog {
+    done: Arc<AtomicBool>,
+    thread: Option<std::thread::JoinHandle<()>>,
+}
+
+impl Watchdog {
+    fn start(shared: Arc<SimShared>) -> Watchdog {
+        let done = Arc::new(AtomicBool::new(false));
+        let stop = done.clone();
+        let thread = std::thread::Builder::new()
+            .name("sim-watchdog".into())
+            .spawn(move || watch(&shared, &stop))
+            .ok();
+        Watchdog { done, thread }
+    }
+}
+
+impl Drop for Watchdog {
+    fn drop(&mut self) {
+        self.done.store(true, Ordering::Relaxed);
+        if let Some(thread) = self.thread.take() {
+            thread.thread().unpark();
+            let _ = thread.join();
         }
     }
+}
+
+fn watch(shared: &SimShared, done: &AtomicBool) {
+    let mut last = shared.progress.load(Ordering::Relaxed);
+    let mut still = Duration::ZERO;
+    while !done.load(Ordering::Relaxed) {
+        std::thread::park_timeout(WATCHDOG_PERIOD);
+        let now = shared.progress.load(Ordering::Relaxed);
+        if now != last || shared.finished.load(Ordering::Relaxed) {
+            last = now;
+            still = Duration::ZERO;
+            continue;
+        }
+        still += WATCHDOG_PERIOD;
+        if still >= HOST_STALL_LIMIT && !done.load(Ordering::Relaxed) {
+            report_stall(shared);
+        }
+    }
+}
+
+/// The host thread has not reached the scheduler for [`HOST_STALL_LIMIT`].
+fn report_stall(shared: &SimShared) -> ! {
+    // The scheduler lock is free unless the stall is inside the scheduler
+    // itself; do not wait for it.
+    let tasks = match shared.state.try_lock() {
+        Ok(guard) => {
+            drop(guard);
+            shared.describe_tasks()
+        }
+        Err(_) => "(scheduler lock held)".to_string(),
+    };
+    eprintln!(
+        "flashlab simulation hung: no task switch for {} s (SIM-7: a std lock held \
+         across a blocking runtime call deadlocks the one host thread). {tasks}",
+        HOST_STALL_LIMIT.as_secs()
+    );
+    std::process::abort();
 }
 
 /// The simulated world's side of [`RuntimeImpl`].
@@ -678,5 +947,19 @@ impl RuntimeImpl for SimRt {
 
     fn yield_now(&self) {
         self.shared.yield_now();
+    }
+
+    fn preempt_point(&self) {
+        if self.shared.preempt {
+            self.shared.preempt_point();
+        }
+    }
+
+    fn task_name(&self) -> Option<String> {
+        self.shared.task_name()
+    }
+
+    fn is_ending(&self) -> bool {
+        self.shared.is_ending()
     }
 }

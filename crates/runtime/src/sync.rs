@@ -94,6 +94,7 @@ impl<T> Mutex<T> {
 
     /// Acquire the lock, waiting in FIFO order behind earlier waiters.
     pub fn lock(&self) -> MutexGuard<'_, T> {
+        Rt::preempt_point();
         let waiter = {
             let mut state = self.state.lock().expect("lock state");
             if !state.locked {
@@ -178,6 +179,7 @@ impl<T> Drop for MutexGuard<'_, T> {
     fn drop(&mut self) {
         self.data = None;
         self.lock.unlock();
+        Rt::preempt_point();
     }
 }
 

@@ -330,3 +330,103 @@ fn many_simulations_do_not_leak_threads() {
         });
     }
 }
+
+/// SIM-6: each coroutine sees its own name and runtime, however the
+/// scheduler interleaves them.
+#[test]
+fn each_task_sees_its_own_name_across_switches() {
+    let names = sim(2, 0, |rt| {
+        let handles: Vec<_> = (0..8)
+            .map(|i| {
+                let task_rt = rt.clone();
+                rt.spawn(&format!("client{i}"), move || {
+                    let mut seen = Vec::new();
+                    for _ in 0..3 {
+                        task_rt.sleep(1_000 * (8 - i));
+                        seen.push(Rt::current().task_name().unwrap());
+                    }
+                    seen
+                })
+            })
+            .collect();
+        let mut all: Vec<Vec<String>> = handles.into_iter().map(|h| h.join()).collect();
+        all.push(vec![rt.task_name().unwrap()]);
+        all
+    });
+    for (i, seen) in names.iter().take(8).enumerate() {
+        assert!(seen.iter().all(|n| *n == format!("client{i}")), "{seen:?}");
+    }
+    assert_eq!(names[8], vec!["root".to_string()]);
+}
+
+/// A run that stops at its deadline ends the tasks still alive with
+/// `is_ending` true; a task's own panic is not an end.
+#[test]
+fn tasks_ended_by_the_run_see_is_ending() {
+    struct Probe(Arc<std::sync::Mutex<Vec<bool>>>);
+    impl Drop for Probe {
+        fn drop(&mut self) {
+            let ending = Rt::current().is_ending();
+            self.0.lock().unwrap().push(ending);
+        }
+    }
+    let seen = Arc::new(std::sync::Mutex::new(Vec::new()));
+    let probe = seen.clone();
+    let config = SimConfig {
+        deadline_ns: Some(NS_PER_MS),
+        ..SimConfig::default()
+    };
+    let (outcome, _) = Sim::run(config, move |rt| {
+        let caught = std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| {
+            let _probe = Probe(probe.clone());
+            panic!("a bug");
+        }));
+        assert!(caught.is_err());
+        let _probe = Probe(probe);
+        rt.sleep(10 * NS_PER_MS);
+    })
+    .unwrap();
+    assert!(matches!(outcome, SimOutcome::Stopped));
+    assert_eq!(*seen.lock().unwrap(), vec![false, true]);
+}
+
+/// SIM-8: preemption at lock points interleaves lock sections, and the
+/// same seed gives the same interleaving.
+#[test]
+fn preemption_at_lock_points_is_seeded() {
+    let run = |preempt: bool| {
+        let config = SimConfig {
+            seed: 3,
+            preempt,
+            ..SimConfig::default()
+        };
+        let (outcome, report) = Sim::run(config, |rt| {
+            let order = Arc::new(Mutex::new(Vec::new()));
+            let handles: Vec<_> = (0..4)
+                .map(|i| {
+                    let order = order.clone();
+                    rt.spawn("worker", move || {
+                        for _ in 0..50 {
+                            order.lock().push(i);
+                        }
+                    })
+                })
+                .collect();
+            for h in handles {
+                h.join();
+            }
+            order.lock().clone()
+        })
+        .unwrap();
+        (outcome.finished().unwrap(), report.context_switches)
+    };
+    let (plain, _) = run(false);
+    let (a, switches_a) = run(true);
+    let (b, switches_b) = run(true);
+    assert!(
+        plain.chunks(50).all(|c| c.iter().all(|&x| x == c[0])),
+        "no preemption: one task at a time"
+    );
+    assert_eq!((a.clone(), switches_a), (b, switches_b), "SIM-8: seeded");
+    assert_ne!(plain, a, "preemption interleaved the workers");
+}

@@ -331,7 +331,7 @@ impl Database {
         let rollback = RollbackSpace::open(pool, rollback_device, mvcc.extent_bytes)?;
         let locks = Arc::new(LockManager::new());
         let waiters = locks.clone();
-        wal.on_failure(Box::new(move |why| waiters.fail(why)));
+        wal.on_failure(Arc::new(move |why| waiters.fail(why)));
         Ok(Database {
             inner: Arc::new(Inner {
                 versions: Versions::new(next_txn, next_commit_ts, mvcc.retention_ns),

@@ -670,7 +670,11 @@ impl Transaction {
 
 impl Drop for Transaction {
     fn drop(&mut self) {
-        if self.active && !std::thread::panicking() {
+        // Skipped only when the runtime ends the task because the run is
+        // over; a transaction dropped by a real panic still rolls back and
+        // releases its locks.
+        let ending = Rt::try_current().is_some_and(|rt| rt.is_ending());
+        if self.active && !ending {
             let _ = self.rollback();
         }
     }

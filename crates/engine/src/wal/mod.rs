@@ -425,7 +425,7 @@ pub struct Wal {
 }
 
 /// See [`Wal::on_failure`].
-pub type FailureHook = Box<dyn Fn(&str) + Send + Sync>;
+pub type FailureHook = Arc<dyn Fn(&str) + Send + Sync>;
 
 impl Wal {
     /// The layout of a log of `capacity_bytes` on `device` with `salt`.
@@ -1173,7 +1173,10 @@ impl Wal {
     /// Wake every waiter of the log and of the hooks (the log has failed).
     fn failed_now(&self, why: &str) {
         self.forced.notify_all();
-        for hook in self.failure_hooks.lock().expect("failure hooks").iter() {
+        // The hooks take runtime locks: call them without the std lock held
+        // (a task switch inside a hook must not leave it held, SIM-7).
+        let hooks = self.failure_hooks.lock().expect("failure hooks").clone();
+        for hook in hooks {
             hook(why);
         }
     }

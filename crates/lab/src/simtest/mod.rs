@@ -177,7 +177,15 @@ pub struct Scenario {
     pub cuts: Vec<Cut>,
     pub data_plan: FaultPlan,
     pub log_plan: FaultPlan,
+    /// Preempt clients at runtime lock points too (SIM-8), not only when
+    /// they block: every [`PREEMPT_SEEDS_EVERY`]th seed. Decided from the
+    /// seed number, not drawn, so the other choices of every seed are the
+    /// same as before the option existed.
+    pub preempt: bool,
 }
+
+/// One seed in this many runs its epochs with preemption at lock points.
+pub const PREEMPT_SEEDS_EVERY: u64 = 4;
 
 fn pick<'a, T>(rng: &mut ChaCha8Rng, items: &'a [T]) -> &'a T {
     &items[rng.random_range(0..items.len())]
@@ -272,6 +280,7 @@ impl Scenario {
             cuts,
             data_plan,
             log_plan,
+            preempt: seed % PREEMPT_SEEDS_EVERY == PREEMPT_SEEDS_EVERY - 1,
         })
     }
 
@@ -298,10 +307,15 @@ impl Scenario {
     pub fn describe(&self) -> String {
         let cuts: Vec<String> = self.cuts.iter().map(Cut::describe).collect();
         format!(
-            "{} {:?}, {} clients, {:?}, data {} ({} B pages, {} frames), log {}, cuts: {}",
+            "{} {:?}, {} clients{}, {:?}, data {} ({} B pages, {} frames), log {}, cuts: {}",
             self.workload,
             self.profile,
             self.clients,
+            if self.preempt {
+                " (preempted at locks)"
+            } else {
+                ""
+            },
             self.isolation,
             self.data_device,
             self.page_bytes,
@@ -485,6 +499,7 @@ fn run_scenario(sc: &Scenario, report: &mut SeedReport) -> Result<(), String> {
             cores: 2,
             deadline_ns: Some(EPOCH_DEADLINE_NS),
             shuffle: true,
+            preempt: sc.preempt,
         };
         let run = EpochRun {
             sim,
