@@ -26,6 +26,9 @@ use flashlab_workloads::driver::{AckSink, Progress, RunConfig, RunResult};
 use flashlab_workloads::{WorkloadOptions, build};
 use serde::Serialize;
 
+/// Bytes of a TPC-C entry besides the row: key (at most 3 integer columns
+/// and a few more for index keys) and version header, rounded up.
+const TPCC_ENTRY_OVERHEAD_BYTES: usize = 64;
 /// Most simulated cores (the runtime's limit is larger; this is sanity).
 pub const CORES_MAX: u32 = 64;
 
@@ -44,6 +47,9 @@ pub struct BenchOptions {
     pub rollback_device: String,
     pub scale: u32,
     pub accounts_per_branch: u32,
+    /// TPC-C's warehouses, scale knobs, mix and think times (its seed is
+    /// `seed`). Its terminals are `clients`.
+    pub tpcc: flashlab_workloads::tpcc::TpccOptions,
     pub page_bytes: usize,
     pub buffer_bytes: u64,
     pub durability: Durability,
@@ -87,6 +93,7 @@ impl Default for BenchOptions {
             rollback_device: "memory".into(),
             scale: 1,
             accounts_per_branch: flashlab_workloads::tpcb::ACCOUNTS_PER_BRANCH,
+            tpcc: flashlab_workloads::tpcc::TpccOptions::default(),
             page_bytes: 8192,
             buffer_bytes: 512 << 20,
             durability: Durability::Sync,
@@ -148,6 +155,13 @@ pub struct BenchReport {
     pub rollback: flashlab_engine::mvcc::rollback::RollbackStats,
     pub departures: Vec<String>,
     pub progress: Vec<Progress>,
+    /// Seconds the load took in the run's world (virtual time when
+    /// simulated), and on the host.
+    pub load_seconds: f64,
+    pub load_host_seconds: f64,
+    /// TPC-C: tpmC, tpmTotal, efficiency and the five types' figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tpcc: Option<flashlab_workloads::tpcc::TpccSummary>,
     /// Host seconds the whole bench took.
     pub host_seconds: f64,
     #[serde(skip)]
@@ -164,8 +178,13 @@ pub fn validate(options: &BenchOptions) -> Result<(), String> {
         ));
     }
     if options.clients == 0 || options.clients > flashlab_workloads::driver::CLIENTS_MAX {
+        let name = if options.workload == "tpcc" {
+            "--terminals"
+        } else {
+            "--clients"
+        };
         return Err(format!(
-            "--clients must be 1 to {}",
+            "{name} must be 1 to {}",
             flashlab_workloads::driver::CLIENTS_MAX
         ));
     }
@@ -180,6 +199,9 @@ pub fn validate(options: &BenchOptions) -> Result<(), String> {
     }
     if options.scale == 0 {
         return Err("--scale must be at least 1".into());
+    }
+    if options.workload == "tpcc" {
+        validate_tpcc(options)?;
     }
     if options.real_dir.is_none() {
         for device in [
@@ -204,6 +226,26 @@ pub fn validate(options: &BenchOptions) -> Result<(), String> {
     }
     if options.acks.is_some() && options.workload != "tpcb" {
         return Err("--acks needs the tpcb workload (its history ids)".into());
+    }
+    Ok(())
+}
+
+fn validate_tpcc(options: &BenchOptions) -> Result<(), String> {
+    options.tpcc.validate()?;
+    if options.keep {
+        return Err("--keep: the tpcc workload cannot continue on an existing database".into());
+    }
+    let page_bytes = options
+        .config
+        .as_ref()
+        .and_then(|c| c.data.first().map(|d| d.page_bytes))
+        .unwrap_or(options.page_bytes);
+    // A row, its key and its version header must fit one B+tree entry.
+    let needed = flashlab_workloads::tpcc::schema::widest_row_bytes() + TPCC_ENTRY_OVERHEAD_BYTES;
+    if flashlab_engine::btree::max_entry_bytes(page_bytes) < needed {
+        return Err(format!(
+            "--page-bytes {page_bytes} is too small for TPC-C's customer rows ({needed} bytes per entry)"
+        ));
     }
     Ok(())
 }
@@ -378,10 +420,16 @@ fn run_on(
     let workload_options = WorkloadOptions {
         scale: options.scale,
         accounts_per_branch: options.accounts_per_branch,
+        tpcc: flashlab_workloads::tpcc::TpccOptions {
+            seed: options.seed,
+            ..options.tpcc.clone()
+        },
     };
     let workload: Arc<dyn flashlab_workloads::Workload> =
         Arc::from(build(&options.workload, &workload_options).ok_or("unknown workload")?);
     // Transactions the database held before this run (a kept database).
+    let rt = flashlab_runtime::Rt::current();
+    let (load_start_ns, load_host) = (rt.now_ns(), std::time::Instant::now());
     let earlier = if existing {
         workload
             .resume(db)
@@ -391,6 +439,8 @@ fn run_on(
         0
     };
     db.flush().map_err(|e| e.to_string())?;
+    let load_seconds = (rt.now_ns() - load_start_ns) as f64 / NS_PER_S as f64;
+    let load_host_seconds = load_host.elapsed().as_secs_f64();
     if let Some(t) = tracer {
         t.set_enabled(true);
     }
@@ -428,6 +478,19 @@ fn run_on(
         trace,
     );
     report.rollback = db.stats().rollback;
+    report.load_seconds = load_seconds;
+    report.load_host_seconds = load_host_seconds;
+    if options.workload == "tpcc" {
+        report.tpcc = Some(flashlab_workloads::tpcc::TpccSummary::new(
+            options.tpcc.warehouses,
+            report.duration_s,
+            workload.transaction_types(),
+        ));
+        report.retries += report
+            .tpcc
+            .as_ref()
+            .map_or(0, |t| t.transactions.iter().map(|x| x.retries).sum());
+    }
     Ok(report)
 }
 
@@ -471,6 +534,9 @@ fn report(
         rollback: Default::default(),
         departures,
         progress: r.progress,
+        load_seconds: 0.0,
+        load_host_seconds: 0.0,
+        tpcc: None,
         host_seconds: 0.0,
         trace,
     }

@@ -157,12 +157,14 @@ pub fn run_with_acks(
         .map(|client| spawn_client(&rt, db, &workload, client, end_ns, &shared, &acks))
         .collect();
     rt.sleep_until(measure_ns);
+    workload.measuring(true);
     let (log_start, cpu_start) = begin_measuring(db, &rt, &shared);
     let progress_lines = report_progress(&rt, config, measure_ns, end_ns, &shared, &mut progress);
     rt.sleep_until(end_ns);
     let log_end = db.wal().stats();
     let cpu_end = rt.cpu_report();
     shared.lock().expect("shared").measuring = false;
+    workload.measuring(false);
     for client in clients {
         client.join();
     }
