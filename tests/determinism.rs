@@ -37,3 +37,35 @@ fn same_seed_gives_identical_traces_and_results() {
     let (trace_c, _) = run(8);
     assert!(trace_a != trace_c, "another seed, another run");
 }
+
+fn tpcc_run(seed: u64) -> String {
+    let options = BenchOptions {
+        workload: "tpcc".into(),
+        clients: 20,
+        duration_ns: 1_000_000_000,
+        warmup_ns: 200_000_000,
+        tpcc: flashlab_workloads::tpcc::TpccOptions {
+            warehouses: 2,
+            items: 1_000,
+            customers_per_district: 60,
+            ..Default::default()
+        },
+        seed,
+        progress_interval_ns: 250_000_000,
+        ..BenchOptions::default()
+    };
+    let mut report = bench(&options, |_| {}).expect("bench tpcc");
+    report.host_seconds = 0.0;
+    report.load_host_seconds = 0.0;
+    serde_json::to_string(&report).unwrap()
+}
+
+/// TPC-C too: same seed and configuration, identical report (tpmC, every
+/// type's counts and latencies, progress lines).
+#[test]
+fn tpcc_same_seed_gives_identical_results() {
+    let a = tpcc_run(3);
+    assert!(a.contains("\"tpmc\""), "{a}");
+    assert_eq!(a, tpcc_run(3));
+    assert_ne!(a, tpcc_run(4));
+}

@@ -177,6 +177,9 @@ pub fn validate(options: &BenchOptions) -> Result<(), String> {
             flashlab_workloads::WORKLOADS.join(", ")
         ));
     }
+    if options.workload == "tpcc" {
+        validate_tpcc(options)?;
+    }
     if options.clients == 0 || options.clients > flashlab_workloads::driver::CLIENTS_MAX {
         let name = if options.workload == "tpcc" {
             "--terminals"
@@ -199,9 +202,6 @@ pub fn validate(options: &BenchOptions) -> Result<(), String> {
     }
     if options.scale == 0 {
         return Err("--scale must be at least 1".into());
-    }
-    if options.workload == "tpcc" {
-        validate_tpcc(options)?;
     }
     if options.real_dir.is_none() {
         for device in [
