@@ -29,6 +29,9 @@ use serde::Serialize;
 /// Bytes of a TPC-C entry besides the row: key (at most 3 integer columns
 /// and a few more for index keys) and version header, rounded up.
 const TPCC_ENTRY_OVERHEAD_BYTES: usize = 64;
+/// Data-file room per TPC-C warehouse in the real world (see
+/// `tpcc_data_bytes`).
+const TPCC_FILE_BYTES_PER_WAREHOUSE: u64 = 512 << 20;
 /// Most simulated cores (the runtime's limit is larger; this is sanity).
 pub const CORES_MAX: u32 = 64;
 
@@ -235,10 +238,11 @@ fn validate_tpcc(options: &BenchOptions) -> Result<(), String> {
     if options.keep {
         return Err("--keep: the tpcc workload cannot continue on an existing database".into());
     }
+    // The smallest page of any data space a table may land in.
     let page_bytes = options
         .config
         .as_ref()
-        .and_then(|c| c.data.first().map(|d| d.page_bytes))
+        .and_then(|c| c.data.iter().map(|d| d.page_bytes).min())
         .unwrap_or(options.page_bytes);
     // A row, its key and its version header must fit one B+tree entry.
     let needed = flashlab_workloads::tpcc::schema::widest_row_bytes() + TPCC_ENTRY_OVERHEAD_BYTES;
@@ -248,6 +252,15 @@ fn validate_tpcc(options: &BenchOptions) -> Result<(), String> {
         ));
     }
     Ok(())
+}
+
+/// Room in a real-world data file for TPC-C of `o`: the loaded database
+/// (about 150 MB a full warehouse, with B+tree slack and version headers)
+/// and what a long run adds, at least the files' usual size.
+fn tpcc_data_bytes(o: &flashlab_workloads::tpcc::TpccOptions) -> u64 {
+    TPCC_FILE_BYTES_PER_WAREHOUSE
+        .saturating_mul(u64::from(o.warehouses))
+        .max(flashlab_engine::config::FILE_CAPACITY_BYTES_DEFAULT)
 }
 
 fn check_writable_dir(dir: &Path) -> Result<(), String> {
@@ -372,6 +385,13 @@ fn bench_real(
     };
     let mut config = db_config(options);
     config.data[0].device = "file".into();
+    if options.workload == "tpcc" {
+        // Files are sparse: room for the run's growth costs nothing unused.
+        let bytes = tpcc_data_bytes(&options.tpcc);
+        for space in &mut config.data {
+            space.capacity_bytes.get_or_insert(bytes);
+        }
+    }
     config.log.device = "file".into();
     let acks = match &options.acks {
         Some(path) => Some(ack_sink(path)?),

@@ -296,10 +296,15 @@ pub fn widest_row_bytes() -> usize {
         .unwrap_or(0)
 }
 
-/// Create the nine tables with their indexes.
+/// Create the nine tables with their indexes. A table goes into the data
+/// space of its own name when the database has one (a page size per table
+/// space, through `--config`), into the first data space otherwise.
 pub fn create(db: &Database) -> Result<()> {
     for (name, schema) in all() {
-        let spec = TableSpec::typed(name, schema);
+        let mut spec = TableSpec::typed(name, schema);
+        if db.config().data.iter().any(|space| space.name == name) {
+            spec = spec.in_space(name);
+        }
         let spec = match name {
             CUSTOMER => {
                 spec.with_index(CUSTOMER_BY_LAST, &["c_w_id", "c_d_id", "c_last", "c_first"])

@@ -569,3 +569,33 @@ fn driven_run_runs_every_type_and_stays_consistent() {
     assert!(reports[0].rollbacks < reports[0].count / 20);
     assert!(departures.iter().any(|d| d.contains("30 customers")));
 }
+
+/// A data space named after a table takes that table: a page size per
+/// table space (here 4 KB stock pages beside 8 KB pages for the rest).
+#[test]
+fn a_data_space_named_after_a_table_takes_it() {
+    let spaces = Sim::run(SimConfig::default(), |_| {
+        let mut config = DbConfig::simple("memory", "memory", 8192, 16 << 20);
+        let mut stock = config.data[0].clone();
+        stock.name = STOCK.into();
+        stock.page_bytes = 4096;
+        config.data.push(stock);
+        let devices = Devices::from_presets(&config).expect("devices");
+        let db = Database::open_with(&config, devices).expect("open");
+        let tpcc = TpcC::new(TpccOptions {
+            warehouses: 1,
+            ..small()
+        });
+        tpcc.setup(&db).expect("load");
+        assert_eq!(tpcc.check(&db, 0).unwrap(), Ok(()));
+        (
+            db.table(STOCK).unwrap().def().space,
+            db.table(ITEM).unwrap().def().space,
+        )
+    })
+    .expect("simulation")
+    .0
+    .finished()
+    .expect("finished");
+    assert_ne!(spaces.0, spaces.1);
+}
