@@ -599,3 +599,32 @@ fn a_data_space_named_after_a_table_takes_it() {
     .expect("finished");
     assert_ne!(spaces.0, spaces.1);
 }
+
+#[test]
+fn full_scale_follows_the_specification() {
+    let o = TpccOptions::default();
+    assert_eq!(o.new_orders_per_district(), 900);
+    assert_eq!(o.first_new_order_id(), 2_101);
+    assert_eq!(o.last_name_number_max(), 999);
+    assert!(departures(&o).iter().all(|d| !d.contains("instead of")));
+    let constants = random::Constants::load(o.seed);
+    let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(1);
+    // The first 1,000 customers take names 0 to 999 in order; the rest NURand.
+    assert_eq!(
+        load::load_last_name(&mut rng, 1, &o, &constants),
+        "BARBARBAR"
+    );
+    assert_eq!(
+        load::load_last_name(&mut rng, 1_000, &o, &constants),
+        "EINGEINGEING"
+    );
+    let mut names = std::collections::BTreeSet::new();
+    for c in 1_001..=3_000 {
+        names.insert(load::load_last_name(&mut rng, c, &o, &constants));
+    }
+    assert!(
+        names.len() > 500 && names.len() < 1_000,
+        "{} names",
+        names.len()
+    );
+}
