@@ -628,3 +628,39 @@ fn full_scale_follows_the_specification() {
         names.len()
     );
 }
+
+/// With keying and think times, 10 terminals per warehouse key in about
+/// 12.86 New-Orders a minute: efficiency near 100%.
+#[test]
+fn think_times_bring_efficiency_near_100_percent() {
+    let options = TpccOptions {
+        think: true,
+        ..small()
+    };
+    let summary = with_db(options, |db, tpcc| {
+        let workload: Arc<dyn Workload> = Arc::new(TpcC::new(tpcc.options().clone()));
+        let config = crate::driver::RunConfig {
+            clients: 20,
+            duration_ns: 1_200 * NS_PER_S,
+            warmup_ns: 60 * NS_PER_S,
+            progress_interval_ns: 0,
+        };
+        let run = crate::driver::run(db, workload.clone(), &config, |_| {}).unwrap();
+        assert_eq!(workload.check(db, 0).unwrap(), Ok(()));
+        TpccSummary::new(2, run.measured_s, workload.transaction_types())
+    });
+    assert!(
+        (80.0..110.0).contains(&summary.efficiency_percent),
+        "efficiency {:.1}% (tpmC {:.2})",
+        summary.efficiency_percent,
+        summary.tpmc
+    );
+    assert!(
+        !departures(&TpccOptions {
+            think: true,
+            ..small()
+        })
+        .iter()
+        .any(|d| d.contains("think"))
+    );
+}
