@@ -251,10 +251,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let bar_for_lines = bar.clone();
     let quiet = args.json;
     let report = bench(&options, move |p| {
-        let line = format!(
+        let mut line = format!(
             "progress: {:.1} s, {:.1} tps, lat {:.3} ms mean, {:.3} ms p99",
             p.elapsed_s, p.tps, p.latency_ms_mean, p.latency_ms_p99
         );
+        if let Some(note) = &p.note {
+            line.push_str(", ");
+            line.push_str(note);
+        }
         match &bar_for_lines {
             Some(bar) => {
                 bar.set_position((p.elapsed_s * 10.0) as u64);

@@ -62,6 +62,12 @@ pub trait Workload: Send + Sync {
     fn measuring(&self, on: bool) {
         let _ = on;
     }
+    /// A note for the progress line that ends an interval of
+    /// `interval_ns` (TPC-C: its tpmC), if the workload has one.
+    fn progress_note(&self, interval_ns: u64) -> Option<String> {
+        let _ = interval_ns;
+        None
+    }
     /// Measurements per transaction type of the measured interval (empty
     /// for workloads with one type).
     fn transaction_types(&self) -> Vec<tpcc::TypeReport> {

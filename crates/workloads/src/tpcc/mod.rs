@@ -43,7 +43,7 @@ pub mod schema;
 pub mod txn;
 
 use std::sync::Mutex;
-use std::sync::atomic::{AtomicBool, AtomicI64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
 use flashlab_engine::config::CpuCosts;
 use flashlab_engine::{Database, Error, Result};
@@ -281,6 +281,8 @@ pub struct TpcC {
     next_h_id: AtomicI64,
     measuring: AtomicBool,
     stats: Mutex<Vec<TypeStats>>,
+    /// New-Orders counted at the last progress line.
+    new_orders_at_last_line: AtomicU64,
 }
 
 impl TpcC {
@@ -297,6 +299,7 @@ impl TpcC {
             next_h_id: AtomicI64::new(loaded_history + 1),
             measuring: AtomicBool::new(false),
             stats: Mutex::new(TYPES.iter().map(|_| TypeStats::new()).collect()),
+            new_orders_at_last_line: AtomicU64::new(0),
         }
     }
 
@@ -439,8 +442,19 @@ impl Workload for TpcC {
         if on {
             let mut stats = self.stats.lock().expect("TPC-C stats");
             *stats = TYPES.iter().map(|_| TypeStats::new()).collect();
+            self.new_orders_at_last_line.store(0, Ordering::Relaxed);
         }
         self.measuring.store(on, Ordering::Relaxed);
+    }
+
+    fn progress_note(&self, interval_ns: u64) -> Option<String> {
+        let new_orders = self.stats.lock().expect("TPC-C stats")[0].count;
+        let before = self
+            .new_orders_at_last_line
+            .swap(new_orders, Ordering::Relaxed);
+        let minutes = interval_ns as f64 / (60 * NS_PER_S) as f64;
+        let tpmc = new_orders.saturating_sub(before) as f64 / minutes.max(1e-12);
+        Some(format!("tpmC {tpmc:.0}"))
     }
 
     fn transaction_types(&self) -> Vec<TypeReport> {
