@@ -1,6 +1,10 @@
 //! `flashlab bench WORKLOAD --clients N --cores C --duration D --log-device X
 //! --data-device Y [--scale S] [--real DIR] [--seed S] [--json] [--trace FILE]
 //! [--config FILE]`
+//!
+//! `flashlab bench tpcc --warehouses W [--terminals T] [--mix 45,43,4,4,4]
+//! [--items N] [--customers-per-district N] [--think]`: TPC-C, with tpmC,
+//! tpmTotal, efficiency and a line per transaction type.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;

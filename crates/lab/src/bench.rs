@@ -11,6 +11,11 @@
 //! every acknowledged TPC-B history id in a side file (the crash tests'
 //! `tests/kill.rs` kills such runs with SIGKILL and checks the database
 //! against that file).
+//!
+//! TPC-C adds to the report its load time, tpmC, tpmTotal, efficiency and
+//! the five transaction types' counts, rollbacks, retries and latency
+//! percentiles; its options are checked before anything is created, and in
+//! the real world its data files are sized for the warehouses.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;

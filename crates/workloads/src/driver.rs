@@ -6,8 +6,11 @@
 //! transactions per second, latency percentiles (hdrhistogram,
 //! microseconds), CPU utilization of the runtime's cores, and the log's
 //! statistics (lee2008 Table 3). Every
-//! `progress_interval_ns` it reports a pgbench `-P` style line. It works in
-//! both worlds: in the simulated one all times are virtual.
+//! `progress_interval_ns` it reports a pgbench `-P` style line, with the
+//! workload's note if it has one. It tells the workload when the measured
+//! interval begins and ends ([`Workload::measuring`]), for workloads that
+//! measure per transaction type (TPC-C). It works in both worlds: in the
+//! simulated one all times are virtual.
 
 use std::sync::{Arc, Mutex};
 
