@@ -395,3 +395,37 @@ fn tpcc_bench_reports_tpmc_and_the_five_types() {
     );
     assert!(tpcc["transactions"][0]["latency_ms"]["p90"].is_number());
 }
+
+/// `bench tpcc --real DIR` at a tiny scale: consistent, and the fresh
+/// database directory is removed afterwards.
+#[test]
+fn tpcc_bench_runs_in_the_real_world() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = flashlab(&[
+        "bench",
+        "tpcc",
+        "--real",
+        dir.path().to_str().unwrap(),
+        "--warehouses",
+        "1",
+        "--items",
+        "500",
+        "--customers-per-district",
+        "50",
+        "--terminals",
+        "4",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0s",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (json["world"].as_str(), json["consistency"].as_str()),
+        (Some("real"), Some("ok"))
+    );
+    assert!(json["tpcc"]["tpmc"].as_f64().unwrap() > 0.0);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}
