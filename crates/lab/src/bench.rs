@@ -36,7 +36,7 @@ use serde::Serialize;
 const TPCC_ENTRY_OVERHEAD_BYTES: usize = 64;
 /// Data-file room per TPC-C warehouse in the real world (see
 /// `tpcc_data_bytes`).
-const TPCC_FILE_BYTES_PER_WAREHOUSE: u64 = 512 << 20;
+const TPCC_FILE_BYTES_PER_WAREHOUSE: u64 = 256 << 20;
 /// Most simulated cores (the runtime's limit is larger; this is sanity).
 pub const CORES_MAX: u32 = 64;
 
@@ -260,8 +260,8 @@ fn validate_tpcc(options: &BenchOptions) -> Result<(), String> {
 }
 
 /// Room in a real-world data file for TPC-C of `o`: the loaded database
-/// (about 150 MB a full warehouse, with B+tree slack and version headers)
-/// and what a long run adds, at least the files' usual size.
+/// (about 100 MB a full warehouse, with B+tree slack and version headers)
+/// and what a run adds, at least the files' usual size.
 fn tpcc_data_bytes(o: &flashlab_workloads::tpcc::TpccOptions) -> u64 {
     TPCC_FILE_BYTES_PER_WAREHOUSE
         .saturating_mul(u64::from(o.warehouses))
@@ -391,7 +391,7 @@ fn bench_real(
     let mut config = db_config(options);
     config.data[0].device = "file".into();
     if options.workload == "tpcc" {
-        // Files are sparse: room for the run's growth costs nothing unused.
+        // The files are preallocated: this much disk is taken at once.
         let bytes = tpcc_data_bytes(&options.tpcc);
         for space in &mut config.data {
             space.capacity_bytes.get_or_insert(bytes);
