@@ -314,3 +314,118 @@ fn query_reads_a_table_and_refuses_time_travel_past_a_restart() {
         &["no table 'nope'"],
     );
 }
+
+/// `bench tpcc`'s bad input: one line naming the option, exit 2, and
+/// nothing written in the `--real` directory.
+#[test]
+fn tpcc_bad_input_is_one_line_naming_the_option() {
+    let dir = tempfile::tempdir().unwrap();
+    let d = dir.path().to_str().unwrap();
+    let rows: [(&[&str], &str); 9] = [
+        (&["--warehouses", "0"], "--warehouses"),
+        (&["--warehouses", "100000"], "--warehouses"),
+        (&["--mix", "45,43,4,4,5"], "--mix"),
+        (&["--mix", "50,50"], "--mix"),
+        (&["--page-bytes", "2048"], "--page-bytes"),
+        (&["--terminals", "0"], "--terminals"),
+        (&["--items", "0"], "--items"),
+        (
+            &["--customers-per-district", "5000"],
+            "--customers-per-district",
+        ),
+        (&["--terminals", "5", "--clients", "5"], "--clients"),
+    ];
+    for (extra, option) in rows {
+        for real in [false, true] {
+            let mut args = vec!["bench", "tpcc", "--duration", "1s"];
+            if real {
+                args.extend(["--real", d]);
+            }
+            args.extend_from_slice(extra);
+            assert_bad_input(&flashlab(&args), &[option]);
+        }
+    }
+    assert_eq!(
+        std::fs::read_dir(dir.path()).unwrap().count(),
+        0,
+        "nothing written"
+    );
+}
+
+/// A small simulated `bench tpcc --json`: tpmC, the five types, consistency.
+#[test]
+fn tpcc_bench_reports_tpmc_and_the_five_types() {
+    let out = flashlab(&[
+        "bench",
+        "tpcc",
+        "--warehouses",
+        "2",
+        "--items",
+        "1000",
+        "--customers-per-district",
+        "100",
+        "--duration",
+        "3s",
+        "--warmup",
+        "1s",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["consistency"], "ok");
+    assert_eq!(json["clients"], 20, "10 terminals per warehouse");
+    let tpcc = &json["tpcc"];
+    assert!(tpcc["tpmc"].as_f64().unwrap() > 0.0);
+    assert!(tpcc["tpm_total"].as_f64().unwrap() > tpcc["tpmc"].as_f64().unwrap());
+    let types: Vec<&str> = tpcc["transactions"]
+        .as_array()
+        .unwrap()
+        .iter()
+        .map(|t| t["name"].as_str().unwrap())
+        .collect();
+    assert_eq!(
+        types,
+        [
+            "new-order",
+            "payment",
+            "order-status",
+            "delivery",
+            "stock-level"
+        ]
+    );
+    assert!(tpcc["transactions"][0]["latency_ms"]["p90"].is_number());
+}
+
+/// `bench tpcc --real DIR` at a tiny scale: consistent, and the fresh
+/// database directory is removed afterwards.
+#[test]
+fn tpcc_bench_runs_in_the_real_world() {
+    let dir = tempfile::tempdir().unwrap();
+    let out = flashlab(&[
+        "bench",
+        "tpcc",
+        "--real",
+        dir.path().to_str().unwrap(),
+        "--warehouses",
+        "1",
+        "--items",
+        "500",
+        "--customers-per-district",
+        "50",
+        "--terminals",
+        "4",
+        "--duration",
+        "1s",
+        "--warmup",
+        "0s",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(
+        (json["world"].as_str(), json["consistency"].as_str()),
+        (Some("real"), Some("ok"))
+    );
+    assert!(json["tpcc"]["tpmc"].as_f64().unwrap() > 0.0);
+    assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
+}

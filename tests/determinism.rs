@@ -31,6 +31,7 @@ fn run_clients(seed: u64, clients: u32) -> (Vec<u8>, String) {
     let mut csv = Vec::new();
     write_flashlab_csv(&report.trace, &mut csv).unwrap();
     report.host_seconds = 0.0;
+    report.load_host_seconds = 0.0;
     report.trace.clear();
     (csv, serde_json::to_string(&report).unwrap())
 }
@@ -58,4 +59,36 @@ fn sixty_four_clients_replay_byte_for_byte() {
     assert!(trace_a.len() > TRACE_BYTES_MIN, "the run did I/O");
     assert!(trace_a == trace_b, "same seed, different trace bytes");
     assert_eq!(json_a, json_b);
+}
+
+fn tpcc_run(seed: u64) -> String {
+    let options = BenchOptions {
+        workload: "tpcc".into(),
+        clients: 20,
+        duration_ns: 1_000_000_000,
+        warmup_ns: 200_000_000,
+        tpcc: flashlab_workloads::tpcc::TpccOptions {
+            warehouses: 2,
+            items: 1_000,
+            customers_per_district: 60,
+            ..Default::default()
+        },
+        seed,
+        progress_interval_ns: 250_000_000,
+        ..BenchOptions::default()
+    };
+    let mut report = bench(&options, |_| {}).expect("bench tpcc");
+    report.host_seconds = 0.0;
+    report.load_host_seconds = 0.0;
+    serde_json::to_string(&report).unwrap()
+}
+
+/// TPC-C too: same seed and configuration, identical report (tpmC, every
+/// type's counts and latencies, progress lines).
+#[test]
+fn tpcc_same_seed_gives_identical_results() {
+    let a = tpcc_run(3);
+    assert!(a.contains("\"tpmc\""), "{a}");
+    assert_eq!(a, tpcc_run(3));
+    assert_ne!(a, tpcc_run(4));
 }

@@ -1,10 +1,16 @@
 //! `flashlab bench WORKLOAD --clients N --cores C --duration D --log-device X
 //! --data-device Y [--scale S] [--real DIR] [--seed S] [--json] [--trace FILE]
 //! [--config FILE]`
+//!
+//! `flashlab bench tpcc --warehouses W [--terminals T] [--mix 45,43,4,4,4]
+//! [--items N] [--customers-per-district N] [--think]`: TPC-C, with tpmC,
+//! tpmTotal, efficiency and a line per transaction type.
 
 use std::io::IsTerminal;
 use std::path::PathBuf;
 
+/// Clients of `bench` when `--clients` is not given (tpcc: 10 per warehouse).
+const DEFAULT_CLIENTS: u32 = 20;
 /// Largest log accepted by `--log-mb` (1 TiB).
 const LOG_MB_MAX: u64 = 1 << 20;
 
@@ -20,10 +26,29 @@ use flashlab_runtime::NS_PER_S;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// update-commit, tpcb, or a temp-space operator: sort, hash-join, merge-join.
+    /// update-commit, tpcb, tpcc, or a temp-space operator: sort, hash-join, merge-join.
     workload: String,
-    #[arg(long, default_value_t = 20)]
-    clients: u32,
+    /// Clients running transactions back to back (default 20).
+    #[arg(long)]
+    clients: Option<u32>,
+    /// tpcc: warehouses.
+    #[arg(long, default_value_t = 1)]
+    warehouses: u32,
+    /// tpcc: terminals (the clients; default 10 per warehouse).
+    #[arg(long)]
+    terminals: Option<u32>,
+    /// tpcc: percent of new-order, payment, order-status, delivery, stock-level.
+    #[arg(long, default_value = "45,43,4,4,4")]
+    mix: String,
+    /// tpcc: items and stock rows per warehouse (the specification's 100,000).
+    #[arg(long, default_value_t = flashlab_workloads::tpcc::ITEMS)]
+    items: u32,
+    /// tpcc: customers and initial orders per district (the specification's 3,000).
+    #[arg(long, default_value_t = flashlab_workloads::tpcc::CUSTOMERS_PER_DISTRICT)]
+    customers_per_district: u32,
+    /// tpcc: keying and think times (off by default: maximum throughput).
+    #[arg(long)]
+    think: bool,
     /// Simulated CPU cores.
     #[arg(long, default_value_t = 2)]
     cores: u32,
@@ -220,9 +245,27 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if !(args.progress.is_finite() && args.progress >= 0.0) {
         bail!("--progress must be a number of seconds");
     }
+    let tpcc = flashlab_workloads::tpcc::TpccOptions {
+        warehouses: args.warehouses,
+        items: args.items,
+        customers_per_district: args.customers_per_district,
+        mix: flashlab_workloads::tpcc::Mix::parse(&args.mix).map_err(anyhow::Error::msg)?,
+        think: args.think,
+        seed: args.seed,
+    };
+    let clients = match (args.workload.as_str(), args.terminals, args.clients) {
+        ("tpcc", Some(_), Some(_)) => bail!("--clients: give tpcc --terminals instead"),
+        ("tpcc", terminals, clients) => terminals.or(clients).unwrap_or_else(|| {
+            args.warehouses
+                .saturating_mul(flashlab_workloads::tpcc::TERMINALS_PER_WAREHOUSE)
+        }),
+        (_, Some(_), _) => bail!("--terminals needs the tpcc workload (others take --clients)"),
+        (_, None, clients) => clients.unwrap_or(DEFAULT_CLIENTS),
+    };
     let options = BenchOptions {
         workload: args.workload.clone(),
-        clients: args.clients,
+        clients,
+        tpcc,
         cores: args.cores,
         cpu_ghz: args.cpu_ghz,
         duration_ns: parse_duration_ns(&args.duration, "--duration")?,
@@ -267,10 +310,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let bar_for_lines = bar.clone();
     let quiet = args.json;
     let report = bench(&options, move |p| {
-        let line = format!(
+        let mut line = format!(
             "progress: {:.1} s, {:.1} tps, lat {:.3} ms mean, {:.3} ms p99",
             p.elapsed_s, p.tps, p.latency_ms_mean, p.latency_ms_p99
         );
+        if let Some(note) = &p.note {
+            line.push_str(", ");
+            line.push_str(note);
+        }
         match &bar_for_lines {
             Some(bar) => {
                 bar.set_position((p.elapsed_s * 10.0) as u64);
@@ -360,9 +407,38 @@ fn print_summary(r: &BenchReport) {
         r.rollback.chains,
         r.rollback.chain_max
     );
+    println!(
+        "load                {:.1} s ({} world), {:.1} s host",
+        r.load_seconds, r.world, r.load_host_seconds
+    );
+    if let Some(t) = &r.tpcc {
+        print_tpcc(t);
+    }
     println!("consistency         {}", r.consistency);
     for d in &r.departures {
         println!("departure           {d}");
     }
     println!("host time           {:.1} s", r.host_seconds);
+}
+
+fn print_tpcc(t: &flashlab_workloads::tpcc::TpccSummary) {
+    println!(
+        "tpmC (NoTPM)        {:.1}   tpmTotal {:.1}   efficiency {:.1}% of {:.2} per warehouse x {}",
+        t.tpmc,
+        t.tpm_total,
+        t.efficiency_percent,
+        flashlab_workloads::tpcc::TPMC_PER_WAREHOUSE_MAX,
+        t.warehouses
+    );
+    println!(
+        "{:<19} {:>8} {:>9} {:>8} {:>9} {:>9} {:>9} {:>9} {:>9}",
+        "type (latency ms)", "count", "rollbacks", "retries", "p50", "p90", "p95", "p99", "max"
+    );
+    for x in &t.transactions {
+        let l = &x.latency_ms;
+        println!(
+            "{:<19} {:>8} {:>9} {:>8} {:>9.3} {:>9.3} {:>9.3} {:>9.3} {:>9.3}",
+            x.name, x.count, x.rollbacks, x.retries, l.p50, l.p90, l.p95, l.p99, l.max
+        );
+    }
 }

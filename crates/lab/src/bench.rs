@@ -11,6 +11,11 @@
 //! every acknowledged TPC-B history id in a side file (the crash tests'
 //! `tests/kill.rs` kills such runs with SIGKILL and checks the database
 //! against that file).
+//!
+//! TPC-C adds to the report its load time, tpmC, tpmTotal, efficiency and
+//! the five transaction types' counts, rollbacks, retries and latency
+//! percentiles; its options are checked before anything is created, and in
+//! the real world its data files are sized for the warehouses.
 
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
@@ -26,6 +31,12 @@ use flashlab_workloads::driver::{AckSink, Progress, RunConfig, RunResult};
 use flashlab_workloads::{WorkloadOptions, build};
 use serde::Serialize;
 
+/// Bytes of a TPC-C entry besides the row: key (at most 3 integer columns
+/// and a few more for index keys) and version header, rounded up.
+const TPCC_ENTRY_OVERHEAD_BYTES: usize = 64;
+/// Data-file room per TPC-C warehouse in the real world (see
+/// `tpcc_data_bytes`).
+const TPCC_FILE_BYTES_PER_WAREHOUSE: u64 = 256 << 20;
 /// Most simulated cores (the runtime's limit is larger; this is sanity).
 pub const CORES_MAX: u32 = 64;
 
@@ -44,6 +55,9 @@ pub struct BenchOptions {
     pub rollback_device: String,
     pub scale: u32,
     pub accounts_per_branch: u32,
+    /// TPC-C's warehouses, scale knobs, mix and think times (its seed is
+    /// `seed`). Its terminals are `clients`.
+    pub tpcc: flashlab_workloads::tpcc::TpccOptions,
     pub page_bytes: usize,
     pub buffer_bytes: u64,
     pub durability: Durability,
@@ -113,6 +127,7 @@ impl Default for BenchOptions {
             rollback_device: "memory".into(),
             scale: 1,
             accounts_per_branch: flashlab_workloads::tpcb::ACCOUNTS_PER_BRANCH,
+            tpcc: flashlab_workloads::tpcc::TpccOptions::default(),
             page_bytes: 8192,
             buffer_bytes: 512 << 20,
             durability: Durability::Sync,
@@ -175,6 +190,13 @@ pub struct BenchReport {
     pub rollback: flashlab_engine::mvcc::rollback::RollbackStats,
     pub departures: Vec<String>,
     pub progress: Vec<Progress>,
+    /// Seconds the load took in the run's world (virtual time when
+    /// simulated), and on the host.
+    pub load_seconds: f64,
+    pub load_host_seconds: f64,
+    /// TPC-C: tpmC, tpmTotal, efficiency and the five types' figures.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub tpcc: Option<flashlab_workloads::tpcc::TpccSummary>,
     /// Host seconds the whole bench took.
     pub host_seconds: f64,
     #[serde(skip)]
@@ -215,9 +237,17 @@ pub fn validate(options: &BenchOptions) -> Result<(), String> {
             flashlab_workloads::WORKLOADS.join(", ")
         ));
     }
+    if options.workload == "tpcc" {
+        validate_tpcc(options)?;
+    }
     if options.clients == 0 || options.clients > flashlab_workloads::driver::CLIENTS_MAX {
+        let name = if options.workload == "tpcc" {
+            "--terminals"
+        } else {
+            "--clients"
+        };
         return Err(format!(
-            "--clients must be 1 to {}",
+            "{name} must be 1 to {}",
             flashlab_workloads::driver::CLIENTS_MAX
         ));
     }
@@ -256,6 +286,36 @@ pub fn validate(options: &BenchOptions) -> Result<(), String> {
         return Err("--acks needs the tpcb workload (its history ids)".into());
     }
     Ok(())
+}
+
+fn validate_tpcc(options: &BenchOptions) -> Result<(), String> {
+    options.tpcc.validate()?;
+    if options.keep {
+        return Err("--keep: the tpcc workload cannot continue on an existing database".into());
+    }
+    // The smallest page of any data space a table may land in.
+    let page_bytes = options
+        .config
+        .as_ref()
+        .and_then(|c| c.data.iter().map(|d| d.page_bytes).min())
+        .unwrap_or(options.page_bytes);
+    // A row, its key and its version header must fit one B+tree entry.
+    let needed = flashlab_workloads::tpcc::schema::widest_row_bytes() + TPCC_ENTRY_OVERHEAD_BYTES;
+    if flashlab_engine::btree::max_entry_bytes(page_bytes) < needed {
+        return Err(format!(
+            "--page-bytes {page_bytes} is too small for TPC-C's customer rows ({needed} bytes per entry)"
+        ));
+    }
+    Ok(())
+}
+
+/// Room in a real-world data file for TPC-C of `o`: the loaded database
+/// (about 100 MB a full warehouse, with B+tree slack and version headers)
+/// and what a run adds, at least the files' usual size.
+fn tpcc_data_bytes(o: &flashlab_workloads::tpcc::TpccOptions) -> u64 {
+    TPCC_FILE_BYTES_PER_WAREHOUSE
+        .saturating_mul(u64::from(o.warehouses))
+        .max(flashlab_engine::config::FILE_CAPACITY_BYTES_DEFAULT)
 }
 
 fn check_writable_dir(dir: &Path) -> Result<(), String> {
@@ -367,6 +427,14 @@ fn bench_simulated(
 fn real_config(options: &BenchOptions) -> DbConfig {
     let mut config = db_config(options);
     config.data[0].device = "file".into();
+    if options.workload == "tpcc" {
+        // The default 1 GB data file fills at 10 warehouses; files grow on
+        // demand up to this.
+        let bytes = tpcc_data_bytes(&options.tpcc);
+        for space in &mut config.data {
+            space.capacity_bytes.get_or_insert(bytes);
+        }
+    }
     config.log.device = "file".into();
     config
 }
@@ -452,10 +520,16 @@ fn run_on(
     let workload_options = WorkloadOptions {
         scale: options.scale,
         accounts_per_branch: options.accounts_per_branch,
+        tpcc: flashlab_workloads::tpcc::TpccOptions {
+            seed: options.seed,
+            ..options.tpcc.clone()
+        },
     };
     let workload: Arc<dyn flashlab_workloads::Workload> =
         Arc::from(build(&options.workload, &workload_options).ok_or("unknown workload")?);
     // Transactions the database held before this run (a kept database).
+    let rt = flashlab_runtime::Rt::current();
+    let (load_start_ns, load_host) = (rt.now_ns(), std::time::Instant::now());
     let earlier = if existing {
         workload
             .resume(db)
@@ -468,6 +542,8 @@ fn run_on(
     if let Some(hook) = &options.on_loaded {
         (hook.0)();
     }
+    let load_seconds = (rt.now_ns() - load_start_ns) as f64 / NS_PER_S as f64;
+    let load_host_seconds = load_host.elapsed().as_secs_f64();
     if let Some(t) = tracer {
         t.set_enabled(true);
     }
@@ -505,6 +581,19 @@ fn run_on(
         trace,
     );
     report.rollback = db.stats().rollback;
+    report.load_seconds = load_seconds;
+    report.load_host_seconds = load_host_seconds;
+    if options.workload == "tpcc" {
+        report.tpcc = Some(flashlab_workloads::tpcc::TpccSummary::new(
+            options.tpcc.warehouses,
+            report.duration_s,
+            workload.transaction_types(),
+        ));
+        report.retries += report
+            .tpcc
+            .as_ref()
+            .map_or(0, |t| t.transactions.iter().map(|x| x.retries).sum());
+    }
     Ok(report)
 }
 
@@ -548,6 +637,9 @@ fn report(
         rollback: Default::default(),
         departures,
         progress: r.progress,
+        load_seconds: 0.0,
+        load_host_seconds: 0.0,
+        tpcc: None,
         host_seconds: 0.0,
         trace,
     }

@@ -6,8 +6,11 @@
 //! transactions per second, latency percentiles (hdrhistogram,
 //! microseconds), CPU utilization of the runtime's cores, and the log's
 //! statistics (lee2008 Table 3). Every
-//! `progress_interval_ns` it reports a pgbench `-P` style line. It works in
-//! both worlds: in the simulated one all times are virtual.
+//! `progress_interval_ns` it reports a pgbench `-P` style line, with the
+//! workload's note if it has one. It tells the workload when the measured
+//! interval begins and ends ([`Workload::measuring`]), for workloads that
+//! measure per transaction type (TPC-C). It works in both worlds: in the
+//! simulated one all times are virtual.
 
 use std::sync::{Arc, Mutex};
 
@@ -42,6 +45,9 @@ pub struct Progress {
     pub tps: f64,
     pub latency_ms_mean: f64,
     pub latency_ms_p99: f64,
+    /// What the workload adds to the line (TPC-C: the interval's tpmC).
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub note: Option<String>,
 }
 
 /// Latency percentiles in milliseconds.
@@ -157,12 +163,21 @@ pub fn run_with_acks(
         .map(|client| spawn_client(&rt, db, &workload, client, end_ns, &shared, &acks))
         .collect();
     rt.sleep_until(measure_ns);
+    workload.measuring(true);
     let (log_start, cpu_start) = begin_measuring(db, &rt, &shared);
-    let progress_lines = report_progress(&rt, config, measure_ns, end_ns, &shared, &mut progress);
+    let progress_lines = report_progress(
+        &rt,
+        config,
+        (measure_ns, end_ns),
+        &shared,
+        workload.as_ref(),
+        &mut progress,
+    );
     rt.sleep_until(end_ns);
     let log_end = db.wal().stats();
     let cpu_end = rt.cpu_report();
     shared.lock().expect("shared").measuring = false;
+    workload.measuring(false);
     for client in clients {
         client.join();
     }
@@ -262,9 +277,9 @@ fn begin_measuring(db: &Database, rt: &Rt, shared: &Arc<Mutex<Shared>>) -> (LogS
 fn report_progress(
     rt: &Rt,
     config: &RunConfig,
-    measure_ns: u64,
-    end_ns: u64,
+    (measure_ns, end_ns): (u64, u64),
     shared: &Arc<Mutex<Shared>>,
+    workload: &dyn Workload,
     progress: &mut impl FnMut(&Progress),
 ) -> Vec<Progress> {
     let mut lines = Vec::new();
@@ -285,10 +300,15 @@ fn report_progress(
                 / config.progress_interval_ns as f64,
             latency_ms_mean: interval.mean() / 1e3,
             latency_ms_p99: interval.value_at_quantile(0.99) as f64 / 1e3,
+            note: None,
         };
         interval.reset();
         last_committed = committed;
         drop(s);
+        let line = Progress {
+            note: workload.progress_note(config.progress_interval_ns),
+            ..line
+        };
         progress(&line);
         lines.push(line);
     }

@@ -9,10 +9,13 @@
 //!
 //! - [`update_commit`]: lee2008 section 4.1: update one random cached row,
 //!   commit, repeat;
-//! - [`tpcb`]: TPC-B (the pgbench transaction), with its consistency checks.
+//! - [`tpcb`]: TPC-B (the pgbench transaction), with its consistency checks;
+//! - [`tpcc`]: TPC-C (revision 5.11): nine tables, five transactions,
+//!   consistency conditions 1 to 4, tpmC per type.
 
 pub mod driver;
 pub mod tpcb;
+pub mod tpcc;
 pub mod update_commit;
 
 use flashlab_engine::{Database, Result};
@@ -54,10 +57,26 @@ pub trait Workload: Send + Sync {
     fn check(&self, db: &Database, committed: u64) -> Result<std::result::Result<(), String>>;
     /// Where the workload departs from its specification, in words.
     fn departures(&self) -> Vec<String>;
+    /// Told by the driver when its measured interval begins (`true`) and
+    /// ends (`false`), for workloads that measure per transaction type.
+    fn measuring(&self, on: bool) {
+        let _ = on;
+    }
+    /// A note for the progress line that ends an interval of
+    /// `interval_ns` (TPC-C: its tpmC), if the workload has one.
+    fn progress_note(&self, interval_ns: u64) -> Option<String> {
+        let _ = interval_ns;
+        None
+    }
+    /// Measurements per transaction type of the measured interval (empty
+    /// for workloads with one type).
+    fn transaction_types(&self) -> Vec<tpcc::TypeReport> {
+        Vec::new()
+    }
 }
 
 /// The workloads `flashlab bench` knows.
-pub const WORKLOADS: [&str; 2] = ["update-commit", "tpcb"];
+pub const WORKLOADS: [&str; 3] = ["update-commit", "tpcb", "tpcc"];
 
 /// Options shared by the workloads.
 #[derive(Clone, Debug)]
@@ -66,6 +85,8 @@ pub struct WorkloadOptions {
     pub scale: u32,
     /// TPC-B accounts per branch (the specification says 100,000).
     pub accounts_per_branch: u32,
+    /// TPC-C's size, mix and seed.
+    pub tpcc: tpcc::TpccOptions,
 }
 
 impl Default for WorkloadOptions {
@@ -73,6 +94,7 @@ impl Default for WorkloadOptions {
         WorkloadOptions {
             scale: 1,
             accounts_per_branch: tpcb::ACCOUNTS_PER_BRANCH,
+            tpcc: tpcc::TpccOptions::default(),
         }
     }
 }
@@ -85,6 +107,7 @@ pub fn build(name: &str, options: &WorkloadOptions) -> Option<Box<dyn Workload>>
             options.scale,
             options.accounts_per_branch,
         ))),
+        "tpcc" => Some(Box::new(tpcc::TpcC::new(options.tpcc.clone()))),
         _ => None,
     }
 }

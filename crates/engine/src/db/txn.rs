@@ -41,6 +41,9 @@ use crate::wal::record::{Body, Undo};
 
 /// Most rows one scan returns.
 pub const SCAN_ROWS_MAX: usize = 10_000_000;
+/// Entries a [`Transaction::scan_limit`] reads from the tree at a time
+/// (at least; more when more rows are asked for).
+const SCAN_CHUNK_ROWS_MIN: usize = 16;
 /// Set in a version header's `prev` when the version is a deletion.
 pub const TOMBSTONE: u64 = 1 << 63;
 /// Longest version chain a read follows before declaring the data corrupt.
@@ -203,6 +206,49 @@ impl Transaction {
             rt.cpu(cost);
             if let Some(row) = self.visible(&stored)? {
                 out.push((key, row));
+            }
+        }
+        Ok(out)
+    }
+
+    /// The first `limit` entries with `lower <= key < upper` visible to the
+    /// snapshot, in key order: a scan that stops early (SQL's `ORDER BY key
+    /// LIMIT n`). It reads the tree a chunk at a time, so deleted versions
+    /// (tombstones) before the first visible rows are stepped over, each
+    /// charged as a row visited.
+    pub fn scan_limit(
+        &mut self,
+        table: &Table,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+        limit: usize,
+    ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+        self.check_active()?;
+        self.statement_snapshot();
+        let rt = Rt::current();
+        let cost = self.db.cpu().scan_row_ns;
+        let mut out = Vec::new();
+        let mut from: Bound<Vec<u8>> = lower.map(<[u8]>::to_vec);
+        while out.len() < limit {
+            let chunk = (limit - out.len()).max(SCAN_CHUNK_ROWS_MIN);
+            let entries = self.db.tree_scan(
+                Self::tree(table),
+                from.as_ref().map(Vec::as_slice),
+                upper,
+                chunk,
+            )?;
+            let exhausted = entries.len() < chunk;
+            for (key, stored) in entries {
+                rt.cpu(cost);
+                if out.len() < limit
+                    && let Some(row) = self.visible(&stored)?
+                {
+                    out.push((key.clone(), row));
+                }
+                from = Bound::Excluded(key);
+            }
+            if exhausted {
+                break;
             }
         }
         Ok(out)
