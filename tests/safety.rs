@@ -472,13 +472,19 @@ fn sigint_keeps_a_keep_database_consistent_and_says_so() {
 
 #[test]
 fn a_data_file_of_another_database_is_named_as_foreign() {
+    check_refuses_a_file_of_another_database("data.data", "belongs to another database");
+}
+
+/// Copy `file` from another database over this one's: `check` and `check
+/// --repair` refuse with `message` and change nothing.
+fn check_refuses_a_file_of_another_database(file: &str, message: &str) {
     let a = tempfile::tempdir().unwrap();
     let b = tempfile::tempdir().unwrap();
     make_database(a.path());
     make_database(b.path());
     let manifest = std::fs::read_to_string(a.path().join("flashlab.manifest")).unwrap();
     assert!(manifest.contains("database_id"), "{manifest}");
-    std::fs::copy(b.path().join("data.data"), a.path().join("data.data")).unwrap();
+    std::fs::copy(b.path().join(file), a.path().join(file)).unwrap();
     let before = snapshot(a.path());
     for repair in [false, true] {
         let d = path(a.path());
@@ -487,10 +493,7 @@ fn a_data_file_of_another_database_is_named_as_foreign() {
         } else {
             vec!["check", &d]
         };
-        assert_bad_input(
-            &flashlab(&args),
-            &["data.data", "belongs to another database"],
-        );
+        assert_bad_input(&flashlab(&args), &[file, message]);
         assert_unchanged(&before, a.path(), "check of a foreign file");
     }
 }
@@ -499,22 +502,7 @@ fn a_data_file_of_another_database_is_named_as_foreign() {
 /// database's log file is named, and nothing is changed.
 #[test]
 fn a_log_file_of_another_database_is_named_as_foreign() {
-    let a = tempfile::tempdir().unwrap();
-    let b = tempfile::tempdir().unwrap();
-    make_database(a.path());
-    make_database(b.path());
-    std::fs::copy(b.path().join("log.wal"), a.path().join("log.wal")).unwrap();
-    let before = snapshot(a.path());
-    for repair in [false, true] {
-        let d = path(a.path());
-        let args: Vec<&str> = if repair {
-            vec!["check", "--repair", &d]
-        } else {
-            vec!["check", &d]
-        };
-        assert_bad_input(&flashlab(&args), &["log.wal", "the log of database"]);
-        assert_unchanged(&before, a.path(), "check of a foreign log");
-    }
+    check_refuses_a_file_of_another_database("log.wal", "the log of database");
 }
 
 #[test]
