@@ -13,8 +13,9 @@
 //! deadlock detection; readers use MVCC snapshots) and commit by forcing the log (group commit).
 //!
 //! Background tasks: one writer per buffer pool (steal/no-force write-back of
-//! the oldest dirty pages) and a checkpointer (fuzzy checkpoints). With
-//! `no-sync` durability a log writer forces the log periodically.
+//! the oldest dirty pages) and a checkpointer (at its interval, and when the
+//! log fills up: checkpoints recycle the log). With `no-sync` durability a
+//! log writer forces the log periodically.
 //!
 //! Invariants (DB-n):
 //! 1. A tree is changed only under its latch, one mini-transaction at a time.
