@@ -354,31 +354,38 @@ fn preallocate(file: &File, len_bytes: u64) -> std::io::Result<()> {
 /// size (Linux `fallocate`, never glibc's emulation, which writes). Quietly
 /// nothing where the file system or device cannot.
 fn allocate(file: &File, offset_bytes: u64, len_bytes: u64) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
-    let mode = libc::FALLOC_FL_KEEP_SIZE;
-    // SAFETY: fallocate takes a valid descriptor and plain integers.
-    let rc = unsafe {
-        libc::fallocate(
-            file.as_raw_fd(),
-            mode,
-            offset_bytes as i64,
-            len_bytes as i64,
-        )
-    };
-    if rc == 0 {
-        return Ok(());
-    }
-    let err = std::io::Error::last_os_error();
-    match err.raw_os_error() {
-        Some(libc::EOPNOTSUPP) | Some(libc::ENODEV) | Some(libc::EINVAL) => Ok(()),
-        _ => Err(err),
-    }
+    let unsupported = [libc::EOPNOTSUPP, libc::ENODEV, libc::EINVAL];
+    fallocate(
+        file,
+        libc::FALLOC_FL_KEEP_SIZE,
+        offset_bytes,
+        len_bytes,
+        &unsupported,
+    )
 }
 
 /// Deallocate a range of a regular file; quietly nothing where unsupported.
 fn punch_hole(file: &File, offset_bytes: u64, len_bytes: u64) -> std::io::Result<()> {
-    use std::os::fd::AsRawFd;
     let mode = libc::FALLOC_FL_PUNCH_HOLE | libc::FALLOC_FL_KEEP_SIZE;
+    fallocate(
+        file,
+        mode,
+        offset_bytes,
+        len_bytes,
+        &[libc::EOPNOTSUPP, libc::ENODEV],
+    )
+}
+
+/// `fallocate(2)` with `mode`; the errors in `unsupported` count as done
+/// (the file system or device cannot, and nothing depends on it).
+fn fallocate(
+    file: &File,
+    mode: i32,
+    offset_bytes: u64,
+    len_bytes: u64,
+    unsupported: &[i32],
+) -> std::io::Result<()> {
+    use std::os::fd::AsRawFd;
     // SAFETY: fallocate takes a valid descriptor and plain integers.
     let rc = unsafe {
         libc::fallocate(
@@ -393,7 +400,7 @@ fn punch_hole(file: &File, offset_bytes: u64, len_bytes: u64) -> std::io::Result
     }
     let err = std::io::Error::last_os_error();
     match err.raw_os_error() {
-        Some(libc::EOPNOTSUPP) | Some(libc::ENODEV) => Ok(()),
+        Some(code) if unsupported.contains(&code) => Ok(()),
         _ => Err(err),
     }
 }
