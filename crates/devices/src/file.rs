@@ -79,16 +79,9 @@ impl FileDevice {
         capacity_bytes: u64,
         options: FileOptions,
     ) -> Result<FileDevice, DeviceError> {
-        let file = open_options(options)
-            .create(true)
-            .truncate(true)
-            .open(path)
-            .map_err(|e| io_error(path, "create", e))?;
-        file.set_len(capacity_bytes)
-            .map_err(|e| removed(path, io_error(path, "set length", e)))?;
-        preallocate(&file, capacity_bytes)
+        let device = FileDevice::create(path, capacity_bytes, options)?;
+        preallocate(&device.file, capacity_bytes)
             .map_err(|e| removed(path, io_error(path, "preallocate", e)))?;
-        let device = FileDevice::from_file(path, file, capacity_bytes, options);
         device
             .allocated
             .lock()
