@@ -92,3 +92,54 @@ fn tpcc_same_seed_gives_identical_results() {
     assert_eq!(a, tpcc_run(3));
     assert_ne!(a, tpcc_run(4));
 }
+
+/// A database loaded once (`load_image`) serves many runs: two runs from
+/// one image give the same report, and the database stays consistent.
+#[test]
+fn runs_from_one_loaded_image_are_identical_and_consistent() {
+    use flashlab::lab::bench::load_image;
+    let options = BenchOptions {
+        workload: "tpcc".into(),
+        clients: 20,
+        duration_ns: 1_000_000_000,
+        warmup_ns: 200_000_000,
+        data_device: "ssd-array-2010".into(),
+        log_device: "ssd-array-2010".into(),
+        page_bytes: 4096,
+        buffer_bytes: 2 << 20,
+        log_bytes: Some(16 << 20),
+        tpcc: flashlab_workloads::tpcc::TpccOptions {
+            warehouses: 3,
+            active_warehouses: 2,
+            items: 1_000,
+            customers_per_district: 60,
+            connections: 8,
+            ..Default::default()
+        },
+        seed: 5,
+        progress_interval_ns: 0,
+        ..BenchOptions::default()
+    };
+    let image = load_image(&options).expect("load image");
+    let run = || {
+        let mut report = bench(
+            &BenchOptions {
+                image: Some(image.clone()),
+                ..options.clone()
+            },
+            |_| {},
+        )
+        .expect("bench from image");
+        report.host_seconds = 0.0;
+        report.load_host_seconds = 0.0;
+        report
+    };
+    let (a, b) = (run(), run());
+    assert_eq!(a.consistency, "ok");
+    assert!(a.committed > 100, "{} committed", a.committed);
+    assert!(a.load_seconds > 0.0, "the image's load time is reported");
+    assert_eq!(
+        serde_json::to_string(&a).unwrap(),
+        serde_json::to_string(&b).unwrap()
+    );
+}

@@ -49,6 +49,15 @@ pub struct Args {
     /// tpcc: keying and think times (off by default: maximum throughput).
     #[arg(long)]
     think: bool,
+    /// tpcc: divide keying and think times by this (a scaled-down study).
+    #[arg(long, default_value_t = 1.0)]
+    think_divisor: f64,
+    /// tpcc: terminals work on the first N of the loaded warehouses (default all).
+    #[arg(long, default_value_t = 0)]
+    active_warehouses: u32,
+    /// tpcc: database connections the terminals share, as DBT2's 20 (default: one per terminal).
+    #[arg(long, default_value_t = 0)]
+    connections: u32,
     /// Simulated CPU cores.
     #[arg(long, default_value_t = 2)]
     cores: u32,
@@ -251,12 +260,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         customers_per_district: args.customers_per_district,
         mix: flashlab_workloads::tpcc::Mix::parse(&args.mix).map_err(anyhow::Error::msg)?,
         think: args.think,
+        think_divisor: args.think_divisor,
+        active_warehouses: args.active_warehouses,
+        connections: args.connections,
         seed: args.seed,
     };
     let clients = match (args.workload.as_str(), args.terminals, args.clients) {
         ("tpcc", Some(_), Some(_)) => bail!("--clients: give tpcc --terminals instead"),
         ("tpcc", terminals, clients) => terminals.or(clients).unwrap_or_else(|| {
-            args.warehouses
+            tpcc.active()
                 .saturating_mul(flashlab_workloads::tpcc::TERMINALS_PER_WAREHOUSE)
         }),
         (_, Some(_), _) => bail!("--terminals needs the tpcc workload (others take --clients)"),
@@ -302,6 +314,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         },
         config,
         on_loaded: None,
+        image: None,
     };
     flashlab_lab::bench::validate(&options).map_err(anyhow::Error::msg)?;
     let mut options = options;

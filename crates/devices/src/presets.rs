@@ -14,6 +14,7 @@ use crate::hdd::HddModel;
 use crate::memory::MemoryDevice;
 use crate::model::{DeviceModel, Parameter};
 use crate::sim::SimDevice;
+use crate::store::StoredDevice;
 
 /// The zero-latency memory device's name.
 pub const MEMORY: &str = "memory";
@@ -68,6 +69,28 @@ pub fn open_simulated(name: &str) -> Result<DeviceRef, DeviceError> {
         )));
     }
     Ok(Arc::new(SimDevice::new(build_model(name)?)))
+}
+
+/// A device of the simulated world whose contents can be imaged
+/// ([`crate::store::SparseStore::image`]) and that starts from `image` if
+/// given: a database loaded once serves many runs, each on fresh devices
+/// (see [`SimDevice::preloaded`]).
+pub fn open_simulated_stored(
+    name: &str,
+    image: Option<crate::store::SparseStore>,
+) -> Result<Arc<dyn crate::store::StoredDevice>, DeviceError> {
+    if name == MEMORY {
+        let device = MemoryDevice::new(MEMORY, MEMORY_CAPACITY_BYTES_DEFAULT);
+        if let Some(image) = image {
+            *device.store().lock().expect("store") = image;
+        }
+        return Ok(Arc::new(device));
+    }
+    let model = build_model(name)?;
+    Ok(match image {
+        Some(image) => Arc::new(SimDevice::preloaded(model, image)),
+        None => Arc::new(SimDevice::new(model)),
+    })
 }
 
 /// What `flashlab devices` shows of one preset.

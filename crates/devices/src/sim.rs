@@ -30,6 +30,9 @@ use crate::memory::unflushed_full;
 use crate::model::{DeviceModel, IoKind, IoRequest, ModelStats, check_request};
 use crate::store::{CrashFate, SparseStore, StoredDevice};
 
+/// Largest write [`SimDevice::preloaded`] submits to the model at once.
+pub const PRELOAD_PIECE_BYTES: u64 = 256 << 10;
+
 /// A device model with data, in virtual time.
 pub struct SimDevice {
     name: String,
@@ -78,6 +81,48 @@ impl SimDevice {
             }),
             store: Mutex::new(SparseStore::new()),
         }
+    }
+
+    /// A device whose model and store start as if `image` had been written
+    /// to it: every written run of the image is submitted to the model (in
+    /// address order, pieces of [`PRELOAD_PIECE_BYTES`], back to back from
+    /// model time zero), so an SSD model maps what the image holds; the
+    /// model's clock then resumes at its horizon in the next simulation.
+    pub fn preloaded(model: Box<dyn DeviceModel>, image: SparseStore) -> SimDevice {
+        let device = SimDevice::new(model);
+        {
+            let mut timed = device.model.lock().expect("model");
+            let mut now_ns = 0u64;
+            for (start, len) in image.written_runs() {
+                let mut done = 0u64;
+                while done < len {
+                    let piece = (len - done).min(PRELOAD_PIECE_BYTES);
+                    let req = IoRequest {
+                        kind: IoKind::Write,
+                        offset_bytes: start + done,
+                        len_bytes: piece,
+                    };
+                    now_ns = timed.model.submit(now_ns, &req).max(now_ns);
+                    done += piece;
+                }
+            }
+            let flush = IoRequest {
+                kind: IoKind::Flush,
+                offset_bytes: 0,
+                len_bytes: 0,
+            };
+            now_ns = timed.model.submit(now_ns, &flush).max(now_ns);
+            timed.last_arrival_ns = now_ns;
+            timed.horizon_ns = now_ns;
+        }
+        *device.store.lock().expect("store") = image;
+        device
+    }
+
+    /// A copy of the device's contents, or `None` while writes are
+    /// unflushed: what [`SimDevice::preloaded`] starts another device from.
+    pub fn image(&self) -> Option<SparseStore> {
+        self.store.lock().expect("store").image()
     }
 
     /// Lose every write since the last flush.
@@ -165,5 +210,50 @@ impl Device for SimDevice {
 
     fn model_stats(&self) -> Option<ModelStats> {
         Some(self.model.lock().expect("model").model.stats())
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use flashlab_runtime::{Sim, SimConfig};
+
+    use super::*;
+    use crate::presets::build_model;
+
+    /// A device preloaded with another's image reads what was written,
+    /// and its model has mapped those pages (its reads cost flash reads).
+    #[test]
+    fn a_preloaded_device_reads_back_the_image_it_started_from() {
+        let (image, unflushed_image) = Sim::run(SimConfig::default(), |_| {
+            let device = SimDevice::new(build_model("ssd-2010").unwrap());
+            device.write(8192, &[7u8; 4096]).unwrap();
+            device.write(1 << 20, &[9u8; 8192]).unwrap();
+            let unflushed = device.image().is_none();
+            device.flush().unwrap();
+            (device.image().unwrap(), unflushed)
+        })
+        .unwrap()
+        .0
+        .finished()
+        .unwrap();
+        assert!(unflushed_image, "an image was taken of unflushed writes");
+        assert_eq!(image.written_runs(), vec![(8192, 4096), (1 << 20, 8192)]);
+        let (bytes, stats) = Sim::run(SimConfig::default(), move |_| {
+            let device = SimDevice::preloaded(build_model("ssd-2010").unwrap(), image);
+            let mut a = vec![0u8; 4096];
+            let mut b = vec![0u8; 8192];
+            device.read(8192, &mut a).unwrap();
+            device.read(1 << 20, &mut b).unwrap();
+            ((a, b), device.model_stats().unwrap())
+        })
+        .unwrap()
+        .0
+        .finished()
+        .unwrap();
+        assert!(bytes.0.iter().all(|&x| x == 7) && bytes.1.iter().all(|&x| x == 9));
+        assert!(
+            stats.bytes_written >= 12288 && stats.flash_pages_read > 0,
+            "{stats:?}"
+        );
     }
 }

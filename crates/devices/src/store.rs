@@ -120,6 +120,35 @@ impl SparseStore {
         SparseStore::default()
     }
 
+    /// A copy of the durable contents, or `None` while writes are still
+    /// unflushed (an image is taken of a flushed, quiet device only).
+    pub fn image(&self) -> Option<SparseStore> {
+        if !self.unflushed.is_empty() {
+            return None;
+        }
+        Some(SparseStore {
+            chunks: self.chunks.clone(),
+            durable_end_bytes: self.durable_end_bytes,
+            ..SparseStore::default()
+        })
+    }
+
+    /// The written byte ranges, in address order, each a run of adjacent
+    /// chunks: what a device preloaded with this image must have written.
+    pub fn written_runs(&self) -> Vec<(u64, u64)> {
+        let mut keys: Vec<u64> = self.chunks.keys().copied().collect();
+        keys.sort_unstable();
+        let mut runs: Vec<(u64, u64)> = Vec::new();
+        for key in keys {
+            let offset_bytes = key * CHUNK_BYTES as u64;
+            match runs.last_mut() {
+                Some((start, len)) if *start + *len == offset_bytes => *len += CHUNK_BYTES as u64,
+                _ => runs.push((offset_bytes, CHUNK_BYTES as u64)),
+            }
+        }
+        runs
+    }
+
     /// Copy bytes at `offset_bytes` into `buf`.
     pub fn read(&self, offset_bytes: u64, buf: &mut [u8]) {
         let mut done = 0usize;

@@ -20,6 +20,7 @@
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
+use flashlab_devices::store::{SparseStore, StoredDevice};
 use flashlab_devices::trace::traced::TracedDevice;
 use flashlab_devices::trace::{Space, Tracer};
 use flashlab_devices::{DeviceRef, TraceRecord, presets};
@@ -88,6 +89,10 @@ pub struct BenchOptions {
     /// Called once the database is loaded (the run's tables are complete
     /// and flushed), before the measured run.
     pub on_loaded: Option<LoadedHook>,
+    /// Simulated world: start from this loaded database (made by
+    /// [`load_image`] with the same workload, sizes and devices) instead of
+    /// loading one; the run works on fresh devices holding its contents.
+    pub image: Option<Arc<DbImage>>,
 }
 
 /// A callback for [`BenchOptions::on_loaded`].
@@ -143,6 +148,7 @@ impl Default for BenchOptions {
             progress_interval_ns: NS_PER_S,
             config: None,
             on_loaded: None,
+            image: None,
         }
     }
 }
@@ -390,7 +396,10 @@ fn bench_simulated(
     let (outcome, _) = Sim::run(sim, move |_rt| -> Result<BenchReport, String> {
         let config = db_config(&options);
         let tracer = options.trace.then(Tracer::new);
-        let devices = Devices::from_presets(&config).map_err(|e| e.to_string())?;
+        let devices = match &options.image {
+            Some(image) => stored_devices(&config, Some(image))?.1,
+            None => Devices::from_presets(&config).map_err(|e| e.to_string())?,
+        };
         let devices = Devices {
             data: devices
                 .data
@@ -412,7 +421,7 @@ fn bench_simulated(
             &options,
             "simulated",
             tracer.as_ref(),
-            false,
+            options.image.is_some(),
             None,
             progress,
         )
@@ -421,6 +430,110 @@ fn bench_simulated(
     outcome
         .finished()
         .ok_or_else(|| "the simulation stopped early".to_string())?
+}
+
+/// A simulated database as loaded: the contents of its devices, and what
+/// the load took. Many runs start from one image, each on fresh device
+/// models preloaded with these contents ([`presets::open_simulated_stored`]),
+/// so a study of many configurations loads its database once.
+pub struct DbImage {
+    data: Vec<SparseStore>,
+    log: SparseStore,
+    rollback: Option<SparseStore>,
+    /// Virtual and host seconds of the load.
+    pub load_seconds: f64,
+    pub load_host_seconds: f64,
+}
+
+impl std::fmt::Debug for DbImage {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        write!(f, "DbImage({} data spaces)", self.data.len())
+    }
+}
+
+/// The simulated devices of `config`, started from `image` if given.
+fn stored_devices(
+    config: &DbConfig,
+    image: Option<&DbImage>,
+) -> Result<(Vec<Arc<dyn StoredDevice>>, Devices), String> {
+    let open = |name: &str, image: Option<&SparseStore>| {
+        let image = image.map(|i| i.image().expect("images are flushed"));
+        presets::open_simulated_stored(name, image).map_err(|e| e.to_string())
+    };
+    let data = config
+        .data
+        .iter()
+        .enumerate()
+        .map(|(i, s)| open(&s.device, image.and_then(|m| m.data.get(i))))
+        .collect::<Result<Vec<_>, String>>()?;
+    let log = open(&config.log.device, image.map(|m| &m.log))?;
+    let rollback = match &config.rollback {
+        Some(s) => Some(open(&s.device, image.and_then(|m| m.rollback.as_ref()))?),
+        None => None,
+    };
+    let mut all = data.clone();
+    all.push(log.clone());
+    all.extend(rollback.clone());
+    let as_ref = |d: &Arc<dyn StoredDevice>| -> DeviceRef { d.clone() };
+    let devices = Devices {
+        data: data.iter().map(as_ref).collect(),
+        log: as_ref(&log),
+        rollback: rollback.as_ref().map(as_ref),
+        temp: None,
+    };
+    Ok((all, devices))
+}
+
+/// Load the database `options` describe in the simulated world, close it
+/// cleanly, and keep its devices' contents for runs that start from it.
+pub fn load_image(options: &BenchOptions) -> Result<Arc<DbImage>, String> {
+    validate(options)?;
+    if options.real_dir.is_some() || options.config.as_ref().is_some_and(|c| c.temp.is_some()) {
+        return Err("a database image is made in the simulated world, without a temp space".into());
+    }
+    let sim = SimConfig {
+        seed: options.seed,
+        cores: options.cores,
+        ..SimConfig::default()
+    };
+    let options = options.clone();
+    let (outcome, _) = Sim::run(sim, move |rt| -> Result<DbImage, String> {
+        let config = db_config(&options);
+        let (stored, devices) = stored_devices(&config, None)?;
+        let db = Database::open_with(&config, devices).map_err(|e| e.to_string())?;
+        let workload =
+            build(&options.workload, &workload_options(&options)).ok_or("unknown workload")?;
+        let (start_ns, host) = (rt.now_ns(), std::time::Instant::now());
+        workload.setup(&db).map_err(|e| format!("loading: {e}"))?;
+        db.close().map_err(|e| e.to_string())?;
+        let mut images = stored
+            .iter()
+            .map(|d| {
+                d.store()
+                    .lock()
+                    .expect("store")
+                    .image()
+                    .ok_or("a device still holds unflushed writes after the close")
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        let rollback = config
+            .rollback
+            .as_ref()
+            .map(|_| images.pop().expect("rollback image"));
+        let log = images.pop().expect("log image");
+        Ok(DbImage {
+            data: images,
+            log,
+            rollback,
+            load_seconds: (rt.now_ns() - start_ns) as f64 / NS_PER_S as f64,
+            load_host_seconds: host.elapsed().as_secs_f64(),
+        })
+    })
+    .map_err(|e| e.to_string())?;
+    let image = outcome
+        .finished()
+        .ok_or_else(|| "the simulation stopped early".to_string())??;
+    Ok(Arc::new(image))
 }
 
 /// The configuration of a real run: files for the data space and the log.
@@ -508,6 +621,17 @@ fn ack_sink(path: &Path) -> Result<AckSink, String> {
     }))
 }
 
+fn workload_options(options: &BenchOptions) -> WorkloadOptions {
+    WorkloadOptions {
+        scale: options.scale,
+        accounts_per_branch: options.accounts_per_branch,
+        tpcc: flashlab_workloads::tpcc::TpccOptions {
+            seed: options.seed,
+            ..options.tpcc.clone()
+        },
+    }
+}
+
 fn run_on(
     db: &Database,
     options: &BenchOptions,
@@ -517,16 +641,8 @@ fn run_on(
     acks: Option<AckSink>,
     progress: impl FnMut(&Progress) + Send,
 ) -> Result<BenchReport, String> {
-    let workload_options = WorkloadOptions {
-        scale: options.scale,
-        accounts_per_branch: options.accounts_per_branch,
-        tpcc: flashlab_workloads::tpcc::TpccOptions {
-            seed: options.seed,
-            ..options.tpcc.clone()
-        },
-    };
     let workload: Arc<dyn flashlab_workloads::Workload> =
-        Arc::from(build(&options.workload, &workload_options).ok_or("unknown workload")?);
+        Arc::from(build(&options.workload, &workload_options(options)).ok_or("unknown workload")?);
     // Transactions the database held before this run (a kept database).
     let rt = flashlab_runtime::Rt::current();
     let (load_start_ns, load_host) = (rt.now_ns(), std::time::Instant::now());
@@ -581,8 +697,10 @@ fn run_on(
         trace,
     );
     report.rollback = db.stats().rollback;
-    report.load_seconds = load_seconds;
-    report.load_host_seconds = load_host_seconds;
+    (report.load_seconds, report.load_host_seconds) = match &options.image {
+        Some(image) => (image.load_seconds, image.load_host_seconds),
+        None => (load_seconds, load_host_seconds),
+    };
     if options.workload == "tpcc" {
         report.tpcc = Some(flashlab_workloads::tpcc::TpccSummary::new(
             options.tpcc.warehouses,

@@ -11,6 +11,7 @@ pub mod devices;
 pub mod lee2008_log;
 pub mod lee2008_mvcc;
 pub mod lee2008_temp;
+pub mod petrov2010;
 
 use crate::report::ExperimentResult;
 
@@ -44,6 +45,8 @@ pub fn registry() -> Vec<Box<dyn Experiment>> {
         Box::new(lee2008_temp::Figure6),
         Box::new(lee2008_temp::Figure7),
         Box::new(lee2008_temp::Figure8),
+        Box::new(petrov2010::figures::Table4),
+        Box::new(petrov2010::figures::Figure5),
     ]
 }
 

@@ -29,6 +29,8 @@ use super::{DISTRICTS_PER_WAREHOUSE, TpccOptions};
 pub const LOAD_BATCH_ROWS: usize = 2_000;
 /// Tries of one batch before the load gives up.
 const LOAD_TRIES_MAX: u32 = 100;
+/// Pause before a refused batch is tried again.
+const LOAD_RETRY_BACKOFF_NS: u64 = 10_000_000;
 /// The date stamped on loaded rows (dates are runtime nanoseconds; 0 is null).
 pub const LOAD_DATE: i64 = 1;
 /// W_YTD and D_YTD at load, in cents (300,000.00 and 30,000.00).
@@ -333,7 +335,11 @@ fn insert_batch(db: &Database, table: &Table, rows: &[Vec<Value>]) -> Result<()>
     loop {
         tries += 1;
         match try_batch(db, table, rows) {
-            Err(e) if e.is_retryable() && tries < LOAD_TRIES_MAX => continue,
+            Err(e) if e.is_retryable() && tries < LOAD_TRIES_MAX => {
+                // Give the checkpointer (a full log) or the lock holder a
+                // turn: a retry at the same instant would find the same.
+                flashlab_runtime::Rt::current().sleep(LOAD_RETRY_BACKOFF_NS);
+            }
             other => return other,
         }
     }

@@ -73,6 +73,10 @@ pub const WAREHOUSES_MAX: u32 = 10_000;
 /// tpmC per warehouse at 100% efficiency: the most 10 terminals can key in
 /// with keying and think times (clause 4.2).
 pub const TPMC_PER_WAREHOUSE_MAX: f64 = 12.86;
+/// Largest divisor of keying and think times.
+pub const THINK_DIVISOR_MAX: f64 = 1000.0;
+/// Most shared database connections.
+pub const CONNECTIONS_MAX: u32 = 100_000;
 /// Tries of one transaction before a terminal gives up on it.
 const TRIES_MAX: u32 = 1_000;
 /// Longest latency the histograms hold (10 minutes, in microseconds).
@@ -148,6 +152,18 @@ pub struct TpccOptions {
     pub mix: Mix,
     /// Keying and think times (off: terminals run back to back).
     pub think: bool,
+    /// Keying and think times are divided by this (1: the specification's).
+    /// A scaled-down study runs 1/k of the warehouses with times divided by
+    /// k, so that the same load reaches the database from fewer terminals.
+    pub think_divisor: f64,
+    /// Warehouses the terminals work on (home and remote), the first ones
+    /// of the loaded `warehouses`; 0: all of them. DBT2 runs this way on a
+    /// larger loaded database.
+    pub active_warehouses: u32,
+    /// Database connections the terminals share (DBT2 keeps 20): a
+    /// terminal waits for a free one before each transaction, and its
+    /// response time includes the wait. 0: a connection per terminal.
+    pub connections: u32,
     /// Seed of the population and of NURand's constants.
     pub seed: u64,
 }
@@ -160,12 +176,24 @@ impl Default for TpccOptions {
             customers_per_district: CUSTOMERS_PER_DISTRICT,
             mix: Mix::default(),
             think: false,
+            think_divisor: 1.0,
+            active_warehouses: 0,
+            connections: 0,
             seed: 1,
         }
     }
 }
 
 impl TpccOptions {
+    /// Warehouses the terminals work on.
+    pub fn active(&self) -> u32 {
+        if self.active_warehouses == 0 {
+            self.warehouses
+        } else {
+            self.active_warehouses.min(self.warehouses)
+        }
+    }
+
     pub fn orders_per_district(&self) -> u32 {
         self.customers_per_district
     }
@@ -193,6 +221,26 @@ impl TpccOptions {
                 self.warehouses
             ));
         }
+        if self.active_warehouses > self.warehouses {
+            return Err(format!(
+                "--active-warehouses {} must be at most --warehouses {}",
+                self.active_warehouses, self.warehouses
+            ));
+        }
+        if !(self.think_divisor.is_finite()
+            && (1.0..=THINK_DIVISOR_MAX).contains(&self.think_divisor))
+        {
+            return Err(format!(
+                "--think-divisor {} must be 1 to {THINK_DIVISOR_MAX}",
+                self.think_divisor
+            ));
+        }
+        if self.connections > CONNECTIONS_MAX {
+            return Err(format!(
+                "--connections {} must be at most {CONNECTIONS_MAX}",
+                self.connections
+            ));
+        }
         if !(1..=ITEMS).contains(&self.items) {
             return Err(format!("--items {} must be 1 to {ITEMS}", self.items));
         }
@@ -209,6 +257,7 @@ impl TpccOptions {
 /// Latency percentiles of one type, in milliseconds.
 #[derive(Clone, Debug, Default, Serialize)]
 pub struct TypeLatency {
+    pub mean: f64,
     pub p50: f64,
     pub p90: f64,
     pub p95: f64,
@@ -254,6 +303,7 @@ impl TypeStats {
             rollbacks: self.rollbacks,
             retries: self.retries,
             latency_ms: TypeLatency {
+                mean: h.mean() / 1e3,
                 p50: ms(0.50),
                 p90: ms(0.90),
                 p95: ms(0.95),
@@ -283,6 +333,11 @@ pub struct TpcC {
     stats: Mutex<Vec<TypeStats>>,
     /// New-Orders counted at the last progress line.
     new_orders_at_last_line: AtomicU64,
+    /// Free shared connections ([`TpccOptions::connections`]).
+    free_connections: flashlab_runtime::Mutex<u32>,
+    connection_freed: flashlab_runtime::Condvar,
+    /// Most connections ever in use at once.
+    connections_in_use_max: AtomicU64,
 }
 
 impl TpcC {
@@ -292,6 +347,7 @@ impl TpcC {
         let loaded_history = i64::from(options.warehouses)
             * i64::from(DISTRICTS_PER_WAREHOUSE)
             * i64::from(options.customers_per_district);
+        let connections = options.connections;
         TpcC {
             options,
             constants,
@@ -300,6 +356,9 @@ impl TpcC {
             measuring: AtomicBool::new(false),
             stats: Mutex::new(TYPES.iter().map(|_| TypeStats::new()).collect()),
             new_orders_at_last_line: AtomicU64::new(0),
+            free_connections: flashlab_runtime::Mutex::new(connections),
+            connection_freed: flashlab_runtime::Condvar::new(),
+            connections_in_use_max: AtomicU64::new(0),
         }
     }
 
@@ -314,8 +373,9 @@ impl TpcC {
 
     /// Terminal `client`'s home warehouse and Stock-Level district.
     pub fn home(&self, client: u32) -> (u32, u32) {
-        let w = client % self.options.warehouses + 1;
-        let d = (client / self.options.warehouses) % DISTRICTS_PER_WAREHOUSE + 1;
+        let active = self.options.active();
+        let w = client % active + 1;
+        let d = (client / active) % DISTRICTS_PER_WAREHOUSE + 1;
         (w, d)
     }
 
@@ -384,10 +444,39 @@ impl TpcC {
             .record((latency_ns / 1_000).clamp(1, LATENCY_US_MAX));
     }
 
+    /// Wait for a shared connection (none to wait for without a pool).
+    fn take_connection(&self) {
+        if self.options.connections == 0 {
+            return;
+        }
+        let mut free = self.free_connections.lock();
+        while *free == 0 {
+            free = self.connection_freed.wait(free);
+        }
+        *free -= 1;
+        let in_use = u64::from(self.options.connections - *free);
+        self.connections_in_use_max
+            .fetch_max(in_use, Ordering::Relaxed);
+    }
+
+    /// Most shared connections in use at once so far.
+    pub fn connections_in_use_max(&self) -> u64 {
+        self.connections_in_use_max.load(Ordering::Relaxed)
+    }
+
+    fn give_connection(&self) {
+        if self.options.connections == 0 {
+            return;
+        }
+        *self.free_connections.lock() += 1;
+        self.connection_freed.notify_one();
+    }
+
     /// Keying time before, or think time after, a transaction of `kind`.
     fn pause(&self, seconds: f64) {
         if self.options.think && seconds > 0.0 {
-            Rt::current().sleep((seconds * NS_PER_S as f64) as u64);
+            let divided = seconds / self.options.think_divisor;
+            Rt::current().sleep((divided * NS_PER_S as f64) as u64);
         }
     }
 
@@ -421,6 +510,28 @@ impl Workload for TpcC {
         loaded
     }
 
+    /// Continue on a database exactly as loaded (an image taken after the
+    /// load, as the page-size study reuses): the history rows must end at
+    /// the loaded count, so the run's history ids cannot collide. A
+    /// database that has already run transactions is refused.
+    fn resume(&self, db: &Database) -> Result<u64> {
+        self.options.validate().map_err(Error::Invalid)?;
+        let t = Tables::open(db)?;
+        let loaded = self.next_h_id.load(Ordering::Relaxed) - 1;
+        let key =
+            |h_id: i64| flashlab_engine::row::encode_key(&[flashlab_engine::row::Value::Int(h_id)]);
+        let mut txn = db.begin()?;
+        let last = txn.get(&t.history, &key(loaded))?;
+        let beyond = txn.get(&t.history, &key(loaded + 1))?;
+        txn.commit()?;
+        if last.is_none() || beyond.is_some() {
+            return Err(Error::Invalid(
+                "TPC-C continues only on a database exactly as loaded (its history rows do not end at the loaded count)".into(),
+            ));
+        }
+        Ok(0)
+    }
+
     fn transaction(&self, db: &Database, client: u32, rng: &mut ChaCha8Rng) -> Result<()> {
         let kind = self.options.mix.pick(rng);
         let input = self.draw(kind, client, rng);
@@ -432,7 +543,10 @@ impl Workload for TpcC {
         self.pause(KEYING_S[kind]);
         let rt = Rt::current();
         let started_ns = rt.now_ns();
-        let (rolled_back, retries) = self.run_to_end(db, &input)?;
+        self.take_connection();
+        let outcome = self.run_to_end(db, &input);
+        self.give_connection();
+        let (rolled_back, retries) = outcome?;
         self.record(kind, rt.now_ns() - started_ns, rolled_back, retries);
         self.pause(think);
         Ok(())
@@ -482,6 +596,25 @@ pub fn departures(o: &TpccOptions) -> Vec<String> {
             "no keying or think times: each terminal runs transactions back to back (the papers' maximum-throughput runs)"
                 .to_string(),
         );
+    }
+    if o.think && o.think_divisor != 1.0 {
+        out.push(format!(
+            "keying and think times divided by {} (a scaled-down study: 1/{} of the warehouses offer the same load)",
+            o.think_divisor, o.think_divisor
+        ));
+    }
+    if o.active() != o.warehouses {
+        out.push(format!(
+            "terminals work on the first {} of the {} loaded warehouses",
+            o.active(),
+            o.warehouses
+        ));
+    }
+    if o.connections > 0 {
+        out.push(format!(
+            "terminals share {} database connections (as DBT2 does); response times include the wait for one",
+            o.connections
+        ));
     }
     if o.mix != Mix::default() {
         out.push(format!("mix {:?} instead of 45/43/4/4/4", o.mix.0));

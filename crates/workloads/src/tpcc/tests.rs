@@ -664,3 +664,105 @@ fn think_times_bring_efficiency_near_100_percent() {
         .any(|d| d.contains("think"))
     );
 }
+
+/// The scaled-down study's knobs: 1/k of the warehouses with think times
+/// divided by k offer k times the load per warehouse; terminals stay on the
+/// active warehouses; a pool of connections caps transactions in flight.
+#[test]
+fn think_divisor_active_warehouses_and_connections_do_what_they_say() {
+    let options = TpccOptions {
+        warehouses: 3,
+        active_warehouses: 2,
+        think: true,
+        think_divisor: 10.0,
+        connections: 2,
+        ..small()
+    };
+    let (summary, in_flight_max, homes) = with_db(options.clone(), |db, tpcc| {
+        let tpcc = Arc::new(TpcC::new(tpcc.options().clone()));
+        let homes: Vec<u32> = (0..20).map(|t| tpcc.home(t).0).collect();
+        let workload: Arc<dyn Workload> = tpcc.clone();
+        let config = crate::driver::RunConfig {
+            clients: 20,
+            duration_ns: 120 * NS_PER_S,
+            warmup_ns: 6 * NS_PER_S,
+            progress_interval_ns: 0,
+        };
+        let run = crate::driver::run(db, workload.clone(), &config, |_| {}).unwrap();
+        assert_eq!(workload.check(db, 0).unwrap(), Ok(()));
+        let summary = TpccSummary::new(2, run.measured_s, workload.transaction_types());
+        (summary, tpcc.connections_in_use_max(), homes)
+    });
+    assert!(homes.iter().all(|&w| (1..=2).contains(&w)), "{homes:?}");
+    // 20 terminals on 2 warehouses, ten times faster: ten times 12.86
+    // tpmC per warehouse at full efficiency.
+    assert!(
+        (800.0..1100.0).contains(&summary.efficiency_percent),
+        "efficiency {:.1}%",
+        summary.efficiency_percent
+    );
+    assert_eq!(
+        in_flight_max, 2,
+        "the pool of 2 connections was not the limit"
+    );
+    let words = departures(&options).join("\n");
+    assert!(
+        words.contains("divided by 10")
+            && words.contains("first 2 of the 3")
+            && words.contains("2 database connections"),
+        "{words}"
+    );
+}
+
+#[test]
+fn scaled_study_knobs_refuse_absurd_values() {
+    for (options, words) in [
+        (
+            TpccOptions {
+                active_warehouses: 3,
+                ..small()
+            },
+            "--active-warehouses 3",
+        ),
+        (
+            TpccOptions {
+                think_divisor: 0.5,
+                ..small()
+            },
+            "--think-divisor 0.5",
+        ),
+        (
+            TpccOptions {
+                think_divisor: f64::NAN,
+                ..small()
+            },
+            "--think-divisor NaN",
+        ),
+        (
+            TpccOptions {
+                connections: CONNECTIONS_MAX + 1,
+                ..small()
+            },
+            "--connections",
+        ),
+    ] {
+        let e = options.validate().unwrap_err();
+        assert!(e.starts_with(words), "{e}");
+    }
+}
+
+/// A database that has run transactions is not taken for a fresh load.
+#[test]
+fn resume_takes_only_a_database_as_loaded() {
+    let (fresh, after_payment) = with_db(small(), |db, tpcc| {
+        let fresh = tpcc.resume(db).map_err(|e| e.to_string());
+        let t = Tables::open(db).unwrap();
+        let mut rng = <rand_chacha::ChaCha8Rng as rand::SeedableRng>::seed_from_u64(5);
+        let input = payment_input(&mut rng, 1, tpcc.options(), &tpcc.constants().1);
+        let h_id = super::load::load_history_id(tpcc.options(), 2, 10, 30) + 1;
+        payment(db, &t, &input, h_id).unwrap();
+        (fresh, tpcc.resume(db).map_err(|e| e.to_string()))
+    });
+    assert_eq!(fresh, Ok(0));
+    assert!(after_payment.unwrap_err().contains("exactly as loaded"));
+}

@@ -107,10 +107,11 @@ pub struct OrderStatus {
 // ------------------------------------------------------------ inputs
 
 fn random_w(rng: &mut impl Rng, home: u32, options: &TpccOptions) -> u32 {
-    if options.warehouses < 2 {
+    let active = options.active();
+    if active < 2 {
         return home;
     }
-    let other = rng.random_range(1..options.warehouses);
+    let other = rng.random_range(1..active);
     if other >= home { other + 1 } else { other }
 }
 
@@ -173,7 +174,7 @@ pub fn payment_input(
     c: &Constants,
 ) -> PaymentInput {
     let d_id = rng.random_range(1..=super::DISTRICTS_PER_WAREHOUSE);
-    let remote = options.warehouses > 1 && rng.random_range(0..100) < REMOTE_PAYMENT_PERCENT;
+    let remote = options.active() > 1 && rng.random_range(0..100) < REMOTE_PAYMENT_PERCENT;
     let (c_w_id, c_d_id) = if remote {
         (
             random_w(rng, w, options),
