@@ -321,7 +321,7 @@ fn query_reads_a_table_and_refuses_time_travel_past_a_restart() {
 fn tpcc_bad_input_is_one_line_naming_the_option() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let rows: [(&[&str], &str); 9] = [
+    let rows: [(&[&str], &str); 16] = [
         (&["--warehouses", "0"], "--warehouses"),
         (&["--warehouses", "100000"], "--warehouses"),
         (&["--mix", "45,43,4,4,5"], "--mix"),
@@ -334,6 +334,25 @@ fn tpcc_bad_input_is_one_line_naming_the_option() {
             "--customers-per-district",
         ),
         (&["--terminals", "5", "--clients", "5"], "--clients"),
+        (
+            &["--table-page-bytes", "stock=3000"],
+            "--table-page-bytes stock=3000",
+        ),
+        (
+            &["--table-page-bytes", "stock"],
+            "--table-page-bytes 'stock'",
+        ),
+        (
+            &["--table-page-bytes", "stocks=4096"],
+            "no TPC-C table 'stocks'",
+        ),
+        (
+            &["--table-page-bytes", "customer=2048"],
+            "too small for customer rows",
+        ),
+        (&["--active-warehouses", "2"], "--active-warehouses 2"),
+        (&["--think-divisor", "0"], "--think-divisor 0"),
+        (&["--connections", "1000000"], "--connections 1000000"),
     ];
     for (extra, option) in rows {
         for real in [false, true] {
@@ -368,6 +387,10 @@ fn tpcc_bench_reports_tpmc_and_the_five_types() {
         "3s",
         "--warmup",
         "1s",
+        "--table-page-bytes",
+        "stock=4096",
+        "--table-page-bytes",
+        "order_line=16384",
         "--json",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));

@@ -86,6 +86,9 @@ pub struct Args {
     /// Data page size in bytes.
     #[arg(long, default_value_t = 8192)]
     page_bytes: usize,
+    /// tpcc: give TABLE a data space of its own with pages of BYTES (repeatable), e.g. stock=4096.
+    #[arg(long, value_name = "TABLE=BYTES")]
+    table_page_bytes: Vec<String>,
     /// Buffer pool size in MB.
     #[arg(long, default_value_t = 512)]
     buffer_mb: u64,
@@ -315,6 +318,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         config,
         on_loaded: None,
         image: None,
+        table_page_bytes: parse_table_pages(&args.table_page_bytes)?,
     };
     flashlab_lab::bench::validate(&options).map_err(anyhow::Error::msg)?;
     let mut options = options;
@@ -455,3 +459,25 @@ fn print_tpcc(t: &flashlab_workloads::tpcc::TpccSummary) {
         );
     }
 }
+
+/// `--table-page-bytes TABLE=BYTES` values.
+fn parse_table_pages(values: &[String]) -> anyhow::Result<Vec<(String, usize)>> {
+    if !values.is_empty() && values.len() > TABLE_PAGE_ARGS_MAX {
+        bail!("--table-page-bytes: at most {TABLE_PAGE_ARGS_MAX} tables");
+    }
+    values
+        .iter()
+        .map(|v| {
+            let (table, bytes) = v.split_once('=').ok_or_else(|| {
+                anyhow::anyhow!("--table-page-bytes '{v}' must be TABLE=BYTES, like stock=4096")
+            })?;
+            let bytes = bytes.parse().map_err(|_| {
+                anyhow::anyhow!("--table-page-bytes '{v}': '{bytes}' is not a number of bytes")
+            })?;
+            Ok((table.to_string(), bytes))
+        })
+        .collect()
+}
+
+/// Most `--table-page-bytes` arguments (TPC-C has nine tables).
+const TABLE_PAGE_ARGS_MAX: usize = 16;

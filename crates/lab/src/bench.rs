@@ -60,6 +60,9 @@ pub struct BenchOptions {
     /// `seed`). Its terminals are `clients`.
     pub tpcc: flashlab_workloads::tpcc::TpccOptions,
     pub page_bytes: usize,
+    /// TPC-C: tables given a data space of their own with this page size
+    /// (`--table-page-bytes stock=4096`), on the data device.
+    pub table_page_bytes: Vec<(String, usize)>,
     pub buffer_bytes: u64,
     pub durability: Durability,
     /// Isolation of the workload's transactions. Read committed by default:
@@ -134,6 +137,7 @@ impl Default for BenchOptions {
             accounts_per_branch: flashlab_workloads::tpcb::ACCOUNTS_PER_BRANCH,
             tpcc: flashlab_workloads::tpcc::TpccOptions::default(),
             page_bytes: 8192,
+            table_page_bytes: Vec::new(),
             buffer_bytes: 512 << 20,
             durability: Durability::Sync,
             isolation: flashlab_engine::mvcc::Isolation::ReadCommitted,
@@ -245,6 +249,8 @@ pub fn validate(options: &BenchOptions) -> Result<(), String> {
     }
     if options.workload == "tpcc" {
         validate_tpcc(options)?;
+    } else if !options.table_page_bytes.is_empty() {
+        return Err("--table-page-bytes needs the tpcc workload".into());
     }
     if options.clients == 0 || options.clients > flashlab_workloads::driver::CLIENTS_MAX {
         let name = if options.workload == "tpcc" {
@@ -299,17 +305,57 @@ fn validate_tpcc(options: &BenchOptions) -> Result<(), String> {
     if options.keep {
         return Err("--keep: the tpcc workload cannot continue on an existing database".into());
     }
-    // The smallest page of any data space a table may land in.
-    let page_bytes = options
-        .config
-        .as_ref()
-        .and_then(|c| c.data.iter().map(|d| d.page_bytes).min())
-        .unwrap_or(options.page_bytes);
-    // A row, its key and its version header must fit one B+tree entry.
-    let needed = flashlab_workloads::tpcc::schema::widest_row_bytes() + TPCC_ENTRY_OVERHEAD_BYTES;
+    let schemas = flashlab_workloads::tpcc::schema::all();
+    let tables: Vec<&str> = schemas.iter().map(|(name, _)| *name).collect();
+    let entry_bytes = |row_bytes: usize| row_bytes + TPCC_ENTRY_OVERHEAD_BYTES;
+    for (i, (table, page_bytes)) in options.table_page_bytes.iter().enumerate() {
+        let arg = format!("--table-page-bytes {table}={page_bytes}");
+        let Some((_, schema)) = schemas.iter().find(|(name, _)| name == table) else {
+            return Err(format!(
+                "{arg}: no TPC-C table '{table}' (tables: {})",
+                tables.join(", ")
+            ));
+        };
+        if options.table_page_bytes[..i]
+            .iter()
+            .any(|(t, _)| t == table)
+        {
+            return Err(format!("{arg}: '{table}' is given twice"));
+        }
+        let (min, max) = (
+            flashlab_engine::page::PAGE_BYTES_MIN,
+            flashlab_engine::page::PAGE_BYTES_MAX,
+        );
+        if !page_bytes.is_power_of_two() || !(min..=max).contains(page_bytes) {
+            return Err(format!(
+                "{arg}: a page size is a power of two from {min} to {max} bytes"
+            ));
+        }
+        let needed = entry_bytes(schema.max_row_bytes());
+        if flashlab_engine::btree::max_entry_bytes(*page_bytes) < needed {
+            return Err(format!(
+                "{arg}: too small for {table} rows ({needed} bytes per entry)"
+            ));
+        }
+    }
+    // The smallest page of any other data space a table may land in.
+    let page_bytes = options.config.as_ref().map_or(options.page_bytes, |c| {
+        c.data
+            .iter()
+            .map(|d| d.page_bytes)
+            .min()
+            .unwrap_or(options.page_bytes)
+    });
+    let widest = schemas
+        .iter()
+        .filter(|(name, _)| !options.table_page_bytes.iter().any(|(t, _)| t == name))
+        .map(|(_, s)| s.max_row_bytes())
+        .max()
+        .unwrap_or(0);
+    let needed = entry_bytes(widest);
     if flashlab_engine::btree::max_entry_bytes(page_bytes) < needed {
         return Err(format!(
-            "--page-bytes {page_bytes} is too small for TPC-C's customer rows ({needed} bytes per entry)"
+            "--page-bytes {page_bytes} is too small for TPC-C's rows ({needed} bytes per entry)"
         ));
     }
     Ok(())
@@ -344,6 +390,12 @@ fn db_config(options: &BenchOptions) -> DbConfig {
             options.buffer_bytes,
         )
     });
+    for (table, page_bytes) in &options.table_page_bytes {
+        let mut space = config.data[0].clone();
+        space.name = table.clone();
+        space.page_bytes = *page_bytes;
+        config.data.push(space);
+    }
     if config.rollback.is_none() {
         config.rollback = Some(flashlab_engine::config::SpaceConfig {
             device: options.rollback_device.clone(),

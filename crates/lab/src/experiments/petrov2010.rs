@@ -76,25 +76,25 @@ pub const CPUS: [u32; 3] = [1, 2, 4];
 /// tenth as many).
 fn sweep(ctx: &RunContext) -> Vec<u32> {
     if ctx.quick {
-        vec![200, 400, 600, 800]
+        vec![400, 600, 800]
     } else {
-        vec![100, 200, 300, 400, 500, 600, 700, 800]
+        vec![200, 400, 500, 600, 700, 800]
     }
 }
 
 fn warmup_ns(ctx: &RunContext) -> u64 {
     if ctx.quick {
-        6 * NS_PER_S
+        4 * NS_PER_S
     } else {
-        10 * NS_PER_S
+        5 * NS_PER_S
     }
 }
 
 fn duration_ns(ctx: &RunContext) -> u64 {
     if ctx.quick {
-        12 * NS_PER_S
+        8 * NS_PER_S
     } else {
-        30 * NS_PER_S
+        20 * NS_PER_S
     }
 }
 
@@ -245,10 +245,24 @@ fn run_study(ctx: &RunContext) -> Result<Study, String> {
         .into_iter()
         .flat_map(|cell| sweep(ctx).into_iter().map(move |w| (cell, w)))
         .collect();
+    let finished = std::sync::atomic::AtomicUsize::new(0);
     let points = run_parallel(&jobs, |&(cell, warehouses)| {
         let image = images[&cell.page_bytes].clone();
         let report = bench(&options(ctx, cell, warehouses, Some(image)), |_| {})?;
-        Ok(point(cell, warehouses, &report))
+        let p = point(cell, warehouses, &report);
+        let n = finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
+        eprintln!(
+            "  petrov2010 run {n}/{}: {} KB pages, {} MB, {} CPU, {} warehouses: NoTPM {:.0}, CPU {:.0}%, {:.1} host s",
+            jobs.len(),
+            cell.page_bytes / 1024,
+            cell.buffer_mb,
+            cell.cpus,
+            warehouses,
+            p.notpm,
+            100.0 * p.cpu_utilization,
+            report.host_seconds
+        );
+        Ok(p)
     })?;
     Ok(Study {
         points,

@@ -10,6 +10,9 @@ use crate::report::{ExperimentResult, Figure, Table, fmt_num};
 
 const PAPER: &str = "petrov2010 section 4, Figures 4-5, Tables 4-5";
 
+/// What bounds NoTPM where the CPUs do not.
+const CPU_NOTE: &str = "at 2 and 4 CPUs the simulated CPUs are not the bottleneck at the maximum (CPU busy in Table 4): NoTPM is bound by DBT2's 20 connections times each transaction's time in the database, most of it device waits (buffer misses and write-backs of dirty victims) and, past the knee, the queue for a connection; MySQL 5.1 spent about twice flashlab's CPU per transaction (compare the 1-CPU cells), so its CPUs stayed the bottleneck longer";
+
 fn cell(page_bytes: usize, buffer_mb: u64, cpus: u32) -> Cell {
     Cell {
         page_bytes,
@@ -210,7 +213,7 @@ fn absolute_checks(s: &Study) -> Vec<Check> {
                 published("table4_tpcc_notpm", c),
                 s.best(c).notpm,
             )
-            .with_note("absolute: flashlab's CPU cost per statement (calibrated on lee2008's server) is not MySQL 5.1's"),
+            .with_note("absolute: flashlab's CPU cost per statement is calibrated once, on lee2008's commercial server (scaled to 2.3 GHz); MySQL 5.1 with InnoDB spent about twice as much per TPC-C transaction (the 1-CPU cells are CPU-bound on both sides), so the absolute NoTPM are not expected to land; nothing is fitted to them"),
         );
     }
     checks
@@ -304,27 +307,22 @@ impl Experiment for Figure5 {
         let s = study(ctx)?;
         let measured = gains(|c| s.best(c).notpm);
         let paper = gains(|c| published("table4_tpcc_notpm", c));
+        let increase = |gain: f64| 100.0 * (gain - 1.0);
         let checks = vec![
             check(
-                "figure5.cpu_doubling_gain",
-                "NoTPM gain from doubling the CPUs (mean, 4 KB)",
-                "x",
-                paper.0,
-                measured.0,
-            ),
+                "figure5.cpu_doubling_increase",
+                "NoTPM increase from doubling the CPUs (mean over buffers and steps, 4 KB)",
+                "%",
+                increase(paper.0),
+                increase(measured.0),
+            )
+            .with_note(CPU_NOTE),
             check(
-                "figure5.buffer_doubling_gain",
-                "NoTPM gain from doubling the buffer (mean, 4 KB)",
-                "x",
-                paper.1,
-                measured.1,
-            ),
-            check(
-                "figure5.cpu_over_buffer_gain",
-                "CPU-doubling gain over buffer-doubling gain (the paper: similar, CPUs slightly stronger)",
-                "x",
-                paper.0 / paper.1,
-                measured.0 / measured.1,
+                "figure5.buffer_doubling_increase",
+                "NoTPM increase from doubling the buffer (mean over CPUs and steps, 4 KB)",
+                "%",
+                increase(paper.1),
+                increase(measured.1),
             ),
         ];
         let mut figures = Vec::new();
@@ -402,7 +400,7 @@ impl Experiment for Figure5 {
             figures,
             checks,
             notes: Vec::new(),
-            data: serde_json::json!({ "cpu_doubling_gain": measured.0, "buffer_doubling_gain": measured.1 }),
+            data: serde_json::json!({ "cpu_doubling_gain": measured.0, "buffer_doubling_gain": measured.1, "paper_cpu_doubling_gain": paper.0, "paper_buffer_doubling_gain": paper.1 }),
             raw_files: Vec::new(),
             ..ExperimentResult::default()
         })
