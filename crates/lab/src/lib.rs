@@ -6,7 +6,9 @@
 //! ones, fidelity checks that pass or miss, and figures.
 //!
 //! - [`published`]: the papers' figures, compiled in;
-//! - [`check`]: one measured value against one published value;
+//! - [`check`]: one measured value against one published value, under the
+//!   report's one rule;
+//! - [`coverage`]: every table and figure of every paper, and what covers it;
 //! - [`chart`] and [`plot`]: line charts, and the time × address scatter
 //!   plots of lee2008 (Figures 4-8) and wang2010 (Figure 10), as SVG or PNG.
 //!   Every plotters drawing must call [`plot::register_fonts`] first
@@ -19,6 +21,7 @@
 pub mod bench;
 pub mod chart;
 pub mod check;
+pub mod coverage;
 pub mod experiments;
 pub mod filechar;
 pub mod plot;
