@@ -181,6 +181,11 @@ fn checks_for(c: &Characterization) -> Vec<Check> {
     };
     let p = |field: &str| format!("{table}.{field}");
     let big = largest_seq(c);
+    // petrov2010 Table 1 states its block size: 128 KB.
+    let seq128 = c
+        .sequential
+        .iter()
+        .find(|s| s.block_kb == PETROV_SEQ_BLOCK_KB);
     match name {
         "hdd-2008" => {
             b.add(
@@ -236,8 +241,6 @@ fn checks_for(c: &Characterization) -> Vec<Check> {
             );
         }
         _ => {
-            // petrov2010 Table 1 states its block size: 128 KB.
-            let seq128 = c.sequential.iter().find(|s| s.block_kb == PETROV_SEQ_BLOCK_KB);
             b.add(
                 "seq_read_128k_mb_s",
                 "sequential 128 KB read, QD 1 (the block size Table 1 states)",
@@ -287,7 +290,12 @@ fn checks_for(c: &Characterization) -> Vec<Check> {
         }
     }
     for check in &mut b.checks {
-        if !check.pass
+        if !check.pass && check.id.starts_with("devices.ssd-2010.seq_read_128k") {
+            let latency = seq128.map(|s| s.read_latency_ms).unwrap_or(f64::NAN);
+            *check = check.clone().with_note(&format!(
+                "at queue depth 1 each 128 KB read takes {latency:.3} ms: its flash reads and channel transfers finish before its transfer over the 250 MB/s host link (0.524 ms) starts, and nothing is fetched ahead for the next request. The drive reaches 250 MB/s at 128 KB by reading ahead on a sequential stream, which the model does not do yet; the range is not widened."
+            ));
+        } else if !check.pass
             && name == "ssd-2010"
             && check.id.contains("16k")
             && check.id.contains("write")

@@ -223,6 +223,28 @@ fn table2_absolute_checks(key: &str, measured: &[(u32, f64, f64, f64, f64)]) -> 
                 check = check.fitted(
                     "CPU cost: 294.7 us per update-commit transaction at 1.86 GHz (147 us per statement), from 5,701 TPS at 84% of two cores",
                 );
+            } else if !check.pass {
+                // The measured and published cycle of one client (clients /
+                // TPS) and CPU per transaction (2 cores x %CPU / TPS).
+                let (tps, cpu, ptps, pcpu) = if field.starts_with("hdd") {
+                    (hdd_tps, hdd_cpu, p("hdd_tps"), p("hdd_cpu_pct") / 100.0)
+                } else {
+                    (ssd_tps, ssd_cpu, p("ssd_tps"), p("ssd_cpu_pct") / 100.0)
+                };
+                let cycle = |t: f64| f64::from(c) / t * 1e3;
+                let per_txn = |u: f64, t: f64| 2.0 * u / t * 1e6;
+                check.note = format!(
+                    "each client commits every {:.2} ms against the paper's {:.2} ms; CPU per transaction {:.0} us against the paper's {:.0} us. {}",
+                    cycle(tps),
+                    cycle(ptps),
+                    per_txn(cpu, tps),
+                    per_txn(pcpu, ptps),
+                    if field.starts_with("hdd") {
+                        "The CPU per transaction agrees (the model's one calibrated cost), so the %CPU follows the TPS; the TPS is high because a commit waits less for the modelled disk's log force than for the paper's (cause not yet established: the paper gives no log write time for this table; Table 3's TPC-B HDD log write, 8.1 ms, is reproduced)."
+                    } else {
+                        "The model's commits wait less for the SSD log than the paper's did (Table 3: 0.6 ms against 1.3 ms a log write, the model's log writes being smaller), and below saturation the paper's server spent less CPU per transaction than at the 64-client calibration point; the model charges the calibrated cost at every load."
+                    }
+                );
             }
             checks.push(check);
         }
@@ -347,8 +369,10 @@ impl Experiment for Table3 {
             Check::value("lee2008.table3.hdd_tps", "lee2008 Table 3", "TPC-B TPS, log on the disk", "TPS", p("hdd_tps"), hdd.tps),
             Check::value("lee2008.table3.ssd_tps", "lee2008 Table 3", "TPC-B TPS, log on the SSD", "TPS", p("ssd_tps"), ssd.tps)
                 .with_miss_note(CPU_NOTE),
-            Check::value("lee2008.table3.hdd_cpu_pct", "lee2008 Table 3", "TPC-B %CPU, log on the disk", "%", p("hdd_cpu_pct"), hdd.cpu_utilization * 100.0),
-            Check::value("lee2008.table3.ssd_cpu_pct", "lee2008 Table 3", "TPC-B %CPU, log on the SSD", "%", p("ssd_cpu_pct"), ssd.cpu_utilization * 100.0),
+            Check::value("lee2008.table3.hdd_cpu_pct", "lee2008 Table 3", "TPC-B %CPU, log on the disk", "%", p("hdd_cpu_pct"), hdd.cpu_utilization * 100.0)
+                .with_miss_note(CPU_NOTE),
+            Check::value("lee2008.table3.ssd_cpu_pct", "lee2008 Table 3", "TPC-B %CPU, log on the SSD", "%", p("ssd_cpu_pct"), ssd.cpu_utilization * 100.0)
+                .with_miss_note(CPU_NOTE),
             Check::value("lee2008.table3.hdd_log_write_ms", "lee2008 Table 3", "HDD log write time", "ms", p("hdd_log_write_ms"), hdd.log.avg_write_ms),
             Check::value("lee2008.table3.ssd_log_write_ms", "lee2008 Table 3", "SSD log write time", "ms", p("ssd_log_write_ms"), ssd.log.avg_write_ms)
                 .with_miss_note(&format!(
