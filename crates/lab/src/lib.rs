@@ -6,6 +6,7 @@
 //! ones, fidelity checks that pass or miss, and figures.
 //!
 //! - [`published`]: the papers' figures, compiled in;
+//! - [`calibrate`]: the CPU model's cost ratios, measured (`flashlab calibrate`);
 //! - [`check`]: one measured value against one published value, under the
 //!   report's one rule;
 //! - [`coverage`]: every table and figure of every paper, and what covers it;
@@ -19,6 +20,7 @@
 //! - [`simtest`]: the seeded crash-recovery harness behind `flashlab simtest`.
 
 pub mod bench;
+pub mod calibrate;
 pub mod chart;
 pub mod check;
 pub mod coverage;
