@@ -32,7 +32,10 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "update-commit: {:.0} host ns = {:.0} ns at {} GHz (the calibration point)",
         c.update_commit_host_ns, c.update_commit_reference_ns, c.reference_ghz
     );
-    println!("{:<48} {:>10} {:>10} {:>12} {:>12}", "price", "host ns", "ratio", "implied ns", "in use ns");
+    println!(
+        "{:<48} {:>10} {:>10} {:>12} {:>12}",
+        "price", "host ns", "ratio", "implied ns", "in use ns"
+    );
     for p in &c.prices {
         println!(
             "{:<48} {:>10.2} {:>10.5} {:>12.1} {:>12.1}",

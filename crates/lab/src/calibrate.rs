@@ -61,7 +61,11 @@ pub struct Calibration {
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
-    if v.is_empty() { f64::NAN } else { v[v.len() / 2] }
+    if v.is_empty() {
+        f64::NAN
+    } else {
+        v[v.len() / 2]
+    }
 }
 
 fn host_cpu() -> String {
@@ -103,9 +107,8 @@ pub fn calibrate(
     let m = |f: fn(&HostCosts) -> f64| median(runs.iter().map(f).collect());
     // Each round's ratio to its own update-commit (one session, one load on
     // the machine), then the median over rounds.
-    let ratio = |f: fn(&HostCosts) -> f64| {
-        median(runs.iter().map(|c| f(c) / c.update_commit_ns).collect())
-    };
+    let ratio =
+        |f: fn(&HostCosts) -> f64| median(runs.iter().map(|c| f(c) / c.update_commit_ns).collect());
     let update_commit = m(|c| c.update_commit_ns);
     let reference = 2.0 * STATEMENT_NS as f64;
     let ops = OperatorCosts::default();
@@ -125,11 +128,31 @@ pub fn calibrate(
         reference_ghz: REFERENCE_CPU_GHZ,
         update_commit_host_ns: update_commit,
         prices: vec![
-            price("scan row (config::SCAN_ROW_NS)", |c| c.scan_row_ns, SCAN_ROW_NS as f64),
-            price("key comparison (OperatorCosts::compare_ns)", |c| c.compare_ns, ops.compare_ns),
-            price("tuple through a run (OperatorCosts::tuple_ns)", |c| c.tuple_ns, ops.tuple_ns),
-            price("KB copied (OperatorCosts::copy_ns_per_kb)", |c| c.copy_ns_per_kb, ops.copy_ns_per_kb),
-            price("key hashed (OperatorCosts::hash_ns)", |c| c.hash_ns, ops.hash_ns),
+            price(
+                "scan row (config::SCAN_ROW_NS)",
+                |c| c.scan_row_ns,
+                SCAN_ROW_NS as f64,
+            ),
+            price(
+                "key comparison (OperatorCosts::compare_ns)",
+                |c| c.compare_ns,
+                ops.compare_ns,
+            ),
+            price(
+                "tuple through a run (OperatorCosts::tuple_ns)",
+                |c| c.tuple_ns,
+                ops.tuple_ns,
+            ),
+            price(
+                "KB copied (OperatorCosts::copy_ns_per_kb)",
+                |c| c.copy_ns_per_kb,
+                ops.copy_ns_per_kb,
+            ),
+            price(
+                "key hashed (OperatorCosts::hash_ns)",
+                |c| c.hash_ns,
+                ops.hash_ns,
+            ),
         ],
     })
 }

@@ -300,7 +300,11 @@ impl Check {
 
     /// Attach an explanation only if the check misses.
     pub fn with_miss_note(self, note: &str) -> Check {
-        if self.pass { self } else { self.with_note(note) }
+        if self.pass {
+            self
+        } else {
+            self.with_note(note)
+        }
     }
 
     /// Kept for experiments written before the rule: a published value under

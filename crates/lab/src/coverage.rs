@@ -163,7 +163,12 @@ mod tests {
         let ids = experiments::ids();
         for i in COVERAGE {
             for id in i.experiments {
-                assert!(ids.contains(id), "{} {}: no experiment '{id}'", i.paper, i.item);
+                assert!(
+                    ids.contains(id),
+                    "{} {}: no experiment '{id}'",
+                    i.paper,
+                    i.item
+                );
             }
             let reproduced = matches!(i.status, Status::Checked | Status::Plotted);
             assert_eq!(

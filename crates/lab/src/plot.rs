@@ -493,7 +493,11 @@ mod tests {
     fn the_report_image_of_a_million_requests_stays_small() {
         let records: Vec<TraceRecord> = (0..1_000_000u64)
             .map(|i| {
-                let kind = if i % 3 == 0 { IoKind::Read } else { IoKind::Write };
+                let kind = if i % 3 == 0 {
+                    IoKind::Read
+                } else {
+                    IoKind::Write
+                };
                 record(Space::Temp, kind, i * 1_000, (i * 7919 % 100_000) * 4096)
             })
             .collect();

@@ -97,10 +97,18 @@ struct ResultsJson<'a> {
 
 /// Move every field whose name contains `host_seconds` out of `value` into
 /// `timings`, keyed by its JSON path.
-fn take_host_times(value: &mut serde_json::Value, path: &str, timings: &mut serde_json::Map<String, serde_json::Value>) {
+fn take_host_times(
+    value: &mut serde_json::Value,
+    path: &str,
+    timings: &mut serde_json::Map<String, serde_json::Value>,
+) {
     match value {
         serde_json::Value::Object(map) => {
-            let keys: Vec<String> = map.keys().filter(|k| k.contains("host_seconds")).cloned().collect();
+            let keys: Vec<String> = map
+                .keys()
+                .filter(|k| k.contains("host_seconds"))
+                .cloned()
+                .collect();
             for k in keys {
                 if let Some(v) = map.remove(&k) {
                     timings.insert(format!("{path}.{k}"), v);
@@ -144,10 +152,16 @@ pub fn write_report(
         }
     }
     let mut timings = serde_json::Map::new();
-    timings.insert("run.host_seconds".into(), serde_json::json!(meta.host_seconds));
+    timings.insert(
+        "run.host_seconds".into(),
+        serde_json::json!(meta.host_seconds),
+    );
     let mut stripped = Vec::new();
     for e in experiments {
-        timings.insert(format!("{}.host_seconds", e.id), serde_json::json!(e.host_seconds));
+        timings.insert(
+            format!("{}.host_seconds", e.id),
+            serde_json::json!(e.host_seconds),
+        );
         let mut e = e.clone();
         take_host_times(&mut e.data, &format!("{}.data", e.id), &mut timings);
         e.raw_files.clear();
@@ -213,11 +227,19 @@ pub fn render_html(meta: &ReportMeta, experiments: &[ExperimentResult]) -> Strin
          <b>Calibration: {cal_pass} of {cal} pass</b> (device presets and the CPU model against the published figures they were set from; {fitted} of them name a parameter fitted to that very row). \
          Seed {}, {} run, {:.1} host seconds, flashlab {}.</p>",
         meta.seed,
-        if meta.quick { "quick (shorter runs and smaller inputs: its verdicts are indicative; the full run is the reference)" } else { "full" },
+        if meta.quick {
+            "quick (shorter runs and smaller inputs: its verdicts are indicative; the full run is the reference)"
+        } else {
+            "full"
+        },
         meta.host_seconds,
         escape(&meta.version)
     );
-    let _ = write!(html, "<p class=\"rule\"><b>The rule.</b> {}</p>", escape(RULE));
+    let _ = write!(
+        html,
+        "<p class=\"rule\"><b>The rule.</b> {}</p>",
+        escape(RULE)
+    );
     render_coverage(&mut html, experiments);
     html.push_str("<h2>Experiments</h2><table><tr><th>Experiment</th><th>Predictions pass</th><th>Calibration pass</th></tr>");
     for e in experiments {

@@ -134,6 +134,9 @@ mod tests {
             runs.push(json);
         }
         assert!(!String::from_utf8_lossy(&runs[0]).contains("host_seconds"));
-        assert!(runs[0] == runs[1], "results.json differs between two runs with seed 7");
+        assert!(
+            runs[0] == runs[1],
+            "results.json differs between two runs with seed 7"
+        );
     }
 }

@@ -46,7 +46,9 @@ impl Timeline {
 
     /// When the last reservation ends (the floor if there is none).
     pub fn tail(&self) -> u64 {
-        self.busy.back().map_or(self.floor, |&(_, end)| end.max(self.floor))
+        self.busy
+            .back()
+            .map_or(self.floor, |&(_, end)| end.max(self.floor))
     }
 
     /// The earliest start at or after `ready_ns` (and the floor) at which

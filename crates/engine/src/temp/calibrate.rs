@@ -101,7 +101,10 @@ pub fn measure(tuples: u64) -> crate::Result<HostCosts> {
     load.sort(&key, &mut cpu);
     let compare_ns = t0.elapsed().as_nanos() as f64 / cpu.compares.max(1) as f64;
     // Tuples through a run, at two sizes, to split per-tuple and per-byte.
-    let space = TempSpace::new(Arc::new(Flat(std::sync::Mutex::new(vec![0u8; 1 << 30]))), None)?;
+    let space = TempSpace::new(
+        Arc::new(Flat(std::sync::Mutex::new(vec![0u8; 1 << 30]))),
+        None,
+    )?;
     let pool = Arc::new(cluster::IoPool::new(&space, 1));
     let mut per_tuple = Vec::new();
     for size in [100usize, 1000] {

@@ -28,29 +28,98 @@ use crate::report::{ExperimentResult, Figure, Table, fmt_num};
 /// row's check whether it passes or not (the `calibrated:` sources of the
 /// presets, `flashlab devices`).
 pub const FITTED: &[(&str, &str)] = &[
-    ("devices.hdd-2008.average_latency_ms", "average seek: 8.33 ms minus half a revolution (lee2008 Table 1)"),
-    ("devices.hdd-2008.sustained_read_mb_s", "media_rate: set to this row's 110 MB/s"),
-    ("devices.hdd-2008.sustained_write_mb_s", "media_rate: set to 110 MB/s (the read row)"),
-    ("devices.ssd-2008.read_latency_ms", "controller_overhead_ns: set so a 4 KB QD1 read takes 0.2 ms"),
-    ("devices.hdd-2010.rand_read_4k_ms", "average seek: 3.2 ms minus half a revolution and the transfer"),
-    ("devices.hdd-2010.rand_write_4k_ms", "write overhead: write minus read, 0.3 ms"),
-    ("devices.hdd-2010.seq_read_128k_mb_s", "media_rate: set to this row's 160 MB/s"),
-    ("devices.hdd-2010.seq_write_128k_mb_s", "media_rate: set to 160 MB/s (the read row)"),
-    ("devices.ssd-2010.rand_read_4k_ms", "channel_bytes_per_s: set so a 4 KB QD1 read takes 0.161 ms"),
-    ("devices.ssd-2010.read_iops_4k", "controller_overhead_ns: set so 4 KB QD32 reads give 35,510 IOPS"),
-    ("devices.ssd-2010.write_iops_4k", "write_command_ns: set so 4 KB QD32 writes give 5,953 IOPS"),
-    ("devices.ssd-2010.write_iops_16k", "random_write_page_ns: 45 us of controller time per extra page of a random write"),
-    ("devices.ssd-2010.rand_write_16k_ms", "random_write_page_ns: 45 us of controller time per extra page of a random write"),
-    ("devices.ssd-2010.rand_read_16k_ms", "stripe_pages = 2: 8 KB stripe units, two pages per die"),
-    ("devices.ssd-2010.seq_read_128k_mb_s", "host_bytes_per_s: set to this row's 250 MB/s"),
-    ("devices.ssd-array-2010.rand_read_64k_latency_ms", "stripe_unit_bytes: set from this row (petrov2010 does not say)"),
-    ("devices.ssd-array-2010.rand_read_4k", "read_command_ns: set so 4 KB random reads give 51,164 IOPS"),
-    ("devices.ssd-array-2010.rand_write_4k", "write_command_ns: set so 4 KB random writes give 23,661 IOPS"),
-    ("devices.ssd-array-2010.seq_write_8k", "write_append_command_ns: 15 us per appending write, set from this row"),
-    ("devices.ssd-array-2010.rand_write_8k_latency_ms", "write_latency_ns: the intercept, set from this row"),
-    ("devices.ssd-array-2010.rand_write_128k_latency_ms", "write_stream_bytes_per_s: the slope, set from the 8 KB and 128 KB rows"),
-    ("devices.ssd-array-2010.seq_read_512k", "read_bytes_per_s: the 1,350 MB/s plateau"),
-    ("devices.ssd-array-2010.seq_write_512k", "write_bytes_per_s: the ~890 MB/s plateau"),
+    (
+        "devices.hdd-2008.average_latency_ms",
+        "average seek: 8.33 ms minus half a revolution (lee2008 Table 1)",
+    ),
+    (
+        "devices.hdd-2008.sustained_read_mb_s",
+        "media_rate: set to this row's 110 MB/s",
+    ),
+    (
+        "devices.hdd-2008.sustained_write_mb_s",
+        "media_rate: set to 110 MB/s (the read row)",
+    ),
+    (
+        "devices.ssd-2008.read_latency_ms",
+        "controller_overhead_ns: set so a 4 KB QD1 read takes 0.2 ms",
+    ),
+    (
+        "devices.hdd-2010.rand_read_4k_ms",
+        "average seek: 3.2 ms minus half a revolution and the transfer",
+    ),
+    (
+        "devices.hdd-2010.rand_write_4k_ms",
+        "write overhead: write minus read, 0.3 ms",
+    ),
+    (
+        "devices.hdd-2010.seq_read_128k_mb_s",
+        "media_rate: set to this row's 160 MB/s",
+    ),
+    (
+        "devices.hdd-2010.seq_write_128k_mb_s",
+        "media_rate: set to 160 MB/s (the read row)",
+    ),
+    (
+        "devices.ssd-2010.rand_read_4k_ms",
+        "channel_bytes_per_s: set so a 4 KB QD1 read takes 0.161 ms",
+    ),
+    (
+        "devices.ssd-2010.read_iops_4k",
+        "controller_overhead_ns: set so 4 KB QD32 reads give 35,510 IOPS",
+    ),
+    (
+        "devices.ssd-2010.write_iops_4k",
+        "write_command_ns: set so 4 KB QD32 writes give 5,953 IOPS",
+    ),
+    (
+        "devices.ssd-2010.write_iops_16k",
+        "random_write_page_ns: 45 us of controller time per extra page of a random write",
+    ),
+    (
+        "devices.ssd-2010.rand_write_16k_ms",
+        "random_write_page_ns: 45 us of controller time per extra page of a random write",
+    ),
+    (
+        "devices.ssd-2010.rand_read_16k_ms",
+        "stripe_pages = 2: 8 KB stripe units, two pages per die",
+    ),
+    (
+        "devices.ssd-2010.seq_read_128k_mb_s",
+        "host_bytes_per_s: set to this row's 250 MB/s",
+    ),
+    (
+        "devices.ssd-array-2010.rand_read_64k_latency_ms",
+        "stripe_unit_bytes: set from this row (petrov2010 does not say)",
+    ),
+    (
+        "devices.ssd-array-2010.rand_read_4k",
+        "read_command_ns: set so 4 KB random reads give 51,164 IOPS",
+    ),
+    (
+        "devices.ssd-array-2010.rand_write_4k",
+        "write_command_ns: set so 4 KB random writes give 23,661 IOPS",
+    ),
+    (
+        "devices.ssd-array-2010.seq_write_8k",
+        "write_append_command_ns: 15 us per appending write, set from this row",
+    ),
+    (
+        "devices.ssd-array-2010.rand_write_8k_latency_ms",
+        "write_latency_ns: the intercept, set from this row",
+    ),
+    (
+        "devices.ssd-array-2010.rand_write_128k_latency_ms",
+        "write_stream_bytes_per_s: the slope, set from the 8 KB and 128 KB rows",
+    ),
+    (
+        "devices.ssd-array-2010.seq_read_512k",
+        "read_bytes_per_s: the 1,350 MB/s plateau",
+    ),
+    (
+        "devices.ssd-array-2010.seq_write_512k",
+        "write_bytes_per_s: the ~890 MB/s plateau",
+    ),
 ];
 
 /// The check with its fitted parameters named, and marked calibration.

@@ -203,7 +203,8 @@ impl Experiment for Table2 {
 fn table2_absolute_checks(key: &str, measured: &[(u32, f64, f64, f64, f64)]) -> Vec<Check> {
     let mut checks = Vec::new();
     for (i, &(c, hdd_tps, hdd_cpu, ssd_tps, ssd_cpu)) in measured.iter().enumerate() {
-        let p = |field: &str| published::number_at(&format!("{key}.{field}"), i).unwrap_or(f64::NAN);
+        let p =
+            |field: &str| published::number_at(&format!("{key}.{field}"), i).unwrap_or(f64::NAN);
         let fields = [
             ("hdd_tps", "HDD TPS", "TPS", hdd_tps),
             ("hdd_cpu_pct", "HDD %CPU", "%", hdd_cpu * 100.0),
@@ -258,9 +259,10 @@ fn table2_absolute_checks(key: &str, measured: &[(u32, f64, f64, f64, f64)]) -> 
 fn saturation_check(measured: &[(u32, f64, f64, f64, f64)]) -> Check {
     let best = measured.iter().map(|m| m.3).fold(0.0, f64::max);
     let first = measured.iter().find(|m| m.3 >= 0.9 * best);
-    let (clients, tps, cpu) = first
-        .map(|m| (f64::from(m.0), m.3, m.4))
-        .unwrap_or((f64::NAN, 0.0, 0.0));
+    let (clients, tps, cpu) =
+        first
+            .map(|m| (f64::from(m.0), m.3, m.4))
+            .unwrap_or((f64::NAN, 0.0, 0.0));
     let mut check = Check::value(
         "lee2008.table2.ssd_saturation_clients",
         "lee2008 Table 2",
@@ -499,10 +501,9 @@ impl Experiment for Figure3 {
                 ]);
             }
             best.insert(name, points.iter().map(|p| p.1).fold(0.0, f64::max));
-            let at_best = points
-                .iter()
-                .zip(&cpus)
-                .fold((0.0, 0.0), |acc, (p, &cpu)| if p.1 > acc.0 { (p.1, cpu) } else { acc });
+            let at_best = points.iter().zip(&cpus).fold((0.0, 0.0), |acc, (p, &cpu)| {
+                if p.1 > acc.0 { (p.1, cpu) } else { acc }
+            });
             best_cpu.insert(name, at_best.1);
             series.push(Series {
                 name: name.into(),

@@ -263,7 +263,11 @@ impl Experiment for Table4 {
                 f64::NAN,
             ),
         ];
-        let ssd_miss = &format!("the SSD's per-page rollback read is faster than the paper's: the modelled ssd-2008 ({} ms a 4 KB read, lee2008 Table 1) takes {} ms a rollback page here, the paper's server 0.5 ms, for a reason the paper does not give (its I/O path or read sizes) and flashlab does not model", 0.2, fmt_num(per_page_ms(&ssd)));
+        let ssd_miss = &format!(
+            "the SSD's per-page rollback read is faster than the paper's: the modelled ssd-2008 ({} ms a 4 KB read, lee2008 Table 1) takes {} ms a rollback page here, the paper's server 0.5 ms, for a reason the paper does not give (its I/O path or read sizes) and flashlab does not model",
+            0.2,
+            fmt_num(per_page_ms(&ssd))
+        );
         let checks = vec![
             Check::value(
                 "lee2008.table4.rollback_pages_read",

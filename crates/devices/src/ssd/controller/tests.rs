@@ -355,9 +355,8 @@ fn a_read_to_an_idle_die_is_not_delayed_by_gc_on_another_die() {
         let ran_gc = m.stats().gc_runs > gc_before;
         // A die idle at `t` while the write waits for garbage collection.
         let idle = (0..2).find(|&d| m.lines.die[d].tail() <= t);
-        let target = idle.and_then(|d| {
-            (0..pages).find(|&l| m.ftl.lookup(l).is_some_and(|p| m.die_of(p) == d))
-        });
+        let target = idle
+            .and_then(|d| (0..pages).find(|&l| m.ftl.lookup(l).is_some_and(|p| m.die_of(p) == d)));
         if let (true, Some(read_lpn)) = (ran_gc, target) {
             assert!(
                 written - t > 1_000_000,
@@ -375,7 +374,10 @@ fn a_read_to_an_idle_die_is_not_delayed_by_gc_on_another_die() {
         }
         t = written.max(t) + 1;
     }
-    assert!(checked > 10, "only {checked} GC writes had an idle other die");
+    assert!(
+        checked > 10,
+        "only {checked} GC writes had an idle other die"
+    );
 }
 
 #[test]
