@@ -343,6 +343,30 @@ impl Check {
         }
     }
 
+    /// True when the check's range and verdict are what the rule gives for
+    /// its form and published value (nothing changed them after
+    /// construction).
+    pub fn follows_rule(&self) -> bool {
+        let range = match self.form {
+            Form::Value | Form::Ratio | Form::Optimum => pct_range(self.published),
+            Form::Bound => self.range,
+        };
+        let bound_ok = self.form != Form::Bound
+            || self.range[0] == self.published
+            || self.range[1] == self.published;
+        let same = |a: f64, b: f64| a == b || (a.is_nan() && b.is_nan());
+        let inside =
+            self.measured.is_finite() && range[0] <= self.measured && self.measured <= range[1];
+        // An optimum may miss inside the range (the sweep's end); nothing
+        // may pass outside it.
+        let verdict_ok = if self.form == Form::Optimum {
+            !self.pass || inside
+        } else {
+            self.pass == inside
+        };
+        same(range[0], self.range[0]) && same(range[1], self.range[1]) && bound_ok && verdict_ok
+    }
+
     /// "PASS" or "MISS".
     pub fn verdict(&self) -> &'static str {
         if self.pass { "PASS" } else { "MISS" }
@@ -398,6 +422,18 @@ mod tests {
         assert!(!c.pass && c.note.contains("high end"), "{c:?}");
         let wrong = [(2.0, 9.0), (16.0, 4.0), (64.0, 5.0)];
         assert!(!Check::optimum("a", "p", "w", "KB", 2.0, &wrong).pass);
+    }
+
+    #[test]
+    fn follows_rule_catches_a_widened_range() {
+        let mut c = Check::value("a", "p", "w", "ms", 8.0, 11.0);
+        assert!(c.follows_rule() && !c.pass);
+        c.range = [4.0, 12.0];
+        c.pass = true;
+        assert!(!c.follows_rule());
+        assert!(Check::at_least("a", "p", "w", "x", 2.0, 3.0).follows_rule());
+        let sweep = [(1.0, 3.0), (2.0, 2.0)];
+        assert!(Check::optimum("a", "p", "w", "KB", 2.0, &sweep).follows_rule());
     }
 
     #[test]

@@ -114,13 +114,35 @@ pub fn reproduce(
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::check::{Check, Form};
+
+    fn check_from_json(v: &serde_json::Value) -> Check {
+        let num = |x: &serde_json::Value| x.as_f64().unwrap_or(f64::NAN);
+        let form = match v["form"].as_str().unwrap_or("") {
+            "ratio" => Form::Ratio,
+            "bound" => Form::Bound,
+            "optimum" => Form::Optimum,
+            _ => Form::Value,
+        };
+        let mut c = Check::value("", "", "", "", num(&v["published"]), num(&v["measured"]));
+        c.id = v["id"].as_str().unwrap_or("").to_string();
+        c.form = form;
+        // JSON has no infinity: an open end of a bound is null.
+        let end = |x: &serde_json::Value, open: f64| x.as_f64().unwrap_or(open);
+        c.range = [
+            end(&v["range"][0], f64::NEG_INFINITY),
+            end(&v["range"][1], f64::INFINITY),
+        ];
+        c.pass = v["pass"].as_bool().unwrap_or(false);
+        c
+    }
 
     #[test]
     fn the_same_seed_gives_byte_identical_results_json() {
         let options = ReproduceOptions {
             quick: true,
             seed: 7,
-            only: vec!["lee2008-figure4".into()],
+            only: vec!["lee2008-figure6".into()],
         };
         let mut runs = Vec::new();
         for _ in 0..2 {
@@ -131,6 +153,21 @@ mod tests {
                 serde_json::from_slice(&std::fs::read(dir.path().join("timings.json")).unwrap())
                     .unwrap();
             assert!(timings["run.host_seconds"].is_number());
+            let html = std::fs::metadata(dir.path().join("index.html"))
+                .unwrap()
+                .len();
+            assert!(html < 5_000_000, "index.html is {html} bytes");
+            let parsed: serde_json::Value = serde_json::from_slice(&json).unwrap();
+            let checks: Vec<Check> = parsed["checks"]
+                .as_array()
+                .unwrap()
+                .iter()
+                .map(check_from_json)
+                .collect();
+            assert!(!checks.is_empty());
+            for c in &checks {
+                assert!(c.follows_rule(), "{} does not follow the rule", c.id);
+            }
             runs.push(json);
         }
         assert!(!String::from_utf8_lossy(&runs[0]).contains("host_seconds"));
