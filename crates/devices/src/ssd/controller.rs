@@ -106,6 +106,11 @@ pub struct SsdModel {
     /// The latest submission time: reservations that ended before it are
     /// dropped.
     now_ns: u64,
+    /// Where the next read must start to continue the previous one.
+    next_read_offset: Option<u64>,
+    /// Pages read ahead: logical page and when its data is in controller
+    /// RAM, in page order. Any write or trim empties it.
+    prefetched: VecDeque<(u64, u64)>,
 }
 
 /// Controller costs beyond [`Timing`], all zero unless a preset sets them.
@@ -139,6 +144,12 @@ pub struct ControllerExtras {
     /// for every program and erase queued there before it. Off, a die
     /// serves its operations in the order they were scheduled.
     pub reads_first: bool,
+    /// Read-ahead on a sequential read stream, in pages: when a read
+    /// continues the previous one, the controller reads the next
+    /// `read_ahead_pages` logical pages into its RAM (on idle die and
+    /// channel time after the request's own reads), so the stream's next
+    /// request needs only its host transfer. 0: none.
+    pub read_ahead_pages: u64,
 }
 
 /// Per-geometry constants precomputed for the hot path.
@@ -250,6 +261,8 @@ impl SsdModel {
             counts: Counts::default(),
             next_write_offset: None,
             now_ns: 0,
+            next_read_offset: None,
+            prefetched: VecDeque::new(),
         })
     }
 
@@ -498,21 +511,64 @@ impl SsdModel {
         let start = self.controller(now_ns, self.timing.controller_overhead_ns)
             + self.extras.read_latency_ns;
         let (first, count) = self.page_span(req);
+        let streaming = self.next_read_offset == Some(req.offset_bytes);
+        self.next_read_offset = Some(req.offset_bytes + req.len_bytes);
+        // Pages read ahead before this request are used or forgotten.
+        while self.prefetched.front().is_some_and(|&(lpn, _)| lpn < first) {
+            self.prefetched.pop_front();
+        }
         let mut done = start;
         for lpn in first..first + count {
-            let ppn = match self.ftl.lookup(lpn) {
-                Some(ppn) => ppn,
-                None => self.home_ppn(lpn),
+            let data = match self.prefetched.front() {
+                Some(&(ahead, ready_ns)) if ahead == lpn => {
+                    self.prefetched.pop_front();
+                    ready_ns.max(start)
+                }
+                _ => {
+                    self.counts.host_flash_reads += 1;
+                    self.flash_read(self.ppn_for_read(lpn), start)
+                }
             };
-            let data = self.flash_read(ppn, start);
             let bytes = self.covered_bytes(req, lpn);
             done = done.max(self.host_transfer(data, bytes));
         }
-        self.counts.host_flash_reads += count;
+        if streaming && self.extras.read_ahead_pages > 0 {
+            self.read_ahead(first + count, start);
+        }
         done
     }
 
+    /// Where a logical page is read from (its home if never written).
+    fn ppn_for_read(&self, lpn: u64) -> u64 {
+        match self.ftl.lookup(lpn) {
+            Some(ppn) => ppn,
+            None => self.home_ppn(lpn),
+        }
+    }
+
+    /// Keep the `read_ahead_pages` pages from `next_lpn` read into RAM.
+    fn read_ahead(&mut self, next_lpn: u64, start_ns: u64) {
+        let logical_pages = self.derived.capacity_bytes / self.derived.page_bytes;
+        let end = (next_lpn + self.extras.read_ahead_pages).min(logical_pages);
+        let mut lpn = self
+            .prefetched
+            .back()
+            .map_or(next_lpn, |&(l, _)| (l + 1).max(next_lpn));
+        if self.prefetched.front().is_some_and(|&(l, _)| l != next_lpn) {
+            self.prefetched.clear();
+            lpn = next_lpn;
+        }
+        while lpn < end {
+            let ready = self.flash_read(self.ppn_for_read(lpn), start_ns);
+            self.counts.host_flash_reads += 1;
+            self.prefetched.push_back((lpn, ready));
+            lpn += 1;
+        }
+    }
+
     fn write(&mut self, now_ns: u64, req: &IoRequest) -> u64 {
+        self.prefetched.clear();
+        self.next_read_offset = None;
         self.counts.writes += 1;
         self.counts.bytes_written += req.len_bytes;
         let (first, count) = self.page_span(req);
@@ -557,6 +613,8 @@ impl SsdModel {
     }
 
     fn trim(&mut self, now_ns: u64, req: &IoRequest) -> u64 {
+        self.prefetched.clear();
+        self.next_read_offset = None;
         self.counts.trims += 1;
         let start = self.controller(now_ns, self.timing.controller_overhead_ns);
         let (first, count) = self.page_span(req);
@@ -670,6 +728,7 @@ impl DeviceModel for SsdModel {
             ),
             p("cache_program", self.extras.cache_program.to_string()),
             p("reads_first", self.extras.reads_first.to_string()),
+            p("read_ahead_pages", self.extras.read_ahead_pages.to_string()),
             p("write_buffer_bytes", self.write_buffer_bytes.to_string()),
             p("ftl", self.ftl_kind.as_str().to_string()),
         ];

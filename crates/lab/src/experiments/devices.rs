@@ -101,6 +101,10 @@ pub const FITTED: &[(&str, &str)] = &[
         "host_bytes_per_s: set to this row's 250 MB/s",
     ),
     (
+        "devices.ssd-2010.seq_read_128k_mb_s",
+        "read_ahead_pages = 32: 128 KB read ahead on a sequential stream (the size assumed)",
+    ),
+    (
         "devices.ssd-array-2010.rand_read_64k_latency_ms",
         "stripe_unit_bytes: set from this row (petrov2010 does not say)",
     ),
@@ -374,7 +378,7 @@ fn checks_for(c: &Characterization) -> Vec<Check> {
         if !check.pass && check.id.starts_with("devices.ssd-2010.seq_read_128k") {
             let latency = seq128.map(|s| s.read_latency_ms).unwrap_or(f64::NAN);
             *check = check.clone().with_note(&format!(
-                "at queue depth 1 each 128 KB read takes {latency:.3} ms: its flash reads and channel transfers finish before its transfer over the 250 MB/s host link (0.524 ms) starts, and nothing is fetched ahead for the next request. The drive reaches 250 MB/s at 128 KB by reading ahead on a sequential stream, which the model does not do yet; the range is not widened."
+                "at queue depth 1 each 128 KB read takes {latency:.3} ms; the 250 MB/s host link alone takes 0.524 ms, so the drive's read-ahead (read_ahead_pages) must have the next request's pages in RAM before it arrives"
             ));
         } else if !check.pass
             && name == "ssd-2010"
