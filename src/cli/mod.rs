@@ -2,6 +2,7 @@
 
 mod bench;
 mod bench_ops;
+mod calibrate;
 mod characterize;
 mod check;
 mod devices;
@@ -46,12 +47,15 @@ enum Command {
     Query(query::Args),
     /// Crash-test the engine: seeded faults, power cuts, recovery checks.
     Simtest(simtest::Args),
+    /// Measure the engine's CPU cost ratios (the CPU model's prices).
+    Calibrate(calibrate::Args),
 }
 
 /// Run the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     match cli.command {
         Command::Reproduce(args) => reproduce::run(args),
+        Command::Calibrate(args) => calibrate::run(args),
         Command::Bench(args) => bench::run(*args),
         Command::Devices(args) => devices::run(args),
         Command::Characterize(args) => characterize::run(args),

@@ -159,6 +159,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let host = after.host_pages_written - before.host_pages_written;
         let flash = after.flash_pages_written - before.flash_pages_written;
         result.waf = (host > 0).then(|| flash as f64 / host as f64);
+        result.preconditioned = Some(before);
     }
     if args.json {
         return super::print_json(&result);
@@ -182,8 +183,18 @@ fn print_text(r: &ReplayResult) {
     );
     match r.waf {
         Some(waf) => println!(
-            "write amp.        {waf:.2}  (GC runs {}, erases {})",
-            r.gc_runs, r.erases
+            "write amp.        {waf:.2}  (GC runs {}, erases {}{})",
+            r.gc_runs,
+            r.erases,
+            match &r.preconditioned {
+                Some(_) => format!(
+                    "; the replay only: since the model was built WAF {}, GC runs {}, erases {}",
+                    r.model.waf.map_or("n/a".into(), |w| format!("{w:.2}")),
+                    r.model.gc_runs,
+                    r.model.erases
+                ),
+                None => String::new(),
+            }
         ),
         None => println!("write amp.        n/a"),
     }

@@ -36,10 +36,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let summary =
         reproduce(&args.out, &options, |line| eprintln!("{line}")).map_err(anyhow::Error::msg)?;
     println!(
-        "{} experiments, {}/{} fidelity checks pass, {:.1} s; report: {}",
+        "{} experiments; predictions {}/{} pass, calibration {}/{} pass; {:.1} s; report: {}",
         summary.experiments,
-        summary.passed,
-        summary.checks,
+        summary.prediction_passed,
+        summary.predictions,
+        summary.calibration_passed,
+        summary.calibrations,
         summary.host_seconds,
         args.out.join("index.html").display()
     );

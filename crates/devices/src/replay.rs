@@ -142,14 +142,20 @@ pub struct ReplayResult {
     pub bandwidth_mb_s: f64,
     /// Completion minus arrival, in microseconds.
     pub latency_us: LatencySummary,
-    /// Write amplification, where the model has it.
+    /// Write amplification of the replay, where the model has it (flash
+    /// pages over host pages written during the replay only, when the model
+    /// was preconditioned: see `preconditioned`).
     pub waf: Option<f64>,
-    /// Garbage collections the model ran.
+    /// Garbage collections the model ran during the replay.
     pub gc_runs: u64,
-    /// Blocks the model erased.
+    /// Blocks the model erased during the replay.
     pub erases: u64,
-    /// Everything the model counted.
+    /// Everything the model counted since it was built: cumulative,
+    /// preconditioning included.
     pub model: ModelStats,
+    /// The model's counts when the replay began (after preconditioning),
+    /// when it was preconditioned; `model` minus these is the replay's.
+    pub preconditioned: Option<ModelStats>,
     /// Wall-clock time the submissions took on this machine.
     pub host_seconds: f64,
     /// Requests simulated per wall-clock second.
@@ -367,6 +373,7 @@ fn finish(model: &dyn DeviceModel, run: Run, resorted: bool, folded: u64) -> Rep
         gc_runs: stats.gc_runs,
         erases: stats.erases,
         model: stats,
+        preconditioned: None,
         host_seconds: run.host_seconds,
         simulated_ios_per_host_second: per_second(requests as f64, run.host_seconds),
     }

@@ -1,10 +1,97 @@
-//! Fidelity checks: a measured value beside a published one, with a range.
+//! Fidelity checks: a measured value beside a published one, under one rule.
 //!
 //! Every figure an experiment reproduces becomes a [`Check`]: the paper, the
-//! published value, the value flashlab measured, the range it must land in,
+//! published value, the value flashlab measured, the range the rule gives,
 //! and PASS or MISS. A MISS is reported with its reason, never hidden.
+//!
+//! # The rule
+//!
+//! There is one rule for every check, stated on the report's first screen
+//! ([`RULE`]) and applied here, by the constructors below; no experiment
+//! chooses its own range.
+//!
+//! - **A published value** (an absolute figure: ms, MB/s, TPS, seconds)
+//!   passes when the measured value is within ±[`TOLERANCE_PCT`] percent of
+//!   it: [`Check::value`].
+//! - **A published ratio** (SSD over disk, quad over dual core) passes when
+//!   the measured ratio is within ±[`TOLERANCE_PCT`] percent of the
+//!   published ratio: [`Check::ratio`]. It is the value rule applied to a
+//!   ratio; it is named apart so the report can say which is which.
+//! - **A published bound** (the paper says "at least twice", "less
+//!   sensitive than") passes when the bound holds, with no slack:
+//!   [`Check::at_least`], [`Check::at_most`].
+//! - **A published optimum** (the best cluster size) passes when the
+//!   measured optimum is within ±[`TOLERANCE_PCT`] percent of the published
+//!   one *and* the sweep extends past the measured optimum on both sides,
+//!   so it is a true optimum and not the end of the sweep:
+//!   [`Check::optimum`].
+//!
+//! A value that cannot be measured (NaN) misses.
+//!
+//! # Kinds
+//!
+//! A check is [`Kind::Calibration`] when the published figure is one a
+//! device preset or the CPU model was set from (the preset against its own
+//! sources: it shows the model does what it was built to do, not that it
+//! predicts anything), and [`Kind::Prediction`] otherwise (a workload
+//! result nothing was set from). The report counts them apart. A parameter
+//! set from a single published row is named on that row's check with
+//! [`Check::fitted`], whether the check passes or not.
+//!
+//! # Older constructors
+//!
+//! [`Check::within_pct`] and [`Check::in_range`] are kept so experiments
+//! written before the rule still compile; both now apply the rule to the
+//! published value and ignore their explicit bounds (use [`Check::value`] or
+//! [`Check::ratio`] in new code).
 
 use serde::Serialize;
+
+/// The tolerance of the rule, in percent of the published value or ratio.
+pub const TOLERANCE_PCT: f64 = 25.0;
+
+/// The rule in words, as the report's first screen states it.
+pub const RULE: &str = "One rule for every check. A published value (ms, MB/s, TPS, s) passes when the measured value is within ±25% of it. \
+A published ratio passes when the measured ratio is within ±25% of the published ratio. \
+A published bound (\"at least 2x\") passes when it holds, with no slack. \
+A published optimum passes when the measured optimum is within ±25% of it and the sweep extends past the measured optimum on both sides. \
+A check that fails the rule is a MISS, with its reason in the note; no range is widened to make a check pass.";
+
+/// Calibration or prediction.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Kind {
+    /// A preset (or the CPU model) against the figure it was set from.
+    Calibration,
+    /// A workload result nothing was set from.
+    #[default]
+    Prediction,
+}
+
+impl Kind {
+    /// "calibration" or "prediction".
+    pub fn label(self) -> &'static str {
+        match self {
+            Kind::Calibration => "calibration",
+            Kind::Prediction => "prediction",
+        }
+    }
+}
+
+/// Which clause of the rule a check is held to.
+#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+#[serde(rename_all = "lowercase")]
+pub enum Form {
+    /// An absolute value, ±25%.
+    #[default]
+    Value,
+    /// A ratio, ±25% of the published ratio.
+    Ratio,
+    /// A bound that must hold.
+    Bound,
+    /// The optimum of a sweep.
+    Optimum,
+}
 
 /// One measured value against one published value.
 #[derive(Clone, Debug, Serialize, PartialEq)]
@@ -18,48 +105,36 @@ pub struct Check {
     pub unit: String,
     pub published: f64,
     pub measured: f64,
-    /// Inclusive pass range.
+    /// Inclusive pass range, as the rule gives it.
     pub range: [f64; 2],
     pub pass: bool,
+    /// Calibration or prediction.
+    pub kind: Kind,
+    /// The clause of the rule applied.
+    pub form: Form,
+    /// Parameters set from this published row ("name: how"), shown on the
+    /// report whether the check passes or not.
+    pub fitted: Vec<String>,
     /// Why a value misses, or how it is derived, when that needs saying.
     pub note: String,
 }
 
-impl Check {
-    /// Pass when `measured` is within `pct` percent of `published`.
-    pub fn within_pct(
-        id: &str,
-        paper: &str,
-        what: &str,
-        unit: &str,
-        published: f64,
-        measured: f64,
-        pct: f64,
-    ) -> Check {
-        let delta = published.abs() * pct / 100.0;
-        Check::in_range(
-            id,
-            paper,
-            what,
-            unit,
-            published,
-            measured,
-            published - delta,
-            published + delta,
-        )
-    }
+fn pct_range(published: f64) -> [f64; 2] {
+    let delta = published.abs() * TOLERANCE_PCT / 100.0;
+    [published - delta, published + delta]
+}
 
-    /// Pass when `lo <= measured <= hi`.
+impl Check {
     #[allow(clippy::too_many_arguments)]
-    pub fn in_range(
+    fn new(
         id: &str,
         paper: &str,
         what: &str,
         unit: &str,
         published: f64,
         measured: f64,
-        lo: f64,
-        hi: f64,
+        range: [f64; 2],
+        form: Form,
     ) -> Check {
         Check {
             id: id.to_string(),
@@ -68,16 +143,228 @@ impl Check {
             unit: unit.to_string(),
             published,
             measured,
-            range: [lo, hi],
-            pass: measured.is_finite() && lo <= measured && measured <= hi,
+            range,
+            pass: measured.is_finite() && range[0] <= measured && measured <= range[1],
+            kind: Kind::Prediction,
+            form,
+            fitted: Vec::new(),
             note: String::new(),
         }
     }
 
-    /// Attach an explanation.
+    /// A published absolute value: pass within ±[`TOLERANCE_PCT`]%.
+    pub fn value(
+        id: &str,
+        paper: &str,
+        what: &str,
+        unit: &str,
+        published: f64,
+        measured: f64,
+    ) -> Check {
+        Check::new(
+            id,
+            paper,
+            what,
+            unit,
+            published,
+            measured,
+            pct_range(published),
+            Form::Value,
+        )
+    }
+
+    /// A published ratio (unit "x"): pass within ±[`TOLERANCE_PCT`]% of it.
+    pub fn ratio(id: &str, paper: &str, what: &str, published: f64, measured: f64) -> Check {
+        Check::new(
+            id,
+            paper,
+            what,
+            "x",
+            published,
+            measured,
+            pct_range(published),
+            Form::Ratio,
+        )
+    }
+
+    /// A published lower bound: pass when `measured >= bound`.
+    pub fn at_least(
+        id: &str,
+        paper: &str,
+        what: &str,
+        unit: &str,
+        bound: f64,
+        measured: f64,
+    ) -> Check {
+        Check::new(
+            id,
+            paper,
+            what,
+            unit,
+            bound,
+            measured,
+            [bound, f64::INFINITY],
+            Form::Bound,
+        )
+    }
+
+    /// A published upper bound: pass when `measured <= bound`.
+    pub fn at_most(
+        id: &str,
+        paper: &str,
+        what: &str,
+        unit: &str,
+        bound: f64,
+        measured: f64,
+    ) -> Check {
+        Check::new(
+            id,
+            paper,
+            what,
+            unit,
+            bound,
+            measured,
+            [f64::NEG_INFINITY, bound],
+            Form::Bound,
+        )
+    }
+
+    /// A published optimum of a sweep: `sweep` holds (x, cost) points, lower
+    /// cost better; the measured optimum is the x of the lowest cost (the
+    /// first, on a tie). Pass when it is within ±[`TOLERANCE_PCT`]% of
+    /// `published` and the sweep has a point below and above it. The note
+    /// says which part failed.
+    pub fn optimum(
+        id: &str,
+        paper: &str,
+        what: &str,
+        unit: &str,
+        published: f64,
+        sweep: &[(f64, f64)],
+    ) -> Check {
+        let best = sweep
+            .iter()
+            .filter(|p| p.1.is_finite())
+            .fold(None::<(f64, f64)>, |acc, &p| match acc {
+                Some(a) if a.1 <= p.1 => Some(a),
+                _ => Some(p),
+            })
+            .map(|p| p.0)
+            .unwrap_or(f64::NAN);
+        let mut check = Check::new(
+            id,
+            paper,
+            what,
+            unit,
+            published,
+            best,
+            pct_range(published),
+            Form::Optimum,
+        );
+        let below = sweep.iter().any(|p| p.0 < best);
+        let above = sweep.iter().any(|p| p.0 > best);
+        if best.is_finite() && !(below && above) {
+            check.pass = false;
+            let lo = sweep.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
+            let hi = sweep.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
+            check.note = format!(
+                "the measured optimum is at the {} end of the sweep ({} to {} {unit}): it is not shown to be an optimum",
+                if above { "low" } else { "high" },
+                crate::report::fmt_num(lo),
+                crate::report::fmt_num(hi),
+            );
+        }
+        check
+    }
+
+    /// Mark the check as calibration: the published figure is one a model
+    /// parameter was set from.
+    pub fn calibration(mut self) -> Check {
+        self.kind = Kind::Calibration;
+        self
+    }
+
+    /// Name a parameter set from this published row ("name: how"); marks
+    /// the check as calibration.
+    pub fn fitted(mut self, parameter: &str) -> Check {
+        self.fitted.push(parameter.to_string());
+        self.kind = Kind::Calibration;
+        self
+    }
+
+    /// Attach an explanation (replacing any note).
     pub fn with_note(mut self, note: &str) -> Check {
         self.note = note.to_string();
         self
+    }
+
+    /// Attach an explanation only if the check misses.
+    pub fn with_miss_note(self, note: &str) -> Check {
+        if self.pass {
+            self
+        } else {
+            self.with_note(note)
+        }
+    }
+
+    /// Kept for experiments written before the rule: a published value under
+    /// the rule ([`Check::value`]). `_pct` is ignored: the range is always
+    /// ±[`TOLERANCE_PCT`]%.
+    pub fn within_pct(
+        id: &str,
+        paper: &str,
+        what: &str,
+        unit: &str,
+        published: f64,
+        measured: f64,
+        _pct: f64,
+    ) -> Check {
+        Check::value(id, paper, what, unit, published, measured)
+    }
+
+    /// Kept for experiments written before the rule: a published value or
+    /// ratio under the rule (a ratio when `unit` is "x"). `_lo` and `_hi`
+    /// are ignored: the range is always ±[`TOLERANCE_PCT`]% of `published`.
+    #[allow(clippy::too_many_arguments)]
+    pub fn in_range(
+        id: &str,
+        paper: &str,
+        what: &str,
+        unit: &str,
+        published: f64,
+        measured: f64,
+        _lo: f64,
+        _hi: f64,
+    ) -> Check {
+        if unit == "x" {
+            Check::ratio(id, paper, what, published, measured)
+        } else {
+            Check::value(id, paper, what, unit, published, measured)
+        }
+    }
+
+    /// True when the check's range and verdict are what the rule gives for
+    /// its form and published value (nothing changed them after
+    /// construction).
+    pub fn follows_rule(&self) -> bool {
+        let range = match self.form {
+            Form::Value | Form::Ratio | Form::Optimum => pct_range(self.published),
+            Form::Bound => self.range,
+        };
+        let bound_ok = self.form != Form::Bound
+            || self.range[0] == self.published
+            || self.range[1] == self.published;
+        let same = |a: f64, b: f64| a == b || (a.is_nan() && b.is_nan());
+        let inside =
+            self.measured.is_finite() && range[0] <= self.measured && self.measured <= range[1];
+        // An optimum may miss inside the range (the sweep's end); nothing
+        // may pass outside it.
+        let verdict_ok = if self.form == Form::Optimum {
+            !self.pass || inside
+        } else {
+            self.pass == inside
+        };
+        same(range[0], self.range[0]) && same(range[1], self.range[1]) && bound_ok && verdict_ok
     }
 
     /// "PASS" or "MISS".
@@ -86,14 +373,78 @@ impl Check {
     }
 }
 
+/// Passed and total checks of one kind.
+pub fn tally<'a>(checks: impl IntoIterator<Item = &'a Check>, kind: Kind) -> (usize, usize) {
+    checks
+        .into_iter()
+        .filter(|c| c.kind == kind)
+        .fold((0, 0), |(p, n), c| (p + usize::from(c.pass), n + 1))
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
 
     #[test]
-    fn within_pct_bounds_are_inclusive() {
-        assert!(Check::within_pct("a", "p", "w", "ms", 8.0, 10.0, 25.0).pass);
-        assert!(!Check::within_pct("a", "p", "w", "ms", 8.0, 10.1, 25.0).pass);
-        assert!(!Check::within_pct("a", "p", "w", "ms", 8.0, f64::NAN, 25.0).pass);
+    fn value_bounds_are_inclusive_and_nan_misses() {
+        assert!(Check::value("a", "p", "w", "ms", 8.0, 10.0).pass);
+        assert!(Check::value("a", "p", "w", "ms", 8.0, 6.0).pass);
+        assert!(!Check::value("a", "p", "w", "ms", 8.0, 10.1).pass);
+        assert!(!Check::value("a", "p", "w", "ms", 8.0, 5.9).pass);
+        assert!(!Check::value("a", "p", "w", "ms", 8.0, f64::NAN).pass);
+    }
+
+    #[test]
+    fn older_constructors_apply_the_rule() {
+        // A ±50% request gets ±25%; an ad-hoc range gets the rule's.
+        assert!(!Check::within_pct("a", "p", "w", "ms", 8.0, 11.0, 50.0).pass);
+        let c = Check::in_range("a", "p", "w", "x", 4.0, 2.5, 2.0, 5.0);
+        assert!(!c.pass);
+        assert_eq!(c.range, [3.0, 5.0]);
+        assert_eq!(c.form, Form::Ratio);
+    }
+
+    #[test]
+    fn bounds_hold_without_slack() {
+        assert!(Check::at_least("a", "p", "w", "x", 2.0, 2.0).pass);
+        assert!(!Check::at_least("a", "p", "w", "x", 2.0, 1.99).pass);
+        assert!(Check::at_most("a", "p", "w", "x", 1.0, 0.5).pass);
+        assert!(!Check::at_most("a", "p", "w", "x", 1.0, f64::NAN).pass);
+    }
+
+    #[test]
+    fn an_optimum_needs_the_sweep_past_it_on_both_sides() {
+        let interior = [(32.0, 5.0), (64.0, 4.0), (128.0, 4.5)];
+        let c = Check::optimum("a", "p", "w", "KB", 64.0, &interior);
+        assert!(c.pass && c.measured == 64.0, "{c:?}");
+        let at_end = [(32.0, 5.0), (64.0, 4.5), (128.0, 4.0)];
+        let c = Check::optimum("a", "p", "w", "KB", 128.0, &at_end);
+        assert!(!c.pass && c.note.contains("high end"), "{c:?}");
+        let wrong = [(2.0, 9.0), (16.0, 4.0), (64.0, 5.0)];
+        assert!(!Check::optimum("a", "p", "w", "KB", 2.0, &wrong).pass);
+    }
+
+    #[test]
+    fn follows_rule_catches_a_widened_range() {
+        let mut c = Check::value("a", "p", "w", "ms", 8.0, 11.0);
+        assert!(c.follows_rule() && !c.pass);
+        c.range = [4.0, 12.0];
+        c.pass = true;
+        assert!(!c.follows_rule());
+        assert!(Check::at_least("a", "p", "w", "x", 2.0, 3.0).follows_rule());
+        let sweep = [(1.0, 3.0), (2.0, 2.0)];
+        assert!(Check::optimum("a", "p", "w", "KB", 2.0, &sweep).follows_rule());
+    }
+
+    #[test]
+    fn fitted_rows_are_calibration_and_kinds_tally_apart() {
+        let checks = [
+            Check::value("a", "p", "w", "ms", 1.0, 1.0).fitted("x: set from this row"),
+            Check::value("b", "p", "w", "ms", 1.0, 2.0),
+            Check::value("c", "p", "w", "ms", 1.0, 1.1),
+        ];
+        assert_eq!(checks[0].kind, Kind::Calibration);
+        assert_eq!(tally(&checks, Kind::Calibration), (1, 1));
+        assert_eq!(tally(&checks, Kind::Prediction), (1, 2));
     }
 }

@@ -6,7 +6,10 @@
 //! ones, fidelity checks that pass or miss, and figures.
 //!
 //! - [`published`]: the papers' figures, compiled in;
-//! - [`check`]: one measured value against one published value;
+//! - [`calibrate`]: the CPU model's cost ratios, measured (`flashlab calibrate`);
+//! - [`check`]: one measured value against one published value, under the
+//!   report's one rule;
+//! - [`coverage`]: every table and figure of every paper, and what covers it;
 //! - [`chart`] and [`plot`]: line charts, and the time × address scatter
 //!   plots of lee2008 (Figures 4-8) and wang2010 (Figure 10), as SVG or PNG.
 //!   Every plotters drawing must call [`plot::register_fonts`] first
@@ -17,8 +20,10 @@
 //! - [`simtest`]: the seeded crash-recovery harness behind `flashlab simtest`.
 
 pub mod bench;
+pub mod calibrate;
 pub mod chart;
 pub mod check;
+pub mod coverage;
 pub mod experiments;
 pub mod filechar;
 pub mod plot;

@@ -4,14 +4,23 @@
 //! FTL's mapping unit. The controller cuts each request into the pages it
 //! touches, asks the FTL where they live (reads) or where they go and what
 //! that costs (writes: GC copies, merges, erases, then the program), and
-//! schedules every flash operation on the resources it needs. Each resource
-//! is a *timeline*, the virtual time until which it is busy: one per die
-//! (array reads, programs, erases, copy-backs), one per channel (page
-//! transfers between a die and the controller), one for the host link
-//! (request data), and one for the controller itself (command decode and
-//! mapping, serialised). An operation starts at the later of the time its
-//! input is ready and the time its resource is free, so independent pages on
-//! different dies and channels overlap and pages that contend queue up.
+//! schedules every flash operation on the resources it needs. Each die,
+//! each channel and the host link has a [`Timeline`]: the intervals during
+//! which it is reserved. A transfer is scheduled when its die and its link
+//! are both free: at the earliest idle gap of its channel (or of the host
+//! link) at or after the time its data is ready, as a real controller's
+//! per-channel queues serve whichever transfer can go, so a transfer that
+//! waits for a die busy with garbage collection holds its link only for its
+//! own slot and never blocks transfers submitted after it to other dies.
+//! On a die, programs, erases and copy-backs keep their order (a block's
+//! pages are programmed in order) and start at the end of the die's last
+//! reservation; reads do too, unless the device lets reads go ahead of
+//! queued writes ([`ControllerExtras::reads_first`]), in which case a read
+//! takes the earliest gap on its die long enough for it. The controller
+//! itself (command decode and mapping) is one serial resource, taken in
+//! submission order. Independent pages on different dies and channels
+//! overlap, and pages that contend queue up. The schedule is a function of
+//! the requests and their times only: runs are deterministic.
 //!
 //! Reads: controller overhead, then per page the die's array read, the
 //! transfer over the die's channel (the die's page register stays busy until
@@ -48,7 +57,8 @@
 //! when its last program does.
 //!
 //! Invariants (CTRL-n):
-//! 1. Every timeline only moves forward.
+//! 1. No two reservations of one die, channel or the host link overlap
+//!    (TL-2); the controller's busy-until time only moves forward.
 //! 2. A completion is never earlier than the submission (MODEL-2).
 //! 3. The buffer never holds more pages than it has slots.
 //!
@@ -59,6 +69,7 @@ use std::collections::VecDeque;
 
 use super::ftl::{self, FlashOp, Ftl, FtlKind};
 use super::geometry::{Geometry, Timing, transfer_ns};
+use super::timeline::Timeline;
 use crate::error::DeviceError;
 use crate::model::{DeviceModel, IoKind, IoRequest, ModelStats, Parameter};
 
@@ -92,6 +103,14 @@ pub struct SsdModel {
     counts: Counts,
     /// Where the next write must start to continue the previous one.
     next_write_offset: Option<u64>,
+    /// The latest submission time: reservations that ended before it are
+    /// dropped.
+    now_ns: u64,
+    /// Where the next read must start to continue the previous one.
+    next_read_offset: Option<u64>,
+    /// Pages read ahead: logical page and when its data is in controller
+    /// RAM, in page order. Any write or trim empties it.
+    prefetched: VecDeque<(u64, u64)>,
 }
 
 /// Controller costs beyond [`Timing`], all zero unless a preset sets them.
@@ -120,6 +139,17 @@ pub struct ControllerExtras {
     /// write that continues the previous one (a sequential stream) extends
     /// one run and pays it once, however many pages it has.
     pub random_write_page_ns: u64,
+    /// Reads may go ahead of queued writes on a die: a read takes the
+    /// earliest idle gap on its die long enough for it, instead of waiting
+    /// for every program and erase queued there before it. Off, a die
+    /// serves its operations in the order they were scheduled.
+    pub reads_first: bool,
+    /// Read-ahead on a sequential read stream, in pages: when a read
+    /// continues the previous one, the controller reads the next
+    /// `read_ahead_pages` logical pages into its RAM (on idle die and
+    /// channel time after the request's own reads), so the stream's next
+    /// request needs only its host transfer. 0: none.
+    pub read_ahead_pages: u64,
 }
 
 /// Per-geometry constants precomputed for the hot path.
@@ -137,15 +167,15 @@ struct Derived {
     stripe_pages: u64,
 }
 
-/// Busy-until times of every resource (CTRL-1).
+/// The reservations of every resource (CTRL-1).
 #[derive(Clone, Debug)]
 struct Timelines {
-    die_ns: Vec<u64>,
+    die: Vec<Timeline>,
     /// When each die's cache register is free for the next page's data
     /// (with cache program: when the die's last program started).
     register_ns: Vec<u64>,
-    channel_ns: Vec<u64>,
-    host_ns: u64,
+    channel: Vec<Timeline>,
+    host: Timeline,
     controller_ns: u64,
 }
 
@@ -208,10 +238,10 @@ impl SsdModel {
         Ok(SsdModel {
             name: name.to_string(),
             lines: Timelines {
-                die_ns: vec![0; geometry.dies() as usize],
+                die: vec![Timeline::default(); geometry.dies() as usize],
                 register_ns: vec![0; geometry.dies() as usize],
-                channel_ns: vec![0; geometry.channels as usize],
-                host_ns: 0,
+                channel: vec![Timeline::default(); geometry.channels as usize],
+                host: Timeline::default(),
                 controller_ns: 0,
             },
             buffer: WriteBuffer {
@@ -230,6 +260,9 @@ impl SsdModel {
             ops: Vec::with_capacity(256),
             counts: Counts::default(),
             next_write_offset: None,
+            now_ns: 0,
+            next_read_offset: None,
+            prefetched: VecDeque::new(),
         })
     }
 
@@ -301,9 +334,11 @@ impl SsdModel {
         } else {
             self.timing.host_transfer_ns(bytes)
         };
-        let done = ready_ns.max(self.lines.host_ns) + ns;
-        self.lines.host_ns = done;
-        done
+        let host = &mut self.lines.host;
+        host.prune(self.now_ns);
+        let start = host.fit(ready_ns, ns);
+        host.reserve(start, start + ns);
+        start + ns
     }
 
     fn die_of(&self, ppn: u64) -> usize {
@@ -327,39 +362,77 @@ impl SsdModel {
         die * d.pages_per_die + in_die % d.pages_per_die
     }
 
+    /// Drop the reservations of `die` and its channel that ended before the
+    /// current submission; answers the channel.
+    fn prune(&mut self, die: usize) -> usize {
+        let channel = self.channel_of(die);
+        self.lines.die[die].prune(self.now_ns);
+        self.lines.channel[channel].prune(self.now_ns);
+        channel
+    }
+
+    /// Reserve `[start, end)` on `die`, at or after its last reservation.
+    fn die_reserve(&mut self, die: usize, start: u64, end: u64) {
+        self.lines.die[die].reserve(start, end);
+        self.lines.register_ns[die] = self.lines.register_ns[die].max(end);
+    }
+
     /// Array read of `ppn` and its transfer to the controller; answers when
-    /// the data is in the controller.
+    /// the data is in the controller. The die is held from the array read
+    /// until its page register is emptied over the channel; the transfer
+    /// takes the channel's first idle gap after the array read.
     fn flash_read(&mut self, ppn: u64, ready_ns: u64) -> u64 {
         let die = self.die_of(ppn);
-        let channel = self.channel_of(die);
-        let read_done = ready_ns.max(self.lines.die_ns[die]) + self.timing.page_read_ns;
-        let start = read_done.max(self.lines.channel_ns[channel]);
-        let done = start + self.derived.page_channel_ns;
-        self.lines.channel_ns[channel] = done;
-        self.lines.die_ns[die] = done;
-        self.lines.register_ns[die] = done;
-        done
+        let channel = self.prune(die);
+        let read_ns = self.timing.page_read_ns;
+        let xfer_ns = self.derived.page_channel_ns;
+        let mut ready = ready_ns;
+        loop {
+            let start = if self.extras.reads_first {
+                self.lines.die[die].fit(ready, read_ns + xfer_ns)
+            } else {
+                ready.max(self.lines.die[die].tail())
+            };
+            let sent = self.lines.channel[channel].fit(start + read_ns, xfer_ns);
+            let done = sent + xfer_ns;
+            match self.lines.die[die].conflict(start, done) {
+                // The channel's wait made the read overrun the gap on its
+                // die: try the next gap.
+                Some(busy_until) => ready = busy_until,
+                None => {
+                    self.lines.channel[channel].reserve(sent, done);
+                    self.lines.die[die].reserve(start, done);
+                    let register = &mut self.lines.register_ns[die];
+                    *register = (*register).max(done);
+                    return done;
+                }
+            }
+        }
     }
 
     /// Transfer of a page to its die and its program; answers when done.
-    /// With cache program the transfer needs only the die's cache register
-    /// free, not the die idle.
+    /// Without cache program the transfer waits until the die is idle;
+    /// with it the transfer needs only the die's cache register free. The
+    /// transfer takes its channel's first idle gap from then; the program
+    /// starts when the data is in and the die's earlier work is done.
     fn flash_program(&mut self, ppn: u64, data_ready_ns: u64) -> u64 {
         let die = self.die_of(ppn);
-        let channel = self.channel_of(die);
+        let channel = self.prune(die);
+        let tail = self.lines.die[die].tail();
         let die_ready = if self.extras.cache_program {
             self.lines.register_ns[die]
         } else {
-            self.lines.die_ns[die]
+            tail
         };
-        let start = data_ready_ns
-            .max(self.lines.channel_ns[channel])
-            .max(die_ready);
-        let sent = start + self.derived.page_channel_ns;
-        self.lines.channel_ns[channel] = sent;
-        let program_start = sent.max(self.lines.die_ns[die]);
+        let xfer_ns = self.derived.page_channel_ns;
+        let start = self.lines.channel[channel].fit(data_ready_ns.max(die_ready), xfer_ns);
+        let sent = start + xfer_ns;
+        self.lines.channel[channel].reserve(start, sent);
+        let program_start = sent.max(tail);
         let done = program_start + self.timing.page_program_ns;
-        self.lines.die_ns[die] = done;
+        // The die is taken from the later of the transfer's start and its
+        // last reservation: its register fills, then it programs.
+        self.die_reserve(die, start.max(tail), done);
         self.lines.register_ns[die] = program_start;
         done
     }
@@ -372,19 +445,19 @@ impl SsdModel {
             let data = self.flash_read(from_ppn, ready_ns);
             return self.flash_program(to_ppn, data);
         }
-        let done = ready_ns.max(self.lines.die_ns[die])
-            + self.timing.page_read_ns
-            + self.timing.page_program_ns;
-        self.lines.die_ns[die] = done;
-        self.lines.register_ns[die] = done;
+        self.prune(die);
+        let start = ready_ns.max(self.lines.die[die].tail());
+        let done = start + self.timing.page_read_ns + self.timing.page_program_ns;
+        self.die_reserve(die, start, done);
         done
     }
 
     fn flash_erase(&mut self, block: u64, ready_ns: u64) -> u64 {
         let die = self.die_of(block * self.derived.pages_per_block);
-        let done = ready_ns.max(self.lines.die_ns[die]) + self.timing.block_erase_ns;
-        self.lines.die_ns[die] = done;
-        self.lines.register_ns[die] = done;
+        self.prune(die);
+        let start = ready_ns.max(self.lines.die[die].tail());
+        let done = start + self.timing.block_erase_ns;
+        self.die_reserve(die, start, done);
         done
     }
 
@@ -438,21 +511,64 @@ impl SsdModel {
         let start = self.controller(now_ns, self.timing.controller_overhead_ns)
             + self.extras.read_latency_ns;
         let (first, count) = self.page_span(req);
+        let streaming = self.next_read_offset == Some(req.offset_bytes);
+        self.next_read_offset = Some(req.offset_bytes + req.len_bytes);
+        // Pages read ahead before this request are used or forgotten.
+        while self.prefetched.front().is_some_and(|&(lpn, _)| lpn < first) {
+            self.prefetched.pop_front();
+        }
         let mut done = start;
         for lpn in first..first + count {
-            let ppn = match self.ftl.lookup(lpn) {
-                Some(ppn) => ppn,
-                None => self.home_ppn(lpn),
+            let data = match self.prefetched.front() {
+                Some(&(ahead, ready_ns)) if ahead == lpn => {
+                    self.prefetched.pop_front();
+                    ready_ns.max(start)
+                }
+                _ => {
+                    self.counts.host_flash_reads += 1;
+                    self.flash_read(self.ppn_for_read(lpn), start)
+                }
             };
-            let data = self.flash_read(ppn, start);
             let bytes = self.covered_bytes(req, lpn);
             done = done.max(self.host_transfer(data, bytes));
         }
-        self.counts.host_flash_reads += count;
+        if streaming && self.extras.read_ahead_pages > 0 {
+            self.read_ahead(first + count, start);
+        }
         done
     }
 
+    /// Where a logical page is read from (its home if never written).
+    fn ppn_for_read(&self, lpn: u64) -> u64 {
+        match self.ftl.lookup(lpn) {
+            Some(ppn) => ppn,
+            None => self.home_ppn(lpn),
+        }
+    }
+
+    /// Keep the `read_ahead_pages` pages from `next_lpn` read into RAM.
+    fn read_ahead(&mut self, next_lpn: u64, start_ns: u64) {
+        let logical_pages = self.derived.capacity_bytes / self.derived.page_bytes;
+        let end = (next_lpn + self.extras.read_ahead_pages).min(logical_pages);
+        let mut lpn = self
+            .prefetched
+            .back()
+            .map_or(next_lpn, |&(l, _)| (l + 1).max(next_lpn));
+        if self.prefetched.front().is_some_and(|&(l, _)| l != next_lpn) {
+            self.prefetched.clear();
+            lpn = next_lpn;
+        }
+        while lpn < end {
+            let ready = self.flash_read(self.ppn_for_read(lpn), start_ns);
+            self.counts.host_flash_reads += 1;
+            self.prefetched.push_back((lpn, ready));
+            lpn += 1;
+        }
+    }
+
     fn write(&mut self, now_ns: u64, req: &IoRequest) -> u64 {
+        self.prefetched.clear();
+        self.next_read_offset = None;
         self.counts.writes += 1;
         self.counts.bytes_written += req.len_bytes;
         let (first, count) = self.page_span(req);
@@ -497,6 +613,8 @@ impl SsdModel {
     }
 
     fn trim(&mut self, now_ns: u64, req: &IoRequest) -> u64 {
+        self.prefetched.clear();
+        self.next_read_offset = None;
         self.counts.trims += 1;
         let start = self.controller(now_ns, self.timing.controller_overhead_ns);
         let (first, count) = self.page_span(req);
@@ -530,6 +648,7 @@ impl DeviceModel for SsdModel {
     }
 
     fn submit(&mut self, now_ns: u64, req: &IoRequest) -> u64 {
+        self.now_ns = self.now_ns.max(now_ns);
         let done = match req.kind {
             IoKind::Read => self.read(now_ns, req),
             IoKind::Write => self.write(now_ns, req),
@@ -608,6 +727,8 @@ impl DeviceModel for SsdModel {
                 self.extras.random_write_page_ns.to_string(),
             ),
             p("cache_program", self.extras.cache_program.to_string()),
+            p("reads_first", self.extras.reads_first.to_string()),
+            p("read_ahead_pages", self.extras.read_ahead_pages.to_string()),
             p("write_buffer_bytes", self.write_buffer_bytes.to_string()),
             p("ftl", self.ftl_kind.as_str().to_string()),
         ];

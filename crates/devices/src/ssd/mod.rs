@@ -19,7 +19,7 @@
 //! - the controller ([`controller`]): a write buffer, striping of pages over
 //!   dies, optional cache program and per-page costs of random writes, and
 //!   the timelines of every die, channel and the host link, on which the
-//!   FTL's flash operations are scheduled;
+//!   FTL's flash operations are scheduled into idle gaps ([`timeline`]);
 //! - the FTLs: page mapping with greedy or cost-benefit GC, block mapping,
 //!   BAST and FAST hybrid log-block mapping, and the super-block scheme of
 //!   lee2008 section 2.2;
@@ -33,6 +33,7 @@ pub mod controller;
 pub mod ftl;
 pub mod geometry;
 pub mod presets;
+pub mod timeline;
 
 pub use controller::SsdModel;
 pub use geometry::{Geometry, Timing};

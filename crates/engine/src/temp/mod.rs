@@ -59,6 +59,7 @@
 //! 6. No behaviour depends on hash-map iteration order: hash tables are
 //!    arrays of chains in insertion order, partitions are numbered.
 
+pub mod calibrate;
 pub mod cluster;
 pub mod cpu;
 pub mod hash_join;

@@ -207,7 +207,7 @@ struct Entry {
 }
 
 impl Load {
-    pub(crate) fn new(budget: usize) -> Load {
+    pub fn new(budget: usize) -> Load {
         Load {
             data: Vec::new(),
             keys: Vec::new(),
@@ -227,7 +227,7 @@ impl Load {
     }
 
     /// Add a tuple if it fits; false (and nothing added) if not.
-    pub(crate) fn try_push(&mut self, tuple: &[u8], key: &SortKey) -> Result<bool> {
+    pub fn try_push(&mut self, tuple: &[u8], key: &SortKey) -> Result<bool> {
         let key_off = self.keys.len();
         let (prefix, key_len) = match key.identity() {
             Some(_) => (key_prefix(key.slice(tuple)?), 0),
@@ -267,7 +267,7 @@ impl Load {
     }
 
     /// Sort stably (ties by position), counting comparisons.
-    pub(crate) fn sort(&mut self, key: &SortKey, cpu: &mut CpuMeter) {
+    pub fn sort(&mut self, key: &SortKey, cpu: &mut CpuMeter) {
         let mut compares = 0u64;
         let mut entries = std::mem::take(&mut self.entries);
         let this = &*self;

@@ -831,123 +831,23 @@ fn temp_sort_checksum_is_order_independent_and_catches_disorder() {
 
 /// Measures the prices in [`cpu::OperatorCosts`] on this machine (real
 /// world, memory device). Run with
-/// `cargo test --release -p flashlab-engine calibrate_operator_costs -- --ignored --nocapture`.
+/// `cargo test --release -p flashlab-engine calibrate_operator_costs -- --ignored --nocapture`,
+/// or `flashlab calibrate`, which takes the median of several rounds and
+/// writes the file the report cites.
 #[test]
 #[ignore]
 fn calibrate_operator_costs() {
-    use std::time::Instant;
     let rt = flashlab_runtime::RealRuntime::new(1);
     let _enter = flashlab_runtime::RealRuntime::enter(&rt);
-    let n = 1_000_000u64;
-    let input = records(16, n, KeyDist::Uniform);
-    // Comparisons: sort one memory load of a million tuples.
-    let key = SortKey::sort_benchmark();
-    let mut load = sort::Load::new(usize::MAX / 2);
-    for t in &input {
-        assert!(load.try_push(t, &key).unwrap());
-    }
-    let mut cpu = cpu::CpuMeter::new(OperatorCosts::free());
-    let t0 = Instant::now();
-    load.sort(&key, &mut cpu);
-    let compare_ns = t0.elapsed().as_nanos() as f64 / cpu.compares as f64;
-    // Moving tuples: through a run writer and reader, at two tuple sizes,
-    // to separate the per-tuple and per-byte parts.
-    // A flat in-memory device (one memcpy a request), so the device's own
-    // bookkeeping is not counted: the simulated world models the device.
-    struct Flat(std::sync::Mutex<Vec<u8>>);
-    impl Device for Flat {
-        fn name(&self) -> &str {
-            "flat"
-        }
-        fn capacity_bytes(&self) -> u64 {
-            1 << 30
-        }
-        fn sector_bytes(&self) -> u32 {
-            512
-        }
-        fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
-            let data = self.0.lock().unwrap();
-            let at = offset_bytes as usize;
-            buf.copy_from_slice(&data[at..at + buf.len()]);
-            Ok(())
-        }
-        fn write(&self, offset_bytes: u64, src: &[u8]) -> Result<(), DeviceError> {
-            let mut data = self.0.lock().unwrap();
-            let at = offset_bytes as usize;
-            data[at..at + src.len()].copy_from_slice(src);
-            Ok(())
-        }
-        fn flush(&self) -> Result<(), DeviceError> {
-            Ok(())
-        }
-        fn trim(&self, _: u64, _: u64) -> Result<(), DeviceError> {
-            Ok(())
-        }
-    }
-    let space = TempSpace::new(
-        Arc::new(Flat(std::sync::Mutex::new(vec![0u8; 1 << 30]))),
-        None,
-    )
-    .unwrap();
-    let pool = Arc::new(cluster::IoPool::new(&space, 1));
-    let mut per_tuple = Vec::new();
-    for size in [100usize, 1000] {
-        let count = if size == 100 { n } else { n / 10 };
-        let tuple = vec![b'x'; size];
-        let t0 = Instant::now();
-        let mut w = run::RunWriter::new(&space, &pool, 64 << 10, Some(size));
-        for _ in 0..count {
-            w.push(&tuple, &mut cpu).unwrap();
-        }
-        let r = w.finish(&mut cpu).unwrap();
-        let mut reader = run::RunReader::new(r, &Arc::new(SortKey::bytes(0, 10)), None);
-        while reader.advance(&mut cpu).unwrap() {}
-        // One tuple moved out and one in per run pass.
-        per_tuple.push(t0.elapsed().as_nanos() as f64 / count as f64 / 2.0);
-    }
-    let copy_ns_per_kb = (per_tuple[1] - per_tuple[0]) / 0.9 * 1024.0 / 1000.0;
-    let tuple_ns = per_tuple[0] - copy_ns_per_kb * 100.0 / 1024.0;
-    // Hashing: a key and its partition.
-    let t0 = Instant::now();
-    let mut acc = 0usize;
-    for t in &input {
-        acc = acc.wrapping_add((hash_join::hash_key(&t[..10], 1) >> 60) as usize);
-    }
-    let hash_ns = t0.elapsed().as_nanos() as f64 / n as f64;
-    // The reference: one update-commit transaction of flashlab's engine,
-    // measured as `examples/opcost.rs` does, in the same session.
-    let update_commit_ns = {
-        use crate::{Database, DbConfig, Durability, TableSpec};
-        let mut config = DbConfig::simple("memory", "memory", 8192, 256 << 20);
-        config.wal.durability = Durability::NoSync;
-        config.cpu = crate::CpuCosts::free();
-        let db = Database::open(&config).unwrap();
-        let t = db.create_table(TableSpec::bytes("t")).unwrap();
-        let rows = 100_000u32;
-        let mut txn = db.begin().unwrap();
-        for i in 0..rows {
-            txn.put(&t, &i.to_be_bytes(), &[0u8; 178]).unwrap();
-        }
-        txn.commit().unwrap();
-        let rounds = 50_000u32;
-        let t0 = Instant::now();
-        for i in 0..rounds {
-            let mut txn = db.begin().unwrap();
-            txn.update(&t, &((i * 7919) % rows).to_be_bytes(), |old| old.to_vec())
-                .unwrap();
-            txn.commit().unwrap();
-        }
-        t0.elapsed().as_nanos() as f64 / f64::from(rounds)
-    };
+    let c = super::calibrate::measure(1_000_000).unwrap();
+    println!("measured: {c:?}");
+    let scale = 2.0 * crate::config::STATEMENT_NS as f64 / c.update_commit_ns;
     println!(
-        "measured: compare_ns {compare_ns:.2}, tuple_ns {tuple_ns:.2}, copy_ns_per_kb {copy_ns_per_kb:.1}, hash_ns {hash_ns:.2}, update_commit_ns {update_commit_ns:.0} ({acc})"
-    );
-    let scale = 2.0 * crate::config::STATEMENT_NS as f64 / update_commit_ns;
-    println!(
-        "ratios to update-commit x 294 us: compare_ns {:.1}, tuple_ns {:.1}, copy_ns_per_kb {:.0}, hash_ns {:.1}",
-        compare_ns * scale,
-        tuple_ns * scale,
-        copy_ns_per_kb * scale,
-        hash_ns * scale
+        "ratios to update-commit x 294 us: compare_ns {:.1}, tuple_ns {:.1}, copy_ns_per_kb {:.0}, hash_ns {:.1}, scan_row_ns {:.0}",
+        c.compare_ns * scale,
+        c.tuple_ns * scale,
+        c.copy_ns_per_kb * scale,
+        c.hash_ns * scale,
+        c.scan_row_ns * scale
     );
 }

@@ -5,7 +5,12 @@
 //! `hdd-2008` and `ssd-2008`, petrov2010 Tables 1 and 3 for `hdd-2010`,
 //! `ssd-2010` and `ssd-array-2010`. This experiment runs the fio-like
 //! characterization (after preconditioning to steady state) on each preset
-//! and checks each figure is within 25% of the published one.
+//! and checks each figure under the report's rule (within ±25% of the published
+//! one, [`crate::check`]). Every device check is a calibration check; the
+//! parameters set from a single row are named on it ([`FITTED`]). Each
+//! figure is measured at the block size the paper states (petrov2010 Table
+//! 1: sequential at 128 KB); lee2008 Table 1 states none, and its sustained
+//! rates are checked at the largest block.
 
 use flashlab_devices::IoKind;
 use flashlab_devices::characterize::{
@@ -19,8 +24,132 @@ use crate::check::Check;
 use crate::published;
 use crate::report::{ExperimentResult, Figure, Table, fmt_num};
 
-/// Pass range of device-level figures: within 25% (the bar).
-pub const DEVICE_TOLERANCE_PCT: f64 = 25.0;
+/// Parameters set from a single published row, by check id: named on the
+/// row's check whether it passes or not (the `calibrated:` sources of the
+/// presets, `flashlab devices`).
+pub const FITTED: &[(&str, &str)] = &[
+    (
+        "devices.hdd-2008.average_latency_ms",
+        "seek_avg: 8.33 ms minus half a revolution at 7,200 rpm (4.16 ms)",
+    ),
+    (
+        "devices.hdd-2008.sustained_read_mb_s",
+        "media_rate: set to this row's 110 MB/s",
+    ),
+    (
+        "devices.hdd-2008.sustained_write_mb_s",
+        "media_rate: set to 110 MB/s (the read row)",
+    ),
+    (
+        "devices.ssd-2008.read_latency_ms",
+        "controller_overhead_ns: set so a 4 KB QD1 read takes 0.2 ms",
+    ),
+    (
+        "devices.hdd-2010.rand_read_4k_ms",
+        "seek_avg: 3.2 ms minus half a revolution and the transfer (1.17 ms)",
+    ),
+    (
+        "devices.hdd-2010.rand_read_4k_ms",
+        "rpm = 15,000: assumed so that a 3.2 ms random read leaves room for a seek",
+    ),
+    (
+        "devices.hdd-2010.rand_write_4k_ms",
+        "write_settle = 0.2 ms: the mean of the 4 KB and 16 KB rows' write minus read",
+    ),
+    (
+        "devices.hdd-2010.rand_write_16k_ms",
+        "write_settle = 0.2 ms: the mean of the 4 KB and 16 KB rows' write minus read",
+    ),
+    (
+        "devices.ssd-2008.write_latency_ms",
+        "write_buffer_bytes = 0: a write waits for its program, as this row's 0.4 ms requires",
+    ),
+    (
+        "devices.hdd-2010.seq_read_128k_mb_s",
+        "media_rate: set to this row's 160 MB/s",
+    ),
+    (
+        "devices.hdd-2010.seq_write_128k_mb_s",
+        "media_rate: set to 160 MB/s (the read row)",
+    ),
+    (
+        "devices.ssd-2010.rand_read_4k_ms",
+        "channel_bytes_per_s: set so a 4 KB QD1 read takes 0.161 ms",
+    ),
+    (
+        "devices.ssd-2010.read_iops_4k",
+        "controller_overhead_ns: set so 4 KB QD32 reads give 35,510 IOPS",
+    ),
+    (
+        "devices.ssd-2010.write_iops_4k",
+        "write_command_ns: set so 4 KB QD32 writes give 5,953 IOPS",
+    ),
+    (
+        "devices.ssd-2010.write_iops_16k",
+        "random_write_page_ns: 45 us of controller time per extra page of a random write",
+    ),
+    (
+        "devices.ssd-2010.rand_write_16k_ms",
+        "random_write_page_ns: 45 us of controller time per extra page of a random write",
+    ),
+    (
+        "devices.ssd-2010.rand_read_16k_ms",
+        "stripe_pages = 2: 8 KB stripe units, two pages per die",
+    ),
+    (
+        "devices.ssd-2010.seq_read_128k_mb_s",
+        "host_bytes_per_s: set to this row's 250 MB/s",
+    ),
+    (
+        "devices.ssd-2010.seq_read_128k_mb_s",
+        "read_ahead_pages = 32: 128 KB read ahead on a sequential stream (the size assumed)",
+    ),
+    (
+        "devices.ssd-array-2010.rand_read_64k_latency_ms",
+        "stripe_unit_bytes: set from this row (petrov2010 does not say)",
+    ),
+    (
+        "devices.ssd-array-2010.rand_read_4k",
+        "read_command_ns: set so 4 KB random reads give 51,164 IOPS",
+    ),
+    (
+        "devices.ssd-array-2010.rand_write_4k",
+        "write_command_ns: set so 4 KB random writes give 23,661 IOPS",
+    ),
+    (
+        "devices.ssd-array-2010.seq_write_8k",
+        "write_append_command_ns: 15 us per appending write, set from this row",
+    ),
+    (
+        "devices.ssd-array-2010.rand_write_8k_latency_ms",
+        "write_latency_ns: the intercept, set from this row",
+    ),
+    (
+        "devices.ssd-array-2010.rand_write_128k_latency_ms",
+        "write_stream_bytes_per_s: the slope, set from the 8 KB and 128 KB rows",
+    ),
+    (
+        "devices.ssd-array-2010.seq_read_512k",
+        "read_bytes_per_s: the 1,350 MB/s plateau",
+    ),
+    (
+        "devices.ssd-array-2010.seq_write_512k",
+        "write_bytes_per_s: the ~890 MB/s plateau",
+    ),
+];
+
+/// The check with its fitted parameters named, and marked calibration.
+fn calibration(check: Check) -> Check {
+    let mut check = check.calibration();
+    for (id, parameter) in FITTED {
+        if *id == check.id {
+            check = check.fitted(parameter);
+        }
+    }
+    check
+}
+/// The block size of petrov2010 Table 1's sequential figures.
+pub const PETROV_SEQ_BLOCK_KB: u32 = 128;
 /// Queue depth of the "deep" random points; the published SSD IOPS were
 /// measured with many requests in flight.
 pub const DEEP_QUEUE_DEPTH: u32 = 32;
@@ -114,15 +243,9 @@ impl Builder<'_> {
         let measured = measured.unwrap_or(f64::NAN);
         let id = format!("devices.{}.{key}", self.device);
         let what = format!("{}: {what}", self.device);
-        self.checks.push(Check::within_pct(
-            &id,
-            self.paper,
-            &what,
-            unit,
-            published,
-            measured,
-            DEVICE_TOLERANCE_PCT,
-        ));
+        self.checks.push(calibration(Check::value(
+            &id, self.paper, &what, unit, published, measured,
+        )));
     }
 }
 
@@ -143,6 +266,11 @@ fn checks_for(c: &Characterization) -> Vec<Check> {
     };
     let p = |field: &str| format!("{table}.{field}");
     let big = largest_seq(c);
+    // petrov2010 Table 1 states its block size: 128 KB.
+    let seq128 = c
+        .sequential
+        .iter()
+        .find(|s| s.block_kb == PETROV_SEQ_BLOCK_KB);
     match name {
         "hdd-2008" => {
             b.add(
@@ -199,18 +327,18 @@ fn checks_for(c: &Characterization) -> Vec<Check> {
         }
         _ => {
             b.add(
-                "seq_read_mb_s",
-                "sequential read, largest block",
+                "seq_read_128k_mb_s",
+                "sequential 128 KB read, QD 1 (the block size Table 1 states)",
                 "MB/s",
                 &p("seq_read_mb_s"),
-                big.map(|s| s.read_mb_s),
+                seq128.map(|s| s.read_mb_s),
             );
             b.add(
-                "seq_write_mb_s",
-                "sequential write, largest block",
+                "seq_write_128k_mb_s",
+                "sequential 128 KB write, QD 1 (the block size Table 1 states)",
                 "MB/s",
                 &p("seq_write_mb_s"),
-                big.map(|s| s.write_mb_s),
+                seq128.map(|s| s.write_mb_s),
             );
             for kb in [4u32, 16] {
                 let r1 = rand(c, kb, 1);
@@ -247,7 +375,12 @@ fn checks_for(c: &Characterization) -> Vec<Check> {
         }
     }
     for check in &mut b.checks {
-        if !check.pass
+        if !check.pass && check.id.starts_with("devices.ssd-2010.seq_read_128k") {
+            let latency = seq128.map(|s| s.read_latency_ms).unwrap_or(f64::NAN);
+            *check = check.clone().with_note(&format!(
+                "at queue depth 1 each 128 KB read takes {latency:.3} ms; the 250 MB/s host link alone takes 0.524 ms, so the drive's read-ahead (read_ahead_pages) must have the next request's pages in RAM before it arrives"
+            ));
+        } else if !check.pass
             && name == "ssd-2010"
             && check.id.contains("16k")
             && check.id.contains("write")
@@ -373,15 +506,7 @@ fn array_checks(ctx: &RunContext) -> Result<Vec<Check>, String> {
             };
             let id = format!("devices.{device}.{pattern}_{op}_{kb}k");
             let what = format!("{device}: {pattern} {op} {kb} KB at QD {depth}");
-            let mut check = Check::within_pct(
-                &id,
-                paper,
-                &what,
-                unit,
-                rate,
-                measured,
-                DEVICE_TOLERANCE_PCT,
-            );
+            let mut check = calibration(Check::value(&id, paper, &what, unit, rate, measured));
             if sequential && kind == IoKind::Write && *kb <= 16.0 && !check.pass {
                 check = check.with_note(
                     "the model's cache appends a write that continues the previous one to its open stripe at 15 us per command (write_append_command_ns, fitted to the 8 KB row), against 42 us for other writes",
@@ -389,15 +514,14 @@ fn array_checks(ctx: &RunContext) -> Result<Vec<Check>, String> {
             }
             checks.push(check);
             let lat_id = format!("devices.{device}.{pattern}_{op}_{kb}k_latency_ms");
-            checks.push(Check::within_pct(
+            checks.push(calibration(Check::value(
                 &lat_id,
                 paper,
                 &format!("{what}: latency"),
                 "ms",
                 latency_ms,
                 point.latency_ms,
-                DEVICE_TOLERANCE_PCT,
-            ));
+            )));
         }
     }
     Ok(checks)

@@ -134,27 +134,22 @@ impl Experiment for Table2 {
         let first = measured.first().copied().unwrap_or_default();
         let last = measured.last().copied().unwrap_or_default();
         let mut checks = vec![
-            Check::in_range(
+            Check::ratio(
                 "lee2008.table2.ssd_over_hdd_4",
                 "lee2008 Table 2",
                 "SSD/HDD TPS ratio at 4 clients",
-                "x",
                 2222.0 / 178.0,
                 first.3 / first.1,
-                6.0,
-                25.0,
             ),
-            Check::in_range(
+            Check::ratio(
                 "lee2008.table2.hdd_64_over_4",
                 "lee2008 Table 2",
                 "HDD TPS at 64 clients / at 4 (near-linear growth)",
-                "x",
                 2737.0 / 178.0,
                 last.1 / first.1,
-                8.0,
-                f64::INFINITY,
             ),
         ];
+        checks.extend(table2_absolute_checks(key, &measured));
         checks.push(saturation_check(&measured));
         let chart = LineChart {
             title: "Update-commit TPS against clients (dual core)".into(),
@@ -202,26 +197,91 @@ impl Experiment for Table2 {
     }
 }
 
-/// "SSD TPS saturates, with CPU at 75% or more, by 16 to 32 clients":
-/// measured as the fewest clients reaching 90% of the best SSD TPS, with the
-/// CPU then at 75% or more.
+/// Table 2's absolute values, each under the rule. The 64-client SSD row is
+/// the one the CPU model was set from (calibration); the rest are
+/// predictions.
+fn table2_absolute_checks(key: &str, measured: &[(u32, f64, f64, f64, f64)]) -> Vec<Check> {
+    let mut checks = Vec::new();
+    for (i, &(c, hdd_tps, hdd_cpu, ssd_tps, ssd_cpu)) in measured.iter().enumerate() {
+        let p =
+            |field: &str| published::number_at(&format!("{key}.{field}"), i).unwrap_or(f64::NAN);
+        let fields = [
+            ("hdd_tps", "HDD TPS", "TPS", hdd_tps),
+            ("hdd_cpu_pct", "HDD %CPU", "%", hdd_cpu * 100.0),
+            ("ssd_tps", "SSD TPS", "TPS", ssd_tps),
+            ("ssd_cpu_pct", "SSD %CPU", "%", ssd_cpu * 100.0),
+        ];
+        for (field, what, unit, value) in fields {
+            let mut check = Check::value(
+                &format!("lee2008.table2.{field}_{c}"),
+                "lee2008 Table 2",
+                &format!("{what} at {c} clients"),
+                unit,
+                p(field),
+                value,
+            );
+            if c == 64 && field.starts_with("ssd") {
+                check = check.fitted(
+                    "CPU cost: 294.7 us per update-commit transaction at 1.86 GHz (147 us per statement), from 5,701 TPS at 84% of two cores",
+                );
+            } else if !check.pass {
+                // The measured and published cycle of one client (clients /
+                // TPS) and CPU per transaction (2 cores x %CPU / TPS).
+                let (tps, cpu, ptps, pcpu) = if field.starts_with("hdd") {
+                    (hdd_tps, hdd_cpu, p("hdd_tps"), p("hdd_cpu_pct") / 100.0)
+                } else {
+                    (ssd_tps, ssd_cpu, p("ssd_tps"), p("ssd_cpu_pct") / 100.0)
+                };
+                let cycle = |t: f64| f64::from(c) / t * 1e3;
+                let per_txn = |u: f64, t: f64| 2.0 * u / t * 1e6;
+                check.note = format!(
+                    "each client commits every {:.2} ms against the paper's {:.2} ms; CPU per transaction {:.0} us against the paper's {:.0} us. {}",
+                    cycle(tps),
+                    cycle(ptps),
+                    per_txn(cpu, tps),
+                    per_txn(pcpu, ptps),
+                    if field.starts_with("hdd") {
+                        "The CPU per transaction agrees (the model's one calibrated cost), so the %CPU follows the TPS; the TPS is high because a commit waits less for the modelled disk's log force than for the paper's (cause not yet established: the paper gives no log write time for this table; Table 3's TPC-B HDD log write, 8.1 ms, is reproduced)."
+                    } else {
+                        "The model's commits wait less for the SSD log than the paper's did (Table 3: 0.6 ms against 1.3 ms a log write, the model's log writes being smaller), and below saturation the paper's server spent less CPU per transaction than at the 64-client calibration point; the model charges the calibrated cost at every load."
+                    }
+                );
+            }
+            checks.push(check);
+        }
+    }
+    checks
+}
+
+/// "SSD TPS saturates, with CPU at 75% or more, by 16 clients": measured
+/// as the fewest clients reaching 90% of the best SSD TPS, a value under the
+/// rule (the paper's best, 6,274 TPS, is at 16 clients).
 fn saturation_check(measured: &[(u32, f64, f64, f64, f64)]) -> Check {
     let best = measured.iter().map(|m| m.3).fold(0.0, f64::max);
     let first = measured.iter().find(|m| m.3 >= 0.9 * best);
-    let (clients, cpu) = first
-        .map(|m| (f64::from(m.0), m.4))
-        .unwrap_or((f64::NAN, 0.0));
-    let mut check = Check::in_range(
+    let (clients, tps, cpu) =
+        first
+            .map(|m| (f64::from(m.0), m.3, m.4))
+            .unwrap_or((f64::NAN, 0.0, 0.0));
+    let mut check = Check::value(
         "lee2008.table2.ssd_saturation_clients",
         "lee2008 Table 2",
-        "clients at which SSD TPS saturates (90% of its best), with CPU at 75% or more",
+        "clients at which SSD TPS first reaches 90% of its best",
         "clients",
         16.0,
-        if cpu >= 0.75 { clients } else { f64::NAN },
-        4.0,
-        32.0,
+        clients,
     );
-    check.note = format!("saturation CPU utilization {:.0}%", cpu * 100.0);
+    check.note = format!(
+        "{} TPS at {clients} clients, CPU {:.0}% (best {:.0} TPS){}",
+        fmt_num(tps),
+        cpu * 100.0,
+        best,
+        if check.pass {
+            String::new()
+        } else {
+            "; the paper's server needed 16 clients (4,050 TPS at 8, 65% of its best), the model fewer: its SSD runs fill the two cores at fewer clients".to_string()
+        }
+    );
     check
 }
 
@@ -306,11 +366,18 @@ impl Experiment for Table3 {
             ),
         ];
         let checks = vec![
-            Check::in_range("lee2008.table3.ssd_over_hdd_tps", "lee2008 Table 3", "TPC-B SSD/HDD TPS ratio", "x", p("ssd_tps") / p("hdd_tps"), ssd.tps / hdd.tps, 2.5, 5.0)
-                .with_note(if ssd.tps / hdd.tps < 2.5 { CPU_NOTE } else { "" }),
-            Check::within_pct("lee2008.table3.hdd_log_write_ms", "lee2008 Table 3", "HDD log write time", "ms", p("hdd_log_write_ms"), hdd.log.avg_write_ms, 25.0),
-            Check::within_pct("lee2008.table3.ssd_log_write_ms", "lee2008 Table 3", "SSD log write time", "ms", p("ssd_log_write_ms"), ssd.log.avg_write_ms, 50.0)
-                .with_note(&format!(
+            Check::ratio("lee2008.table3.ssd_over_hdd_tps", "lee2008 Table 3", "TPC-B SSD/HDD TPS ratio", p("ssd_tps") / p("hdd_tps"), ssd.tps / hdd.tps)
+                .with_miss_note(CPU_NOTE),
+            Check::value("lee2008.table3.hdd_tps", "lee2008 Table 3", "TPC-B TPS, log on the disk", "TPS", p("hdd_tps"), hdd.tps),
+            Check::value("lee2008.table3.ssd_tps", "lee2008 Table 3", "TPC-B TPS, log on the SSD", "TPS", p("ssd_tps"), ssd.tps)
+                .with_miss_note(CPU_NOTE),
+            Check::value("lee2008.table3.hdd_cpu_pct", "lee2008 Table 3", "TPC-B %CPU, log on the disk", "%", p("hdd_cpu_pct"), hdd.cpu_utilization * 100.0)
+                .with_miss_note(CPU_NOTE),
+            Check::value("lee2008.table3.ssd_cpu_pct", "lee2008 Table 3", "TPC-B %CPU, log on the SSD", "%", p("ssd_cpu_pct"), ssd.cpu_utilization * 100.0)
+                .with_miss_note(CPU_NOTE),
+            Check::value("lee2008.table3.hdd_log_write_ms", "lee2008 Table 3", "HDD log write time", "ms", p("hdd_log_write_ms"), hdd.log.avg_write_ms),
+            Check::value("lee2008.table3.ssd_log_write_ms", "lee2008 Table 3", "SSD log write time", "ms", p("ssd_log_write_ms"), ssd.log.avg_write_ms)
+                .with_miss_note(&format!(
                     "our log writes carry {:.1} sectors against the paper's {}: flashlab's records (byte-range redo, logical undo) are about a third of the size of the commercial server's, and a write's time on the modelled SSD grows with its size",
                     ssd.log.avg_write_sectors, p("ssd_log_write_sectors")
                 )),
@@ -325,7 +392,7 @@ impl Experiment for Table3 {
                 .cloned()
                 .collect();
             let window: Vec<_> = first_seconds(&log, 0.5);
-            let svg = crate::plot::trace_svg(
+            let svg = crate::plot::trace_img_html(
                 &window,
                 &format!("TPC-B log writes on {} (first 0.5 s)", report.log_device),
             )
@@ -418,11 +485,14 @@ impl Experiment for Figure3 {
         let mut series = Vec::new();
         let mut rows = Vec::new();
         let mut best = std::collections::BTreeMap::new();
+        let mut best_cpu = std::collections::BTreeMap::new();
         for (name, log, cores, ghz) in configs {
             let mut points = Vec::new();
+            let mut cpus = Vec::new();
             for &c in &clients {
                 let r = run(ctx, "tpcb", log, c, cores, ghz, false)?;
                 points.push((f64::from(c), r.tps));
+                cpus.push(r.cpu_utilization);
                 rows.push(vec![
                     name.to_string(),
                     c.to_string(),
@@ -431,6 +501,10 @@ impl Experiment for Figure3 {
                 ]);
             }
             best.insert(name, points.iter().map(|p| p.1).fold(0.0, f64::max));
+            let at_best = points.iter().zip(&cpus).fold((0.0, 0.0), |acc, (p, &cpu)| {
+                if p.1 > acc.0 { (p.1, cpu) } else { acc }
+            });
+            best_cpu.insert(name, at_best.1);
             series.push(Series {
                 name: name.into(),
                 points,
@@ -444,19 +518,25 @@ impl Experiment for Figure3 {
             published::number(&format!("{key}.ssd_dual_core_saturation_tps")).unwrap_or(f64::NAN);
         let pq =
             published::number(&format!("{key}.ssd_quad_core_saturation_tps")).unwrap_or(f64::NAN);
-        let mut quad_check = Check::in_range(
+        let (dual_cpu, quad_cpu) = (best_cpu["SSD-Dual"], best_cpu["SSD-Quad"]);
+        let quad_check = Check::ratio(
             "lee2008.figure3.quad_over_dual",
             "lee2008 Figure 3",
             "quad-core / dual-core SSD saturation TPS",
-            "x",
             pq / pd,
             quad / dual,
-            1.2,
-            2.0,
-        );
-        if !quad_check.pass {
-            quad_check.note = "in the model the SSD runs are CPU-bound, so twice the cores at 1.29 times the clock give about 2.6 times the throughput; the paper's server gained 1.43 times, so something other than the CPU (latches, the log writer) limited it, which flashlab does not model".into();
-        }
+        )
+        .with_miss_note(&format!(
+            "the quad-core run is {}CPU-bound ({:.0}% CPU at its best, {} TPS, {:+.0}% from the paper's {}); the dual-core run is what misses: {} TPS at {:.0}% CPU against the paper's {}, so the ratio is too high. {CPU_NOTE}",
+            if quad_cpu < 0.8 { "not " } else { "" },
+            quad_cpu * 100.0,
+            fmt_num(quad),
+            (quad / pq - 1.0) * 100.0,
+            fmt_num(pq),
+            fmt_num(dual),
+            dual_cpu * 100.0,
+            fmt_num(pd),
+        ));
         series.push(Series {
             name: "SSD-Dual published saturation".into(),
             points: vec![
@@ -488,7 +568,10 @@ impl Experiment for Figure3 {
             tables: vec![Table { title: "TPC-B TPS".into(), columns: ["configuration", "clients", "TPS", "%CPU"].map(String::from).to_vec(), rows }],
             figures: vec![Figure { id: "lee2008-figure3".into(), title: "Figure 3".into(), caption: "Measured curves; triangles mark the published SSD saturation levels.".into(), svg: chart.to_svg()? }],
             checks: vec![
-                Check::within_pct("lee2008.figure3.ssd_dual_saturation", "lee2008 Figure 3", "SSD dual-core saturation TPS", "TPS", pd, dual, 50.0).with_note(if (dual - pd).abs() > 0.25 * pd { CPU_NOTE } else { "" }),
+                Check::value("lee2008.figure3.ssd_dual_saturation", "lee2008 Figure 3", "SSD dual-core saturation TPS", "TPS", pd, dual)
+                    .with_miss_note(&format!("{:.0}% CPU at the best point. {CPU_NOTE}", dual_cpu * 100.0)),
+                Check::value("lee2008.figure3.ssd_quad_saturation", "lee2008 Figure 3", "SSD quad-core saturation TPS", "TPS", pq, quad)
+                    .with_note(&format!("{:.0}% CPU at the best point", quad_cpu * 100.0)),
                 quad_check,
             ],
             notes: Vec::new(),

@@ -264,59 +264,57 @@ impl Experiment for Table4 {
                 f64::NAN,
             ),
         ];
-        let expected_pages = 3.0 * TABLE_PAGES as f64 * scale;
+        let ssd_miss = &format!(
+            "the SSD's per-page rollback read is faster than the paper's: the modelled ssd-2008 ({} ms a 4 KB read, lee2008 Table 1) takes {} ms a rollback page here, the paper's server 0.5 ms, for a reason the paper does not give (its I/O path or read sizes) and flashlab does not model",
+            0.2,
+            fmt_num(per_page_ms(&ssd))
+        );
         let checks = vec![
-            Check::within_pct(
+            Check::value(
                 "lee2008.table4.rollback_pages_read",
                 "lee2008 Table 4",
                 "rollback pages read (SSD run)",
                 "pages",
-                expected_pages,
+                p("ssd_pages_read") * scale,
                 ssd.rollback_pages_read as f64,
-                15.0,
             ),
-            Check::in_range(
+            Check::ratio(
                 "lee2008.table4.hdd_over_ssd_read",
                 "lee2008 Table 4",
                 "HDD/SSD rollback read time ratio",
-                "x",
                 p("hdd_read_s") / p("ssd_read_s"),
                 hdd.read_s / ssd.read_s,
-                8.0,
-                25.0,
-            ),
-            Check::within_pct(
+            )
+            .with_miss_note("both per-page read times miss (below): the disk's by far more, see the note on three sequential streams"),
+            Check::value(
                 "lee2008.table4.ssd_elapsed_s",
                 "lee2008 Table 4",
                 "SSD elapsed time of the second scan",
                 "s",
                 p("ssd_elapsed_s") * scale,
                 ssd.elapsed_s,
-                50.0,
-            ),
-            Check::within_pct(
+            )
+            .with_miss_note(ssd_miss),
+            Check::value(
                 "lee2008.table4.hdd_page_read_ms",
                 "lee2008 Table 4",
                 "HDD per-page rollback read",
                 "ms",
                 p("hdd_page_read_ms"),
                 per_page_ms(&hdd),
-                25.0,
             )
-            .with_note(if checks_pass_hdd_read(&hdd) {
-                ""
-            } else {
-                "three sequential streams a short seek apart, not random reads: see the note below"
-            }),
-            Check::within_pct(
+            .with_miss_note(
+                "three sequential streams a short seek apart, not random reads: see the note below",
+            ),
+            Check::value(
                 "lee2008.table4.ssd_page_read_ms",
                 "lee2008 Table 4",
                 "SSD per-page rollback read",
                 "ms",
                 p("ssd_page_read_ms"),
                 per_page_ms(&ssd),
-                50.0,
-            ),
+            )
+            .with_miss_note(ssd_miss),
         ];
         let mut figures = Vec::new();
         let mut raw_files = Vec::new();
@@ -330,7 +328,7 @@ impl Experiment for Table4 {
             if reads.is_empty() {
                 continue;
             }
-            let svg = crate::plot::trace_svg(
+            let svg = crate::plot::trace_img_html(
                 &reads,
                 &format!("T1's second scan: rollback reads on {}", run.device),
             )
@@ -396,7 +394,7 @@ impl Experiment for Figure4 {
         let started = std::time::Instant::now();
         let disk = figure4_run(ctx, "hdd-2008")?;
         let ssd = figure4_run(ctx, "ssd-2008")?;
-        let svg = crate::plot::trace_svg(
+        let svg = crate::plot::trace_img_html(
             &disk.writes,
             "Rollback-segment writes under TPC-C (rollback on hdd-2008)",
         )
@@ -424,14 +422,13 @@ impl Experiment for Figure4 {
         let checks = [(&disk, "hdd", "disk"), (&ssd, "ssd", "flash SSD")]
             .iter()
             .map(|(r, short, name)| {
-                Check::within_pct(
+                Check::value(
                     &format!("lee2008.figure4.{short}_rollback_block_write_ms"),
                     "lee2008 section 5.1 (Figure 4)",
                     &format!("mean time to write a rollback-segment block under TPC-C, {name}"),
                     "ms",
                     published_ms(&format!("{short}_block_write_ms")),
                     r.mean_ms,
-                    25.0,
                 )
                 .with_note(&figure4_note(r))
             })

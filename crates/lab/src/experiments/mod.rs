@@ -6,6 +6,13 @@
 //! measured value beside the published one, figures, and fidelity checks.
 //! Experiments run in the simulated world unless they say otherwise, so the
 //! same seed gives the same numbers.
+//!
+//! Adding an experiment: register it in [`registry`], build its checks with
+//! the constructors of [`crate::check`] (`Check::value`, `Check::ratio`,
+//! `Check::at_least`, `Check::optimum`; they apply the report's one rule,
+//! so an experiment never picks a range), mark a check `.fitted(..)` when a
+//! parameter was set from that published row, and add or update its rows in
+//! [`crate::coverage::COVERAGE`] (a test fails otherwise).
 
 pub mod devices;
 pub mod lee2008_log;

@@ -314,16 +314,28 @@ pub fn published(table: &str, cell: Cell) -> f64 {
     }
 }
 
-/// A check under the report's rule: within 25% of the published value.
+const CHECK_PAPER: &str = "petrov2010 Tables 4-5, Figures 4-5";
+
+/// A published value under the report's rule.
 pub fn check(id: &str, what: &str, unit: &str, published: f64, measured: f64) -> Check {
-    Check::within_pct(
+    Check::value(
         &format!("petrov2010.{id}"),
-        "petrov2010 Tables 4-5, Figures 4-5",
+        CHECK_PAPER,
         what,
         unit,
         published,
         measured,
-        25.0,
+    )
+}
+
+/// A published ratio under the report's rule.
+pub fn check_ratio(id: &str, what: &str, published: f64, measured: f64) -> Check {
+    Check::ratio(
+        &format!("petrov2010.{id}"),
+        CHECK_PAPER,
+        what,
+        published,
+        measured,
     )
 }
 

@@ -322,3 +322,120 @@ fn describe_lists_every_parameter() {
             .any(|p| p.name == "ftl" && p.value == "page-greedy")
     );
 }
+
+/// Two dies on one channel, sharing the channel and the host link.
+fn shared_channel_ssd(extras: ControllerExtras) -> SsdModel {
+    let g = Geometry {
+        channels: 1,
+        chips_per_channel: 2,
+        ..geometry()
+    };
+    SsdModel::new("t", g, timing(), FtlKind::PageGreedy, 0)
+        .unwrap()
+        .with_extras(extras)
+}
+
+#[test]
+fn a_read_to_an_idle_die_is_not_delayed_by_gc_on_another_die() {
+    let mut m = shared_channel_ssd(ControllerExtras::default());
+    let pages = m.capacity_bytes() / 4096;
+    let mut t = T0;
+    for lpn in 0..pages {
+        t = m.submit(t, &req(IoKind::Write, lpn * 4096, 4096)) + 1;
+    }
+    let mut x = 12_345u64;
+    let mut checked = 0;
+    for _ in 0..20_000 {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let lpn = (x >> 33) % pages;
+        let gc_before = m.stats().gc_runs;
+        let written = m.submit(t, &req(IoKind::Write, lpn * 4096, 4096));
+        let ran_gc = m.stats().gc_runs > gc_before;
+        // A die idle at `t` while the write waits for garbage collection.
+        let idle = (0..2).find(|&d| m.lines.die[d].tail() <= t);
+        let target = idle
+            .and_then(|d| (0..pages).find(|&l| m.ftl.lookup(l).is_some_and(|p| m.die_of(p) == d)));
+        if let (true, Some(read_lpn)) = (ran_gc, target) {
+            assert!(
+                written - t > 1_000_000,
+                "the write waited for GC (an erase alone is 1 ms)"
+            );
+            let read = m.submit(t, &req(IoKind::Read, read_lpn * 4096, 4096));
+            // Behind the write's command, then an idle die, channel and link.
+            assert_eq!(
+                read,
+                t + 2 * CONTROLLER_NS + READ_NS + CHANNEL_NS + HOST_NS,
+                "a read to an idle die waited for GC on the other die"
+            );
+            assert!(read < written);
+            checked += 1;
+        }
+        t = written.max(t) + 1;
+    }
+    assert!(
+        checked > 10,
+        "only {checked} GC writes had an idle other die"
+    );
+}
+
+#[test]
+fn with_reads_first_a_read_takes_a_gap_before_queued_work_on_its_die() {
+    for reads_first in [false, true] {
+        let mut m = shared_channel_ssd(ControllerExtras {
+            reads_first,
+            ..ControllerExtras::default()
+        });
+        let t1 = m.submit(T0, &req(IoKind::Write, 0, 4096));
+        let die = m.die_of(m.ftl.lookup(0).unwrap());
+        // A program queued on the die, due to start 1 ms from now (as one
+        // waiting for its channel or for the write buffer would be).
+        let t = t1 + 1;
+        m.lines.die[die].reserve(t + 1_000_000, t + 1_000_000 + PROGRAM_NS);
+        let read = m.submit(t, &req(IoKind::Read, 0, 4096));
+        let idle = t + CONTROLLER_NS + READ_NS + CHANNEL_NS + HOST_NS;
+        if reads_first {
+            assert_eq!(read, idle, "the read fits in the gap before the program");
+        } else {
+            assert_eq!(
+                read,
+                t + 1_000_000 + PROGRAM_NS + READ_NS + CHANNEL_NS + HOST_NS,
+                "in order, the read waits for the queued program"
+            );
+        }
+    }
+}
+
+#[test]
+fn read_ahead_serves_a_streams_next_request_from_controller_ram() {
+    let mut m = ssd_with(
+        0,
+        ControllerExtras {
+            read_ahead_pages: 4,
+            ..ControllerExtras::default()
+        },
+    );
+    let r1 = m.submit(T0, &req(IoKind::Read, 0, 16384));
+    // The second request continues the first: it reads ahead the next four
+    // pages while its own cross the link.
+    let r2 = m.submit(r1, &req(IoKind::Read, 16384, 16384));
+    assert!(r2 - r1 > CONTROLLER_NS + READ_NS + CHANNEL_NS);
+    let t = r2 + 1_000_000;
+    let r3 = m.submit(t, &req(IoKind::Read, 32768, 16384));
+    assert_eq!(r3, t + CONTROLLER_NS + 4 * HOST_NS, "host transfers only");
+    // A write forgets what was read ahead.
+    let mut m = ssd_with(
+        0,
+        ControllerExtras {
+            read_ahead_pages: 4,
+            ..ControllerExtras::default()
+        },
+    );
+    let r1 = m.submit(T0, &req(IoKind::Read, 0, 16384));
+    let r2 = m.submit(r1, &req(IoKind::Read, 16384, 16384));
+    let w = m.submit(r2, &req(IoKind::Write, 1 << 20, 4096));
+    let t = w + 1_000_000;
+    let r3 = m.submit(t, &req(IoKind::Read, 32768, 16384));
+    assert!(r3 > t + CONTROLLER_NS + READ_NS + CHANNEL_NS);
+}

@@ -1,0 +1,196 @@
+//! What the report covers: every table and figure of every paper.
+//!
+//! [`COVERAGE`] lists each table and figure of the papers in
+//! `shared/papers/` (lee2008, petrov2010, the lee2007 and Berseth slides,
+//! wang2010) with its status and the experiments that reproduce it; the
+//! report's first screen prints it as a table with links to the
+//! experiments' sections. It is a static list in this one file so that a
+//! change that adds an experiment adds or updates its rows here; the tests
+//! check that every experiment of the registry appears in it and that
+//! every experiment it names exists.
+
+/// How far an item is reproduced.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Status {
+    /// Reproduced, with fidelity checks under the report's rule.
+    Checked,
+    /// Reproduced and drawn (or tabulated), with no check on it.
+    Plotted,
+    /// Not reproduced yet.
+    NotYet,
+    /// A diagram or photograph: nothing measured to reproduce.
+    NoData,
+}
+
+impl Status {
+    /// The words the report uses.
+    pub fn label(self) -> &'static str {
+        match self {
+            Status::Checked => "reproduced and checked",
+            Status::Plotted => "plotted without checks",
+            Status::NotYet => "not yet",
+            Status::NoData => "no data (a diagram)",
+        }
+    }
+
+    /// CSS class of the status cell.
+    pub fn class(self) -> &'static str {
+        match self {
+            Status::Checked => "pass",
+            Status::Plotted => "plotted",
+            Status::NotYet => "miss",
+            Status::NoData => "note",
+        }
+    }
+}
+
+/// One table or figure of one paper.
+#[derive(Clone, Copy, Debug)]
+pub struct Item {
+    /// Paper key, as in `results.toml`'s `[papers]`.
+    pub paper: &'static str,
+    /// "Table 2", "Figure 7", a slide's title.
+    pub item: &'static str,
+    /// What it shows, in a few words.
+    pub what: &'static str,
+    pub status: Status,
+    /// Experiment ids (`flashlab reproduce --only`) that reproduce it.
+    pub experiments: &'static [&'static str],
+    /// What is missing or how it is covered, when that needs saying.
+    pub note: &'static str,
+}
+
+const fn item(
+    paper: &'static str,
+    item: &'static str,
+    what: &'static str,
+    status: Status,
+    experiments: &'static [&'static str],
+    note: &'static str,
+) -> Item {
+    Item {
+        paper,
+        item,
+        what,
+        status,
+        experiments,
+        note,
+    }
+}
+
+use Status::{Checked, NoData, NotYet, Plotted};
+
+/// Every table and figure of every paper, in paper order.
+#[rustfmt::skip]
+pub const COVERAGE: &[Item] = &[
+    // ------------------------------------------------------------ lee2008
+    item("lee2008", "Figure 1", "dual-channel SSD architecture", NoData, &[], ""),
+    item("lee2008", "Table 1", "disk against SSD: latency, sustained transfer", Checked, &["devices"], "calibration: hdd-2008 and ssd-2008 were set from it"),
+    item("lee2008", "Figure 2", "photograph of the Samsung SSD", NoData, &[], ""),
+    item("lee2008", "Table 2", "update-commit TPS and %CPU, 4 to 64 clients", Checked, &["lee2008-table2"], "the 64-client SSD row is the CPU model's calibration point"),
+    item("lee2008", "Table 3", "TPC-B with 20 clients: TPS, %CPU, log writes", Checked, &["lee2008-table3"], ""),
+    item("lee2008", "Figure 3", "TPC-B TPS against clients, dual and quad core", Checked, &["lee2008-figure3"], ""),
+    item("lee2008", "Figure 4", "rollback-segment writes under TPC-C, time x address", Checked, &["lee2008-figure4"], "TPC-C as the paper ran it; the mean block write time on disk and SSD is checked, the pattern plotted"),
+    item("lee2008", "Figure 5", "rollback reads of a snapshot scan, time x address", Plotted, &["lee2008-table4"], "the spread over about 1 GB is not checked (the model's reads form three sequential streams)"),
+    item("lee2008", "Table 4", "undo read performance, disk and SSD", Checked, &["lee2008-table4"], ""),
+    item("lee2008", "Figure 6", "external sort I/O pattern, time x address", Checked, &["lee2008-figure6"], "the two phases' disk/SSD ratios are checked; the pattern itself is plotted"),
+    item("lee2008", "Figure 7", "external sort time against cluster size (a) and memory (b)", Checked, &["lee2008-figure7"], ""),
+    item("lee2008", "Figure 8", "hash join and sort-merge join, I/O pattern and time", Checked, &["lee2008-figure8"], ""),
+    // ------------------------------------------------------------ petrov2010
+    item("petrov2010", "Table 1", "enterprise HDD against SSD: sequential, random, IOPS", Checked, &["devices"], "calibration: hdd-2010 and ssd-2010 were set from it"),
+    item("petrov2010", "Figure 1", "random throughput of SSDs", NotYet, &[], "no published numbers in results.toml"),
+    item("petrov2010", "Figure 2", "sequential throughput of SSDs", NotYet, &[], "no published numbers in results.toml; the devices experiment plots the presets' sequential bandwidth"),
+    item("petrov2010", "Table 2", "average and maximum 4 KB latency", NotYet, &[], ""),
+    item("petrov2010", "Figure 3", "random throughput against block size", NotYet, &[], ""),
+    item("petrov2010", "Table 3", "the 8-SSD array: sequential and random throughput and latency", Checked, &["devices"], "calibration: ssd-array-2010 was set from it"),
+    item("petrov2010", "Figure 4", "TPC-C NoTPM and response times, 4 KB and 16 KB pages", Plotted, &["petrov2010-table4"], "the sweeps are plotted at a 1/100 scale; their maxima are Table 4"),
+    item("petrov2010", "Table 4", "maximum TPC-C NoTPM by buffer, CPUs and page size", Checked, &["petrov2010-table4"], "the 4 KB over 16 KB ratios and the absolute NoTPM"),
+    item("petrov2010", "Table 5", "New-Order response times at the maxima", Checked, &["petrov2010-table4"], "the mean 16 KB over 4 KB ratio"),
+    item("petrov2010", "Figure 5", "NoTPM growth with CPUs and buffer size", Checked, &["petrov2010-figure5"], "the increase from doubling CPUs and from doubling the buffer"),
+    // ------------------------------------------------------------ lee2007 (slides)
+    item("lee2007", "Magnetic disk vs NAND flash", "read, write and erase times", NotYet, &[], "used as preset sources (ssd-2008's NAND timings), not checked"),
+    item("lee2007", "Disk-based DBMS performance: read", "sequential and non-sequential table reads, disk and flash", NotYet, &[], ""),
+    item("lee2007", "Disk-based DBMS performance: write", "sequential and non-sequential table writes, disk and flash", NotYet, &[], ""),
+    item("lee2007", "Design of the IPL", "in-page logging layout", NoData, &[], ""),
+    item("lee2007", "Log segment size vs merges", "merges against log segment size, TPC-C traces", NotYet, &[], ""),
+    item("lee2007", "Estimated write performance (a)-(c)", "sector writes, merges and estimated write time against buffer size", NotYet, &[], ""),
+    // ------------------------------------------------------------ Berseth (slides)
+    item("berseth", "SSD structure, internals", "diagrams", NoData, &[], ""),
+    item("berseth", "Caveats of SSDs (table)", "lee2008 Table 1", Checked, &["devices"], "the same figures as lee2008 Table 1"),
+    item("berseth", "SSD and HDD comparisons (TPS)", "lee2008 Table 2", Checked, &["lee2008-table2"], "the same figures as lee2008 Table 2"),
+    item("berseth", "TPC-B / CPU factor", "lee2008 Table 3 and Figure 3", Checked, &["lee2008-table3", "lee2008-figure3"], ""),
+    item("berseth", "MVCC write performance", "lee2008 Figure 4", Plotted, &["lee2008-figure4"], ""),
+    item("berseth", "MVCC read performance", "lee2008 Table 4 and Figure 5", Checked, &["lee2008-table4"], ""),
+    item("berseth", "External sorting", "lee2008 Figures 6 and 7", Checked, &["lee2008-figure6", "lee2008-figure7"], ""),
+    item("berseth", "Hash join, sort-merge join", "lee2008 Figure 8", Checked, &["lee2008-figure8"], ""),
+    item("berseth", "Evaluating example", "worked external-sort I/O cost arithmetic", NotYet, &[], ""),
+    // ------------------------------------------------------------ wang2010
+    item("wang2010", "Fig. 1", "system configuration", NoData, &[], ""),
+    item("wang2010", "Fig. 2", "TPC-C throughput, EXT2 against NILFS2 on three SSDs", NotYet, &[], ""),
+    item("wang2010", "Fig. 3", "I/O path in the Linux kernel", NoData, &[], ""),
+    item("wang2010", "Figs. 4-7", "VFS against block layer: requests and bytes per transaction", NotYet, &[], ""),
+    item("wang2010", "Figs. 8-9", "block layer against I/O scheduler: requests and bytes", NotYet, &[], ""),
+    item("wang2010", "Fig. 10", "sector addresses after the scheduler, time x address", NotYet, &[], ""),
+    item("wang2010", "Fig. 11", "sequential over random I/O ratio on three SSDs", NotYet, &[], "ssd-2008-poor-random is built to the Mtron's ratio; not checked"),
+];
+
+/// Items per status, in [`Status`] order: checked, plotted, not yet, no data.
+pub fn counts() -> [usize; 4] {
+    let mut counts = [0; 4];
+    for i in COVERAGE {
+        counts[i.status as usize] += 1;
+    }
+    counts
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+    use crate::experiments;
+
+    #[test]
+    fn every_experiment_of_the_registry_is_in_the_coverage_list() {
+        for id in experiments::ids() {
+            assert!(
+                COVERAGE.iter().any(|i| i.experiments.contains(&id)),
+                "experiment '{id}' is not named in coverage::COVERAGE: add a row for what it reproduces"
+            );
+        }
+    }
+
+    #[test]
+    fn every_experiment_the_coverage_list_names_exists_and_statuses_agree() {
+        let ids = experiments::ids();
+        for i in COVERAGE {
+            for id in i.experiments {
+                assert!(
+                    ids.contains(id),
+                    "{} {}: no experiment '{id}'",
+                    i.paper,
+                    i.item
+                );
+            }
+            let reproduced = matches!(i.status, Status::Checked | Status::Plotted);
+            assert_eq!(
+                reproduced,
+                !i.experiments.is_empty(),
+                "{} {}: a reproduced item names its experiments, and only those do",
+                i.paper,
+                i.item
+            );
+        }
+    }
+
+    #[test]
+    fn every_paper_in_the_published_figures_has_rows() {
+        let papers = crate::published::value("papers")
+            .and_then(|v| v.as_table())
+            .expect("results.toml has [papers]");
+        for paper in papers.keys() {
+            assert!(
+                COVERAGE.iter().any(|i| i.paper == paper),
+                "paper '{paper}' has no coverage rows"
+            );
+        }
+    }
+}

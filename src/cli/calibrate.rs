@@ -1,0 +1,52 @@
+//! `flashlab calibrate [--out FILE] [--rounds N] [--tuples N]`
+
+use std::path::PathBuf;
+
+use anyhow::Context;
+use flashlab_lab::calibrate::calibrate;
+
+#[derive(clap::Args, Debug)]
+pub struct Args {
+    /// Where to write the measurement (JSON); the report cites
+    /// crates/lab/data/cpu-calibration.json.
+    #[arg(long, default_value = "cpu-calibration.json")]
+    out: PathBuf,
+    /// Rounds to take the median of.
+    #[arg(long, default_value_t = 5)]
+    rounds: usize,
+    /// Sort records per round (the operator prices were first measured on 1,000,000).
+    #[arg(long, default_value_t = 1_000_000)]
+    tuples: u64,
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if args.rounds == 0 || args.rounds > 100 {
+        anyhow::bail!("--rounds {}: must be 1 to 100", args.rounds);
+    }
+    if !(1_000..=10_000_000).contains(&args.tuples) {
+        anyhow::bail!("--tuples {}: must be 1,000 to 10,000,000", args.tuples);
+    }
+    let c = calibrate(args.rounds, args.tuples, |line| eprintln!("{line}"))
+        .map_err(anyhow::Error::msg)?;
+    println!(
+        "update-commit: {:.0} host ns = {:.0} ns at {} GHz (the calibration point)",
+        c.update_commit_host_ns, c.update_commit_reference_ns, c.reference_ghz
+    );
+    println!(
+        "{:<48} {:>10} {:>10} {:>12} {:>12}",
+        "price", "host ns", "ratio", "implied ns", "in use ns"
+    );
+    for p in &c.prices {
+        println!(
+            "{:<48} {:>10.2} {:>10.5} {:>12.1} {:>12.1}",
+            p.name, p.host_ns, p.ratio_to_update_commit, p.implied_ns, p.in_use_ns
+        );
+    }
+    let mut json = serde_json::to_vec_pretty(&c)?;
+    json.push(b'\n');
+    let tmp = args.out.with_extension("partial");
+    std::fs::write(&tmp, &json).with_context(|| tmp.display().to_string())?;
+    std::fs::rename(&tmp, &args.out).with_context(|| args.out.display().to_string())?;
+    println!("wrote {}", args.out.display());
+    Ok(())
+}
