@@ -482,3 +482,148 @@ impl Drop for LatchGuard {
         self.latch.released.notify_one();
     }
 }
+
+/// A reader-writer latch (no data): any number of shared holders, or one
+/// exclusive holder. The worlds differ in fairness, not in meaning (SYNC-4):
+/// the simulated world queues requests in FIFO order and grants the front
+/// of the queue on release (a writer alone, or every reader up to the next
+/// writer), deterministically; the real world is a `parking_lot` `RwLock`
+/// (barging, a short spin, then park).
+#[derive(Default)]
+pub struct RwLatch {
+    /// The simulated world's state and queue.
+    state: std::sync::Mutex<RwState>,
+    real: parking_lot::RwLock<()>,
+}
+
+#[derive(Default)]
+struct RwState {
+    readers: usize,
+    writer: bool,
+    /// Waiting requests, oldest first; `true` for exclusive ones.
+    waiters: VecDeque<(Waiter, bool)>,
+}
+
+/// A shared hold of an [`RwLatch`]; released on drop.
+pub struct RwLatchReadGuard<'a> {
+    latch: &'a RwLatch,
+    real: Option<parking_lot::RwLockReadGuard<'a, ()>>,
+}
+
+/// The exclusive hold of an [`RwLatch`]; released on drop.
+pub struct RwLatchWriteGuard<'a> {
+    latch: &'a RwLatch,
+    real: Option<parking_lot::RwLockWriteGuard<'a, ()>>,
+}
+
+impl RwLatch {
+    pub fn new() -> RwLatch {
+        RwLatch::default()
+    }
+
+    /// Take the latch shared.
+    pub fn read(&self) -> RwLatchReadGuard<'_> {
+        if !crate::sim::in_simulated_task() {
+            return RwLatchReadGuard {
+                latch: self,
+                real: Some(self.real.read()),
+            };
+        }
+        self.acquire_simulated(false);
+        RwLatchReadGuard {
+            latch: self,
+            real: None,
+        }
+    }
+
+    /// Take the latch exclusive.
+    pub fn write(&self) -> RwLatchWriteGuard<'_> {
+        if !crate::sim::in_simulated_task() {
+            return RwLatchWriteGuard {
+                latch: self,
+                real: Some(self.real.write()),
+            };
+        }
+        self.acquire_simulated(true);
+        RwLatchWriteGuard {
+            latch: self,
+            real: None,
+        }
+    }
+
+    fn acquire_simulated(&self, exclusive: bool) {
+        Rt::preempt_point();
+        let waiter = {
+            let mut st = self.state.lock().expect("latch state");
+            // No barging past a queued request: FIFO in both directions.
+            let free = if exclusive {
+                !st.writer && st.readers == 0
+            } else {
+                !st.writer
+            };
+            if free && st.waiters.is_empty() {
+                if exclusive {
+                    st.writer = true;
+                } else {
+                    st.readers += 1;
+                }
+                None
+            } else {
+                let rt = Rt::current();
+                let waiter = Waiter::current(&rt);
+                st.waiters.push_back((waiter.clone(), exclusive));
+                Some((rt, waiter))
+            }
+        };
+        if let Some((rt, waiter)) = waiter {
+            // Granted by `release_simulated`, which counted us in.
+            waiter.wait(&rt);
+        }
+    }
+
+    fn release_simulated(&self, exclusive: bool) {
+        let mut st = self.state.lock().expect("latch state");
+        if exclusive {
+            debug_assert!(st.writer, "SYNC-2: release of a free latch");
+            st.writer = false;
+        } else {
+            debug_assert!(st.readers > 0, "SYNC-2: release of a free latch");
+            st.readers -= 1;
+        }
+        // Grant the front of the queue: one writer once nobody holds the
+        // latch, or every reader up to the first writer.
+        while let Some((_, front_exclusive)) = st.waiters.front() {
+            if *front_exclusive {
+                if st.writer || st.readers > 0 {
+                    break;
+                }
+                st.writer = true;
+            } else {
+                if st.writer {
+                    break;
+                }
+                st.readers += 1;
+            }
+            let (waiter, _) = st.waiters.pop_front().expect("front");
+            waiter.notify();
+        }
+        drop(st);
+        Rt::preempt_point();
+    }
+}
+
+impl Drop for RwLatchReadGuard<'_> {
+    fn drop(&mut self) {
+        if self.real.take().is_none() {
+            self.latch.release_simulated(false);
+        }
+    }
+}
+
+impl Drop for RwLatchWriteGuard<'_> {
+    fn drop(&mut self) {
+        if self.real.take().is_none() {
+            self.latch.release_simulated(true);
+        }
+    }
+}
