@@ -90,6 +90,8 @@ impl Inner {
                     let space = self.space(tree.space)?;
                     Mtr::load_missed(&space.pool, tree.space, miss)?;
                     restarts += 1;
+                    self.tree_restarts
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
                 }
                 (result, _) => return result,
             }

@@ -189,6 +189,8 @@ pub(crate) struct Inner {
     cpu: std::sync::Mutex<crate::config::CpuCosts>,
     pub next_txn: AtomicU64,
     pub commits: AtomicU64,
+    /// Tree operations started over after a miss (DB-5).
+    pub tree_restarts: AtomicU64,
     pub aborts: AtomicU64,
     /// Serialises DDL and checkpoints.
     pub ddl: RtMutex<()>,
@@ -358,6 +360,7 @@ impl Database {
                 cpu: std::sync::Mutex::new(config.cpu.clone()),
                 next_txn: AtomicU64::new(next_txn),
                 commits: AtomicU64::new(0),
+                tree_restarts: AtomicU64::new(0),
                 aborts: AtomicU64::new(0),
                 ddl: RtMutex::new(()),
                 stop: WriterStop::new(),
@@ -579,6 +582,12 @@ impl Database {
         }
         self.checkpoint()?;
         Ok(())
+    }
+
+    /// Tree operations that released their latch to load a page (or free
+    /// a frame) and started over (DB-5).
+    pub fn tree_restarts(&self) -> u64 {
+        self.inner.tree_restarts.load(Ordering::Relaxed)
     }
 
     /// Counters so far.
