@@ -8,9 +8,11 @@ the first and at the last of them this script sums the voluntary and
 involuntary context switches of every thread of the process
 (/proc/PID/task/*/status), and divides the difference by the transactions
 committed between the two lines (the progress lines' TPS). Prints one line:
-clients, TPS (the bench's own figure), context switches per transaction.
+clients, TPS (the bench's own figure), context switches per transaction,
+and the bench's CPU utilization (process CPU time over wall time and cores).
 """
 import glob
+import os
 import re
 import subprocess
 import sys
@@ -43,6 +45,7 @@ def main():
     first = last = None
     txns = 0.0
     tps = None
+    cpu = float("nan")
     out = []
     for line in proc.stdout:
         out.append(line)
@@ -57,11 +60,15 @@ def main():
         m = re.match(r"TPS\s+([\d.]+)", line)
         if m:
             tps = float(m.group(1))
+        m = re.match(r"CPU utilization\s+([\d.]+)%", line)
+        if m:
+            cpu = float(m.group(1))
     proc.wait()
     if proc.returncode != 0 or tps is None or last is None or txns == 0:
         sys.stderr.write("".join(out))
         sys.exit(1)
-    print(f"clients {clients:>3}  TPS {tps:10.1f}  ctx switches/txn {(last - first) / txns:6.2f}  {' '.join(extra)}")
+    print(f"clients {clients:>3}  TPS {tps:10.1f}  ctx switches/txn {(last - first) / txns:6.2f}  "
+          f"CPU {cpu:5.1f}% of {os.cpu_count()} cores  {' '.join(extra)}")
 
 
 if __name__ == "__main__":
