@@ -50,7 +50,7 @@ PG=(-h "$tmp" -p "$PORT")
 
 echo "file system: $(df -T "$WORK" | awk 'NR == 2 {print $2, $1}'), $(nproc) cores, scale $SCALE ($((SCALE * 100000)) accounts), ${DURATION} s per run"
 fsync_rate=$("${AS[@]}" "$PGBIN/pg_test_fsync" -s 2 -f "$tmp/fsync.test" 2>/dev/null |
-    awk '/one 8kB write/ {one = 1} one && /fdatasync/ {print $2; exit}')
+    awk '/one 8kB write/ {one = 1} one && $1 == "fdatasync" {print $2; exit}')
 echo "1/fdatasync (pg_test_fsync, one 8 kB write): ${fsync_rate:-?} per second"
 
 flashlab_tps() {

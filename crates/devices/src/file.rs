@@ -20,13 +20,14 @@
 //! [`DeviceError::Full`] naming the file, before the write is issued.
 //!
 //! Zeroing ahead (FILE-1, [`FileDevice::zero_ahead`], the log's files):
-//! instead of being allocated, a chunk that is a hole through and through
-//! is written with zeros by a background thread, [`ZERO_AHEAD_CHUNKS`]
-//! chunks ahead of the writer, so that writes overwrite written blocks and
-//! their fdatasync commits no file-system metadata. A chunk is written only
-//! once it is ready (zeroed, or allocated when it already held data); a
+//! instead of being allocated, the holes of a chunk (and unwritten
+//! extents, which `SEEK_DATA` reports as holes) are written with zeros by a
+//! background thread, [`ZERO_AHEAD_CHUNKS`] chunks ahead of the writer, so
+//! that writes overwrite written blocks and their fdatasync commits no
+//! file-system metadata. Zeros in a hole change nothing a read returns, and
+//! data is never touched. A chunk is written only once it is ready; a
 //! writer that reaches a chunk the thread has not prepared prepares it
-//! itself. Data in the file is never zeroed.
+//! itself.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
@@ -524,12 +525,15 @@ fn zero_ahead_thread(zero: &ZeroAhead, file: &File, capacity_bytes: u64) {
     }
 }
 
-/// Make chunk `chunk` ready for writes: zero it if it is a hole through
-/// and through (nothing was ever written there), else allocate it as
-/// [`FileDevice::reserve`] does. True if it was zeroed. The zeros are
-/// pushed to the device piece by piece (`sync_file_range`), so the page
-/// cache never holds much of them for a log force's fdatasync to write,
-/// and made durable with the extents' metadata by one fdatasync at the end.
+/// Make chunk `chunk` ready for writes: write zeros into every hole of it
+/// (`SEEK_DATA`/`SEEK_HOLE`), which changes nothing a read returns (a hole,
+/// or an unwritten extent, reads as zeros) but leaves every block written;
+/// data is never touched. Where the file system cannot tell holes from
+/// data, allocate the chunk as [`FileDevice::reserve`] does. True if
+/// anything was zeroed. The zeros are pushed to the device piece by piece
+/// (`sync_file_range`), so the page cache never holds much of them for a
+/// log force's fdatasync to write, and made durable with the extents'
+/// metadata by one fdatasync at the end.
 fn prepare_chunk(
     file: &File,
     chunk: usize,
@@ -538,41 +542,72 @@ fn prepare_chunk(
 ) -> std::io::Result<bool> {
     use std::os::fd::AsRawFd;
     let start = chunk as u64 * GROWTH_CHUNK_BYTES;
-    let len = GROWTH_CHUNK_BYTES.min(capacity_bytes - start);
-    // SAFETY: lseek takes a valid descriptor and plain integers.
-    let data_at = unsafe { libc::lseek(file.as_raw_fd(), start as i64, libc::SEEK_DATA) };
-    let hole = if data_at < 0 {
-        // ENXIO: no data at or after `start`; anything else: unknown.
-        std::io::Error::last_os_error().raw_os_error() == Some(libc::ENXIO)
-    } else {
-        data_at as u64 >= start + len
+    let end = start + GROWTH_CHUNK_BYTES.min(capacity_bytes - start);
+    let seek = |from: u64, whence: i32| -> std::io::Result<Option<u64>> {
+        // SAFETY: lseek takes a valid descriptor and plain integers.
+        let at = unsafe { libc::lseek(file.as_raw_fd(), from as i64, whence) };
+        if at >= 0 {
+            return Ok(Some(at as u64));
+        }
+        let err = std::io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::ENXIO) => Ok(None), // no data (or hole) at or after `from`
+            _ => Err(err),
+        }
     };
-    if !hole {
-        allocate(file, start, len)?;
+    // The holes of [start, end).
+    let mut holes = Vec::new();
+    let mut at = start;
+    while at < end {
+        let data = match seek(at, libc::SEEK_DATA) {
+            Ok(data) => data.unwrap_or(end).min(end),
+            Err(_) => {
+                allocate(file, start, end - start)?;
+                return Ok(false);
+            }
+        };
+        if data > at {
+            holes.push((at, data));
+        }
+        if data >= end {
+            break;
+        }
+        at = match seek(data, libc::SEEK_HOLE) {
+            Ok(hole) => hole.unwrap_or(end),
+            Err(_) => {
+                allocate(file, start, end - start)?;
+                return Ok(false);
+            }
+        };
+    }
+    if holes.is_empty() {
         return Ok(false);
     }
     let zeros = vec![0u8; ZERO_PIECE_BYTES];
-    let mut at = start;
-    while at < start + len {
-        if stopping.is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)) {
-            // Left part zeroed: it holds "data" now, so a later open
-            // allocates it instead of zeroing it again.
-            return Err(std::io::Error::other("device closed"));
+    for (from, to) in holes {
+        let mut at = from;
+        while at < to {
+            if stopping.is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)) {
+                // What is zeroed is written; the rest is zeroed at a later
+                // open.
+                return Err(std::io::Error::other("device closed"));
+            }
+            let n = (to - at).min(ZERO_PIECE_BYTES as u64);
+            file.write_all_at(&zeros[..n as usize], at)?;
+            // SAFETY: sync_file_range takes a valid descriptor and plain
+            // integers.
+            unsafe {
+                libc::sync_file_range(
+                    file.as_raw_fd(),
+                    at as i64,
+                    n as i64,
+                    libc::SYNC_FILE_RANGE_WAIT_BEFORE
+                        | libc::SYNC_FILE_RANGE_WRITE
+                        | libc::SYNC_FILE_RANGE_WAIT_AFTER,
+                );
+            }
+            at += n;
         }
-        let n = (start + len - at).min(ZERO_PIECE_BYTES as u64);
-        file.write_all_at(&zeros[..n as usize], at)?;
-        // SAFETY: sync_file_range takes a valid descriptor and plain integers.
-        unsafe {
-            libc::sync_file_range(
-                file.as_raw_fd(),
-                at as i64,
-                n as i64,
-                libc::SYNC_FILE_RANGE_WAIT_BEFORE
-                    | libc::SYNC_FILE_RANGE_WRITE
-                    | libc::SYNC_FILE_RANGE_WAIT_AFTER,
-            );
-        }
-        at += n;
     }
     file.sync_data()?;
     Ok(true)
