@@ -22,7 +22,8 @@
 //! Zeroing ahead (FILE-1, [`FileDevice::zero_ahead`], the log's files):
 //! instead of being allocated, the holes of a chunk (and unwritten
 //! extents, which `SEEK_DATA` reports as holes) are written with zeros by a
-//! background thread, [`ZERO_AHEAD_CHUNKS`] chunks ahead of the writer, so
+//! background thread, [`ZERO_AHEAD_CHUNKS`] chunk ahead of the writer once
+//! it has passed the middle of its chunk, so
 //! that writes overwrite written blocks and their fdatasync commits no
 //! file-system metadata. Zeros in a hole change nothing a read returns, and
 //! data is never touched. A chunk is written only once it is ready; a
@@ -54,8 +55,9 @@ pub struct FileOptions {
     pub direct: bool,
 }
 
-/// Chunks a zeroing-ahead device keeps zeroed beyond the one being written.
-pub const ZERO_AHEAD_CHUNKS: usize = 2;
+/// Chunks a zeroing-ahead device prepares beyond the one being written,
+/// once a write has passed the middle of that one (FILE-1).
+pub const ZERO_AHEAD_CHUNKS: usize = 1;
 /// Bytes of zeros written (and pushed to the device) at a time.
 const ZERO_PIECE_BYTES: usize = 1 << 20;
 
@@ -175,8 +177,10 @@ impl FileDevice {
     }
 
     /// Write this file's blocks with zeros ahead of its writer, a chunk of
-    /// [`GROWTH_CHUNK_BYTES`] at a time and [`ZERO_AHEAD_CHUNKS`] ahead, on
-    /// a thread of its own (FILE-1). What a log wants: a force then
+    /// [`GROWTH_CHUNK_BYTES`] at a time, [`ZERO_AHEAD_CHUNKS`] ahead once a
+    /// write passes the middle of its chunk, on a thread of its own
+    /// (FILE-1); the chunk of a write that finds its chunk unprepared is
+    /// prepared by that write. What a log wants: a force then
     /// overwrites blocks already written, and its fdatasync commits no
     /// file-system metadata (no block allocation, no conversion of
     /// unwritten extents), as PostgreSQL's pre-zeroed WAL segments. Only
@@ -191,7 +195,9 @@ impl FileDevice {
         let shared = Arc::new(ZeroAhead {
             state: std::sync::Mutex::new(ZeroState {
                 chunks: vec![ChunkState::Unknown; chunks],
-                queue: (0..chunks.min(ZERO_AHEAD_CHUNKS + 1)).collect(),
+                // Nothing up front: a short run (or a creation) uses only
+                // the chunks it writes.
+                queue: std::collections::VecDeque::new(),
                 stop: false,
                 zeroed: 0,
             }),
@@ -253,7 +259,14 @@ impl FileDevice {
             }
         }
         let mut queued = false;
-        for ahead in last + 1..=last + ZERO_AHEAD_CHUNKS {
+        let past_middle =
+            offset_bytes + len_bytes >= last as u64 * GROWTH_CHUNK_BYTES + GROWTH_CHUNK_BYTES / 2;
+        let ahead_end = if past_middle {
+            last + ZERO_AHEAD_CHUNKS
+        } else {
+            last
+        };
+        for ahead in last + 1..=ahead_end {
             if ahead < st.chunks.len()
                 && st.chunks[ahead] == ChunkState::Unknown
                 && !st.queue.contains(&ahead)
