@@ -32,8 +32,11 @@
 //!    write's `decide` has run (it may have appended a before-image to the
 //!    rollback segment, which is not repeated), the rest of that operation
 //!    may do I/O (a page evicted since it was read, a split's new frame);
-//!    the rollback append itself fetches its segment's page under the tree
-//!    latch; and an operation restarted `RESTARTS_MAX` times runs with I/O.
+//!    the rollback segment is prepared for the append before the latch is
+//!    taken (`RollbackSpace::prepare`), but a transaction's first
+//!    before-image, or one larger than the new row, may fetch its page
+//!    under the latch; and an operation restarted `RESTARTS_MAX` times runs
+//!    with I/O.
 
 mod access;
 pub mod catalog;

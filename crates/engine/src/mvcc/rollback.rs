@@ -433,6 +433,37 @@ impl RollbackSpace {
         ))
     }
 
+    /// Make `segment` ready for an append of a `row_bytes` row without a
+    /// buffer miss: its current page pinned, with room for the record, or
+    /// else its next page taken now. Called with no latch held (DB-5), so
+    /// that [`RollbackSpace::append`] under a tree latch fetches nothing.
+    /// Returns a page this filled, for [`RollbackSpace::write_filled`]. A
+    /// row too large for a page is left to `append` to refuse.
+    pub fn prepare(
+        &self,
+        segment: usize,
+        row_bytes: usize,
+        reclaim: &dyn Fn() -> Reclaim,
+    ) -> Result<Option<PageId>> {
+        let record_bytes = RECORD_LEN_BYTES + crate::row::VERSION_HEADER_BYTES + row_bytes;
+        if record_bytes > self.page_bytes - PAGE_HEADER_BYTES {
+            return Ok(None);
+        }
+        let Some(seg) = self.segment(segment) else {
+            return Ok(None);
+        };
+        let mut seg = seg.lock();
+        if seg.page.is_none() || seg.offset + record_bytes > self.page_bytes {
+            return self.next_page(&mut seg, segment, reclaim);
+        }
+        if let Some((id, handle, _)) = seg.page.as_mut()
+            && handle.is_none()
+        {
+            *handle = Some(self.pool.fetch(*id)?);
+        }
+        Ok(None)
+    }
+
     /// Write a page a segment has filled (see [`RollbackSpace::append`]).
     pub fn write_filled(&self, page: Option<PageId>) -> Result<()> {
         if let Some(id) = page {
