@@ -18,10 +18,22 @@
 //! what it writes, and writes (the log's forces among them) do not
 //! allocate blocks one at a time. A file system that is full is a
 //! [`DeviceError::Full`] naming the file, before the write is issued.
+//!
+//! Zeroing ahead (FILE-1, [`FileDevice::zero_ahead`], the log's files):
+//! instead of being allocated, the holes of a chunk (and unwritten
+//! extents, which `SEEK_DATA` reports as holes) are written with zeros by a
+//! background thread, [`ZERO_AHEAD_CHUNKS`] chunk ahead of the writer once
+//! it has passed the middle of its chunk, so
+//! that writes overwrite written blocks and their fdatasync commits no
+//! file-system metadata. Zeros in a hole change nothing a read returns, and
+//! data is never touched. A chunk is written only once it is ready; a
+//! writer that reaches a chunk the thread has not prepared prepares it
+//! itself.
 
 use std::fs::{File, OpenOptions};
 use std::os::unix::fs::{FileExt, OpenOptionsExt};
 use std::path::{Path, PathBuf};
+use std::sync::Arc;
 
 use crate::device::Device;
 use crate::error::DeviceError;
@@ -43,6 +55,39 @@ pub struct FileOptions {
     pub direct: bool,
 }
 
+/// Chunks a zeroing-ahead device prepares beyond the one being written,
+/// once a write has passed the middle of that one (FILE-1).
+pub const ZERO_AHEAD_CHUNKS: usize = 1;
+/// Bytes of zeros written (and pushed to the device) at a time.
+const ZERO_PIECE_BYTES: usize = 1 << 20;
+
+/// A chunk of a zeroing-ahead device (FILE-1).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum ChunkState {
+    /// Not looked at yet.
+    Unknown,
+    /// Being zeroed (or allocated) by the background thread or a writer.
+    Preparing,
+    /// Zeroed, or found holding data and allocated: writes may go here.
+    Ready,
+}
+
+/// The state a zeroing-ahead device shares with its background thread.
+struct ZeroAhead {
+    state: std::sync::Mutex<ZeroState>,
+    changed: std::sync::Condvar,
+    /// Set when the device is dropped: the thread stops between pieces.
+    stopping: std::sync::atomic::AtomicBool,
+}
+
+struct ZeroState {
+    chunks: Vec<ChunkState>,
+    queue: std::collections::VecDeque<usize>,
+    stop: bool,
+    /// Chunks zeroed (by the thread or by a writer), for tests and reports.
+    zeroed: u64,
+}
+
 /// A file used as a block device.
 pub struct FileDevice {
     name: String,
@@ -52,6 +97,8 @@ pub struct FileDevice {
     options: FileOptions,
     /// Chunks known to be allocated (see [`GROWTH_CHUNK_BYTES`]).
     allocated: std::sync::Mutex<Vec<bool>>,
+    /// Zeroing ahead of the writer, with its thread (FILE-1).
+    zero_ahead: Option<(Arc<ZeroAhead>, Option<std::thread::JoinHandle<()>>)>,
 }
 
 impl FileDevice {
@@ -125,7 +172,113 @@ impl FileDevice {
             capacity_bytes,
             options,
             allocated: std::sync::Mutex::new(vec![false; chunks]),
+            zero_ahead: None,
         }
+    }
+
+    /// Write this file's blocks with zeros ahead of its writer, a chunk of
+    /// [`GROWTH_CHUNK_BYTES`] at a time, [`ZERO_AHEAD_CHUNKS`] ahead once a
+    /// write passes the middle of its chunk, on a thread of its own
+    /// (FILE-1); the chunk of a write that finds its chunk unprepared is
+    /// prepared by that write. What a log wants: a force then
+    /// overwrites blocks already written, and its fdatasync commits no
+    /// file-system metadata (no block allocation, no conversion of
+    /// unwritten extents), as PostgreSQL's pre-zeroed WAL segments. Only
+    /// chunks that are holes through and through are zeroed, so data
+    /// already in the file is never touched; any other chunk is allocated
+    /// as before. A chunk is written by the device only once it is ready.
+    pub fn zero_ahead(mut self) -> Result<FileDevice, DeviceError> {
+        if self.options.direct || self.zero_ahead.is_some() {
+            return Ok(self); // O_DIRECT would refuse the buffered zeros
+        }
+        let chunks = self.capacity_bytes.div_ceil(GROWTH_CHUNK_BYTES) as usize;
+        let shared = Arc::new(ZeroAhead {
+            state: std::sync::Mutex::new(ZeroState {
+                chunks: vec![ChunkState::Unknown; chunks],
+                // Nothing up front: a short run (or a creation) uses only
+                // the chunks it writes.
+                queue: std::collections::VecDeque::new(),
+                stop: false,
+                zeroed: 0,
+            }),
+            changed: std::sync::Condvar::new(),
+            stopping: std::sync::atomic::AtomicBool::new(false),
+        });
+        let file = self.file.try_clone().map_err(|e| self.err("clone", e))?;
+        let (thread_shared, capacity_bytes) = (shared.clone(), self.capacity_bytes);
+        let thread = std::thread::Builder::new()
+            .name("zero-ahead".into())
+            .spawn(move || zero_ahead_thread(&thread_shared, &file, capacity_bytes))
+            .map_err(|e| self.err("spawn zeroing thread", e))?;
+        self.zero_ahead = Some((shared, Some(thread)));
+        Ok(self)
+    }
+
+    /// Chunks zeroed so far by a zeroing-ahead device (0 for others).
+    pub fn chunks_zeroed(&self) -> u64 {
+        self.zero_ahead
+            .as_ref()
+            .map_or(0, |(z, _)| z.state.lock().expect("zero-ahead state").zeroed)
+    }
+
+    /// [`FileDevice::reserve`] of a zeroing-ahead device: wait for (or do)
+    /// the preparation of every chunk the write touches, then queue the
+    /// chunks ahead of it (FILE-1).
+    fn reserve_zeroed(
+        &self,
+        zero: &ZeroAhead,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> Result<(), DeviceError> {
+        let first = (offset_bytes / GROWTH_CHUNK_BYTES) as usize;
+        let last = ((offset_bytes + len_bytes - 1) / GROWTH_CHUNK_BYTES) as usize;
+        let mut st = zero.state.lock().expect("zero-ahead state");
+        for chunk in first..=last {
+            loop {
+                match st.chunks[chunk] {
+                    ChunkState::Ready => break,
+                    ChunkState::Preparing => {
+                        st = zero.changed.wait(st).expect("zero-ahead state");
+                    }
+                    ChunkState::Unknown => {
+                        // The thread is behind: prepare it here.
+                        st.chunks[chunk] = ChunkState::Preparing;
+                        drop(st);
+                        let prepared = prepare_chunk(&self.file, chunk, self.capacity_bytes, None);
+                        st = zero.state.lock().expect("zero-ahead state");
+                        st.chunks[chunk] = match prepared {
+                            Ok(_) => ChunkState::Ready,
+                            Err(_) => ChunkState::Unknown,
+                        };
+                        st.zeroed += u64::from(prepared.as_ref().is_ok_and(|&z| z));
+                        zero.changed.notify_all();
+                        prepared.map_err(|e| self.err("zero ahead", e))?;
+                        break;
+                    }
+                }
+            }
+        }
+        let mut queued = false;
+        let past_middle =
+            offset_bytes + len_bytes >= last as u64 * GROWTH_CHUNK_BYTES + GROWTH_CHUNK_BYTES / 2;
+        let ahead_end = if past_middle {
+            last + ZERO_AHEAD_CHUNKS
+        } else {
+            last
+        };
+        for ahead in last + 1..=ahead_end {
+            if ahead < st.chunks.len()
+                && st.chunks[ahead] == ChunkState::Unknown
+                && !st.queue.contains(&ahead)
+            {
+                st.queue.push_back(ahead);
+                queued = true;
+            }
+        }
+        if queued {
+            zero.changed.notify_all();
+        }
+        Ok(())
     }
 
     /// The path this device was opened from.
@@ -154,6 +307,9 @@ impl FileDevice {
         if len_bytes == 0 {
             return Ok(());
         }
+        if let Some((zero, _)) = &self.zero_ahead {
+            return self.reserve_zeroed(zero, offset_bytes, len_bytes);
+        }
         let first = offset_bytes / GROWTH_CHUNK_BYTES;
         let last = (offset_bytes + len_bytes - 1) / GROWTH_CHUNK_BYTES;
         let mut allocated = self.allocated.lock().expect("allocated chunks");
@@ -174,6 +330,18 @@ impl FileDevice {
     fn forget(&self, offset_bytes: u64, len_bytes: u64) {
         if len_bytes == 0 {
             return;
+        }
+        if let Some((zero, _)) = &self.zero_ahead {
+            let first = (offset_bytes / GROWTH_CHUNK_BYTES) as usize;
+            let last = ((offset_bytes + len_bytes - 1) / GROWTH_CHUNK_BYTES) as usize;
+            let mut st = zero.state.lock().expect("zero-ahead state");
+            for chunk in first..=last.min(st.chunks.len() - 1) {
+                // A holed chunk is looked at again (a partial hole is
+                // allocated, a whole one zeroed) before its next write.
+                if st.chunks[chunk] == ChunkState::Ready {
+                    st.chunks[chunk] = ChunkState::Unknown;
+                }
+            }
         }
         let first = (offset_bytes / GROWTH_CHUNK_BYTES) as usize;
         let last = ((offset_bytes + len_bytes - 1) / GROWTH_CHUNK_BYTES) as usize;
@@ -328,6 +496,136 @@ impl Device for FileDevice {
     }
 }
 
+impl Drop for FileDevice {
+    fn drop(&mut self) {
+        if let Some((zero, thread)) = &mut self.zero_ahead {
+            zero.stopping
+                .store(true, std::sync::atomic::Ordering::Relaxed);
+            zero.state.lock().expect("zero-ahead state").stop = true;
+            zero.changed.notify_all();
+            if let Some(thread) = thread.take() {
+                let _ = thread.join();
+            }
+        }
+    }
+}
+
+/// The zeroing thread: prepare queued chunks, oldest first, until stopped.
+/// A failure leaves the chunk to the writer, who reports it.
+fn zero_ahead_thread(zero: &ZeroAhead, file: &File, capacity_bytes: u64) {
+    let mut st = zero.state.lock().expect("zero-ahead state");
+    loop {
+        if st.stop {
+            return;
+        }
+        let Some(chunk) = st.queue.pop_front() else {
+            st = zero.changed.wait(st).expect("zero-ahead state");
+            continue;
+        };
+        if st.chunks[chunk] != ChunkState::Unknown {
+            continue;
+        }
+        st.chunks[chunk] = ChunkState::Preparing;
+        drop(st);
+        let prepared = prepare_chunk(file, chunk, capacity_bytes, Some(&zero.stopping));
+        st = zero.state.lock().expect("zero-ahead state");
+        st.chunks[chunk] = match prepared {
+            Ok(_) => ChunkState::Ready,
+            Err(_) => ChunkState::Unknown,
+        };
+        st.zeroed += u64::from(prepared.is_ok_and(|z| z));
+        zero.changed.notify_all();
+    }
+}
+
+/// Make chunk `chunk` ready for writes: write zeros into every hole of it
+/// (`SEEK_DATA`/`SEEK_HOLE`), which changes nothing a read returns (a hole,
+/// or an unwritten extent, reads as zeros) but leaves every block written;
+/// data is never touched. Where the file system cannot tell holes from
+/// data, allocate the chunk as [`FileDevice::reserve`] does. True if
+/// anything was zeroed. The zeros are pushed to the device piece by piece
+/// (`sync_file_range`), so the page cache never holds much of them for a
+/// log force's fdatasync to write, and made durable with the extents'
+/// metadata by one fdatasync at the end.
+fn prepare_chunk(
+    file: &File,
+    chunk: usize,
+    capacity_bytes: u64,
+    stopping: Option<&std::sync::atomic::AtomicBool>,
+) -> std::io::Result<bool> {
+    use std::os::fd::AsRawFd;
+    let start = chunk as u64 * GROWTH_CHUNK_BYTES;
+    let end = start + GROWTH_CHUNK_BYTES.min(capacity_bytes - start);
+    let seek = |from: u64, whence: i32| -> std::io::Result<Option<u64>> {
+        // SAFETY: lseek takes a valid descriptor and plain integers.
+        let at = unsafe { libc::lseek(file.as_raw_fd(), from as i64, whence) };
+        if at >= 0 {
+            return Ok(Some(at as u64));
+        }
+        let err = std::io::Error::last_os_error();
+        match err.raw_os_error() {
+            Some(libc::ENXIO) => Ok(None), // no data (or hole) at or after `from`
+            _ => Err(err),
+        }
+    };
+    // The holes of [start, end).
+    let mut holes = Vec::new();
+    let mut at = start;
+    while at < end {
+        let data = match seek(at, libc::SEEK_DATA) {
+            Ok(data) => data.unwrap_or(end).min(end),
+            Err(_) => {
+                allocate(file, start, end - start)?;
+                return Ok(false);
+            }
+        };
+        if data > at {
+            holes.push((at, data));
+        }
+        if data >= end {
+            break;
+        }
+        at = match seek(data, libc::SEEK_HOLE) {
+            Ok(hole) => hole.unwrap_or(end),
+            Err(_) => {
+                allocate(file, start, end - start)?;
+                return Ok(false);
+            }
+        };
+    }
+    if holes.is_empty() {
+        return Ok(false);
+    }
+    let zeros = vec![0u8; ZERO_PIECE_BYTES];
+    for (from, to) in holes {
+        let mut at = from;
+        while at < to {
+            if stopping.is_some_and(|s| s.load(std::sync::atomic::Ordering::Relaxed)) {
+                // What is zeroed is written; the rest is zeroed at a later
+                // open.
+                return Err(std::io::Error::other("device closed"));
+            }
+            let n = (to - at).min(ZERO_PIECE_BYTES as u64);
+            file.write_all_at(&zeros[..n as usize], at)?;
+            // SAFETY: sync_file_range takes a valid descriptor and plain
+            // integers.
+            unsafe {
+                libc::sync_file_range(
+                    file.as_raw_fd(),
+                    at as i64,
+                    n as i64,
+                    libc::SYNC_FILE_RANGE_WAIT_BEFORE
+                        | libc::SYNC_FILE_RANGE_WRITE
+                        | libc::SYNC_FILE_RANGE_WAIT_AFTER,
+                );
+            }
+            at += n;
+        }
+    }
+    file.sync_data()?;
+    Ok(true)
+}
+
 /// Allocate every block of a new file up front, so that writes do not
 /// allocate blocks: on ext4 an fdatasync of one file would otherwise wait
 /// for the journal to write out other files' newly allocated data, and the
@@ -414,6 +712,43 @@ mod tests {
         assert!(buf.iter().all(|&b| b == 5));
         let reopened = FileDevice::open(&dir.path().join("dev"), FileOptions::default()).unwrap();
         assert_eq!(reopened.capacity_bytes(), 1 << 20);
+    }
+
+    /// FILE-1: a fresh file is zeroed ahead of its writer, chunk by chunk;
+    /// data already in a file is never zeroed.
+    #[test]
+    fn zeroing_ahead_zeroes_holes_and_keeps_data() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("log");
+        let capacity = GROWTH_CHUNK_BYTES + (1 << 20);
+        let dev = FileDevice::create(&path, capacity, FileOptions::default())
+            .unwrap()
+            .zero_ahead()
+            .unwrap();
+        dev.write(4096, &[7u8; 4096]).unwrap();
+        dev.write(GROWTH_CHUNK_BYTES, &[8u8; 512]).unwrap();
+        dev.flush().unwrap();
+        let mut buf = vec![0u8; 4096];
+        dev.read(4096, &mut buf).unwrap();
+        assert!(buf.iter().all(|&b| b == 7));
+        dev.read(0, &mut buf).unwrap();
+        assert!(buf.iter().all(|&b| b == 0));
+        let zeroed = dev.chunks_zeroed();
+        drop(dev);
+        // Where SEEK_DATA tells holes from data, both chunks were holes.
+        assert!(zeroed <= 2);
+        // Reopened: chunk 0 holds data, so it is allocated, not zeroed.
+        let dev = FileDevice::open(&path, FileOptions::default())
+            .unwrap()
+            .zero_ahead()
+            .unwrap();
+        dev.write(8192, &[9u8; 512]).unwrap();
+        dev.read(4096, &mut buf).unwrap();
+        assert!(buf.iter().all(|&b| b == 7), "data kept");
+        let mut small = vec![0u8; 512];
+        dev.read(GROWTH_CHUNK_BYTES, &mut small).unwrap();
+        assert!(small.iter().all(|&b| b == 8), "data kept");
+        assert_eq!(dev.chunks_zeroed(), 0);
     }
 
     #[test]

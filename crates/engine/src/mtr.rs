@@ -29,6 +29,12 @@
 //!    horizon in force when the record is appended.
 //! 7. Only undo steps allocate the last [`UNDO_RESERVE_PAGES`] of a space,
 //!    so a rollback does not fail where the change it undoes succeeded.
+//! 8. With [`Mtr::set_no_io`] a mini-transaction never reads a device,
+//!    writes back a victim or forces the log: an access that would fails,
+//!    and [`Mtr::missed`] names the page (or the frame) it needed. It has
+//!    then changed nothing in the pool (its copies are private, MTR-3), so
+//!    the caller drops it, loads the page with no latch held and starts
+//!    over with a new one (DB-2).
 //!
 //! MTR-1, MTR-3 and MTR-5 are checked with `assert!` (each check is O(1),
 //! or O(header) for MTR-1), in every build.
@@ -103,6 +109,21 @@ pub struct Mtr {
     allocation_held: Option<LatchGuard>,
     /// An undo step's mini-transaction may use the undo reserve (MTR-7).
     for_undo: bool,
+    /// Under a tree latch: a page that is not resident (or a new page with
+    /// no clean frame) is not waited for; the access fails and the miss is
+    /// noted, for the caller to load it with the latch released and restart
+    /// (MTR-8, DB-2).
+    no_io: bool,
+    missed: Option<Miss>,
+}
+
+/// What a mini-transaction without I/O could not get (MTR-8).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum Miss {
+    /// A page of the space that is not resident.
+    Page(PageNo),
+    /// A clean frame for a new page.
+    Frame,
 }
 
 /// A logged, installed mini-transaction.
@@ -132,6 +153,67 @@ impl Mtr {
             allocation,
             allocation_held: None,
             for_undo: false,
+            no_io: false,
+            missed: None,
+        }
+    }
+
+    /// Take this mini-transaction out, leaving an empty one with nothing
+    /// read, written or latched in its place (to commit it from a borrow).
+    pub fn take(&mut self) -> Mtr {
+        let empty = Mtr::new(
+            self.pool.clone(),
+            self.space,
+            &self.space_name,
+            self.capacity_pages,
+            self.allocation.clone(),
+        );
+        std::mem::replace(self, empty)
+    }
+
+    /// Make this an undo step's mini-transaction (MTR-7).
+    pub fn set_for_undo(&mut self) {
+        self.for_undo = true;
+    }
+
+    /// Do no I/O from now on, or again allow it (MTR-8): an access that
+    /// would read a page, or take a frame whose victim must be written
+    /// back, fails instead, and [`Mtr::missed`] says what it needed.
+    pub fn set_no_io(&mut self, no_io: bool) {
+        self.no_io = no_io;
+    }
+
+    /// What the last access that failed for want of I/O needed (MTR-8).
+    pub fn missed(&self) -> Option<Miss> {
+        self.missed
+    }
+
+    /// Load what a miss needed, with no latch held (MTR-8).
+    pub fn load_missed(pool: &BufferPool, space: SpaceId, miss: Miss) -> Result<()> {
+        match miss {
+            Miss::Page(page_no) => pool.fetch(PageId::new(space, page_no)).map(drop),
+            Miss::Frame => pool.make_room(),
+        }
+    }
+
+    fn miss(&mut self, miss: Miss) -> Error {
+        self.missed = Some(miss);
+        Error::Invalid(format!(
+            "mini-transaction on space {}: {miss:?} not resident under a tree latch (restart)",
+            self.space
+        ))
+    }
+
+    /// Pin `page_no`: at once if resident; else read it, or with `no_io`
+    /// fail and note the miss.
+    fn pin(&mut self, page_no: PageNo) -> Result<PageRef> {
+        let id = PageId::new(self.space, page_no);
+        if !self.no_io {
+            return self.pool.fetch(id);
+        }
+        match self.pool.fetch_resident(id) {
+            Some(handle) => Ok(handle),
+            None => Err(self.miss(Miss::Page(page_no))),
         }
     }
 
@@ -154,7 +236,7 @@ impl Mtr {
     fn load(&mut self, page_no: PageNo) -> Result<&mut MtrPage> {
         if !self.pages.contains_key(&page_no) {
             self.forget_old_clean_pages();
-            let handle = self.pool.fetch(PageId::new(self.space, page_no))?;
+            let handle = self.pin(page_no)?;
             let image = handle.read(|bytes| bytes.to_vec());
             self.pages.insert(
                 page_no,
@@ -184,7 +266,15 @@ impl Mtr {
     /// A page beyond the space's high-water mark: never on the device, so
     /// it is not read.
     fn load_new(&mut self, page_no: PageNo) -> Result<&mut MtrPage> {
-        let handle = self.pool.fetch_new(PageId::new(self.space, page_no))?;
+        let id = PageId::new(self.space, page_no);
+        let handle = if self.no_io {
+            match self.pool.fetch_new_no_io(id)? {
+                Some(handle) => handle,
+                None => return Err(self.miss(Miss::Frame)),
+            }
+        } else {
+            self.pool.fetch_new(id)?
+        };
         let image = handle.read(|bytes| bytes.to_vec());
         self.pages.insert(
             page_no,
@@ -339,15 +429,15 @@ impl PageAccess for Mtr {
     }
 
     fn write(&mut self, page_no: PageNo) -> Result<&mut [u8]> {
-        let id = PageId::new(self.space, page_no);
-        let pool = self.pool.clone();
-        let p = self.load(page_no)?;
-        if p.before.is_none() {
+        let needs_pin = self.load(page_no)?.handle.is_none();
+        if needs_pin && self.pages[&page_no].before.is_none() {
             // Pin the page now, so installing after logging cannot fail.
             // The tree latch keeps the frame's image equal to our copy.
-            if p.handle.is_none() {
-                p.handle = Some(pool.fetch(id)?);
-            }
+            let handle = self.pin(page_no)?;
+            self.pages.get_mut(&page_no).expect("loaded").handle = Some(handle);
+        }
+        let p = self.pages.get_mut(&page_no).expect("loaded");
+        if p.before.is_none() {
             p.before = Some(p.image.clone());
         }
         Ok(&mut p.image)

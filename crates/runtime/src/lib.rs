@@ -46,7 +46,10 @@ use std::sync::Arc;
 
 pub use real::RealRuntime;
 pub use sim::{Sim, SimConfig, SimError, SimOutcome, SimReport};
-pub use sync::{Condvar, Latch, LatchGuard, Mutex, MutexGuard, Receiver, Sender, channel};
+pub use sync::{
+    Condvar, Latch, LatchGuard, Mutex, MutexGuard, Receiver, RwLatch, RwLatchReadGuard,
+    RwLatchWriteGuard, Sender, channel,
+};
 
 pub(crate) use park::Waker;
 

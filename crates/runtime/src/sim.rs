@@ -334,6 +334,12 @@ thread_local! {
     static YIELDER: Cell<*const Yielder<(), ()>> = const { Cell::new(std::ptr::null()) };
 }
 
+/// True while the calling code runs inside a simulated task: the
+/// [`crate::sync`] primitives then use their deterministic FIFO hand-off.
+pub(crate) fn in_simulated_task() -> bool {
+    TASK_ID.with(|t| t.get()) != usize::MAX
+}
+
 fn current_task() -> usize {
     let id = TASK_ID.with(|t| t.get());
     assert!(

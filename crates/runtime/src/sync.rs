@@ -12,6 +12,11 @@
 //! 2. The data of a [`Mutex`] is only reachable through a guard, and at most
 //!    one guard exists at a time.
 //! 3. The std mutexes inside these primitives are never held across a park.
+//! 4. The worlds differ in fairness, not in meaning: a [`Mutex`] excludes in
+//!    both; the simulated world hands it over in FIFO order (deterministic),
+//!    the real world lets a running thread barge in (`parking_lot`: a short
+//!    spin, then park; no convoy). Which one a lock call takes is decided by
+//!    the caller: inside a simulated task, or not.
 
 use std::collections::VecDeque;
 use std::ops::{Deref, DerefMut};
@@ -67,9 +72,20 @@ impl Waiter {
 
 /// A mutual-exclusion lock that may be held across blocking calls (I/O,
 /// CPU charges, sleeps) in either world.
+///
+/// The two worlds differ in fairness, not in meaning (SYNC-4):
+/// * **simulated**: waiters queue in FIFO order and `unlock` hands the lock
+///   straight to the first of them (no barging), so who runs next depends
+///   only on the seed;
+/// * **real**: a `parking_lot` mutex: an unlocker releases the lock and wakes
+///   one waiter, a running thread may take the lock first (barging), and a
+///   contended locker spins briefly before it parks. A strict FIFO hand-off
+///   makes every contended unlock wait for a sleeping thread to wake (a lock
+///   convoy, issue 17); barging lets the running thread go on.
 pub struct Mutex<T> {
+    /// The simulated world's FIFO queue (unused in the real world).
     state: std::sync::Mutex<LockState>,
-    data: std::sync::Mutex<T>,
+    data: parking_lot::Mutex<T>,
 }
 
 #[derive(Default)]
@@ -81,19 +97,29 @@ struct LockState {
 /// Proof of holding a [`Mutex`]; unlocks on drop.
 pub struct MutexGuard<'a, T> {
     lock: &'a Mutex<T>,
-    data: Option<std::sync::MutexGuard<'a, T>>,
+    data: Option<parking_lot::MutexGuard<'a, T>>,
+    /// Taken through the simulated world's FIFO queue.
+    simulated: bool,
 }
 
 impl<T> Mutex<T> {
     pub fn new(value: T) -> Mutex<T> {
         Mutex {
             state: std::sync::Mutex::new(LockState::default()),
-            data: std::sync::Mutex::new(value),
+            data: parking_lot::Mutex::new(value),
         }
     }
 
-    /// Acquire the lock, waiting in FIFO order behind earlier waiters.
+    /// Acquire the lock: in the simulated world waiting in FIFO order
+    /// behind earlier waiters, in the real world as `parking_lot` does.
     pub fn lock(&self) -> MutexGuard<'_, T> {
+        if !crate::sim::in_simulated_task() {
+            return MutexGuard {
+                lock: self,
+                data: Some(self.data.lock()),
+                simulated: false,
+            };
+        }
         Rt::preempt_point();
         let waiter = {
             let mut state = self.state.lock().expect("lock state");
@@ -112,33 +138,38 @@ impl<T> Mutex<T> {
             // notified, `locked` is still true and it is ours.
             waiter.wait(&rt);
         }
-        self.guard()
+        self.simulated_guard()
     }
 
     /// Acquire the lock if it is free.
     pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
+        if !crate::sim::in_simulated_task() {
+            return self.data.try_lock().map(|data| MutexGuard {
+                lock: self,
+                data: Some(data),
+                simulated: false,
+            });
+        }
         let mut state = self.state.lock().expect("lock state");
         if state.locked {
             return None;
         }
         state.locked = true;
         drop(state);
-        Some(self.guard())
+        Some(self.simulated_guard())
     }
 
-    fn guard(&self) -> MutexGuard<'_, T> {
-        // SYNC-2: only the holder of `locked` reaches here, so this never waits.
-        let data = self
-            .data
-            .lock()
-            .unwrap_or_else(|poison| poison.into_inner());
+    fn simulated_guard(&self) -> MutexGuard<'_, T> {
+        // SYNC-2: only the holder of `locked` reaches here, so this never
+        // waits (unless a thread outside any simulation holds the data).
         MutexGuard {
             lock: self,
-            data: Some(data),
+            data: Some(self.data.lock()),
+            simulated: true,
         }
     }
 
-    fn unlock(&self) {
+    fn unlock_simulated(&self) {
         let mut state = self.state.lock().expect("lock state");
         debug_assert!(state.locked, "SYNC-2: unlock of a free mutex");
         match state.waiters.pop_front() {
@@ -150,9 +181,7 @@ impl<T> Mutex<T> {
 
     /// Consume the mutex and return its value.
     pub fn into_inner(self) -> T {
-        self.data
-            .into_inner()
-            .unwrap_or_else(|poison| poison.into_inner())
+        self.data.into_inner()
     }
 }
 
@@ -178,8 +207,10 @@ impl<T> DerefMut for MutexGuard<'_, T> {
 impl<T> Drop for MutexGuard<'_, T> {
     fn drop(&mut self) {
         self.data = None;
-        self.lock.unlock();
-        Rt::preempt_point();
+        if self.simulated {
+            self.lock.unlock_simulated();
+            Rt::preempt_point();
+        }
     }
 }
 
@@ -449,5 +480,150 @@ impl Drop for LatchGuard {
     fn drop(&mut self) {
         *self.latch.held.lock() = false;
         self.latch.released.notify_one();
+    }
+}
+
+/// A reader-writer latch (no data): any number of shared holders, or one
+/// exclusive holder. The worlds differ in fairness, not in meaning (SYNC-4):
+/// the simulated world queues requests in FIFO order and grants the front
+/// of the queue on release (a writer alone, or every reader up to the next
+/// writer), deterministically; the real world is a `parking_lot` `RwLock`
+/// (barging, a short spin, then park).
+#[derive(Default)]
+pub struct RwLatch {
+    /// The simulated world's state and queue.
+    state: std::sync::Mutex<RwState>,
+    real: parking_lot::RwLock<()>,
+}
+
+#[derive(Default)]
+struct RwState {
+    readers: usize,
+    writer: bool,
+    /// Waiting requests, oldest first; `true` for exclusive ones.
+    waiters: VecDeque<(Waiter, bool)>,
+}
+
+/// A shared hold of an [`RwLatch`]; released on drop.
+pub struct RwLatchReadGuard<'a> {
+    latch: &'a RwLatch,
+    real: Option<parking_lot::RwLockReadGuard<'a, ()>>,
+}
+
+/// The exclusive hold of an [`RwLatch`]; released on drop.
+pub struct RwLatchWriteGuard<'a> {
+    latch: &'a RwLatch,
+    real: Option<parking_lot::RwLockWriteGuard<'a, ()>>,
+}
+
+impl RwLatch {
+    pub fn new() -> RwLatch {
+        RwLatch::default()
+    }
+
+    /// Take the latch shared.
+    pub fn read(&self) -> RwLatchReadGuard<'_> {
+        if !crate::sim::in_simulated_task() {
+            return RwLatchReadGuard {
+                latch: self,
+                real: Some(self.real.read()),
+            };
+        }
+        self.acquire_simulated(false);
+        RwLatchReadGuard {
+            latch: self,
+            real: None,
+        }
+    }
+
+    /// Take the latch exclusive.
+    pub fn write(&self) -> RwLatchWriteGuard<'_> {
+        if !crate::sim::in_simulated_task() {
+            return RwLatchWriteGuard {
+                latch: self,
+                real: Some(self.real.write()),
+            };
+        }
+        self.acquire_simulated(true);
+        RwLatchWriteGuard {
+            latch: self,
+            real: None,
+        }
+    }
+
+    fn acquire_simulated(&self, exclusive: bool) {
+        Rt::preempt_point();
+        let waiter = {
+            let mut st = self.state.lock().expect("latch state");
+            // No barging past a queued request: FIFO in both directions.
+            let free = if exclusive {
+                !st.writer && st.readers == 0
+            } else {
+                !st.writer
+            };
+            if free && st.waiters.is_empty() {
+                if exclusive {
+                    st.writer = true;
+                } else {
+                    st.readers += 1;
+                }
+                None
+            } else {
+                let rt = Rt::current();
+                let waiter = Waiter::current(&rt);
+                st.waiters.push_back((waiter.clone(), exclusive));
+                Some((rt, waiter))
+            }
+        };
+        if let Some((rt, waiter)) = waiter {
+            // Granted by `release_simulated`, which counted us in.
+            waiter.wait(&rt);
+        }
+    }
+
+    fn release_simulated(&self, exclusive: bool) {
+        let mut st = self.state.lock().expect("latch state");
+        if exclusive {
+            debug_assert!(st.writer, "SYNC-2: release of a free latch");
+            st.writer = false;
+        } else {
+            debug_assert!(st.readers > 0, "SYNC-2: release of a free latch");
+            st.readers -= 1;
+        }
+        // Grant the front of the queue: one writer once nobody holds the
+        // latch, or every reader up to the first writer.
+        while let Some((_, front_exclusive)) = st.waiters.front() {
+            if *front_exclusive {
+                if st.writer || st.readers > 0 {
+                    break;
+                }
+                st.writer = true;
+            } else {
+                if st.writer {
+                    break;
+                }
+                st.readers += 1;
+            }
+            let (waiter, _) = st.waiters.pop_front().expect("front");
+            waiter.notify();
+        }
+        drop(st);
+        Rt::preempt_point();
+    }
+}
+
+impl Drop for RwLatchReadGuard<'_> {
+    fn drop(&mut self) {
+        if self.real.take().is_none() {
+            self.latch.release_simulated(false);
+        }
+    }
+}
+
+impl Drop for RwLatchWriteGuard<'_> {
+    fn drop(&mut self) {
+        if self.real.take().is_none() {
+            self.latch.release_simulated(true);
+        }
     }
 }

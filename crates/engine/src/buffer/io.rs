@@ -58,7 +58,18 @@ impl Core {
             }
             Claim::Claimed(frame) => frame,
         };
-        let loaded = self.load(frame, id, &space, source);
+        self.fill(frame, id, &space, source)
+    }
+
+    /// Load a claimed frame and publish the outcome.
+    fn fill(
+        self: &Arc<Self>,
+        frame: usize,
+        id: PageId,
+        space: &Space,
+        source: Source,
+    ) -> Result<PageRef> {
+        let loaded = self.load(frame, id, space, source);
         {
             let mut meta = self.meta.lock();
             match loaded {
@@ -69,6 +80,64 @@ impl Core {
         }
         self.changed.notify_all();
         loaded.map(|_| self.page_ref(frame, id))
+    }
+
+    /// Pin `id` if it is resident and ready; never waits, never does I/O
+    /// (a tree operation under its latch, DB-2).
+    pub(super) fn fetch_resident(self: &Arc<Self>, id: PageId) -> Option<PageRef> {
+        let mut meta = self.meta.lock();
+        let frame = meta.lookup(id)?;
+        if meta.frames[frame].state != FrameState::Ready {
+            return None;
+        }
+        meta.pin_hit(frame);
+        drop(meta);
+        Some(self.page_ref(frame, id))
+    }
+
+    /// `fetch(id, Source::Zero)` if it needs no I/O: the page is resident,
+    /// or a clean frame is free for it now. `None` otherwise (DB-2).
+    pub(super) fn fetch_new_no_io(self: &Arc<Self>, id: PageId) -> Result<Option<PageRef>> {
+        let space = self.space_of(id)?;
+        let mut meta = self.meta.lock();
+        if let Some(frame) = meta.lookup(id) {
+            if meta.frames[frame].state != FrameState::Ready {
+                return Ok(None);
+            }
+            meta.pin_hit(frame);
+            drop(meta);
+            let page = self.page_ref(frame, id);
+            self.renew(&page)?;
+            return Ok(Some(page));
+        }
+        match meta.pick_victim() {
+            Victim::Clean(frame) => {
+                meta.map(frame, id);
+                drop(meta);
+                self.fill(frame, id, &space, Source::Zero).map(Some)
+            }
+            Victim::Dirty(..) | Victim::Busy => Ok(None),
+            Victim::Exhausted => Err(self.exhausted(meta.frames.len())),
+        }
+    }
+
+    /// Make a clean frame available for the next miss: write back and free
+    /// a dirty victim if the CLOCK hand meets one (DB-2: a tree operation
+    /// calls this with no latch held, then restarts).
+    pub(super) fn make_room(&self) -> Result<()> {
+        let mut meta = self.meta.lock();
+        loop {
+            match meta.pick_victim() {
+                Victim::Clean(_) => return Ok(()),
+                Victim::Dirty(frame, old) => {
+                    meta.start_eviction(frame);
+                    drop(meta);
+                    return self.evict_dirty(frame, old);
+                }
+                Victim::Busy => meta = self.changed.wait(meta),
+                Victim::Exhausted => return Err(self.exhausted(meta.frames.len())),
+            }
+        }
     }
 
     fn page_ref(self: &Arc<Self>, frame: usize, id: PageId) -> PageRef {

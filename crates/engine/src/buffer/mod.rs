@@ -229,6 +229,23 @@ impl BufferPool {
         self.core.fetch(id, Source::Zero)
     }
 
+    /// Pin page `id` if it is resident; never waits or does I/O.
+    pub fn fetch_resident(&self, id: PageId) -> Option<PageRef> {
+        self.core.fetch_resident(id)
+    }
+
+    /// [`BufferPool::fetch_new`] if it needs no I/O (the page is resident or
+    /// a clean frame is free); `None` otherwise.
+    pub fn fetch_new_no_io(&self, id: PageId) -> Result<Option<PageRef>> {
+        self.core.fetch_new_no_io(id)
+    }
+
+    /// Write back and free one dirty victim if the CLOCK hand meets one, so
+    /// that a following [`BufferPool::fetch_new_no_io`] finds a clean frame.
+    pub fn make_room(&self) -> Result<()> {
+        self.core.make_room()
+    }
+
     /// Write every page dirty at the call and flush every registered
     /// device (checkpoint, shutdown). Pages changed during the call may stay
     /// dirty, and so do append pages not yet sealed (BUF-10).

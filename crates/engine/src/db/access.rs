@@ -1,11 +1,20 @@
 //! Changing and reading trees: latch, mini-transaction, log.
 //!
-//! Every tree operation takes the tree's latch (DB-1), runs the B+tree
-//! algorithm in a [`Mtr`] over the tree's data space, and for changes logs
-//! one record: the logical undo (key and before-image) and the physical
-//! redo the mini-transaction computed. An operation that fails (a full
-//! space, a too-large entry) leaves no trace: the mini-transaction's page
-//! copies are dropped and nothing is logged or installed.
+//! Every tree operation takes the tree's latch (DB-1: shared to read,
+//! exclusive to change), runs the B+tree algorithm in a [`Mtr`] over the
+//! tree's data space, and for changes logs one record: the logical undo
+//! (key and before-image) and the physical redo the mini-transaction
+//! computed. An operation that fails (a full space, a too-large entry)
+//! leaves no trace: the mini-transaction's page copies are dropped and
+//! nothing is logged or installed.
+//!
+//! No latch across I/O (DB-5): the mini-transaction runs without I/O
+//! (MTR-8). When it meets a page that is not resident, or needs a frame
+//! whose victim must be written back (and so the log forced), the
+//! operation drops its copies and the latch, loads the page (or frees a
+//! frame) with no latch held, and starts over. Readers of one tree
+//! therefore overlap on its device, and a writer's miss does not stop the
+//! tree's other users.
 
 use std::ops::Bound;
 
@@ -21,6 +30,17 @@ use crate::wal::record::Undo;
 pub(crate) struct TreeRef {
     pub space: SpaceId,
     pub root: PageNo,
+}
+
+/// Restarts of one tree operation after misses before it runs with I/O
+/// allowed under its latch (DB-5): bounds the work when the pool is too
+/// small for the pages one operation needs at once.
+pub(crate) const RESTARTS_MAX: u32 = 16;
+
+/// Take the mini-transaction out of the closure's borrow to commit it
+/// (the caller's copy is left empty and dropped).
+fn take_mtr(mtr: &mut Mtr) -> Mtr {
+    mtr.take()
 }
 
 /// Who a change is logged for.
@@ -41,12 +61,46 @@ impl Inner {
         ))
     }
 
+    /// Run `op` on a fresh mini-transaction of `tree`'s space under the
+    /// tree's latch (shared or exclusive) without I/O; on a miss, load what
+    /// was missed with the latch released and start over (DB-5). After
+    /// [`RESTARTS_MAX`] restarts the operation runs with I/O allowed, so it
+    /// always finishes.
+    fn latched<R>(
+        &self,
+        tree: TreeRef,
+        exclusive: bool,
+        mut op: impl FnMut(&mut Mtr) -> Result<R>,
+    ) -> Result<R> {
+        let latch = self.latch(tree.space, tree.root);
+        let mut restarts = 0;
+        loop {
+            let mut mtr = self.mtr(tree.space)?;
+            mtr.set_no_io(restarts < RESTARTS_MAX);
+            let result = if exclusive {
+                let _guard = latch.write();
+                op(&mut mtr)
+            } else {
+                let _guard = latch.read();
+                op(&mut mtr)
+            };
+            match (result, mtr.missed()) {
+                (Err(_), Some(miss)) => {
+                    drop(mtr); // releases the allocation latch, if taken
+                    let space = self.space(tree.space)?;
+                    Mtr::load_missed(&space.pool, tree.space, miss)?;
+                    restarts += 1;
+                    self.tree_restarts
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
+                (result, _) => return result,
+            }
+        }
+    }
+
     /// Read one key.
     pub(crate) fn tree_get(&self, tree: TreeRef, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let latch = self.latch(tree.space, tree.root);
-        let _guard = latch.lock();
-        let mut mtr = self.mtr(tree.space)?;
-        BTree::open(tree.root).get(&mut mtr, key)
+        self.latched(tree, false, |mtr| BTree::open(tree.root).get(mtr, key))
     }
 
     /// Collect the entries in a range, at most `limit` of them.
@@ -57,15 +111,14 @@ impl Inner {
         upper: Bound<&[u8]>,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        let latch = self.latch(tree.space, tree.root);
-        let _guard = latch.lock();
-        let mut mtr = self.mtr(tree.space)?;
-        let mut out = Vec::new();
-        BTree::open(tree.root).scan(&mut mtr, lower, upper, |k, v| {
-            out.push((k.to_vec(), v.to_vec()));
-            Ok(out.len() < limit)
-        })?;
-        Ok(out)
+        self.latched(tree, false, |mtr| {
+            let mut out = Vec::new();
+            BTree::open(tree.root).scan(mtr, lower, upper, |k, v| {
+                out.push((k.to_vec(), v.to_vec()));
+                Ok(out.len() < limit)
+            })?;
+            Ok(out)
+        })
     }
 
     /// Insert or replace `key`; returns the previous value and the record.
@@ -90,24 +143,30 @@ impl Inner {
         ctx: &LogCtx,
         decide: impl FnOnce(Option<&[u8]>) -> Result<Option<Vec<u8>>>,
     ) -> Result<(Option<Vec<u8>>, Option<Logged>)> {
-        let latch = self.latch(tree.space, tree.root);
-        let _guard = latch.lock();
-        let mut mtr = self.mtr(tree.space)?;
         let btree = BTree::open(tree.root);
-        let current = btree.get(&mut mtr, key)?;
-        let Some(stored) = decide(current.as_deref())? else {
-            return Ok((current, None));
-        };
-        let before = btree.insert(&mut mtr, key, &stored)?;
-        debug_assert_eq!(before, current, "DB-1: the latch kept the key unchanged");
-        let undo = (ctx.txn != 0).then(|| Undo {
-            space: tree.space,
-            root: tree.root,
-            key: key.to_vec(),
-            before: before.clone(),
-        });
-        let logged = mtr.commit(&self.wal, ctx.txn, ctx.prev_lsn, undo)?;
-        Ok((before, logged))
+        let mut decide = Some(decide);
+        self.latched(tree, true, |mtr| {
+            let current = btree.get(mtr, key)?;
+            let decide = decide.take().expect("decide runs once");
+            let Some(stored) = decide(current.as_deref())? else {
+                return Ok((current, None));
+            };
+            // `decide` has run and may have had effects (a before-image in
+            // the rollback segment): no restart from here on. The pages on
+            // the path are copies already; only a page evicted since it was
+            // read, or a split's new page, may still need I/O (DB-5).
+            mtr.set_no_io(false);
+            let before = btree.insert(mtr, key, &stored)?;
+            debug_assert_eq!(before, current, "DB-1: the latch kept the key unchanged");
+            let undo = (ctx.txn != 0).then(|| Undo {
+                space: tree.space,
+                root: tree.root,
+                key: key.to_vec(),
+                before: before.clone(),
+            });
+            let logged = take_mtr(mtr).commit(&self.wal, ctx.txn, ctx.prev_lsn, undo)?;
+            Ok((before, logged))
+        })
     }
 
     /// Apply one undo step and log it as a compensation record whose
@@ -119,20 +178,24 @@ impl Inner {
         prev_lsn: u64,
         undo_next: u64,
     ) -> Result<u64> {
-        let latch = self.latch(undo.space, undo.root);
-        let _guard = latch.lock();
-        let mut mtr = self.mtr(undo.space)?.for_undo();
         let tree = BTree::open(undo.root);
-        match &undo.before {
-            Some(before) => {
-                tree.insert(&mut mtr, &undo.key, before)?;
+        let at = TreeRef {
+            space: undo.space,
+            root: undo.root,
+        };
+        self.latched(at, true, |mtr| {
+            mtr.set_for_undo();
+            match &undo.before {
+                Some(before) => {
+                    tree.insert(mtr, &undo.key, before)?;
+                }
+                None => {
+                    tree.delete(mtr, &undo.key)?;
+                }
             }
-            None => {
-                tree.delete(&mut mtr, &undo.key)?;
-            }
-        }
-        Ok(mtr
-            .commit_compensation(&self.wal, txn, prev_lsn, undo_next)?
-            .lsn)
+            Ok(take_mtr(mtr)
+                .commit_compensation(&self.wal, txn, prev_lsn, undo_next)?
+                .lsn)
+        })
     }
 }

@@ -337,6 +337,11 @@ fn build(staging: &Path, config: &DbConfig, manifest: &Manifest) -> Result<()> {
     for space in &manifest.spaces {
         let path = space_path(staging, space)?;
         let device = FileDevice::create(&path, space.capacity_bytes, FileOptions::default())?;
+        // The log's files are zeroed ahead of the writer (FILE-1).
+        let device = match space.kind.as_str() {
+            "log" => device.zero_ahead()?,
+            _ => device,
+        };
         devices.push((space.kind.clone(), Arc::new(device) as DeviceRef));
     }
     let take = |kind: &str| {
@@ -525,7 +530,14 @@ fn open_file(dir: &Path, space: &ManifestSpace, access: Access) -> Result<Device
         )));
     }
     Ok(match access {
-        Access::Write => Arc::new(FileDevice::open(&path, FileOptions::default())?),
+        Access::Write => {
+            let device = FileDevice::open(&path, FileOptions::default())?;
+            // The log's file is zeroed ahead of the writer (FILE-1).
+            Arc::new(match space.kind.as_str() {
+                "log" => device.zero_ahead()?,
+                _ => device,
+            })
+        }
         Access::ReadOnly => Arc::new(OverlayDevice::new(Arc::new(FileDevice::open_read_only(
             &path,
         )?))),

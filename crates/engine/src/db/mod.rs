@@ -18,12 +18,25 @@
 //! log writer forces the log periodically.
 //!
 //! Invariants (DB-n):
-//! 1. A tree is changed only under its latch, one mini-transaction at a time.
+//! 1. A tree is changed only under its latch held exclusive, one
+//!    mini-transaction at a time; it is read under its latch held shared.
 //! 2. A transaction's records are chained by `prev_lsn`; its in-memory undo
 //!    list holds exactly its update records not yet compensated.
 //! 3. A commit returns only after its commit record is durable (sync
 //!    durability), and its locks are released only after that.
 //! 4. After a log failure, no transaction commits until recovery.
+//! 5. No tree latch is held across a device read, a victim's write-back or
+//!    a log force: tree operations run their mini-transactions without I/O
+//!    (MTR-8) and on a miss release the latch, load the page (or free a
+//!    frame) and restart (`db/access.rs`). Exceptions, each rare: once a
+//!    write's `decide` has run (it may have appended a before-image to the
+//!    rollback segment, which is not repeated), the rest of that operation
+//!    may do I/O (a page evicted since it was read, a split's new frame);
+//!    the rollback segment is prepared for the append before the latch is
+//!    taken (`RollbackSpace::prepare`), but a transaction's first
+//!    before-image, or one larger than the new row, may fetch its page
+//!    under the latch; and an operation restarted `RESTARTS_MAX` times runs
+//!    with I/O.
 
 mod access;
 pub mod catalog;
@@ -40,7 +53,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use std::sync::{Arc, RwLock};
 
 use flashlab_devices::{DeviceRef, presets};
-use flashlab_runtime::{JoinHandle, Mutex as RtMutex, Rt};
+use flashlab_runtime::{JoinHandle, Mutex as RtMutex, Rt, RwLatch};
 use serde::Serialize;
 
 use crate::buffer::{BufferPool, BufferStats, LogForce, WriterStop};
@@ -146,7 +159,7 @@ pub struct DbStats {
 }
 
 /// The latch of one tree (DB-1).
-type TreeLatch = Arc<RtMutex<()>>;
+type TreeLatch = Arc<RwLatch>;
 
 /// Most dirty pages one checkpoint record lists (16 bytes each, well under
 /// the largest record); with more, the checkpoint writes them back first.
@@ -179,6 +192,8 @@ pub(crate) struct Inner {
     cpu: std::sync::Mutex<crate::config::CpuCosts>,
     pub next_txn: AtomicU64,
     pub commits: AtomicU64,
+    /// Tree operations started over after a miss (DB-5).
+    pub tree_restarts: AtomicU64,
     pub aborts: AtomicU64,
     /// Serialises DDL and checkpoints.
     pub ddl: RtMutex<()>,
@@ -189,11 +204,11 @@ pub(crate) struct Inner {
 
 impl Inner {
     /// The latch of the tree rooted at `root` in `space` (DB-1).
-    pub fn latch(&self, space: SpaceId, root: PageNo) -> Arc<RtMutex<()>> {
+    pub fn latch(&self, space: SpaceId, root: PageNo) -> TreeLatch {
         let mut latches = self.latches.lock().expect("latches");
         latches
             .entry((space, root))
-            .or_insert_with(|| Arc::new(RtMutex::new(())))
+            .or_insert_with(|| Arc::new(RwLatch::new()))
             .clone()
     }
 
@@ -348,6 +363,7 @@ impl Database {
                 cpu: std::sync::Mutex::new(config.cpu.clone()),
                 next_txn: AtomicU64::new(next_txn),
                 commits: AtomicU64::new(0),
+                tree_restarts: AtomicU64::new(0),
                 aborts: AtomicU64::new(0),
                 ddl: RtMutex::new(()),
                 stop: WriterStop::new(),
@@ -569,6 +585,12 @@ impl Database {
         }
         self.checkpoint()?;
         Ok(())
+    }
+
+    /// Tree operations that released their latch to load a page (or free
+    /// a frame) and started over (DB-5).
+    pub fn tree_restarts(&self) -> u64 {
+        self.inner.tree_restarts.load(Ordering::Relaxed)
     }
 
     /// Counters so far.

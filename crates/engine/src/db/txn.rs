@@ -357,6 +357,20 @@ impl Transaction {
         self.db.check_log()?;
         Rt::current().cpu(self.db.cpu().put_ns);
         let tree = Self::tree(table);
+        // Make room in the rollback segment now, with no latch held, for a
+        // before-image of about the new row's size: the append under the
+        // tree latch then finds its page pinned and with room (DB-5).
+        if let Some(segment) = self.segment {
+            let db = self.db.clone();
+            let reclaim = move || Reclaim {
+                oldest_snapshot: db.versions.oldest_snapshot(),
+                now_ns: Rt::current().now_ns(),
+                retention_ns: db.config.mvcc.retention_ns,
+            };
+            let row_bytes = value.map_or(0, <[u8]>::len);
+            let filled = self.db.rollback.prepare(segment, row_bytes, &reclaim)?;
+            let _ = self.db.rollback.write_filled(filled);
+        }
         let db = self.db.clone();
         let ctx = self.ctx();
         let mut filled = None;

@@ -47,6 +47,11 @@
 //! 5. An extent page is written once per fill of its extent: when its
 //!    segment moves past it (BUF-10), unless an eviction forces it out
 //!    earlier.
+//! 6. Each segment has a lock of its own, held by its owner across the
+//!    buffer pool's fetches; the space's lock (segment slots, extents,
+//!    free list, statistics) is held for bookkeeping only, never across a
+//!    buffer fetch, a device write or the reclaim horizon's computation.
+//!    Lock order: a segment's lock, then the space's.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -147,17 +152,31 @@ impl Device for CountingDevice {
     }
 }
 
+/// What a segment's owner works on, behind the segment's own lock
+/// (RBS-6): appends of different transactions never wait for each other.
+#[derive(Default)]
 struct Segment {
-    /// Current extent and the next page in it.
+    /// Current extent, its generation, and the next page in it.
     extent: Option<u32>,
+    generation: u64,
     page_in_extent: u32,
     /// The page being filled: its id, its image, and its pinned handle
     /// while a transaction owns the segment (an idle segment pins nothing).
     page: Option<(PageId, Option<PageRef>, Vec<u8>)>,
     offset: usize,
+    /// The transaction already counted as a writer of `extent`.
+    registered: Option<u64>,
+}
+
+/// The space-wide view of a segment, behind the space's lock.
+struct SegmentSlot {
     owner: Option<u64>,
+    /// The segment-table entry: current extent and page in it.
+    table_extent: Option<u32>,
+    table_page: u32,
     /// Extents this segment filled, oldest first, awaiting reuse.
     written: Vec<u32>,
+    segment: Arc<RtMutex<Segment>>,
 }
 
 #[derive(Default, Clone)]
@@ -173,7 +192,7 @@ struct Extent {
 }
 
 struct State {
-    segments: Vec<Segment>,
+    segments: Vec<SegmentSlot>,
     extents: Vec<Extent>,
     free_extents: BTreeSet<u32>,
     /// Full extents, in the order they filled.
@@ -188,7 +207,13 @@ pub struct RollbackSpace {
     page_bytes: usize,
     pages_per_extent: u32,
     extents_max: u32,
+    /// Bookkeeping only: never held across a buffer fetch or device I/O
+    /// (RBS-6).
     state: RtMutex<State>,
+    /// Serialises segment-table writes, so the newest image is written last.
+    table_write: RtMutex<()>,
+    records_written: AtomicU64,
+    bytes_written: AtomicU64,
 }
 
 impl RollbackSpace {
@@ -235,6 +260,9 @@ impl RollbackSpace {
                 retired: VecDeque::new(),
                 stats: RollbackStats::default(),
             }),
+            table_write: RtMutex::new(()),
+            records_written: AtomicU64::new(0),
+            bytes_written: AtomicU64::new(0),
         };
         space.write_header(extent_bytes)?;
         Ok(space)
@@ -257,43 +285,52 @@ impl RollbackSpace {
         Ok(())
     }
 
-    /// Rewrite the segment-table page holding `segment` in place.
-    fn write_segment_entry(&self, st: &State, segment: usize) -> Result<()> {
+    /// Rewrite the segment-table page holding `segment` in place. Takes
+    /// the space's lock only to copy the entries; the write happens under
+    /// `table_write` alone, so the table pages are written in the order
+    /// their contents were copied.
+    fn write_segment_entry(&self, segment: usize) -> Result<()> {
         let per_page = (self.page_bytes - PAGE_HEADER_BYTES) / SEGMENT_ENTRY_BYTES;
         let table_page = 1 + segment / per_page;
         if table_page as u32 >= METADATA_PAGES {
             return Ok(()); // the table is full; segments beyond it live in memory only
         }
+        let _writing = self.table_write.lock();
         let mut image = vec![0u8; self.page_bytes];
         let first = (table_page - 1) * per_page;
-        for (i, s) in st.segments.iter().enumerate().skip(first).take(per_page) {
-            let at = PAGE_HEADER_BYTES + (i - first) * SEGMENT_ENTRY_BYTES;
-            image[at..at + 4].copy_from_slice(&(i as u32).to_le_bytes());
-            image[at + 4..at + 8].copy_from_slice(&s.extent.unwrap_or(u32::MAX).to_le_bytes());
-            image[at + 8..at + 12].copy_from_slice(&s.page_in_extent.to_le_bytes());
-            image[at + 12..at + 16].copy_from_slice(&(s.written.len() as u32).to_le_bytes());
+        {
+            let st = self.state.lock();
+            for (i, s) in st.segments.iter().enumerate().skip(first).take(per_page) {
+                let at = PAGE_HEADER_BYTES + (i - first) * SEGMENT_ENTRY_BYTES;
+                image[at..at + 4].copy_from_slice(&(i as u32).to_le_bytes());
+                image[at + 4..at + 8]
+                    .copy_from_slice(&s.table_extent.unwrap_or(u32::MAX).to_le_bytes());
+                image[at + 8..at + 12].copy_from_slice(&s.table_page.to_le_bytes());
+                image[at + 12..at + 16].copy_from_slice(&(s.written.len() as u32).to_le_bytes());
+            }
         }
         self.write_metadata_page(table_page as u32, image)
     }
 
     /// Give `txn` a segment of its own (RBS-1).
     pub fn assign(&self, txn: u64) -> Result<usize> {
-        let mut st = self.state.lock();
-        if let Some(i) = st.segments.iter().position(|s| s.owner.is_none()) {
-            st.segments[i].owner = Some(txn);
-            return Ok(i);
-        }
-        st.segments.push(Segment {
-            extent: None,
-            page_in_extent: 0,
-            page: None,
-            offset: 0,
-            owner: Some(txn),
-            written: Vec::new(),
-        });
-        st.stats.segments += 1;
-        let i = st.segments.len() - 1;
-        self.write_segment_entry(&st, i)?;
+        let i = {
+            let mut st = self.state.lock();
+            if let Some(i) = st.segments.iter().position(|s| s.owner.is_none()) {
+                st.segments[i].owner = Some(txn);
+                return Ok(i);
+            }
+            st.segments.push(SegmentSlot {
+                owner: Some(txn),
+                table_extent: None,
+                table_page: 0,
+                written: Vec::new(),
+                segment: Arc::new(RtMutex::new(Segment::default())),
+            });
+            st.stats.segments += 1;
+            st.segments.len() - 1
+        };
+        self.write_segment_entry(i)?;
         Ok(i)
     }
 
@@ -302,6 +339,14 @@ impl RollbackSpace {
     /// record it with the extents it wrote.
     pub fn release(&self, segment: usize, txn: u64, ended_at_ts: u64) {
         let now = Rt::current().now_ns();
+        let seg = self.segment(segment);
+        if let Some(seg) = &seg {
+            let mut seg = seg.lock();
+            seg.registered = None;
+            if let Some((_, handle, _)) = seg.page.as_mut() {
+                *handle = None; // an idle segment pins no frame
+            }
+        }
         let mut st = self.state.lock();
         for extent in &mut st.extents {
             if extent.writers.remove(&txn) {
@@ -318,10 +363,12 @@ impl RollbackSpace {
         if let Some(s) = st.segments.get_mut(segment) {
             debug_assert_eq!(s.owner, Some(txn), "RBS-1");
             s.owner = None;
-            if let Some((_, handle, _)) = s.page.as_mut() {
-                *handle = None; // an idle segment pins no frame
-            }
         }
+    }
+
+    fn segment(&self, segment: usize) -> Option<Arc<RtMutex<Segment>>> {
+        let st = self.state.lock();
+        st.segments.get(segment).map(|s| s.segment.clone())
     }
 
     /// Append a before-image to `segment`; returns its rollback pointer and
@@ -343,24 +390,30 @@ impl RollbackSpace {
                 row.len()
             )));
         }
-        let mut st = self.state.lock();
-        let needs_page = st.segments[segment].page.is_none()
-            || st.segments[segment].offset + record_bytes > self.page_bytes;
+        let seg = self
+            .segment(segment)
+            .ok_or_else(|| Error::malformed("rollback segment", format!("no segment {segment}")))?;
+        // RBS-6: only the segment's lock is held across the buffer pool's
+        // fetches below; the space's lock is taken for bookkeeping alone.
+        let mut seg = seg.lock();
+        let needs_page = seg.page.is_none() || seg.offset + record_bytes > self.page_bytes;
         let filled = if needs_page {
-            self.next_page(&mut st, segment, reclaim)?
+            self.next_page(&mut seg, segment, reclaim)?
         } else {
             None
         };
-        let extent = st.segments[segment]
-            .extent
-            .expect("a segment with a page has an extent");
-        st.extents[extent as usize].writers.insert(txn);
-        let generation = st.extents[extent as usize].generation;
-        let pool = self.pool.clone();
-        let seg = &mut st.segments[segment];
+        let extent = seg.extent.expect("a segment with a page has an extent");
+        if seg.registered != Some(txn) {
+            let mut st = self.state.lock();
+            st.extents[extent as usize].writers.insert(txn);
+            drop(st);
+            seg.registered = Some(txn);
+        }
+        let generation = seg.generation;
+        let seg = &mut *seg;
         let (id, handle, image) = seg.page.as_mut().expect("current page");
         if handle.is_none() {
-            *handle = Some(pool.fetch(*id)?);
+            *handle = Some(self.pool.fetch(*id)?);
         }
         let at = seg.offset;
         image[at..at + 4].copy_from_slice(&(row.len() as u32).to_le_bytes());
@@ -370,14 +423,45 @@ impl RollbackSpace {
         handle.as_ref().expect("pinned").install_append(image);
         seg.offset += record_bytes;
         let address = u64::from(id.page_no) * self.page_bytes as u64 + at as u64;
-        st.stats.records_written += 1;
-        st.stats.bytes_written += record_bytes as u64;
+        self.records_written.fetch_add(1, Ordering::Relaxed);
+        self.bytes_written
+            .fetch_add(record_bytes as u64, Ordering::Relaxed);
         debug_assert!(address <= ADDRESS_MASK);
-        drop(st);
         Ok((
             ((generation & GENERATION_MASK) << ADDRESS_BITS) | address,
             filled,
         ))
+    }
+
+    /// Make `segment` ready for an append of a `row_bytes` row without a
+    /// buffer miss: its current page pinned, with room for the record, or
+    /// else its next page taken now. Called with no latch held (DB-5), so
+    /// that [`RollbackSpace::append`] under a tree latch fetches nothing.
+    /// Returns a page this filled, for [`RollbackSpace::write_filled`]. A
+    /// row too large for a page is left to `append` to refuse.
+    pub fn prepare(
+        &self,
+        segment: usize,
+        row_bytes: usize,
+        reclaim: &dyn Fn() -> Reclaim,
+    ) -> Result<Option<PageId>> {
+        let record_bytes = RECORD_LEN_BYTES + crate::row::VERSION_HEADER_BYTES + row_bytes;
+        if record_bytes > self.page_bytes - PAGE_HEADER_BYTES {
+            return Ok(None);
+        }
+        let Some(seg) = self.segment(segment) else {
+            return Ok(None);
+        };
+        let mut seg = seg.lock();
+        if seg.page.is_none() || seg.offset + record_bytes > self.page_bytes {
+            return self.next_page(&mut seg, segment, reclaim);
+        }
+        if let Some((id, handle, _)) = seg.page.as_mut()
+            && handle.is_none()
+        {
+            *handle = Some(self.pool.fetch(*id)?);
+        }
+        Ok(None)
     }
 
     /// Write a page a segment has filled (see [`RollbackSpace::append`]).
@@ -393,30 +477,38 @@ impl RollbackSpace {
     /// Returns the page just filled, if any, for the caller to write.
     fn next_page(
         &self,
-        st: &mut State,
+        seg: &mut Segment,
         segment: usize,
         reclaim: &dyn Fn() -> Reclaim,
     ) -> Result<Option<PageId>> {
-        let seg = &st.segments[segment];
         let extent_full = seg.extent.is_none() || seg.page_in_extent >= self.pages_per_extent;
         if extent_full {
             // Take the new extent first: if none is free the segment keeps
-            // its old one, not yet retired (RBS-3).
-            let extent = self.take_extent(st, reclaim)?;
-            if let Some(old) = st.segments[segment].extent {
-                let now = Rt::current().now_ns();
-                let e = &mut st.extents[old as usize];
-                e.retired = true;
-                e.retired_at_ns = now;
-                st.retired.push_back(old);
-                st.segments[segment].written.push(old);
-            }
-            let seg = &mut st.segments[segment];
+            // its old one, not yet retired (RBS-3). The reclaim horizon is
+            // computed before the space's lock is taken.
+            let horizon = reclaim();
+            let (extent, generation) = {
+                let mut st = self.state.lock();
+                let extent = self.take_extent(&mut st, &horizon)?;
+                if let Some(old) = seg.extent {
+                    let now = Rt::current().now_ns();
+                    let e = &mut st.extents[old as usize];
+                    e.retired = true;
+                    e.retired_at_ns = now;
+                    st.retired.push_back(old);
+                    st.segments[segment].written.push(old);
+                }
+                let slot = &mut st.segments[segment];
+                slot.table_extent = Some(extent);
+                slot.table_page = 0;
+                (extent, st.extents[extent as usize].generation)
+            };
             seg.extent = Some(extent);
+            seg.generation = generation;
             seg.page_in_extent = 0;
-            self.write_segment_entry(st, segment)?;
+            seg.registered = None;
+            self.write_segment_entry(segment)?;
         }
-        let seg = &mut st.segments[segment];
         let extent = seg.extent.expect("extent");
         let page_no = METADATA_PAGES + extent * self.pages_per_extent + seg.page_in_extent;
         seg.page_in_extent += 1;
@@ -441,9 +533,9 @@ impl RollbackSpace {
     }
 
     /// A free extent: a reusable one first (RBS-3), else a new one.
-    fn take_extent(&self, st: &mut State, reclaim: &dyn Fn() -> Reclaim) -> Result<u32> {
+    fn take_extent(&self, st: &mut State, horizon: &Reclaim) -> Result<u32> {
         if st.free_extents.is_empty() {
-            self.reclaim(st, &reclaim());
+            self.reclaim(st, horizon);
         }
         if let Some(extent) = st.free_extents.pop_first() {
             let e = &mut st.extents[extent as usize];
@@ -529,6 +621,8 @@ impl RollbackSpace {
     pub fn stats(&self) -> RollbackStats {
         let st = self.state.lock();
         let mut stats = st.stats.clone();
+        stats.records_written = self.records_written.load(Ordering::Relaxed);
+        stats.bytes_written = self.bytes_written.load(Ordering::Relaxed);
         stats.extents_in_use = (st.extents.len() - st.free_extents.len()) as u64;
         stats.pages_read = self.device.reads.load(Ordering::Relaxed);
         stats.read_ns = self.device.read_ns.load(Ordering::Relaxed);

@@ -94,6 +94,12 @@
 //!    log from damage ([`reader`]).
 //! 9. The log start only moves forward, and only when a master record
 //!    naming it is durable.
+//! 10. Group commit wakes only who can proceed: a task waiting for a force
+//!     queues with its LSN and a condition variable of its own. When the
+//!     flusher's role is given up, the waiters the log now covers are woken,
+//!     and the oldest one it does not cover, which becomes the next flusher;
+//!     the others stay asleep (they will be covered by that next force).
+//!     A failure wakes every waiter.
 
 pub mod codec;
 pub mod layout;
@@ -105,7 +111,7 @@ use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use flashlab_devices::DeviceRef;
-use flashlab_runtime::{Condvar, Mutex, Rt, World};
+use flashlab_runtime::{Condvar, Mutex, MutexGuard, Rt, World};
 use serde::{Deserialize, Serialize};
 
 use crate::buffer::WriterStop;
@@ -371,6 +377,10 @@ struct LogState {
     /// Records with page changes logged but not yet installed in the
     /// buffer pool: LSN → count (WAL-6).
     uninstalled: BTreeMap<u64, u32>,
+    /// Tasks waiting for the flusher's role or for a force to cover their
+    /// LSN, oldest first, each with a condition variable of its own
+    /// (WAL-10). The master-record write waits here with `u64::MAX`.
+    flush_waiters: Vec<(u64, Arc<Condvar>)>,
 }
 
 /// Hands out commit timestamps in log order (see [`Wal::append_commit`]).
@@ -413,7 +423,6 @@ pub struct Wal {
     /// Bytes kept back for recovery, images and checkpoints.
     reserve_bytes: u64,
     state: Mutex<LogState>,
-    forced: Condvar,
     master: Mutex<Master>,
     /// Wakes the checkpointer when the log fills up.
     checkpoint_wanted: WriterStop,
@@ -573,8 +582,8 @@ impl Wal {
                 active: BTreeMap::new(),
                 reserved_bytes: 0,
                 uninstalled: BTreeMap::new(),
+                flush_waiters: Vec::new(),
             }),
-            forced: Condvar::new(),
             master: Mutex::new(master),
             checkpoint_wanted: WriterStop::new(),
             checking,
@@ -923,8 +932,8 @@ impl Wal {
             if !st.flushing {
                 break;
             }
-            // A force is in flight: wait for it, covered or not.
-            st = self.forced.wait(st);
+            // A force is in flight: wait for it, covered or not (WAL-10).
+            st = Self::wait_for_force(st, lsn);
         }
         st.flushing = true; // WAL-2: we are the flusher
         drop(st);
@@ -993,10 +1002,41 @@ impl Wal {
             st.stats.commits_forced += commits;
             st.stats.tail_rewrites += u64::from(rewrite);
         }
+        Self::wake_after_force(&mut st);
         self.check_state(&st);
         drop(st);
-        self.forced.notify_all();
         Ok(())
+    }
+
+    /// Queue behind the force in flight until woken (WAL-10).
+    fn wait_for_force(st: MutexGuard<'_, LogState>, lsn: u64) -> MutexGuard<'_, LogState> {
+        let me = Arc::new(Condvar::new());
+        let mut st = st;
+        st.flush_waiters.push((lsn, me.clone()));
+        me.wait(st)
+    }
+
+    /// The flusher's role was given up (WAL-10): wake every waiter the log
+    /// now covers, and the oldest one it does not, which becomes the next
+    /// flusher (its force covers everyone appended by then). Nobody else is
+    /// woken: no herd of waiters re-taking the log's lock only to wait
+    /// again. After a failure, every waiter is woken.
+    fn wake_after_force(st: &mut LogState) {
+        let flushed = st.flushed_lsn;
+        let failed = st.failed.is_some();
+        let mut next_flusher = st.flushing || failed;
+        st.flush_waiters.retain(|(lsn, cv)| {
+            if failed || *lsn <= flushed {
+                cv.notify_one();
+                false
+            } else if !next_flusher {
+                next_flusher = true;
+                cv.notify_one();
+                false
+            } else {
+                true
+            }
+        });
     }
 
     /// Write the stream bytes `data` as sectors from sector `first` on, at
@@ -1097,7 +1137,7 @@ impl Wal {
             if !st.flushing {
                 break;
             }
-            st = self.forced.wait(st);
+            st = Self::wait_for_force(st, u64::MAX);
         }
         assert!(
             start_lsn <= st.flushed_lsn.max(self.layout.first_lsn()),
@@ -1129,9 +1169,9 @@ impl Wal {
             return Err(Error::LogFailed(why));
         }
         st.start_lsn = next.start_lsn; // WAL-9
+        Self::wake_after_force(&mut st);
         self.check_state(&st);
         drop(st);
-        self.forced.notify_all();
         *master = next;
         Ok(())
     }
@@ -1172,7 +1212,7 @@ impl Wal {
 
     /// Wake every waiter of the log and of the hooks (the log has failed).
     fn failed_now(&self, why: &str) {
-        self.forced.notify_all();
+        Self::wake_after_force(&mut self.state.lock());
         // The hooks take runtime locks: call them without the std lock held
         // (a task switch inside a hook must not leave it held, SIM-7).
         let hooks = self.failure_hooks.lock().expect("failure hooks").clone();
