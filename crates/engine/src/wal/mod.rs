@@ -94,6 +94,13 @@
 //!    log from damage ([`reader`]).
 //! 9. The log start only moves forward, and only when a master record
 //!    naming it is durable.
+//! 10. Log sectors are forgotten on the device ([`Device::forget`]: a
+//!    modelled device frees their memory) only behind the start named by
+//!    the durable master record, and only those whose ring slot no later
+//!    sector has reused; nothing reads the log there. (The fault model's
+//!    device, which can lose a master write it acknowledged, keeps them.)
+//!
+//! [`Device::forget`]: flashlab_devices::Device::forget
 
 pub mod codec;
 pub mod layout;
@@ -422,6 +429,8 @@ pub struct Wal {
     /// Called once when the log enters its failed state (WAL-4), to wake
     /// whoever waits elsewhere (the lock manager's waiters).
     failure_hooks: std::sync::Mutex<Vec<FailureHook>>,
+    /// The log before this LSN has been forgotten on the device (WAL-10).
+    forgotten_lsn: std::sync::atomic::AtomicU64,
 }
 
 /// See [`Wal::on_failure`].
@@ -579,6 +588,7 @@ impl Wal {
             checkpoint_wanted: WriterStop::new(),
             checking,
             failure_hooks: std::sync::Mutex::new(Vec::new()),
+            forgotten_lsn: std::sync::atomic::AtomicU64::new(master.start_lsn),
         });
         wal.check_state(&wal.state.lock());
         Ok(wal)
@@ -1129,11 +1139,38 @@ impl Wal {
             return Err(Error::LogFailed(why));
         }
         st.start_lsn = next.start_lsn; // WAL-9
+        self.forget_before(next.start_lsn, st.end_lsn); // WAL-10
         self.check_state(&st);
         drop(st);
         self.forced.notify_all();
         *master = next;
         Ok(())
+    }
+
+    /// Tell the device that the log sectors before `lsn`'s sector will
+    /// never be read again (WAL-10), so a modelled device frees them and
+    /// memory follows the live log, not every byte ever logged. Only
+    /// sectors whose ring slot no later sector (up to `end_lsn`'s, and one
+    /// past it) has reused are named.
+    fn forget_before(&self, lsn: u64, end_lsn: u64) {
+        use std::sync::atomic::Ordering;
+        let l = &self.layout;
+        let from = self.forgotten_lsn.load(Ordering::Relaxed);
+        if lsn <= from {
+            return;
+        }
+        self.forgotten_lsn.store(lsn, Ordering::Relaxed);
+        let last = l.sector_of(lsn);
+        // Sector k's slot holds k + sectors once that was written.
+        let mut k = l
+            .sector_of(from)
+            .max((l.sector_of(end_lsn) + 2).saturating_sub(l.sectors));
+        while k < last {
+            let n = (last - k).min(l.sectors - k % l.sectors);
+            self.device
+                .forget(l.offset_of_sector(k), n * l.sector_bytes);
+            k += n;
+        }
     }
 
     /// Flush a data device for a checkpoint or a shutdown. A failure fails
