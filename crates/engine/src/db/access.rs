@@ -17,9 +17,10 @@ use crate::page::{PageNo, SpaceId};
 use crate::wal::record::Undo;
 
 /// Most entries one batch of [`Inner::tree_insert_batch`] inserts.
-pub(crate) const BATCH_ROWS_MAX: usize = 256;
-/// A batch ends once it has written more pages than this (a split).
-pub(crate) const BATCH_PAGES_MAX: usize = 2;
+pub(crate) const BATCH_ROWS_MAX: usize = 1024;
+/// A batch ends once it has written more pages than this (a leaf, the
+/// leaves split off it, their parent and the space header page).
+pub(crate) const BATCH_PAGES_MAX: usize = 16;
 
 /// A tree of a data space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -119,8 +120,8 @@ impl Inner {
     /// mini-transaction under the tree's latch (the bulk-load path): one
     /// descent per entry over pages already copied, one diff and one
     /// install per page for the whole batch instead of one per entry. Stops
-    /// before the first key that is present, after a split (a few pages
-    /// written), or at [`BATCH_ROWS_MAX`]. Returns how many were inserted
+    /// before the first key that is present, once it has written more than
+    /// [`BATCH_PAGES_MAX`] pages, or at [`BATCH_ROWS_MAX`] entries. Returns how many were inserted
     /// and the LSN of each one's record (see [`Mtr::commit_many`]).
     pub(crate) fn tree_insert_batch(
         &self,

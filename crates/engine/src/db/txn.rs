@@ -504,35 +504,21 @@ impl Transaction {
             encoded.push((key, value));
         }
         let tree = Self::tree(table);
+        // Rows inserted here (their keys were absent): their index entries
+        // are added afterwards, batched too.
+        let mut inserted = Vec::with_capacity(rows.len());
         let (mut at, mut locked) = (0, 0);
         while at < rows.len() {
             let end = (at + crate::db::access::BATCH_ROWS_MAX).min(rows.len());
             for (key, _) in &encoded[locked.max(at)..end] {
                 self.lock(table, key, LockMode::Exclusive)?;
             }
-            locked = end;
-            self.db.check_log()?;
-            let db = self.db.clone();
-            let (n, lsns) = match db.tree_insert_batch(tree, &encoded[at..end], &self.ctx()) {
-                Ok(done) => done,
-                Err((lsns, e)) => {
-                    // Records already appended stay undoable (DB-2).
-                    for (lsn, (key, _)) in lsns.into_iter().zip(&encoded[at..]) {
-                        self.logged(lsn, tree, key, None);
-                    }
-                    return Err(e);
-                }
-            };
+            locked = locked.max(end);
+            let n = self.insert_batch(tree, &encoded[at..end])?;
             if n > 0 {
                 Rt::current().cpu(self.db.cpu().put_ns * n as u64);
             }
-            for (lsn, (key, _)) in lsns.into_iter().zip(&encoded[at..at + n]) {
-                self.logged(lsn, tree, key, None);
-            }
-            for row in &rows[at..at + n] {
-                let key = schema.primary_key(row)?;
-                self.add_index_entries(table, &key, None, row)?;
-            }
+            inserted.extend(at..at + n);
             at += n;
             if n == 0 {
                 // Present: replace it as put_row does (its CPU is charged).
@@ -540,7 +526,55 @@ impl Transaction {
                 at += 1;
             }
         }
+        for index in &table.def.indexes {
+            let index_tree = TreeRef {
+                space: table.def.space,
+                root: index.root,
+            };
+            let empty = StoredRow {
+                header: VersionHeader::uncommitted(self.id, 0),
+                row: Vec::new(),
+            }
+            .encode();
+            let mut entries = Vec::with_capacity(inserted.len());
+            for &i in &inserted {
+                let mut key = schema.index_key(&rows[i], &index.columns)?;
+                key.extend_from_slice(&encoded[i].0);
+                entries.push((key, empty.clone()));
+            }
+            entries.sort();
+            let mut at = 0;
+            while at < entries.len() {
+                let end = (at + crate::db::access::BATCH_ROWS_MAX).min(entries.len());
+                let n = self.insert_batch(index_tree, &entries[at..end])?;
+                at += n;
+                if n == 0 {
+                    self.tree_put(index_tree, &entries[at].0, &entries[at].1)?;
+                    at += 1;
+                }
+            }
+        }
         Ok(())
+    }
+
+    /// Insert the entries of `entries` up to the first present key in one
+    /// batch (see `Inner::tree_insert_batch`); returns how many, each one
+    /// recorded for undo (DB-2).
+    fn insert_batch(&mut self, tree: TreeRef, entries: &[(Vec<u8>, Vec<u8>)]) -> Result<usize> {
+        self.db.check_log()?;
+        let db = self.db.clone();
+        let (n, lsns, error) = match db.tree_insert_batch(tree, entries, &self.ctx()) {
+            Ok((n, lsns)) => (n, lsns, None),
+            // Records already appended stay undoable.
+            Err((lsns, e)) => (0, lsns, Some(e)),
+        };
+        for (lsn, (key, _)) in lsns.into_iter().zip(entries) {
+            self.logged(lsn, tree, key, None);
+        }
+        match error {
+            Some(e) => Err(e),
+            None => Ok(n),
+        }
     }
 
     /// Read-modify-write of one typed row as one statement (see

@@ -98,7 +98,11 @@
 //!    modelled device frees their memory) only behind the start named by
 //!    the durable master record, and only those whose ring slot no later
 //!    sector has reused; nothing reads the log there. (The fault model's
-//!    device, which can lose a master write it acknowledged, keeps them.)
+//!    device ignores the hint, so crash tests see the log bytes as before.)
+//! 11. A task waiting for a force sleeps on a condition variable of its
+//!    own, queued in arrival order; the end of a force or master write
+//!    wakes the waiters it made durable and the first one it did not (the
+//!    next flusher), never the rest; a failure wakes everyone.
 //!
 //! [`Device::forget`]: flashlab_devices::Device::forget
 
@@ -108,7 +112,7 @@ pub mod master;
 pub mod reader;
 pub mod record;
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, VecDeque};
 use std::sync::Arc;
 
 use flashlab_devices::DeviceRef;
@@ -378,6 +382,10 @@ struct LogState {
     /// Records with page changes logged but not yet installed in the
     /// buffer pool: LSN → count (WAL-6).
     uninstalled: BTreeMap<u64, u32>,
+    /// Tasks waiting for a force or a master write to end, in arrival
+    /// order: the LSN each needs durable (`u64::MAX`: the flusher role
+    /// itself) and where it sleeps (WAL-11).
+    flush_waiters: VecDeque<(u64, Arc<Condvar>)>,
 }
 
 /// Hands out commit timestamps in log order (see [`Wal::append_commit`]).
@@ -420,7 +428,6 @@ pub struct Wal {
     /// Bytes kept back for recovery, images and checkpoints.
     reserve_bytes: u64,
     state: Mutex<LogState>,
-    forced: Condvar,
     master: Mutex<Master>,
     /// Wakes the checkpointer when the log fills up.
     checkpoint_wanted: WriterStop,
@@ -582,8 +589,8 @@ impl Wal {
                 active: BTreeMap::new(),
                 reserved_bytes: 0,
                 uninstalled: BTreeMap::new(),
+                flush_waiters: VecDeque::new(),
             }),
-            forced: Condvar::new(),
             master: Mutex::new(master),
             checkpoint_wanted: WriterStop::new(),
             checking,
@@ -934,7 +941,7 @@ impl Wal {
                 break;
             }
             // A force is in flight: wait for it, covered or not.
-            st = self.forced.wait(st);
+            st = Self::wait_flush(st, lsn);
         }
         st.flushing = true; // WAL-2: we are the flusher
         drop(st);
@@ -1003,10 +1010,38 @@ impl Wal {
             st.stats.commits_forced += commits;
             st.stats.tail_rewrites += u64::from(rewrite);
         }
+        Self::wake_flush_waiters(&mut st);
         self.check_state(&st);
         drop(st);
-        self.forced.notify_all();
         Ok(())
+    }
+
+    /// Wait, as one of the log's flush waiters, until a force or master
+    /// write wakes this task (WAL-11); `lsn` is what it needs durable.
+    fn wait_flush(
+        mut st: flashlab_runtime::MutexGuard<'_, LogState>,
+        lsn: u64,
+    ) -> flashlab_runtime::MutexGuard<'_, LogState> {
+        let slot = Arc::new(Condvar::new());
+        st.flush_waiters.push_back((lsn, slot.clone()));
+        slot.wait(st)
+    }
+
+    /// A force or master write ended (WAL-11): wake the waiters it covered,
+    /// and the first one it did not, which takes the flusher role (or waits
+    /// again behind a flusher that came first). The others sleep on: the
+    /// next force's end wakes them. After a failure, wake everyone.
+    fn wake_flush_waiters(st: &mut LogState) {
+        let (flushed, failed) = (st.flushed_lsn, st.failed.is_some());
+        let mut next_flusher = st.flushing;
+        st.flush_waiters.retain(|(lsn, slot)| {
+            let wake = failed || *lsn <= flushed || !next_flusher;
+            if wake {
+                next_flusher |= *lsn > flushed;
+                slot.notify_one();
+            }
+            !wake
+        });
     }
 
     /// Write the stream bytes `data` as sectors from sector `first` on, at
@@ -1107,7 +1142,7 @@ impl Wal {
             if !st.flushing {
                 break;
             }
-            st = self.forced.wait(st);
+            st = Self::wait_flush(st, u64::MAX);
         }
         assert!(
             start_lsn <= st.flushed_lsn.max(self.layout.first_lsn()),
@@ -1140,9 +1175,9 @@ impl Wal {
         }
         st.start_lsn = next.start_lsn; // WAL-9
         self.forget_before(next.start_lsn, st.end_lsn); // WAL-10
+        Self::wake_flush_waiters(&mut st);
         self.check_state(&st);
         drop(st);
-        self.forced.notify_all();
         *master = next;
         Ok(())
     }
@@ -1209,7 +1244,7 @@ impl Wal {
 
     /// Wake every waiter of the log and of the hooks (the log has failed).
     fn failed_now(&self, why: &str) {
-        self.forced.notify_all();
+        Self::wake_flush_waiters(&mut self.state.lock());
         // The hooks take runtime locks: call them without the std lock held
         // (a task switch inside a hook must not leave it held, SIM-7).
         let hooks = self.failure_hooks.lock().expect("failure hooks").clone();
