@@ -683,6 +683,9 @@ mod tests {
         assert!(buf[..512].iter().all(|&b| b == 2));
         store.crash();
         store.read(3 * CHUNK_BYTES as u64, &mut buf);
-        assert!(buf.iter().all(|&b| b == 1), "the remembered write rolls back");
+        assert!(
+            buf.iter().all(|&b| b == 1),
+            "the remembered write rolls back"
+        );
     }
 }

@@ -66,7 +66,11 @@ fn spec() -> TableSpec {
 fn row(id: i64, n: i64) -> Vec<Value> {
     vec![
         Value::Int(id),
-        Value::Str(format!("name{:05}-{}", id % 97, "x".repeat((id % 23) as usize))),
+        Value::Str(format!(
+            "name{:05}-{}",
+            id % 97,
+            "x".repeat((id % 23) as usize)
+        )),
         Value::Int(n),
     ]
 }
@@ -166,7 +170,11 @@ fn a_crash_mid_load_leaves_whole_batches() {
             while txn.get_row(&t, &[Value::Int(count)]).unwrap().is_some() {
                 count += 1;
             }
-            assert_eq!(count % BATCH, 0, "seed {seed}: {count} rows, not whole batches");
+            assert_eq!(
+                count % BATCH,
+                0,
+                "seed {seed}: {count} rows, not whole batches"
+            );
             assert_eq!(
                 txn.get_row(&t, &[Value::Int(count + 1)]).unwrap(),
                 None,

@@ -438,6 +438,9 @@ pub struct Wal {
     failure_hooks: std::sync::Mutex<Vec<FailureHook>>,
     /// The log before this LSN has been forgotten on the device (WAL-10).
     forgotten_lsn: std::sync::atomic::AtomicU64,
+    /// Test-only: put issue 10's defect 5 back (see
+    /// [`Wal::reintroduce_master_failure_race`]).
+    old_master_race: std::sync::atomic::AtomicBool,
 }
 
 /// See [`Wal::on_failure`].
@@ -596,6 +599,7 @@ impl Wal {
             checking,
             failure_hooks: std::sync::Mutex::new(Vec::new()),
             forgotten_lsn: std::sync::atomic::AtomicU64::new(master.start_lsn),
+            old_master_race: std::sync::atomic::AtomicBool::new(false),
         });
         wal.check_state(&wal.state.lock());
         Ok(wal)
@@ -1126,6 +1130,18 @@ impl Wal {
         self.state.lock().failed.clone()
     }
 
+    /// Test-only: make a failed master-record write give the flusher role
+    /// up, and wake the next flusher, *before* it records the failure, as
+    /// the log did before issue 10 fixed it (defect 5). A force can then
+    /// flush the device after the failed flush, which WAL-4 forbids; the
+    /// test `seeded_preemption_finds_the_old_master_failure_race` shows
+    /// that the simulated world's seeded preemption (SIM-8) finds it.
+    #[doc(hidden)]
+    pub fn reintroduce_master_failure_race(&self, on: bool) {
+        self.old_master_race
+            .store(on, std::sync::atomic::Ordering::Relaxed);
+    }
+
     /// Point the master record at a completed checkpoint and move the log
     /// start to `start_lsn`, durably; then the region before the start is
     /// free (WAL-9). The write takes the flusher's role, so no log force is
@@ -1168,6 +1184,17 @@ impl Wal {
         st.flushing = false;
         if let Err(e) = written {
             let why = format!("writing the master record: {e}");
+            if self
+                .old_master_race
+                .load(std::sync::atomic::Ordering::Relaxed)
+            {
+                // The defect, for the test that shows seeded preemption
+                // finds it: the role is seen free (and the next flusher
+                // woken) before the failure is recorded.
+                Self::wake_flush_waiters(&mut st);
+                drop(st);
+                st = self.state.lock();
+            }
             st.failed.get_or_insert_with(|| why.clone()); // WAL-4, before the role is seen free
             drop(st);
             self.failed_now(&why);
