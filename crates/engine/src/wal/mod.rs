@@ -95,14 +95,14 @@
 //! 9. The log start only moves forward, and only when a master record
 //!    naming it is durable.
 //! 10. Log sectors are forgotten on the device ([`Device::forget`]: a
-//!    modelled device frees their memory) only behind the start named by
-//!    the durable master record, and only those whose ring slot no later
-//!    sector has reused; nothing reads the log there. (The fault model's
-//!    device ignores the hint, so crash tests see the log bytes as before.)
+//!     modelled device frees their memory) only behind the start named by
+//!     the durable master record, and only those whose ring slot no later
+//!     sector has reused; nothing reads the log there. (The fault model's
+//!     device ignores the hint, so crash tests see the log bytes as before.)
 //! 11. A task waiting for a force sleeps on a condition variable of its
-//!    own, queued in arrival order; the end of a force or master write
-//!    wakes the waiters it made durable and the first one it did not (the
-//!    next flusher), never the rest; a failure wakes everyone.
+//!     own, queued in arrival order; the end of a force or master write
+//!     wakes the waiters it made durable and the first one it did not (the
+//!     next flusher), never the rest; a failure wakes everyone.
 //!
 //! [`Device::forget`]: flashlab_devices::Device::forget
 
