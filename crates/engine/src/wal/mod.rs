@@ -101,8 +101,10 @@
 //!     device ignores the hint, so crash tests see the log bytes as before.)
 //! 11. A task waiting for a force sleeps on a condition variable of its
 //!     own, queued in arrival order; the end of a force or master write
-//!     wakes the waiters it made durable and the first one it did not (the
-//!     next flusher), never the rest; a failure wakes everyone.
+//!     wakes the waiters it made durable and hands the flusher role to the
+//!     first one it did not (no barging: a committer cannot take the role
+//!     from a waiting master-record write), never waking the rest; a
+//!     failure wakes everyone and hands nothing.
 //!
 //! [`Device::forget`]: flashlab_devices::Device::forget
 
@@ -385,7 +387,15 @@ struct LogState {
     /// Tasks waiting for a force or a master write to end, in arrival
     /// order: the LSN each needs durable (`u64::MAX`: the flusher role
     /// itself) and where it sleeps (WAL-11).
-    flush_waiters: VecDeque<(u64, Arc<Condvar>)>,
+    flush_waiters: VecDeque<(u64, Arc<FlushSlot>)>,
+}
+
+/// Where one flush waiter sleeps (WAL-11).
+#[derive(Default)]
+struct FlushSlot {
+    wake: Condvar,
+    /// The flusher role was handed to this waiter.
+    granted: std::sync::atomic::AtomicBool,
 }
 
 /// Hands out commit timestamps in log order (see [`Wal::append_commit`]).
@@ -934,18 +944,26 @@ impl Wal {
     /// module documentation).
     pub fn flush_to(&self, lsn: u64) -> Result<()> {
         let mut st = self.state.lock();
+        // Handed the flusher role by the end of the force before (WAL-11).
+        let mut granted = false;
         loop {
             if let Some(failure) = &st.failed {
-                return Err(Error::LogFailed(failure.clone()));
+                let failure = failure.clone();
+                st.flushing &= !granted;
+                return Err(Error::LogFailed(failure));
             }
             if st.flushed_lsn >= lsn {
+                if granted {
+                    st.flushing = false;
+                    Self::wake_flush_waiters(&mut st);
+                }
                 return Ok(());
             }
-            if !st.flushing {
+            if granted || !st.flushing {
                 break;
             }
             // A force is in flight: wait for it, covered or not.
-            st = Self::wait_flush(st, lsn);
+            (st, granted) = Self::wait_flush(st, lsn);
         }
         st.flushing = true; // WAL-2: we are the flusher
         drop(st);
@@ -1021,31 +1039,45 @@ impl Wal {
     }
 
     /// Wait, as one of the log's flush waiters, until a force or master
-    /// write wakes this task (WAL-11); `lsn` is what it needs durable.
+    /// write wakes this task (WAL-11); `lsn` is what it needs durable. True
+    /// with the guard if the flusher role was handed to this task.
     fn wait_flush(
         mut st: flashlab_runtime::MutexGuard<'_, LogState>,
         lsn: u64,
-    ) -> flashlab_runtime::MutexGuard<'_, LogState> {
-        let slot = Arc::new(Condvar::new());
+    ) -> (flashlab_runtime::MutexGuard<'_, LogState>, bool) {
+        let slot = Arc::new(FlushSlot::default());
         st.flush_waiters.push_back((lsn, slot.clone()));
-        slot.wait(st)
+        let st = slot.wake.wait(st);
+        (st, slot.granted.load(std::sync::atomic::Ordering::Acquire))
     }
 
-    /// A force or master write ended (WAL-11): wake the waiters it covered,
-    /// and the first one it did not, which takes the flusher role (or waits
-    /// again behind a flusher that came first). The others sleep on: the
-    /// next force's end wakes them. After a failure, wake everyone.
+    /// The flusher role is free (WAL-11): wake the waiters the log now
+    /// covers, and hand the role to the first one it does not cover, in
+    /// arrival order, so that a task that keeps committing cannot take it
+    /// again and again before a waiting master-record write (which once
+    /// held a checkpoint back until a bulk load ended). The others sleep
+    /// on: the next force's end wakes them. After a failure, wake everyone
+    /// and hand nothing.
     fn wake_flush_waiters(st: &mut LogState) {
+        use std::sync::atomic::Ordering;
         let (flushed, failed) = (st.flushed_lsn, st.failed.is_some());
-        let mut next_flusher = st.flushing;
+        let mut role_free = !st.flushing && !failed;
+        let mut handed = false;
         st.flush_waiters.retain(|(lsn, slot)| {
-            let wake = failed || *lsn <= flushed || !next_flusher;
-            if wake {
-                next_flusher |= *lsn > flushed;
-                slot.notify_one();
+            if failed || *lsn <= flushed {
+                slot.wake.notify_one();
+                return false;
             }
-            !wake
+            if role_free {
+                role_free = false;
+                handed = true;
+                slot.granted.store(true, Ordering::Release);
+                slot.wake.notify_one();
+                return false;
+            }
+            true
         });
+        st.flushing |= handed; // WAL-2: the role now belongs to the woken task
     }
 
     /// Write the stream bytes `data` as sectors from sector `first` on, at
@@ -1151,14 +1183,17 @@ impl Wal {
     pub fn write_master(&self, checkpoint_lsn: u64, start_lsn: u64) -> Result<()> {
         let mut master = self.master.lock();
         let mut st = self.state.lock();
+        let mut granted = false;
         loop {
             if let Some(failure) = &st.failed {
-                return Err(Error::LogFailed(failure.clone()));
+                let failure = failure.clone();
+                st.flushing &= !granted;
+                return Err(Error::LogFailed(failure));
             }
-            if !st.flushing {
+            if granted || !st.flushing {
                 break;
             }
-            st = Self::wait_flush(st, u64::MAX);
+            (st, granted) = Self::wait_flush(st, u64::MAX);
         }
         assert!(
             start_lsn <= st.flushed_lsn.max(self.layout.first_lsn()),
