@@ -34,6 +34,14 @@ pub trait Device: Send + Sync {
     fn flush(&self) -> Result<(), DeviceError>;
     /// Tell the device a range no longer holds data.
     fn trim(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError>;
+    /// A hint, not an I/O: the caller will never read `offset_bytes..+len_bytes`
+    /// back (the log behind its durable start). A device that keeps its data
+    /// in memory frees it (it then reads as zeros); the media, the device
+    /// model, its timing and the trace see nothing. Real devices and
+    /// wrappers that must keep every byte (the fault model) ignore it.
+    fn forget(&self, offset_bytes: u64, len_bytes: u64) {
+        let _ = (offset_bytes, len_bytes);
+    }
     /// What a modelled device counted (WAF, GC, erases); `None` for real ones.
     fn model_stats(&self) -> Option<ModelStats> {
         None

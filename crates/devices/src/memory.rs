@@ -85,6 +85,13 @@ impl Device for MemoryDevice {
         Ok(())
     }
 
+    fn forget(&self, offset_bytes: u64, len_bytes: u64) {
+        self.store
+            .lock()
+            .expect("store")
+            .forget(offset_bytes, len_bytes);
+    }
+
     fn trim(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
         self.check(IoKind::Trim, offset_bytes, len_bytes)?;
         self.store

@@ -208,6 +208,13 @@ impl Device for SimDevice {
             .map_err(|limit| unflushed_full(&self.name, limit))
     }
 
+    fn forget(&self, offset_bytes: u64, len_bytes: u64) {
+        self.store
+            .lock()
+            .expect("store")
+            .forget(offset_bytes, len_bytes);
+    }
+
     fn model_stats(&self) -> Option<ModelStats> {
         Some(self.model.lock().expect("model").model.stats())
     }

@@ -22,6 +22,14 @@
 //! oldest, then replays, oldest first, the writes that are durable, kept or
 //! torn.
 //!
+//! Memory: a remembered write keeps only its before-image, and none at all
+//! when it went to bytes never written (they were zeros). Its after-image is
+//! not kept: it is what the next remembered write over the same bytes saw as
+//! its before-image, or, if none came later, what the store holds now
+//! (STORE-5). A caller that will never read a range back again (the log,
+//! behind its durable start) may [`SparseStore::forget`] it: its chunks are
+//! freed, so memory follows what can be read back, not what was ever written.
+//!
 //! Writes are numbered in issue order; a flush names the first number it
 //! does *not* cover ([`SparseStore::flush_mark`]), so two flushes in flight
 //! at once each cover exactly the writes issued before they began.
@@ -34,6 +42,10 @@
 //! 3. A write is remembered until it is durable and no older write is still
 //!    remembered (an orphan keeps every later write remembered).
 //! 4. An orphan never becomes durable; only a crash decides its fate.
+//! 5. A remembered write's after-image, byte by byte, is the before-image of
+//!    the oldest later remembered write over that byte, else the store's
+//!    current byte. `forget` therefore never touches a chunk a remembered
+//!    write overlaps.
 
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
@@ -90,8 +102,9 @@ pub struct CrashedWrite {
 struct Unflushed {
     seq: u64,
     offset_bytes: u64,
-    before: Vec<u8>,
-    after: Vec<u8>,
+    len_bytes: u64,
+    /// The bytes it replaced; `None` when they were never written (zeros).
+    before: Option<Box<[u8]>>,
     /// Made durable by a flush, but still remembered (STORE-3).
     durable: bool,
     /// Covered by a failed flush (STORE-4).
@@ -100,7 +113,24 @@ struct Unflushed {
 
 impl Unflushed {
     fn end_bytes(&self) -> u64 {
-        self.offset_bytes + self.after.len() as u64
+        self.offset_bytes + self.len_bytes
+    }
+
+    /// Copy its before-image's bytes of `from..to` (inside it) to `out`.
+    fn before_into(&self, from: u64, to: u64, out: &mut [u8]) {
+        let a = (from - self.offset_bytes) as usize;
+        let b = (to - self.offset_bytes) as usize;
+        match &self.before {
+            Some(bytes) => out.copy_from_slice(&bytes[a..b]),
+            None => out.fill(0),
+        }
+    }
+
+    fn before_vec(&self) -> Vec<u8> {
+        match &self.before {
+            Some(bytes) => bytes.to_vec(),
+            None => vec![0u8; self.len_bytes as usize],
+        }
     }
 }
 
@@ -171,13 +201,18 @@ impl SparseStore {
         if self.unflushed_bytes + len > UNFLUSHED_BYTES_MAX {
             return Err(UNFLUSHED_BYTES_MAX);
         }
-        let mut before = vec![0u8; data.len()];
-        self.read(offset_bytes, &mut before);
+        let before = if self.never_written(offset_bytes, len) {
+            None
+        } else {
+            let mut before = vec![0u8; data.len()];
+            self.read(offset_bytes, &mut before);
+            Some(before.into_boxed_slice())
+        };
         self.unflushed.push_back(Unflushed {
             seq: self.next_seq,
             offset_bytes,
+            len_bytes: len,
             before,
-            after: data.to_vec(),
             durable: false,
             orphaned: false,
         });
@@ -185,6 +220,69 @@ impl SparseStore {
         self.unflushed_bytes += len;
         self.put(offset_bytes, data);
         Ok(())
+    }
+
+    /// True if no chunk holds any byte of `offset_bytes..+len_bytes`.
+    fn never_written(&self, offset_bytes: u64, len_bytes: u64) -> bool {
+        if len_bytes == 0 {
+            return true;
+        }
+        let first = offset_bytes / CHUNK_BYTES as u64;
+        let last = (offset_bytes + len_bytes - 1) / CHUNK_BYTES as u64;
+        (first..=last).all(|c| !self.chunks.contains_key(&c))
+    }
+
+    /// The after-image of remembered write `index` over `from..to` (inside
+    /// it), from later before-images and the current bytes (STORE-5).
+    fn after_range(&self, index: usize, from: u64, to: u64) -> Vec<u8> {
+        let mut out = vec![0u8; (to - from) as usize];
+        self.read(from, &mut out);
+        // Newest first, so the oldest later write over a byte wins.
+        for later in self.unflushed.iter().skip(index + 1).rev() {
+            let a = later.offset_bytes.max(from);
+            let b = later.end_bytes().min(to);
+            if a < b {
+                later.before_into(a, b, &mut out[(a - from) as usize..(b - from) as usize]);
+            }
+        }
+        out
+    }
+
+    /// Free the chunks of `offset_bytes..+len_bytes`: the caller will never
+    /// read these bytes back (they read as zeros if it does). Chunks that a
+    /// remembered write overlaps are kept (STORE-5); a chunk only partly in
+    /// the range has that part zeroed. No write is remembered for it: a
+    /// crash does not bring forgotten bytes back.
+    pub fn forget(&mut self, offset_bytes: u64, len_bytes: u64) {
+        if len_bytes == 0 {
+            return;
+        }
+        let end = offset_bytes + len_bytes;
+        let remembered: Vec<(u64, u64)> = self
+            .unflushed
+            .iter()
+            .filter(|w| w.offset_bytes < end && w.end_bytes() > offset_bytes)
+            .map(|w| (w.offset_bytes, w.end_bytes()))
+            .collect();
+        let first = offset_bytes / CHUNK_BYTES as u64;
+        let last = (end - 1) / CHUNK_BYTES as u64;
+        for chunk in first..=last {
+            let chunk_start = chunk * CHUNK_BYTES as u64;
+            let chunk_end = chunk_start + CHUNK_BYTES as u64;
+            if remembered
+                .iter()
+                .any(|&(a, b)| a < chunk_end && b > chunk_start)
+            {
+                continue;
+            }
+            if offset_bytes <= chunk_start && chunk_end <= end {
+                self.chunks.remove(&chunk);
+            } else if let Some(slot) = self.chunks.get_mut(&chunk) {
+                let a = (offset_bytes.max(chunk_start) - chunk_start) as usize;
+                let b = (end.min(chunk_end) - chunk_start) as usize;
+                slot[a..b].fill(0);
+            }
+        }
     }
 
     fn put(&mut self, offset_bytes: u64, data: &[u8]) {
@@ -262,7 +360,7 @@ impl SparseStore {
     fn forget_durable_prefix(&mut self) {
         while self.unflushed.front().is_some_and(|w| w.durable) {
             let write = self.unflushed.pop_front().expect("front");
-            self.unflushed_bytes -= write.after.len() as u64;
+            self.unflushed_bytes -= write.len_bytes;
         }
     }
 
@@ -290,15 +388,18 @@ impl SparseStore {
     /// then what a crash leaves there may differ from what reads see now.
     /// A rewrite of identical bytes (a log's tail sector) changes nothing.
     pub fn changed_since_durable(&self, start_bytes: u64, end_bytes: u64) -> bool {
-        self.unflushed.iter().filter(|w| !w.durable).any(|w| {
+        self.unflushed.iter().enumerate().any(|(index, w)| {
+            if w.durable {
+                return false;
+            }
             let from = w.offset_bytes.max(start_bytes);
             let to = w.end_bytes().min(end_bytes);
             if from >= to {
                 return false;
             }
-            let a = (from - w.offset_bytes) as usize;
-            let b = (to - w.offset_bytes) as usize;
-            w.before[a..b] != w.after[a..b]
+            let mut before = vec![0u8; (to - from) as usize];
+            w.before_into(from, to, &mut before);
+            before != self.after_range(index, from, to)
         })
     }
 
@@ -325,48 +426,80 @@ impl SparseStore {
         &mut self,
         mut fate: impl FnMut(&PendingWrite) -> CrashFate,
     ) -> Vec<CrashedWrite> {
-        let mut decided = Vec::new();
         let mut fates = Vec::with_capacity(self.unflushed.len());
+        let mut pending = Vec::new();
         for write in &self.unflushed {
             if write.durable {
                 fates.push(CrashFate::Keep);
                 continue;
             }
-            let pending = PendingWrite {
-                index: decided.len(),
+            let p = PendingWrite {
+                index: pending.len(),
                 offset_bytes: write.offset_bytes,
-                len_bytes: write.after.len() as u64,
+                len_bytes: write.len_bytes,
                 orphaned: write.orphaned,
             };
-            let f = fate(&pending);
+            let f = fate(&p);
             fates.push(f);
-            decided.push(CrashedWrite {
-                write: pending,
-                fate: f,
-                before: write.before.clone(),
-                after: write.after.clone(),
-            });
+            pending.push((p, f));
         }
         let unflushed = std::mem::take(&mut self.unflushed);
-        // STORE-1: back to the state before the oldest remembered write...
-        for write in unflushed.iter().rev() {
-            self.put(write.offset_bytes, &write.before);
+        // STORE-1: back to the state before the oldest remembered write,
+        // newest first; just before a write is rolled back, its bytes are
+        // its after-image (STORE-5).
+        let mut afters = vec![Vec::new(); unflushed.len()];
+        for (i, write) in unflushed.iter().enumerate().rev() {
+            let mut after = vec![0u8; write.len_bytes as usize];
+            self.read(write.offset_bytes, &mut after);
+            afters[i] = after;
+            match &write.before {
+                Some(bytes) => self.put(write.offset_bytes, bytes),
+                None => self.put_zeros(write.offset_bytes, write.len_bytes),
+            }
         }
         // ...then forward through what reached the media.
-        for (write, fate) in unflushed.iter().zip(fates) {
-            let kept = match fate {
-                CrashFate::Keep => write.after.len(),
+        for ((write, after), fate) in unflushed.iter().zip(&afters).zip(&fates) {
+            let kept = match *fate {
+                CrashFate::Keep => after.len(),
                 CrashFate::Drop => 0,
-                CrashFate::Tear { bytes } => (bytes as usize).min(write.after.len()),
+                CrashFate::Tear { bytes } => (bytes as usize).min(after.len()),
             };
             if kept > 0 {
-                self.put(write.offset_bytes, &write.after[..kept]);
+                self.put(write.offset_bytes, &after[..kept]);
                 self.durable_end_bytes =
                     self.durable_end_bytes.max(write.offset_bytes + kept as u64);
             }
         }
         self.unflushed_bytes = 0;
-        decided
+        let mut pending = pending.into_iter();
+        unflushed
+            .iter()
+            .zip(afters)
+            .filter(|(write, _)| !write.durable)
+            .map(|(write, after)| {
+                let (write_seen, fate) = pending.next().expect("one per pending write");
+                CrashedWrite {
+                    write: write_seen,
+                    fate,
+                    before: write.before_vec(),
+                    after,
+                }
+            })
+            .collect()
+    }
+
+    /// Zero `offset_bytes..+len_bytes`, allocating only chunks that exist.
+    fn put_zeros(&mut self, offset_bytes: u64, len_bytes: u64) {
+        let end = offset_bytes + len_bytes;
+        let mut at = offset_bytes;
+        while at < end {
+            let (chunk, within) = split(at);
+            let n = (CHUNK_BYTES - within).min((end - at) as usize);
+            if let Some(slot) = self.chunks.get_mut(&chunk) {
+                slot[within..within + n].fill(0);
+            }
+            at += n as u64;
+        }
     }
 
     /// Bytes of memory held by data chunks.
@@ -521,5 +654,67 @@ mod tests {
         store.read(0, &mut buf);
         assert!(buf[..512].iter().all(|&b| b == 1));
         assert!(buf[512..].iter().all(|&b| b == 0));
+    }
+
+    #[test]
+    fn after_images_come_from_later_before_images() {
+        let mut store = SparseStore::new();
+        store.write(0, &[1u8; 1024]).unwrap();
+        store.flush();
+        store.write(0, &[2u8; 1024]).unwrap(); // before: 1s
+        store.write(512, &[3u8; 1024]).unwrap(); // before: 2s then zeros
+        store.write(0, &[4u8; 512]).unwrap(); // before: 2s
+        let fates = store.crash_detailed(|w| match w.index {
+            0 => CrashFate::Keep,
+            _ => CrashFate::Drop,
+        });
+        assert_eq!(fates[0].after, vec![2u8; 1024]);
+        let mut second = vec![3u8; 1024];
+        assert_eq!(fates[1].after, second);
+        second[..512].fill(2);
+        second[512..].fill(0);
+        assert_eq!(fates[1].before, second);
+        assert_eq!(fates[2].after, vec![4u8; 512]);
+        let mut buf = vec![0u8; 1536];
+        store.read(0, &mut buf);
+        assert!(buf[..1024].iter().all(|&b| b == 2), "write 0 kept");
+        assert!(buf[1024..].iter().all(|&b| b == 0), "write 1 dropped");
+    }
+
+    #[test]
+    fn writes_to_fresh_bytes_keep_no_before_image() {
+        let mut store = SparseStore::new();
+        store.write(0, &[1u8; 8192]).unwrap();
+        assert!(store.unflushed[0].before.is_none());
+        store.write(4096, &[2u8; 512]).unwrap();
+        assert!(store.unflushed[1].before.is_some());
+        assert!(store.changed_since_durable(0, 1));
+        store.flush();
+        assert!(!store.changed_since_durable(0, 8192));
+    }
+
+    #[test]
+    fn forget_frees_chunks_but_not_remembered_ones() {
+        let mut store = SparseStore::new();
+        store.write(0, &[1u8; 4 * CHUNK_BYTES]).unwrap();
+        store.flush();
+        store.write(3 * CHUNK_BYTES as u64, &[2u8; 512]).unwrap();
+        assert_eq!(store.resident_bytes(), 4 * CHUNK_BYTES as u64);
+        // Half of chunk 0 is zeroed, chunks 1 and 2 freed, chunk 3 kept:
+        // an unflushed write needs its bytes.
+        store.forget(2048, 4 * CHUNK_BYTES as u64 - 2048);
+        assert_eq!(store.resident_bytes(), 2 * CHUNK_BYTES as u64);
+        let mut buf = vec![9u8; 4096];
+        store.read(0, &mut buf);
+        assert!(buf[..2048].iter().all(|&b| b == 1));
+        assert!(buf[2048..].iter().all(|&b| b == 0));
+        store.read(3 * CHUNK_BYTES as u64, &mut buf);
+        assert!(buf[..512].iter().all(|&b| b == 2));
+        store.crash();
+        store.read(3 * CHUNK_BYTES as u64, &mut buf);
+        assert!(
+            buf.iter().all(|&b| b == 1),
+            "the remembered write rolls back"
+        );
     }
 }

@@ -379,6 +379,56 @@ impl Mtr {
         Ok(Some(Logged { lsn, end_lsn }))
     }
 
+    /// Pages this mini-transaction has written so far.
+    pub fn pages_written(&self) -> usize {
+        self.pages.values().filter(|p| p.before.is_some()).count()
+    }
+
+    /// Log the changes of several B+tree changes made in this one
+    /// mini-transaction, one record per change (MTR-2 per change): every
+    /// change but the last gets a record with its undo and no redo, then
+    /// the last one's record carries the redo of them all, and only then
+    /// are the pages installed. A crash between them leaves undo records
+    /// whose changes never reached a page; undoing them (deleting a key
+    /// that is absent) changes nothing. Returns each record's LSN in order;
+    /// on an error, the LSNs of the records already appended come back
+    /// with it, so that the caller can still undo them.
+    pub fn commit_many(
+        self,
+        wal: &Wal,
+        txn: u64,
+        prev_lsn: u64,
+        mut undos: Vec<Undo>,
+    ) -> std::result::Result<Vec<u64>, (Vec<u64>, Error)> {
+        let last = undos.pop().expect("at least one change");
+        let mut lsns = Vec::with_capacity(undos.len() + 1);
+        let mut prev = prev_lsn;
+        for undo in undos {
+            match wal.append(
+                txn,
+                prev,
+                Body::Update {
+                    undo: Some(undo),
+                    redo: Vec::new(),
+                },
+            ) {
+                Ok((lsn, _)) => {
+                    lsns.push(lsn);
+                    prev = lsn;
+                }
+                Err(e) => return Err((lsns, e)),
+            }
+        }
+        match self.commit(wal, txn, prev, Some(last)) {
+            Ok(Some(logged)) => {
+                lsns.push(logged.lsn);
+                Ok(lsns)
+            }
+            Ok(None) => unreachable!("MTR-2: a batch of inserts changed no page"),
+            Err(e) => Err((lsns, e)),
+        }
+    }
+
     /// Log the changes as a compensation record of an undo step.
     pub fn commit_compensation(
         self,

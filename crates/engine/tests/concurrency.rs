@@ -1,6 +1,6 @@
 //! The tree latch protocol (DB-5: shared readers, no latch across I/O,
 //! restart after a miss; MTR-8), the rollback segments' locks (RBS-6),
-//! group commit's wake-ups (WAL-10) and the lock queue (LOCK-5) under
+//! group commit's wake-ups (WAL-11) and the lock queue (LOCK-5) under
 //! concurrency: many clients on few rows, with a buffer pool small enough
 //! that tree operations miss and restart.
 //!

@@ -84,6 +84,9 @@ struct FailingLog {
     /// Fail the flush that follows a master-record write.
     fail_master: bool,
     master_written: AtomicBool,
+    /// Simulated time a failing flush takes (0: none), so that committers
+    /// queue behind it in the simulated world.
+    fail_delay_ns: u64,
 }
 
 impl FailingLog {
@@ -95,6 +98,7 @@ impl FailingLog {
             failed_once: AtomicBool::new(false),
             fail_master,
             master_written: AtomicBool::new(false),
+            fail_delay_ns: 0,
         }
     }
 }
@@ -129,6 +133,9 @@ impl Device for FailingLog {
             // Widen the window in which a buggy log could hand the flusher
             // role on before recording the failure.
             std::thread::yield_now();
+            if self.fail_delay_ns > 0 {
+                Rt::current().sleep(self.fail_delay_ns);
+            }
             return Err(DeviceError::FlushFailed {
                 device: "log".into(),
                 problem: "injected".into(),
@@ -397,4 +404,81 @@ fn regression_pages_of_a_new_database_are_logged_as_images() {
             assert!(txn.get(&t, &key(i)).unwrap().is_some(), "row {i}");
         }
     });
+}
+
+/// One simulated round of the defect-5 scenario with `seed`: committers
+/// force the log while a checkpoint's master-record write fails its flush.
+/// Returns the flushes issued after the failed one (WAL-4 allows none).
+fn master_failure_round(seed: u64, preempt: bool, race: bool) -> u64 {
+    let log = Arc::new(FailingLog {
+        fail_delay_ns: 50_000,
+        ..FailingLog::new(true)
+    });
+    let device: DeviceRef = log.clone();
+    let sim = SimConfig {
+        seed,
+        preempt,
+        ..SimConfig::default()
+    };
+    let outcome = Sim::run(sim, move |rt| {
+        let wal = Wal::create(device, WalConfig::default(), 0, None).unwrap();
+        wal.reintroduce_master_failure_race(race);
+        let stop = Arc::new(AtomicBool::new(false));
+        let committers: Vec<_> = (0..6u64)
+            .map(|c| {
+                let (wal, stop, task_rt) = (wal.clone(), stop.clone(), rt.clone());
+                rt.spawn(&format!("committer{c}"), move || {
+                    let mut i = 0;
+                    while !stop.load(Ordering::SeqCst) {
+                        i += 1;
+                        let Ok((_, end)) = wal.append(c + 1, 0, Body::Commit { commit_ts: i })
+                        else {
+                            return;
+                        };
+                        if wal.flush_to(end).is_err() {
+                            return;
+                        }
+                        task_rt.sleep(1_000 + c * 300);
+                    }
+                })
+            })
+            .collect();
+        rt.sleep(200_000);
+        log.failing.store(true, Ordering::SeqCst);
+        let begin = wal.checkpoint_begin().unwrap();
+        wal.flush_all().unwrap();
+        let _ = wal.write_master(begin.begin_lsn, begin.start_lsn);
+        rt.sleep(NS_PER_MS);
+        stop.store(true, Ordering::SeqCst);
+        for c in committers {
+            c.join();
+        }
+        assert!(wal.failed().is_some());
+        log.flushes_after_failure.load(Ordering::SeqCst)
+    });
+    outcome.expect("simulation").0.finished().expect("finished")
+}
+
+/// Issue 12: the old defect 5 (above), put back behind a test-only switch,
+/// is found by seeded preemption at runtime lock points (SIM-8) within a
+/// few seeds, and never without preemption (a task then runs from one
+/// block to the next, and the window between giving up the role and
+/// recording the failure is never interleaved); the fixed log passes every
+/// seed with preemption on.
+#[test]
+fn seeded_preemption_finds_the_old_master_failure_race() {
+    const SEEDS: u64 = 64;
+    let found = |preempt: bool, race: bool| {
+        (0..SEEDS)
+            .filter(|&seed| master_failure_round(seed, preempt, race) > 0)
+            .count()
+    };
+    assert_eq!(found(true, false), 0, "the fixed log, preempted");
+    assert_eq!(found(false, true), 0, "the old race, never preempted");
+    let with_preemption = found(true, true);
+    eprintln!("seeded preemption found the old race in {with_preemption} of {SEEDS} seeds");
+    assert!(
+        with_preemption > 0,
+        "seeded preemption found the old race in none of {SEEDS} seeds"
+    );
 }

@@ -126,19 +126,19 @@ impl TpcB {
         }
         txn.commit()?;
         for start in (0..self.accounts()).step_by(LOAD_BATCH_ROWS as usize) {
-            let mut txn = db.begin()?;
-            for aid in start..(start + LOAD_BATCH_ROWS).min(self.accounts()) {
-                let bid = aid / self.accounts_per_branch;
-                txn.put_row(
-                    &accounts,
-                    &[
+            let rows: Vec<Vec<Value>> = (start..(start + LOAD_BATCH_ROWS).min(self.accounts()))
+                .map(|aid| {
+                    let bid = aid / self.accounts_per_branch;
+                    vec![
                         Value::Int(aid.into()),
                         Value::Int(bid.into()),
                         Value::Int(0),
                         filler(),
-                    ],
-                )?;
-            }
+                    ]
+                })
+                .collect();
+            let mut txn = db.begin()?;
+            txn.put_rows(&accounts, &rows)?;
             txn.commit()?;
         }
         Ok(())

@@ -95,6 +95,10 @@ impl Device for TracedDevice {
         })
     }
 
+    fn forget(&self, offset_bytes: u64, len_bytes: u64) {
+        self.inner.forget(offset_bytes, len_bytes);
+    }
+
     fn model_stats(&self) -> Option<ModelStats> {
         self.inner.model_stats()
     }

@@ -145,6 +145,41 @@ impl BTree {
         Ok(old)
     }
 
+    /// Store `value` under `key` if `key` is absent; false (and nothing
+    /// written) if it is present. One descent, where a [`BTree::get`] and
+    /// an [`BTree::insert`] would take two (the bulk-load path).
+    pub fn insert_absent<P: PageAccess + ?Sized>(
+        &self,
+        pages: &mut P,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<bool> {
+        check_entry_size(pages.page_bytes(), key, value)?;
+        let cell = node::leaf_cell(key, value)?;
+        let mut path = Vec::new();
+        let leaf = self.descend_recording(pages, Target::Key(key), Some(&mut path))?;
+        let index = match Node::parse(leaf, pages.read(leaf)?)?.search(key)? {
+            Ok(_) => return Ok(false),
+            Err(i) => i,
+        };
+        let mut node = NodeMut::new(leaf, pages.write(leaf)?);
+        if node.insert(index, &cell)? {
+            return Ok(true);
+        }
+        let mut cells = node.view()?.cells()?;
+        cells.insert(index, cell);
+        self.split_up(
+            pages,
+            path,
+            Overflow {
+                page_no: leaf,
+                cells,
+                insert_index: index,
+            },
+        )?;
+        Ok(true)
+    }
+
     /// Remove `key`, returning its value. The leaf is left as it is, even
     /// if empty (BTREE-8).
     pub fn delete<P: PageAccess + ?Sized>(

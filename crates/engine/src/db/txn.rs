@@ -495,6 +495,102 @@ impl Transaction {
         self.add_index_entries(table, &key, old_row.as_deref(), row)
     }
 
+    /// Insert or replace typed rows, as [`Transaction::put_row`] does for
+    /// each in turn, with the same result, locks and log records, but
+    /// faster for rows whose keys are absent (a load): those go into the
+    /// tree in batches, one mini-transaction per batch (one page copy, diff
+    /// and install per page for the whole batch, see
+    /// `Inner::tree_insert_batch`), and a whole batch is charged its CPU
+    /// cost at once. Rows in ascending key order append at the right edge
+    /// of the tree and fill its leaves. A row whose key is present goes
+    /// through `put_row`.
+    pub fn put_rows(&mut self, table: &Table, rows: &[Vec<Value>]) -> Result<()> {
+        self.check_writable()?;
+        let schema = Self::schema(table)?;
+        let mut encoded = Vec::with_capacity(rows.len());
+        for row in rows {
+            let key = schema.primary_key(row)?;
+            let value = StoredRow {
+                header: VersionHeader::uncommitted(self.id, 0),
+                row: schema.encode_row(row)?,
+            }
+            .encode();
+            encoded.push((key, value));
+        }
+        let tree = Self::tree(table);
+        // Rows inserted here (their keys were absent): their index entries
+        // are added afterwards, batched too.
+        let mut inserted = Vec::with_capacity(rows.len());
+        let (mut at, mut locked) = (0, 0);
+        while at < rows.len() {
+            let end = (at + crate::db::access::BATCH_ROWS_MAX).min(rows.len());
+            for (key, _) in &encoded[locked.max(at)..end] {
+                self.lock(table, key, LockMode::Exclusive)?;
+            }
+            locked = locked.max(end);
+            let n = self.insert_batch(tree, &encoded[at..end])?;
+            if n > 0 {
+                Rt::current().cpu(self.db.cpu().put_ns * n as u64);
+            }
+            inserted.extend(at..at + n);
+            at += n;
+            if n == 0 {
+                // Present: replace it as put_row does (its CPU is charged).
+                self.put_row(table, &rows[at])?;
+                at += 1;
+            }
+        }
+        for index in &table.def.indexes {
+            let index_tree = TreeRef {
+                space: table.def.space,
+                root: index.root,
+            };
+            let empty = StoredRow {
+                header: VersionHeader::uncommitted(self.id, 0),
+                row: Vec::new(),
+            }
+            .encode();
+            let mut entries = Vec::with_capacity(inserted.len());
+            for &i in &inserted {
+                let mut key = schema.index_key(&rows[i], &index.columns)?;
+                key.extend_from_slice(&encoded[i].0);
+                entries.push((key, empty.clone()));
+            }
+            entries.sort();
+            let mut at = 0;
+            while at < entries.len() {
+                let end = (at + crate::db::access::BATCH_ROWS_MAX).min(entries.len());
+                let n = self.insert_batch(index_tree, &entries[at..end])?;
+                at += n;
+                if n == 0 {
+                    self.tree_put(index_tree, &entries[at].0, &entries[at].1)?;
+                    at += 1;
+                }
+            }
+        }
+        Ok(())
+    }
+
+    /// Insert the entries of `entries` up to the first present key in one
+    /// batch (see `Inner::tree_insert_batch`); returns how many, each one
+    /// recorded for undo (DB-2).
+    fn insert_batch(&mut self, tree: TreeRef, entries: &[(Vec<u8>, Vec<u8>)]) -> Result<usize> {
+        self.db.check_log()?;
+        let db = self.db.clone();
+        let (n, lsns, error) = match db.tree_insert_batch(tree, entries, &self.ctx()) {
+            Ok((n, lsns)) => (n, lsns, None),
+            // Records already appended stay undoable.
+            Err((lsns, e)) => (0, lsns, Some(e)),
+        };
+        for (lsn, (key, _)) in lsns.into_iter().zip(entries) {
+            self.logged(lsn, tree, key, None);
+        }
+        match error {
+            Some(e) => Err(e),
+            None => Ok(n),
+        }
+    }
+
     /// Read-modify-write of one typed row as one statement (see
     /// [`Transaction::update`]); returns the new row, or `None` if there is
     /// no row with that key.

@@ -347,11 +347,9 @@ fn insert_batch(db: &Database, table: &Table, rows: &[Vec<Value>]) -> Result<()>
 
 fn try_batch(db: &Database, table: &Table, rows: &[Vec<Value>]) -> Result<()> {
     let mut txn = db.begin()?;
-    for row in rows {
-        if let Err(e) = txn.put_row(table, row) {
-            let _ = txn.abort();
-            return Err(e);
-        }
+    if let Err(e) = txn.put_rows(table, rows) {
+        let _ = txn.abort();
+        return Err(e);
     }
     txn.commit()
 }
