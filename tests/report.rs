@@ -7,6 +7,8 @@ use std::process::Command;
 
 /// Smallest SVG that still draws something (axes, labels and marks).
 const FIGURE_SVG_BYTES_MIN: usize = 2_000;
+/// Least base64 bytes of an inline PNG scatter with points on it.
+const FIGURE_PNG_BASE64_BYTES_MIN: usize = 4_000;
 
 fn chromium() -> Option<&'static str> {
     ["chromium", "chromium-browser", "google-chrome"]
@@ -78,7 +80,20 @@ fn report_renders_in_headless_chromium_with_every_figure() {
         figs.len()
     );
     for fig in &figs {
-        let svg_start = fig.find("<svg").expect("a figure holds an inline SVG");
+        // A chart is inline SVG; an I/O scatter is an inline PNG (so the
+        // page stays small), each with something drawn in it.
+        if let Some(png_start) = fig.find("data:image/png;base64,") {
+            let png = &fig[png_start..];
+            let end = png.find('"').unwrap_or(png.len());
+            assert!(
+                end >= FIGURE_PNG_BASE64_BYTES_MIN,
+                "a scatter image is nearly empty: {end} bytes"
+            );
+            continue;
+        }
+        let svg_start = fig
+            .find("<svg")
+            .expect("a figure holds an inline SVG or PNG");
         let svg = &fig[svg_start..];
         assert!(
             svg.len() >= FIGURE_SVG_BYTES_MIN,
