@@ -466,7 +466,7 @@ impl Experiment for Figure4 {
 fn figure4_note(r: &Figure4Run) -> String {
     if r.device.starts_with("ssd") {
         format!(
-            "the SSD's rollback writes take the preset's unloaded page write time (0.4 ms, lee2008 Table 1): in this run {} of {} extent pages were written more than once, so the FTL never had to merge. The paper's 6.8 ms, close to its disk's 7.1 ms, is not explained by the device's datasheet latency; flashlab does not reproduce it and does not fit anything to it",
+            "the SSD's rollback writes take about the preset's page write time (0.4 ms unloaded, lee2008 Table 1) plus queueing: in this run {} of {} extent pages were written more than once, so the FTL never had to merge. The paper's 6.8 ms, close to its disk's 7.1 ms, is not explained by the device's datasheet latency; flashlab does not reproduce it and does not fit anything to it",
             r.rewritten_pages, r.extent_pages
         )
     } else {

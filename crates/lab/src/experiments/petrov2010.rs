@@ -34,8 +34,8 @@
 //! count change. The Sun Fire X4440 shipped with quad-core Opteron 8356
 //! processors at 2.3 GHz, so costs scale by 1.86/2.3. MySQL's own CPU cost
 //! per transaction is not flashlab's, so absolute NoTPM are predictions
-//! that need not land; the page-size ratios come from the devices and the
-//! buffer, which the model does carry.
+//! that need not land. Nothing is fitted to this study: where its checks
+//! miss, their notes say why (the report page has them).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};

@@ -13,10 +13,10 @@ use crate::report::{ExperimentResult, Figure, Table, fmt_num};
 const PAPER: &str = "petrov2010 section 4, Figures 4-5, Tables 4-5";
 
 /// Why a larger buffer helps less than in the paper.
-const BUFFER_NOTE: &str = "flashlab's CPU model charges statements, not page reads: a buffer miss costs device time but no CPU, so in the CPU-bound 1-CPU cells a larger buffer cannot raise NoTPM (7,092, 7,026, 7,020 at 4 KB), where InnoDB spent CPU on every page it read and the paper's 1-CPU NoTPM grew 10% per doubling; at 2 and 4 CPUs the buffer helps 5 to 8% per doubling";
+const BUFFER_NOTE: &str = "flashlab's CPU model charges statements, not page reads: a buffer miss costs device time but no CPU, so in the CPU-bound 1-CPU cells a larger buffer cannot raise NoTPM, where InnoDB spent CPU on every page it read and the paper's 1-CPU NoTPM grew about 10% per doubling; at 2 and 4 CPUs flashlab's maximum is the whole load of the paper's 800 warehouses at every buffer size, so there is nothing left for a larger buffer to add (it shortens response times instead, Table 5)";
 
-/// What bounds NoTPM where the CPUs do not.
-const CPU_NOTE: &str = "at 2 and 4 CPUs the simulated CPUs are not the bottleneck at the maximum (CPU busy in Table 4): NoTPM is bound by DBT2's 20 connections times each transaction's time in the database, most of it device waits (buffer misses and write-backs of dirty victims) and, past the knee, the queue for a connection; MySQL 5.1 spent about twice flashlab's CPU per transaction (compare the 1-CPU cells), so its CPUs stayed the bottleneck longer";
+/// What bounds NoTPM as CPUs are added.
+const CPU_NOTE: &str = "at 1 CPU flashlab is CPU-bound; at 2 and 4 CPUs its maximum is the whole load of the paper's 800 warehouses (12.86 NoTPM each), so a fourth CPU adds almost nothing, where MySQL 5.1, spending about twice flashlab's CPU per transaction, stayed short of that load and kept gaining";
 
 fn cell(page_bytes: usize, buffer_mb: u64, cpus: u32) -> Cell {
     Cell {
@@ -158,6 +158,14 @@ fn ratio(
     )
 }
 
+/// Percent by which a ratio exceeds 1: the paper states the page-size
+/// effect as "30% more", and a ratio near 1 is checked on that excess
+/// (±25% of 26% is 20 to 33%, where ±25% of the ratio 1.26 would pass
+/// 0.95, no effect at all).
+fn advantage_pct(ratio: f64) -> f64 {
+    100.0 * (ratio - 1.0)
+}
+
 fn page_size_checks(s: &Study) -> Vec<Check> {
     let mut checks = Vec::new();
     let (mut sum_p, mut sum_m, mut rt_p, mut rt_m) = (0.0, 0.0, 0.0, 0.0);
@@ -166,12 +174,16 @@ fn page_size_checks(s: &Study) -> Vec<Check> {
             let (p, m) = ratio(s, "table4_tpcc_notpm", buffer_mb, cpus, |x| x.notpm);
             sum_p += p;
             sum_m += m;
-            checks.push(check_ratio(
-                &format!("table4.ratio_4k_16k.{buffer_mb}mb.{cpus}cpu"),
-                &format!("NoTPM 4 KB over 16 KB, {buffer_mb} MB, {cpus} CPU"),
-                p,
-                m,
-            ));
+            checks.push(
+                check(
+                    &format!("table4.advantage_4k_over_16k.{buffer_mb}mb.{cpus}cpu"),
+                    &format!("NoTPM of 4 KB pages over 16 KB, {buffer_mb} MB, {cpus} CPU"),
+                    "% more",
+                    advantage_pct(p),
+                    advantage_pct(m),
+                )
+                .with_miss_note(&page_size_note(s, buffer_mb, cpus)),
+            );
             // Table 5 is inverted: 16 KB over 4 KB response time.
             let (p, m) = ratio(s, "table5_new_order_response_s", buffer_mb, cpus, |x| {
                 x.new_order_mean_s
@@ -181,27 +193,57 @@ fn page_size_checks(s: &Study) -> Vec<Check> {
         }
     }
     let n = (BUFFER_MB.len() * CPUS.len()) as f64;
-    checks.push(check_ratio(
-        "table4.ratio_4k_16k.mean",
-        "NoTPM 4 KB over 16 KB, mean of the 9 cells (the paper's 30%)",
-        sum_p / n,
-        sum_m / n,
-    ));
-    checks.push(check_ratio(
-        "table5.response_16k_over_4k.mean",
-        "New-Order response time 16 KB over 4 KB at the maxima, mean of the 9 cells",
-        rt_p / n,
-        rt_m / n,
-    ));
+    checks.push(
+        check(
+            "table4.advantage_4k_over_16k.mean",
+            "NoTPM of 4 KB pages over 16 KB, mean of the 9 cells (the paper's 30%)",
+            "% more",
+            advantage_pct(sum_p / n),
+            advantage_pct(sum_m / n),
+        )
+        .with_miss_note(&page_size_note(s, 2560, 4)),
+    );
+    checks.push(
+        check_ratio(
+            "table5.response_16k_over_4k.mean",
+            "New-Order response time 16 KB over 4 KB at the maxima, mean of the 9 cells",
+            rt_p / n,
+            rt_m / n,
+        )
+        .with_miss_note(RESPONSE_NOTE),
+    );
     let (small, large) = (cell(4096, 640, 4), cell(16384, 2560, 4));
     checks.push(check_ratio(
         "table4.4k_640mb_over_16k_2560mb.4cpu",
-        "NoTPM of 4 KB with 640 MB over 16 KB with 2560 MB, 4 CPUs (the paper: 7% better)",
+        "NoTPM of 4 KB with 640 MB over 16 KB with 2560 MB, 4 CPUs (the paper: comparable, 7% better)",
         published("table4_tpcc_notpm", small) / published("table4_tpcc_notpm", large),
         s.best(small).notpm / s.best(large).notpm,
     ));
     checks
 }
+
+/// Why a cell's page-size advantage lands where it does.
+fn page_size_note(s: &Study, buffer_mb: u64, cpus: u32) -> String {
+    let (small, large) = (
+        s.best(cell(4096, buffer_mb, cpus)),
+        s.best(cell(16384, buffer_mb, cpus)),
+    );
+    let offered = flashlab_workloads::tpcc::TPMC_PER_WAREHOUSE_MAX * f64::from(large.warehouses);
+    format!(
+        "both page sizes reach their maximum at {} and {} warehouses (the sweep ends at the paper's 800), 4 KB at {:.0} and 16 KB at {:.0} NoTPM against {offered:.0} offered, with the CPUs {:.0}% and {:.0}% busy. \
+         Where the CPU is not saturated, flashlab's engine keeps up with the paper's whole load at either page size (its CPU per transaction is about half of MySQL 5.1's, and since the tree latch is no longer held across I/O its 20 connections overlap their device waits), so the page size shows in response time (Table 5) but not in throughput; \
+         where the CPU is saturated (1 CPU), both page sizes are CPU-bound at the same NoTPM, because the CPU model charges statements, not page I/O (InnoDB spent CPU on every 16 KB page it read)",
+        small.warehouses,
+        large.warehouses,
+        small.notpm,
+        large.notpm,
+        100.0 * small.cpu_utilization,
+        100.0 * large.cpu_utilization
+    )
+}
+
+/// Why the response-time ratio lands where it does.
+const RESPONSE_NOTE: &str = "at the maxima flashlab's unsaturated cells answer a New-Order in 12 to 20 ms with 4 KB pages and 36 to 200 ms with 16 KB (more misses in the same buffer bytes, each a 16 KB read), so the ratio is larger than the paper's, whose response times (0.3 to 1.7 s) are dominated by queueing at saturation on both sides";
 
 fn absolute_checks(s: &Study) -> Vec<Check> {
     let mut checks = Vec::new();
@@ -317,7 +359,7 @@ impl Experiment for Figure5 {
                 increase(paper.0),
                 increase(measured.0),
             )
-            .with_note(CPU_NOTE),
+            .with_miss_note(CPU_NOTE),
             check(
                 "figure5.buffer_doubling_increase",
                 "NoTPM increase from doubling the buffer (mean over CPUs and steps, 4 KB)",
@@ -325,7 +367,7 @@ impl Experiment for Figure5 {
                 increase(paper.1),
                 increase(measured.1),
             )
-            .with_note(BUFFER_NOTE),
+            .with_miss_note(BUFFER_NOTE),
         ];
         let mut figures = Vec::new();
         let by = |xs: Vec<(f64, Cell)>, name: String, published_too: bool| Series {
