@@ -16,7 +16,10 @@
 //! - **A published ratio** (SSD over disk, quad over dual core) passes when
 //!   the measured ratio is within ±[`TOLERANCE_PCT`] percent of the
 //!   published ratio: [`Check::ratio`]. It is the value rule applied to a
-//!   ratio; it is named apart so the report can say which is which.
+//!   ratio; it is named apart so the report can say which is which. An
+//!   effect the paper states as a percentage ("30% more") is checked as
+//!   that percentage with [`Check::value`]: ±25% of a ratio near 1 would
+//!   pass no effect at all.
 //! - **A published bound** (the paper says "at least twice", "less
 //!   sensitive than") passes when the bound holds, with no slack:
 //!   [`Check::at_least`], [`Check::at_most`].
@@ -52,7 +55,7 @@ pub const TOLERANCE_PCT: f64 = 25.0;
 
 /// The rule in words, as the report's first screen states it.
 pub const RULE: &str = "One rule for every check. A published value (ms, MB/s, TPS, s) passes when the measured value is within ±25% of it. \
-A published ratio passes when the measured ratio is within ±25% of the published ratio. \
+A published ratio passes when the measured ratio is within ±25% of the published ratio; an effect the paper states as a percentage (\"30% more\") is checked as that percentage, under the value rule, since ±25% of a ratio near 1 would pass no effect at all. \
 A published bound (\"at least 2x\") passes when it holds, with no slack. \
 A published optimum passes when the measured optimum is within ±25% of it and the sweep extends past the measured optimum on both sides. \
 A check that fails the rule is a MISS, with its reason in the note; no range is widened to make a check pass.";
