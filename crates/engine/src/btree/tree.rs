@@ -128,8 +128,23 @@ impl BTree {
             }
             Err(i) => (i, None),
         };
+        self.insert_cell(pages, path, leaf, index, cell)?;
+        Ok(old)
+    }
+
+    /// Put `cell` at `index` of the leaf page `leaf` (reached by `path`),
+    /// splitting up the path if it does not fit.
+    fn insert_cell<P: PageAccess + ?Sized>(
+        &self,
+        pages: &mut P,
+        path: Vec<Step>,
+        leaf: u32,
+        index: usize,
+        cell: Vec<u8>,
+    ) -> Result<()> {
+        let mut node = NodeMut::new(leaf, pages.write(leaf)?);
         if node.insert(index, &cell)? {
-            return Ok(old);
+            return Ok(());
         }
         let mut cells = node.view()?.cells()?;
         cells.insert(index, cell);
@@ -141,8 +156,7 @@ impl BTree {
                 cells,
                 insert_index: index,
             },
-        )?;
-        Ok(old)
+        )
     }
 
     /// Store `value` under `key` if `key` is absent; false (and nothing
@@ -162,21 +176,7 @@ impl BTree {
             Ok(_) => return Ok(false),
             Err(i) => i,
         };
-        let mut node = NodeMut::new(leaf, pages.write(leaf)?);
-        if node.insert(index, &cell)? {
-            return Ok(true);
-        }
-        let mut cells = node.view()?.cells()?;
-        cells.insert(index, cell);
-        self.split_up(
-            pages,
-            path,
-            Overflow {
-                page_no: leaf,
-                cells,
-                insert_index: index,
-            },
-        )?;
+        self.insert_cell(pages, path, leaf, index, cell)?;
         Ok(true)
     }
 
