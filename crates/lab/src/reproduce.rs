@@ -69,9 +69,11 @@ pub fn reproduce(
             experiment.title()
         ));
         let t = Instant::now();
-        let result = experiment
+        let mut result = experiment
             .run(&ctx)
             .map_err(|e| format!("experiment '{}': {e}", experiment.id()))?;
+        // The runner times every experiment, so none can leave it unset.
+        result.host_seconds = t.elapsed().as_secs_f64();
         let (pp, pn) = tally(&result.checks, Kind::Prediction);
         let (cp, cn) = tally(&result.checks, Kind::Calibration);
         progress(&format!(
