@@ -766,3 +766,38 @@ fn resume_takes_only_a_database_as_loaded() {
     assert_eq!(fresh, Ok(0));
     assert!(after_payment.unwrap_err().contains("exactly as loaded"));
 }
+
+/// A load on a log far smaller than the database: a batch refused because
+/// the log is full must wait for the checkpointer, not retry at the same
+/// virtual instant (before the fix, with free CPU during the load and
+/// memory devices, no time passed, the checkpointer never ran, and the
+/// load failed with "log full" after its retries).
+#[test]
+fn regression_a_load_refused_for_a_full_log_waits_for_the_checkpoint() {
+    let (result, wraps) = Sim::run(SimConfig::default(), |_| {
+        let mut config = DbConfig::simple("memory", "memory", 8192, 4 << 20);
+        config.log.capacity_bytes = Some(8 << 20);
+        let devices = Devices::from_presets(&config).expect("devices");
+        let db = Database::open_with(&config, devices).expect("open");
+        // About 7 MB of rows, logged with page images: the 8 MB log wraps.
+        let tpcc = TpcC::new(TpccOptions {
+            warehouses: 1,
+            items: 10_000,
+            customers_per_district: 300,
+            ..small()
+        });
+        let loaded = tpcc.setup(&db).map_err(|e| e.to_string());
+        let check = tpcc.check(&db, 0).map_err(|e| e.to_string());
+        ((loaded, check), db.stats().log.wraps)
+    })
+    .expect("simulation")
+    .0
+    .finished()
+    .expect("finished");
+    assert_eq!(result.0, Ok(()), "the load failed");
+    assert_eq!(result.1, Ok(Ok(())));
+    assert!(
+        wraps > 0,
+        "the log never wrapped: the test does not exercise a full log"
+    );
+}
