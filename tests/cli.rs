@@ -321,8 +321,9 @@ fn query_reads_a_table_and_refuses_time_travel_past_a_restart() {
 fn tpcc_bad_input_is_one_line_naming_the_option() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let rows: [(&[&str], &str); 16] = [
+    let rows: [(&[&str], &str); 17] = [
         (&["--warehouses", "0"], "--warehouses"),
+        (&["--data-store", "bogus"], "--data-store 'bogus'"),
         (&["--warehouses", "100000"], "--warehouses"),
         (&["--mix", "45,43,4,4,5"], "--mix"),
         (&["--mix", "50,50"], "--mix"),

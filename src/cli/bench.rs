@@ -89,6 +89,10 @@ pub struct Args {
     /// tpcc: give TABLE a data space of its own with pages of BYTES (repeatable), e.g. stock=4096.
     #[arg(long, value_name = "TABLE=BYTES")]
     table_page_bytes: Vec<String>,
+    /// Page store of the data spaces: in-place (the default) or another
+    /// layout (see `flashlab devices` and ARCHITECTURE.md).
+    #[arg(long, value_name = "STORE")]
+    data_store: Option<String>,
     /// Buffer pool size in MB.
     #[arg(long, default_value_t = 512)]
     buffer_mb: u64,
@@ -319,6 +323,17 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         on_loaded: None,
         image: None,
         table_page_bytes: parse_table_pages(&args.table_page_bytes)?,
+        data_store: match &args.data_store {
+            None => None,
+            Some(name) => Some(flashlab_engine::store::StoreKind::parse(name).ok_or_else(
+                || {
+                    anyhow::anyhow!(
+                        "--data-store '{name}': no such page store (known: {})",
+                        flashlab_engine::store::StoreKind::names().join(", ")
+                    )
+                },
+            )?),
+        },
     };
     flashlab_lab::bench::validate(&options).map_err(anyhow::Error::msg)?;
     let mut options = options;

@@ -12,6 +12,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
 use crate::page::validate_page_bytes;
+use crate::store::StoreKind;
 use crate::wal::WalConfig;
 
 /// Fewest buffer frames a pool may have: a B+tree split pins a handful of
@@ -71,6 +72,10 @@ pub struct DataSpaceConfig {
     /// Capacity of the space's device; defaults to the device's own.
     #[serde(default)]
     pub capacity_bytes: Option<u64>,
+    /// How the space lays its pages out on the device (`in-place` unless
+    /// given; see [`crate::store`]).
+    #[serde(default)]
+    pub store: StoreKind,
 }
 
 /// The log, rollback or temp space.
@@ -226,6 +231,7 @@ impl DbConfig {
                 buffer_bytes,
                 device: data_device.into(),
                 capacity_bytes: None,
+                store: StoreKind::InPlace,
             }],
             log: SpaceConfig {
                 device: log_device.into(),

@@ -36,6 +36,7 @@ pub mod mvcc;
 pub mod page;
 pub mod row;
 pub mod space;
+pub mod store;
 pub mod temp;
 pub mod wal;
 

@@ -63,6 +63,9 @@ pub struct BenchOptions {
     /// TPC-C: tables given a data space of their own with this page size
     /// (`--table-page-bytes stock=4096`), on the data device.
     pub table_page_bytes: Vec<(String, usize)>,
+    /// Page store of every data space (`--data-store`; a `--config` file's
+    /// spaces keep their own unless this is given).
+    pub data_store: Option<flashlab_engine::store::StoreKind>,
     pub buffer_bytes: u64,
     pub durability: Durability,
     /// Isolation of the workload's transactions. Read committed by default:
@@ -138,6 +141,7 @@ impl Default for BenchOptions {
             tpcc: flashlab_workloads::tpcc::TpccOptions::default(),
             page_bytes: 8192,
             table_page_bytes: Vec::new(),
+            data_store: None,
             buffer_bytes: 512 << 20,
             durability: Durability::Sync,
             isolation: flashlab_engine::mvcc::Isolation::ReadCommitted,
@@ -395,6 +399,11 @@ fn db_config(options: &BenchOptions) -> DbConfig {
         space.name = table.clone();
         space.page_bytes = *page_bytes;
         config.data.push(space);
+    }
+    if let Some(store) = options.data_store {
+        for space in &mut config.data {
+            space.store = store;
+        }
     }
     if config.rollback.is_none() {
         config.rollback = Some(flashlab_engine::config::SpaceConfig {

@@ -157,11 +157,6 @@ impl Core {
         })
     }
 
-    /// Device offset of a page.
-    pub(super) fn offset_bytes(&self, id: PageId) -> u64 {
-        u64::from(id.page_no) * self.page_bytes as u64
-    }
-
     /// Find `id` or a frame for it; wait while it or every candidate victim
     /// has I/O in flight; fail at once when every frame is pinned.
     fn claim(&self, id: PageId) -> Result<Claim> {
@@ -211,16 +206,15 @@ impl Core {
                 Ok(Loaded::Clean)
             }
             Source::Device => {
-                let offset_bytes = self.offset_bytes(id);
-                let read_verified = |data: &mut [u8]| match space.device.read(offset_bytes, data) {
+                let offset_bytes = space.store.location_of(id.page_no);
+                let read_verified = |data: &mut [u8]| match space.store.read_page(id.page_no, data)
+                {
                     Ok(()) => match page::verify(data, id, &space.name, offset_bytes) {
                         Ok(()) => Ok(None),
                         Err(e) => Ok(Some(e)),
                     },
-                    Err(e @ flashlab_devices::DeviceError::ReadFailed { .. }) => {
-                        Ok(Some(Error::from(e)))
-                    }
-                    Err(e) => Err(Error::from(e)),
+                    Err(e) if crate::store::is_read_damage(&e) => Ok(Some(e)),
+                    Err(e) => Err(e),
                 };
                 // A flip on the way (not on the medium) reads clean the
                 // second time: read a damaged page once more first.
@@ -325,7 +319,7 @@ impl Core {
         let lsn = page::lsn(&image);
         self.log.flush_to(lsn)?;
         page::seal(&mut image);
-        space.device.write(self.offset_bytes(id), &image)?;
+        space.store.write_page(id.page_no, &image)?;
         Ok(lsn)
     }
 

@@ -9,7 +9,7 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use flashlab_devices::DeviceRef;
+use crate::store::PageStore;
 
 use super::BufferStats;
 use crate::page::{PageId, SpaceId};
@@ -102,7 +102,8 @@ impl FrameMeta {
 /// A storage space registered with the pool.
 pub(super) struct Space {
     pub(super) name: String,
-    pub(super) device: DeviceRef,
+    /// Where the space's pages live on its device.
+    pub(super) store: Arc<dyn PageStore>,
     /// Every change to its pages is logged, so a damaged page can be
     /// rebuilt from the log (BUF-9).
     pub(super) logged: bool,

@@ -81,6 +81,7 @@ use serde::Serialize;
 
 use crate::error::{Error, Result};
 use crate::page::{self, PAGE_BODY_OFFSET, PageId, SpaceId};
+use crate::store::{InPlaceStore, PageStore};
 use io::{Source, Wait};
 use meta::{Meta, Space};
 pub use writer::{WRITER_INTERVAL_MIN_NS, WriterReport, WriterStop};
@@ -180,22 +181,30 @@ impl BufferPool {
     /// does not divide the page size. A damaged page of such a space is
     /// reported, never rebuilt (its changes may not all be logged).
     pub fn register_space(&self, space: SpaceId, name: &str, device: DeviceRef) -> Result<()> {
-        self.register(space, name, device, false)
+        let store = Arc::new(InPlaceStore::new(device, self.core.page_bytes, None));
+        self.register(space, name, store, false)
     }
 
-    /// [`BufferPool::register_space`] for a space every change of which is
-    /// logged from the page's first zero state on (a data space): a damaged
-    /// page of it is rebuilt from the log (BUF-9).
+    /// Register a data space whose pages live in `store`, every change of
+    /// which is logged from the page's first zero state on: a damaged page
+    /// of it is rebuilt from the log (BUF-9).
     pub fn register_logged_space(
         &self,
         space: SpaceId,
         name: &str,
-        device: DeviceRef,
+        store: Arc<dyn PageStore>,
     ) -> Result<()> {
-        self.register(space, name, device, true)
+        self.register(space, name, store, true)
     }
 
-    fn register(&self, space: SpaceId, name: &str, device: DeviceRef, logged: bool) -> Result<()> {
+    fn register(
+        &self,
+        space: SpaceId,
+        name: &str,
+        store: Arc<dyn PageStore>,
+        logged: bool,
+    ) -> Result<()> {
+        let device = store.device();
         let sector_bytes = device.sector_bytes() as usize;
         if self.core.page_bytes.checked_rem(sector_bytes) != Some(0) {
             return Err(Error::Config(format!(
@@ -204,9 +213,16 @@ impl BufferPool {
                 self.core.page_bytes
             )));
         }
+        if store.page_bytes() != self.core.page_bytes {
+            return Err(Error::Config(format!(
+                "space '{name}': its store has {}-byte pages, the pool {}-byte pages",
+                store.page_bytes(),
+                self.core.page_bytes
+            )));
+        }
         let entry = Space {
             name: name.to_string(),
-            device,
+            store,
             logged,
         };
         if !self.core.meta.lock().add_space(space, entry) {

@@ -34,7 +34,7 @@ impl Core {
             self.write_back(frame, id, Wait::Yes)?;
         }
         for space in spaces {
-            self.log.flush_device(&space.device)?;
+            space.store.sync(&*self.log)?;
         }
         Ok(())
     }

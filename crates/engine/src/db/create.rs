@@ -9,8 +9,6 @@
 use std::collections::BTreeMap;
 use std::sync::Arc;
 
-use flashlab_devices::DeviceRef;
-
 use crate::btree::BTree;
 use crate::buffer::{BufferPool, LogForce};
 use crate::config::DbConfig;
@@ -21,6 +19,7 @@ use crate::error::{Error, Result};
 use crate::mtr::PageAccess;
 use crate::page::PageId;
 use crate::space::SpaceHeader;
+use crate::store::{StoreMode, open_store};
 use crate::wal::Wal;
 
 /// The buffer pools of a database, by page size.
@@ -31,6 +30,7 @@ pub(crate) fn build_spaces(
     config: &DbConfig,
     devices: &Devices,
     wal: &Arc<Wal>,
+    mode: StoreMode,
 ) -> Result<(Vec<DataSpace>, Pools)> {
     let mut pools: BTreeMap<usize, Arc<BufferPool>> = BTreeMap::new();
     for space in &config.data {
@@ -49,21 +49,25 @@ pub(crate) fn build_spaces(
     let mut spaces = Vec::new();
     for (i, (space, device)) in config.data.iter().zip(&devices.data).enumerate() {
         let pool = pools[&space.page_bytes].clone();
-        pool.register_logged_space(i as u32, &space.name, device.clone())?;
+        let store = open_store(
+            space.store,
+            device.clone(),
+            space.page_bytes,
+            space.capacity_bytes,
+            &space.name,
+            mode,
+        )?;
+        pool.register_logged_space(i as u32, &space.name, store.clone())?;
         spaces.push(DataSpace {
             id: i as u32,
             allocation: flashlab_runtime::Latch::new(),
             name: space.name.clone(),
             pool,
-            capacity_pages: capacity_pages(space.capacity_bytes, device, space.page_bytes),
+            capacity_pages: store.capacity_pages(),
+            store,
         });
     }
     Ok((spaces, pools))
-}
-
-fn capacity_pages(configured: Option<u64>, device: &DeviceRef, page_bytes: usize) -> u64 {
-    let bytes = configured.unwrap_or(u64::MAX).min(device.capacity_bytes());
-    (bytes / page_bytes as u64).min(u64::from(u32::MAX))
 }
 
 /// Format a new database on empty devices.
@@ -74,7 +78,7 @@ pub(crate) fn create(config: &DbConfig, devices: Devices) -> Result<Database> {
         0,
         config.log.capacity_bytes,
     )?;
-    let (spaces, pools) = build_spaces(config, &devices, &wal)?;
+    let (spaces, pools) = build_spaces(config, &devices, &wal, StoreMode::Create)?;
     let db = Database::from_parts(config, spaces, pools, wal, devices, 1, 1)?;
     for space in &db.inner.spaces {
         format_space(&db, space)?;

@@ -50,6 +50,9 @@ pub struct ManifestSpace {
     #[serde(default)]
     pub page_bytes: Option<usize>,
     pub capacity_bytes: u64,
+    /// A data space's page store (absent: in place).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub store: Option<crate::store::StoreKind>,
 }
 
 /// The manifest of a database directory.
@@ -77,6 +80,7 @@ impl Manifest {
                 file: format!("{}.data", s.name),
                 page_bytes: Some(s.page_bytes),
                 capacity_bytes: s.capacity_bytes.unwrap_or(FILE_CAPACITY_BYTES_DEFAULT),
+                store: (s.store != crate::store::StoreKind::InPlace).then_some(s.store),
             })
             .collect();
         let other = |kind: &str, file: &str, s: &SpaceConfig| ManifestSpace {
@@ -85,6 +89,7 @@ impl Manifest {
             file: file.into(),
             page_bytes: None,
             capacity_bytes: s.capacity_bytes.unwrap_or(FILE_CAPACITY_BYTES_DEFAULT),
+            store: None,
         };
         spaces.push(other("log", "log.wal", &config.log));
         if let Some(s) = &config.rollback {
@@ -184,6 +189,7 @@ pub fn config_from_manifest(dir: &Path) -> Result<DbConfig> {
             buffer_bytes: (s.page_bytes.unwrap_or(8192) as u64 * 1024).max(16 << 20),
             device: crate::config::FILE_DEVICE.into(),
             capacity_bytes: Some(s.capacity_bytes),
+            store: s.store.unwrap_or_default(),
         })
         .collect();
     let mut config = DbConfig::simple("file", "file", 8192, 16 << 20);

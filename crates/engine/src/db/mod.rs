@@ -110,6 +110,8 @@ pub(crate) struct DataSpace {
     pub name: String,
     pub pool: Arc<BufferPool>,
     pub capacity_pages: u64,
+    /// Where the space's pages live on its device.
+    pub store: Arc<dyn crate::store::PageStore>,
 }
 
 impl LogForce for Wal {
@@ -543,8 +545,8 @@ impl Database {
         // Pages written back are durable only after a flush of their
         // device: without it, a crash could lose them while the checkpoint
         // says they need no redo.
-        for device in &inner.devices.data {
-            inner.wal.flush_data_device(device)?;
+        for space in &inner.spaces {
+            space.store.sync(&*inner.wal)?;
         }
         // Logged pages only: rollback pages are not logged (and carry no
         // LSN), so they have no place in the dirty page table.

@@ -222,7 +222,7 @@ pub(crate) fn recover_with_report(
         master,
         &analysis.end,
     )?;
-    let (spaces, pools) = build_spaces(config, &devices, &wal)?;
+    let (spaces, pools) = build_spaces(config, &devices, &wal, crate::store::StoreMode::Open)?;
     let db = Database::from_parts(
         config,
         spaces,

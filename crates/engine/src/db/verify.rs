@@ -118,7 +118,6 @@ fn verify_log(db: &Database, report: &mut VerifyReport) -> Result<()> {
 
 fn verify_pages(db: &Database, report: &mut VerifyReport) -> Result<()> {
     for (space, config) in db.inner.spaces.iter().zip(&db.inner.config.data) {
-        let device = &db.inner.devices.data[space.id as usize];
         let page_bytes = config.page_bytes;
         let mut image = vec![0u8; page_bytes];
         // Page 0 through the pool, so a damaged header is repaired first.
@@ -133,12 +132,12 @@ fn verify_pages(db: &Database, report: &mut VerifyReport) -> Result<()> {
         };
         for page_no in 0..header.page_count {
             let id = PageId::new(space.id, page_no);
-            let offset = u64::from(page_no) * page_bytes as u64;
+            let offset = space.store.location_of(page_no);
             report.pages_checked += 1;
-            let damage = match device.read(offset, &mut image) {
+            let damage = match space.store.read_page(page_no, &mut image) {
                 Ok(()) => page::verify(&image, id, &space.name, offset).err(),
-                Err(e @ flashlab_devices::DeviceError::ReadFailed { .. }) => Some(e.into()),
-                Err(e) => return Err(e.into()),
+                Err(e) if crate::store::is_read_damage(&e) => Some(e),
+                Err(e) => return Err(e),
             };
             let Some(damage) = damage else { continue };
             let repairs = space.pool.stats().repairs;

@@ -1,0 +1,85 @@
+//! The in-place page store: page `n` at device offset `n * page_bytes`.
+//!
+//! No format of its own and no metadata: page 0 (the space header) is the
+//! first page of the device, and a write overwrites the page where it is.
+//! Durability is the device's: [`PageStore::sync`] is one device flush.
+
+use std::sync::atomic::{AtomicU64, Ordering};
+
+use flashlab_devices::DeviceRef;
+
+use super::{PageStore, StoreKind, StoreStats};
+use crate::buffer::LogForce;
+use crate::error::Result;
+use crate::page::PageNo;
+
+/// See the module documentation.
+pub struct InPlaceStore {
+    device: DeviceRef,
+    page_bytes: usize,
+    capacity_pages: u64,
+    pages_written: AtomicU64,
+}
+
+impl InPlaceStore {
+    /// A store over the whole device, or its first `capacity_bytes`.
+    pub fn new(device: DeviceRef, page_bytes: usize, capacity_bytes: Option<u64>) -> InPlaceStore {
+        let bytes = capacity_bytes
+            .unwrap_or(u64::MAX)
+            .min(device.capacity_bytes());
+        let capacity_pages = (bytes / page_bytes.max(1) as u64).min(u64::from(u32::MAX));
+        InPlaceStore {
+            device,
+            page_bytes,
+            capacity_pages,
+            pages_written: AtomicU64::new(0),
+        }
+    }
+
+    fn offset_bytes(&self, page_no: PageNo) -> u64 {
+        u64::from(page_no) * self.page_bytes as u64
+    }
+}
+
+impl PageStore for InPlaceStore {
+    fn kind(&self) -> StoreKind {
+        StoreKind::InPlace
+    }
+
+    fn device(&self) -> &DeviceRef {
+        &self.device
+    }
+
+    fn page_bytes(&self) -> usize {
+        self.page_bytes
+    }
+
+    fn capacity_pages(&self) -> u64 {
+        self.capacity_pages
+    }
+
+    fn read_page(&self, page_no: PageNo, buf: &mut [u8]) -> Result<()> {
+        debug_assert_eq!(buf.len(), self.page_bytes);
+        Ok(self.device.read(self.offset_bytes(page_no), buf)?)
+    }
+
+    fn write_page(&self, page_no: PageNo, image: &[u8]) -> Result<()> {
+        debug_assert_eq!(image.len(), self.page_bytes);
+        self.device.write(self.offset_bytes(page_no), image)?;
+        self.pages_written.fetch_add(1, Ordering::Relaxed);
+        Ok(())
+    }
+
+    fn sync(&self, log: &dyn LogForce) -> Result<()> {
+        log.flush_device(&self.device)
+    }
+
+    fn stats(&self) -> StoreStats {
+        let pages = self.pages_written.load(Ordering::Relaxed);
+        StoreStats {
+            pages_written: pages,
+            device_bytes_written: pages * self.page_bytes as u64,
+            device_writes: pages,
+        }
+    }
+}

@@ -1,0 +1,171 @@
+//! # Page stores: where a data space keeps its pages on its device
+//!
+//! The buffer pool asks a data space for page `n` and hands it page `n` to
+//! write; *where* those bytes live on the device is the space's **page
+//! store**. The papers compare exactly this choice:
+//!
+//! - **in place** ([`InPlaceStore`]): page `n` lives at device offset
+//!   `n * page_bytes`, and a write overwrites it. This is what the engine
+//!   has always done, and what EXT2 gave wang2010's in-place runs.
+//! - **log-structured** (wang2010's NILFS2): pages are written out of place
+//!   at the head of a log of segments, a page map finds each page's latest
+//!   version, and segment cleaning reclaims space.
+//! - **In-Page Logging** (lee2007): on raw NAND, each erase unit keeps its
+//!   data pages and a log segment of 512-byte log sectors beside them; a
+//!   dirty page is not rewritten, its changes are logged in its unit.
+//!
+//! A store sits below the buffer pool and above the device. The pool keeps
+//! its rules whatever the store (BUF-2: the log is forced before a page is
+//! handed to [`PageStore::write_page`]; PAGE-1: what
+//! [`PageStore::read_page`] returns is verified before anyone sees it), so a
+//! store only has to be a faithful map from page numbers to page images:
+//!
+//! Invariants (STORE-n in ARCHITECTURE.md are the device-level store's; a
+//! page store's are PS-n):
+//! 1. After [`PageStore::sync`] returns, a `read_page` of every page written
+//!    before the call returns that write's image, across any crash.
+//! 2. A page never written reads as zeros (the pool never reads such a page:
+//!    it creates new pages with `fetch_new`; `flashlab check` may).
+//! 3. A store reports damage it can see as [`DeviceError::ReadFailed`] or an
+//!    error naming the space and the page; it never returns another page's
+//!    bytes as this page's without the page id check catching it.
+//! 4. Opening a store on a device it did not format fails with an error
+//!    naming the space; it never formats over it.
+
+mod in_place;
+
+use std::sync::Arc;
+
+use flashlab_devices::{DeviceError, DeviceRef};
+use serde::{Deserialize, Serialize};
+
+use crate::buffer::LogForce;
+use crate::error::Result;
+use crate::page::PageNo;
+
+pub use in_place::InPlaceStore;
+
+/// How a data space lays its pages out on its device (config key `store`).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
+#[serde(rename_all = "kebab-case")]
+pub enum StoreKind {
+    /// Page `n` at offset `n * page_bytes`, overwritten in place.
+    #[default]
+    InPlace,
+}
+
+impl StoreKind {
+    /// The name the configuration and the CLI use.
+    pub fn name(self) -> &'static str {
+        match self {
+            StoreKind::InPlace => "in-place",
+        }
+    }
+
+    /// Every store's name, for error messages.
+    pub fn names() -> &'static [&'static str] {
+        &["in-place"]
+    }
+
+    /// Parse a name as the CLI gives it.
+    pub fn parse(name: &str) -> Option<StoreKind> {
+        match name {
+            "in-place" => Some(StoreKind::InPlace),
+            _ => None,
+        }
+    }
+}
+
+impl std::fmt::Display for StoreKind {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str(self.name())
+    }
+}
+
+/// Whether a store is being formatted on an empty device or opened.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum StoreMode {
+    /// A new database: format the device.
+    Create,
+    /// An existing database: find the pages written before (after a crash,
+    /// the pages durable at the crash).
+    Open,
+}
+
+/// What a store counted since it was opened (zeros where a store has no
+/// such thing).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+pub struct StoreStats {
+    /// Pages handed to `write_page`.
+    pub pages_written: u64,
+    /// Bytes the store wrote to its device, its own metadata included.
+    pub device_bytes_written: u64,
+    /// Device write requests the store issued.
+    pub device_writes: u64,
+}
+
+/// A data space's page layout on its device. See the module documentation.
+pub trait PageStore: Send + Sync {
+    /// Which kind of store this is.
+    fn kind(&self) -> StoreKind;
+
+    /// The device under the store.
+    fn device(&self) -> &DeviceRef;
+
+    /// The page size the store was opened with.
+    fn page_bytes(&self) -> usize;
+
+    /// How many pages the space can hold (what allocation may hand out).
+    fn capacity_pages(&self) -> u64;
+
+    /// Read page `page_no`'s latest image into `buf` (`page_bytes` long).
+    /// Damage the device reports is [`DeviceError::ReadFailed`].
+    fn read_page(&self, page_no: PageNo, buf: &mut [u8]) -> Result<()>;
+
+    /// Write page `page_no`'s image. Durable after the next [`sync`].
+    ///
+    /// [`sync`]: PageStore::sync
+    fn write_page(&self, page_no: PageNo, image: &[u8]) -> Result<()>;
+
+    /// Make every page written so far durable (PS-1), the store's own
+    /// metadata included. The device flush goes through
+    /// [`LogForce::flush_device`], so a failed flush fails the log (WAL-4).
+    fn sync(&self, log: &dyn LogForce) -> Result<()>;
+
+    /// Counters since the store was opened.
+    fn stats(&self) -> StoreStats {
+        StoreStats::default()
+    }
+
+    /// A one-line offset or location of a page, for error messages.
+    fn location_of(&self, page_no: PageNo) -> u64 {
+        u64::from(page_no) * self.page_bytes() as u64
+    }
+}
+
+/// Open (or format) the store of `kind` for a data space on `device`.
+pub fn open_store(
+    kind: StoreKind,
+    device: DeviceRef,
+    page_bytes: usize,
+    capacity_bytes: Option<u64>,
+    space_name: &str,
+    mode: StoreMode,
+) -> Result<Arc<dyn PageStore>> {
+    let _ = (space_name, mode);
+    match kind {
+        StoreKind::InPlace => Ok(Arc::new(InPlaceStore::new(
+            device,
+            page_bytes,
+            capacity_bytes,
+        ))),
+    }
+}
+
+/// A read error of the device as damage (BUF-9) rather than failure.
+pub fn is_read_damage(e: &crate::error::Error) -> bool {
+    matches!(
+        e,
+        crate::error::Error::Device(DeviceError::ReadFailed { .. })
+    )
+}
