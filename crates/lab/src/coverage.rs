@@ -109,8 +109,8 @@ pub const COVERAGE: &[Item] = &[
     item("petrov2010", "Figure 5", "NoTPM growth with CPUs and buffer size", Checked, &["petrov2010-figure5"], "the increase from doubling CPUs and from doubling the buffer"),
     // ------------------------------------------------------------ lee2007 (slides)
     item("lee2007", "Magnetic disk vs NAND flash", "read, write and erase times", NotYet, &[], "used as preset sources (ssd-2008's NAND timings), not checked"),
-    item("lee2007", "Disk-based DBMS performance: read", "sequential and non-sequential table reads, disk and flash", NotYet, &[], ""),
-    item("lee2007", "Disk-based DBMS performance: write", "sequential and non-sequential table writes, disk and flash", NotYet, &[], ""),
+    item("lee2007", "Disk-based DBMS performance: read", "sequential and non-sequential table reads, disk and flash", Checked, &["lee2007-disk-vs-flash"], "the non-sequential range from two clusterings of the index"),
+    item("lee2007", "Disk-based DBMS performance: write", "sequential and non-sequential table writes, disk and flash", Checked, &["lee2007-disk-vs-flash"], "the non-sequential range from two clusterings of the index"),
     item("lee2007", "Design of the IPL", "in-page logging layout", NoData, &[], ""),
     item("lee2007", "Log segment size vs merges", "merges against log segment size, TPC-C traces", NotYet, &[], ""),
     item("lee2007", "Estimated write performance (a)-(c)", "sector writes, merges and estimated write time against buffer size", NotYet, &[], ""),
