@@ -20,6 +20,9 @@ pub mod lee2008_log;
 pub mod lee2008_mvcc;
 pub mod lee2008_temp;
 pub mod petrov2010;
+pub mod wang2010;
+
+use std::sync::Mutex;
 
 use crate::report::ExperimentResult;
 
@@ -62,4 +65,37 @@ pub fn registry() -> Vec<Box<dyn Experiment>> {
 /// Identifiers of every experiment.
 pub fn ids() -> Vec<&'static str> {
     registry().iter().map(|e| e.id()).collect()
+}
+
+/// Host threads the study's independent simulations run on.
+const HOST_THREADS: usize = 2;
+
+/// Run `job` over `jobs` on [`HOST_THREADS`] threads; results in job order
+/// (each simulation is deterministic on its own, so the order of running
+/// does not change them).
+pub(crate) fn run_parallel<J: Sync, R: Send>(
+    jobs: &[J],
+    job: impl Fn(&J) -> Result<R, String> + Sync,
+) -> Result<Vec<R>, String> {
+    let next = std::sync::atomic::AtomicUsize::new(0);
+    let results: Mutex<Vec<Option<Result<R, String>>>> =
+        Mutex::new((0..jobs.len()).map(|_| None).collect());
+    std::thread::scope(|scope| {
+        for _ in 0..HOST_THREADS {
+            scope.spawn(|| {
+                loop {
+                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                    let Some(j) = jobs.get(i) else { break };
+                    let r = job(j);
+                    results.lock().expect("results")[i] = Some(r);
+                }
+            });
+        }
+    });
+    results
+        .into_inner()
+        .expect("results")
+        .into_iter()
+        .map(|r| r.expect("every job ran"))
+        .collect()
 }

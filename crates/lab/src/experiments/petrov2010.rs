@@ -42,7 +42,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 
 use serde::Serialize;
 
-use super::RunContext;
+use super::{RunContext, run_parallel};
 use crate::bench::{BenchOptions, BenchReport, DbImage, bench, load_image};
 use crate::check::Check;
 use crate::published;
@@ -255,39 +255,6 @@ fn run_study(ctx: &RunContext) -> Result<Study, String> {
         load_host_seconds,
         load_seconds,
     })
-}
-
-/// Host threads the study's independent simulations run on.
-const HOST_THREADS: usize = 2;
-
-/// Run `job` over `jobs` on [`HOST_THREADS`] threads; results in job order
-/// (each simulation is deterministic on its own, so the order of running
-/// does not change them).
-fn run_parallel<J: Sync, R: Send>(
-    jobs: &[J],
-    job: impl Fn(&J) -> Result<R, String> + Sync,
-) -> Result<Vec<R>, String> {
-    let next = std::sync::atomic::AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<R, String>>>> =
-        Mutex::new((0..jobs.len()).map(|_| None).collect());
-    std::thread::scope(|scope| {
-        for _ in 0..HOST_THREADS {
-            scope.spawn(|| {
-                loop {
-                    let i = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-                    let Some(j) = jobs.get(i) else { break };
-                    let r = job(j);
-                    results.lock().expect("results")[i] = Some(r);
-                }
-            });
-        }
-    });
-    results
-        .into_inner()
-        .expect("results")
-        .into_iter()
-        .map(|r| r.expect("every job ran"))
-        .collect()
 }
 
 /// Published Table 4 (NoTPM) or Table 5 (seconds) for a cell.
