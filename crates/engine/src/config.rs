@@ -188,6 +188,10 @@ pub struct DbConfig {
     /// ... and writes back at most this many of the oldest dirty pages.
     #[serde(default = "default_writer_batch_pages")]
     pub writer_batch_pages: usize,
+    /// Read this much ahead, in one request, when a data space is missed
+    /// in page order (0: off; at most `buffer::READ_AHEAD_BYTES_MAX`).
+    #[serde(default = "default_read_ahead_bytes")]
+    pub read_ahead_bytes: u64,
     #[serde(default)]
     pub cpu: CpuCosts,
     /// Isolation, rollback extents, retention.
@@ -213,6 +217,13 @@ fn default_writer_interval_ns() -> u64 {
 
 fn default_writer_batch_pages() -> usize {
     64
+}
+
+/// 256 KB: a multi-block read of a full scan.
+pub const READ_AHEAD_BYTES_DEFAULT: u64 = 256 << 10;
+
+fn default_read_ahead_bytes() -> u64 {
+    READ_AHEAD_BYTES_DEFAULT
 }
 
 impl DbConfig {
@@ -243,6 +254,7 @@ impl DbConfig {
             checkpoint_interval_ns: default_checkpoint_interval_ns(),
             writer_interval_ns: default_writer_interval_ns(),
             writer_batch_pages: default_writer_batch_pages(),
+            read_ahead_bytes: default_read_ahead_bytes(),
             cpu: CpuCosts::default(),
             mvcc: crate::mvcc::MvccConfig::default(),
         }
@@ -260,6 +272,13 @@ impl DbConfig {
     pub fn validate(&self) -> Result<()> {
         if self.data.is_empty() {
             return Err(Error::Config("at least one data space is needed".into()));
+        }
+        if self.read_ahead_bytes > crate::buffer::READ_AHEAD_BYTES_MAX {
+            return Err(Error::Config(format!(
+                "read_ahead_bytes {} is more than the limit of {}",
+                self.read_ahead_bytes,
+                crate::buffer::READ_AHEAD_BYTES_MAX
+            )));
         }
         if self.data.len() > DATA_SPACES_MAX {
             return Err(Error::Config(format!(

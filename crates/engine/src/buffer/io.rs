@@ -58,7 +58,11 @@ impl Core {
             }
             Claim::Claimed(frame) => frame,
         };
-        self.fill(frame, id, &space, source)
+        let page = self.fill(frame, id, &space, source)?;
+        if source == Source::Device {
+            self.after_miss(&space, id);
+        }
+        Ok(page)
     }
 
     /// Load a claimed frame and publish the outcome.

@@ -107,6 +107,8 @@ pub(super) struct Space {
     /// Every change to its pages is logged, so a damaged page can be
     /// rebuilt from the log (BUF-9).
     pub(super) logged: bool,
+    /// Page number of the space's last miss: the read-ahead cursor.
+    pub(super) last_miss: std::sync::atomic::AtomicU64,
 }
 
 /// The outcome of a CLOCK sweep.

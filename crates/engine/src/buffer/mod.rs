@@ -21,6 +21,10 @@
 //! the dirty pages with the oldest *rec_lsn* (the LSN of the first change not
 //! yet written) so that the checkpoint's redo start keeps moving forward.
 //!
+//! **Read-ahead.** A space missed in page order is read ahead in one large
+//! request (see `read_ahead.rs`; off unless [`BufferPool::set_read_ahead_bytes`]
+//! turns it on, as the database does from its configuration).
+//!
 //! **Concurrency.** One metadata lock (a runtime mutex) guards the page
 //! table, pins, dirty state and counters; it is held only for bookkeeping,
 //! never across I/O. A miss marks its frame *Loading*, releases the lock,
@@ -69,6 +73,7 @@
 
 mod io;
 mod meta;
+mod read_ahead;
 #[cfg(test)]
 mod tests;
 mod writer;
@@ -84,6 +89,7 @@ use crate::page::{self, PAGE_BODY_OFFSET, PageId, SpaceId};
 use crate::store::{InPlaceStore, PageStore};
 use io::{Source, Wait};
 use meta::{Meta, Space};
+pub use read_ahead::READ_AHEAD_BYTES_MAX;
 pub use writer::{WRITER_INTERVAL_MIN_NS, WriterReport, WriterStop};
 
 /// The smallest pool, in frames: a B+tree split pins a handful of pages.
@@ -142,6 +148,8 @@ struct Core {
     /// Page bytes per frame, allocated on first use.
     data: Vec<Mutex<Vec<u8>>>,
     log: Arc<dyn LogForce>,
+    /// Pages read ahead after a sequential miss; 0: off (`read_ahead`).
+    read_ahead_pages: std::sync::atomic::AtomicUsize,
 }
 
 impl BufferPool {
@@ -162,6 +170,7 @@ impl BufferPool {
                 changed: Condvar::new(),
                 data: (0..frames).map(|_| Mutex::new(Vec::new())).collect(),
                 log,
+                read_ahead_pages: std::sync::atomic::AtomicUsize::new(0),
             }),
         })
     }
@@ -174,6 +183,17 @@ impl BufferPool {
     /// The number of frames.
     pub fn frames(&self) -> usize {
         self.core.data.len()
+    }
+
+    /// Read up to `bytes` ahead, in one request, when a space is missed in
+    /// page order (see `read_ahead.rs`); 0 turns read-ahead off (the
+    /// default). At most a quarter of the pool is read ahead at once.
+    pub fn set_read_ahead_bytes(&self, bytes: u64) {
+        let pages = (bytes.min(READ_AHEAD_BYTES_MAX) / self.core.page_bytes as u64) as usize;
+        let pages = pages.min(self.core.data.len() / 4);
+        self.core
+            .read_ahead_pages
+            .store(pages, std::sync::atomic::Ordering::Relaxed);
     }
 
     /// Let the pool hold pages of `space`, stored on `device`; `name` names
@@ -224,6 +244,7 @@ impl BufferPool {
             name: name.to_string(),
             store,
             logged,
+            last_miss: std::sync::atomic::AtomicU64::new(read_ahead::NO_MISS),
         };
         if !self.core.meta.lock().add_space(space, entry) {
             return Err(Error::Invalid(format!(

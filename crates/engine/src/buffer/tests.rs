@@ -588,3 +588,63 @@ fn check_runs_after_each_change_only_in_simulated_debug_builds() {
     let real = BufferPool::new(PAGE_BYTES, (FRAMES_MIN * PAGE_BYTES) as u64, log).unwrap();
     assert!(!real.core.meta.lock().checking);
 }
+
+/// Pages missed in page order are read ahead a window at a time, in one
+/// request each; every page still arrives verified.
+#[test]
+fn sequential_misses_read_ahead_in_large_requests() {
+    sim(|_rt| {
+        let (pool, device, _log) = setup(64, 0, 0);
+        let pages = 40 as PageNo;
+        for n in 0..pages {
+            create(&pool, n, n as u8 + 1, 100 + u64::from(n));
+        }
+        pool.flush_all().unwrap();
+        pool.discard_all().unwrap();
+        pool.set_read_ahead_bytes(8 * PAGE_BYTES as u64);
+        let before = device.reads();
+        for n in 0..pages {
+            assert_holds(&pool, n, n as u8 + 1, 100 + u64::from(n));
+        }
+        // Pages 0 and 1 one by one; then each miss (10, 19, 28, 37) and
+        // the window of 8 after it.
+        let requests = device.reads() - before;
+        assert_eq!(requests, 11, "{requests} requests for {pages} pages");
+        assert_eq!(pool.stats().reads, u64::from(pages), "each page read once");
+        pool.check().unwrap();
+        // A random order does not read ahead: one request per page.
+        pool.discard_all().unwrap();
+        let before = device.reads();
+        for n in [30, 4, 17, 9, 25] {
+            assert_holds(&pool, n, n as u8 + 1, 100 + u64::from(n));
+        }
+        assert_eq!(device.reads() - before, 5);
+    });
+}
+
+/// A damaged page inside a read-ahead window is not loaded: the fetch that
+/// needs it reads it itself and reports the damage (BUF-9).
+#[test]
+fn read_ahead_leaves_a_damaged_page_to_its_own_fetch() {
+    sim(|_rt| {
+        let (pool, device, _log) = setup(64, 0, 0);
+        for n in 0..20 {
+            create(&pool, n, n as u8 + 1, 100 + u64::from(n));
+        }
+        pool.flush_all().unwrap();
+        pool.discard_all().unwrap();
+        let mut raw = device.raw(5);
+        raw[PAGE_BYTES - 1] ^= 0xFF;
+        device.inner.write(5 * PAGE_BYTES as u64, &raw).unwrap();
+        pool.set_read_ahead_bytes(8 * PAGE_BYTES as u64);
+        for n in 0..5 {
+            assert_holds(&pool, n, n as u8 + 1, 100 + u64::from(n));
+        }
+        let err = pool.fetch(id(5)).err().expect("page 5 is damaged");
+        assert!(err.to_string().contains("page"), "{err}");
+        for n in 6..20 {
+            assert_holds(&pool, n, n as u8 + 1, 100 + u64::from(n));
+        }
+        pool.check().unwrap();
+    });
+}

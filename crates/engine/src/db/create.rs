@@ -43,7 +43,9 @@ pub(crate) fn build_spaces(
             .unwrap_or(space.buffer_bytes);
         if let std::collections::btree_map::Entry::Vacant(slot) = pools.entry(space.page_bytes) {
             let log: Arc<dyn LogForce> = wal.clone();
-            slot.insert(Arc::new(BufferPool::new(space.page_bytes, largest, log)?));
+            let pool = BufferPool::new(space.page_bytes, largest, log)?;
+            pool.set_read_ahead_bytes(config.read_ahead_bytes);
+            slot.insert(Arc::new(pool));
         }
     }
     let mut spaces = Vec::new();

@@ -63,6 +63,11 @@ impl PageStore for InPlaceStore {
         Ok(self.device.read(self.offset_bytes(page_no), buf)?)
     }
 
+    fn read_pages(&self, first: PageNo, buf: &mut [u8]) -> Result<()> {
+        debug_assert_eq!(buf.len() % self.page_bytes, 0);
+        Ok(self.device.read(self.offset_bytes(first), buf)?)
+    }
+
     fn write_page(&self, page_no: PageNo, image: &[u8]) -> Result<()> {
         debug_assert_eq!(image.len(), self.page_bytes);
         self.device.write(self.offset_bytes(page_no), image)?;

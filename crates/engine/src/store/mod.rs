@@ -122,6 +122,17 @@ pub trait PageStore: Send + Sync {
     /// Damage the device reports is [`DeviceError::ReadFailed`].
     fn read_page(&self, page_no: PageNo, buf: &mut [u8]) -> Result<()>;
 
+    /// Read the pages from `first` on into `buf` (a whole number of pages),
+    /// in as few device requests as the layout allows (read-ahead). The
+    /// default reads page by page.
+    fn read_pages(&self, first: PageNo, buf: &mut [u8]) -> Result<()> {
+        let page_bytes = self.page_bytes();
+        for (n, page) in buf.chunks_mut(page_bytes).enumerate() {
+            self.read_page(first + n as PageNo, page)?;
+        }
+        Ok(())
+    }
+
     /// Write page `page_no`'s image. Durable after the next [`sync`].
     ///
     /// [`sync`]: PageStore::sync

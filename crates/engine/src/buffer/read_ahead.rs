@@ -1,0 +1,110 @@
+//! Linear read-ahead: one large read for a space being read in page order.
+//!
+//! A full scan of a table loaded in key order reads its leaves in page
+//! order, one miss at a time. Each miss is one page-sized request, so a
+//! device never sees the large sequential reads it is fastest at, and a
+//! disk pays a rotation for every page it could have streamed. Database
+//! servers read such scans in multi-block requests (Oracle's multiblock
+//! reads, InnoDB's linear read-ahead); so does this pool:
+//!
+//! - a space remembers the page of its last miss (its *read-ahead cursor*);
+//! - a miss of the page right after it is a sequential pattern: after
+//!   loading that page, the pool claims clean frames for the pages that
+//!   follow (up to the pool's read-ahead window), reads them with one store
+//!   request ([`crate::store::PageStore::read_pages`]), verifies each, and
+//!   leaves them Ready and unpinned;
+//! - the cursor moves to the last page read ahead, so a scan that goes on
+//!   misses right after it and reads the next window.
+//!
+//! Read-ahead is advisory: it never writes a dirty victim back (it stops at
+//! the first frame that is not clean), never waits, and a page that fails
+//! to read or verify is simply not loaded: the fetch that needs it reads it
+//! again, and reports or repairs the damage as any miss does (BUF-9).
+//! Pages beyond the store's capacity are not read, and pages never written
+//! (all zeros) are not kept.
+
+use std::sync::Arc;
+use std::sync::atomic::Ordering;
+
+use super::Core;
+use super::meta::{Space, Victim};
+use crate::page::{self, PageId};
+
+/// The largest read-ahead window, in bytes (a `read_ahead_bytes` above it
+/// is refused by the configuration).
+pub const READ_AHEAD_BYTES_MAX: u64 = 4 << 20;
+/// The cursor of a space nothing was missed in yet.
+pub(super) const NO_MISS: u64 = u64::MAX;
+
+impl Core {
+    /// After a miss of `id` in `space`: read ahead if the miss continues
+    /// the space's sequential pattern.
+    pub(super) fn after_miss(self: &Arc<Self>, space: &Space, id: PageId) {
+        let window = self.read_ahead_pages.load(Ordering::Relaxed);
+        let page_no = u64::from(id.page_no);
+        let previous = space.last_miss.swap(page_no, Ordering::Relaxed);
+        if window == 0 || previous == NO_MISS || previous + 1 != page_no {
+            return;
+        }
+        let last = self.read_ahead(space, id, window);
+        space.last_miss.store(last, Ordering::Relaxed);
+    }
+
+    /// Load up to `window` pages after `id` into clean frames with one
+    /// store read; returns the page number of the last page claimed (or
+    /// `id`'s if none).
+    fn read_ahead(self: &Arc<Self>, space: &Space, id: PageId, window: usize) -> u64 {
+        let first = id.page_no.saturating_add(1);
+        let room = space
+            .store
+            .capacity_pages()
+            .saturating_sub(u64::from(first));
+        let wanted = (window as u64).min(room) as u32;
+        let mut frames = Vec::new();
+        {
+            let mut meta = self.meta.lock();
+            for n in 0..wanted {
+                let page = PageId::new(id.space, first + n);
+                if meta.lookup(page).is_some() {
+                    break;
+                }
+                match meta.pick_victim() {
+                    Victim::Clean(frame) => {
+                        meta.map(frame, page);
+                        frames.push(frame);
+                    }
+                    _ => break,
+                }
+            }
+        }
+        if frames.is_empty() {
+            return u64::from(id.page_no);
+        }
+        let mut images = vec![0u8; frames.len() * self.page_bytes];
+        let read = space.store.read_pages(first, &mut images);
+        for (n, &frame) in frames.iter().enumerate() {
+            let page = PageId::new(id.space, first + n as u32);
+            let image = &images[n * self.page_bytes..(n + 1) * self.page_bytes];
+            let location = space.store.location_of(page.page_no);
+            // A page never written (all zeros) is past the space's end:
+            // not worth a frame.
+            let written = image.iter().any(|&b| b != 0);
+            let good =
+                read.is_ok() && written && page::verify(image, page, &space.name, location).is_ok();
+            if good {
+                let mut data = self.data[frame].lock();
+                data.clear();
+                data.extend_from_slice(image);
+            }
+            let mut meta = self.meta.lock();
+            if good {
+                meta.loaded(frame, true);
+                meta.unpin(frame, page);
+            } else {
+                meta.abandon(frame);
+            }
+        }
+        self.changed.notify_all();
+        u64::from(first) + frames.len() as u64 - 1
+    }
+}
