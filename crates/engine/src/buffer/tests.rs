@@ -640,7 +640,9 @@ fn read_ahead_leaves_a_damaged_page_to_its_own_fetch() {
         for n in 0..5 {
             assert_holds(&pool, n, n as u8 + 1, 100 + u64::from(n));
         }
-        let err = pool.fetch(id(5)).err().expect("page 5 is damaged");
+        let Err(err) = pool.fetch(id(5)) else {
+            panic!("page 5 is damaged")
+        };
         assert!(err.to_string().contains("page"), "{err}");
         for n in 6..20 {
             assert_holds(&pool, n, n as u8 + 1, 100 + u64::from(n));
