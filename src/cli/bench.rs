@@ -323,6 +323,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         on_loaded: None,
         image: None,
         table_page_bytes: parse_table_pages(&args.table_page_bytes)?,
+        rollback_aged_span_bytes: 0,
         data_store: match &args.data_store {
             None => None,
             Some(name) => Some(flashlab_engine::store::StoreKind::parse(name).ok_or_else(

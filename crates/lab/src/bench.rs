@@ -66,6 +66,8 @@ pub struct BenchOptions {
     /// Page store of every data space (`--data-store`; a `--config` file's
     /// spaces keep their own unless this is given).
     pub data_store: Option<flashlab_engine::store::StoreKind>,
+    /// Model an aged rollback space over this span (`MvccConfig::aged_span_bytes`; 0: off).
+    pub rollback_aged_span_bytes: u64,
     pub buffer_bytes: u64,
     pub durability: Durability,
     /// Isolation of the workload's transactions. Read committed by default:
@@ -142,6 +144,7 @@ impl Default for BenchOptions {
             page_bytes: 8192,
             table_page_bytes: Vec::new(),
             data_store: None,
+            rollback_aged_span_bytes: 0,
             buffer_bytes: 512 << 20,
             durability: Durability::Sync,
             isolation: flashlab_engine::mvcc::Isolation::ReadCommitted,
@@ -410,6 +413,9 @@ fn db_config(options: &BenchOptions) -> DbConfig {
             device: options.rollback_device.clone(),
             capacity_bytes: None,
         });
+    }
+    if options.rollback_aged_span_bytes > 0 {
+        config.mvcc.aged_span_bytes = options.rollback_aged_span_bytes;
     }
     config.wal.durability = options.durability;
     config.mvcc.isolation = options.isolation;

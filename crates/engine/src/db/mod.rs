@@ -346,7 +346,12 @@ impl Database {
                 ROLLBACK_MEMORY_BYTES,
             ))
         });
-        let rollback = RollbackSpace::open(pool, rollback_device, mvcc.extent_bytes)?;
+        let rollback = RollbackSpace::open(
+            pool,
+            rollback_device,
+            mvcc.extent_bytes,
+            mvcc.aged_span_bytes,
+        )?;
         let locks = Arc::new(LockManager::new());
         let waiters = locks.clone();
         wal.on_failure(Arc::new(move |why| waiters.fail(why)));

@@ -74,6 +74,12 @@ pub struct MvccConfig {
     pub retention_ns: u64,
     /// Buffer for rollback pages if no data space has their page size.
     pub buffer_bytes: u64,
+    /// Model an *aged* rollback space: fresh extents are taken in a fixed
+    /// pseudo-random order among the first `aged_span_bytes` of the space,
+    /// as a server's segments take them from a free list shuffled by long
+    /// use (lee2008 Figure 5: reads "clustered but randomly scattered"
+    /// over about 1 GB). 0 (the default): in address order.
+    pub aged_span_bytes: u64,
 }
 
 impl Default for MvccConfig {
@@ -84,6 +90,7 @@ impl Default for MvccConfig {
             page_bytes: 8192,
             retention_ns: 0,
             buffer_bytes: 16 << 20,
+            aged_span_bytes: 0,
         }
     }
 }

@@ -52,6 +52,9 @@
 //!    free list, statistics) is held for bookkeeping only, never across a
 //!    buffer fetch, a device write or the reclaim horizon's computation.
 //!    Lock order: a segment's lock, then the space's.
+//! 7. Fresh extents are taken each once, in address order, or in an aged
+//!    space in a fixed shuffled order of its first `aged_span_bytes`
+//!    (then in address order): an extent number is never taken fresh twice.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -80,6 +83,8 @@ const ADDRESS_MASK: u64 = (1 << ADDRESS_BITS) - 1;
 /// Generations wrap within 23 bits.
 const GENERATION_MASK: u64 = (1 << 23) - 1;
 const MAGIC: &[u8; 4] = b"FLRB";
+/// The most extents an aged space shuffles (64 GB of 1 MB extents).
+pub const AGED_EXTENTS_MAX: u64 = 1 << 16;
 
 /// What the rollback space counted.
 #[derive(Clone, Debug, Default, Serialize, PartialEq)]
@@ -193,7 +198,11 @@ struct Extent {
 
 struct State {
     segments: Vec<SegmentSlot>,
+    /// Every extent ever taken, by extent number (an aged space leaves
+    /// untaken numbers below the highest as never-used entries).
     extents: Vec<Extent>,
+    /// Aged space: the order fresh extents are taken in (RBS-7).
+    fresh_order: Vec<u32>,
     free_extents: BTreeSet<u32>,
     /// Full extents, in the order they filled.
     retired: VecDeque<u32>,
@@ -223,6 +232,7 @@ impl RollbackSpace {
         pool: Arc<BufferPool>,
         device: DeviceRef,
         extent_bytes: u64,
+        aged_span_bytes: u64,
     ) -> Result<RollbackSpace> {
         let page_bytes = pool.page_bytes();
         if extent_bytes < page_bytes as u64 * 2 || !extent_bytes.is_multiple_of(page_bytes as u64) {
@@ -256,6 +266,7 @@ impl RollbackSpace {
             state: RtMutex::new(State {
                 segments: Vec::new(),
                 extents: Vec::new(),
+                fresh_order: aged_order(aged_span_bytes / extent_bytes, extents_max),
                 free_extents: BTreeSet::new(),
                 retired: VecDeque::new(),
                 stats: RollbackStats::default(),
@@ -545,15 +556,23 @@ impl RollbackSpace {
             st.stats.extents_reused += 1;
             return Ok(extent);
         }
-        let next = st.extents.len() as u32;
-        if next >= self.extents_max {
+        let taken = st.stats.extents_allocated;
+        if taken >= u64::from(self.extents_max) {
             return Err(Error::SpaceFull(format!(
                 "rollback space '{}' is full: all {} extents hold versions that active snapshots or the retention window need",
                 self.device.name(),
                 self.extents_max
             )));
         }
-        st.extents.push(Extent::default());
+        // RBS-7: an aged space takes fresh extents in its shuffled order.
+        let next = st
+            .fresh_order
+            .get(taken as usize)
+            .copied()
+            .unwrap_or(taken as u32);
+        if st.extents.len() <= next as usize {
+            st.extents.resize_with(next as usize + 1, Extent::default);
+        }
         st.stats.extents_allocated += 1;
         Ok(next)
     }
@@ -623,7 +642,7 @@ impl RollbackSpace {
         let mut stats = st.stats.clone();
         stats.records_written = self.records_written.load(Ordering::Relaxed);
         stats.bytes_written = self.bytes_written.load(Ordering::Relaxed);
-        stats.extents_in_use = (st.extents.len() - st.free_extents.len()) as u64;
+        stats.extents_in_use = st.stats.extents_allocated - st.free_extents.len() as u64;
         stats.pages_read = self.device.reads.load(Ordering::Relaxed);
         stats.read_ns = self.device.read_ns.load(Ordering::Relaxed);
         stats
@@ -654,4 +673,44 @@ fn decode_record(page: &[u8], at: usize, pointer: u64) -> Result<(VersionHeader,
     let (header, _) = VersionHeader::split(header_bytes)?;
     let row = page.get(header_end..end).ok_or_else(bad)?.to_vec();
     Ok((header, row))
+}
+
+/// The order an aged space takes its first `span_extents` fresh extents
+/// in (at most `extents_max`): a Fisher-Yates shuffle driven by a fixed
+/// splitmix64 stream, so every database ages the same way (determinism).
+fn aged_order(span_extents: u64, extents_max: u32) -> Vec<u32> {
+    let n = span_extents
+        .min(u64::from(extents_max))
+        .min(AGED_EXTENTS_MAX) as u32;
+    let mut order: Vec<u32> = (0..n).collect();
+    let mut state: u64 = 0x5EED_A6ED;
+    for i in (1..order.len()).rev() {
+        state = state.wrapping_add(0x9E37_79B9_7F4A_7C15);
+        let mut z = state;
+        z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
+        z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
+        z ^= z >> 31;
+        order.swap(i, (z % (i as u64 + 1)) as usize);
+    }
+    order
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn aged_order_is_a_fixed_shuffle_of_the_span() {
+        let order = aged_order(1024, 100_000);
+        assert_eq!(order, aged_order(1024, 100_000), "deterministic");
+        let mut sorted = order.clone();
+        sorted.sort_unstable();
+        assert_eq!(sorted, (0..1024).collect::<Vec<u32>>(), "a permutation");
+        assert_ne!(order, sorted, "shuffled");
+        // The first few extents land far apart, not side by side.
+        let spread = order[..8].iter().max().unwrap() - order[..8].iter().min().unwrap();
+        assert!(spread > 256, "{:?}", &order[..8]);
+        assert_eq!(aged_order(1024, 10).len(), 10, "never past the space");
+        assert!(aged_order(0, 10).is_empty(), "off");
+    }
 }
