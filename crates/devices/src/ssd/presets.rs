@@ -30,9 +30,11 @@ use crate::error::DeviceError;
 use crate::model::DeviceModel;
 
 /// The preset names, in the order `flashlab devices` lists them.
-pub const NAMES: [&str; 5] = [
+pub const NAMES: [&str; 7] = [
     "ssd-2008",
     "ssd-2008-poor-random",
+    "ssd-vertex-2009",
+    "ssd-x25e-2009",
     "ssd-2010",
     "ssd-array-2010",
     "nvme-2024",
@@ -51,7 +53,9 @@ pub fn build(name: &str) -> Option<Result<Box<dyn DeviceModel>, DeviceError>> {
     }
     Some(match name {
         "ssd-2008" => boxed(ssd_2008()),
-        "ssd-2008-poor-random" => boxed(ssd_2008_poor_random()),
+        "ssd-2008-poor-random" => boxed(wang2010::ssd_mtron("ssd-2008-poor-random")),
+        "ssd-vertex-2009" => boxed(wang2010::ssd_vertex("ssd-vertex-2009")),
+        "ssd-x25e-2009" => boxed(wang2010::ssd_x25e("ssd-x25e-2009")),
         "ssd-2010" => boxed(ssd_2010()),
         "ssd-array-2010" => boxed(ssd_array_2010()),
         "nvme-2024" => boxed(nvme_2024()),
@@ -673,6 +677,8 @@ fn with_ftl_source(
     out.push(("ftl", ftl));
     out
 }
+
+pub mod wang2010;
 
 #[cfg(test)]
 mod tests;
