@@ -219,6 +219,9 @@ const VERTEX_CONTROLLER_NS: u64 = 20 * US;
 /// cache").
 const VERTEX_WRITE_BUFFER_BYTES: u64 = 64 * 1024 * KIB;
 
+/// Log blocks of the FAST FTL (assumed).
+const VERTEX_LOG_BLOCKS: u32 = 1024;
+
 const VERTEX_SOURCES: [(&str, &str); 17] = [
     ("capacity_bytes", "OCZ Vertex 120 GB"),
     (
@@ -284,12 +287,12 @@ pub fn ssd_vertex(name: &str) -> Result<SsdModel, DeviceError> {
         host_bytes_per_s: VERTEX_HOST_BYTES_PER_S,
         controller_overhead_ns: VERTEX_CONTROLLER_NS,
     };
-    let ftl = PageFtl::new(&geometry, GcPolicy::Greedy)?;
+    let ftl = HybridFtl::new(&geometry, HybridKind::Fast, VERTEX_LOG_BLOCKS);
     let model = SsdModel::with_ftl(
         name,
         geometry,
         timing,
-        FtlKind::PageGreedy,
+        FtlKind::Fast,
         Box::new(ftl),
         VERTEX_WRITE_BUFFER_BYTES,
     )?;
