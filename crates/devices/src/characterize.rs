@@ -603,7 +603,8 @@ impl SpeedupPoint {
 /// [`characterize`]), for each size of `blocks_kb`, random reads,
 /// sequential reads, random writes and sequential writes at queue depth 1,
 /// `options.requests_per_point` each; each write point follows
-/// `warmup_bytes` of unmeasured writes of its own pattern and size.
+/// `warmup_bytes` of unmeasured writes of its own pattern and size, and a
+/// flush ends each size.
 pub fn speedups(
     device: &mut dyn DeviceModel,
     options: &CharacterizeOptions,
@@ -651,6 +652,9 @@ pub fn speedups(
         let seq = spec(IoKind::Write, Pattern::Sequential, block, 1, warmup);
         runner.run_from(&seq, &mut cursor)?;
         let seq_write = runner.run_from(&LoopSpec { requests: n, ..seq }, &mut cursor)?;
+        // Drain any write-back cache, so the next size's reads do not queue
+        // behind this size's writes.
+        runner.flush()?;
         out.push(SpeedupPoint {
             block_kb: kb,
             seq_read_iops: seq_read.iops(),

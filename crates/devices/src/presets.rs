@@ -2,7 +2,7 @@
 //!
 //! One registry for every named device: the disks (`hdd-2008`,
 //! `hdd-seagate-7200-7`, `hdd-2010`), the SSDs (`ssd-2008`,
-//! `ssd-2008-poor-random`, `ssd-vertex-2009`, `ssd-x25e-2009`, `ssd-2010`,
+//! `ssd-2008-poor-random`, `ssd-vertex-2009`, `ssd-2010`,
 //! `ssd-array-2010`, `nvme-2024`) and `memory`. Each model's
 //! [`DeviceModel::describe`] lists its parameters with the source of every
 //! number; presets are calibrated from device-level figures only.

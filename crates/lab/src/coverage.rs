@@ -131,7 +131,7 @@ pub const COVERAGE: &[Item] = &[
     item("wang2010", "Figs. 4-7", "VFS against block layer: requests and bytes per transaction", NotYet, &[], ""),
     item("wang2010", "Figs. 8-9", "block layer against I/O scheduler: requests and bytes", NotYet, &[], ""),
     item("wang2010", "Fig. 10", "sector addresses after the scheduler, time x address", NotYet, &[], ""),
-    item("wang2010", "Fig. 11", "sequential over random I/O ratio on three SSDs", Checked, &["devices"], "calibration: ssd-2008-poor-random (Mtron), ssd-vertex-2009 (OCZ), ssd-x25e-2009 (Intel) at 4 to 256 KB; the bars are not in the text, so the 4-16 KB points are checked against section 4.2's numbers"),
+    item("wang2010", "Fig. 11", "sequential over random I/O ratio on three SSDs", Checked, &["devices"], "calibration: ssd-2008-poor-random (Mtron), ssd-vertex-2009 (OCZ) and ssd-2010 (Intel X25-E) measured at 4 to 256 KB and plotted; the bars are not in the text copy, so the 4, 8 and 16 KB points are checked against section 4.2's numbers"),
 ];
 
 /// Items per status, in [`Status`] order: checked, plotted, not yet, no data.
