@@ -3,7 +3,10 @@
 use std::path::PathBuf;
 
 use anyhow::{Context, bail};
-use flashlab_devices::characterize::{CharacterizeOptions, characterize};
+use flashlab_devices::characterize::{
+    CharacterizeOptions, PRECONDITION_REGION_MULTIPLE_MAX, SPEEDUP_BLOCKS_KB, SPEEDUP_WARMUP_BYTES_DEFAULT, characterize, speedups,
+    speedups_text_table,
+};
 use flashlab_devices::presets;
 use flashlab_lab::filechar::{FILE_BYTES_DEFAULT, FileOptionsChar, characterize_file};
 
@@ -28,6 +31,14 @@ pub struct Args {
     /// Seed of the offsets.
     #[arg(long, default_value_t = 1)]
     seed: u64,
+    /// Measure sequential over random IOPS by request size instead (wang2010
+    /// Figure 11): 4 to 256 KB, queue depth 1, after preconditioning.
+    #[arg(long, conflicts_with = "file")]
+    speedup: bool,
+    /// Random 4 KB preconditioning writes, in MB (default: twice the region,
+    /// at most 4 GiB; at most `PRECONDITION_MB_MAX`).
+    #[arg(long)]
+    precondition_mb: Option<u64>,
     /// Print JSON instead of a table.
     #[arg(long)]
     json: bool,
@@ -45,12 +56,32 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .as_deref()
         .expect("clap requires --device or --file");
     let mut model = presets::build_model(name)?;
-    let options = CharacterizeOptions {
+    let mut options = CharacterizeOptions {
         seed: args.seed,
         queue_depth: args.queue_depth,
         requests_per_point: args.requests,
         ..CharacterizeOptions::default()
     };
+    if let Some(mb) = args.precondition_mb {
+        if mb > PRECONDITION_MB_MAX {
+            bail!("--precondition-mb {mb}: at most {PRECONDITION_MB_MAX} (PRECONDITION_MB_MAX)");
+        }
+        options.precondition_region_multiple = PRECONDITION_REGION_MULTIPLE_MAX;
+        options.precondition_random_bytes_max = mb << 20;
+    }
+    if args.speedup {
+        let points = speedups(
+            model.as_mut(),
+            &options,
+            &SPEEDUP_BLOCKS_KB,
+            SPEEDUP_WARMUP_BYTES_DEFAULT,
+        )?;
+        if args.json {
+            return super::print_json(&points);
+        }
+        print!("{}", speedups_text_table(name, &points));
+        return Ok(());
+    }
     let result = characterize(model.as_mut(), &options)?;
     if args.json {
         return super::print_json(&result);
@@ -58,6 +89,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     print!("{}", result.to_text_table());
     Ok(())
 }
+
+/// Largest `--precondition-mb` (1 TiB of random writes).
+pub const PRECONDITION_MB_MAX: u64 = 1 << 20;
 
 /// Largest test file of `characterize --file`, in MB (1 TiB).
 pub const FILE_MB_MAX: u64 = 1 << 20;

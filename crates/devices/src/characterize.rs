@@ -561,6 +561,132 @@ fn random_table(depths: &[u32], reads: &[Measurement], writes: &[Measurement]) -
         .collect()
 }
 
+// ------------------------------------------------------- seq over random
+
+/// Request sizes of the sequential-over-random speed-ups (wang2010 Figure
+/// 11 measures "each size" at queue depth 1 on the raw device; the sizes
+/// here run from one 4 KB database page to 256 KB).
+pub const SPEEDUP_BLOCKS_KB: [u32; 7] = [4, 8, 16, 32, 64, 128, 256];
+/// Unmeasured writes before each write point, in bytes: enough to replace
+/// every log block of a hybrid FTL and to fill a write-back cache, so the
+/// point measures the steady state of its own pattern (wang2010 ran one
+/// million requests per size; the first few MB of a pattern are a
+/// transient there).
+pub const SPEEDUP_WARMUP_BYTES_DEFAULT: u64 = 128 << 20;
+/// The largest warm-up accepted.
+pub const SPEEDUP_WARMUP_BYTES_MAX: u64 = 16 << 30;
+
+/// Sequential against random IOPS at one request size, queue depth 1.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+pub struct SpeedupPoint {
+    pub block_kb: u32,
+    pub seq_read_iops: f64,
+    pub rand_read_iops: f64,
+    pub seq_write_iops: f64,
+    pub rand_write_iops: f64,
+}
+
+impl SpeedupPoint {
+    /// Sequential over random read IOPS.
+    pub fn read_speedup(&self) -> f64 {
+        self.seq_read_iops / self.rand_read_iops
+    }
+
+    /// Sequential over random write IOPS.
+    pub fn write_speedup(&self) -> f64 {
+        self.seq_write_iops / self.rand_write_iops
+    }
+}
+
+/// The speed-up of sequential over random requests by request size, as
+/// wang2010 Figure 11 measures it: after preconditioning (as
+/// [`characterize`]), for each size of `blocks_kb`, random reads,
+/// sequential reads, random writes and sequential writes at queue depth 1,
+/// `options.requests_per_point` each; each write point follows
+/// `warmup_bytes` of unmeasured writes of its own pattern and size, and a
+/// flush ends each size.
+pub fn speedups(
+    device: &mut dyn DeviceModel,
+    options: &CharacterizeOptions,
+    blocks_kb: &[u32],
+    warmup_bytes: u64,
+) -> Result<Vec<SpeedupPoint>, DeviceError> {
+    let region_bytes = check_options(&*device, options)?;
+    let refuse = |problem: String| DeviceError::Geometry {
+        device: device.name().to_string(),
+        problem: format!("speed-ups: {problem}"),
+    };
+    if warmup_bytes > SPEEDUP_WARMUP_BYTES_MAX {
+        return Err(refuse(format!(
+            "warm-up must be at most {SPEEDUP_WARMUP_BYTES_MAX} bytes"
+        )));
+    }
+    if let Some(kb) = blocks_kb
+        .iter()
+        .find(|&&kb| kb == 0 || u64::from(kb) * BYTES_PER_KB > region_bytes)
+    {
+        return Err(refuse(format!(
+            "request size {kb} KB must be at least 1 KB and fit the region"
+        )));
+    }
+    let mut runner = Runner {
+        device,
+        now_ns: options.start_ns,
+        rng: SplitMix64(options.seed),
+        region_bytes,
+        requests: u64::from(options.requests_per_point),
+    };
+    if options.precondition {
+        runner.precondition(options)?;
+    }
+    let n = runner.requests;
+    let mut out = Vec::with_capacity(blocks_kb.len());
+    for &kb in blocks_kb {
+        let block = u64::from(kb) * BYTES_PER_KB;
+        let warmup = warmup_bytes / block;
+        let rand_read = runner.point(&spec(IoKind::Read, Pattern::Random, block, 1, n))?;
+        let seq_read = runner.point(&spec(IoKind::Read, Pattern::Sequential, block, 1, n))?;
+        runner.run(&spec(IoKind::Write, Pattern::Random, block, 1, warmup))?;
+        let rand_write = runner.run(&spec(IoKind::Write, Pattern::Random, block, 1, n))?;
+        let mut cursor = 0;
+        let seq = spec(IoKind::Write, Pattern::Sequential, block, 1, warmup);
+        runner.run_from(&seq, &mut cursor)?;
+        let seq_write = runner.run_from(&LoopSpec { requests: n, ..seq }, &mut cursor)?;
+        // Drain any write-back cache, so the next size's reads do not queue
+        // behind this size's writes.
+        runner.flush()?;
+        out.push(SpeedupPoint {
+            block_kb: kb,
+            seq_read_iops: seq_read.iops(),
+            rand_read_iops: rand_read.iops(),
+            seq_write_iops: seq_write.iops(),
+            rand_write_iops: rand_write.iops(),
+        });
+    }
+    Ok(out)
+}
+
+/// The speed-ups as a fixed-width text table.
+pub fn speedups_text_table(device: &str, points: &[SpeedupPoint]) -> String {
+    let mut out = format!(
+        "device {device}: sequential over random, queue depth 1\n{:>8} {:>10} {:>10} {:>8} {:>10} {:>10} {:>8}\n",
+        "block KB", "seq rd/s", "rand rd/s", "read x", "seq wr/s", "rand wr/s", "write x"
+    );
+    for p in points {
+        out.push_str(&format!(
+            "{:>8} {:>10.0} {:>10.0} {:>8.2} {:>10.0} {:>10.1} {:>8.1}\n",
+            p.block_kb,
+            p.seq_read_iops,
+            p.rand_read_iops,
+            p.read_speedup(),
+            p.seq_write_iops,
+            p.rand_write_iops,
+            p.write_speedup()
+        ));
+    }
+    out
+}
+
 impl Characterization {
     /// The figures as a fixed-width text table.
     pub fn to_text_table(&self) -> String {

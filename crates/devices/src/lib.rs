@@ -20,6 +20,9 @@
 //! plan, cuts the power at chosen I/O events, and checks write-ahead logging
 //! at the devices.
 //!
+//! [`scheduler`] is the block layer's elevator stage: a batch of queued
+//! writes sorted by offset, adjacent ones merged into larger requests.
+//!
 //! [`trace`] records every I/O (submit and completion time, device, storage
 //! space, operation, offset, length) and summarises it per device and space;
 //! it also reads and writes the block-trace formats `flashlab replay` accepts.
@@ -41,6 +44,7 @@ pub mod nand;
 pub mod overlay;
 pub mod presets;
 pub mod replay;
+pub mod scheduler;
 pub mod sim;
 pub mod spec;
 pub mod ssd;

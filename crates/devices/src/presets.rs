@@ -1,7 +1,8 @@
 //! The device presets, by name.
 //!
-//! One registry for every named device: the disks (`hdd-2008`, `hdd-2010`),
-//! the SSDs (`ssd-2008`, `ssd-2008-poor-random`, `ssd-2010`,
+//! One registry for every named device: the disks (`hdd-2008`,
+//! `hdd-seagate-7200-7`, `hdd-2010`), the SSDs (`ssd-2008`,
+//! `ssd-2008-poor-random`, `ssd-vertex-2009`, `ssd-2010`,
 //! `ssd-array-2010`, `nvme-2024`) and `memory`. Each model's
 //! [`DeviceModel::describe`] lists its parameters with the source of every
 //! number; presets are calibrated from device-level figures only.
@@ -22,7 +23,7 @@ pub const MEMORY: &str = "memory";
 /// until written).
 pub const MEMORY_CAPACITY_BYTES_DEFAULT: u64 = 64 << 30;
 
-const HDD_NAMES: [&str; 2] = ["hdd-2008", "hdd-2010"];
+const HDD_NAMES: [&str; 3] = ["hdd-2008", "hdd-seagate-7200-7", "hdd-2010"];
 
 /// Every modelled preset, in listing order (`memory` is not a model).
 pub fn model_names() -> Vec<&'static str> {
@@ -55,6 +56,7 @@ pub fn build_model(name: &str) -> Result<Box<dyn DeviceModel>, DeviceError> {
     }
     match name {
         "hdd-2008" => Ok(Box::new(HddModel::hdd_2008()?)),
+        "hdd-seagate-7200-7" => Ok(Box::new(HddModel::hdd_7200_7()?)),
         "hdd-2010" => Ok(Box::new(HddModel::hdd_2010()?)),
         _ => crate::ssd::presets::build(name).unwrap_or_else(|| Err(unknown(name))),
     }

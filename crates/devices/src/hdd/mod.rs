@@ -48,7 +48,7 @@ pub mod params;
 pub mod seek;
 
 pub use geometry::HddGeometry;
-pub use params::{HDD_2008_NAME, HDD_2010_NAME, HddParams, HddSources};
+pub use params::{HDD_2008_NAME, HDD_2010_NAME, HDD_7200_7_NAME, HddParams, HddSources};
 pub use seek::SeekCurve;
 
 use crate::error::DeviceError;
@@ -111,6 +111,11 @@ impl HddModel {
     /// The `hdd-2008` preset (lee2008's Seagate Barracuda 7200.10).
     pub fn hdd_2008() -> Result<HddModel, DeviceError> {
         HddModel::new(HDD_2008_NAME, HddParams::hdd_2008())
+    }
+
+    /// The `hdd-seagate-7200-7` preset (lee2007's Barracuda 7200.7).
+    pub fn hdd_7200_7() -> Result<HddModel, DeviceError> {
+        HddModel::new(HDD_7200_7_NAME, HddParams::hdd_7200_7())
     }
 
     /// The `hdd-2010` preset (petrov2010's enterprise disk).

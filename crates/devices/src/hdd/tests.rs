@@ -228,3 +228,39 @@ fn hdd_zero_length_requests_do_nothing() {
         0
     );
 }
+
+/// lee2007's Barracuda 7200.7 (`[devices.hdd_seagate_7200_7]`): random 4 KB
+/// reads in 12.7 ms and writes in 13.7 ms on average, write cache off,
+/// within a quarter of the published figures (the report's rule).
+#[test]
+fn hdd_7200_7_matches_lee2007() {
+    let mut disk = HddModel::hdd_7200_7().unwrap();
+    let sectors = disk.capacity_bytes() / 512;
+    let (mut now, mut x) = (0u64, 7u64);
+    let mut mean_ms = |disk: &mut HddModel, kind: IoKind| {
+        let mut total = 0u64;
+        for _ in 0..2_000 {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            let offset_bytes = (x >> 20) % (sectors / 8) * KB4;
+            let done = disk.submit(
+                now,
+                &IoRequest {
+                    kind,
+                    offset_bytes,
+                    len_bytes: KB4,
+                },
+            );
+            total += done - now;
+            now = done;
+        }
+        total as f64 / 2_000.0 / 1e6
+    };
+    let read_ms = mean_ms(&mut disk, IoKind::Read);
+    let write_ms = mean_ms(&mut disk, IoKind::Write);
+    println!("hdd-seagate-7200-7: read {read_ms:.2} ms, write {write_ms:.2} ms");
+    assert!((read_ms / 12.7 - 1.0).abs() < 0.25, "read {read_ms}");
+    assert!((write_ms / 13.7 - 1.0).abs() < 0.25, "write {write_ms}");
+    assert!(write_ms > read_ms, "writes settle longer");
+}

@@ -13,8 +13,9 @@
 //! | name | drive | FTL |
 //! |---|---|---|
 //! | `ssd-2008` | Samsung MCAQE32G8APP (lee2008 Table 1, section 2.2) | super-block |
-//! | `ssd-2008-poor-random` | the same flash in 512 KB units: small random writes over 100x slower than sequential ones (wang2010's Mtron) | BAST |
-//! | `ssd-2010` | petrov2010 Table 1 enterprise SSD (Intel X25-E 32 GB class) | page, greedy, 8 KB stripe units |
+//! | `ssd-2008-poor-random` | Mtron MSD-SATA class (wang2010's Mtron, lee2007's M-Tron): small random writes over 100x slower than sequential ones; see `wang2010.rs` | super-block (BAST over 2 MB striped units) |
+//! | `ssd-vertex-2009` | OCZ Vertex 120 GB class (wang2010's OCZ): 64 MB DRAM write-back cache; see `wang2010.rs` | FAST |
+//! | `ssd-2010` | petrov2010 Table 1 enterprise SSD (Intel X25-E 32 GB class; also wang2010's Intel) | page, greedy, 8 KB stripe units |
 //! | `ssd-array-2010` | petrov2010 Table 3: 8 of them behind a RAID controller | page, greedy |
 //! | `nvme-2024` | Samsung 990 PRO 2 TB (datasheet) | page, greedy |
 
@@ -30,9 +31,10 @@ use crate::error::DeviceError;
 use crate::model::DeviceModel;
 
 /// The preset names, in the order `flashlab devices` lists them.
-pub const NAMES: [&str; 5] = [
+pub const NAMES: [&str; 6] = [
     "ssd-2008",
     "ssd-2008-poor-random",
+    "ssd-vertex-2009",
     "ssd-2010",
     "ssd-array-2010",
     "nvme-2024",
@@ -51,7 +53,8 @@ pub fn build(name: &str) -> Option<Result<Box<dyn DeviceModel>, DeviceError>> {
     }
     Some(match name {
         "ssd-2008" => boxed(ssd_2008()),
-        "ssd-2008-poor-random" => boxed(ssd_2008_poor_random()),
+        "ssd-2008-poor-random" => boxed(wang2010::ssd_mtron("ssd-2008-poor-random")),
+        "ssd-vertex-2009" => boxed(wang2010::ssd_vertex("ssd-vertex-2009")),
         "ssd-2010" => boxed(ssd_2010()),
         "ssd-array-2010" => boxed(ssd_array_2010()),
         "nvme-2024" => boxed(nvme_2024()),
@@ -96,10 +99,6 @@ const SSD2008_CONTROLLER_NS: u64 = 20 * US;
 /// 0.4 ms write latency of Table 1 is that of a write that waits for its
 /// program, so no page is acknowledged from SRAM: no write buffer.
 const SSD2008_WRITE_BUFFER_BYTES: u64 = 0;
-/// `ssd-2008-poor-random` maps 512 KB units: 256 pages of 2 KB (assumed;
-/// wang2010 gives no geometry), with the same 32 GiB of flash.
-const POOR_RANDOM_PAGES_PER_BLOCK: u32 = 256;
-const POOR_RANDOM_BLOCKS_PER_PLANE: u32 = SSD2008_BLOCKS_PER_PLANE / 4;
 /// lee2008 section 2.2: "a super-block consists of eight erase units".
 const SSD2008_ERASE_UNITS_PER_SUPER_BLOCK: u32 = 8;
 /// Log super-blocks: lee2008 does not say; an assumption.
@@ -209,41 +208,6 @@ pub fn ssd_2008() -> Result<SsdModel, DeviceError> {
         &SSD2008_SOURCES,
         "lee2008 2.2: super-blocks of 8 x 128 KB erase units over 4 chips; 16 log super-blocks (assumed)",
     )))
-}
-
-/// The 2008 flash behind a BAST hybrid FTL (one log block per data block,
-/// a few log blocks) that maps 512 KB units: sequential overwrites fill log
-/// blocks in order and end in cheap switch merges, while small random
-/// writes scatter over data blocks, run out of log blocks and force full
-/// merges that copy a whole unit each. That makes small random writes over
-/// 100 times slower than sequential ones, the gap wang2010 measured on its
-/// Mtron drive (results.toml [wang2010.lfs_vs_inplace]
-/// mtron_seq_over_rand_write_small). With lee2008's 128 KB units BAST gives
-/// only about 35x; pure block mapping makes sequential overwrites as slow
-/// as random ones.
-pub fn ssd_2008_poor_random() -> Result<SsdModel, DeviceError> {
-    let geometry = Geometry {
-        pages_per_block: POOR_RANDOM_PAGES_PER_BLOCK,
-        blocks_per_plane: POOR_RANDOM_BLOCKS_PER_PLANE,
-        ..ssd_2008_geometry()
-    };
-    let model = SsdModel::new(
-        "ssd-2008-poor-random",
-        geometry,
-        ssd_2008_timing(),
-        FtlKind::Bast,
-        SSD2008_WRITE_BUFFER_BYTES,
-    )?;
-    let mut sources = with_ftl_source(
-        &SSD2008_SOURCES,
-        "BAST, 32 log blocks: wang2010's Mtron, small random writes > 100x slower than sequential",
-    );
-    for (name, source) in &mut sources {
-        if *name == "pages_per_block" || *name == "blocks_per_plane" {
-            *source = "assumed: 512 KB mapping units (wang2010 gives no geometry)";
-        }
-    }
-    Ok(model.with_sources(&sources))
 }
 
 // ------------------------------------------------------------------ 2010
@@ -673,6 +637,8 @@ fn with_ftl_source(
     out.push(("ftl", ftl));
     out
 }
+
+pub mod wang2010;
 
 #[cfg(test)]
 mod tests;

@@ -67,7 +67,10 @@ const EXTENT_PAGES: u64 = 128;
 const QUICK_DIVISOR: u64 = 10;
 
 /// The devices: the slides' disk and flash SSD.
-pub const DEVICES: [(&str, &str); 2] = [("disk", "hdd-2008"), ("flash", "ssd-2008-poor-random")];
+pub const DEVICES: [(&str, &str); 2] = [
+    ("disk", "hdd-seagate-7200-7"),
+    ("flash", "ssd-2008-poor-random"),
+];
 
 /// The four statements, and the index order of the non-sequential ones.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]

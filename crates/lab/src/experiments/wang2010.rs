@@ -42,7 +42,7 @@ use crate::report::{ExperimentResult, Figure, Table, fmt_num};
 /// The three SSDs: the paper's name and the preset that stands for it.
 pub const SSDS: [(&str, &str); 3] = [
     ("Mtron", "ssd-2008-poor-random"),
-    ("OCZ", "ssd-2008"),
+    ("OCZ", "ssd-vertex-2009"),
     ("Intel", "ssd-2010"),
 ];
 /// Extra rows the paper does not have: the log-structured store on a disk
