@@ -326,7 +326,19 @@ fn space_files_grow_on_demand_instead_of_being_preallocated() {
         .iter()
         .map(|f| std::fs::metadata(dir.path().join(f)).unwrap().blocks() * 512)
         .sum();
-    assert!(allocated <= 2 * (64 << 20), "{allocated} bytes allocated");
+    let each: Vec<u64> = ["data.data", "log.wal"]
+        .iter()
+        .map(|f| std::fs::metadata(dir.path().join(f)).unwrap().blocks() * 512)
+        .collect();
+    // 1 GB each was asked for; at most the log's zeroed-ahead window (64
+    // MB) and the data file's first pages may be on the disk, plus what a
+    // file system allocates ahead of writes on its own (ext4 and XFS do;
+    // once, under load, this was 4 KB over the 128 MB).
+    let slack_bytes = 1 << 20;
+    assert!(
+        allocated <= 2 * (64 << 20) + slack_bytes,
+        "{allocated} bytes allocated: {each:?}"
+    );
 }
 
 /// Start `flashlab args`, wait until `ready` holds (at most 30 s), send

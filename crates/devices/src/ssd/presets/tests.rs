@@ -414,7 +414,10 @@ fn ssd_2008_poor_random_writes_randomly_over_100x_slower() {
 #[test]
 fn ssd_vertex_2009_writes_randomly_8_to_18x_slower() {
     for p in speedups_of("ssd-vertex-2009", &[8, 64]) {
-        assert!((8.0..=18.0 * (1.0 + TOLERANCE)).contains(&p.write_speedup()), "{p:?}");
+        assert!(
+            (8.0..=18.0 * (1.0 + TOLERANCE)).contains(&p.write_speedup()),
+            "{p:?}"
+        );
         assert!((p.read_speedup() - 1.0).abs() < 0.1, "{p:?}");
     }
 }
