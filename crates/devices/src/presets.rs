@@ -29,8 +29,15 @@ pub fn model_names() -> Vec<&'static str> {
     HDD_NAMES
         .iter()
         .chain(crate::ssd::presets::NAMES.iter())
+        .chain(std::iter::once(&crate::nand_device::K9WAG08U1A))
         .copied()
         .collect()
+}
+
+/// Whether `name` is a raw NAND preset (a [`crate::nand_device::NandDevice`]:
+/// program-once, erase units; only a store made for it can use it).
+pub fn is_raw_nand(name: &str) -> bool {
+    name == crate::nand_device::K9WAG08U1A
 }
 
 /// Every name a device option accepts.
@@ -56,6 +63,9 @@ pub fn build_model(name: &str) -> Result<Box<dyn DeviceModel>, DeviceError> {
     match name {
         "hdd-2008" => Ok(Box::new(HddModel::hdd_2008()?)),
         "hdd-2010" => Ok(Box::new(HddModel::hdd_2010()?)),
+        crate::nand_device::K9WAG08U1A => Ok(Box::new(crate::nand_device::NandModel::new(
+            crate::nand_device::NandSpec::k9wag08u1a(),
+        )?)),
         _ => crate::ssd::presets::build(name).unwrap_or_else(|| Err(unknown(name))),
     }
 }
@@ -67,6 +77,11 @@ pub fn open_simulated(name: &str) -> Result<DeviceRef, DeviceError> {
             MEMORY,
             MEMORY_CAPACITY_BYTES_DEFAULT,
         )));
+    }
+    if is_raw_nand(name) {
+        return Ok(Arc::new(crate::nand_device::NandDevice::simulated(
+            crate::nand_device::NandSpec::k9wag08u1a(),
+        )?));
     }
     Ok(Arc::new(SimDevice::new(build_model(name)?)))
 }
@@ -85,6 +100,15 @@ pub fn open_simulated_stored(
             *device.store().lock().expect("store") = image;
         }
         return Ok(Arc::new(device));
+    }
+    if is_raw_nand(name) {
+        let spec = crate::nand_device::NandSpec::k9wag08u1a();
+        let model = Box::new(crate::nand_device::NandModel::new(spec.clone())?);
+        let inner: Arc<dyn crate::store::StoredDevice> = match image {
+            Some(image) => Arc::new(SimDevice::preloaded(model, image)),
+            None => Arc::new(SimDevice::new(model)),
+        };
+        return Ok(Arc::new(crate::nand_device::NandDevice::new(spec, inner)?));
     }
     let model = build_model(name)?;
     Ok(match image {
