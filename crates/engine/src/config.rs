@@ -76,6 +76,10 @@ pub struct DataSpaceConfig {
     /// given; see [`crate::store`]).
     #[serde(default)]
     pub store: StoreKind,
+    /// `store = "ipl"`: bytes of each erase unit's log segment (4, 8, 16 or
+    /// 32 KB; 8 KB unless given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipl_log_segment_bytes: Option<u64>,
 }
 
 /// The log, rollback or temp space.
@@ -232,6 +236,7 @@ impl DbConfig {
                 device: data_device.into(),
                 capacity_bytes: None,
                 store: StoreKind::InPlace,
+                ipl_log_segment_bytes: None,
             }],
             log: SpaceConfig {
                 device: log_device.into(),

@@ -190,6 +190,7 @@ pub fn config_from_manifest(dir: &Path) -> Result<DbConfig> {
             device: crate::config::FILE_DEVICE.into(),
             capacity_bytes: Some(s.capacity_bytes),
             store: s.store.unwrap_or_default(),
+            ipl_log_segment_bytes: None,
         })
         .collect();
     let mut config = DbConfig::simple("file", "file", 8192, 16 << 20);
