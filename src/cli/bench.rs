@@ -93,6 +93,9 @@ pub struct Args {
     /// layout (see `flashlab devices` and ARCHITECTURE.md).
     #[arg(long, value_name = "STORE")]
     data_store: Option<String>,
+    /// --data-store ipl: KB of each erase unit's log segment (4, 8, 16 or 32; default 8).
+    #[arg(long, value_name = "KB")]
+    ipl_log_segment_kb: Option<u64>,
     /// Buffer pool size in MB.
     #[arg(long, default_value_t = 512)]
     buffer_mb: u64,
@@ -323,6 +326,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         on_loaded: None,
         image: None,
         table_page_bytes: parse_table_pages(&args.table_page_bytes)?,
+        ipl_log_segment_bytes: args.ipl_log_segment_kb.map(|kb| kb.saturating_mul(1024)),
         data_store: match &args.data_store {
             None => None,
             Some(name) => Some(flashlab_engine::store::StoreKind::parse(name).ok_or_else(
@@ -445,6 +449,25 @@ fn print_summary(r: &BenchReport) {
     );
     if let Some(t) = &r.tpcc {
         print_tpcc(t);
+    }
+    for st in &r.stores {
+        let fields: Vec<String> = st
+            .counters
+            .iter()
+            .map(|(k, v)| {
+                if v.fract() == 0.0 {
+                    format!("{k} {v:.0}")
+                } else {
+                    format!("{k} {v:.2}")
+                }
+            })
+            .collect();
+        println!(
+            "store {:<13} {} (load and run): {}",
+            st.space,
+            st.store,
+            fields.join(", ")
+        );
     }
     println!("consistency         {}", r.consistency);
     for d in &r.departures {

@@ -66,6 +66,8 @@ pub struct BenchOptions {
     /// Page store of every data space (`--data-store`; a `--config` file's
     /// spaces keep their own unless this is given).
     pub data_store: Option<flashlab_engine::store::StoreKind>,
+    /// `--data-store ipl`: bytes of each erase unit's log segment.
+    pub ipl_log_segment_bytes: Option<u64>,
     pub buffer_bytes: u64,
     pub durability: Durability,
     /// Isolation of the workload's transactions. Read committed by default:
@@ -142,6 +144,7 @@ impl Default for BenchOptions {
             page_bytes: 8192,
             table_page_bytes: Vec::new(),
             data_store: None,
+            ipl_log_segment_bytes: None,
             buffer_bytes: 512 << 20,
             durability: Durability::Sync,
             isolation: flashlab_engine::mvcc::Isolation::ReadCommitted,
@@ -179,6 +182,14 @@ pub struct LogColumns {
     pub log_full: u64,
 }
 
+/// One data space's page-store counters.
+#[derive(Clone, Debug, Serialize)]
+pub struct StoreCounters {
+    pub space: String,
+    pub store: String,
+    pub counters: Vec<(String, f64)>,
+}
+
 /// What `flashlab bench` reports.
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchReport {
@@ -211,6 +222,11 @@ pub struct BenchReport {
     /// TPC-C: tpmC, tpmTotal, efficiency and the five types' figures.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tpcc: Option<flashlab_workloads::tpcc::TpccSummary>,
+    /// Data spaces whose page store counts things of its own (In-Page
+    /// Logging: sector writes, merges, erases...), by space, over load and
+    /// run.
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stores: Vec<StoreCounters>,
     /// Host seconds the whole bench took.
     pub host_seconds: f64,
     #[serde(skip)]
@@ -239,6 +255,47 @@ fn validate_size(options: &BenchOptions) -> Result<(), String> {
             "--scale {} asks for {rows} rows; at most {ACCOUNTS_MAX} (lower --scale or --accounts-per-branch)",
             options.scale
         ));
+    }
+    Ok(())
+}
+
+/// Log segment sizes `--ipl-log-segment-kb` accepts.
+pub const IPL_LOG_SEGMENT_KB_ALLOWED: [u64; 4] = [4, 8, 16, 32];
+
+/// A page store fits its data device: IPL needs raw NAND, and raw NAND
+/// only IPL can use.
+fn validate_store(options: &BenchOptions) -> Result<(), String> {
+    use flashlab_engine::store::StoreKind;
+    let ipl = options.data_store == Some(StoreKind::Ipl);
+    let nand = presets::is_raw_nand(&options.data_device);
+    if ipl && !nand {
+        return Err(format!(
+            "--data-store ipl needs a raw NAND --data-device (such as {}), not '{}'",
+            flashlab_devices::nand_device::K9WAG08U1A,
+            options.data_device
+        ));
+    }
+    if nand && !ipl {
+        return Err(format!(
+            "--data-device {} is raw NAND (program-once, erase units): only --data-store ipl can use it",
+            options.data_device
+        ));
+    }
+    if let Some(bytes) = options.ipl_log_segment_bytes {
+        if !ipl {
+            return Err("--ipl-log-segment-kb needs --data-store ipl".into());
+        }
+        if !IPL_LOG_SEGMENT_KB_ALLOWED.contains(&(bytes >> 10)) || bytes % 1024 != 0 {
+            return Err(format!(
+                "--ipl-log-segment-kb {} must be 4, 8, 16 or 32",
+                bytes >> 10
+            ));
+        }
+    }
+    if ipl && options.real_dir.is_some() {
+        return Err(
+            "--data-store ipl runs in the simulated world only (raw NAND has no file form)".into(),
+        );
     }
     Ok(())
 }
@@ -277,6 +334,7 @@ pub fn validate(options: &BenchOptions) -> Result<(), String> {
         return Err("--duration must be positive".into());
     }
     validate_size(options)?;
+    validate_store(options)?;
     if options.real_dir.is_none() {
         for device in [
             &options.log_device,
@@ -403,6 +461,7 @@ fn db_config(options: &BenchOptions) -> DbConfig {
     if let Some(store) = options.data_store {
         for space in &mut config.data {
             space.store = store;
+            space.ipl_log_segment_bytes = options.ipl_log_segment_bytes;
         }
     }
     if config.rollback.is_none() {
@@ -758,6 +817,19 @@ fn run_on(
         trace,
     );
     report.rollback = db.stats().rollback;
+    report.stores = db
+        .store_counters()
+        .into_iter()
+        .filter(|(_, _, counters)| !counters.is_empty())
+        .map(|(space, kind, counters)| StoreCounters {
+            space,
+            store: kind.name().to_string(),
+            counters: counters
+                .into_iter()
+                .map(|(k, v)| (k.to_string(), v))
+                .collect(),
+        })
+        .collect();
     (report.load_seconds, report.load_host_seconds) = match &options.image {
         Some(image) => (image.load_seconds, image.load_host_seconds),
         None => (load_seconds, load_host_seconds),
@@ -819,6 +891,7 @@ fn report(
         load_seconds: 0.0,
         load_host_seconds: 0.0,
         tpcc: None,
+        stores: Vec::new(),
         host_seconds: 0.0,
         trace,
     }

@@ -619,6 +619,18 @@ impl Database {
         }
     }
 
+    /// Each data space's name, page store and the store's own counters
+    /// ([`crate::store::PageStore::counters`]).
+    pub fn store_counters(
+        &self,
+    ) -> Vec<(String, crate::store::StoreKind, Vec<(&'static str, f64)>)> {
+        self.inner
+            .spaces
+            .iter()
+            .map(|s| (s.name.clone(), s.store.kind(), s.store.counters()))
+            .collect()
+    }
+
     /// The log.
     pub fn wal(&self) -> &Arc<Wal> {
         &self.inner.wal
