@@ -463,7 +463,7 @@ fn print_summary(r: &BenchReport) {
             })
             .collect();
         println!(
-            "store {:<13} {} (load and run): {}",
+            "store {:<13} {} (run): {}",
             st.space,
             st.store,
             fields.join(", ")

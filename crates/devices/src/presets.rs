@@ -30,6 +30,7 @@ pub fn model_names() -> Vec<&'static str> {
         .iter()
         .chain(crate::ssd::presets::NAMES.iter())
         .chain(std::iter::once(&crate::nand_device::K9WAG08U1A))
+        .chain(crate::nand_device::FTL_PRESETS_K9WAG08U1A.iter())
         .copied()
         .collect()
 }
@@ -66,6 +67,9 @@ pub fn build_model(name: &str) -> Result<Box<dyn DeviceModel>, DeviceError> {
         crate::nand_device::K9WAG08U1A => Ok(Box::new(crate::nand_device::NandModel::new(
             crate::nand_device::NandSpec::k9wag08u1a(),
         )?)),
+        _ if let Some(ssd) = crate::nand_device::build_ftl_ssd(name) => {
+            Ok(Box::new(ssd?) as Box<dyn DeviceModel>)
+        }
         _ => crate::ssd::presets::build(name).unwrap_or_else(|| Err(unknown(name))),
     }
 }

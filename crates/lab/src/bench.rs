@@ -182,6 +182,76 @@ pub struct LogColumns {
     pub log_full: u64,
 }
 
+/// Estimated write time of In-Page Logging, lee2007: a sector write.
+pub const IPL_SECTOR_WRITE_S: f64 = 200e-6;
+/// ... and a merge (results.toml [lee2007.ipl] merge_ms = 20).
+pub const IPL_MERGE_S: f64 = 20e-3;
+
+/// The page stores' counters of the run (after the load), with the
+/// ratios derived from them: In-Page Logging's average record bytes, log
+/// sectors read per page read, and lee2007's estimated write time
+/// (sector writes x 200 us + merges x 20 ms).
+fn store_counters_since(
+    before: &[(
+        String,
+        flashlab_engine::store::StoreKind,
+        Vec<(&'static str, f64)>,
+    )],
+    after: &[(
+        String,
+        flashlab_engine::store::StoreKind,
+        Vec<(&'static str, f64)>,
+    )],
+) -> Vec<StoreCounters> {
+    after
+        .iter()
+        .filter(|(_, _, counters)| !counters.is_empty())
+        .map(|(space, kind, counters)| {
+            let base = before.iter().find(|(s, _, _)| s == space);
+            let mut out: Vec<(String, f64)> = counters
+                .iter()
+                .map(|&(k, v)| {
+                    let b = base
+                        .and_then(|(_, _, c)| c.iter().find(|(bk, _)| *bk == k))
+                        .map_or(0.0, |(_, bv)| *bv);
+                    (k.to_string(), v - b)
+                })
+                .collect();
+            let get = |name: &str| out.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
+            let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+                (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+                _ => None,
+            };
+            let derived = [
+                (
+                    "avg_record_bytes",
+                    ratio(get("record_bytes"), get("records")),
+                ),
+                (
+                    "log_sectors_per_page_read",
+                    ratio(get("log_sectors_read"), get("page_reads")),
+                ),
+                (
+                    "est_write_s",
+                    get("sector_writes")
+                        .zip(get("merges"))
+                        .map(|(w, m)| w * IPL_SECTOR_WRITE_S + m * IPL_MERGE_S),
+                ),
+            ];
+            for (k, v) in derived {
+                if let Some(v) = v {
+                    out.push((k.to_string(), v));
+                }
+            }
+            StoreCounters {
+                space: space.clone(),
+                store: kind.name().to_string(),
+                counters: out,
+            }
+        })
+        .collect()
+}
+
 /// One data space's page-store counters.
 #[derive(Clone, Debug, Serialize)]
 pub struct StoreCounters {
@@ -223,10 +293,14 @@ pub struct BenchReport {
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tpcc: Option<flashlab_workloads::tpcc::TpccSummary>,
     /// Data spaces whose page store counts things of its own (In-Page
-    /// Logging: sector writes, merges, erases...), by space, over load and
-    /// run.
+    /// Logging: sector writes, merges, erases...), by space, over the run
+    /// (warm-up included, the load not).
     #[serde(skip_serializing_if = "Vec::is_empty")]
     pub stores: Vec<StoreCounters>,
+    /// The first data device's flash counters over the run (modelled
+    /// devices only): host pages written, flash pages written, erases.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_flash: Option<[u64; 3]>,
     /// Host seconds the whole bench took.
     pub host_seconds: f64,
     #[serde(skip)]
@@ -775,6 +849,15 @@ fn run_on(
         0
     };
     db.flush().map_err(|e| e.to_string())?;
+    let stores_loaded = db.store_counters();
+    let flash_counts = |db: &Database| {
+        db.devices()
+            .data
+            .first()
+            .and_then(|d| d.model_stats())
+            .map(|m| [m.host_pages_written, m.flash_pages_written, m.erases])
+    };
+    let flash_loaded = flash_counts(db);
     if let Some(hook) = &options.on_loaded {
         (hook.0)();
     }
@@ -817,19 +900,10 @@ fn run_on(
         trace,
     );
     report.rollback = db.stats().rollback;
-    report.stores = db
-        .store_counters()
-        .into_iter()
-        .filter(|(_, _, counters)| !counters.is_empty())
-        .map(|(space, kind, counters)| StoreCounters {
-            space,
-            store: kind.name().to_string(),
-            counters: counters
-                .into_iter()
-                .map(|(k, v)| (k.to_string(), v))
-                .collect(),
-        })
-        .collect();
+    report.stores = store_counters_since(&stores_loaded, &db.store_counters());
+    report.data_flash = flash_counts(db)
+        .zip(flash_loaded)
+        .map(|(a, b)| [a[0] - b[0], a[1] - b[1], a[2] - b[2]]);
     (report.load_seconds, report.load_host_seconds) = match &options.image {
         Some(image) => (image.load_seconds, image.load_host_seconds),
         None => (load_seconds, load_host_seconds),
@@ -892,6 +966,7 @@ fn report(
         load_host_seconds: 0.0,
         tpcc: None,
         stores: Vec::new(),
+        data_flash: None,
         host_seconds: 0.0,
         trace,
     }

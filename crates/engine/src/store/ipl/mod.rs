@@ -771,24 +771,19 @@ impl PageStore for IplStore {
 
     fn counters(&self) -> Vec<(&'static str, f64)> {
         let s = self.ipl_stats();
-        let avg = |a: u64, b: u64| if b == 0 { 0.0 } else { a as f64 / b as f64 };
         vec![
             ("page_writes", s.page_writes as f64),
             ("sector_writes", s.sector_writes as f64),
+            ("groups", s.groups as f64),
             ("merges", s.merges as f64),
             ("merge_ms", s.merge_ns as f64 / 1e6),
             ("erases", s.erases as f64),
             ("direct_programs", s.direct_programs as f64),
             ("diff_writes", s.diff_writes as f64),
-            (
-                "avg_record_bytes",
-                avg(s.record_bytes_noted, s.records_noted),
-            ),
+            ("records", s.records_noted as f64),
+            ("record_bytes", s.record_bytes_noted as f64),
             ("page_reads", s.page_reads as f64),
-            (
-                "log_sectors_per_page_read",
-                avg(s.log_sectors_read, s.page_reads),
-            ),
+            ("log_sectors_read", s.log_sectors_read as f64),
         ]
     }
 }
