@@ -321,7 +321,15 @@ fn query_reads_a_table_and_refuses_time_travel_past_a_restart() {
 fn tpcc_bad_input_is_one_line_naming_the_option() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let rows: [(&[&str], &str); 21] = [
+    let rows: [(&[&str], &str); 23] = [
+        (
+            &["--ipl-commit-force", "maybe"],
+            "--ipl-commit-force 'maybe'",
+        ),
+        (
+            &["--ipl-commit-force", "off"],
+            "--ipl-commit-force off needs --data-store ipl",
+        ),
         (&["--warehouses", "0"], "--warehouses"),
         (&["--data-store", "bogus"], "--data-store 'bogus'"),
         (
@@ -439,6 +447,10 @@ fn tpcc_bench_runs_on_an_ipl_space() {
     assert!(counter("sector_writes") > 0.0);
     assert!(counter("merges") > 0.0);
     assert!(counter("avg_record_bytes") > 0.0);
+    assert!(
+        counter("commit_groups") > 0.0,
+        "commits force their sectors"
+    );
 }
 
 /// A small simulated `bench tpcc --json`: tpmC, the five types, consistency.

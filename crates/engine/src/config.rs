@@ -80,6 +80,10 @@ pub struct DataSpaceConfig {
     /// 32 KB; 8 KB unless given).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ipl_log_segment_bytes: Option<u64>,
+    /// `store = "ipl"`: commits do not force the in-memory log sectors
+    /// holding their records (lee2007's commit does; off by default).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ipl_no_commit_force: bool,
 }
 
 /// The log, rollback or temp space.
@@ -237,6 +241,7 @@ impl DbConfig {
                 capacity_bytes: None,
                 store: StoreKind::InPlace,
                 ipl_log_segment_bytes: None,
+                ipl_no_commit_force: false,
             }],
             log: SpaceConfig {
                 device: log_device.into(),

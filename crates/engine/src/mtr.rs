@@ -466,7 +466,7 @@ impl Mtr {
             });
             // The page's store sees the change first (In-Page Logging's
             // records; a no-op for other stores).
-            handle.note_update(txn, before_of(&p), &p.image);
+            handle.note_update(txn, end_lsn, before_of(&p), &p.image);
             handle.install(&p.image, lsn, end_lsn);
         }
     }

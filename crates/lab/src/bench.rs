@@ -68,6 +68,8 @@ pub struct BenchOptions {
     pub data_store: Option<flashlab_engine::store::StoreKind>,
     /// `--data-store ipl`: bytes of each erase unit's log segment.
     pub ipl_log_segment_bytes: Option<u64>,
+    /// `--data-store ipl`: commits do not force their log sectors.
+    pub ipl_no_commit_force: bool,
     pub buffer_bytes: u64,
     pub durability: Durability,
     /// Isolation of the workload's transactions. Read committed by default:
@@ -145,6 +147,7 @@ impl Default for BenchOptions {
             table_page_bytes: Vec::new(),
             data_store: None,
             ipl_log_segment_bytes: None,
+            ipl_no_commit_force: false,
             buffer_bytes: 512 << 20,
             durability: Durability::Sync,
             isolation: flashlab_engine::mvcc::Isolation::ReadCommitted,
@@ -366,6 +369,9 @@ fn validate_store(options: &BenchOptions) -> Result<(), String> {
             ));
         }
     }
+    if options.ipl_no_commit_force && !ipl {
+        return Err("--ipl-commit-force off needs --data-store ipl".into());
+    }
     if ipl && options.real_dir.is_some() {
         return Err(
             "--data-store ipl runs in the simulated world only (raw NAND has no file form)".into(),
@@ -536,6 +542,7 @@ fn db_config(options: &BenchOptions) -> DbConfig {
         for space in &mut config.data {
             space.store = store;
             space.ipl_log_segment_bytes = options.ipl_log_segment_bytes;
+            space.ipl_no_commit_force = options.ipl_no_commit_force;
         }
     }
     if config.rollback.is_none() {

@@ -404,13 +404,16 @@ impl PageRef {
     }
 
     /// Tell the page's store that a change of transaction `txn` turns the
-    /// page from `before` into `after` (installed next): In-Page Logging
+    /// page from `before` into `after` (installed next, at page LSN
+    /// `lsn`): In-Page Logging
     /// keeps it as log records ([`PageStore::note_update`]). No I/O.
-    pub fn note_update(&self, txn: u64, before: &[u8], after: &[u8]) {
+    pub fn note_update(&self, txn: u64, lsn: u64, before: &[u8], after: &[u8]) {
         if let Ok(space) = self.core.space_of(self.id)
             && space.store.wants_updates()
         {
-            space.store.note_update(self.id.page_no, txn, before, after);
+            space
+                .store
+                .note_update(self.id.page_no, txn, lsn, before, after);
         }
     }
 

@@ -58,6 +58,7 @@ pub(crate) fn build_spaces(
             mode,
             StoreOptions {
                 ipl_log_segment_bytes: space.ipl_log_segment_bytes,
+                ipl_no_commit_force: space.ipl_no_commit_force,
             },
         )?;
         pool.register_logged_space(i as u32, &space.name, store.clone())?;

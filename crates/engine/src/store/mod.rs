@@ -152,11 +152,20 @@ pub trait PageStore: Send + Sync {
 
     /// A mini-transaction of transaction `txn` (0: none) changed page
     /// `page_no` from `before` to `after` (whole images; the pool installs
-    /// `after` next). Called at the install, with no I/O allowed (MTR-8):
-    /// In-Page Logging keeps the change as records of the page's in-memory
-    /// log sector. Default: nothing.
-    fn note_update(&self, page_no: PageNo, txn: u64, before: &[u8], after: &[u8]) {
-        let _ = (page_no, txn, before, after);
+    /// `after` next, with page LSN `lsn`). Called at the install, with no
+    /// I/O allowed (MTR-8): In-Page Logging keeps the change as records of
+    /// the page's in-memory log sector. Default: nothing.
+    fn note_update(&self, page_no: PageNo, txn: u64, lsn: u64, before: &[u8], after: &[u8]) {
+        let _ = (page_no, txn, lsn, before, after);
+    }
+
+    /// Transaction `txn` ended (after its commit record is durable, or
+    /// after its rollback). In-Page Logging forces the in-memory log
+    /// sectors holding records of a committing transaction (lee2007's
+    /// commit). Default: nothing.
+    fn transaction_ended(&self, txn: u64, committed: bool, log: &dyn LogForce) -> Result<()> {
+        let _ = (txn, committed, log);
+        Ok(())
     }
 
     /// Store-specific counters for reports, by name (empty by default).
@@ -176,6 +185,9 @@ pub struct StoreOptions {
     /// In-Page Logging: bytes of each erase unit's log segment (default
     /// [`ipl::layout::LOG_SEGMENT_BYTES_DEFAULT`]).
     pub ipl_log_segment_bytes: Option<u64>,
+    /// In-Page Logging: do not force a committing transaction's in-memory
+    /// log sectors (lee2007's commit forces them; on by default).
+    pub ipl_no_commit_force: bool,
 }
 
 /// Open (or format) the store of `kind` for a data space on `device`.
@@ -214,16 +226,19 @@ pub fn open_store_with(
             page_bytes,
             capacity_bytes,
         ))),
-        StoreKind::Ipl => Ok(Arc::new(IplStore::open(
-            device,
-            page_bytes,
-            capacity_bytes,
-            options
-                .ipl_log_segment_bytes
-                .unwrap_or(ipl::layout::LOG_SEGMENT_BYTES_DEFAULT),
-            space_name,
-            mode,
-        )?)),
+        StoreKind::Ipl => Ok(Arc::new(
+            IplStore::open(
+                device,
+                page_bytes,
+                capacity_bytes,
+                options
+                    .ipl_log_segment_bytes
+                    .unwrap_or(ipl::layout::LOG_SEGMENT_BYTES_DEFAULT),
+                space_name,
+                mode,
+            )?
+            .with_commit_force(!options.ipl_no_commit_force),
+        )),
     }
 }
 

@@ -135,6 +135,17 @@ fn run(
     segment_kb: Option<u64>,
     buffer_bytes: u64,
 ) -> Result<Point, String> {
+    run_with(ctx, trace, device, segment_kb, buffer_bytes, true)
+}
+
+fn run_with(
+    ctx: &RunContext,
+    trace: Trace,
+    device: &str,
+    segment_kb: Option<u64>,
+    buffer_bytes: u64,
+    commit_force: bool,
+) -> Result<Point, String> {
     let (duration_ns, warmup_ns) = durations(ctx);
     let options = BenchOptions {
         workload: "tpcc".into(),
@@ -153,6 +164,7 @@ fn run(
         },
         data_store: segment_kb.map(|_| StoreKind::Ipl),
         ipl_log_segment_bytes: segment_kb.map(|kb| kb << 10),
+        ipl_no_commit_force: segment_kb.is_some() && !commit_force,
         buffer_bytes,
         seed: ctx.seed,
         trace: true,
@@ -300,6 +312,14 @@ impl Experiment for Ipl {
         }
         // 3. IPL against in-place writes through FTLs of the same flash.
         let ipl = at_default[t1.name].clone();
+        let unforced = run_with(
+            ctx,
+            t1,
+            NAND,
+            Some(SEGMENT_KB_DEFAULT),
+            t1.buffer_bytes,
+            false,
+        )?;
         let page = run(ctx, t1, "ssd-k9wag08u1a-page", None, t1.buffer_bytes)?;
         let block = run(ctx, t1, "ssd-k9wag08u1a-block", None, t1.buffer_bytes)?;
         // alpha per flash page the FTL wrote for the host (2 KB): the
@@ -328,6 +348,15 @@ impl Experiment for Ipl {
                 fmt(erases_per_txn(&ipl)),
             ],
             vec![
+                "IPL, commits not forcing their sectors".into(),
+                fmt(unforced.committed as f64),
+                fmt(unforced.page_writes),
+                fmt(unforced.write_busy_s),
+                fmt(per_txn(unforced.write_busy_s, &unforced)),
+                fmt(est_ipl_s(&unforced)),
+                fmt(erases_per_txn(&unforced)),
+            ],
+            vec![
                 "in place, page-mapping FTL".into(),
                 fmt(page.committed as f64),
                 fmt(page.page_writes),
@@ -350,6 +379,7 @@ impl Experiment for Ipl {
                 fmt(erases_per_txn(&block)),
             ],
         ];
+        data.insert("ipl-no-commit-force".into(), serde_json::json!(unforced));
         data.insert("in-place-page".into(), serde_json::json!(page));
         data.insert("in-place-block".into(), serde_json::json!(block));
         let (sw_small, sw_large) = (sw[0].1, sw[sw.len() - 1].1);
@@ -444,7 +474,7 @@ impl Experiment for Ipl {
             checks,
             notes: vec![
                 "The slides give no numbers for these figures; the checks are their shapes and the stated record size.".into(),
-                "Departure: IPL here keeps the engine's WAL and ARIES recovery (ARCHITECTURE.md, \"In-Page Logging\"); commits do not force log sectors, so sector writes come from write-backs only.".into(),
+                "Departure: IPL here keeps the engine's WAL and ARIES recovery (ARCHITECTURE.md, \"In-Page Logging\"): a commit is durable by its WAL record; its forced log sectors (the slides' commit, on in every run but the one marked) are counted in the sector writes all the same.".into(),
             ],
             data: serde_json::Value::Object(data),
             raw_files: Vec::new(),

@@ -118,6 +118,9 @@ pub struct IplStats {
     pub page_reads: u64,
     /// Log sectors read to rebuild pages.
     pub log_sectors_read: u64,
+    /// Write groups forced by commits, and their sectors.
+    pub commit_groups: u64,
+    pub commit_sectors: u64,
 }
 
 #[derive(Default)]
@@ -134,6 +137,8 @@ struct Counters {
     erases: AtomicU64,
     page_reads: AtomicU64,
     log_sectors_read: AtomicU64,
+    commit_groups: AtomicU64,
+    commit_sectors: AtomicU64,
 }
 
 fn bump(c: &AtomicU64, n: u64) {
@@ -161,6 +166,23 @@ struct PageLog {
     records: Vec<Record>,
     bytes: usize,
     diverged: bool,
+    /// The image the records lead to, and its page LSN: what a commit
+    /// force seals as the page's header record.
+    after: Option<Vec<u8>>,
+    lsn: u64,
+}
+
+impl PageLog {
+    fn at(expected_crc: u32) -> PageLog {
+        PageLog {
+            expected_crc,
+            records: Vec::new(),
+            bytes: 0,
+            diverged: false,
+            after: None,
+            lsn: 0,
+        }
+    }
 }
 
 /// See the module documentation.
@@ -174,6 +196,9 @@ pub struct IplStore {
     stripes: Vec<RtMutex<()>>,
     merging: RtMutex<()>,
     pending: StdMutex<HashMap<PageNo, PageLog>>,
+    /// Pages holding in-memory records of each transaction.
+    by_txn: StdMutex<HashMap<u64, Vec<PageNo>>>,
+    commit_force: bool,
     counters: Counters,
 }
 
@@ -233,6 +258,8 @@ impl IplStore {
             stripes: (0..UNIT_LOCK_STRIPES).map(|_| RtMutex::new(())).collect(),
             merging: RtMutex::new(()),
             pending: StdMutex::new(HashMap::new()),
+            by_txn: StdMutex::new(HashMap::new()),
+            commit_force: true,
             counters: Counters::default(),
         };
         match mode {
@@ -240,6 +267,13 @@ impl IplStore {
             StoreMode::Open => store.scan()?,
         }
         Ok(store)
+    }
+
+    /// Force (the default, lee2007) or not a committing transaction's
+    /// in-memory log sectors.
+    pub fn with_commit_force(mut self, force: bool) -> IplStore {
+        self.commit_force = force;
+        self
     }
 
     /// What the store counted.
@@ -259,6 +293,8 @@ impl IplStore {
             erases: g(&c.erases),
             page_reads: g(&c.page_reads),
             log_sectors_read: g(&c.log_sectors_read),
+            commit_groups: g(&c.commit_groups),
+            commit_sectors: g(&c.commit_sectors),
         }
     }
 
@@ -582,6 +618,97 @@ impl IplStore {
         Ok(())
     }
 
+    /// Append `records` and the header record of `image` as one write
+    /// group to the unit's log segment, or merge the unit with `image` in
+    /// the slot when they do not fit (or the unit must merge, IPL-3).
+    /// Returns the sectors programmed (0 for a merge). The caller holds the
+    /// unit's lock and has read its log (`log`, `st`).
+    fn append_group(
+        &self,
+        logical: u32,
+        slot: u32,
+        mut st: UnitState,
+        log: &[Record],
+        mut records: Vec<Record>,
+        image: &[u8],
+    ) -> Result<u64> {
+        let l = self.layout;
+        records.extend(sector::records_of(
+            slot as u16,
+            0,
+            &[(0, image[..PAGE_BODY_OFFSET].to_vec())],
+        ));
+        let sectors = sector::pack(&records);
+        let next = st.log_next.expect("read_log knows it");
+        if st.needs_merge || usize::from(next) + sectors.len() > usize::from(l.segment_sectors()) {
+            self.merge(logical, st, log, Some((slot, image)))?;
+            return Ok(0);
+        }
+        let mut bytes = Vec::with_capacity(sectors.len() * LOG_SECTOR_BYTES);
+        for (i, recs) in sectors.iter().enumerate() {
+            let header = Header {
+                magic: MAGIC_LOG,
+                unit: logical,
+                generation: st.generation,
+                index: next + i as u16,
+                used: 0,
+                flags: if i + 1 == sectors.len() {
+                    FLAG_GROUP_END
+                } else {
+                    0
+                },
+            };
+            bytes.extend(sector::encode(header, &sector::encode_records(recs)));
+        }
+        self.device.write(l.sector_bytes(st.phys, next), &bytes)?;
+        st.log_next = Some(next + sectors.len() as u16);
+        st.fresh_from = None;
+        self.set_unit(logical, st);
+        bump(&self.counters.sector_writes, sectors.len() as u64);
+        bump(&self.counters.groups, 1);
+        Ok(sectors.len() as u64)
+    }
+
+    /// Force page `page_no`'s in-memory records if one is of `txn`
+    /// (lee2007's commit): after the WAL holds them (BUF-2's rule), as one
+    /// write group ending with the header of the image they lead to,
+    /// sealed at its page LSN. The page stays dirty in the pool; its
+    /// in-memory log goes on from the forced version.
+    fn force_page(&self, page_no: PageNo, txn: u64, log: &dyn LogForce) -> Result<()> {
+        let (logical, slot) = self.check_page(page_no)?;
+        let wanted = |p: &PageLog| {
+            !p.diverged && p.after.is_some() && p.records.iter().any(|r| r.txn == txn)
+        };
+        let lsn = match self.pending.lock().expect("pending").get(&page_no) {
+            Some(p) if wanted(p) => p.lsn,
+            _ => return Ok(()),
+        };
+        log.flush_to(lsn)?;
+        let _unit = self.stripe(logical).lock();
+        let (records, mut image, lsn) = {
+            let mut pending = self.pending.lock().expect("pending");
+            let Some(p) = pending.get_mut(&page_no).filter(|p| wanted(p)) else {
+                return Ok(());
+            };
+            p.bytes = 0;
+            (
+                std::mem::take(&mut p.records),
+                p.after.take().expect("wanted"),
+                p.lsn,
+            )
+        };
+        log.flush_to(lsn)?;
+        crate::page::set_lsn(&mut image, lsn);
+        crate::page::seal(&mut image);
+        let st = self.unit(logical);
+        let (flash_log, st) = self.read_log(logical, st)?;
+        self.set_unit(logical, st);
+        let sectors = self.append_group(logical, slot, st, &flash_log, records, &image)?;
+        bump(&self.counters.commit_groups, 1);
+        bump(&self.counters.commit_sectors, sectors);
+        Ok(())
+    }
+
     fn stripe(&self, logical: u32) -> &RtMutex<()> {
         &self.stripes[logical as usize % UNIT_LOCK_STRIPES]
     }
@@ -591,15 +718,7 @@ impl IplStore {
     fn take_records(&self, page_no: PageNo, image: &[u8]) -> Option<Vec<Record>> {
         let crc = body_crc(image);
         let mut pending = self.pending.lock().expect("pending");
-        let old = pending.insert(
-            page_no,
-            PageLog {
-                expected_crc: crc,
-                records: Vec::new(),
-                bytes: 0,
-                diverged: false,
-            },
-        );
+        let old = pending.insert(page_no, PageLog::at(crc));
         old.filter(|p| !p.diverged && p.expected_crc == crc)
             .map(|p| p.records)
     }
@@ -630,22 +749,20 @@ impl PageStore for IplStore {
         self.set_unit(logical, st);
         self.rebuild(st.phys, slot, &records, buf)?;
         bump(&self.counters.page_reads, 1);
-        self.pending.lock().expect("pending").insert(
-            page_no,
-            PageLog {
-                expected_crc: body_crc(buf),
-                records: Vec::new(),
-                bytes: 0,
-                diverged: false,
-            },
-        );
+        self.pending
+            .lock()
+            .expect("pending")
+            .insert(page_no, PageLog::at(body_crc(buf)));
         Ok(())
     }
 
     fn write_page(&self, page_no: PageNo, image: &[u8]) -> Result<()> {
         let (logical, slot) = self.check_page(page_no)?;
-        let noted = self.take_records(page_no, image);
+        // Records are taken under the unit's lock, so that write groups
+        // reach the log segment in the order their records were taken (a
+        // commit force of the same page takes them the same way).
         let _unit = self.stripe(logical).lock();
+        let noted = self.take_records(page_no, image);
         bump(&self.counters.page_writes, 1);
         let mut st = self.unit(logical);
         let l = self.layout;
@@ -660,7 +777,7 @@ impl PageStore for IplStore {
         let (log, known) = self.read_log(logical, st)?;
         st = known;
         self.set_unit(logical, st);
-        let mut records = match noted {
+        let records = match noted {
             Some(records) => records,
             None => {
                 bump(&self.counters.diff_writes, 1);
@@ -669,39 +786,8 @@ impl PageStore for IplStore {
                 sector::records_of(slot as u16, 0, &diff_body(&flash, image))
             }
         };
-        records.extend(sector::records_of(
-            slot as u16,
-            0,
-            &[(0, image[..PAGE_BODY_OFFSET].to_vec())],
-        ));
-        let sectors = sector::pack(&records);
-        let next = st.log_next.expect("read_log knows it");
-        if st.needs_merge || usize::from(next) + sectors.len() > usize::from(l.segment_sectors()) {
-            return self.merge(logical, st, &log, Some((slot, image)));
-        }
-        let mut bytes = Vec::with_capacity(sectors.len() * LOG_SECTOR_BYTES);
-        for (i, recs) in sectors.iter().enumerate() {
-            let header = Header {
-                magic: MAGIC_LOG,
-                unit: logical,
-                generation: st.generation,
-                index: next + i as u16,
-                used: 0,
-                flags: if i + 1 == sectors.len() {
-                    FLAG_GROUP_END
-                } else {
-                    0
-                },
-            };
-            bytes.extend(sector::encode(header, &sector::encode_records(recs)));
-        }
-        self.device.write(l.sector_bytes(st.phys, next), &bytes)?;
-        st.log_next = Some(next + sectors.len() as u16);
-        st.fresh_from = None;
-        self.set_unit(logical, st);
-        bump(&self.counters.sector_writes, sectors.len() as u64);
-        bump(&self.counters.groups, 1);
-        Ok(())
+        self.append_group(logical, slot, st, &log, records, image)
+            .map(|_| ())
     }
 
     fn sync(&self, log: &dyn LogForce) -> Result<()> {
@@ -734,17 +820,15 @@ impl PageStore for IplStore {
         true
     }
 
-    fn note_update(&self, page_no: PageNo, txn: u64, before: &[u8], after: &[u8]) {
+    fn note_update(&self, page_no: PageNo, txn: u64, lsn: u64, before: &[u8], after: &[u8]) {
         if before.len() <= PAGE_BODY_OFFSET || before.len() != after.len() {
             return;
         }
         let (_, slot) = self.layout.place(page_no);
         let mut pending = self.pending.lock().expect("pending");
         let log = pending.entry(page_no).or_insert(PageLog {
-            expected_crc: 0,
-            records: Vec::new(),
-            bytes: 0,
             diverged: true, // no known base: the write logs a difference
+            ..PageLog::at(0)
         });
         if log.diverged {
             return;
@@ -767,6 +851,31 @@ impl PageStore for IplStore {
         }
         log.records.extend(records);
         log.expected_crc = body_crc(after);
+        log.lsn = lsn;
+        log.after = Some(after.to_vec());
+        drop(pending);
+        if txn != 0 && self.commit_force {
+            let mut by_txn = self.by_txn.lock().expect("by_txn");
+            let pages = by_txn.entry(txn).or_default();
+            if !pages.contains(&page_no) {
+                pages.push(page_no);
+            }
+        }
+    }
+
+    fn transaction_ended(&self, txn: u64, committed: bool, log: &dyn LogForce) -> Result<()> {
+        let pages = self.by_txn.lock().expect("by_txn").remove(&txn);
+        let Some(mut pages) = pages else {
+            return Ok(());
+        };
+        if !committed || !self.commit_force {
+            return Ok(());
+        }
+        pages.sort_unstable();
+        for page_no in pages {
+            self.force_page(page_no, txn, log)?;
+        }
+        Ok(())
     }
 
     fn counters(&self) -> Vec<(&'static str, f64)> {
@@ -784,6 +893,8 @@ impl PageStore for IplStore {
             ("record_bytes", s.record_bytes_noted as f64),
             ("page_reads", s.page_reads as f64),
             ("log_sectors_read", s.log_sectors_read as f64),
+            ("commit_groups", s.commit_groups as f64),
+            ("commit_sectors", s.commit_sectors as f64),
         ]
     }
 }

@@ -87,7 +87,7 @@ fn updates_go_to_log_sectors_and_pages_are_rebuilt_from_them() {
     );
     assert_eq!(read(&store, 3), images[3]);
     let next = update(&mut rng, &images[3]);
-    store.note_update(3, 42, &images[3], &next);
+    store.note_update(3, 42, 0, &images[3], &next);
     store.write_page(3, &next).unwrap();
     images[3] = next;
     let s = store.ipl_stats();
@@ -126,7 +126,7 @@ fn a_full_log_segment_merges_and_the_map_survives_a_reopen() {
         for _ in 0..600 {
             let n = rng.random_range(0..pages) as usize;
             let next = update(&mut rng, &images[n]);
-            store.note_update(n as u32, 7, &images[n], &next);
+            store.note_update(n as u32, 7, 0, &images[n], &next);
             store.write_page(n as u32, &next).unwrap();
             images[n] = next;
         }
@@ -202,12 +202,25 @@ fn a_crash_anywhere_leaves_each_page_at_a_version_it_had() {
             } else {
                 update(&mut rng, &last)
             };
-            if rng.random_bool(0.8) {
-                store.note_update(n as u32, 1, &last, &next);
+            let noted = rng.random_bool(0.8);
+            if noted {
+                store.note_update(n as u32, 1, 0, &last, &next);
             }
             let merges = store.ipl_stats().merges;
-            store.write_page(n as u32, &next).unwrap();
-            history[n].push(next);
+            if noted && rng.random_bool(0.3) {
+                // A commit forces the records instead of a write-back.
+                let groups = store.ipl_stats().commit_groups;
+                store.transaction_ended(1, true, &NoLog).unwrap();
+                let mut sealed = next.clone();
+                crate::page::set_lsn(&mut sealed, 0);
+                crate::page::seal(&mut sealed);
+                if store.ipl_stats().commit_groups > groups {
+                    history[n].push(sealed);
+                }
+            } else {
+                store.write_page(n as u32, &next).unwrap();
+                history[n].push(next);
+            }
             if store.ipl_stats().merges > merges || rng.random_bool(0.02) {
                 store.sync(&NoLog).unwrap();
                 for (d, h) in durable.iter_mut().zip(&history) {
@@ -244,4 +257,47 @@ fn a_crash_anywhere_leaves_each_page_at_a_version_it_had() {
             assert_eq!(read(&again, n), p, "seed {seed}: page {n} after the crash");
         }
     }
+}
+
+/// A commit forces the in-memory records of the committing transaction
+/// as a write group sealed at their page LSN; an abort forces nothing; the
+/// page's later write-back logs only what changed since the force.
+#[test]
+fn a_commit_forces_its_pages_records_and_an_abort_does_not() {
+    let mut rng = ChaCha8Rng::seed_from_u64(5);
+    let (_, device) = nand();
+    let store = open(&device, StoreMode::Create, 8 << 10);
+    let images: Vec<Vec<u8>> = (0..15).map(|n| page(&mut rng, n)).collect();
+    for (n, p) in images.iter().enumerate() {
+        store.write_page(n as u32, p).unwrap();
+    }
+    store.write_page(0, &update(&mut rng, &images[0])).unwrap(); // the unit is logged to now
+    let base = read(&store, 4);
+    let next = update(&mut rng, &base);
+    store.note_update(4, 7, 900, &base, &next);
+    let other = update(&mut rng, &read(&store, 5));
+    store.note_update(5, 8, 901, &read(&store, 5), &other);
+    store.transaction_ended(8, false, &NoLog).unwrap();
+    let before = store.ipl_stats();
+    store.transaction_ended(7, true, &NoLog).unwrap();
+    let after = store.ipl_stats();
+    assert_eq!(
+        (
+            after.commit_groups,
+            after.sector_writes - before.sector_writes
+        ),
+        (1, 1),
+        "{after:?}"
+    );
+    let mut sealed = next.clone();
+    crate::page::set_lsn(&mut sealed, 900);
+    crate::page::seal(&mut sealed);
+    assert_eq!(
+        read(&store, 4),
+        sealed,
+        "the forced version, sealed at its LSN"
+    );
+    // A second end of the same transaction forces nothing.
+    store.transaction_ended(7, true, &NoLog).unwrap();
+    assert_eq!(store.ipl_stats().commit_groups, 1);
 }
