@@ -308,8 +308,9 @@ impl Scenario {
     /// the log segment is 4 or 8 KB (so merges come often), and the first
     /// cut is moved, for most seeds, to a data flush (a merge flushes the
     /// new unit's pages and then its commit sector before it erases the
-    /// old unit; checkpoints flush too) or a data write (log sectors,
-    /// merge programs, direct programs, erases).
+    /// old unit; checkpoints flush too), a data write (log sectors,
+    /// merge programs, direct programs, erases) or a client's data write
+    /// (a commit's log-sector force, or a client's eviction).
     pub fn from_seed_store(
         seed: u64,
         workload: &str,
@@ -334,7 +335,7 @@ impl Scenario {
         }
         sc.ipl_log_segment_bytes = Some(*pick(&mut rng, &[4u64 << 10, 4 << 10, 8 << 10]));
         let after_open_ns = sc.cuts[0].after_open_ns;
-        let trigger = match rng.random_range(0..4) {
+        let trigger = match rng.random_range(0..5) {
             0 | 1 => Some(CutTrigger {
                 event: IoEvent::DataFlush,
                 task_prefix: None,
@@ -344,6 +345,13 @@ impl Scenario {
                 event: IoEvent::DataWrite,
                 task_prefix: None,
                 nth: rng.random_range(1..=120),
+            }),
+            // A client's data write: a commit's log-sector force (or the
+            // client's own eviction of a victim).
+            3 => Some(CutTrigger {
+                event: IoEvent::DataWrite,
+                task_prefix: Some("client".into()),
+                nth: rng.random_range(1..=60),
             }),
             _ => sc.cuts[0].trigger.clone(),
         };

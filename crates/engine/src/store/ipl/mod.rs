@@ -14,7 +14,11 @@
 //!   back (eviction or checkpoint, after forcing the WAL: BUF-2), the
 //!   page's image is *not* written: its records, and one record of the
 //!   pool's header bytes (checksum, page LSN), go to the unit's log segment
-//!   as one *write group* of consecutive log sectors in one program.
+//!   as one *write group* of consecutive log sectors in one program. A
+//!   commit forces the records of the pages it changed the same way
+//!   ([`PageStore::transaction_ended`], lee2007's commit), after the WAL
+//!   holds them, with the header of the image they lead to sealed at its
+//!   page LSN.
 //! * **Read.** A page read is rebuilt on the fly: the slot's image (an
 //!   erased slot is a never-written page: zeros), then every record of the
 //!   slot in the unit's log segment, in order.
@@ -51,8 +55,9 @@
 //! prefix of its write history; WAL redo from the checkpoint brings it
 //! forward. Aborts need no de-application in flash: the engine's rollback
 //! writes compensating changes, which are logged like any other. Where
-//! this departs from the slides (commit forcing, selective merge, no redo
-//! pass) is written in ARCHITECTURE.md, "In-Page Logging".
+//! this departs from the slides (a commit durable by the WAL, no selective
+//! merge, a redo pass at restart) is written in ARCHITECTURE.md, "In-Page
+//! Logging".
 //!
 //! Invariants (IPL-n):
 //! 1. A page's in-memory records are used only if they account for the
