@@ -470,6 +470,63 @@ impl Device for NandDevice {
     }
 }
 
+/// SSDs of the same flash as [`K9WAG08U1A`] behind an FTL, for comparing
+/// In-Page Logging with in-place writes through a page-mapping and a
+/// block-mapping FTL (lee2007's "without IPL"): one chip of the same
+/// geometry and timing, a controller that adds nothing, no write buffer.
+pub const FTL_PRESETS_K9WAG08U1A: [&str; 2] = ["ssd-k9wag08u1a-page", "ssd-k9wag08u1a-block"];
+/// Spare area of those SSDs (an assumption; lee2007 gives none).
+pub const FTL_OVER_PROVISIONING: f64 = 0.07;
+
+/// The SSD preset `name` of [`FTL_PRESETS_K9WAG08U1A`], if it is one.
+pub fn build_ftl_ssd(name: &str) -> Option<Result<crate::ssd::SsdModel, DeviceError>> {
+    use crate::ssd::ftl::FtlKind;
+    let ftl = match name {
+        "ssd-k9wag08u1a-page" => FtlKind::PageGreedy,
+        "ssd-k9wag08u1a-block" => FtlKind::Block,
+        _ => return None,
+    };
+    let spec = NandSpec::k9wag08u1a();
+    let geometry = crate::ssd::Geometry {
+        channels: 1,
+        chips_per_channel: 1,
+        dies_per_chip: 1,
+        planes_per_die: 1,
+        blocks_per_plane: (spec.capacity_bytes / spec.erase_unit_bytes) as u32,
+        pages_per_block: (spec.erase_unit_bytes / spec.nand_page_bytes) as u32,
+        page_bytes: spec.nand_page_bytes as u32,
+        over_provisioning: FTL_OVER_PROVISIONING,
+    };
+    let timing = crate::ssd::Timing {
+        page_read_ns: spec.read_ns,
+        page_program_ns: spec.program_ns,
+        block_erase_ns: spec.erase_ns,
+        channel_bytes_per_s: spec.bus_bytes_per_s,
+        host_bytes_per_s: spec.bus_bytes_per_s,
+        controller_overhead_ns: 0,
+    };
+    let src = "results.toml [devices.nand_samsung_k9wag08u1a] (lee2007 slides), one chip";
+    Some(
+        crate::ssd::SsdModel::new(name, geometry, timing, ftl, 0).map(|m| {
+            m.with_sources(&[
+                ("capacity_bytes", "16 Gbit chip less the spare area"),
+                ("page_bytes", src),
+                ("pages_per_block", src),
+                ("page_read_ns", src),
+                ("page_program_ns", src),
+                ("block_erase_ns", src),
+                ("channel_bytes_per_s", "K9WAG08U1A datasheet: 25 ns cycle"),
+                ("host_bytes_per_s", "the bus rate: the host adds nothing"),
+                ("over_provisioning", "7%: an assumption, lee2007 gives none"),
+                (
+                    "ftl",
+                    "page mapping (greedy GC) or block mapping, for lee2007's in-place case",
+                ),
+            ])
+        }),
+    )
+}
+
 #[cfg(test)]
 mod tests {
     use flashlab_runtime::{Sim, SimConfig};
@@ -582,61 +639,4 @@ mod tests {
         assert_eq!(read, 80_000 + 51_200, "array read + 2 KB over the bus");
         assert_eq!(erase, 1_500_000);
     }
-}
-
-/// SSDs of the same flash as [`K9WAG08U1A`] behind an FTL, for comparing
-/// In-Page Logging with in-place writes through a page-mapping and a
-/// block-mapping FTL (lee2007's "without IPL"): one chip of the same
-/// geometry and timing, a controller that adds nothing, no write buffer.
-pub const FTL_PRESETS_K9WAG08U1A: [&str; 2] = ["ssd-k9wag08u1a-page", "ssd-k9wag08u1a-block"];
-/// Spare area of those SSDs (an assumption; lee2007 gives none).
-pub const FTL_OVER_PROVISIONING: f64 = 0.07;
-
-/// The SSD preset `name` of [`FTL_PRESETS_K9WAG08U1A`], if it is one.
-pub fn build_ftl_ssd(name: &str) -> Option<Result<crate::ssd::SsdModel, DeviceError>> {
-    use crate::ssd::ftl::FtlKind;
-    let ftl = match name {
-        "ssd-k9wag08u1a-page" => FtlKind::PageGreedy,
-        "ssd-k9wag08u1a-block" => FtlKind::Block,
-        _ => return None,
-    };
-    let spec = NandSpec::k9wag08u1a();
-    let geometry = crate::ssd::Geometry {
-        channels: 1,
-        chips_per_channel: 1,
-        dies_per_chip: 1,
-        planes_per_die: 1,
-        blocks_per_plane: (spec.capacity_bytes / spec.erase_unit_bytes) as u32,
-        pages_per_block: (spec.erase_unit_bytes / spec.nand_page_bytes) as u32,
-        page_bytes: spec.nand_page_bytes as u32,
-        over_provisioning: FTL_OVER_PROVISIONING,
-    };
-    let timing = crate::ssd::Timing {
-        page_read_ns: spec.read_ns,
-        page_program_ns: spec.program_ns,
-        block_erase_ns: spec.erase_ns,
-        channel_bytes_per_s: spec.bus_bytes_per_s,
-        host_bytes_per_s: spec.bus_bytes_per_s,
-        controller_overhead_ns: 0,
-    };
-    let src = "results.toml [devices.nand_samsung_k9wag08u1a] (lee2007 slides), one chip";
-    Some(
-        crate::ssd::SsdModel::new(name, geometry, timing, ftl, 0).map(|m| {
-            m.with_sources(&[
-                ("capacity_bytes", "16 Gbit chip less the spare area"),
-                ("page_bytes", src),
-                ("pages_per_block", src),
-                ("page_read_ns", src),
-                ("page_program_ns", src),
-                ("block_erase_ns", src),
-                ("channel_bytes_per_s", "K9WAG08U1A datasheet: 25 ns cycle"),
-                ("host_bytes_per_s", "the bus rate: the host adds nothing"),
-                ("over_provisioning", "7%: an assumption, lee2007 gives none"),
-                (
-                    "ftl",
-                    "page mapping (greedy GC) or block mapping, for lee2007's in-place case",
-                ),
-            ])
-        }),
-    )
 }

@@ -195,16 +195,8 @@ pub const IPL_MERGE_S: f64 = 20e-3;
 /// sectors read per page read, and lee2007's estimated write time
 /// (sector writes x 200 us + merges x 20 ms).
 fn store_counters_since(
-    before: &[(
-        String,
-        flashlab_engine::store::StoreKind,
-        Vec<(&'static str, f64)>,
-    )],
-    after: &[(
-        String,
-        flashlab_engine::store::StoreKind,
-        Vec<(&'static str, f64)>,
-    )],
+    before: &[flashlab_engine::db::SpaceStoreCounters],
+    after: &[flashlab_engine::db::SpaceStoreCounters],
 ) -> Vec<StoreCounters> {
     after
         .iter()

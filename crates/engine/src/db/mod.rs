@@ -160,6 +160,9 @@ pub struct DbStats {
     pub rollback: RollbackStats,
 }
 
+/// A data space's name, page store and the store's counters.
+pub type SpaceStoreCounters = (String, crate::store::StoreKind, Vec<(&'static str, f64)>);
+
 /// The latch of one tree (DB-1).
 type TreeLatch = Arc<RwLatch>;
 
@@ -621,9 +624,7 @@ impl Database {
 
     /// Each data space's name, page store and the store's own counters
     /// ([`crate::store::PageStore::counters`]).
-    pub fn store_counters(
-        &self,
-    ) -> Vec<(String, crate::store::StoreKind, Vec<(&'static str, f64)>)> {
+    pub fn store_counters(&self) -> Vec<SpaceStoreCounters> {
         self.inner
             .spaces
             .iter()
