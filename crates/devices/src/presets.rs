@@ -24,14 +24,22 @@ pub const MEMORY_CAPACITY_BYTES_DEFAULT: u64 = 64 << 30;
 
 const HDD_NAMES: [&str; 2] = ["hdd-2008", "hdd-2010"];
 
-/// Every modelled preset, in listing order (`memory` is not a model).
+/// Every modelled preset of the papers' devices, in listing order
+/// (`memory` is not a model; the lee2007 flash presets are listed apart,
+/// [`flash_names`]: the device characterization does not run them).
 pub fn model_names() -> Vec<&'static str> {
     HDD_NAMES
         .iter()
         .chain(crate::ssd::presets::NAMES.iter())
-        .chain(std::iter::once(&crate::nand_device::K9WAG08U1A))
-        .chain(crate::nand_device::FTL_PRESETS_K9WAG08U1A.iter())
         .copied()
+        .collect()
+}
+
+/// lee2007's flash: the raw K9WAG08U1A (In-Page Logging's device) and SSDs
+/// of one such chip behind a page-mapping and a block-mapping FTL.
+pub fn flash_names() -> Vec<&'static str> {
+    std::iter::once(crate::nand_device::K9WAG08U1A)
+        .chain(crate::nand_device::FTL_PRESETS_K9WAG08U1A)
         .collect()
 }
 
@@ -44,6 +52,7 @@ pub fn is_raw_nand(name: &str) -> bool {
 /// Every name a device option accepts.
 pub fn names() -> Vec<&'static str> {
     let mut names = model_names();
+    names.extend(flash_names());
     names.push(MEMORY);
     names
 }
@@ -133,7 +142,7 @@ pub struct PresetInfo {
 /// Every preset with its parameters and their sources.
 pub fn describe_all() -> Result<Vec<PresetInfo>, DeviceError> {
     let mut out = Vec::new();
-    for name in model_names() {
+    for name in model_names().into_iter().chain(flash_names()) {
         let model = build_model(name)?;
         out.push(PresetInfo {
             name: name.to_string(),
