@@ -321,9 +321,40 @@ fn query_reads_a_table_and_refuses_time_travel_past_a_restart() {
 fn tpcc_bad_input_is_one_line_naming_the_option() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let rows: [(&[&str], &str); 17] = [
+    let rows: [(&[&str], &str); 23] = [
+        (
+            &["--ipl-commit-force", "maybe"],
+            "--ipl-commit-force 'maybe'",
+        ),
+        (
+            &["--ipl-commit-force", "off"],
+            "--ipl-commit-force off needs --data-store ipl",
+        ),
         (&["--warehouses", "0"], "--warehouses"),
         (&["--data-store", "bogus"], "--data-store 'bogus'"),
+        (
+            &["--data-store", "ipl"],
+            "--data-store ipl needs a raw NAND",
+        ),
+        (
+            &["--data-device", "nand-k9wag08u1a"],
+            "--data-device nand-k9wag08u1a is raw NAND",
+        ),
+        (
+            &[
+                "--data-store",
+                "ipl",
+                "--data-device",
+                "nand-k9wag08u1a",
+                "--ipl-log-segment-kb",
+                "12",
+            ],
+            "--ipl-log-segment-kb 12",
+        ),
+        (
+            &["--ipl-log-segment-kb", "8"],
+            "--ipl-log-segment-kb needs --data-store ipl",
+        ),
         (&["--warehouses", "100000"], "--warehouses"),
         (&["--mix", "45,43,4,4,5"], "--mix"),
         (&["--mix", "50,50"], "--mix"),
@@ -369,6 +400,56 @@ fn tpcc_bad_input_is_one_line_naming_the_option() {
         std::fs::read_dir(dir.path()).unwrap().count(),
         0,
         "nothing written"
+    );
+}
+
+/// `bench tpcc` with its data space In-Page Logging on raw NAND: TPC-C
+/// runs consistent, and the store's counters are reported.
+#[test]
+fn tpcc_bench_runs_on_an_ipl_space() {
+    let out = flashlab(&[
+        "bench",
+        "tpcc",
+        "--data-store",
+        "ipl",
+        "--data-device",
+        "nand-k9wag08u1a",
+        "--ipl-log-segment-kb",
+        "4",
+        "--items",
+        "1000",
+        "--customers-per-district",
+        "100",
+        "--buffer-mb",
+        "1",
+        "--duration",
+        "3s",
+        "--warmup",
+        "1s",
+        "--json",
+    ]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    assert_eq!(json["consistency"], "ok");
+    assert!(json["tpcc"]["tpmc"].as_f64().unwrap() > 0.0);
+    let store = &json["stores"][0];
+    assert_eq!(store["store"], "ipl");
+    let counter = |name: &str| {
+        store["counters"]
+            .as_array()
+            .unwrap()
+            .iter()
+            .find(|c| c[0] == name)
+            .unwrap_or_else(|| panic!("no counter {name}"))[1]
+            .as_f64()
+            .unwrap()
+    };
+    assert!(counter("sector_writes") > 0.0);
+    assert!(counter("merges") > 0.0);
+    assert!(counter("avg_record_bytes") > 0.0);
+    assert!(
+        counter("commit_groups") > 0.0,
+        "commits force their sectors"
     );
 }
 

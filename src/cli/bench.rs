@@ -93,6 +93,12 @@ pub struct Args {
     /// layout (see `flashlab devices` and ARCHITECTURE.md).
     #[arg(long, value_name = "STORE")]
     data_store: Option<String>,
+    /// --data-store ipl: KB of each erase unit's log segment (4, 8, 16 or 32; default 8).
+    #[arg(long, value_name = "KB")]
+    ipl_log_segment_kb: Option<u64>,
+    /// --data-store ipl: on (lee2007: a commit forces the log sectors holding its records) or off.
+    #[arg(long, value_name = "on|off")]
+    ipl_commit_force: Option<String>,
     /// Buffer pool size in MB.
     #[arg(long, default_value_t = 512)]
     buffer_mb: u64,
@@ -324,6 +330,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         image: None,
         table_page_bytes: parse_table_pages(&args.table_page_bytes)?,
         rollback_aged_span_bytes: 0,
+        ipl_log_segment_bytes: args.ipl_log_segment_kb.map(|kb| kb.saturating_mul(1024)),
+        ipl_no_commit_force: match args.ipl_commit_force.as_deref() {
+            None | Some("on") => false,
+            Some("off") => true,
+            Some(other) => bail!("--ipl-commit-force '{other}' must be on or off"),
+        },
         data_store: match &args.data_store {
             None => None,
             Some(name) => Some(flashlab_engine::store::StoreKind::parse(name).ok_or_else(
@@ -446,6 +458,25 @@ fn print_summary(r: &BenchReport) {
     );
     if let Some(t) = &r.tpcc {
         print_tpcc(t);
+    }
+    for st in &r.stores {
+        let fields: Vec<String> = st
+            .counters
+            .iter()
+            .map(|(k, v)| {
+                if v.fract() == 0.0 {
+                    format!("{k} {v:.0}")
+                } else {
+                    format!("{k} {v:.2}")
+                }
+            })
+            .collect();
+        println!(
+            "store {:<13} {} (run): {}",
+            st.space,
+            st.store,
+            fields.join(", ")
+        );
     }
     println!("consistency         {}", r.consistency);
     for d in &r.departures {

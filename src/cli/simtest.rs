@@ -23,6 +23,10 @@ pub struct Args {
     /// bank, tpcb, update-commit, or mixed (each seed picks one).
     #[arg(long, default_value = "mixed")]
     workload: String,
+    /// Page store of the data space: in-place (the default) or ipl
+    /// (In-Page Logging on raw NAND: crash profile, cuts in merges).
+    #[arg(long, default_value = "in-place")]
+    store: String,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -44,6 +48,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             simtest::WORKLOADS.join(", ")
         );
     }
+    let store = flashlab_engine::store::StoreKind::parse(&args.store).ok_or_else(|| {
+        anyhow::anyhow!(
+            "--store '{}' must be one of {}",
+            args.store,
+            flashlab_engine::store::StoreKind::names().join(", ")
+        )
+    })?;
     if args.seeds == 0 || args.seeds > SEEDS_MAX {
         bail!("--seeds must be 1 to {SEEDS_MAX}");
     }
@@ -60,7 +71,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let one = args.seed.is_some();
     let (json, list, workload) = (args.json, args.list, args.workload.clone());
-    let summary = simtest::run(first, seeds, &args.workload, |report| {
+    let store_flag = match store {
+        flashlab_engine::store::StoreKind::InPlace => String::new(),
+        other => format!(" --store {other}"),
+    };
+    let summary = simtest::run_store(first, seeds, &args.workload, store, |report| {
         if json {
             return;
         }
@@ -79,7 +94,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             println!("FAIL seed {}: {failure}", report.seed);
             println!("  {}", report.scenario);
             println!(
-                "  replay: flashlab simtest --seed {} --workload {workload}",
+                "  replay: flashlab simtest --seed {} --workload {workload}{store_flag}",
                 report.seed
             );
         }

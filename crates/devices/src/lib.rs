@@ -41,6 +41,7 @@ pub mod hdd;
 pub mod memory;
 pub mod model;
 pub mod nand;
+pub mod nand_device;
 pub mod overlay;
 pub mod presets;
 pub mod replay;

@@ -25,7 +25,9 @@ pub const MEMORY_CAPACITY_BYTES_DEFAULT: u64 = 64 << 30;
 
 const HDD_NAMES: [&str; 3] = ["hdd-2008", "hdd-seagate-7200-7", "hdd-2010"];
 
-/// Every modelled preset, in listing order (`memory` is not a model).
+/// Every modelled preset of the papers' devices, in listing order
+/// (`memory` is not a model; the lee2007 flash presets are listed apart,
+/// [`flash_names`]: the device characterization does not run them).
 pub fn model_names() -> Vec<&'static str> {
     HDD_NAMES
         .iter()
@@ -34,9 +36,24 @@ pub fn model_names() -> Vec<&'static str> {
         .collect()
 }
 
+/// lee2007's flash: the raw K9WAG08U1A (In-Page Logging's device) and SSDs
+/// of one such chip behind a page-mapping and a block-mapping FTL.
+pub fn flash_names() -> Vec<&'static str> {
+    std::iter::once(crate::nand_device::K9WAG08U1A)
+        .chain(crate::nand_device::FTL_PRESETS_K9WAG08U1A)
+        .collect()
+}
+
+/// Whether `name` is a raw NAND preset (a [`crate::nand_device::NandDevice`]:
+/// program-once, erase units; only a store made for it can use it).
+pub fn is_raw_nand(name: &str) -> bool {
+    name == crate::nand_device::K9WAG08U1A
+}
+
 /// Every name a device option accepts.
 pub fn names() -> Vec<&'static str> {
     let mut names = model_names();
+    names.extend(flash_names());
     names.push(MEMORY);
     names
 }
@@ -58,6 +75,12 @@ pub fn build_model(name: &str) -> Result<Box<dyn DeviceModel>, DeviceError> {
         "hdd-2008" => Ok(Box::new(HddModel::hdd_2008()?)),
         "hdd-seagate-7200-7" => Ok(Box::new(HddModel::hdd_7200_7()?)),
         "hdd-2010" => Ok(Box::new(HddModel::hdd_2010()?)),
+        crate::nand_device::K9WAG08U1A => Ok(Box::new(crate::nand_device::NandModel::new(
+            crate::nand_device::NandSpec::k9wag08u1a(),
+        )?)),
+        _ if let Some(ssd) = crate::nand_device::build_ftl_ssd(name) => {
+            Ok(Box::new(ssd?) as Box<dyn DeviceModel>)
+        }
         _ => crate::ssd::presets::build(name).unwrap_or_else(|| Err(unknown(name))),
     }
 }
@@ -69,6 +92,11 @@ pub fn open_simulated(name: &str) -> Result<DeviceRef, DeviceError> {
             MEMORY,
             MEMORY_CAPACITY_BYTES_DEFAULT,
         )));
+    }
+    if is_raw_nand(name) {
+        return Ok(Arc::new(crate::nand_device::NandDevice::simulated(
+            crate::nand_device::NandSpec::k9wag08u1a(),
+        )?));
     }
     Ok(Arc::new(SimDevice::new(build_model(name)?)))
 }
@@ -87,6 +115,15 @@ pub fn open_simulated_stored(
             *device.store().lock().expect("store") = image;
         }
         return Ok(Arc::new(device));
+    }
+    if is_raw_nand(name) {
+        let spec = crate::nand_device::NandSpec::k9wag08u1a();
+        let model = Box::new(crate::nand_device::NandModel::new(spec.clone())?);
+        let inner: Arc<dyn crate::store::StoredDevice> = match image {
+            Some(image) => Arc::new(SimDevice::preloaded(model, image)),
+            None => Arc::new(SimDevice::new(model)),
+        };
+        return Ok(Arc::new(crate::nand_device::NandDevice::new(spec, inner)?));
     }
     let model = build_model(name)?;
     Ok(match image {
@@ -107,7 +144,7 @@ pub struct PresetInfo {
 /// Every preset with its parameters and their sources.
 pub fn describe_all() -> Result<Vec<PresetInfo>, DeviceError> {
     let mut out = Vec::new();
-    for name in model_names() {
+    for name in model_names().into_iter().chain(flash_names()) {
         let model = build_model(name)?;
         out.push(PresetInfo {
             name: name.to_string(),

@@ -76,6 +76,14 @@ pub struct DataSpaceConfig {
     /// given; see [`crate::store`]).
     #[serde(default)]
     pub store: StoreKind,
+    /// `store = "ipl"`: bytes of each erase unit's log segment (4, 8, 16 or
+    /// 32 KB; 8 KB unless given).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipl_log_segment_bytes: Option<u64>,
+    /// `store = "ipl"`: commits do not force the in-memory log sectors
+    /// holding their records (lee2007's commit does; off by default).
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ipl_no_commit_force: bool,
 }
 
 /// The log, rollback or temp space.
@@ -243,6 +251,8 @@ impl DbConfig {
                 device: data_device.into(),
                 capacity_bytes: None,
                 store: StoreKind::InPlace,
+                ipl_log_segment_bytes: None,
+                ipl_no_commit_force: false,
             }],
             log: SpaceConfig {
                 device: log_device.into(),

@@ -374,7 +374,7 @@ impl Mtr {
         let Some((lsn, end_lsn)) = logged else {
             return Ok(None);
         };
-        self.install(lsn, end_lsn);
+        self.install(txn, lsn, end_lsn);
         wal.installed(lsn);
         Ok(Some(Logged { lsn, end_lsn }))
     }
@@ -444,12 +444,12 @@ impl Mtr {
                 redo,
             })?
             .expect("always logged");
-        self.install(lsn, end_lsn);
+        self.install(txn, lsn, end_lsn);
         wal.installed(lsn);
         Ok(Logged { lsn, end_lsn })
     }
 
-    fn install(self, lsn: u64, end_lsn: u64) {
+    fn install(self, txn: u64, lsn: u64, end_lsn: u64) {
         assert!(
             lsn < end_lsn,
             "MTR-3: install of an empty record at {lsn}..{end_lsn}"
@@ -464,9 +464,18 @@ impl Mtr {
                     self.space
                 )
             });
+            // The page's store sees the change first (In-Page Logging's
+            // records; a no-op for other stores).
+            handle.note_update(txn, end_lsn, before_of(&p), &p.image);
             handle.install(&p.image, lsn, end_lsn);
         }
     }
+}
+
+fn before_of(p: &MtrPage) -> &[u8] {
+    p.before
+        .as_deref()
+        .expect("written pages have a before-image")
 }
 
 impl PageAccess for Mtr {

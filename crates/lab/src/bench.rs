@@ -68,6 +68,10 @@ pub struct BenchOptions {
     pub data_store: Option<flashlab_engine::store::StoreKind>,
     /// Model an aged rollback space over this span (`MvccConfig::aged_span_bytes`; 0: off).
     pub rollback_aged_span_bytes: u64,
+    /// `--data-store ipl`: bytes of each erase unit's log segment.
+    pub ipl_log_segment_bytes: Option<u64>,
+    /// `--data-store ipl`: commits do not force their log sectors.
+    pub ipl_no_commit_force: bool,
     pub buffer_bytes: u64,
     pub durability: Durability,
     /// Isolation of the workload's transactions. Read committed by default:
@@ -145,6 +149,8 @@ impl Default for BenchOptions {
             table_page_bytes: Vec::new(),
             data_store: None,
             rollback_aged_span_bytes: 0,
+            ipl_log_segment_bytes: None,
+            ipl_no_commit_force: false,
             buffer_bytes: 512 << 20,
             durability: Durability::Sync,
             isolation: flashlab_engine::mvcc::Isolation::ReadCommitted,
@@ -182,6 +188,76 @@ pub struct LogColumns {
     pub log_full: u64,
 }
 
+/// Estimated write time of In-Page Logging, lee2007: a sector write.
+pub const IPL_SECTOR_WRITE_S: f64 = 200e-6;
+/// ... and a merge (results.toml [lee2007.ipl] merge_ms = 20).
+pub const IPL_MERGE_S: f64 = 20e-3;
+
+/// The page stores' counters of the run (after the load), with the
+/// ratios derived from them: In-Page Logging's average record bytes, log
+/// sectors read per page read, and lee2007's estimated write time
+/// (sector writes x 200 us + merges x 20 ms).
+fn store_counters_since(
+    before: &[flashlab_engine::db::SpaceStoreCounters],
+    after: &[flashlab_engine::db::SpaceStoreCounters],
+) -> Vec<StoreCounters> {
+    after
+        .iter()
+        .filter(|(_, _, counters)| !counters.is_empty())
+        .map(|(space, kind, counters)| {
+            let base = before.iter().find(|(s, _, _)| s == space);
+            let mut out: Vec<(String, f64)> = counters
+                .iter()
+                .map(|&(k, v)| {
+                    let b = base
+                        .and_then(|(_, _, c)| c.iter().find(|(bk, _)| *bk == k))
+                        .map_or(0.0, |(_, bv)| *bv);
+                    (k.to_string(), v - b)
+                })
+                .collect();
+            let get = |name: &str| out.iter().find(|(k, _)| k == name).map(|(_, v)| *v);
+            let ratio = |a: Option<f64>, b: Option<f64>| match (a, b) {
+                (Some(a), Some(b)) if b > 0.0 => Some(a / b),
+                _ => None,
+            };
+            let derived = [
+                (
+                    "avg_record_bytes",
+                    ratio(get("record_bytes"), get("records")),
+                ),
+                (
+                    "log_sectors_per_page_read",
+                    ratio(get("log_sectors_read"), get("page_reads")),
+                ),
+                (
+                    "est_write_s",
+                    get("sector_writes")
+                        .zip(get("merges"))
+                        .map(|(w, m)| w * IPL_SECTOR_WRITE_S + m * IPL_MERGE_S),
+                ),
+            ];
+            for (k, v) in derived {
+                if let Some(v) = v {
+                    out.push((k.to_string(), v));
+                }
+            }
+            StoreCounters {
+                space: space.clone(),
+                store: kind.name().to_string(),
+                counters: out,
+            }
+        })
+        .collect()
+}
+
+/// One data space's page-store counters.
+#[derive(Clone, Debug, Serialize)]
+pub struct StoreCounters {
+    pub space: String,
+    pub store: String,
+    pub counters: Vec<(String, f64)>,
+}
+
 /// What `flashlab bench` reports.
 #[derive(Clone, Debug, Serialize)]
 pub struct BenchReport {
@@ -214,6 +290,15 @@ pub struct BenchReport {
     /// TPC-C: tpmC, tpmTotal, efficiency and the five types' figures.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tpcc: Option<flashlab_workloads::tpcc::TpccSummary>,
+    /// Data spaces whose page store counts things of its own (In-Page
+    /// Logging: sector writes, merges, erases...), by space, over the run
+    /// (warm-up included, the load not).
+    #[serde(skip_serializing_if = "Vec::is_empty")]
+    pub stores: Vec<StoreCounters>,
+    /// The first data device's flash counters over the run (modelled
+    /// devices only): host pages written, flash pages written, erases.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub data_flash: Option<[u64; 3]>,
     /// Host seconds the whole bench took.
     pub host_seconds: f64,
     #[serde(skip)]
@@ -242,6 +327,50 @@ fn validate_size(options: &BenchOptions) -> Result<(), String> {
             "--scale {} asks for {rows} rows; at most {ACCOUNTS_MAX} (lower --scale or --accounts-per-branch)",
             options.scale
         ));
+    }
+    Ok(())
+}
+
+/// Log segment sizes `--ipl-log-segment-kb` accepts.
+pub const IPL_LOG_SEGMENT_KB_ALLOWED: [u64; 4] = [4, 8, 16, 32];
+
+/// A page store fits its data device: IPL needs raw NAND, and raw NAND
+/// only IPL can use.
+fn validate_store(options: &BenchOptions) -> Result<(), String> {
+    use flashlab_engine::store::StoreKind;
+    let ipl = options.data_store == Some(StoreKind::Ipl);
+    let nand = presets::is_raw_nand(&options.data_device);
+    if ipl && !nand {
+        return Err(format!(
+            "--data-store ipl needs a raw NAND --data-device (such as {}), not '{}'",
+            flashlab_devices::nand_device::K9WAG08U1A,
+            options.data_device
+        ));
+    }
+    if nand && !ipl {
+        return Err(format!(
+            "--data-device {} is raw NAND (program-once, erase units): only --data-store ipl can use it",
+            options.data_device
+        ));
+    }
+    if let Some(bytes) = options.ipl_log_segment_bytes {
+        if !ipl {
+            return Err("--ipl-log-segment-kb needs --data-store ipl".into());
+        }
+        if !IPL_LOG_SEGMENT_KB_ALLOWED.contains(&(bytes >> 10)) || bytes % 1024 != 0 {
+            return Err(format!(
+                "--ipl-log-segment-kb {} must be 4, 8, 16 or 32",
+                bytes >> 10
+            ));
+        }
+    }
+    if options.ipl_no_commit_force && !ipl {
+        return Err("--ipl-commit-force off needs --data-store ipl".into());
+    }
+    if ipl && options.real_dir.is_some() {
+        return Err(
+            "--data-store ipl runs in the simulated world only (raw NAND has no file form)".into(),
+        );
     }
     Ok(())
 }
@@ -280,6 +409,7 @@ pub fn validate(options: &BenchOptions) -> Result<(), String> {
         return Err("--duration must be positive".into());
     }
     validate_size(options)?;
+    validate_store(options)?;
     if options.real_dir.is_none() {
         for device in [
             &options.log_device,
@@ -406,6 +536,8 @@ fn db_config(options: &BenchOptions) -> DbConfig {
     if let Some(store) = options.data_store {
         for space in &mut config.data {
             space.store = store;
+            space.ipl_log_segment_bytes = options.ipl_log_segment_bytes;
+            space.ipl_no_commit_force = options.ipl_no_commit_force;
         }
     }
     if config.rollback.is_none() {
@@ -722,6 +854,15 @@ fn run_on(
         0
     };
     db.flush().map_err(|e| e.to_string())?;
+    let stores_loaded = db.store_counters();
+    let flash_counts = |db: &Database| {
+        db.devices()
+            .data
+            .first()
+            .and_then(|d| d.model_stats())
+            .map(|m| [m.host_pages_written, m.flash_pages_written, m.erases])
+    };
+    let flash_loaded = flash_counts(db);
     if let Some(hook) = &options.on_loaded {
         (hook.0)();
     }
@@ -764,6 +905,10 @@ fn run_on(
         trace,
     );
     report.rollback = db.stats().rollback;
+    report.stores = store_counters_since(&stores_loaded, &db.store_counters());
+    report.data_flash = flash_counts(db)
+        .zip(flash_loaded)
+        .map(|(a, b)| [a[0] - b[0], a[1] - b[1], a[2] - b[2]]);
     (report.load_seconds, report.load_host_seconds) = match &options.image {
         Some(image) => (image.load_seconds, image.load_host_seconds),
         None => (load_seconds, load_host_seconds),
@@ -825,6 +970,8 @@ fn report(
         load_seconds: 0.0,
         load_host_seconds: 0.0,
         tpcc: None,
+        stores: Vec::new(),
+        data_flash: None,
         host_seconds: 0.0,
         trace,
     }

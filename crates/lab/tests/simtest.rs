@@ -72,3 +72,46 @@ fn regression_seeds_that_found_the_flush_failure_bugs() {
         assert!(report.passed(), "seed {seed}: {:?}", report.failure);
     }
 }
+
+/// In-Page Logging seeds (`flashlab simtest --store ipl`): the data space
+/// on raw NAND, power cuts at data flushes and writes (inside merges,
+/// checkpoints and write-backs) and in recovery; the same promise.
+#[test]
+fn simtest_ipl_seeds_all_pass() {
+    let seeds = std::env::var("SIMTEST_IPL_SEEDS")
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(IPL_CI_SEEDS);
+    let summary = flashlab_lab::simtest::run_store(
+        0,
+        seeds,
+        "mixed",
+        flashlab_engine::store::StoreKind::Ipl,
+        |r| {
+            if let Some(f) = &r.failure {
+                eprintln!("ipl seed {} FAILED: {f}\n  {}", r.seed, r.scenario);
+            }
+        },
+    );
+    assert!(
+        summary.failed.is_empty(),
+        "{} IPL seeds failed",
+        summary.failed.len()
+    );
+    assert_eq!(summary.lost_commits, 0);
+    assert!(summary.crashes >= seeds, "every seed crashed at least once");
+}
+
+/// IPL seeds CI runs.
+const IPL_CI_SEEDS: u64 = 100;
+
+#[test]
+fn an_ipl_seed_replays_exactly() {
+    let ipl = flashlab_engine::store::StoreKind::Ipl;
+    for seed in [1, 9] {
+        let a = flashlab_lab::simtest::run_seed_store(seed, "mixed", ipl);
+        let b = flashlab_lab::simtest::run_seed_store(seed, "mixed", ipl);
+        assert_eq!(a, b, "seed {seed}");
+        assert!(a.scenario.contains("store ipl"), "{}", a.scenario);
+    }
+}

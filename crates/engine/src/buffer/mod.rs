@@ -424,6 +424,20 @@ impl PageRef {
         self.install_as(new_image, record_lsn, lsn, false);
     }
 
+    /// Tell the page's store that a change of transaction `txn` turns the
+    /// page from `before` into `after` (installed next, at page LSN
+    /// `lsn`): In-Page Logging
+    /// keeps it as log records ([`PageStore::note_update`]). No I/O.
+    pub fn note_update(&self, txn: u64, lsn: u64, before: &[u8], after: &[u8]) {
+        if let Ok(space) = self.core.space_of(self.id)
+            && space.store.wants_updates()
+        {
+            space
+                .store
+                .note_update(self.id.page_no, txn, lsn, before, after);
+        }
+    }
+
     /// Install a new image of an append page still being filled (a
     /// rollback segment's current page, not logged: LSN 0). The page is
     /// dirty, but written only once sealed ([`BufferPool::seal_append`]) or

@@ -190,6 +190,8 @@ pub fn config_from_manifest(dir: &Path) -> Result<DbConfig> {
             device: crate::config::FILE_DEVICE.into(),
             capacity_bytes: Some(s.capacity_bytes),
             store: s.store.unwrap_or_default(),
+            ipl_log_segment_bytes: None,
+            ipl_no_commit_force: false,
         })
         .collect();
     let mut config = DbConfig::simple("file", "file", 8192, 16 << 20);

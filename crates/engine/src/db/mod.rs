@@ -160,6 +160,9 @@ pub struct DbStats {
     pub rollback: RollbackStats,
 }
 
+/// A data space's name, page store and the store's counters.
+pub type SpaceStoreCounters = (String, crate::store::StoreKind, Vec<(&'static str, f64)>);
+
 /// The latch of one tree (DB-1).
 type TreeLatch = Arc<RwLatch>;
 
@@ -622,6 +625,16 @@ impl Database {
             aborts: self.inner.aborts.load(Ordering::Relaxed),
             rollback: self.inner.rollback.stats(),
         }
+    }
+
+    /// Each data space's name, page store and the store's own counters
+    /// ([`crate::store::PageStore::counters`]).
+    pub fn store_counters(&self) -> Vec<SpaceStoreCounters> {
+        self.inner
+            .spaces
+            .iter()
+            .map(|s| (s.name.clone(), s.store.kind(), s.store.counters()))
+            .collect()
     }
 
     /// The log.

@@ -758,6 +758,20 @@ impl Transaction {
                     .commits_durable_through(visible_lsn, Rt::current().now_ns());
                 db.commits.fetch_add(1, Ordering::Relaxed);
                 self.finish(Some(commit_ts));
+                // In-Page Logging forces the in-memory log sectors holding
+                // this transaction's records (lee2007). The commit is
+                // durable already (the WAL); a failure here is a device's,
+                // and fails the database like a failed flush.
+                for space in &db.spaces {
+                    if space.store.wants_updates()
+                        && let Err(e) = space.store.transaction_ended(self.id, true, &*db.wal)
+                    {
+                        return Err(db.fail(format!(
+                            "space '{}': forcing the log sectors of transaction {}: {e}",
+                            space.name, self.id
+                        )));
+                    }
+                }
                 Ok(commit_ts)
             }
             // The commit could not be logged, or the log failed: the
@@ -808,6 +822,12 @@ impl Transaction {
         undone?;
         db.aborts.fetch_add(1, Ordering::Relaxed);
         self.finish(None);
+        for space in &db.spaces {
+            if space.store.wants_updates() {
+                // Nothing is forced for a rollback: this only forgets.
+                let _ = space.store.transaction_ended(self.id, false, &*db.wal);
+            }
+        }
         Ok(())
     }
 

@@ -33,6 +33,7 @@
 //!    naming the space; it never formats over it.
 
 mod in_place;
+pub mod ipl;
 
 use std::sync::Arc;
 
@@ -44,6 +45,7 @@ use crate::error::Result;
 use crate::page::PageNo;
 
 pub use in_place::InPlaceStore;
+pub use ipl::IplStore;
 
 /// How a data space lays its pages out on its device (config key `store`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -52,6 +54,9 @@ pub enum StoreKind {
     /// Page `n` at offset `n * page_bytes`, overwritten in place.
     #[default]
     InPlace,
+    /// In-Page Logging (lee2007) on a raw NAND device: log sectors beside
+    /// the pages in each erase unit ([`ipl`]).
+    Ipl,
 }
 
 impl StoreKind {
@@ -59,18 +64,20 @@ impl StoreKind {
     pub fn name(self) -> &'static str {
         match self {
             StoreKind::InPlace => "in-place",
+            StoreKind::Ipl => "ipl",
         }
     }
 
     /// Every store's name, for error messages.
     pub fn names() -> &'static [&'static str] {
-        &["in-place"]
+        &["in-place", "ipl"]
     }
 
     /// Parse a name as the CLI gives it.
     pub fn parse(name: &str) -> Option<StoreKind> {
         match name {
             "in-place" => Some(StoreKind::InPlace),
+            "ipl" => Some(StoreKind::Ipl),
             _ => None,
         }
     }
@@ -148,10 +155,50 @@ pub trait PageStore: Send + Sync {
         StoreStats::default()
     }
 
+    /// Whether the store wants [`PageStore::note_update`] calls (In-Page
+    /// Logging does; the pool skips the call for other stores).
+    fn wants_updates(&self) -> bool {
+        false
+    }
+
+    /// A mini-transaction of transaction `txn` (0: none) changed page
+    /// `page_no` from `before` to `after` (whole images; the pool installs
+    /// `after` next, with page LSN `lsn`). Called at the install, with no
+    /// I/O allowed (MTR-8): In-Page Logging keeps the change as records of
+    /// the page's in-memory log sector. Default: nothing.
+    fn note_update(&self, page_no: PageNo, txn: u64, lsn: u64, before: &[u8], after: &[u8]) {
+        let _ = (page_no, txn, lsn, before, after);
+    }
+
+    /// Transaction `txn` ended (after its commit record is durable, or
+    /// after its rollback). In-Page Logging forces the in-memory log
+    /// sectors holding records of a committing transaction (lee2007's
+    /// commit). Default: nothing.
+    fn transaction_ended(&self, txn: u64, committed: bool, log: &dyn LogForce) -> Result<()> {
+        let _ = (txn, committed, log);
+        Ok(())
+    }
+
+    /// Store-specific counters for reports, by name (empty by default).
+    fn counters(&self) -> Vec<(&'static str, f64)> {
+        Vec::new()
+    }
+
     /// A one-line offset or location of a page, for error messages.
     fn location_of(&self, page_no: PageNo) -> u64 {
         u64::from(page_no) * self.page_bytes() as u64
     }
+}
+
+/// Settings of particular stores (config keys of the data space).
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub struct StoreOptions {
+    /// In-Page Logging: bytes of each erase unit's log segment (default
+    /// [`ipl::layout::LOG_SEGMENT_BYTES_DEFAULT`]).
+    pub ipl_log_segment_bytes: Option<u64>,
+    /// In-Page Logging: do not force a committing transaction's in-memory
+    /// log sectors (lee2007's commit forces them; on by default).
+    pub ipl_no_commit_force: bool,
 }
 
 /// Open (or format) the store of `kind` for a data space on `device`.
@@ -163,13 +210,46 @@ pub fn open_store(
     space_name: &str,
     mode: StoreMode,
 ) -> Result<Arc<dyn PageStore>> {
-    let _ = (space_name, mode);
+    open_store_with(
+        kind,
+        device,
+        page_bytes,
+        capacity_bytes,
+        space_name,
+        mode,
+        StoreOptions::default(),
+    )
+}
+
+/// [`open_store`] with store settings.
+pub fn open_store_with(
+    kind: StoreKind,
+    device: DeviceRef,
+    page_bytes: usize,
+    capacity_bytes: Option<u64>,
+    space_name: &str,
+    mode: StoreMode,
+    options: StoreOptions,
+) -> Result<Arc<dyn PageStore>> {
     match kind {
         StoreKind::InPlace => Ok(Arc::new(InPlaceStore::new(
             device,
             page_bytes,
             capacity_bytes,
         ))),
+        StoreKind::Ipl => Ok(Arc::new(
+            IplStore::open(
+                device,
+                page_bytes,
+                capacity_bytes,
+                options
+                    .ipl_log_segment_bytes
+                    .unwrap_or(ipl::layout::LOG_SEGMENT_BYTES_DEFAULT),
+                space_name,
+                mode,
+            )?
+            .with_commit_force(!options.ipl_no_commit_force),
+        )),
     }
 }
 

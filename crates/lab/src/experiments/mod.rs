@@ -15,6 +15,7 @@
 //! [`crate::coverage::COVERAGE`] (a test fails otherwise).
 
 pub mod devices;
+pub mod lee2007;
 pub mod lee2007_disk;
 pub mod lee2008_log;
 pub mod lee2008_mvcc;
@@ -59,6 +60,7 @@ pub fn registry() -> Vec<Box<dyn Experiment>> {
         Box::new(petrov2010::figures::Table4),
         Box::new(petrov2010::figures::Figure5),
         Box::new(lee2007_disk::DiskVsFlash),
+        Box::new(lee2007::Ipl),
     ]
 }
 

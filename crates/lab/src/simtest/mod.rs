@@ -76,6 +76,7 @@ use flashlab_devices::fault::{CutTrigger, FaultCounts, FaultPlan, FaultRecord, I
 use flashlab_engine::config::CpuCosts;
 use flashlab_engine::db::verify::verify;
 use flashlab_engine::mvcc::Isolation;
+use flashlab_engine::store::StoreKind;
 use flashlab_engine::{Database, DbConfig, Error};
 use flashlab_runtime::{NS_PER_MS, Rt, Sim, SimConfig, SimOutcome};
 use rand::{Rng, SeedableRng};
@@ -182,7 +183,19 @@ pub struct Scenario {
     /// seed number, not drawn, so the other choices of every seed are the
     /// same as before the option existed.
     pub preempt: bool,
+    /// The data space's page store: in place, or In-Page Logging on raw
+    /// NAND (`flashlab simtest --store ipl`).
+    pub store: StoreKind,
+    /// IPL: the log segment of each erase unit.
+    pub ipl_log_segment_bytes: Option<u64>,
 }
+
+/// The raw NAND device of IPL seeds.
+pub const IPL_DATA_DEVICE: &str = flashlab_devices::nand_device::K9WAG08U1A;
+/// The part of it an IPL seed's data space uses (128 erase units).
+pub const IPL_DATA_BYTES: u64 = 16 << 20;
+/// Salt of the generator of an IPL seed's own choices.
+const IPL_SEED_SALT: u64 = 0x1b1_7007;
 
 /// One seed in this many runs its epochs with preemption at lock points.
 pub const PREEMPT_SEEDS_EVERY: u64 = 4;
@@ -281,7 +294,73 @@ impl Scenario {
             data_plan,
             log_plan,
             preempt: seed % PREEMPT_SEEDS_EVERY == PREEMPT_SEEDS_EVERY - 1,
+            store: StoreKind::InPlace,
+            ipl_log_segment_bytes: None,
         })
+    }
+
+    /// The scenario of `seed` with its data space in `store`. For In-Page
+    /// Logging, after every draw of the in-place scenario (so the other
+    /// choices are the same seed's): the data device is raw NAND
+    /// ([`IPL_DATA_DEVICE`], its first [`IPL_DATA_BYTES`]), the profile is
+    /// crashes only (IPL sectors carry no page LSN at a page's offset for
+    /// the WAL checker, and the media profiles are not modelled on NAND),
+    /// the log segment is 4 or 8 KB (so merges come often), and the first
+    /// cut is moved, for most seeds, to a data flush (a merge flushes the
+    /// new unit's pages and then its commit sector before it erases the
+    /// old unit; checkpoints flush too), a data write (log sectors,
+    /// merge programs, direct programs, erases) or a client's data write
+    /// (a commit's log-sector force, or a client's eviction).
+    pub fn from_seed_store(
+        seed: u64,
+        workload: &str,
+        store: StoreKind,
+    ) -> Result<Scenario, String> {
+        let mut sc = Scenario::from_seed(seed, workload)?;
+        if store == StoreKind::InPlace {
+            return Ok(sc);
+        }
+        let mut rng = ChaCha8Rng::seed_from_u64(seed ^ IPL_SEED_SALT);
+        sc.store = store;
+        sc.data_device = IPL_DATA_DEVICE.to_string();
+        sc.profile = Profile::Crash;
+        for plan in [&mut sc.data_plan, &mut sc.log_plan] {
+            *plan = FaultPlan {
+                crash_keep_percent: plan.crash_keep_percent,
+                crash_tear_percent: plan.crash_tear_percent,
+                spike_ppm: plan.spike_ppm,
+                spike_ns: plan.spike_ns,
+                ..FaultPlan::crashes(plan.seed)
+            };
+        }
+        sc.ipl_log_segment_bytes = Some(*pick(&mut rng, &[4u64 << 10, 4 << 10, 8 << 10]));
+        let after_open_ns = sc.cuts[0].after_open_ns;
+        let trigger = match rng.random_range(0..5) {
+            0 | 1 => Some(CutTrigger {
+                event: IoEvent::DataFlush,
+                task_prefix: None,
+                nth: rng.random_range(1..=8),
+            }),
+            2 => Some(CutTrigger {
+                event: IoEvent::DataWrite,
+                task_prefix: None,
+                nth: rng.random_range(1..=120),
+            }),
+            // A client's data write: a commit's log-sector force (or the
+            // client's own eviction of a victim).
+            3 => Some(CutTrigger {
+                event: IoEvent::DataWrite,
+                task_prefix: Some("client".into()),
+                nth: rng.random_range(1..=60),
+            }),
+            _ => sc.cuts[0].trigger.clone(),
+        };
+        sc.cuts[0] = Cut {
+            trigger,
+            after_open_ns,
+            during_recovery: false,
+        };
+        Ok(sc)
     }
 
     fn config(&self) -> DbConfig {
@@ -300,6 +379,11 @@ impl Scenario {
         // extents so that segments move on and extents are reused.
         config.mvcc.page_bytes = self.page_bytes;
         config.mvcc.extent_bytes = 16 * self.page_bytes as u64;
+        if self.store != StoreKind::InPlace {
+            config.data[0].store = self.store;
+            config.data[0].capacity_bytes = Some(IPL_DATA_BYTES);
+            config.data[0].ipl_log_segment_bytes = self.ipl_log_segment_bytes;
+        }
         config
     }
 
@@ -307,7 +391,7 @@ impl Scenario {
     pub fn describe(&self) -> String {
         let cuts: Vec<String> = self.cuts.iter().map(Cut::describe).collect();
         format!(
-            "{} {:?}, {} clients{}, {:?}, data {} ({} B pages, {} frames), log {}, cuts: {}",
+            "{} {:?}, {} clients{}, {:?}, data {}{} ({} B pages, {} frames), log {}, cuts: {}",
             self.workload,
             self.profile,
             self.clients,
@@ -318,6 +402,10 @@ impl Scenario {
             },
             self.isolation,
             self.data_device,
+            match self.ipl_log_segment_bytes {
+                Some(b) => format!(" store ipl, {} KB log segments", b >> 10),
+                None => String::new(),
+            },
             self.page_bytes,
             self.pool_pages,
             self.log_device,
@@ -421,7 +509,12 @@ struct EpochState {
 
 /// Run one seed; never panics (a panic inside is a failure of the seed).
 pub fn run_seed(seed: u64, workload: &str) -> SeedReport {
-    let scenario = match Scenario::from_seed(seed, workload) {
+    run_seed_store(seed, workload, StoreKind::InPlace)
+}
+
+/// [`run_seed`] with the data space in `store`.
+pub fn run_seed_store(seed: u64, workload: &str, store: StoreKind) -> SeedReport {
+    let scenario = match Scenario::from_seed_store(seed, workload, store) {
         Ok(s) => s,
         Err(e) => {
             return SeedReport {
@@ -466,6 +559,7 @@ fn run_scenario(sc: &Scenario, report: &mut SeedReport) -> Result<(), String> {
         sc.page_bytes,
         sc.data_plan.clone(),
         sc.log_plan.clone(),
+        sc.store != StoreKind::InPlace,
     )?);
     let workload: Arc<dyn CrashWorkload> = Arc::from(
         workloads::build(&sc.workload, sc.tpcb_accounts)
@@ -901,16 +995,22 @@ fn crash_kind(point: &str) -> String {
 }
 
 /// Run `seeds` seeds from `first_seed` on; `each` sees every report.
-pub fn run(
+pub fn run(first_seed: u64, seeds: u64, workload: &str, each: impl FnMut(&SeedReport)) -> Summary {
+    run_store(first_seed, seeds, workload, StoreKind::InPlace, each)
+}
+
+/// [`run`] with the data space in `store`.
+pub fn run_store(
     first_seed: u64,
     seeds: u64,
     workload: &str,
+    store: StoreKind,
     mut each: impl FnMut(&SeedReport),
 ) -> Summary {
     let started = std::time::Instant::now();
     let mut summary = Summary::default();
     for seed in first_seed..first_seed.saturating_add(seeds) {
-        let report = run_seed(seed, workload);
+        let report = run_seed_store(seed, workload, store);
         each(&report);
         summary.add(&report);
     }

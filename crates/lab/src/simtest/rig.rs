@@ -34,6 +34,9 @@ fn stored(preset: &str, name: &str) -> Result<Arc<dyn StoredDevice>, String> {
     if preset == presets::MEMORY {
         return Ok(Arc::new(MemoryDevice::new(name, MEMORY_DATA_BYTES)));
     }
+    if presets::is_raw_nand(preset) {
+        return presets::open_simulated_stored(preset, None).map_err(|e| e.to_string());
+    }
     let model = presets::build_model(preset).map_err(|e| e.to_string())?;
     Ok(Arc::new(SimDevice::new(model)))
 }
@@ -46,6 +49,7 @@ impl Rig {
         page_bytes: usize,
         data_plan: FaultPlan,
         log_plan: FaultPlan,
+        ipl: bool,
     ) -> Result<Rig, String> {
         let power = PowerSwitch::new();
         let checker = WalChecker::new();
@@ -60,9 +64,16 @@ impl Rig {
             Role::Data { page_bytes },
             data_plan,
         )
-        .with_wal_checker(checker.clone())
-        .with_power(power.clone())
-        .with_page_check(check);
+        .with_power(power.clone());
+        // In-Page Logging writes log sectors and whole erase units, not
+        // pages at their offsets: neither the WAL checker nor the page
+        // check can read them (its write groups follow BUF-2 all the same).
+        let data = match ipl {
+            true => data,
+            false => data
+                .with_wal_checker(checker.clone())
+                .with_page_check(check),
+        };
         let rollback = FaultyDevice::new(
             stored(presets::MEMORY, "rollback")?,
             Role::Other,

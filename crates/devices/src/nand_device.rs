@@ -1,0 +1,642 @@
+//! # Raw NAND as a [`Device`] the engine can use
+//!
+//! [`crate::nand::RawNand`] is the bare medium for studies that drive it
+//! page by page; a storage manager in the engine (In-Page Logging, lee2007)
+//! needs it behind the one interface every space uses, in the simulated
+//! world (timed, traced, wrapped by the fault model) and in tests (memory).
+//! [`NandDevice`] is that: a [`Device`] over any [`StoredDevice`] (a
+//! [`SimDevice`] with the [`NandModel`] timing, or a [`MemoryDevice`]),
+//! that keeps the rules of NAND instead of hiding them:
+//!
+//! * a **write is a program**: it may only go to erased bytes (NAND-D1);
+//! * a **trim is an erase**: it must cover whole erase units (NAND-D2);
+//! * **partial programming**: a write may cover some 512-byte sectors of a
+//!   NAND page, but a NAND page takes at most [`NOP_K9WAG08U1A`] programs
+//!   between erases (the datasheet's NOP, "number of partial program cycles
+//!   in the same page": 4 for the K9WAG08U1A main array) (NAND-D3);
+//! * **in order**: a program never goes to a NAND page below the highest
+//!   programmed NAND page of its erase unit (NAND-D4; partial programs of
+//!   the highest page itself are allowed, as the datasheet allows sectors of
+//!   one page in any order);
+//! * an **erased byte reads `0xFF`** (NAND-D5).
+//!
+//! The rules are checked against the data itself, so a crash that drops an
+//! unflushed program (the fault model's power cut) also undoes its effect
+//! on the rules: the store under the device holds every byte inverted
+//! (`!b`), so an erased byte is a zero, which is what a sparse store holds
+//! for bytes never written or trimmed, and "erased" means "all zero in the
+//! store". A program of `0xFF` bytes therefore leaves them erased, as on a
+//! real chip. The NOP count keeps, per NAND page, the sectors each program
+//! covered; programs whose sectors all read erased again (a crash dropped
+//! them) no longer count.
+//!
+//! Timing ([`NandModel`], a [`DeviceModel`]): the chip is one timeline. A
+//! read costs, per NAND page it touches, the array read (80 us) and the
+//! transfer of the bytes over the 8-bit bus; a program costs, per NAND page
+//! it touches, the transfer and the program (200 us); an erase 1.5 ms per
+//! erase unit; a flush nothing (a program is durable when it completes).
+//! The numbers are results.toml `[devices.nand_samsung_k9wag08u1a]` (the
+//! lee2007 slides) and the datasheet's 25 ns cycle (40 MB/s).
+//!
+//! LIMIT: only a [`StoredDevice`] can be under a [`NandDevice`] (the rules
+//! read the store); a real file is not supported.
+
+use std::collections::HashMap;
+use std::sync::{Arc, Mutex};
+
+use crate::device::Device;
+use crate::error::DeviceError;
+use crate::model::{DeviceModel, IoKind, IoRequest, ModelStats, Parameter, check_request};
+use crate::store::{SparseStore, StoredDevice};
+
+/// The preset name of the lee2007 chip.
+pub const K9WAG08U1A: &str = "nand-k9wag08u1a";
+/// Program/read unit of the K9WAG08U1A (results.toml `page_kb = 2`).
+pub const NAND_PAGE_BYTES_K9WAG08U1A: u64 = 2048;
+/// Erase unit of the K9WAG08U1A (results.toml `block_kb = 128`).
+pub const ERASE_UNIT_BYTES_K9WAG08U1A: u64 = 128 << 10;
+/// Capacity: 16 Gbit.
+pub const CAPACITY_BYTES_K9WAG08U1A: u64 = 2 << 30;
+/// Partial programs of one NAND page between erases (datasheet NOP).
+pub const NOP_K9WAG08U1A: u32 = 4;
+/// Array read time (results.toml `read_us = 80`).
+pub const READ_NS_K9WAG08U1A: u64 = 80_000;
+/// Program time (results.toml `write_us = 200`).
+pub const PROGRAM_NS_K9WAG08U1A: u64 = 200_000;
+/// Erase time (results.toml `erase_us = 1500`).
+pub const ERASE_NS_K9WAG08U1A: u64 = 1_500_000;
+/// Bus rate: one byte per 25 ns cycle (datasheet).
+pub const BUS_BYTES_PER_S_K9WAG08U1A: u64 = 40_000_000;
+/// The unit of partial programming and of requests.
+pub const NAND_SECTOR_BYTES: u32 = 512;
+
+/// The shape and timing of a raw NAND chip.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub struct NandSpec {
+    pub name: String,
+    pub capacity_bytes: u64,
+    pub nand_page_bytes: u64,
+    pub erase_unit_bytes: u64,
+    /// Partial programs per NAND page between erases (NOP).
+    pub nop: u32,
+    pub read_ns: u64,
+    pub program_ns: u64,
+    pub erase_ns: u64,
+    pub bus_bytes_per_s: u64,
+}
+
+impl NandSpec {
+    /// The Samsung K9WAG08U1A of lee2007.
+    pub fn k9wag08u1a() -> NandSpec {
+        NandSpec {
+            name: K9WAG08U1A.to_string(),
+            capacity_bytes: CAPACITY_BYTES_K9WAG08U1A,
+            nand_page_bytes: NAND_PAGE_BYTES_K9WAG08U1A,
+            erase_unit_bytes: ERASE_UNIT_BYTES_K9WAG08U1A,
+            nop: NOP_K9WAG08U1A,
+            read_ns: READ_NS_K9WAG08U1A,
+            program_ns: PROGRAM_NS_K9WAG08U1A,
+            erase_ns: ERASE_NS_K9WAG08U1A,
+            bus_bytes_per_s: BUS_BYTES_PER_S_K9WAG08U1A,
+        }
+    }
+
+    /// The same chip with another capacity (whole erase units).
+    pub fn with_capacity_bytes(mut self, capacity_bytes: u64) -> NandSpec {
+        self.capacity_bytes = capacity_bytes - capacity_bytes % self.erase_unit_bytes;
+        self
+    }
+
+    fn validate(&self) -> Result<(), DeviceError> {
+        let bad = |problem: &str| {
+            Err(DeviceError::Geometry {
+                device: self.name.clone(),
+                problem: problem.to_string(),
+            })
+        };
+        let sector = u64::from(NAND_SECTOR_BYTES);
+        if self.nand_page_bytes == 0 || !self.nand_page_bytes.is_multiple_of(sector) {
+            return bad("the NAND page must be a multiple of 512 bytes");
+        }
+        if self.erase_unit_bytes == 0 || !self.erase_unit_bytes.is_multiple_of(self.nand_page_bytes)
+        {
+            return bad("the erase unit must be a multiple of the NAND page");
+        }
+        if self.capacity_bytes == 0 || !self.capacity_bytes.is_multiple_of(self.erase_unit_bytes) {
+            return bad("the capacity must be a whole number of erase units");
+        }
+        if self.nop == 0 || self.bus_bytes_per_s == 0 {
+            return bad("NOP and the bus rate must be above zero");
+        }
+        Ok(())
+    }
+
+    fn transfer_ns(&self, bytes: u64) -> u64 {
+        (u128::from(bytes) * 1_000_000_000 / u128::from(self.bus_bytes_per_s)) as u64
+    }
+
+    /// NAND pages touched by `offset..offset+len`, with the bytes in each.
+    fn pages_touched(&self, offset_bytes: u64, len_bytes: u64) -> Vec<(u64, u64)> {
+        let mut out = Vec::new();
+        let mut at = offset_bytes;
+        let end = offset_bytes + len_bytes;
+        while at < end {
+            let page = at / self.nand_page_bytes;
+            let page_end = (page + 1) * self.nand_page_bytes;
+            let n = page_end.min(end) - at;
+            out.push((page, n));
+            at += n;
+        }
+        out
+    }
+}
+
+/// Timing of a raw NAND chip. See the module documentation.
+pub struct NandModel {
+    spec: NandSpec,
+    busy_until_ns: u64,
+    stats: ModelStats,
+}
+
+impl NandModel {
+    pub fn new(spec: NandSpec) -> Result<NandModel, DeviceError> {
+        spec.validate()?;
+        Ok(NandModel {
+            spec,
+            busy_until_ns: 0,
+            stats: ModelStats::default(),
+        })
+    }
+}
+
+impl DeviceModel for NandModel {
+    fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    fn capacity_bytes(&self) -> u64 {
+        self.spec.capacity_bytes
+    }
+
+    fn sector_bytes(&self) -> u32 {
+        NAND_SECTOR_BYTES
+    }
+
+    fn submit(&mut self, now_ns: u64, req: &IoRequest) -> u64 {
+        let start = now_ns.max(self.busy_until_ns);
+        let spec = &self.spec;
+        let cost_ns = match req.kind {
+            IoKind::Read => {
+                self.stats.reads += 1;
+                self.stats.bytes_read += req.len_bytes;
+                let pages = spec.pages_touched(req.offset_bytes, req.len_bytes);
+                self.stats.flash_pages_read += pages.len() as u64;
+                pages
+                    .iter()
+                    .map(|&(_, n)| spec.read_ns + spec.transfer_ns(n))
+                    .sum()
+            }
+            IoKind::Write => {
+                self.stats.writes += 1;
+                self.stats.bytes_written += req.len_bytes;
+                let pages = spec.pages_touched(req.offset_bytes, req.len_bytes);
+                self.stats.flash_pages_written += pages.len() as u64;
+                self.stats.host_pages_written += pages.len() as u64;
+                self.stats.partial_page_writes += pages
+                    .iter()
+                    .filter(|&&(_, n)| n < spec.nand_page_bytes)
+                    .count() as u64;
+                pages
+                    .iter()
+                    .map(|&(_, n)| spec.transfer_ns(n) + spec.program_ns)
+                    .sum()
+            }
+            IoKind::Trim => {
+                self.stats.trims += 1;
+                let units = req.len_bytes / spec.erase_unit_bytes;
+                self.stats.erases += units;
+                units * spec.erase_ns
+            }
+            IoKind::Flush => {
+                self.stats.flushes += 1;
+                0
+            }
+        };
+        self.busy_until_ns = start + cost_ns;
+        self.busy_until_ns
+    }
+
+    fn stats(&self) -> ModelStats {
+        self.stats.clone()
+    }
+
+    fn describe(&self) -> Vec<Parameter> {
+        let s = &self.spec;
+        let src = "results.toml [devices.nand_samsung_k9wag08u1a] (lee2007 slides)";
+        vec![
+            Parameter::new(
+                "kind",
+                "raw NAND (no FTL): program-once, erase units",
+                "lee2007",
+            ),
+            Parameter::new(
+                "capacity",
+                format!("{} bytes", s.capacity_bytes),
+                "16 Gbit SLC (lee2007 slides)",
+            ),
+            Parameter::new("NAND page", format!("{} bytes", s.nand_page_bytes), src),
+            Parameter::new("erase unit", format!("{} bytes", s.erase_unit_bytes), src),
+            Parameter::new("read", format!("{} us", s.read_ns / 1000), src),
+            Parameter::new("program", format!("{} us", s.program_ns / 1000), src),
+            Parameter::new("erase", format!("{} us", s.erase_ns / 1000), src),
+            Parameter::new(
+                "NOP",
+                s.nop,
+                "K9WAG08U1A datasheet: partial programs per page",
+            ),
+            Parameter::new(
+                "bus",
+                format!("{} B/s", s.bus_bytes_per_s),
+                "K9WAG08U1A datasheet: 25 ns cycle",
+            ),
+        ]
+    }
+}
+
+/// Sectors programmed by each program of one NAND page (bit i = sector i).
+type ProgramMasks = Vec<u64>;
+
+/// Raw NAND behind the [`Device`] interface. See the module documentation.
+pub struct NandDevice {
+    spec: NandSpec,
+    inner: Arc<dyn StoredDevice>,
+    /// Programs per NAND page since its last erase (NAND-D3).
+    programs: Mutex<HashMap<u64, ProgramMasks>>,
+}
+
+impl NandDevice {
+    /// A NAND device over `inner`, whose capacity must be the spec's.
+    pub fn new(spec: NandSpec, inner: Arc<dyn StoredDevice>) -> Result<NandDevice, DeviceError> {
+        spec.validate()?;
+        assert!(
+            spec.nand_page_bytes / u64::from(NAND_SECTOR_BYTES) <= 64,
+            "a NAND page of at most 64 sectors"
+        );
+        if inner.capacity_bytes() < spec.capacity_bytes {
+            return Err(DeviceError::Geometry {
+                device: spec.name.clone(),
+                problem: format!(
+                    "the store under it holds {} bytes, fewer than {}",
+                    inner.capacity_bytes(),
+                    spec.capacity_bytes
+                ),
+            });
+        }
+        Ok(NandDevice {
+            spec,
+            inner,
+            programs: Mutex::new(HashMap::new()),
+        })
+    }
+
+    /// A simulated chip: the [`NandModel`]'s timing over a sparse store.
+    pub fn simulated(spec: NandSpec) -> Result<NandDevice, DeviceError> {
+        let model = NandModel::new(spec.clone())?;
+        let inner = Arc::new(crate::sim::SimDevice::new(Box::new(model)));
+        NandDevice::new(spec, inner)
+    }
+
+    /// A chip in memory, without latency (tests, the real world's memory).
+    pub fn in_memory(spec: NandSpec) -> Result<NandDevice, DeviceError> {
+        let inner = Arc::new(crate::memory::MemoryDevice::new(
+            &spec.name,
+            spec.capacity_bytes,
+        ));
+        NandDevice::new(spec, inner)
+    }
+
+    /// The chip's shape and timing.
+    pub fn spec(&self) -> &NandSpec {
+        &self.spec
+    }
+
+    fn sectors_per_page(&self) -> u64 {
+        self.spec.nand_page_bytes / u64::from(NAND_SECTOR_BYTES)
+    }
+
+    /// Whether the store holds only erased bytes in `offset..offset+len`.
+    fn erased_in(store: &SparseStore, offset_bytes: u64, len_bytes: u64) -> bool {
+        let mut buf = vec![0u8; len_bytes as usize];
+        store.read(offset_bytes, &mut buf);
+        buf.iter().all(|&b| b == 0)
+    }
+
+    /// Check a program of `len` bytes at `offset` against NAND-D1, D3, D4
+    /// and note it.
+    fn admit_program(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
+        let store = self.inner.store().lock().expect("store");
+        let spec = &self.spec;
+        let sector = u64::from(NAND_SECTOR_BYTES);
+        if !Self::erased_in(&store, offset_bytes, len_bytes) {
+            let page = offset_bytes / spec.nand_page_bytes;
+            return Err(DeviceError::ProgramProgrammed {
+                device: spec.name.clone(),
+                block: offset_bytes / spec.erase_unit_bytes,
+                page: page % (spec.erase_unit_bytes / spec.nand_page_bytes),
+            });
+        }
+        let mut programs = self.programs.lock().expect("programs");
+        let pages_per_unit = spec.erase_unit_bytes / spec.nand_page_bytes;
+        for (page, n) in spec.pages_touched(offset_bytes, len_bytes) {
+            // NAND-D4: nothing programmed above this page in its unit.
+            let unit = page / pages_per_unit;
+            let unit_end_bytes = (unit + 1) * spec.erase_unit_bytes;
+            let above_bytes = (page + 1) * spec.nand_page_bytes;
+            if above_bytes < unit_end_bytes
+                && !Self::erased_in(&store, above_bytes, unit_end_bytes - above_bytes)
+            {
+                return Err(DeviceError::ProgramOutOfOrder {
+                    device: spec.name.clone(),
+                    block: unit,
+                    page: page % pages_per_unit,
+                    next: pages_per_unit,
+                });
+            }
+            // NAND-D3: count the programs of this page whose sectors still
+            // hold data.
+            let page_start = page * spec.nand_page_bytes;
+            let masks = programs.entry(page).or_default();
+            masks.retain(|&mask| {
+                (0..self.sectors_per_page()).any(|s| {
+                    mask & (1 << s) != 0
+                        && !Self::erased_in(&store, page_start + s * sector, sector)
+                })
+            });
+            if masks.len() as u32 >= spec.nop {
+                return Err(DeviceError::Refused {
+                    device: spec.name.clone(),
+                    problem: format!(
+                        "NAND page {} of erase unit {unit} would take partial program {} (NOP limit {})",
+                        page % pages_per_unit,
+                        masks.len() + 1,
+                        spec.nop
+                    ),
+                });
+            }
+            let first = offset_bytes.max(page_start);
+            let first_sector = (first - page_start) / sector;
+            let mut mask = 0u64;
+            for s in first_sector..first_sector + n / sector {
+                mask |= 1 << s;
+            }
+            masks.push(mask);
+        }
+        Ok(())
+    }
+}
+
+fn inverted(data: &[u8]) -> Vec<u8> {
+    data.iter().map(|&b| !b).collect()
+}
+
+impl StoredDevice for NandDevice {
+    fn store(&self) -> &Mutex<SparseStore> {
+        self.inner.store()
+    }
+}
+
+impl Device for NandDevice {
+    fn name(&self) -> &str {
+        &self.spec.name
+    }
+
+    fn capacity_bytes(&self) -> u64 {
+        self.spec.capacity_bytes
+    }
+
+    fn sector_bytes(&self) -> u32 {
+        NAND_SECTOR_BYTES
+    }
+
+    fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
+        self.inner.read(offset_bytes, buf)?;
+        for b in buf.iter_mut() {
+            *b = !*b; // NAND-D5: the store's zeros read 0xFF.
+        }
+        Ok(())
+    }
+
+    fn write(&self, offset_bytes: u64, data: &[u8]) -> Result<(), DeviceError> {
+        let req = IoRequest {
+            kind: IoKind::Write,
+            offset_bytes,
+            len_bytes: data.len() as u64,
+        };
+        check_request(
+            &self.spec.name,
+            self.spec.capacity_bytes,
+            NAND_SECTOR_BYTES,
+            &req,
+        )?;
+        self.admit_program(offset_bytes, data.len() as u64)?;
+        self.inner.write(offset_bytes, &inverted(data))
+    }
+
+    fn flush(&self) -> Result<(), DeviceError> {
+        self.inner.flush()
+    }
+
+    /// An erase of whole erase units (NAND-D2).
+    fn trim(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
+        let unit = self.spec.erase_unit_bytes;
+        if !offset_bytes.is_multiple_of(unit) || !len_bytes.is_multiple_of(unit) {
+            return Err(DeviceError::Unaligned {
+                device: self.spec.name.clone(),
+                offset_bytes,
+                len_bytes,
+                sector_bytes: unit as u32,
+            });
+        }
+        self.inner.trim(offset_bytes, len_bytes)?;
+        let first = offset_bytes / self.spec.nand_page_bytes;
+        let last = (offset_bytes + len_bytes) / self.spec.nand_page_bytes;
+        let mut programs = self.programs.lock().expect("programs");
+        programs.retain(|&page, _| page < first || page >= last);
+        Ok(())
+    }
+
+    fn model_stats(&self) -> Option<ModelStats> {
+        self.inner.model_stats()
+    }
+}
+
+/// SSDs of the same flash as [`K9WAG08U1A`] behind an FTL, for comparing
+/// In-Page Logging with in-place writes through a page-mapping and a
+/// block-mapping FTL (lee2007's "without IPL"): one chip of the same
+/// geometry and timing, a controller that adds nothing, no write buffer.
+pub const FTL_PRESETS_K9WAG08U1A: [&str; 2] = ["ssd-k9wag08u1a-page", "ssd-k9wag08u1a-block"];
+/// Spare area of those SSDs (an assumption; lee2007 gives none).
+pub const FTL_OVER_PROVISIONING: f64 = 0.07;
+
+/// The SSD preset `name` of [`FTL_PRESETS_K9WAG08U1A`], if it is one.
+pub fn build_ftl_ssd(name: &str) -> Option<Result<crate::ssd::SsdModel, DeviceError>> {
+    use crate::ssd::ftl::FtlKind;
+    let ftl = match name {
+        "ssd-k9wag08u1a-page" => FtlKind::PageGreedy,
+        "ssd-k9wag08u1a-block" => FtlKind::Block,
+        _ => return None,
+    };
+    let spec = NandSpec::k9wag08u1a();
+    let geometry = crate::ssd::Geometry {
+        channels: 1,
+        chips_per_channel: 1,
+        dies_per_chip: 1,
+        planes_per_die: 1,
+        blocks_per_plane: (spec.capacity_bytes / spec.erase_unit_bytes) as u32,
+        pages_per_block: (spec.erase_unit_bytes / spec.nand_page_bytes) as u32,
+        page_bytes: spec.nand_page_bytes as u32,
+        over_provisioning: FTL_OVER_PROVISIONING,
+    };
+    let timing = crate::ssd::Timing {
+        page_read_ns: spec.read_ns,
+        page_program_ns: spec.program_ns,
+        block_erase_ns: spec.erase_ns,
+        channel_bytes_per_s: spec.bus_bytes_per_s,
+        host_bytes_per_s: spec.bus_bytes_per_s,
+        controller_overhead_ns: 0,
+    };
+    let src = "results.toml [devices.nand_samsung_k9wag08u1a] (lee2007 slides), one chip";
+    Some(
+        crate::ssd::SsdModel::new(name, geometry, timing, ftl, 0).map(|m| {
+            m.with_sources(&[
+                ("capacity_bytes", "16 Gbit chip less the spare area"),
+                ("page_bytes", src),
+                ("pages_per_block", src),
+                ("page_read_ns", src),
+                ("page_program_ns", src),
+                ("block_erase_ns", src),
+                ("channel_bytes_per_s", "K9WAG08U1A datasheet: 25 ns cycle"),
+                ("host_bytes_per_s", "the bus rate: the host adds nothing"),
+                ("over_provisioning", "7%: an assumption, lee2007 gives none"),
+                (
+                    "ftl",
+                    "page mapping (greedy GC) or block mapping, for lee2007's in-place case",
+                ),
+            ])
+        }),
+    )
+}
+
+#[cfg(test)]
+mod tests {
+    use flashlab_runtime::{Sim, SimConfig};
+
+    use super::*;
+
+    fn small() -> NandSpec {
+        NandSpec::k9wag08u1a().with_capacity_bytes(4 * ERASE_UNIT_BYTES_K9WAG08U1A)
+    }
+
+    #[test]
+    fn erased_reads_ff_and_programs_read_back() {
+        let d = NandDevice::in_memory(small()).unwrap();
+        let mut buf = vec![0u8; 1024];
+        d.read(0, &mut buf).unwrap();
+        assert!(buf.iter().all(|&b| b == 0xFF));
+        d.write(512, &[7u8; 512]).unwrap();
+        d.read(0, &mut buf).unwrap();
+        assert!(buf[..512].iter().all(|&b| b == 0xFF));
+        assert!(buf[512..].iter().all(|&b| b == 7));
+    }
+
+    #[test]
+    fn programming_programmed_bytes_is_refused() {
+        let d = NandDevice::in_memory(small()).unwrap();
+        d.write(0, &[1u8; 512]).unwrap();
+        let err = d.write(0, &[2u8; 512]).unwrap_err();
+        assert!(
+            matches!(err, DeviceError::ProgramProgrammed { .. }),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn a_fifth_partial_program_of_a_page_is_refused() {
+        let d = NandDevice::in_memory(small()).unwrap();
+        // A 2 KB page of 4 sectors takes 4 partial programs...
+        for s in 0..4u64 {
+            d.write(s * 512, &[s as u8; 512]).unwrap();
+        }
+        // ...and in the next page, after 4 programs of one sector each, a
+        // fifth program (bytes still erased) is refused.
+        let page = NAND_PAGE_BYTES_K9WAG08U1A;
+        let d2 = NandDevice::in_memory(NandSpec { nop: 2, ..small() }).unwrap();
+        d2.write(page, &[1u8; 512]).unwrap();
+        d2.write(page + 512, &[1u8; 512]).unwrap();
+        let err = d2.write(page + 1024, &[1u8; 512]).unwrap_err();
+        assert!(err.to_string().contains("NOP limit 2"), "{err}");
+    }
+
+    #[test]
+    fn programs_go_in_order_within_an_erase_unit() {
+        let d = NandDevice::in_memory(small()).unwrap();
+        d.write(4 * 2048, &[1u8; 2048]).unwrap();
+        let err = d.write(2048, &[1u8; 2048]).unwrap_err();
+        assert!(
+            matches!(err, DeviceError::ProgramOutOfOrder { .. }),
+            "{err}"
+        );
+        // Another erase unit is free to start anywhere.
+        d.write(ERASE_UNIT_BYTES_K9WAG08U1A + 2048, &[1u8; 2048])
+            .unwrap();
+    }
+
+    #[test]
+    fn an_erase_covers_whole_units_and_resets_the_rules() {
+        let d = NandDevice::in_memory(small()).unwrap();
+        d.write(0, &[1u8; 2048]).unwrap();
+        assert!(d.trim(0, 4096).is_err(), "a partial erase unit");
+        d.trim(0, ERASE_UNIT_BYTES_K9WAG08U1A).unwrap();
+        d.write(0, &[2u8; 2048]).unwrap();
+        let mut buf = vec![0u8; 2048];
+        d.read(0, &mut buf).unwrap();
+        assert!(buf.iter().all(|&b| b == 2));
+    }
+
+    #[test]
+    fn a_dropped_program_leaves_the_sector_programmable() {
+        let inner = Arc::new(crate::memory::MemoryDevice::new(
+            "m",
+            4 * ERASE_UNIT_BYTES_K9WAG08U1A,
+        ));
+        let d = NandDevice::new(small(), inner.clone()).unwrap();
+        d.write(0, &[1u8; 512]).unwrap();
+        inner.crash();
+        d.write(0, &[3u8; 512]).unwrap();
+        let mut buf = vec![0u8; 512];
+        d.read(0, &mut buf).unwrap();
+        assert!(buf.iter().all(|&b| b == 3));
+    }
+
+    #[test]
+    fn timing_is_the_datasheet_sum() {
+        let (read, program, erase) = Sim::run(SimConfig::default(), |rt| {
+            let d = NandDevice::simulated(small()).unwrap();
+            let t0 = rt.now_ns();
+            d.write(0, &[1u8; 512]).unwrap();
+            let t1 = rt.now_ns();
+            d.read(0, &mut [0u8; 2048]).unwrap();
+            let t2 = rt.now_ns();
+            d.trim(0, ERASE_UNIT_BYTES_K9WAG08U1A).unwrap();
+            let t3 = rt.now_ns();
+            (t2 - t1, t1 - t0, t3 - t2)
+        })
+        .unwrap()
+        .0
+        .finished()
+        .unwrap();
+        assert_eq!(program, 200_000 + 12_800, "512 B over the bus + program");
+        assert_eq!(read, 80_000 + 51_200, "array read + 2 KB over the bus");
+        assert_eq!(erase, 1_500_000);
+    }
+}
