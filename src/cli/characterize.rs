@@ -4,8 +4,8 @@ use std::path::PathBuf;
 
 use anyhow::{Context, bail};
 use flashlab_devices::characterize::{
-    CharacterizeOptions, PRECONDITION_REGION_MULTIPLE_MAX, SPEEDUP_BLOCKS_KB, SPEEDUP_WARMUP_BYTES_DEFAULT, characterize, speedups,
-    speedups_text_table,
+    CharacterizeOptions, PRECONDITION_REGION_MULTIPLE_MAX, SPEEDUP_BLOCKS_KB,
+    SPEEDUP_WARMUP_BYTES_DEFAULT, characterize, speedups, speedups_text_table,
 };
 use flashlab_devices::presets;
 use flashlab_lab::filechar::{FILE_BYTES_DEFAULT, FileOptionsChar, characterize_file};

@@ -54,9 +54,13 @@ fn a_merge_stops_at_the_request_limit_and_the_queue_at_its_depth() {
 
 #[test]
 fn overlaps_and_bad_limits_are_refused_in_one_line() {
-    let err = plan("dev", &[(0, 2 * PAGE), (PAGE, PAGE)], &SchedulerConfig::default())
-        .unwrap_err()
-        .to_string();
+    let err = plan(
+        "dev",
+        &[(0, 2 * PAGE), (PAGE, PAGE)],
+        &SchedulerConfig::default(),
+    )
+    .unwrap_err()
+    .to_string();
     assert!(err.contains("overlap") && !err.contains('\n'), "{err}");
     for (bad, word) in [
         (config(0, 8), "MERGED_REQUEST_BYTES_LIMIT"),
@@ -84,7 +88,13 @@ fn a_merged_request_leaves_the_medium_as_its_parts_would() {
     let refs: Vec<(u64, &[u8])> = batch.iter().map(|(o, d)| (*o, d.as_slice())).collect();
     let merged = MemoryDevice::new("merged", 1 << 20);
     let sent = submit_batch(&merged, &refs, &config(32, 128)).unwrap();
-    assert_eq!(sent, DispatchStats { writes: 16, requests: 2 });
+    assert_eq!(
+        sent,
+        DispatchStats {
+            writes: 16,
+            requests: 2
+        }
+    );
     let direct = MemoryDevice::new("direct", 1 << 20);
     for (offset, data) in &refs {
         direct.write(*offset, data).unwrap();
@@ -112,7 +122,11 @@ fn a_merged_request_leaves_the_medium_as_its_parts_would() {
         len_bytes,
     };
     let parts = stats(extents.iter().map(|&(o, l)| write(o, l)).collect());
-    let whole = stats(plan.iter().map(|m| write(m.offset_bytes, m.len_bytes)).collect());
+    let whole = stats(
+        plan.iter()
+            .map(|m| write(m.offset_bytes, m.len_bytes))
+            .collect(),
+    );
     assert_eq!(whole.bytes_written, parts.bytes_written);
     assert_eq!(whole.host_pages_written, parts.host_pages_written);
     assert_eq!((whole.writes, parts.writes), (2, 16));
@@ -141,7 +155,10 @@ fn the_plan_is_deterministic_and_saves_a_disk_time() {
     for i in 0..64u64 {
         x = x.wrapping_mul(6_364_136_223_846_793_005).wrapping_add(1);
         let page = if i % 2 == 1 {
-            writes.last().map(|&(o, _): &(u64, u64)| o / PAGE + 1).unwrap()
+            writes
+                .last()
+                .map(|&(o, _): &(u64, u64)| o / PAGE + 1)
+                .unwrap()
         } else {
             (x >> 33) % (1 << 18) * 2
         };
@@ -150,9 +167,16 @@ fn the_plan_is_deterministic_and_saves_a_disk_time() {
     let first = plan("hdd-2008", &writes, &SchedulerConfig::default()).unwrap();
     let second = plan("hdd-2008", &writes, &SchedulerConfig::default()).unwrap();
     assert_eq!(first, second);
-    assert!(first.windows(2).all(|w| w[0].offset_bytes + w[0].len_bytes <= w[1].offset_bytes));
+    assert!(
+        first
+            .windows(2)
+            .all(|w| w[0].offset_bytes + w[0].len_bytes <= w[1].offset_bytes)
+    );
     assert_eq!(first.len(), 32, "each pair merged into one request");
-    let merged: Vec<(u64, u64)> = first.iter().map(|m| (m.offset_bytes, m.len_bytes)).collect();
+    let merged: Vec<(u64, u64)> = first
+        .iter()
+        .map(|m| (m.offset_bytes, m.len_bytes))
+        .collect();
     let arrival = disk_time_ns(&writes);
     let sorted = disk_time_ns(&merged);
     assert_eq!(sorted, disk_time_ns(&merged), "deterministic");

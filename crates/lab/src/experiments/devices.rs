@@ -671,10 +671,12 @@ pub const WANG2010_CHECKED_BLOCKS_KB: [u32; 3] = [4, 8, 16];
 /// What wang2010 section 4.2 says of each drive's speed-up: (drive key,
 /// read or write, lower bound, upper bound). "Close to 1" is the ratio 1.
 fn wang2010_bounds(key: &str, write: bool) -> (f64, Option<f64>) {
-    let bound = |path: &str, i: usize| published::number_at(&format!("wang2010.lfs_vs_inplace.{path}"), i);
+    let bound =
+        |path: &str, i: usize| published::number_at(&format!("wang2010.lfs_vs_inplace.{path}"), i);
     match (key, write) {
         ("mtron", true) => (
-            published::number("wang2010.lfs_vs_inplace.mtron_seq_over_rand_write_small").unwrap_or(100.0),
+            published::number("wang2010.lfs_vs_inplace.mtron_seq_over_rand_write_small")
+                .unwrap_or(100.0),
             None,
         ),
         ("ocz", true) => (
@@ -699,8 +701,15 @@ fn wang2010_figure11(ctx: &RunContext) -> Result<(Vec<Check>, Table, Figure), St
     let mut table = Table {
         title: "wang2010 Figure 11: sequential over random IOPS, queue depth 1".into(),
         columns: [
-            "SSD", "preset", "block KB", "seq read/s", "rand read/s", "read x", "seq write/s",
-            "rand write/s", "write x",
+            "SSD",
+            "preset",
+            "block KB",
+            "seq read/s",
+            "rand read/s",
+            "read x",
+            "seq write/s",
+            "rand write/s",
+            "write x",
         ]
         .map(String::from)
         .to_vec(),
@@ -729,7 +738,11 @@ fn wang2010_figure11(ctx: &RunContext) -> Result<(Vec<Check>, Table, Figure), St
                 points: points
                     .iter()
                     .map(|p| {
-                        let x = if write { p.write_speedup() } else { p.read_speedup() };
+                        let x = if write {
+                            p.write_speedup()
+                        } else {
+                            p.read_speedup()
+                        };
                         (f64::from(p.block_kb), x)
                     })
                     .collect(),
@@ -740,9 +753,16 @@ fn wang2010_figure11(ctx: &RunContext) -> Result<(Vec<Check>, Table, Figure), St
                 .iter()
                 .filter(|p| WANG2010_CHECKED_BLOCKS_KB.contains(&p.block_kb))
             {
-                let measured = if write { p.write_speedup() } else { p.read_speedup() };
+                let measured = if write {
+                    p.write_speedup()
+                } else {
+                    p.read_speedup()
+                };
                 let id = format!("wang2010.figure11.{key}.{op}_{}k", p.block_kb);
-                let what = format!("{drive} ({preset}): sequential over random {op}s, {} KB", p.block_kb);
+                let what = format!(
+                    "{drive} ({preset}): sequential over random {op}s, {} KB",
+                    p.block_kb
+                );
                 let made = match high {
                     Some(h) if h == low => vec![Check::ratio(&id, paper, &what, low, measured)],
                     Some(h) => vec![
@@ -789,11 +809,19 @@ fn figure11_note(key: &str, write: bool, check: Check) -> Check {
         return check;
     }
     let note = match (key, write) {
-        ("mtron", true) => "a sequential 16 KB write takes about 0.44 ms (the 150 MB/s host link 109 us, two 2 KB pages per channel, one 200 us program on each die), a random one a full merge that copies a 2 MB super-block (about 42 ms): 95x; the 4 and 8 KB points pass",
-        ("ocz", true) => "the FAST log area was set from the 8-64 KB points; at 4 KB a random write still pays more merge per byte",
+        ("mtron", true) => {
+            "a sequential 16 KB write takes about 0.44 ms (the 150 MB/s host link 109 us, two 2 KB pages per channel, one 200 us program on each die), a random one a full merge that copies a 2 MB super-block (about 42 ms): 95x; the 4 and 8 KB points pass"
+        }
+        ("ocz", true) => {
+            "the FAST log area (VERTEX_LOG_BLOCKS) was set so the 8x-18x range falls on the 8-64 KB points; the smaller a random write, the more merge work per byte it pays"
+        }
         ("ocz", false) => "reads queue behind the merges the previous writes left on the dies",
-        ("intel", true) => "ssd-2010's small writes are bound by the controller's per-command time (calibrated to petrov2010 Table 1's 0.125 ms write at QD 1), which sequential and random writes pay alike, and its random writes over the whole drive stay within what the flash and its GC sustain; from 32 KB on the ratio is 2.2-2.7x",
-        ("intel", false) => "ssd-2010's 128 KB read-ahead (assumed, for petrov2010's 250 MB/s) hands a sequential 4-16 KB read over at host-link speed, while a random one waits for its flash read (0.161 ms, petrov2010 Table 1)",
+        ("intel", true) => {
+            "ssd-2010's small writes are bound by the controller's per-command time (calibrated to petrov2010 Table 1's 0.125 ms write at QD 1), which sequential and random writes pay alike, and its random writes over the whole drive stay within what the flash and its GC sustain; from 32 KB on the ratio is 2.2-2.7x"
+        }
+        ("intel", false) => {
+            "ssd-2010's 128 KB read-ahead (assumed, for petrov2010's 250 MB/s) hands a sequential 4-16 KB read over at host-link speed, while a random one waits for its flash read (0.161 ms, petrov2010 Table 1)"
+        }
         _ => "",
     };
     check.with_note(note)

@@ -95,9 +95,7 @@ impl HybridFtl {
     ) -> HybridFtl {
         let engine = match kind {
             HybridKind::Bast => Engine::Bast(BastCore::new(geometry, blocks_per_unit, log_units)),
-            HybridKind::Fast => {
-                Engine::Fast(FastCore::new(geometry, blocks_per_unit, log_units))
-            }
+            HybridKind::Fast => Engine::Fast(FastCore::new(geometry, blocks_per_unit, log_units)),
         };
         HybridFtl { engine }
     }

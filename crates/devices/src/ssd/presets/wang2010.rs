@@ -107,10 +107,7 @@ const MTRON_SOURCES: [(&str, &str); 17] = [
         "planes_per_die",
         "K9WAG08U1A: 2 planes, sharing the chip's busy time",
     ),
-    (
-        "blocks_per_plane",
-        "32 GiB of flash / (16 planes x 128 KB)",
-    ),
+    ("blocks_per_plane", "32 GiB of flash / (16 planes x 128 KB)"),
     (
         "pages_per_block",
         "results.toml nand_samsung_k9wag08u1a: 128 KB / 2 KB (lee2007: M-Tron with Samsung flash)",
@@ -254,7 +251,10 @@ const VERTEX_SOURCES: [(&str, &str); 18] = [
     ),
     ("page_bytes", "Samsung 51 nm MLC: 4 KB pages"),
     ("over_provisioning", "120 GB decimal from 128 GiB of flash"),
-    ("page_read_ns", "Samsung 51 nm MLC datasheet: tR 60 us (typical)"),
+    (
+        "page_read_ns",
+        "Samsung 51 nm MLC datasheet: tR 60 us (typical)",
+    ),
     (
         "page_program_ns",
         "Samsung 51 nm MLC datasheet: tPROG 800 us (typical)",
