@@ -92,6 +92,20 @@ const ROWS: &[Row] = &[
         message: &["--block-kb 1000000000"],
     },
     Row {
+        what: "preconditioning writes beyond their limit",
+        args: &[
+            "characterize",
+            "--device",
+            "ssd-2010",
+            "--speedup",
+            "--precondition-mb",
+            "2000000",
+        ],
+        files: &[],
+        exit: 2,
+        message: &["--precondition-mb 2000000", "PRECONDITION_MB_MAX"],
+    },
+    Row {
         what: "a generated trace of 10^11 requests",
         args: &[
             "trace",

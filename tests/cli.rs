@@ -19,9 +19,11 @@ fn devices_lists_every_preset_with_sources() {
         .collect();
     for preset in [
         "hdd-2008",
+        "hdd-seagate-7200-7",
         "hdd-2010",
         "ssd-2008",
         "ssd-2008-poor-random",
+        "ssd-vertex-2009",
         "ssd-2010",
         "ssd-array-2010",
         "nvme-2024",

@@ -811,6 +811,44 @@ mod tests {
             .unwrap()
     }
 
+    /// A fixed-latency device: sequential and random take the same time, so
+    /// every speed-up is 1; the same options give the same points, bit for
+    /// bit; bad sizes and warm-ups are one-line errors.
+    #[test]
+    fn speedups_are_deterministic_and_refuse_bad_input() {
+        let run = || {
+            let mut d = FixedLatency {
+                latency_ns: 50_000,
+                last_submit_ns: 0,
+                backwards: false,
+            };
+            let points = speedups(&mut d, &quick(), &[4, 64], 1 << 20).unwrap();
+            assert!(!d.backwards, "CHAR-1");
+            points
+        };
+        let first = run();
+        assert_eq!(first, run());
+        for p in &first {
+            assert!((p.read_speedup() - 1.0).abs() < 1e-9, "{p:?}");
+            assert!((p.write_speedup() - 1.0).abs() < 1e-9, "{p:?}");
+        }
+        let mut d = FixedLatency {
+            latency_ns: 1,
+            last_submit_ns: 0,
+            backwards: false,
+        };
+        for (blocks, warmup, word) in [
+            (&[0u32][..], 0, "request size 0 KB"),
+            (&[4 << 20][..], 0, "fit the region"),
+            (&[4][..], SPEEDUP_WARMUP_BYTES_MAX + 1, "warm-up"),
+        ] {
+            let err = speedups(&mut d, &quick(), blocks, warmup)
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(word) && !err.contains('\n'), "{err}");
+        }
+    }
+
     fn within(measured: f64, published: f64, fraction: f64) -> bool {
         (measured - published).abs() <= fraction * published
     }

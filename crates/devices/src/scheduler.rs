@@ -123,15 +123,15 @@ pub fn plan(
         let mut current: Option<MergedWrite> = None;
         for i in order {
             let (offset, len) = chunk[i];
-            if let Some(m) = &current {
-                if offset < m.offset_bytes + m.len_bytes {
-                    return Err(DeviceError::Refused {
-                        device: device.to_string(),
-                        problem: format!(
-                            "I/O scheduler: queued writes overlap at offset {offset} (a batch may write each byte once)"
-                        ),
-                    });
-                }
+            if let Some(m) = &current
+                && offset < m.offset_bytes + m.len_bytes
+            {
+                return Err(DeviceError::Refused {
+                    device: device.to_string(),
+                    problem: format!(
+                        "I/O scheduler: queued writes overlap at offset {offset} (a batch may write each byte once)"
+                    ),
+                });
             }
             match &mut current {
                 Some(m)

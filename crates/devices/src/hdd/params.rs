@@ -313,11 +313,13 @@ fn sources_7200_7() -> HddSources {
         ),
         seek_full_stroke: s("assumed: 2 x average seek, as hdd-2008"),
         write_settle: s(
-            "1.0 ms: lee2007's 13.7 ms write less its 12.7 ms read (Seagate quotes a write \
-             seek about 1 ms longer than the read seek)",
+            "1.0 ms: lee2007's 13.7 ms write less its 12.7 ms read (a write seek about 1 ms \
+             longer than the read seek, as Seagate specifies its drives; recalled)",
         ),
         write_cache: s("off by default, so a completed write is on the platter"),
-        write_cache_size: s("2 MB: the ST380011A's buffer (redhill.net.au: 2 MB or 8 MB by model)"),
+        write_cache_size: s(
+            "2 MB: the ST380011A's buffer as recalled (redhill.net.au: 2 MB or 8 MB by model)",
+        ),
     }
 }
 

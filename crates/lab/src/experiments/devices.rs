@@ -813,7 +813,7 @@ fn figure11_note(key: &str, write: bool, check: Check) -> Check {
             "a sequential 16 KB write takes about 0.44 ms (the 150 MB/s host link 109 us, two 2 KB pages per channel, one 200 us program on each die), a random one a full merge that copies a 2 MB super-block (about 42 ms): 95x; the 4 and 8 KB points pass"
         }
         ("ocz", true) => {
-            "the FAST log area was set from the 8-64 KB points; at 4 KB a random write still pays more merge per byte"
+            "the FAST log area (VERTEX_LOG_BLOCKS) was set so the 8x-18x range falls on the 8-64 KB points; the smaller a random write, the more merge work per byte it pays"
         }
         ("ocz", false) => "reads queue behind the merges the previous writes left on the dies",
         ("intel", true) => {

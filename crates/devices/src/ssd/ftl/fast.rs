@@ -87,11 +87,10 @@ pub(crate) struct FastCore {
 }
 
 impl FastCore {
-    /// FAST with `log_units` log units (one sequential, the rest random),
-    /// clamped by [`units::plan`], each unit `blocks_per_unit` erase blocks
-    /// striped over planes as the super-block FTL's are (1: plain blocks).
-    pub(crate) fn new(geometry: &Geometry, blocks_per_unit: u32, log_units: u32) -> FastCore {
-        let flash = Flash::new(geometry, blocks_per_unit);
+    /// FAST with `log_units` log blocks (one sequential, the rest random),
+    /// clamped by [`units::plan`].
+    pub(crate) fn new(geometry: &Geometry, log_units: u32) -> FastCore {
+        let flash = Flash::new(geometry, 1);
         let plan = units::plan(
             geometry.logical_pages(),
             flash.layout(),

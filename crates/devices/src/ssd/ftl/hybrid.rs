@@ -78,24 +78,7 @@ impl HybridFtl {
     pub fn new(geometry: &Geometry, kind: HybridKind, log_blocks: u32) -> HybridFtl {
         let engine = match kind {
             HybridKind::Bast => Engine::Bast(BastCore::new(geometry, 1, log_blocks)),
-            HybridKind::Fast => Engine::Fast(FastCore::new(geometry, 1, log_blocks)),
-        };
-        HybridFtl { engine }
-    }
-
-    /// Like [`HybridFtl::new`], mapping units of `blocks_per_unit` erase
-    /// blocks striped over consecutive planes (as [`super::superblock`]
-    /// does; clamped to a divisor of the plane count), with `log_units` log
-    /// units: a sequential stream then programs on several dies at once.
-    pub fn with_units(
-        geometry: &Geometry,
-        kind: HybridKind,
-        blocks_per_unit: u32,
-        log_units: u32,
-    ) -> HybridFtl {
-        let engine = match kind {
-            HybridKind::Bast => Engine::Bast(BastCore::new(geometry, blocks_per_unit, log_units)),
-            HybridKind::Fast => Engine::Fast(FastCore::new(geometry, blocks_per_unit, log_units)),
+            HybridKind::Fast => Engine::Fast(FastCore::new(geometry, log_blocks)),
         };
         HybridFtl { engine }
     }

@@ -33,8 +33,8 @@
 //!   and a DRAM write-back cache that holds writes until the flash takes
 //!   them. The log area's size is calibrated to Figure 11. A known gap: the
 //!   FAST engine's one sequential log block lives on one die, so sequential
-//!   writes run at one die's rate (5 MB/s), far below the datasheet's
-//!   160-180 MB/s; the speed-ups are right, the absolute rates are not.
+//!   writes run at one die's rate (5 MB/s), far below the 180-200
+//!   MB/s OCZ announced; the speed-ups are right, the absolute rates are not.
 //! - the Intel X25-E is `ssd-2010` (its own module): petrov2010 Table 1's
 //!   enterprise SSD is an X25-E 32 GB, SLC over 10 channels, page mapping
 //!   with greedy GC and a 256 KB SRAM write-back buffer; a random write
@@ -61,7 +61,8 @@ use crate::error::DeviceError;
 
 /// Assumed: 4 channels of 2 chips. With lee2007's 200 us program of a 2 KB
 /// page, eight dies programming in parallel write 80 MB/s sequentially,
-/// the figure Mtron's MSD-SATA product sheet gives for writes.
+/// the write rate recalled from Mtron's MSD-SATA product sheet (not
+/// checked against it).
 const MTRON_CHANNELS: u32 = 4;
 const MTRON_CHIPS_PER_CHANNEL: u32 = 2;
 /// K9WAG08U1A: two planes sharing the chip's busy time.
@@ -89,7 +90,7 @@ const MTRON_CONTROLLER_NS: u64 = 20 * US;
 const MTRON_ERASE_UNITS_PER_SUPER_BLOCK: u32 = 16;
 /// Log super-blocks: assumed, as ssd-2008's.
 const MTRON_LOG_SUPER_BLOCKS: u32 = 16;
-/// No write cache (assumed: the product sheet lists none).
+/// No write cache (assumed; none recalled for the MSD-SATA drives).
 const MTRON_WRITE_BUFFER_BYTES: u64 = 0;
 
 const MTRON_SOURCES: [(&str, &str); 17] = [
@@ -99,7 +100,7 @@ const MTRON_SOURCES: [(&str, &str); 17] = [
     ),
     (
         "channels",
-        "assumed: 4 channels x 2 chips; 8 dies x 2 KB / 200 us = 80 MB/s sequential write (Mtron MSD-SATA product sheet: 80 MB/s write)",
+        "assumed: 4 channels x 2 chips; 8 dies x 2 KB / 200 us = 80 MB/s sequential write, the write rate recalled from Mtron's MSD-SATA product sheet (not checked)",
     ),
     ("chips_per_channel", "assumed: see channels"),
     ("dies_per_chip", "one die per chip"),
@@ -143,7 +144,7 @@ const MTRON_SOURCES: [(&str, &str); 17] = [
     ),
     (
         "write_buffer_bytes",
-        "none (assumed: the product sheet lists no cache)",
+        "none (assumed: no DRAM cache recalled for the MSD-SATA drives; not checked)",
     ),
     (
         "ftl",
@@ -197,9 +198,9 @@ const VERTEX_CHANNELS: u32 = 4;
 /// packaging) = 8 dies per channel.
 const VERTEX_CHIPS_PER_CHANNEL: u32 = 8;
 const VERTEX_PLANES_PER_DIE: u32 = 1;
-/// Samsung 51 nm MLC of 2009 (K9LBG08U0M class, typical datasheet figures):
-/// 4 KB pages, 128 pages (512 KB) per block, read 60 us, program 800 us,
-/// erase 1.5 ms.
+/// Samsung MLC of 2009 (K9LBG08U0M class; typical figures, recalled and
+/// not checked against a datasheet): 4 KB pages, 128 pages (512 KB) per
+/// block, read 60 us, program 800 us, erase 1.5 ms.
 const VERTEX_PAGE_BYTES: u32 = 4096;
 const VERTEX_PAGES_PER_BLOCK: u32 = 128;
 const VERTEX_READ_NS: u64 = 60 * US;
@@ -209,8 +210,8 @@ const VERTEX_ERASE_NS: u64 = 1_500 * US;
 const VERTEX_BLOCKS_PER_PLANE: u32 = 8_192;
 /// 120 GB (decimal) exported from 128 GiB: 1 - 120e9 / 2^37.
 const VERTEX_OVER_PROVISIONING: f64 = 0.127;
-/// Set so that four channels carry the datasheet's 250 MB/s sequential
-/// read (4 x 66 MB/s; the channel rate is not published).
+/// Set so that four channels carry the 250 MB/s sequential read OCZ
+/// announced (4 x 66 MB/s; the channel rate is not published).
 const VERTEX_CHANNEL_BYTES_PER_S: u64 = 66 * MB;
 /// SATA 3 Gb/s after 8b/10b encoding.
 const VERTEX_HOST_BYTES_PER_S: u64 = 300 * MB;
@@ -247,25 +248,28 @@ const VERTEX_SOURCES: [(&str, &str); 18] = [
     ("blocks_per_plane", "128 GiB of flash / (32 dies x 512 KB)"),
     (
         "pages_per_block",
-        "Samsung 51 nm MLC (K9LBG08U0M class): 128 pages per block",
+        "typical 2009 Samsung MLC (K9LBG08U0M class): 128 pages per block (recalled, not checked)",
     ),
-    ("page_bytes", "Samsung 51 nm MLC: 4 KB pages"),
+    (
+        "page_bytes",
+        "typical 2009 Samsung MLC: 4 KB pages (recalled, not checked)",
+    ),
     ("over_provisioning", "120 GB decimal from 128 GiB of flash"),
     (
         "page_read_ns",
-        "Samsung 51 nm MLC datasheet: tR 60 us (typical)",
+        "typical 2009 Samsung MLC: tR 60 us (recalled, not checked)",
     ),
     (
         "page_program_ns",
-        "Samsung 51 nm MLC datasheet: tPROG 800 us (typical)",
+        "typical 2009 Samsung MLC: tPROG 800 us (recalled, not checked)",
     ),
     (
         "block_erase_ns",
-        "Samsung 51 nm MLC datasheet: tBERS 1.5 ms (typical)",
+        "typical 2009 Samsung MLC: tBERS 1.5 ms (recalled, not checked)",
     ),
     (
         "channel_bytes_per_s",
-        "set so 4 channels carry the Vertex datasheet's 250 MB/s sequential read",
+        "set so 4 channels carry the 250 MB/s sequential read OCZ announced for the Vertex",
     ),
     ("host_bytes_per_s", "SATA 3 Gb/s (300 MB/s)"),
     ("controller_overhead_ns", "assumed: 20 us, as ssd-2008"),
@@ -275,7 +279,7 @@ const VERTEX_SOURCES: [(&str, &str); 18] = [
     ),
     (
         "ftl",
-        "FAST hybrid mapping (log blocks shared by all data blocks), 8,192 log blocks calibrated to wang2010 Figure 11's 8x-18x: a random write pays a share of the full merges that reclaim a log block; a sequential run fills the sequential log block and switch-merges. Known gap: the sequential log block lives on one die, so sequential writes run at one die's 5 MB/s, not the datasheet's 160-180 MB/s",
+        "FAST hybrid mapping (log blocks shared by all data blocks), 8,192 log blocks calibrated to wang2010 Figure 11's 8x-18x: a random write pays a share of the full merges that reclaim a log block; a sequential run fills the sequential log block and switch-merges. Known gap: the sequential log block lives on one die, so sequential writes run at one die's 5 MB/s, not the 180-200 MB/s OCZ announced",
     ),
 ];
 
