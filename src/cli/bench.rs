@@ -99,6 +99,11 @@ pub struct Args {
     /// --data-store ipl: on (lee2007: a commit forces the log sectors holding its records) or off.
     #[arg(long, value_name = "on|off")]
     ipl_commit_force: Option<String>,
+    /// on: the background writer's and checkpoints' write-backs go through
+    /// an elevator stage that sorts and merges them (as Linux's block layer
+    /// does); off (the default): one request each.
+    #[arg(long, default_value = "off")]
+    write_scheduler: String,
     /// Buffer pool size in MB.
     #[arg(long, default_value_t = 512)]
     buffer_mb: u64,
@@ -330,6 +335,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         image: None,
         table_page_bytes: parse_table_pages(&args.table_page_bytes)?,
         rollback_aged_span_bytes: 0,
+        write_scheduler: match args.write_scheduler.as_str() {
+            "on" => true,
+            "off" => false,
+            other => bail!("--write-scheduler '{other}' must be on or off"),
+        },
         ipl_log_segment_bytes: args.ipl_log_segment_kb.map(|kb| kb.saturating_mul(1024)),
         ipl_no_commit_force: match args.ipl_commit_force.as_deref() {
             None | Some("on") => false,

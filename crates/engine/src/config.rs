@@ -200,6 +200,11 @@ pub struct DbConfig {
     /// in page order (0: off; at most `buffer::READ_AHEAD_BYTES_MAX`).
     #[serde(default = "default_read_ahead_bytes")]
     pub read_ahead_bytes: u64,
+    /// Send the background writer's and checkpoints' write-backs through
+    /// the block layer's elevator stage, sorted and merged
+    /// (`flashlab_devices::scheduler`, Linux's defaults); off by default.
+    #[serde(default)]
+    pub write_scheduler: bool,
     #[serde(default)]
     pub cpu: CpuCosts,
     /// Isolation, rollback extents, retention.
@@ -265,6 +270,7 @@ impl DbConfig {
             writer_interval_ns: default_writer_interval_ns(),
             writer_batch_pages: default_writer_batch_pages(),
             read_ahead_bytes: default_read_ahead_bytes(),
+            write_scheduler: false,
             cpu: CpuCosts::default(),
             mvcc: crate::mvcc::MvccConfig::default(),
         }

@@ -66,6 +66,8 @@ pub struct BenchOptions {
     /// Page store of every data space (`--data-store`; a `--config` file's
     /// spaces keep their own unless this is given).
     pub data_store: Option<flashlab_engine::store::StoreKind>,
+    /// Write-backs through the elevator stage (`--write-scheduler on`).
+    pub write_scheduler: bool,
     /// Model an aged rollback space over this span (`MvccConfig::aged_span_bytes`; 0: off).
     pub rollback_aged_span_bytes: u64,
     /// `--data-store ipl`: bytes of each erase unit's log segment.
@@ -149,6 +151,7 @@ impl Default for BenchOptions {
             table_page_bytes: Vec::new(),
             data_store: None,
             rollback_aged_span_bytes: 0,
+            write_scheduler: false,
             ipl_log_segment_bytes: None,
             ipl_no_commit_force: false,
             buffer_bytes: 512 << 20,
@@ -545,6 +548,9 @@ fn db_config(options: &BenchOptions) -> DbConfig {
             device: options.rollback_device.clone(),
             capacity_bytes: None,
         });
+    }
+    if options.write_scheduler {
+        config.write_scheduler = true;
     }
     if options.rollback_aged_span_bytes > 0 {
         config.mvcc.aged_span_bytes = options.rollback_aged_span_bytes;

@@ -329,7 +329,7 @@ impl Core {
 
     /// The frame's image, with the version and page LSN it carries noted
     /// atomically with respect to installs (both hold the data lock).
-    fn copy_for_write(&self, frame: usize) -> Vec<u8> {
+    pub(super) fn copy_for_write(&self, frame: usize) -> Vec<u8> {
         let data = self.data[frame].lock();
         self.meta.lock().note_copy(frame, page::lsn(&data));
         data.clone()

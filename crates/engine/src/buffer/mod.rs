@@ -71,6 +71,7 @@
 //! builds) the pool runs it after every state change. Release builds in
 //! either world never run it on their own: it is O(frames).
 
+mod batch;
 mod io;
 mod meta;
 mod read_ahead;
@@ -150,6 +151,9 @@ struct Core {
     log: Arc<dyn LogForce>,
     /// Pages read ahead after a sequential miss; 0: off (`read_ahead`).
     read_ahead_pages: std::sync::atomic::AtomicUsize,
+    /// The elevator stage batched write-backs go through; `None`: off
+    /// (`batch.rs`). Read once per batch, never held across I/O.
+    write_scheduler: std::sync::Mutex<Option<flashlab_devices::scheduler::SchedulerConfig>>,
 }
 
 impl BufferPool {
@@ -171,6 +175,7 @@ impl BufferPool {
                 data: (0..frames).map(|_| Mutex::new(Vec::new())).collect(),
                 log,
                 read_ahead_pages: std::sync::atomic::AtomicUsize::new(0),
+                write_scheduler: std::sync::Mutex::new(None),
             }),
         })
     }
@@ -183,6 +188,20 @@ impl BufferPool {
     /// The number of frames.
     pub fn frames(&self) -> usize {
         self.core.data.len()
+    }
+
+    /// Send the background writer's and the checkpoint's write-backs
+    /// through an elevator stage that sorts and merges them (`batch.rs`);
+    /// `None` (the default) writes them one request each.
+    pub fn set_write_scheduler(
+        &self,
+        scheduler: Option<flashlab_devices::scheduler::SchedulerConfig>,
+    ) {
+        *self
+            .core
+            .write_scheduler
+            .lock()
+            .unwrap_or_else(|e| e.into_inner()) = scheduler;
     }
 
     /// Read up to `bytes` ahead, in one request, when a space is missed in

@@ -22,6 +22,14 @@ pub const WRITER_INTERVAL_MIN_NS: u64 = 1_000;
 const WRITER_TASK_NAME: &str = "buffer-writer";
 
 impl Core {
+    /// The elevator stage's limits, if write-backs go through it.
+    fn write_scheduler(&self) -> Option<flashlab_devices::scheduler::SchedulerConfig> {
+        *self
+            .write_scheduler
+            .lock()
+            .unwrap_or_else(|e| e.into_inner())
+    }
+
     /// Write every page dirty at the call (waiting out write-backs already
     /// in flight), in page order, append pages not yet sealed excepted
     /// (BUF-10), then flush every registered device.
@@ -30,6 +38,11 @@ impl Core {
             let meta = self.meta.lock();
             (meta.writable_dirty_frames(), meta.spaces())
         };
+        if let Some(scheduler) = self.write_scheduler() {
+            let batch = dirty.iter().map(|&(id, _, frame)| (id, frame)).collect();
+            self.write_back_batch(batch, &scheduler)?;
+        }
+        // Pages the batch skipped (a write in flight): wait them out.
         for (id, _, frame) in dirty {
             self.write_back(frame, id, Wait::Yes)?;
         }
@@ -42,6 +55,9 @@ impl Core {
     /// Write up to `max_pages` idle dirty pages with the smallest rec_lsn.
     pub(super) fn write_back_oldest(&self, max_pages: usize) -> Result<usize> {
         let batch = self.meta.lock().oldest_dirty(max_pages);
+        if let Some(scheduler) = self.write_scheduler() {
+            return self.write_back_batch(batch, &scheduler);
+        }
         let mut written = 0;
         for (id, frame) in batch {
             if self.write_back(frame, id, Wait::No)? {

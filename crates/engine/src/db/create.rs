@@ -45,6 +45,9 @@ pub(crate) fn build_spaces(
             let log: Arc<dyn LogForce> = wal.clone();
             let pool = BufferPool::new(space.page_bytes, largest, log)?;
             pool.set_read_ahead_bytes(config.read_ahead_bytes);
+            if config.write_scheduler {
+                pool.set_write_scheduler(Some(Default::default()));
+            }
             slot.insert(Arc::new(pool));
         }
     }

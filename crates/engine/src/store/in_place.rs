@@ -68,6 +68,21 @@ impl PageStore for InPlaceStore {
         Ok(self.device.read(self.offset_bytes(first), buf)?)
     }
 
+    fn write_batch(
+        &self,
+        pages: &[(PageNo, &[u8])],
+        scheduler: &flashlab_devices::scheduler::SchedulerConfig,
+    ) -> Result<()> {
+        let batch: Vec<(u64, &[u8])> = pages
+            .iter()
+            .map(|&(page_no, image)| (self.offset_bytes(page_no), image))
+            .collect();
+        flashlab_devices::scheduler::submit_batch(&*self.device, &batch, scheduler)?;
+        self.pages_written
+            .fetch_add(pages.len() as u64, Ordering::Relaxed);
+        Ok(())
+    }
+
     fn write_page(&self, page_no: PageNo, image: &[u8]) -> Result<()> {
         debug_assert_eq!(image.len(), self.page_bytes);
         self.device.write(self.offset_bytes(page_no), image)?;

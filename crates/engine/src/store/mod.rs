@@ -140,6 +140,21 @@ pub trait PageStore: Send + Sync {
         Ok(())
     }
 
+    /// Write a batch of pages (page number, image), as the block layer's
+    /// elevator stage would dispatch them (`scheduler`: sorted by address,
+    /// neighbours merged). The default writes page by page, in order.
+    fn write_batch(
+        &self,
+        pages: &[(PageNo, &[u8])],
+        scheduler: &flashlab_devices::scheduler::SchedulerConfig,
+    ) -> Result<()> {
+        let _ = scheduler;
+        for &(page_no, image) in pages {
+            self.write_page(page_no, image)?;
+        }
+        Ok(())
+    }
+
     /// Write page `page_no`'s image. Durable after the next [`sync`].
     ///
     /// [`sync`]: PageStore::sync

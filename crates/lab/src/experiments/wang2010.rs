@@ -107,6 +107,9 @@ fn options(
         data_device: device.into(),
         rollback_device: "memory".into(),
         data_store: Some(store),
+        // The paper ran Linux's Anticipatory elevator: write-backs sorted
+        // and merged (Figure 10(a)'s order depends on it).
+        write_scheduler: true,
         tpcc: TpccOptions {
             warehouses,
             items: flashlab_workloads::tpcc::ITEMS / ROWS_DIVISOR,
