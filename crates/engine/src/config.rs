@@ -76,6 +76,25 @@ pub struct DataSpaceConfig {
     /// given; see [`crate::store`]).
     #[serde(default)]
     pub store: StoreKind,
+    /// Log-structured spaces: bytes per segment (default
+    /// [`crate::store::log_structured::SEGMENT_BYTES_DEFAULT`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment_bytes: Option<u64>,
+    /// Log-structured spaces: segment cleaning (`off`, `greedy`,
+    /// `cost-benefit`; default greedy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleaning: Option<crate::store::Cleaning>,
+}
+
+impl DataSpaceConfig {
+    /// The log-structured options this space asks for.
+    pub fn log_structured(&self) -> crate::store::LogStructuredOptions {
+        let default = crate::store::LogStructuredOptions::default();
+        crate::store::LogStructuredOptions {
+            segment_bytes: self.segment_bytes.unwrap_or(default.segment_bytes),
+            cleaning: self.cleaning.unwrap_or(default.cleaning),
+        }
+    }
 }
 
 /// The log, rollback or temp space.
@@ -232,6 +251,8 @@ impl DbConfig {
                 device: data_device.into(),
                 capacity_bytes: None,
                 store: StoreKind::InPlace,
+                segment_bytes: None,
+                cleaning: None,
             }],
             log: SpaceConfig {
                 device: log_device.into(),
@@ -287,6 +308,21 @@ impl DbConfig {
                     "data space name '{}' must be letters, digits, '-' or '_'",
                     space.name
                 )));
+            }
+            if space.store != StoreKind::LogStructured
+                && (space.segment_bytes.is_some() || space.cleaning.is_some())
+            {
+                return Err(Error::Config(format!(
+                    "data space '{}': segment_bytes and cleaning are options of store = \"log-structured\", not of \"{}\"",
+                    space.name, space.store
+                )));
+            }
+            if let Some(segment_bytes) = space.segment_bytes {
+                crate::store::log_structured::validate_segment_bytes(
+                    &space.name,
+                    segment_bytes,
+                    space.page_bytes,
+                )?;
             }
             if self.data[..i].iter().any(|other| other.name == space.name) {
                 return Err(Error::Config(format!(

@@ -19,7 +19,7 @@ use crate::error::{Error, Result};
 use crate::mtr::PageAccess;
 use crate::page::PageId;
 use crate::space::SpaceHeader;
-use crate::store::{StoreMode, open_store};
+use crate::store::{StoreMode, open_store_with};
 use crate::wal::Wal;
 
 /// The buffer pools of a database, by page size.
@@ -49,14 +49,16 @@ pub(crate) fn build_spaces(
     let mut spaces = Vec::new();
     for (i, (space, device)) in config.data.iter().zip(&devices.data).enumerate() {
         let pool = pools[&space.page_bytes].clone();
-        let store = open_store(
+        let store = open_store_with(
             space.store,
             device.clone(),
             space.page_bytes,
             space.capacity_bytes,
             &space.name,
             mode,
+            space.log_structured(),
         )?;
+        store.attach_log(wal.clone());
         pool.register_logged_space(i as u32, &space.name, store.clone())?;
         spaces.push(DataSpace {
             id: i as u32,
