@@ -1,5 +1,5 @@
 //! `flashlab simtest [--seeds N] [--first S] [--seed S] [--workload W]
-//! [--json]`: the seeded crash-recovery harness
+//! [--store in-place|log-structured|mixed] [--json]`: the seeded crash-recovery harness
 //! ([`flashlab_lab::simtest`]). Runs N seeds (each a workload, a database,
 //! faults and power cuts decided by the seed alone), prints every failing
 //! seed with the command that replays it, and a summary: crash points tried,
@@ -23,6 +23,10 @@ pub struct Args {
     /// bank, tpcb, update-commit, or mixed (each seed picks one).
     #[arg(long, default_value = "mixed")]
     workload: String,
+    /// Data space page store: in-place, log-structured, or mixed (every
+    /// third seed log-structured).
+    #[arg(long, default_value = "in-place")]
+    store: String,
     /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
@@ -44,6 +48,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             simtest::WORKLOADS.join(", ")
         );
     }
+    let Some(store) = simtest::StoreChoice::parse(&args.store) else {
+        bail!(
+            "--store '{}' must be one of in-place, log-structured, mixed",
+            args.store
+        );
+    };
     if args.seeds == 0 || args.seeds > SEEDS_MAX {
         bail!("--seeds must be 1 to {SEEDS_MAX}");
     }
@@ -60,7 +70,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let one = args.seed.is_some();
     let (json, list, workload) = (args.json, args.list, args.workload.clone());
-    let summary = simtest::run(first, seeds, &args.workload, |report| {
+    let summary = simtest::run_with(first, seeds, &args.workload, store, |report| {
         if json {
             return;
         }
