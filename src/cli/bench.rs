@@ -345,12 +345,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         segment_bytes: args.segment_bytes,
         cleaning: match &args.cleaning {
             None => None,
-            Some(name) => Some(flashlab_engine::store::Cleaning::parse(name).ok_or_else(|| {
-                anyhow::anyhow!(
-                    "--cleaning '{name}': no such policy (known: {})",
-                    flashlab_engine::store::Cleaning::names().join(", ")
-                )
-            })?),
+            Some(name) => Some(
+                flashlab_engine::store::Cleaning::parse(name).ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "--cleaning '{name}': no such policy (known: {})",
+                        flashlab_engine::store::Cleaning::names().join(", ")
+                    )
+                })?,
+            ),
         },
     };
     flashlab_lab::bench::validate(&options).map_err(anyhow::Error::msg)?;

@@ -140,6 +140,8 @@ pub fn names_damage(e: &str) -> bool {
         "log damaged",
         "read error",
         "cannot be repaired",
+        "summary damaged",
+        "log-structured store damaged",
     ]
     .iter()
     .any(|w| e.contains(w))
@@ -207,9 +209,9 @@ pub const PREEMPT_SEEDS_EVERY: u64 = 4;
 /// With `--store mixed`, one seed in this many runs log-structured.
 pub const LOG_STRUCTURED_SEEDS_EVERY: u64 = 3;
 /// Pages per segment of a log-structured seed.
-pub const LOG_STRUCTURED_SEGMENT_PAGES: u64 = 16;
+pub const LOG_STRUCTURED_SEGMENT_PAGES: u64 = 8;
 /// Segments of a log-structured seed's data space.
-pub const LOG_STRUCTURED_SEGMENTS: u64 = 64;
+pub const LOG_STRUCTURED_SEGMENTS: u64 = 20;
 
 /// Which page store the seeds' data spaces use (`--store`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -995,12 +997,7 @@ fn crash_kind(point: &str) -> String {
 }
 
 /// Run `seeds` seeds from `first_seed` on; `each` sees every report.
-pub fn run(
-    first_seed: u64,
-    seeds: u64,
-    workload: &str,
-    each: impl FnMut(&SeedReport),
-) -> Summary {
+pub fn run(first_seed: u64, seeds: u64, workload: &str, each: impl FnMut(&SeedReport)) -> Summary {
     run_with(first_seed, seeds, workload, StoreChoice::InPlace, each)
 }
 

@@ -23,18 +23,32 @@ pub(super) fn check(store: &LogStructuredStore) -> Result<Vec<String>> {
     let mut problems = Vec::new();
     let mut described: HashMap<u64, Entry> = HashMap::new();
     let mut block = vec![0u8; page_bytes];
+    // Segments whose chain of summaries a read error cut, from that block.
+    let mut unreadable: HashMap<u32, u64> = HashMap::new();
     for segment in 0..geo.segments {
         let mut offset = 0;
         while b - offset >= 2 {
             let at = geo.block(segment, offset);
-            if store
-                .device
-                .read(at * page_bytes as u64, &mut block)
-                .is_err()
-            {
+            if let Err(e) = store.device.read(at * page_bytes as u64, &mut block) {
+                if store.lock_state().live[segment as usize] > 0 {
+                    problems.push(format!(
+                        "segment {segment}: the summary at block {at} cannot be read ({e})"
+                    ));
+                }
+                unreadable.insert(segment, at);
                 break;
             }
             let Some(summary) = Summary::decode(&block) else {
+                // A summary's magic with a checksum that fails: damage at
+                // rest (a torn one would not be followed by mapped pages).
+                if &block[4..8] == layout::SUMMARY_MAGIC {
+                    unreadable.insert(segment, at);
+                    if store.lock_state().live[segment as usize] > 0 {
+                        problems.push(format!(
+                            "segment {segment}: summary damaged at block {at} (checksum mismatch)"
+                        ));
+                    }
+                }
                 break;
             };
             let n = summary.entries.len() as u32;
@@ -64,7 +78,14 @@ pub(super) fn check(store: &LogStructuredStore) -> Result<Vec<String>> {
         }
         let blk = u64::from(blk);
         counted[geo.segment_of(blk) as usize] += 1;
+        let cut = unreadable
+            .get(&geo.segment_of(blk))
+            .is_some_and(|&from| blk > from);
         let Some(entry) = described.get(&blk).filter(|e| e.page_no == p as u32) else {
+            if cut {
+                // Reported with its segment's unreadable summary.
+                continue;
+            }
             problem(format!(
                 "page {p} is mapped to block {blk}, which no segment summary describes as page {p}"
             ));

@@ -14,10 +14,12 @@ impl LogStructuredStore {
     /// reusable.
     pub(super) fn clean(&self) -> Result<bool> {
         let before = self.lock_state().reusable.len();
-        if self.lock_state().dead_segments(&self.geo) > 0 {
-            self.checkpoint_map()?;
-            if self.lock_state().reusable.len() > CLEAN_START_SEGMENTS {
-                return Ok(true);
+        for _ in 0..2 {
+            if self.lock_state().dead_segments(&self.geo) > 0 {
+                self.checkpoint_map()?;
+                if self.lock_state().reusable.len() > CLEAN_START_SEGMENTS {
+                    return Ok(true);
+                }
             }
         }
         if self.cleaning == Cleaning::Off {
@@ -28,6 +30,8 @@ impl LogStructuredStore {
         self.lock_state().cleaning_now = false;
         let cleaned = result?;
         if cleaned > 0 {
+            // Dead at two checkpoints before reusable (LFS-3).
+            self.checkpoint_map()?;
             self.checkpoint_map()?;
         }
         Ok(self.lock_state().reusable.len() > before)
@@ -59,7 +63,13 @@ impl LogStructuredStore {
             };
             let first = self.geo.block(victim, 0);
             let mut segment = vec![0u8; b * page_bytes];
-            self.device.read(self.block_offset(first), &mut segment)?;
+            // The whole segment in one request; if part of it cannot be
+            // read, its live blocks one by one.
+            let whole = self
+                .device
+                .read(self.block_offset(first), &mut segment)
+                .is_ok();
+            let mut stuck = false;
             for (page_no, block) in live {
                 // Copy only if the page is still there: a newer version
                 // written since makes this one dead.
@@ -67,9 +77,25 @@ impl LogStructuredStore {
                     continue;
                 }
                 let at = (block - first) as usize * page_bytes;
+                if !whole
+                    && self
+                        .device
+                        .read(self.block_offset(block), &mut segment[at..at + page_bytes])
+                        .is_err()
+                {
+                    // Damage at rest: the page stays where it is (a read
+                    // reports it, the pool may rebuild it from the log and
+                    // write it anew); the segment is not chosen again.
+                    stuck = true;
+                    continue;
+                }
                 let image = segment[at..at + page_bytes].to_vec();
                 self.append(page_no, &image)?;
                 self.counters.pages_copied.fetch_add(1, Ordering::Relaxed);
+            }
+            if stuck {
+                self.lock_state().unclean.insert(victim);
+                continue;
             }
             debug_assert_eq!(self.lock_state().live[victim as usize], 0);
             self.counters

@@ -55,7 +55,7 @@ pub(super) fn seal(block: &mut [u8]) {
 }
 
 /// Whether a store block's crc32c matches.
-pub(super) fn sealed(block: &[u8]) -> bool {
+pub fn sealed(block: &[u8]) -> bool {
     u32_at(block, 0) == crc32c::crc32c(&block[4..])
 }
 
@@ -100,7 +100,7 @@ impl Superblock {
         }
         if !sealed(block) {
             return Err(Error::Damaged(format!(
-                "data space '{space}': the log-structured superblock (block 0) fails its checksum"
+                "data space '{space}': log-structured store damaged: the superblock (block 0) fails its checksum"
             )));
         }
         let version = u32_at(block, 28);
@@ -221,9 +221,19 @@ pub struct MapCheckpoint {
     /// Per segment: the sequence number of its last partial segment (its
     /// age, for cost-benefit cleaning; 0: none).
     pub ages: Vec<u64>,
+    /// Per segment: [`SEGMENT_REUSABLE`] and [`SEGMENT_PENDING`] bits.
+    pub flags: Vec<u32>,
     /// Page `n`'s block (0: never written), up to the highest mapped page.
     pub map: Vec<u32>,
 }
+
+/// Segment flag: the log may continue in this segment after the
+/// checkpoint (it was dead at this checkpoint and the one before).
+pub const SEGMENT_REUSABLE: u32 = 1;
+/// Segment flag: dead at this checkpoint, reusable after the next one.
+pub const SEGMENT_PENDING: u32 = 2;
+/// Words (u32) a map checkpoint keeps per segment: age (2), flags (1).
+pub const SEGMENT_WORDS: usize = 3;
 
 /// Words (u32) of a map-checkpoint body block.
 pub fn map_words_per_block(page_bytes: usize) -> usize {
@@ -232,17 +242,19 @@ pub fn map_words_per_block(page_bytes: usize) -> usize {
 
 /// Blocks of a map-checkpoint slot for this geometry (header included).
 pub fn map_slot_blocks(page_bytes: usize, segments: u64, capacity_pages: u64) -> u64 {
-    let words = 2 * segments + capacity_pages;
+    let words = SEGMENT_WORDS as u64 * segments + capacity_pages;
     1 + words.div_ceil(map_words_per_block(page_bytes) as u64)
 }
 
 impl MapCheckpoint {
     /// The checkpoint as blocks of `page_bytes` (header first).
     pub fn encode(&self, page_bytes: usize) -> Vec<u8> {
-        let mut words: Vec<u32> = Vec::with_capacity(2 * self.ages.len() + self.map.len());
-        for age in &self.ages {
+        let mut words: Vec<u32> =
+            Vec::with_capacity(SEGMENT_WORDS * self.ages.len() + self.map.len());
+        for (age, flags) in self.ages.iter().zip(&self.flags) {
             words.push(*age as u32);
             words.push((*age >> 32) as u32);
+            words.push(*flags);
         }
         words.extend_from_slice(&self.map);
         let per = map_words_per_block(page_bytes);
@@ -303,11 +315,18 @@ impl MapCheckpoint {
             }
             words.extend((0..per).map(|j| u32_at(block, MAP_BODY_HEADER_BYTES + 4 * j)));
         }
-        if words.len() < 2 * segments + map_len {
+        let base = SEGMENT_WORDS * segments;
+        if words.len() < base + map_len {
             return None;
         }
         let ages = (0..segments)
-            .map(|s| u64::from(words[2 * s]) | (u64::from(words[2 * s + 1]) << 32))
+            .map(|s| {
+                u64::from(words[SEGMENT_WORDS * s])
+                    | (u64::from(words[SEGMENT_WORDS * s + 1]) << 32)
+            })
+            .collect();
+        let flags = (0..segments)
+            .map(|s| words[SEGMENT_WORDS * s + 2])
             .collect();
         Some(MapCheckpoint {
             seq,
@@ -315,7 +334,8 @@ impl MapCheckpoint {
             head_segment: u32_at(header, 40),
             head_offset_blocks: u32_at(header, 44),
             ages,
-            map: words[2 * segments..2 * segments + map_len].to_vec(),
+            flags,
+            map: words[base..base + map_len].to_vec(),
         })
     }
 }
@@ -360,6 +380,7 @@ mod tests {
             head_segment: 2,
             head_offset_blocks: 10,
             ages: vec![1, 2, u64::MAX / 3],
+            flags: vec![0, SEGMENT_REUSABLE, SEGMENT_PENDING],
             map: (0..3000).map(|i| i * 7).collect(),
         };
         let bytes = cp.encode(2048);

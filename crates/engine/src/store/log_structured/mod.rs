@@ -101,6 +101,8 @@ pub const PARTIAL_SEGMENT_BYTES_MAX: usize = 1 << 20;
 pub const CLEAN_START_SEGMENTS: usize = 3;
 /// Most victims one cleaning pass copies before its map checkpoint.
 pub const CLEAN_BATCH_SEGMENTS: usize = 4;
+/// Map-checkpoint slots (each checkpoint is written into both).
+pub const MAP_SLOTS: u64 = 2;
 /// Most times a read retries after its block was reused under it.
 const READ_RETRIES_MAX: usize = 64;
 
@@ -319,25 +321,25 @@ impl LogStructuredStore {
         Ok(())
     }
 
-    /// Make everything written durable and write a map checkpoint into the
-    /// next slot; then the dead segments become reusable (LFS-3). Writer
-    /// lock held.
+    /// Make everything written durable and write a map checkpoint, one
+    /// copy into each slot, slot 0 first, each flushed before the next:
+    /// when this returns both slots hold it, so damage to one copy at rest
+    /// leaves the other, and a crash between them leaves one whole copy of
+    /// this or of the previous checkpoint (whose sync never returned).
+    /// Then dead segments move towards reuse (LFS-3). Writer lock held.
     fn checkpoint_map(&self) -> Result<()> {
         self.write_partial()?;
         self.flush_device()?;
-        let (checkpoint, slot_block) = {
-            let st = self.lock_state();
-            let cp = st.map_checkpoint();
-            let slot = self.geo_slot_block(cp.seq);
-            (cp, slot)
-        };
+        let checkpoint = self.lock_state().map_checkpoint();
         let bytes = checkpoint.encode(self.page_bytes);
         assert!(
             bytes.len() as u64 <= u64::from(self.geo.map_blocks) * self.page_bytes as u64,
             "a map checkpoint fits its slot"
         );
-        self.device_write(slot_block, &bytes, bytes.len())?;
-        self.flush_device()?;
+        for slot in 0..MAP_SLOTS {
+            self.device_write(self.slot_block(slot), &bytes, bytes.len())?;
+            self.flush_device()?;
+        }
         self.lock_state().checkpointed(&self.geo, checkpoint.seq);
         self.counters
             .map_checkpoints
@@ -345,9 +347,9 @@ impl LogStructuredStore {
         Ok(())
     }
 
-    /// First block of the slot a map checkpoint of sequence `seq` goes to.
-    fn geo_slot_block(&self, seq: u64) -> u64 {
-        1 + (seq % 2) * u64::from(self.geo.map_blocks)
+    /// First block of map-checkpoint slot `slot`.
+    fn slot_block(&self, slot: u64) -> u64 {
+        1 + slot * u64::from(self.geo.map_blocks)
     }
 
     /// The store's geometry (for tests and reports).

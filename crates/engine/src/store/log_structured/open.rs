@@ -69,7 +69,12 @@ pub(super) fn open(
         .unwrap_or(u64::MAX)
         .min(device.capacity_bytes());
     let mut block = vec![0u8; page_bytes];
-    device.read(0, &mut block)?;
+    // A flip on the way reads clean the second time.
+    if !read_twice(&device, 0, &mut block, |b| {
+        b.iter().all(|&x| x == 0) || layout::sealed(b)
+    }) {
+        device.read(0, &mut block)?;
+    }
     // A device whose creation was cut before its superblock (all zeros):
     // formatted as new; the engine finishes the creation (REC-2).
     let mode = if block.iter().all(|&b| b == 0) {
@@ -99,6 +104,7 @@ pub(super) fn open(
         head_segment: 0,
         head_offset_blocks: 0,
         ages: vec![0; geo.segments as usize],
+        flags: fresh_flags(&geo),
         map: Vec::new(),
     };
     let (state, found) = match mode {
@@ -107,6 +113,12 @@ pub(super) fn open(
             let (cp, newest_seq) = newest_checkpoint(&device, &geo, space)?;
             let mut st = State::from_checkpoint(&geo, &cp);
             let rolled = roll_forward(&device, &geo, &cp, &mut st)?;
+            if std::env::var("FLASHLAB_LFS_TRACE").is_ok() {
+                eprintln!(
+                    "lfs open '{space}': checkpoint {} (newest header seen {newest_seq}), rolled {rolled:?}",
+                    cp.seq
+                );
+            }
             // The next checkpoint follows every sequence seen, valid or not.
             st.epoch = st.epoch.max(newest_seq);
             (st, Some(rolled))
@@ -140,6 +152,25 @@ pub(super) fn open(
     Ok(store)
 }
 
+/// A new store's segment flags: every segment but the head's (0) reusable
+/// (nothing on the device is needed).
+fn fresh_flags(geo: &Superblock) -> Vec<u32> {
+    (0..geo.segments)
+        .map(|s| if s == 0 { 0 } else { layout::SEGMENT_REUSABLE })
+        .collect()
+}
+
+/// Read `buf` at `offset`; a read that fails or whose result `ok` rejects
+/// is read once more (a flip on the way, not on the medium, reads clean).
+fn read_twice(device: &DeviceRef, offset: u64, buf: &mut [u8], ok: impl Fn(&[u8]) -> bool) -> bool {
+    for _ in 0..2 {
+        if device.read(offset, buf).is_ok() && ok(buf) {
+            return true;
+        }
+    }
+    false
+}
+
 /// The valid map checkpoint of the higher sequence number, and the highest
 /// sequence number either slot's header shows (valid body or not).
 fn newest_checkpoint(
@@ -157,9 +188,14 @@ fn newest_checkpoint(
         let mut header = vec![0u8; page_bytes];
         let first = 1 + slot * u64::from(geo.map_blocks);
         let at = first * page_bytes as u64;
-        if device.read(at, &mut header).is_err() {
-            seen.push(format!("slot {slot}: unreadable"));
-            continue;
+        let valid_header = read_twice(device, at, &mut header, |h| {
+            MapCheckpoint::decode_header(h).is_some() || h.iter().all(|&b| b == 0)
+        });
+        if !valid_header {
+            if let Err(e) = device.read(at, &mut header) {
+                seen.push(format!("slot {slot}: {e}"));
+                continue;
+            }
         }
         if header.iter().all(|&b| b == 0) {
             blank_slots += 1;
@@ -171,10 +207,9 @@ fn newest_checkpoint(
         newest_seq = newest_seq.max(seq);
         let len = ((1 + body_blocks) * page_bytes).min(slot_bytes);
         let mut bytes = vec![0u8; len];
-        if device.read(at, &mut bytes).is_err() {
-            seen.push(format!("slot {slot}: body unreadable"));
-            continue;
-        }
+        read_twice(device, at, &mut bytes, |b| {
+            MapCheckpoint::decode(b, page_bytes).is_some()
+        });
         match MapCheckpoint::decode(&bytes, page_bytes) {
             Some(cp) if cp.ages.len() == geo.segments as usize => {
                 if best.as_ref().is_none_or(|b| b.seq < cp.seq) {
@@ -195,7 +230,7 @@ fn newest_checkpoint(
             });
             if let Some(b) = bad {
                 return Err(Error::Damaged(format!(
-                    "data space '{space}': map checkpoint {} names block {b}, outside the segments",
+                    "data space '{space}': log-structured store damaged: map checkpoint {} names block {b}, outside the segments",
                     cp.seq
                 )));
             }
@@ -210,12 +245,13 @@ fn newest_checkpoint(
                 head_segment: 0,
                 head_offset_blocks: 0,
                 ages: vec![0; geo.segments as usize],
+                flags: fresh_flags(geo),
                 map: Vec::new(),
             },
             0,
         )),
         None => Err(Error::Damaged(format!(
-            "data space '{space}': no valid map checkpoint ({}); nothing was changed",
+            "data space '{space}': log-structured store damaged: no valid map checkpoint ({}); nothing was changed",
             seen.join("; ")
         ))),
     }
@@ -259,7 +295,9 @@ pub(super) fn roll_forward(
             (segment, offset)
         };
         let at = geo.block(next_segment, next_offset);
-        if device.read(at * page_bytes as u64, &mut block).is_err() {
+        if !read_twice(device, at * page_bytes as u64, &mut block, |b| {
+            Summary::decode(b).is_some()
+        }) {
             break;
         }
         let Some(summary) = Summary::decode(&block) else {
@@ -286,8 +324,15 @@ pub(super) fn roll_forward(
             .read((at + 1) * page_bytes as u64, &mut images)
             .is_ok();
         for (i, entry) in summary.entries.iter().enumerate() {
-            let image = &images[i * page_bytes..(i + 1) * page_bytes];
-            if readable && layout::block_holds(image, entry) && entry.page_no < geo.capacity_pages {
+            let image = &mut images[i * page_bytes..(i + 1) * page_bytes];
+            let holds = (readable && layout::block_holds(image, entry))
+                || read_twice(
+                    device,
+                    (at + 1 + i as u64) * page_bytes as u64,
+                    image,
+                    |b| layout::block_holds(b, entry),
+                );
+            if holds && entry.page_no < geo.capacity_pages {
                 st.remap(geo, entry.page_no, at + 1 + i as u64);
                 done.pages += 1;
             } else {
@@ -303,7 +348,7 @@ pub(super) fn roll_forward(
     st.head_offset = offset;
     st.next_seq = seq;
     // The dead segments of the roll-forward become reusable only after
-    // the map checkpoint the open writes next (LFS-3): the reusable set
-    // stays the checkpoint's, less the segments the log went through.
+    // two more map checkpoints (LFS-3): the reusable set stays the
+    // checkpoint's, less the segments the log went through.
     Ok(done)
 }

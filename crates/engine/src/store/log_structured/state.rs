@@ -6,7 +6,7 @@ use std::collections::BTreeSet;
 use std::sync::Arc;
 
 use super::Cleaning;
-use super::layout::{Entry, MapCheckpoint, Summary, Superblock};
+use super::layout::{self, Entry, MapCheckpoint, Summary, Superblock};
 use crate::page::{self, PageNo};
 
 /// Where a read finds its page.
@@ -65,6 +65,8 @@ pub(super) struct State {
     pub generation: Vec<u64>,
     /// Segments that may be written (LFS-3), as of the last map checkpoint.
     pub reusable: BTreeSet<u32>,
+    /// Segments dead at the last map checkpoint, reusable after the next.
+    pub pending: BTreeSet<u32>,
     /// Where the next partial segment goes.
     pub head_segment: u32,
     pub head_offset: u32,
@@ -81,6 +83,9 @@ pub(super) struct State {
     pub in_flight: Option<(u64, Arc<Vec<u8>>)>,
     /// A cleaning pass is running (no nested one).
     pub cleaning_now: bool,
+    /// Segments cleaning could not read whole (damage at rest): not chosen
+    /// again while this store is open.
+    pub unclean: BTreeSet<u32>,
     /// Why the store stopped (a failed write).
     pub failed: Option<String>,
     page_bytes: usize,
@@ -109,6 +114,7 @@ impl State {
             ages,
             generation: vec![0; geo.segments as usize],
             reusable: BTreeSet::new(),
+            pending: BTreeSet::new(),
             head_segment: cp.head_segment,
             head_offset: cp.head_offset_blocks,
             next_seq: cp.next_partial_seq,
@@ -118,11 +124,36 @@ impl State {
             open_placed: false,
             in_flight: None,
             cleaning_now: false,
+            unclean: BTreeSet::new(),
             failed: None,
             page_bytes: geo.page_bytes as usize,
         };
-        st.reusable = st.free_segments();
+        for (s, &f) in cp.flags.iter().enumerate() {
+            let s = s as u32;
+            if f & layout::SEGMENT_REUSABLE != 0 && st.live[s as usize] == 0 && s != st.head_segment
+            {
+                st.reusable.insert(s);
+            } else if f & layout::SEGMENT_PENDING != 0 && st.live[s as usize] == 0 {
+                st.pending.insert(s);
+            }
+        }
         st
+    }
+
+    /// The reusable and pending sets after a map checkpoint of the current
+    /// state is durable: a segment becomes reusable once it was dead at
+    /// two consecutive checkpoints (LFS-3), so the previous checkpoint,
+    /// should the newest be found damaged, still finds everything its
+    /// roll-forward needs.
+    fn sets_after_checkpoint(&self) -> (BTreeSet<u32>, BTreeSet<u32>) {
+        let dead = self.free_segments();
+        let reusable: BTreeSet<u32> = dead
+            .iter()
+            .copied()
+            .filter(|s| self.reusable.contains(s) || self.pending.contains(s))
+            .collect();
+        let pending = dead.difference(&reusable).copied().collect();
+        (reusable, pending)
     }
 
     /// Segments with no live page, the head's excepted (LFS-3).
@@ -250,12 +281,25 @@ impl State {
     /// The map checkpoint of the current (durable) state.
     pub fn map_checkpoint(&self) -> MapCheckpoint {
         assert!(self.open_pages.is_empty() && self.in_flight.is_none());
+        let (reusable, pending) = self.sets_after_checkpoint();
+        let flags = (0..self.live.len() as u32)
+            .map(|s| {
+                if reusable.contains(&s) {
+                    layout::SEGMENT_REUSABLE
+                } else if pending.contains(&s) {
+                    layout::SEGMENT_PENDING
+                } else {
+                    0
+                }
+            })
+            .collect();
         MapCheckpoint {
             seq: self.epoch + 1,
             next_partial_seq: self.next_seq,
             head_segment: self.head_segment,
             head_offset_blocks: self.head_offset,
             ages: self.ages.clone(),
+            flags,
             map: self.map[..self.hwm as usize].to_vec(),
         }
     }
@@ -264,10 +308,7 @@ impl State {
     /// live pages become reusable (LFS-3).
     pub fn checkpointed(&mut self, geo: &Superblock, seq: u64) {
         self.epoch = seq;
-        self.reusable = self.free_segments();
-        if self.open_placed {
-            self.reusable.remove(&self.head_segment);
-        }
+        (self.reusable, self.pending) = self.sets_after_checkpoint();
         self.check(geo);
     }
 
@@ -340,6 +381,7 @@ impl State {
             let live = u64::from(self.live[s as usize]);
             s != self.head_segment
                 && !self.reusable.contains(&s)
+                && !self.unclean.contains(&s)
                 && live > 0
                 && live + live.div_ceil(partial_pages_max as u64) + 1 < b
         });
