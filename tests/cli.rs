@@ -321,9 +321,22 @@ fn query_reads_a_table_and_refuses_time_travel_past_a_restart() {
 fn tpcc_bad_input_is_one_line_naming_the_option() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let rows: [(&[&str], &str); 17] = [
+    let rows: [(&[&str], &str); 21] = [
         (&["--warehouses", "0"], "--warehouses"),
         (&["--data-store", "bogus"], "--data-store 'bogus'"),
+        (
+            &["--data-store", "log-structured", "--cleaning", "lazy"],
+            "--cleaning 'lazy'",
+        ),
+        (
+            &["--data-store", "log-structured", "--segment-bytes", "12345"],
+            "--segment-bytes 12345",
+        ),
+        (
+            &["--data-store", "log-structured", "--segment-bytes", "1073741824"],
+            "--segment-bytes 1073741824",
+        ),
+        (&["--cleaning", "greedy"], "--segment-bytes and --cleaning"),
         (&["--warehouses", "100000"], "--warehouses"),
         (&["--mix", "45,43,4,4,5"], "--mix"),
         (&["--mix", "50,50"], "--mix"),

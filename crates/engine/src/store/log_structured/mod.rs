@@ -9,8 +9,11 @@
 //! default here); a segment holds partial segments back to back, and when
 //! it is full the log continues in the next free segment. The *page map*
 //! (page number → block) lives in memory; it is made durable by *map
-//! checkpoints*, written into two alternating slots at every `sync` (each
-//! engine checkpoint) and whenever the store needs space back. After a
+//! checkpoints*, written at every `sync` (each engine checkpoint) and
+//! whenever the store needs space back, each into both of two slots (slot
+//! 0, flush, slot 1, flush), so a finished checkpoint survives damage to
+//! one copy and a crash between the two leaves a whole copy of it or of
+//! the one before (whose `sync` never returned). After a
 //! crash, the open finds the newest valid map checkpoint and *rolls
 //! forward* over the partial segments written after it, in the order they
 //! were written, taking each page's newest version that verifies; a torn
@@ -29,14 +32,15 @@
 //!
 //! **When a segment may be reused.** A segment is written again only once
 //! no durable state can need what it holds: the pages it held have newer
-//! versions (written by the engine or copied by the cleaner) *and* a map
-//! checkpoint naming those versions is durable. Until then a crash would
+//! versions (written by the engine or copied by the cleaner) *and* map
+//! checkpoints naming those versions are durable. Until then a crash would
 //! leave the map pointing at overwritten blocks, or the engine's redo
-//! without its base image. So the set of *reusable* segments is computed
-//! only when a map checkpoint is durable (segments with no live page, the
-//! head's excepted), and segments are taken from it in a fixed order (the
-//! next higher number, wrapping), which the roll-forward repeats from the
-//! checkpoint's own map.
+//! without its base image. A segment with no live page at a durable map
+//! checkpoint becomes *pending*; still dead at the next one, *reusable*:
+//! so the previous checkpoint too, and the partial segments its
+//! roll-forward reads, stay intact. Each checkpoint records the two sets,
+//! and the log takes reusable segments in a fixed order (the next higher
+//! number, wrapping), which the roll-forward repeats.
 //!
 //! Files: `layout.rs` (the blocks, byte by byte), `state.rs` (the map,
 //! segment usage, allocation, victim choice), `open.rs` (format, the
@@ -49,9 +53,9 @@
 //!    roll-forward and by `flashlab check`).
 //! 2. `live[s]` is the number of map entries pointing into segment `s`;
 //!    `sum(live)` is the number of mapped pages (`State::check`).
-//! 3. A segment is reusable only if it has no live page in the last durable
-//!    map checkpoint and is not the head's; a segment is written only after
-//!    it was taken from the reusable set (or is the head's).
+//! 3. A segment is reusable only if it had no live page at the last two
+//!    durable map checkpoints and is not the head's; a segment is written
+//!    only after it was taken from the reusable set (or is the head's).
 //! 4. Partial segments carry consecutive sequence numbers and the sequence
 //!    number of the map checkpoint they follow (their *epoch*); the
 //!    roll-forward accepts only the next number of the checkpoint's epoch
