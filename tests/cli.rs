@@ -333,7 +333,12 @@ fn tpcc_bad_input_is_one_line_naming_the_option() {
             "--segment-bytes 12345",
         ),
         (
-            &["--data-store", "log-structured", "--segment-bytes", "1073741824"],
+            &[
+                "--data-store",
+                "log-structured",
+                "--segment-bytes",
+                "1073741824",
+            ],
             "--segment-bytes 1073741824",
         ),
         (&["--cleaning", "greedy"], "--segment-bytes and --cleaning"),

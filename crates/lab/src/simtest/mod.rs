@@ -377,7 +377,7 @@ impl Scenario {
             let space = &mut config.data[0];
             space.store = StoreKind::LogStructured;
             space.segment_bytes = Some(segment_bytes);
-            space.cleaning = Some(if self.seed % 2 == 0 {
+            space.cleaning = Some(if self.seed.is_multiple_of(2) {
                 Cleaning::Greedy
             } else {
                 Cleaning::CostBenefit

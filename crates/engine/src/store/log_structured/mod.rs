@@ -165,7 +165,7 @@ impl Default for LogStructuredOptions {
 /// Check a segment size against a page size; the error names the space.
 pub fn validate_segment_bytes(space: &str, segment_bytes: u64, page_bytes: usize) -> Result<()> {
     let page = page_bytes as u64;
-    if segment_bytes % page != 0
+    if !segment_bytes.is_multiple_of(page)
         || segment_bytes / page < SEGMENT_BLOCKS_MIN
         || segment_bytes > SEGMENT_BYTES_MAX
     {

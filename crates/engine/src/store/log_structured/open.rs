@@ -191,11 +191,9 @@ fn newest_checkpoint(
         let valid_header = read_twice(device, at, &mut header, |h| {
             MapCheckpoint::decode_header(h).is_some() || h.iter().all(|&b| b == 0)
         });
-        if !valid_header {
-            if let Err(e) = device.read(at, &mut header) {
-                seen.push(format!("slot {slot}: {e}"));
-                continue;
-            }
+        if !valid_header && let Err(e) = device.read(at, &mut header) {
+            seen.push(format!("slot {slot}: {e}"));
+            continue;
         }
         if header.iter().all(|&b| b == 0) {
             blank_slots += 1;
