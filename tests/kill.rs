@@ -29,7 +29,8 @@ use flashlab_workloads::tpcb::TpcB;
 
 /// Kills (the issue asks for at least 20).
 const KILLS: u32 = 22;
-/// Kills of the log-structured variant (kept short for CI).
+/// Kills of the log-structured variant (kept short for CI;
+/// `FLASHLAB_KILL_LOG_STRUCTURED` for more).
 const KILLS_LOG_STRUCTURED: u32 = 8;
 /// Segments of the log-structured variant: 256 KB, so a run fills many.
 const SEGMENT_BYTES_LOG_STRUCTURED: &str = "262144";
@@ -138,7 +139,11 @@ fn bench_killed_with_sigkill_loses_no_acknowledged_commit() {
 
 #[test]
 fn log_structured_bench_killed_with_sigkill_loses_no_acknowledged_commit() {
-    kill_rounds(Some("log-structured"), KILLS_LOG_STRUCTURED);
+    let kills = env_or(
+        "FLASHLAB_KILL_LOG_STRUCTURED",
+        u64::from(KILLS_LOG_STRUCTURED),
+    );
+    kill_rounds(Some("log-structured"), kills as u32);
 }
 
 /// Kill `kills` runs on one database whose data space has `store`.
