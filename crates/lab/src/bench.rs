@@ -249,6 +249,8 @@ fn store_delta(
         segments_cleaned: after.segments_cleaned - before.segments_cleaned,
         pages_copied: after.pages_copied - before.pages_copied,
         map_checkpoints: after.map_checkpoints - before.map_checkpoints,
+        cleaning_passes: after.cleaning_passes - before.cleaning_passes,
+        cleaning_passes_finished: after.cleaning_passes_finished - before.cleaning_passes_finished,
     }
 }
 

@@ -118,6 +118,10 @@ pub struct StoreStats {
     pub pages_copied: u64,
     /// Map checkpoints written since the open.
     pub map_checkpoints: u64,
+    /// Cleaning passes begun, and finished: a pass a crash cut short is
+    /// one begun and not finished.
+    pub cleaning_passes: u64,
+    pub cleaning_passes_finished: u64,
 }
 
 /// A data space's page layout on its device. See the module documentation.

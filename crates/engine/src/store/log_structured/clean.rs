@@ -13,6 +13,17 @@ impl LogStructuredStore {
     /// One cleaning pass (writer lock held). True if segments were made
     /// reusable.
     pub(super) fn clean(&self) -> Result<bool> {
+        self.counters
+            .cleaning_passes
+            .fetch_add(1, Ordering::Relaxed);
+        let freed = self.clean_pass();
+        self.counters
+            .cleaning_passes_finished
+            .fetch_add(1, Ordering::Relaxed);
+        freed
+    }
+
+    fn clean_pass(&self) -> Result<bool> {
         let before = self.lock_state().reusable.len();
         for _ in 0..2 {
             if self.lock_state().dead_segments(&self.geo) > 0 {

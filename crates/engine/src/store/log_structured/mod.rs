@@ -188,6 +188,8 @@ struct Counters {
     segments_cleaned: AtomicU64,
     pages_copied: AtomicU64,
     map_checkpoints: AtomicU64,
+    cleaning_passes: AtomicU64,
+    cleaning_passes_finished: AtomicU64,
 }
 
 /// See the module documentation.
@@ -454,6 +456,8 @@ impl PageStore for LogStructuredStore {
             segments_cleaned: c.segments_cleaned.load(Ordering::Relaxed),
             pages_copied: c.pages_copied.load(Ordering::Relaxed),
             map_checkpoints: c.map_checkpoints.load(Ordering::Relaxed),
+            cleaning_passes: c.cleaning_passes.load(Ordering::Relaxed),
+            cleaning_passes_finished: c.cleaning_passes_finished.load(Ordering::Relaxed),
         }
     }
 
