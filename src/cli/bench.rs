@@ -104,6 +104,14 @@ pub struct Args {
     /// does); off (the default): one request each.
     #[arg(long, default_value = "off")]
     write_scheduler: String,
+    /// Log-structured data spaces: bytes per segment (default 8 MiB, 2,048
+    /// blocks of 4 KB as wang2010's NILFS2).
+    #[arg(long, value_name = "BYTES")]
+    segment_bytes: Option<u64>,
+    /// Log-structured data spaces: segment cleaning, off, greedy (the
+    /// default) or cost-benefit.
+    #[arg(long, value_name = "POLICY")]
+    cleaning: Option<String>,
     /// Buffer pool size in MB.
     #[arg(long, default_value_t = 512)]
     buffer_mb: u64,
@@ -357,6 +365,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 },
             )?),
         },
+        segment_bytes: args.segment_bytes,
+        cleaning: match &args.cleaning {
+            None => None,
+            Some(name) => Some(
+                flashlab_engine::store::Cleaning::parse(name).ok_or_else(|| {
+                    anyhow::anyhow!(
+                        "--cleaning '{name}': no such policy (known: {})",
+                        flashlab_engine::store::Cleaning::names().join(", ")
+                    )
+                })?,
+            ),
+        },
     };
     flashlab_lab::bench::validate(&options).map_err(anyhow::Error::msg)?;
     let mut options = options;
@@ -466,6 +486,24 @@ fn print_summary(r: &BenchReport) {
         "load                {:.1} s ({} world), {:.1} s host",
         r.load_seconds, r.world, r.load_host_seconds
     );
+    for s in &r.data_stores {
+        let st = &s.stats;
+        let per = |x: u64| x as f64 / s.commits.max(1) as f64;
+        println!(
+            "data store          '{}' {}: {} pages written, {} write requests ({:.2}/txn), {} bytes ({:.0}/txn, {} metadata), {} segments cleaned, {} pages copied, {} map checkpoints",
+            s.space,
+            s.store,
+            st.pages_written,
+            st.device_writes,
+            per(st.device_writes),
+            st.device_bytes_written,
+            per(st.device_bytes_written),
+            st.metadata_bytes_written,
+            st.segments_cleaned,
+            st.pages_copied,
+            st.map_checkpoints
+        );
+    }
     if let Some(t) = &r.tpcc {
         print_tpcc(t);
     }

@@ -1,5 +1,5 @@
 //! `flashlab simtest [--seeds N] [--first S] [--seed S] [--workload W]
-//! [--json]`: the seeded crash-recovery harness
+//! [--store in-place|log-structured|mixed|ipl] [--json]`: the seeded crash-recovery harness
 //! ([`flashlab_lab::simtest`]). Runs N seeds (each a workload, a database,
 //! faults and power cuts decided by the seed alone), prints every failing
 //! seed with the command that replays it, and a summary: crash points tried,
@@ -23,8 +23,9 @@ pub struct Args {
     /// bank, tpcb, update-commit, or mixed (each seed picks one).
     #[arg(long, default_value = "mixed")]
     workload: String,
-    /// Page store of the data space: in-place (the default) or ipl
-    /// (In-Page Logging on raw NAND: crash profile, cuts in merges).
+    /// Data space page store: in-place (the default), log-structured,
+    /// mixed (every third seed log-structured) or ipl (In-Page Logging on
+    /// raw NAND: crash profile, cuts in merges).
     #[arg(long, default_value = "in-place")]
     store: String,
     /// Print one JSON object instead of text.
@@ -48,13 +49,12 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             simtest::WORKLOADS.join(", ")
         );
     }
-    let store = flashlab_engine::store::StoreKind::parse(&args.store).ok_or_else(|| {
-        anyhow::anyhow!(
-            "--store '{}' must be one of {}",
-            args.store,
-            flashlab_engine::store::StoreKind::names().join(", ")
-        )
-    })?;
+    let Some(store) = simtest::StoreChoice::parse(&args.store) else {
+        bail!(
+            "--store '{}' must be one of in-place, log-structured, mixed, ipl",
+            args.store
+        );
+    };
     if args.seeds == 0 || args.seeds > SEEDS_MAX {
         bail!("--seeds must be 1 to {SEEDS_MAX}");
     }
@@ -71,11 +71,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let one = args.seed.is_some();
     let (json, list, workload) = (args.json, args.list, args.workload.clone());
-    let store_flag = match store {
-        flashlab_engine::store::StoreKind::InPlace => String::new(),
+    let store_flag = match args.store.as_str() {
+        "in-place" => String::new(),
         other => format!(" --store {other}"),
     };
-    let summary = simtest::run_store(first, seeds, &args.workload, store, |report| {
+    let summary = simtest::run_with(first, seeds, &args.workload, store, |report| {
         if json {
             return;
         }

@@ -84,6 +84,25 @@ pub struct DataSpaceConfig {
     /// holding their records (lee2007's commit does; off by default).
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ipl_no_commit_force: bool,
+    /// Log-structured spaces: bytes per segment (default
+    /// [`crate::store::log_structured::SEGMENT_BYTES_DEFAULT`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub segment_bytes: Option<u64>,
+    /// Log-structured spaces: segment cleaning (`off`, `greedy`,
+    /// `cost-benefit`; default greedy).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleaning: Option<crate::store::Cleaning>,
+}
+
+impl DataSpaceConfig {
+    /// The log-structured options this space asks for.
+    pub fn log_structured(&self) -> crate::store::LogStructuredOptions {
+        let default = crate::store::LogStructuredOptions::default();
+        crate::store::LogStructuredOptions {
+            segment_bytes: self.segment_bytes.unwrap_or(default.segment_bytes),
+            cleaning: self.cleaning.unwrap_or(default.cleaning),
+        }
+    }
 }
 
 /// The log, rollback or temp space.
@@ -258,6 +277,8 @@ impl DbConfig {
                 store: StoreKind::InPlace,
                 ipl_log_segment_bytes: None,
                 ipl_no_commit_force: false,
+                segment_bytes: None,
+                cleaning: None,
             }],
             log: SpaceConfig {
                 device: log_device.into(),
@@ -322,6 +343,21 @@ impl DbConfig {
                     "data space name '{}' must be letters, digits, '-' or '_'",
                     space.name
                 )));
+            }
+            if space.store != StoreKind::LogStructured
+                && (space.segment_bytes.is_some() || space.cleaning.is_some())
+            {
+                return Err(Error::Config(format!(
+                    "data space '{}': segment_bytes and cleaning are options of store = \"log-structured\", not of \"{}\"",
+                    space.name, space.store
+                )));
+            }
+            if let Some(segment_bytes) = space.segment_bytes {
+                crate::store::log_structured::validate_segment_bytes(
+                    &space.name,
+                    segment_bytes,
+                    space.page_bytes,
+                )?;
             }
             if self.data[..i].iter().any(|other| other.name == space.name) {
                 return Err(Error::Config(format!(

@@ -74,6 +74,10 @@ pub struct BenchOptions {
     pub ipl_log_segment_bytes: Option<u64>,
     /// `--data-store ipl`: commits do not force their log sectors.
     pub ipl_no_commit_force: bool,
+    /// Log-structured data spaces: segment size (`--segment-bytes`).
+    pub segment_bytes: Option<u64>,
+    /// Log-structured data spaces: segment cleaning (`--cleaning`).
+    pub cleaning: Option<flashlab_engine::store::Cleaning>,
     pub buffer_bytes: u64,
     pub durability: Durability,
     /// Isolation of the workload's transactions. Read committed by default:
@@ -154,6 +158,8 @@ impl Default for BenchOptions {
             write_scheduler: false,
             ipl_log_segment_bytes: None,
             ipl_no_commit_force: false,
+            segment_bytes: None,
+            cleaning: None,
             buffer_bytes: 512 << 20,
             durability: Durability::Sync,
             isolation: flashlab_engine::mvcc::Isolation::ReadCommitted,
@@ -304,8 +310,39 @@ pub struct BenchReport {
     pub data_flash: Option<[u64; 3]>,
     /// Host seconds the whole bench took.
     pub host_seconds: f64,
+    /// What each data space's page store wrote from the end of the load to
+    /// the end of the run (warm-up included), by space.
+    pub data_stores: Vec<StoreReport>,
     #[serde(skip)]
     pub trace: Vec<TraceRecord>,
+}
+
+/// One data space's page store over a run (see [`BenchReport::data_stores`]).
+#[derive(Clone, Debug, Serialize)]
+pub struct StoreReport {
+    pub space: String,
+    pub store: String,
+    /// Counters from the end of the load to the end of the run.
+    pub stats: flashlab_engine::store::StoreStats,
+    /// Transactions committed in that time (warm-up included).
+    pub commits: u64,
+}
+
+fn store_delta(
+    before: &flashlab_engine::store::StoreStats,
+    after: &flashlab_engine::store::StoreStats,
+) -> flashlab_engine::store::StoreStats {
+    flashlab_engine::store::StoreStats {
+        pages_written: after.pages_written - before.pages_written,
+        device_bytes_written: after.device_bytes_written - before.device_bytes_written,
+        device_writes: after.device_writes - before.device_writes,
+        metadata_bytes_written: after.metadata_bytes_written - before.metadata_bytes_written,
+        segments_cleaned: after.segments_cleaned - before.segments_cleaned,
+        pages_copied: after.pages_copied - before.pages_copied,
+        map_checkpoints: after.map_checkpoints - before.map_checkpoints,
+        cleaning_passes: after.cleaning_passes - before.cleaning_passes,
+        cleaning_passes_finished: after.cleaning_passes_finished - before.cleaning_passes_finished,
+    }
 }
 
 /// Check options before running anything.
@@ -390,6 +427,19 @@ pub fn validate(options: &BenchOptions) -> Result<(), String> {
         validate_tpcc(options)?;
     } else if !options.table_page_bytes.is_empty() {
         return Err("--table-page-bytes needs the tpcc workload".into());
+    }
+    if (options.segment_bytes.is_some() || options.cleaning.is_some())
+        && options.data_store != Some(flashlab_engine::store::StoreKind::LogStructured)
+    {
+        return Err("--segment-bytes and --cleaning need --data-store log-structured".into());
+    }
+    if let Some(bytes) = options.segment_bytes {
+        flashlab_engine::store::log_structured::validate_segment_bytes(
+            "data",
+            bytes,
+            options.page_bytes,
+        )
+        .map_err(|e| format!("--segment-bytes {bytes}: {e}"))?;
     }
     if options.clients == 0 || options.clients > flashlab_workloads::driver::CLIENTS_MAX {
         let name = if options.workload == "tpcc" {
@@ -541,6 +591,14 @@ fn db_config(options: &BenchOptions) -> DbConfig {
             space.store = store;
             space.ipl_log_segment_bytes = options.ipl_log_segment_bytes;
             space.ipl_no_commit_force = options.ipl_no_commit_force;
+        }
+    }
+    for space in &mut config.data {
+        if options.segment_bytes.is_some() {
+            space.segment_bytes = options.segment_bytes;
+        }
+        if options.cleaning.is_some() {
+            space.cleaning = options.cleaning;
         }
     }
     if config.rollback.is_none() {
@@ -860,7 +918,7 @@ fn run_on(
         0
     };
     db.flush().map_err(|e| e.to_string())?;
-    let stores_loaded = db.store_counters();
+    let counters_loaded = db.store_counters();
     let flash_counts = |db: &Database| {
         db.devices()
             .data
@@ -874,6 +932,7 @@ fn run_on(
     }
     let load_seconds = (rt.now_ns() - load_start_ns) as f64 / NS_PER_S as f64;
     let load_host_seconds = load_host.elapsed().as_secs_f64();
+    let stores_loaded = db.store_stats();
     if let Some(t) = tracer {
         t.set_enabled(true);
     }
@@ -902,6 +961,7 @@ fn run_on(
         Err(violation) => violation,
     };
     let trace = tracer.map(|t| t.records()).unwrap_or_default();
+    let committed_total = result.committed_total;
     let mut report = report(
         options,
         world,
@@ -911,10 +971,21 @@ fn run_on(
         trace,
     );
     report.rollback = db.stats().rollback;
-    report.stores = store_counters_since(&stores_loaded, &db.store_counters());
+    report.stores = store_counters_since(&counters_loaded, &db.store_counters());
     report.data_flash = flash_counts(db)
         .zip(flash_loaded)
         .map(|(a, b)| [a[0] - b[0], a[1] - b[1], a[2] - b[2]]);
+    report.data_stores = stores_loaded
+        .iter()
+        .zip(db.store_stats())
+        .zip(&db.config().data)
+        .map(|(((space, before), (_, after)), config)| StoreReport {
+            space: space.clone(),
+            store: config.store.name().to_string(),
+            stats: store_delta(before, &after),
+            commits: committed_total,
+        })
+        .collect();
     (report.load_seconds, report.load_host_seconds) = match &options.image {
         Some(image) => (image.load_seconds, image.load_host_seconds),
         None => (load_seconds, load_host_seconds),
@@ -979,6 +1050,7 @@ fn report(
         stores: Vec::new(),
         data_flash: None,
         host_seconds: 0.0,
+        data_stores: Vec::new(),
         trace,
     }
 }

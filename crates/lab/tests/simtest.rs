@@ -1,10 +1,48 @@
 //! The crash-recovery harness in CI: a few hundred seeds of every workload
 //! and profile, and the properties of the harness itself.
 
-use flashlab_lab::simtest::{run, run_seed};
+use flashlab_lab::simtest::{StoreChoice, run, run_seed, run_seed_with, run_with};
 
 /// Seeds CI runs (each takes milliseconds to a few tens of milliseconds).
 const CI_SEEDS: u64 = 300;
+/// Seeds CI runs on a log-structured data space (issue 15).
+const CI_LOG_STRUCTURED_SEEDS: u64 = 150;
+
+/// Log-structured seeds: small segments on a small space, so cleaning and
+/// map checkpoints run all the time and the cuts land in them; 0 lost.
+#[test]
+fn simtest_log_structured_seeds_all_pass() {
+    let summary = run_with(
+        1_000,
+        CI_LOG_STRUCTURED_SEEDS,
+        "mixed",
+        StoreChoice::LogStructured,
+        |r| {
+            if let Some(f) = &r.failure {
+                eprintln!("seed {} FAILED: {f}\n  {}", r.seed, r.scenario);
+            }
+        },
+    );
+    assert!(
+        summary.failed.is_empty(),
+        "{} log-structured seeds failed",
+        summary.failed.len()
+    );
+    assert_eq!(summary.lost_commits, 0);
+}
+
+/// Seeds the log-structured seeds found bugs with: 83 ran out of segments
+/// when a latent read error made cleaning fail on the same victim again
+/// and again (fixed: the victim's live blocks are read one by one and a
+/// segment that cannot be read is not chosen again); 44 had a summary
+/// damaged at rest reported as a map error (now named as damage).
+#[test]
+fn regression_log_structured_seeds() {
+    for seed in [44, 83, 103, 289] {
+        let report = run_seed_with(seed, "mixed", StoreChoice::LogStructured);
+        assert!(report.passed(), "seed {seed}: {:?}", report.failure);
+    }
+}
 
 #[test]
 fn simtest_ci_seeds_all_pass() {
@@ -82,11 +120,11 @@ fn simtest_ipl_seeds_all_pass() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(IPL_CI_SEEDS);
-    let summary = flashlab_lab::simtest::run_store(
+    let summary = flashlab_lab::simtest::run_with(
         0,
         seeds,
         "mixed",
-        flashlab_engine::store::StoreKind::Ipl,
+        flashlab_lab::simtest::StoreChoice::Ipl,
         |r| {
             if let Some(f) = &r.failure {
                 eprintln!("ipl seed {} FAILED: {f}\n  {}", r.seed, r.scenario);
@@ -107,10 +145,10 @@ const IPL_CI_SEEDS: u64 = 100;
 
 #[test]
 fn an_ipl_seed_replays_exactly() {
-    let ipl = flashlab_engine::store::StoreKind::Ipl;
+    let ipl = flashlab_lab::simtest::StoreChoice::Ipl;
     for seed in [1, 9] {
-        let a = flashlab_lab::simtest::run_seed_store(seed, "mixed", ipl);
-        let b = flashlab_lab::simtest::run_seed_store(seed, "mixed", ipl);
+        let a = flashlab_lab::simtest::run_seed_with(seed, "mixed", ipl);
+        let b = flashlab_lab::simtest::run_seed_with(seed, "mixed", ipl);
         assert_eq!(a, b, "seed {seed}");
         assert!(a.scenario.contains("store ipl"), "{}", a.scenario);
     }

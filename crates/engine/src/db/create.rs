@@ -64,8 +64,10 @@ pub(crate) fn build_spaces(
             StoreOptions {
                 ipl_log_segment_bytes: space.ipl_log_segment_bytes,
                 ipl_no_commit_force: space.ipl_no_commit_force,
+                log_structured: space.log_structured(),
             },
         )?;
+        store.attach_log(wal.clone());
         pool.register_logged_space(i as u32, &space.name, store.clone())?;
         spaces.push(DataSpace {
             id: i as u32,

@@ -53,6 +53,9 @@ pub struct ManifestSpace {
     /// A data space's page store (absent: in place).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub store: Option<crate::store::StoreKind>,
+    /// A log-structured space's segment cleaning (absent: the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub cleaning: Option<crate::store::Cleaning>,
 }
 
 /// The manifest of a database directory.
@@ -81,6 +84,7 @@ impl Manifest {
                 page_bytes: Some(s.page_bytes),
                 capacity_bytes: s.capacity_bytes.unwrap_or(FILE_CAPACITY_BYTES_DEFAULT),
                 store: (s.store != crate::store::StoreKind::InPlace).then_some(s.store),
+                cleaning: s.cleaning,
             })
             .collect();
         let other = |kind: &str, file: &str, s: &SpaceConfig| ManifestSpace {
@@ -90,6 +94,7 @@ impl Manifest {
             page_bytes: None,
             capacity_bytes: s.capacity_bytes.unwrap_or(FILE_CAPACITY_BYTES_DEFAULT),
             store: None,
+            cleaning: None,
         };
         spaces.push(other("log", "log.wal", &config.log));
         if let Some(s) = &config.rollback {
@@ -192,6 +197,8 @@ pub fn config_from_manifest(dir: &Path) -> Result<DbConfig> {
             store: s.store.unwrap_or_default(),
             ipl_log_segment_bytes: None,
             ipl_no_commit_force: false,
+            segment_bytes: None,
+            cleaning: s.cleaning,
         })
         .collect();
     let mut config = DbConfig::simple("file", "file", 8192, 16 << 20);

@@ -610,6 +610,16 @@ impl Database {
         self.inner.tree_restarts.load(Ordering::Relaxed)
     }
 
+    /// What each data space's page store counted since the open, by space
+    /// name (log-structured: metadata bytes, segments cleaned, pages copied).
+    pub fn store_stats(&self) -> Vec<(String, crate::store::StoreStats)> {
+        self.inner
+            .spaces
+            .iter()
+            .map(|s| (s.name.clone(), s.store.stats()))
+            .collect()
+    }
+
     /// Counters so far.
     pub fn stats(&self) -> DbStats {
         DbStats {

@@ -12,6 +12,12 @@
 //! A data file whose page 0 is not a space header is not refused here: a
 //! torn page 0 is rebuilt from the log like any page.
 //!
+//! A log-structured data space (`store = "log-structured"`) begins with
+//! its superblock instead, with the magic `FLLS` at the same offset 24: it
+//! is recognised as a data file (a log holding it is named as swapped),
+//! and its space header, which lives wherever the page map puts page 0, is
+//! not read here, so its identity is not compared (LIMIT).
+//!
 //! Identity: a database created by this version has a random 64-bit id,
 //! recorded in the manifest (`database_id`) and, at creation, in the spare
 //! bytes of every data space's header ([`IDENTITY_OFFSET`] of page 0,
@@ -30,6 +36,7 @@ use flashlab_devices::DeviceRef;
 use crate::db::dir::{MANIFEST_FILE, Manifest};
 use crate::error::{Error, Result};
 use crate::page::PAGE_HEADER_BYTES;
+use crate::store::log_structured::layout::{SUPER_MAGIC, SUPER_MAGIC_OFFSET};
 use crate::wal::layout::LOG_SECTOR_BYTES_MIN;
 use crate::wal::master::{LOG_MAGIC, Master};
 
@@ -104,6 +111,8 @@ fn check_data_identity(
 enum Role {
     Log,
     Data,
+    /// A log-structured data space's superblock.
+    LogStructuredData,
     Zeros,
     Unknown,
 }
@@ -113,6 +122,8 @@ fn role_of(first: &[u8]) -> Role {
         Role::Log
     } else if &first[SPACE_MAGIC_OFFSET..SPACE_MAGIC_OFFSET + 4] == SPACE_MAGIC {
         Role::Data
+    } else if &first[SUPER_MAGIC_OFFSET..SUPER_MAGIC_OFFSET + 4] == SUPER_MAGIC {
+        Role::LogStructuredData
     } else if first.iter().all(|&b| b == 0) {
         Role::Zeros
     } else {
@@ -168,6 +179,14 @@ pub(crate) fn check(
                 dir,
                 file,
                 "a data space header (FLSP)",
+                &named(Role::Log),
+            ));
+        }
+        if kind == "log" && role == Role::LogStructuredData {
+            return Err(swapped(
+                dir,
+                file,
+                "a log-structured data space's superblock (FLLS)",
                 &named(Role::Log),
             ));
         }
@@ -246,6 +265,9 @@ mod tests {
         assert_eq!(role_of(&sector), Role::Zeros);
         sector[24..28].copy_from_slice(SPACE_MAGIC);
         assert_eq!(role_of(&sector), Role::Data);
+        let mut superblock = vec![0u8; 512];
+        superblock[24..28].copy_from_slice(SUPER_MAGIC);
+        assert_eq!(role_of(&superblock), Role::LogStructuredData);
         sector[0..8].copy_from_slice(LOG_MAGIC);
         assert_eq!(role_of(&sector), Role::Log);
         assert_eq!(role_of(&[7u8; 512]), Role::Unknown);

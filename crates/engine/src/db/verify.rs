@@ -166,6 +166,11 @@ fn verify_pages(db: &Database, report: &mut VerifyReport) -> Result<()> {
                 }
             }
         }
+        // The store's own structures (a log-structured space: the page map
+        // against the segments).
+        for problem in space.store.check_layout()? {
+            report.problem(format!("data space '{}': {problem}", space.name));
+        }
     }
     Ok(())
 }

@@ -100,6 +100,7 @@ impl PageStore for InPlaceStore {
             pages_written: pages,
             device_bytes_written: pages * self.page_bytes as u64,
             device_writes: pages,
+            ..StoreStats::default()
         }
     }
 }

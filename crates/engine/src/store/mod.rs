@@ -34,6 +34,7 @@
 
 mod in_place;
 pub mod ipl;
+pub mod log_structured;
 
 use std::sync::Arc;
 
@@ -46,6 +47,7 @@ use crate::page::PageNo;
 
 pub use in_place::InPlaceStore;
 pub use ipl::IplStore;
+pub use log_structured::{Cleaning, LogStructuredOptions, LogStructuredStore};
 
 /// How a data space lays its pages out on its device (config key `store`).
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize, Deserialize)]
@@ -57,6 +59,9 @@ pub enum StoreKind {
     /// In-Page Logging (lee2007) on a raw NAND device: log sectors beside
     /// the pages in each erase unit ([`ipl`]).
     Ipl,
+    /// Pages written out of place at the head of a log of segments
+    /// ([`LogStructuredStore`]).
+    LogStructured,
 }
 
 impl StoreKind {
@@ -65,12 +70,13 @@ impl StoreKind {
         match self {
             StoreKind::InPlace => "in-place",
             StoreKind::Ipl => "ipl",
+            StoreKind::LogStructured => "log-structured",
         }
     }
 
     /// Every store's name, for error messages.
     pub fn names() -> &'static [&'static str] {
-        &["in-place", "ipl"]
+        &["in-place", "ipl", "log-structured"]
     }
 
     /// Parse a name as the CLI gives it.
@@ -78,6 +84,7 @@ impl StoreKind {
         match name {
             "in-place" => Some(StoreKind::InPlace),
             "ipl" => Some(StoreKind::Ipl),
+            "log-structured" => Some(StoreKind::LogStructured),
             _ => None,
         }
     }
@@ -109,6 +116,19 @@ pub struct StoreStats {
     pub device_bytes_written: u64,
     /// Device write requests the store issued.
     pub device_writes: u64,
+    /// Of `device_bytes_written`, the store's own metadata (log-structured:
+    /// summaries, map checkpoints, the superblock).
+    pub metadata_bytes_written: u64,
+    /// Segments emptied by segment cleaning.
+    pub segments_cleaned: u64,
+    /// Pages segment cleaning copied.
+    pub pages_copied: u64,
+    /// Map checkpoints written since the open.
+    pub map_checkpoints: u64,
+    /// Cleaning passes begun, and finished: a pass a crash cut short is
+    /// one begun and not finished.
+    pub cleaning_passes: u64,
+    pub cleaning_passes_finished: u64,
 }
 
 /// A data space's page layout on its device. See the module documentation.
@@ -203,6 +223,18 @@ pub trait PageStore: Send + Sync {
     fn location_of(&self, page_no: PageNo) -> u64 {
         u64::from(page_no) * self.page_bytes() as u64
     }
+
+    /// The engine's log, through which a store that flushes its device on
+    /// its own (a log-structured store making room) flushes (WAL-4).
+    fn attach_log(&self, log: Arc<dyn LogForce>) {
+        let _ = log;
+    }
+
+    /// Check the store's own structures against the device (`flashlab
+    /// check`): one line per problem.
+    fn check_layout(&self) -> Result<Vec<String>> {
+        Ok(Vec::new())
+    }
 }
 
 /// Settings of particular stores (config keys of the data space).
@@ -214,6 +246,8 @@ pub struct StoreOptions {
     /// In-Page Logging: do not force a committing transaction's in-memory
     /// log sectors (lee2007's commit forces them; on by default).
     pub ipl_no_commit_force: bool,
+    /// Log-structured: segment size and cleaning.
+    pub log_structured: LogStructuredOptions,
 }
 
 /// Open (or format) the store of `kind` for a data space on `device`.
@@ -265,6 +299,14 @@ pub fn open_store_with(
             )?
             .with_commit_force(!options.ipl_no_commit_force),
         )),
+        StoreKind::LogStructured => Ok(Arc::new(LogStructuredStore::open(
+            device,
+            page_bytes,
+            capacity_bytes,
+            space_name,
+            mode,
+            options.log_structured,
+        )?)),
     }
 }
 

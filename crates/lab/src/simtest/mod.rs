@@ -57,6 +57,20 @@
 //!   checksum nor page id can see (LIMIT: lost writes). This profile checks
 //!   detection and structure, not the ledger.
 //!
+//! ## Page stores
+//!
+//! `--store log-structured` runs every seed on a log-structured data space
+//! (issue 15), `--store mixed` every [`LOG_STRUCTURED_SEEDS_EVERY`]th seed;
+//! the default, `in-place`, leaves every seed as it always was. A
+//! log-structured seed keeps its drawn choices and adds: segments of
+//! [`LOG_STRUCTURED_SEGMENT_PAGES`] pages on a data space of
+//! [`LOG_STRUCTURED_SEGMENTS`] segments, so the workloads wrap it, clean
+//! segments (greedy on even seeds, cost-benefit on odd ones) and write map
+//! checkpoints all the time, and the power cuts (at data writes and
+//! flushes, by any task) land during cleaning and map checkpoints. Its page
+//! check is each block's own checksum (a block's place says nothing of its
+//! page), so its Misdirect profile runs as Media (LIMIT).
+//!
 //! Set `FLASHLAB_SIMTEST_TRACE=1` to print every epoch's outcome and every
 //! damaging fault as it is injected (with `flashlab simtest --seed S`).
 //!
@@ -76,7 +90,7 @@ use flashlab_devices::fault::{CutTrigger, FaultCounts, FaultPlan, FaultRecord, I
 use flashlab_engine::config::CpuCosts;
 use flashlab_engine::db::verify::verify;
 use flashlab_engine::mvcc::Isolation;
-use flashlab_engine::store::StoreKind;
+use flashlab_engine::store::{Cleaning, StoreKind};
 use flashlab_engine::{Database, DbConfig, Error};
 use flashlab_runtime::{NS_PER_MS, Rt, Sim, SimConfig, SimOutcome};
 use rand::{Rng, SeedableRng};
@@ -126,6 +140,8 @@ pub fn names_damage(e: &str) -> bool {
         "log damaged",
         "read error",
         "cannot be repaired",
+        "summary damaged",
+        "log-structured store damaged",
     ]
     .iter()
     .any(|w| e.contains(w))
@@ -183,8 +199,8 @@ pub struct Scenario {
     /// seed number, not drawn, so the other choices of every seed are the
     /// same as before the option existed.
     pub preempt: bool,
-    /// The data space's page store: in place, or In-Page Logging on raw
-    /// NAND (`flashlab simtest --store ipl`).
+    /// The data space's page store (see "Page stores" above): in place,
+    /// log-structured, or In-Page Logging on raw NAND.
     pub store: StoreKind,
     /// IPL: the log segment of each erase unit.
     pub ipl_log_segment_bytes: Option<u64>,
@@ -199,6 +215,52 @@ const IPL_SEED_SALT: u64 = 0x1b1_7007;
 
 /// One seed in this many runs its epochs with preemption at lock points.
 pub const PREEMPT_SEEDS_EVERY: u64 = 4;
+
+/// With `--store mixed`, one seed in this many runs log-structured.
+pub const LOG_STRUCTURED_SEEDS_EVERY: u64 = 3;
+/// Pages per segment of a log-structured seed.
+pub const LOG_STRUCTURED_SEGMENT_PAGES: u64 = 8;
+/// Segments of a log-structured seed's data space.
+pub const LOG_STRUCTURED_SEGMENTS: u64 = 20;
+
+/// Which page store the seeds' data spaces use (`--store`).
+#[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
+pub enum StoreChoice {
+    /// Every seed in place (as before the option existed).
+    #[default]
+    InPlace,
+    /// Every seed log-structured.
+    LogStructured,
+    /// Every [`LOG_STRUCTURED_SEEDS_EVERY`]th seed log-structured.
+    Mixed,
+    /// Every seed In-Page Logging on raw NAND.
+    Ipl,
+}
+
+impl StoreChoice {
+    pub fn parse(name: &str) -> Option<StoreChoice> {
+        match name {
+            "in-place" => Some(StoreChoice::InPlace),
+            "log-structured" => Some(StoreChoice::LogStructured),
+            "mixed" => Some(StoreChoice::Mixed),
+            "ipl" => Some(StoreChoice::Ipl),
+            _ => None,
+        }
+    }
+
+    /// The store of `seed` (decided from the seed number, not drawn).
+    pub fn store_of(self, seed: u64) -> StoreKind {
+        match self {
+            StoreChoice::InPlace => StoreKind::InPlace,
+            StoreChoice::LogStructured => StoreKind::LogStructured,
+            StoreChoice::Mixed if seed % LOG_STRUCTURED_SEEDS_EVERY == 1 => {
+                StoreKind::LogStructured
+            }
+            StoreChoice::Mixed => StoreKind::InPlace,
+            StoreChoice::Ipl => StoreKind::Ipl,
+        }
+    }
+}
 
 fn pick<'a, T>(rng: &mut ChaCha8Rng, items: &'a [T]) -> &'a T {
     &items[rng.random_range(0..items.len())]
@@ -317,8 +379,8 @@ impl Scenario {
         store: StoreKind,
     ) -> Result<Scenario, String> {
         let mut sc = Scenario::from_seed(seed, workload)?;
-        if store == StoreKind::InPlace {
-            return Ok(sc);
+        if store != StoreKind::Ipl {
+            return Ok(sc.with_store(store));
         }
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ IPL_SEED_SALT);
         sc.store = store;
@@ -363,6 +425,16 @@ impl Scenario {
         Ok(sc)
     }
 
+    /// This scenario on a data space of `store` (see "Page stores").
+    pub fn with_store(mut self, store: StoreKind) -> Scenario {
+        self.store = store;
+        if store == StoreKind::LogStructured && self.profile == Profile::Misdirect {
+            self.profile = Profile::Media;
+            self.data_plan.misdirect_ppm = 0;
+        }
+        self
+    }
+
     fn config(&self) -> DbConfig {
         let mut config = DbConfig::simple(
             &self.data_device,
@@ -379,10 +451,23 @@ impl Scenario {
         // extents so that segments move on and extents are reused.
         config.mvcc.page_bytes = self.page_bytes;
         config.mvcc.extent_bytes = 16 * self.page_bytes as u64;
-        if self.store != StoreKind::InPlace {
+        if self.store == StoreKind::Ipl {
             config.data[0].store = self.store;
             config.data[0].capacity_bytes = Some(IPL_DATA_BYTES);
             config.data[0].ipl_log_segment_bytes = self.ipl_log_segment_bytes;
+        }
+        if self.store == StoreKind::LogStructured {
+            let segment_bytes = LOG_STRUCTURED_SEGMENT_PAGES * self.page_bytes as u64;
+            let space = &mut config.data[0];
+            space.store = StoreKind::LogStructured;
+            space.segment_bytes = Some(segment_bytes);
+            space.cleaning = Some(if self.seed.is_multiple_of(2) {
+                Cleaning::Greedy
+            } else {
+                Cleaning::CostBenefit
+            });
+            // The segments, and room for the superblock and map slots.
+            space.capacity_bytes = Some((LOG_STRUCTURED_SEGMENTS + 2) * segment_bytes);
         }
         config
     }
@@ -391,7 +476,7 @@ impl Scenario {
     pub fn describe(&self) -> String {
         let cuts: Vec<String> = self.cuts.iter().map(Cut::describe).collect();
         format!(
-            "{} {:?}, {} clients{}, {:?}, data {}{} ({} B pages, {} frames), log {}, cuts: {}",
+            "{} {:?}, {} clients{}, {:?}, data {}{} ({} B pages, {} frames{}), log {}, cuts: {}",
             self.workload,
             self.profile,
             self.clients,
@@ -408,6 +493,11 @@ impl Scenario {
             },
             self.page_bytes,
             self.pool_pages,
+            if self.store == StoreKind::LogStructured {
+                ", log-structured"
+            } else {
+                ""
+            },
             self.log_device,
             cuts.join("; ")
         )
@@ -509,12 +599,12 @@ struct EpochState {
 
 /// Run one seed; never panics (a panic inside is a failure of the seed).
 pub fn run_seed(seed: u64, workload: &str) -> SeedReport {
-    run_seed_store(seed, workload, StoreKind::InPlace)
+    run_seed_with(seed, workload, StoreChoice::InPlace)
 }
 
-/// [`run_seed`] with the data space in `store`.
-pub fn run_seed_store(seed: u64, workload: &str, store: StoreKind) -> SeedReport {
-    let scenario = match Scenario::from_seed_store(seed, workload, store) {
+/// [`run_seed`] with the data space's page store chosen by `store`.
+pub fn run_seed_with(seed: u64, workload: &str, store: StoreChoice) -> SeedReport {
+    let scenario = match Scenario::from_seed_store(seed, workload, store.store_of(seed)) {
         Ok(s) => s,
         Err(e) => {
             return SeedReport {
@@ -559,7 +649,7 @@ fn run_scenario(sc: &Scenario, report: &mut SeedReport) -> Result<(), String> {
         sc.page_bytes,
         sc.data_plan.clone(),
         sc.log_plan.clone(),
-        sc.store != StoreKind::InPlace,
+        sc.store,
     )?);
     let workload: Arc<dyn CrashWorkload> = Arc::from(
         workloads::build(&sc.workload, sc.tpcb_accounts)
@@ -996,21 +1086,21 @@ fn crash_kind(point: &str) -> String {
 
 /// Run `seeds` seeds from `first_seed` on; `each` sees every report.
 pub fn run(first_seed: u64, seeds: u64, workload: &str, each: impl FnMut(&SeedReport)) -> Summary {
-    run_store(first_seed, seeds, workload, StoreKind::InPlace, each)
+    run_with(first_seed, seeds, workload, StoreChoice::InPlace, each)
 }
 
-/// [`run`] with the data space in `store`.
-pub fn run_store(
+/// [`run`] with the data spaces' page store chosen by `store`.
+pub fn run_with(
     first_seed: u64,
     seeds: u64,
     workload: &str,
-    store: StoreKind,
+    store: StoreChoice,
     mut each: impl FnMut(&SeedReport),
 ) -> Summary {
     let started = std::time::Instant::now();
     let mut summary = Summary::default();
     for seed in first_seed..first_seed.saturating_add(seeds) {
-        let report = run_seed_store(seed, workload, store);
+        let report = run_seed_with(seed, workload, store);
         each(&report);
         summary.add(&report);
     }

@@ -15,6 +15,7 @@ use flashlab_devices::sim::SimDevice;
 use flashlab_devices::store::StoredDevice;
 use flashlab_engine::Devices;
 use flashlab_engine::page::{self, PageId};
+use flashlab_engine::store::StoreKind;
 
 /// Capacity of a memory data device.
 pub const MEMORY_DATA_BYTES: u64 = 256 << 20;
@@ -49,16 +50,26 @@ impl Rig {
         page_bytes: usize,
         data_plan: FaultPlan,
         log_plan: FaultPlan,
-        ipl: bool,
+        store: StoreKind,
     ) -> Result<Rig, String> {
         let power = PowerSwitch::new();
         let checker = WalChecker::new();
         // The engine's own check is what must catch a damaged page: a
-        // checksum mismatch, or the id of another page (misdirected).
-        let check: PageCheck = Arc::new(move |offset_bytes, image| {
-            let id = PageId::new(0, (offset_bytes / page_bytes as u64) as u32);
-            page::verify(image, id, "data", offset_bytes).is_err()
-        });
+        // checksum mismatch, or the id of another page (misdirected). A
+        // log-structured block's place does not say which page it holds:
+        // its own checksum (pages and the store's blocks carry one at 0..4)
+        // is the check.
+        let check: PageCheck = match store {
+            StoreKind::LogStructured => Arc::new(|_, image| {
+                image.iter().any(|&b| b != 0)
+                    && u32::from_le_bytes(image[0..4].try_into().expect("4 bytes"))
+                        != page::compute_checksum(image)
+            }),
+            _ => Arc::new(move |offset_bytes, image| {
+                let id = PageId::new(0, (offset_bytes / page_bytes as u64) as u32);
+                page::verify(image, id, "data", offset_bytes).is_err()
+            }),
+        };
         let data = FaultyDevice::new(
             stored(data_preset, "data")?,
             Role::Data { page_bytes },
@@ -68,9 +79,9 @@ impl Rig {
         // In-Page Logging writes log sectors and whole erase units, not
         // pages at their offsets: neither the WAL checker nor the page
         // check can read them (its write groups follow BUF-2 all the same).
-        let data = match ipl {
-            true => data,
-            false => data
+        let data = match store {
+            StoreKind::Ipl => data,
+            _ => data
                 .with_wal_checker(checker.clone())
                 .with_page_check(check),
         };

@@ -810,6 +810,7 @@ impl PageStore for IplStore {
             device_writes: s.groups
                 + s.direct_programs
                 + s.merges * (u64::from(self.layout.pages_per_unit) + 1),
+            ..StoreStats::default()
         }
     }
 
