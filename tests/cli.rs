@@ -375,7 +375,10 @@ fn tpcc_bad_input_is_one_line_naming_the_option() {
             ],
             "--segment-bytes 1073741824",
         ),
-        (&["--cleaning", "greedy"], "--segment-bytes and --cleaning"),
+        (
+            &["--cleaning", "greedy"],
+            "--segment-bytes, --cleaning and --write-through",
+        ),
         (&["--warehouses", "100000"], "--warehouses"),
         (&["--mix", "45,43,4,4,5"], "--mix"),
         (&["--mix", "50,50"], "--mix"),

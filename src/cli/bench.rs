@@ -112,6 +112,11 @@ pub struct Args {
     /// default) or cost-benefit.
     #[arg(long, value_name = "POLICY")]
     cleaning: Option<String>,
+    /// Log-structured data spaces: on writes each page at once as its own
+    /// partial segment (summary and page), as a synchronous write on a
+    /// log-structured file system; off (the default) gathers up to 1 MiB.
+    #[arg(long, default_value = "off")]
+    write_through: String,
     /// Buffer pool size in MB.
     #[arg(long, default_value_t = 512)]
     buffer_mb: u64,
@@ -366,6 +371,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             )?),
         },
         segment_bytes: args.segment_bytes,
+        write_through: match args.write_through.as_str() {
+            "on" => true,
+            "off" => false,
+            other => bail!("--write-through '{other}' must be on or off"),
+        },
         cleaning: match &args.cleaning {
             None => None,
             Some(name) => Some(

@@ -92,6 +92,10 @@ pub struct DataSpaceConfig {
     /// `cost-benefit`; default greedy).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cleaning: Option<crate::store::Cleaning>,
+    /// Log-structured spaces: write each page at once as its own partial
+    /// segment, as a synchronous write on a log-structured file system.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub write_through: bool,
 }
 
 impl DataSpaceConfig {
@@ -101,6 +105,7 @@ impl DataSpaceConfig {
         crate::store::LogStructuredOptions {
             segment_bytes: self.segment_bytes.unwrap_or(default.segment_bytes),
             cleaning: self.cleaning.unwrap_or(default.cleaning),
+            write_through: self.write_through,
         }
     }
 }
@@ -279,6 +284,7 @@ impl DbConfig {
                 ipl_no_commit_force: false,
                 segment_bytes: None,
                 cleaning: None,
+                write_through: false,
             }],
             log: SpaceConfig {
                 device: log_device.into(),

@@ -485,3 +485,43 @@ fn cleaning_runs_in_the_cut_runs() {
     );
     let _ = Error::SpaceFull(String::new());
 }
+
+/// Write-through (`write_through`): every page written back goes to the
+/// device at once as a partial segment of its own, its summary block with
+/// it, and every row reads back after reopening.
+#[test]
+fn write_through_writes_each_page_as_its_own_partial_segment() {
+    let devices = Rig::new(FaultPlan::none(3), DATA_BYTES).devices();
+    let (pages, requests, bytes) = run(move || {
+        let mut config = config(Cleaning::Greedy);
+        config.data[0].write_through = true;
+        let db = Database::open_with(&config, devices.clone()).unwrap();
+        let t = db.create_table(TableSpec::bytes("t")).unwrap();
+        let before = db.store_stats()[0].1;
+        for i in 0..ROWS {
+            let mut txn = db.begin().unwrap();
+            txn.put(&t, &key(i), &value(i, 0)).unwrap();
+            txn.commit().unwrap();
+        }
+        let after = db.store_stats()[0].1;
+        db.close().unwrap();
+        let db = Database::open_with(&config, devices).unwrap();
+        let t = db.table("t").unwrap();
+        let mut txn = db.begin().unwrap();
+        for i in 0..ROWS {
+            assert_eq!(txn.get(&t, &key(i)).unwrap(), Some(value(i, 0)), "row {i}");
+        }
+        txn.commit().unwrap();
+        (
+            after.pages_written - before.pages_written,
+            after.device_writes - before.device_writes,
+            after.device_bytes_written - before.device_bytes_written,
+        )
+    });
+    assert!(pages > 0);
+    assert!(requests >= pages, "{requests} requests for {pages} pages");
+    assert!(
+        bytes >= 2 * pages * PAGE as u64,
+        "{bytes} bytes for {pages} pages"
+    );
+}

@@ -78,6 +78,9 @@ pub struct BenchOptions {
     pub segment_bytes: Option<u64>,
     /// Log-structured data spaces: segment cleaning (`--cleaning`).
     pub cleaning: Option<flashlab_engine::store::Cleaning>,
+    /// Log-structured data spaces: each page written at once as its own
+    /// partial segment (`--write-through on`).
+    pub write_through: bool,
     pub buffer_bytes: u64,
     pub durability: Durability,
     /// Isolation of the workload's transactions. Read committed by default:
@@ -160,6 +163,7 @@ impl Default for BenchOptions {
             ipl_no_commit_force: false,
             segment_bytes: None,
             cleaning: None,
+            write_through: false,
             buffer_bytes: 512 << 20,
             durability: Durability::Sync,
             isolation: flashlab_engine::mvcc::Isolation::ReadCommitted,
@@ -428,10 +432,13 @@ pub fn validate(options: &BenchOptions) -> Result<(), String> {
     } else if !options.table_page_bytes.is_empty() {
         return Err("--table-page-bytes needs the tpcc workload".into());
     }
-    if (options.segment_bytes.is_some() || options.cleaning.is_some())
+    if (options.segment_bytes.is_some() || options.cleaning.is_some() || options.write_through)
         && options.data_store != Some(flashlab_engine::store::StoreKind::LogStructured)
     {
-        return Err("--segment-bytes and --cleaning need --data-store log-structured".into());
+        return Err(
+            "--segment-bytes, --cleaning and --write-through need --data-store log-structured"
+                .into(),
+        );
     }
     if let Some(bytes) = options.segment_bytes {
         flashlab_engine::store::log_structured::validate_segment_bytes(
@@ -600,6 +607,7 @@ fn db_config(options: &BenchOptions) -> DbConfig {
         if options.cleaning.is_some() {
             space.cleaning = options.cleaning;
         }
+        space.write_through |= options.write_through;
     }
     if config.rollback.is_none() {
         config.rollback = Some(flashlab_engine::config::SpaceConfig {

@@ -199,6 +199,7 @@ pub fn config_from_manifest(dir: &Path) -> Result<DbConfig> {
             ipl_no_commit_force: false,
             segment_bytes: None,
             cleaning: s.cleaning,
+            write_through: false,
         })
         .collect();
     let mut config = DbConfig::simple("file", "file", 8192, 16 << 20);

@@ -61,6 +61,7 @@ pub fn registry() -> Vec<Box<dyn Experiment>> {
         Box::new(petrov2010::figures::Figure5),
         Box::new(lee2007_disk::DiskVsFlash),
         Box::new(lee2007::Ipl),
+        Box::new(wang2010::LfsVsInPlace),
     ]
 }
 

@@ -151,6 +151,12 @@ impl Cleaning {
 pub struct LogStructuredOptions {
     pub segment_bytes: u64,
     pub cleaning: Cleaning,
+    /// Write every page at once as a partial segment of its own (its
+    /// summary block and the page), as a log-structured file system does
+    /// for a synchronous write (wang2010's server wrote with synchronous
+    /// I/O). Off: pages gather up to [`PARTIAL_SEGMENT_BYTES_MAX`].
+    /// Durability still comes at `sync` either way.
+    pub write_through: bool,
 }
 
 impl Default for LogStructuredOptions {
@@ -158,6 +164,7 @@ impl Default for LogStructuredOptions {
         LogStructuredOptions {
             segment_bytes: SEGMENT_BYTES_DEFAULT,
             cleaning: Cleaning::default(),
+            write_through: false,
         }
     }
 }
@@ -199,6 +206,8 @@ pub struct LogStructuredStore {
     page_bytes: usize,
     geo: Superblock,
     cleaning: Cleaning,
+    /// Each page written at once as its own partial segment.
+    write_through: bool,
     /// Most pages of one partial segment (the buffer limit and the summary's
     /// capacity).
     partial_pages_max: usize,
@@ -422,7 +431,11 @@ impl PageStore for LogStructuredStore {
         }
         let _w = self.writer.lock();
         self.check_failed()?;
-        let wrote = self.append(page_no, image)?;
+        let mut wrote = self.append(page_no, image)?;
+        if self.write_through && !wrote {
+            self.write_partial()?;
+            wrote = true;
+        }
         self.counters.pages_written.fetch_add(1, Ordering::Relaxed);
         if wrote && self.cleaning != Cleaning::Off {
             let low = {

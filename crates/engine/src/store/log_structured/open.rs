@@ -130,6 +130,7 @@ pub(super) fn open(
         page_bytes,
         geo,
         cleaning: options.cleaning,
+        write_through: options.write_through,
         partial_pages_max,
         log: std::sync::OnceLock::new(),
         writer: flashlab_runtime::Mutex::new(()),
