@@ -73,6 +73,10 @@ pub struct Run {
     pub write_requests_per_txn: f64,
     pub write_bytes_per_txn: f64,
     pub consistency: String,
+    /// The data store's own counters over the run.
+    pub segments_cleaned: u64,
+    pub map_checkpoints: u64,
+    pub metadata_bytes_per_txn: f64,
     #[serde(skip)]
     pub writes: Vec<TraceRecord>,
 }
@@ -130,7 +134,7 @@ fn options(
     }
 }
 
-fn run_of(label: &str, device: &str, store: StoreKind, report: &BenchReport) -> Run {
+fn run_of(label: &str, device: &str, store_kind: StoreKind, report: &BenchReport) -> Run {
     let writes: Vec<TraceRecord> = report
         .trace
         .iter()
@@ -138,15 +142,23 @@ fn run_of(label: &str, device: &str, store: StoreKind, report: &BenchReport) -> 
         .cloned()
         .collect();
     let txns = report.committed.max(1) as f64;
+    let store = report
+        .data_stores
+        .first()
+        .map(|s| s.stats)
+        .unwrap_or_default();
     Run {
         label: label.into(),
         device: device.into(),
-        store,
+        store: store_kind,
         new_order_per_min: report.tpcc.as_ref().map_or(0.0, |t| t.tpmc),
         committed: report.committed,
         write_requests_per_txn: writes.len() as f64 / txns,
         write_bytes_per_txn: writes.iter().map(|r| r.len_bytes).sum::<u64>() as f64 / txns,
         consistency: report.consistency.clone(),
+        segments_cleaned: store.segments_cleaned,
+        map_checkpoints: store.map_checkpoints,
+        metadata_bytes_per_txn: store.metadata_bytes_written as f64 / txns,
         writes,
     }
 }
@@ -325,12 +337,12 @@ fn checks(runs: &[Run]) -> Vec<Check> {
             "New-Order throughput on the Mtron-class SSD, log-structured over in-place",
             p("mtron_transaction_gain"),
             mtron,
-        ),
-        Check::at_most(
+        )
+        .with_miss_note(MTRON_NOTE),
+        Check::ratio(
             "wang2010.figure2.intel_no_win",
             "wang2010",
-            "New-Order throughput on the Intel-class SSD, log-structured over in-place: no win",
-            "x",
+            "New-Order throughput on the Intel-class SSD, log-structured over in-place (the paper: not better, nothing much lost: 1x)",
             1.0,
             intel,
         ),
@@ -360,6 +372,8 @@ fn checks(runs: &[Run]) -> Vec<Check> {
     ]
 }
 
+const MTRON_NOTE: &str = "In place, flashlab's data writes on the Mtron-class SSD are single 4 KB pages at scattered addresses (see the write requests per transaction and Figure 10): with a buffer of 200 frames, most are evictions of dirty victims by the terminals themselves, which the write scheduler (it sorts only the background writer's and checkpoints' batches) never sees, and each costs the preset a 2 MB super-block merge. The paper's EXT2 writes were \"approximately linear in each run within the file address space\" (its section 4.2), so its in-place runs paid far fewer merges and its gain was 6x, not the 50x a fully random pattern would give.";
+
 fn notes(runs: &[Run]) -> Vec<String> {
     let mut notes = Vec::new();
     for (label, _) in SSDS.iter().chain(&EXTRA_DEVICES) {
@@ -370,6 +384,13 @@ fn notes(runs: &[Run]) -> Vec<String> {
             fmt_num(gain(runs, label, |r| r.write_bytes_per_txn)),
         ));
     }
-    notes.push("NILFS2's overhead (the paper's section 4.1) was its own metadata and checkpoints written with every partial segment, with its garbage collector off; flashlab's log-structured store writes segment summaries and map checkpoints, and cleans segments when space runs low.".into());
+    notes.push("Where the log-structured bytes come from: the paper's server wrote with synchronous I/O, so on NILFS2 every write became a partial segment carrying its own metadata (section 4.1: the request count unchanged, each request larger; about 2x the bytes, its garbage collector off). flashlab's store runs write-through for this study: every page written back is a partial segment of its own, one 4 KB summary block and the page, one request; map checkpoints at the engine's checkpoints add the rest.".into());
+    let lfs: Vec<&Run> = runs.iter().filter(|r| r.store == STORES[1]).collect();
+    notes.push(format!(
+        "Log-structured runs: {} segments cleaned, {} map checkpoints, {} KB of summaries and map per transaction (mean of the runs).",
+        lfs.iter().map(|r| r.segments_cleaned).sum::<u64>(),
+        lfs.iter().map(|r| r.map_checkpoints).sum::<u64>(),
+        fmt_num(lfs.iter().map(|r| r.metadata_bytes_per_txn).sum::<f64>() / lfs.len().max(1) as f64 / 1024.0),
+    ));
     notes
 }
