@@ -8,70 +8,37 @@
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
 
-use flashlab_devices::DeviceRef;
-use flashlab_devices::fault::{
-    CutTrigger, FaultPlan, FaultyDevice, IoEvent, PowerSwitch, Role, WalChecker,
-};
-use flashlab_devices::memory::MemoryDevice;
+use flashlab_devices::fault::{CutTrigger, FaultPlan, FaultyDevice, IoEvent, Role};
 use flashlab_devices::nand_device::{NandDevice, NandSpec};
 use flashlab_engine::config::CpuCosts;
 use flashlab_engine::db::verify::verify;
 use flashlab_engine::store::StoreKind;
-use flashlab_engine::{Database, DbConfig, Devices, TableSpec};
+use flashlab_engine::{Database, DbConfig, TableSpec};
 use flashlab_runtime::{NS_PER_MS, NS_PER_S, Sim, SimConfig};
 
 const PAGE: usize = 2048;
 const ROWS: u32 = 600;
 const NAND_BYTES: u64 = 8 << 20;
 
-struct Rig {
-    data: Arc<FaultyDevice>,
-    log: Arc<FaultyDevice>,
-    power: Arc<PowerSwitch>,
-    checker: Arc<WalChecker>,
-}
+mod common;
+use common::{Rig, run};
 
-impl Rig {
-    fn new(plan: FaultPlan) -> Rig {
-        let checker = WalChecker::new();
-        let power = PowerSwitch::new();
-        let nand =
-            NandDevice::in_memory(NandSpec::k9wag08u1a().with_capacity_bytes(NAND_BYTES)).unwrap();
-        let data = FaultyDevice::new(
-            Arc::new(nand),
-            Role::Data { page_bytes: PAGE },
-            plan.clone(),
-        )
-        .with_power(power.clone());
-        let log = FaultyDevice::new(
-            Arc::new(MemoryDevice::new("log", 64 << 20)),
-            Role::Log,
-            plan,
-        )
-        .with_wal_checker(checker.clone())
-        .with_power(power.clone());
-        Rig {
-            data: Arc::new(data),
-            log: Arc::new(log),
-            power,
-            checker,
-        }
-    }
-
-    fn devices(&self) -> Devices {
-        Devices {
-            data: vec![self.data.clone() as DeviceRef],
-            log: self.log.clone(),
-            rollback: None,
-            temp: None,
-        }
-    }
-
-    fn crash(&self) {
-        self.data.crash();
-        self.log.crash();
-        self.power.restore();
-    }
+/// A rig with the data space on raw NAND.
+fn rig(plan: FaultPlan) -> Rig {
+    Rig::new(
+        |power, _| {
+            let nand =
+                NandDevice::in_memory(NandSpec::k9wag08u1a().with_capacity_bytes(NAND_BYTES))
+                    .unwrap();
+            FaultyDevice::new(
+                Arc::new(nand),
+                Role::Data { page_bytes: PAGE },
+                plan.clone(),
+            )
+            .with_power(power.clone())
+        },
+        plan.clone(),
+    )
 }
 
 /// A 12-frame pool (pages are written back all the time, so log sectors
@@ -93,14 +60,6 @@ fn key(i: u32) -> Vec<u8> {
 
 fn value(i: u32, version: u32) -> Vec<u8> {
     format!("{version:06}/{i:05}/{}", "x".repeat(40)).into_bytes()
-}
-
-fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    Sim::run(SimConfig::default(), move |_| f())
-        .unwrap()
-        .0
-        .finished()
-        .unwrap()
 }
 
 fn counter(db: &Database, name: &str) -> f64 {
@@ -197,7 +156,7 @@ fn committed_updates_survive_a_crash_that_tears_unflushed_programs() {
         crash_tear_percent: 40,
         ..FaultPlan::none(11)
     };
-    let rig = Rig::new(tear_all);
+    let rig = rig(tear_all);
     load(&rig);
     let (acked, merges) = update_until_cut(&rig, 1);
     assert_eq!(acked, ROWS);
@@ -215,7 +174,7 @@ fn committed_updates_survive_a_crash_that_tears_unflushed_programs() {
 fn a_power_cut_inside_a_merge_loses_no_acknowledged_commit() {
     const OPEN_FLUSHES: u64 = 2;
     for nth in OPEN_FLUSHES + 1..=OPEN_FLUSHES + 4 {
-        let rig = Rig::new(FaultPlan {
+        let rig = rig(FaultPlan {
             crash_keep_percent: 40,
             crash_tear_percent: 30,
             ..FaultPlan::none(nth)
@@ -251,7 +210,7 @@ fn a_power_cut_inside_a_merge_loses_no_acknowledged_commit() {
 #[test]
 fn a_power_cut_inside_a_commits_log_sector_force_loses_no_acknowledged_commit() {
     for nth in [3u64, 10, 25, 60, 140] {
-        let rig = Rig::new(FaultPlan {
+        let rig = rig(FaultPlan {
             crash_keep_percent: 30,
             crash_tear_percent: 40,
             ..FaultPlan::none(nth)

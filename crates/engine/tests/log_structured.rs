@@ -8,15 +8,12 @@
 
 use std::sync::Arc;
 
-use flashlab_devices::DeviceRef;
-use flashlab_devices::fault::{
-    CutTrigger, FaultPlan, FaultyDevice, IoEvent, PowerSwitch, Role, WalChecker,
-};
+use flashlab_devices::fault::{CutTrigger, FaultPlan, FaultyDevice, IoEvent, Role};
 use flashlab_devices::memory::MemoryDevice;
 use flashlab_engine::config::CpuCosts;
 use flashlab_engine::db::verify::verify;
 use flashlab_engine::store::{Cleaning, StoreKind};
-use flashlab_engine::{Database, DbConfig, Devices, Error, TableSpec};
+use flashlab_engine::{Database, DbConfig, Error, TableSpec};
 use flashlab_runtime::{NS_PER_MS, Sim, SimConfig};
 
 const PAGE: usize = 2048;
@@ -27,60 +24,30 @@ const DATA_BYTES: u64 = 2 << 20;
 /// A device of 22 segments (and the superblock and map slots).
 const SMALL_BYTES: u64 = 22 * SEGMENT_BYTES + (32 << 10);
 
-struct Rig {
-    data: Arc<FaultyDevice>,
-    log: Arc<FaultyDevice>,
-    power: Arc<PowerSwitch>,
-    checker: Arc<WalChecker>,
-}
+mod common;
+use common::{Rig, run};
 
-impl Rig {
-    fn new(data_plan: FaultPlan, data_bytes: u64) -> Rig {
-        let checker = WalChecker::new();
-        let power = PowerSwitch::new();
-        // A log-structured block is damaged when its own checksum fails
-        // (pages and the store's blocks both carry one at 0..4).
-        let data = FaultyDevice::new(
-            Arc::new(MemoryDevice::new("data", data_bytes)),
-            Role::Data { page_bytes: PAGE },
-            data_plan,
-        )
-        .with_wal_checker(checker.clone())
-        .with_power(power.clone())
-        .with_page_check(Arc::new(|_, image| {
-            image.iter().any(|&b| b != 0)
-                && u32::from_le_bytes(image[0..4].try_into().unwrap())
-                    != crc32c::crc32c(&image[4..])
-        }));
-        let log = FaultyDevice::new(
-            Arc::new(MemoryDevice::new("log", 64 << 20)),
-            Role::Log,
-            FaultPlan::none(1),
-        )
-        .with_wal_checker(checker.clone())
-        .with_power(power.clone());
-        Rig {
-            data: Arc::new(data),
-            log: Arc::new(log),
-            power,
-            checker,
-        }
-    }
-
-    fn devices(&self) -> Devices {
-        Devices {
-            data: vec![self.data.clone() as DeviceRef],
-            log: self.log.clone(),
-            rollback: None,
-            temp: None,
-        }
-    }
-
-    fn crash(&self) {
-        self.data.crash();
-        self.log.crash();
-        self.power.restore();
-    }
+/// A rig with the log-structured data space on a memory device of
+/// `data_bytes`. A log-structured block is damaged when its own checksum
+/// fails (pages and the store's blocks both carry one at 0..4).
+fn rig(data_plan: FaultPlan, data_bytes: u64) -> Rig {
+    Rig::new(
+        |power, checker| {
+            FaultyDevice::new(
+                Arc::new(MemoryDevice::new("data", data_bytes)),
+                Role::Data { page_bytes: PAGE },
+                data_plan,
+            )
+            .with_wal_checker(checker.clone())
+            .with_power(power.clone())
+            .with_page_check(Arc::new(|_, image| {
+                image.iter().any(|&b| b != 0)
+                    && u32::from_le_bytes(image[0..4].try_into().unwrap())
+                        != crc32c::crc32c(&image[4..])
+            }))
+        },
+        FaultPlan::none(1),
+    )
 }
 
 /// A small pool (pages are written back all the time), no background
@@ -108,14 +75,6 @@ fn value(i: u32, version: u32) -> Vec<u8> {
 /// The `n`th row of a scattered visit of every row.
 fn scattered(n: u32) -> u32 {
     (n * 211) % ROWS
-}
-
-fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    Sim::run(SimConfig::default(), move |_| f())
-        .unwrap()
-        .0
-        .finished()
-        .unwrap()
 }
 
 /// Load ROWS rows at version 0 and close cleanly.
@@ -195,7 +154,7 @@ fn update_all(
 
 #[test]
 fn pages_survive_reopening_and_check_verifies_the_map() {
-    let rig = Rig::new(FaultPlan::none(1), DATA_BYTES);
+    let rig = rig(FaultPlan::none(1), DATA_BYTES);
     load(&rig, Cleaning::Greedy);
     check_rows(&rig, Cleaning::Greedy, 0, ROWS);
     update_all(&rig, Cleaning::Greedy, 1, 50);
@@ -206,7 +165,7 @@ fn pages_survive_reopening_and_check_verifies_the_map() {
 /// A device of 22 segments, 125 pages live: rounds of updates fill it
 /// many times over, so only cleaning keeps the space going.
 fn cleaning_reclaims_space(cleaning: Cleaning) {
-    let rig = Rig::new(FaultPlan::none(2), SMALL_BYTES);
+    let rig = rig(FaultPlan::none(2), SMALL_BYTES);
     load(&rig, cleaning);
     let mut cleaned = 0;
     let mut copied = 0;
@@ -232,7 +191,7 @@ fn cost_benefit_cleaning_reclaims_space() {
 
 #[test]
 fn with_cleaning_off_a_full_space_is_a_one_line_error_naming_it() {
-    let rig = Rig::new(FaultPlan::none(3), SMALL_BYTES);
+    let rig = rig(FaultPlan::none(3), SMALL_BYTES);
     let devices = rig.devices();
     let err = run(move || {
         let db = Database::open_with(&config(Cleaning::Off), devices).unwrap();
@@ -264,7 +223,7 @@ fn a_torn_partial_segment_loses_nothing_committed() {
         crash_tear_percent: 100,
         ..FaultPlan::none(7)
     };
-    let rig = Rig::new(tear_all, DATA_BYTES);
+    let rig = rig(tear_all, DATA_BYTES);
     load(&rig, Cleaning::Greedy);
     let devices = rig.devices();
     run(move || {
@@ -291,7 +250,7 @@ fn a_misdirected_partial_segment_is_detected_and_repaired_or_reported() {
         misdirect_ppm: 200_000,
         ..FaultPlan::none(11)
     };
-    let rig = Rig::new(FaultPlan::none(11), DATA_BYTES);
+    let rig = rig(FaultPlan::none(11), DATA_BYTES);
     load(&rig, Cleaning::Greedy);
     rig.data.set_plan(misdirect);
     let devices = rig.devices();
@@ -357,7 +316,7 @@ struct CutRun {
 /// and checkpoints every 20 rows; recover; every acknowledged update is
 /// there.
 fn cut_and_recover(event: IoEvent, nth: u64, cleaning: Cleaning) -> CutRun {
-    let rig = Rig::new(FaultPlan::crashes(nth), SMALL_BYTES);
+    let rig = rig(FaultPlan::crashes(nth), SMALL_BYTES);
     load(&rig, cleaning);
     rig.power.arm(Some(CutTrigger {
         event,
@@ -471,7 +430,7 @@ fn power_cuts_during_map_checkpoints_lose_nothing_acknowledged() {
 fn cleaning_runs_in_the_cut_runs() {
     // The device of the cut runs, without a cut: cleaning happens, so the
     // cuts above land among cleaning's writes.
-    let rig = Rig::new(FaultPlan::none(5), SMALL_BYTES);
+    let rig = rig(FaultPlan::none(5), SMALL_BYTES);
     load(&rig, Cleaning::Greedy);
     let (mut cleaned, mut maps) = (0, 0);
     for version in 1..=3 {
@@ -491,7 +450,7 @@ fn cleaning_runs_in_the_cut_runs() {
 /// it, and every row reads back after reopening.
 #[test]
 fn write_through_writes_each_page_as_its_own_partial_segment() {
-    let devices = Rig::new(FaultPlan::none(3), DATA_BYTES).devices();
+    let devices = rig(FaultPlan::none(3), DATA_BYTES).devices();
     let (pages, requests, bytes) = run(move || {
         let mut config = config(Cleaning::Greedy);
         config.data[0].write_through = true;
