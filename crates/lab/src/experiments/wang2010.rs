@@ -37,7 +37,7 @@ use crate::bench::{BenchOptions, BenchReport, DbImage, bench, load_image};
 use crate::chart::{LineChart, Series};
 use crate::check::Check;
 use crate::published;
-use crate::report::{ExperimentResult, Figure, Table, fmt_num};
+use crate::report::{ExperimentResult, Figure, RawFile, Table, fmt_num};
 
 /// The three SSDs: the paper's name and the preset that stands for it.
 pub const SSDS: [(&str, &str); 3] = [
@@ -180,6 +180,22 @@ pub fn study(ctx: &RunContext) -> Result<Vec<Run>, String> {
     })
 }
 
+/// The data-space writes of every run, as CSV beside the report (the
+/// Figure 10 plots show the Mtron-class runs).
+fn raw_files(runs: &[Run]) -> Result<Vec<RawFile>, String> {
+    runs.iter()
+        .map(|run| {
+            let mut csv = Vec::new();
+            flashlab_devices::trace::formats::write_flashlab_csv(&run.writes, &mut csv)
+                .map_err(|e| e.to_string())?;
+            Ok(RawFile {
+                name: format!("wang2010-{}-{}-data-writes.csv", run.device, run.store),
+                contents: csv,
+            })
+        })
+        .collect()
+}
+
 fn find<'a>(runs: &'a [Run], label: &str, store: StoreKind) -> Option<&'a Run> {
     runs.iter().find(|r| r.label == label && r.store == store)
 }
@@ -216,7 +232,7 @@ impl Experiment for LfsVsInPlace {
             checks: checks(&runs),
             notes: notes(&runs),
             data: serde_json::to_value(&runs).unwrap_or_default(),
-            raw_files: Vec::new(),
+            raw_files: raw_files(&runs)?,
             host_seconds: 0.0,
         })
     }
