@@ -337,47 +337,40 @@ impl Experiment for Ipl {
             let e = p.flash.map_or(p.get("erases"), |f| f[2] as f64);
             e / (p.committed.max(1) as f64)
         };
+        // One row of the comparison: label, the run's counts, and its
+        // estimated write time (a cell of text).
+        let row = |label: &str, p: &Point, estimate: String| {
+            vec![
+                label.to_string(),
+                fmt(p.committed as f64),
+                fmt(p.page_writes),
+                fmt(p.write_busy_s),
+                fmt(per_txn(p.write_busy_s, p)),
+                estimate,
+                fmt(erases_per_txn(p)),
+            ]
+        };
         let cmp_rows = vec![
-            vec![
-                "IPL on raw NAND (8 KB log segments)".into(),
-                fmt(ipl.committed as f64),
-                fmt(ipl.page_writes),
-                fmt(ipl.write_busy_s),
-                fmt(per_txn(ipl.write_busy_s, &ipl)),
+            row(
+                "IPL on raw NAND (8 KB log segments)",
+                &ipl,
                 fmt(est_ipl_s(&ipl)),
-                fmt(erases_per_txn(&ipl)),
-            ],
-            vec![
-                "IPL, commits not forcing their sectors".into(),
-                fmt(unforced.committed as f64),
-                fmt(unforced.page_writes),
-                fmt(unforced.write_busy_s),
-                fmt(per_txn(unforced.write_busy_s, &unforced)),
+            ),
+            row(
+                "IPL, commits not forcing their sectors",
+                &unforced,
                 fmt(est_ipl_s(&unforced)),
-                fmt(erases_per_txn(&unforced)),
-            ],
-            vec![
-                "in place, page-mapping FTL".into(),
-                fmt(page.committed as f64),
-                fmt(page.page_writes),
-                fmt(page.write_busy_s),
-                fmt(per_txn(page.write_busy_s, &page)),
-                "-".into(),
-                fmt(erases_per_txn(&page)),
-            ],
-            vec![
-                "in place, block-mapping FTL".into(),
-                fmt(block.committed as f64),
-                fmt(block.page_writes),
-                fmt(block.write_busy_s),
-                fmt(per_txn(block.write_busy_s, &block)),
+            ),
+            row("in place, page-mapping FTL", &page, "-".into()),
+            row(
+                "in place, block-mapping FTL",
+                &block,
                 format!(
                     "{} (alpha {:.3} per 2 KB flash page)",
                     fmt(alpha * flash_page_writes * IPL_MERGE_S),
                     alpha
                 ),
-                fmt(erases_per_txn(&block)),
-            ],
+            ),
         ];
         data.insert("ipl-no-commit-force".into(), serde_json::json!(unforced));
         data.insert("in-place-page".into(), serde_json::json!(page));
