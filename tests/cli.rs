@@ -323,7 +323,7 @@ fn query_reads_a_table_and_refuses_time_travel_past_a_restart() {
 fn tpcc_bad_input_is_one_line_naming_the_option() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let rows: [(&[&str], &str); 28] = [
+    let rows: [(&[&str], &str); 30] = [
         (
             &["--ipl-commit-force", "maybe"],
             "--ipl-commit-force 'maybe'",
@@ -335,6 +335,14 @@ fn tpcc_bad_input_is_one_line_naming_the_option() {
         (&["--warehouses", "0"], "--warehouses"),
         (&["--data-store", "bogus"], "--data-store 'bogus'"),
         (&["--write-scheduler", "maybe"], "--write-scheduler 'maybe'"),
+        (
+            &["--data-store", "log-structured", "--write-through", "maybe"],
+            "--write-through 'maybe'",
+        ),
+        (
+            &["--write-through", "on"],
+            "--write-through need --data-store log-structured",
+        ),
         (
             &["--data-store", "ipl"],
             "--data-store ipl needs a raw NAND",

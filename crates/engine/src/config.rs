@@ -351,10 +351,12 @@ impl DbConfig {
                 )));
             }
             if space.store != StoreKind::LogStructured
-                && (space.segment_bytes.is_some() || space.cleaning.is_some())
+                && (space.segment_bytes.is_some()
+                    || space.cleaning.is_some()
+                    || space.write_through)
             {
                 return Err(Error::Config(format!(
-                    "data space '{}': segment_bytes and cleaning are options of store = \"log-structured\", not of \"{}\"",
+                    "data space '{}': segment_bytes, cleaning and write_through are options of store = \"log-structured\", not of \"{}\"",
                     space.name, space.store
                 )));
             }
@@ -427,5 +429,31 @@ mod tests {
             .unwrap_err()
             .to_string();
         assert!(err.starts_with("configuration: db.toml:"), "{err}");
+    }
+
+    /// A store's options on a space of another store are refused, naming
+    /// the space; so is a read-ahead window above its limit.
+    #[test]
+    fn store_options_and_read_ahead_are_checked() {
+        for (key, value) in [
+            ("segment_bytes", "65536"),
+            ("cleaning", "\"greedy\""),
+            ("write_through", "true"),
+        ] {
+            let text = format!(
+                "[[data]]\nname = \"t\"\ndevice = \"memory\"\n{key} = {value}\n[log]\ndevice = \"memory\"\n"
+            );
+            let err = DbConfig::from_toml(&text, "db.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(
+                err.contains("'t'") && err.contains("log-structured"),
+                "{key}: {err}"
+            );
+        }
+        let mut config = DbConfig::simple("memory", "memory", 8192, 1 << 20);
+        config.read_ahead_bytes = crate::buffer::READ_AHEAD_BYTES_MAX + 1;
+        let err = config.validate().unwrap_err().to_string();
+        assert!(err.contains("read_ahead_bytes"), "{err}");
     }
 }
