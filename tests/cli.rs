@@ -464,7 +464,7 @@ fn tpcc_bench_runs_on_an_ipl_space() {
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(json["consistency"], "ok");
     assert!(json["tpcc"]["tpmc"].as_f64().unwrap() > 0.0);
-    let store = &json["stores"][0];
+    let store = &json["data_stores"][0];
     assert_eq!(store["store"], "ipl");
     let counter = |name: &str| {
         store["counters"]

@@ -517,7 +517,7 @@ fn print_summary(r: &BenchReport) {
     if let Some(t) = &r.tpcc {
         print_tpcc(t);
     }
-    for st in &r.stores {
+    for st in r.data_stores.iter().filter(|s| !s.counters.is_empty()) {
         let fields: Vec<String> = st
             .counters
             .iter()

@@ -213,11 +213,10 @@ pub const IPL_MERGE_S: f64 = 20e-3;
 fn store_counters_since(
     before: &[flashlab_engine::db::SpaceStoreCounters],
     after: &[flashlab_engine::db::SpaceStoreCounters],
-) -> Vec<StoreCounters> {
+) -> Vec<(String, Vec<(String, f64)>)> {
     after
         .iter()
-        .filter(|(_, _, counters)| !counters.is_empty())
-        .map(|(space, kind, counters)| {
+        .map(|(space, _, counters)| {
             let base = before.iter().find(|(s, _, _)| s == space);
             let mut out: Vec<(String, f64)> = counters
                 .iter()
@@ -254,21 +253,9 @@ fn store_counters_since(
                     out.push((k.to_string(), v));
                 }
             }
-            StoreCounters {
-                space: space.clone(),
-                store: kind.name().to_string(),
-                counters: out,
-            }
+            (space.clone(), out)
         })
         .collect()
-}
-
-/// One data space's page-store counters.
-#[derive(Clone, Debug, Serialize)]
-pub struct StoreCounters {
-    pub space: String,
-    pub store: String,
-    pub counters: Vec<(String, f64)>,
 }
 
 /// What `flashlab bench` reports.
@@ -303,11 +290,6 @@ pub struct BenchReport {
     /// TPC-C: tpmC, tpmTotal, efficiency and the five types' figures.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tpcc: Option<flashlab_workloads::tpcc::TpccSummary>,
-    /// Data spaces whose page store counts things of its own (In-Page
-    /// Logging: sector writes, merges, erases...), by space, over the run
-    /// (warm-up included, the load not).
-    #[serde(skip_serializing_if = "Vec::is_empty")]
-    pub stores: Vec<StoreCounters>,
     /// The first data device's flash counters over the run (modelled
     /// devices only): host pages written, flash pages written, erases.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -328,6 +310,10 @@ pub struct StoreReport {
     pub store: String,
     /// Counters from the end of the load to the end of the run.
     pub stats: flashlab_engine::store::StoreStats,
+    /// What this kind of store counts of its own over the same span (In-Page
+    /// Logging: sector writes, merges, erases, and the ratios derived from
+    /// them); empty for stores that count nothing more.
+    pub counters: Vec<(String, f64)>,
     /// Transactions committed in that time (warm-up included).
     pub commits: u64,
 }
@@ -979,7 +965,7 @@ fn run_on(
         trace,
     );
     report.rollback = db.stats().rollback;
-    report.stores = store_counters_since(&counters_loaded, &db.store_counters());
+    let own_counters = store_counters_since(&counters_loaded, &db.store_counters());
     report.data_flash = flash_counts(db)
         .zip(flash_loaded)
         .map(|(a, b)| [a[0] - b[0], a[1] - b[1], a[2] - b[2]]);
@@ -991,6 +977,11 @@ fn run_on(
             space: space.clone(),
             store: config.store.name().to_string(),
             stats: store_delta(before, &after),
+            counters: own_counters
+                .iter()
+                .find(|(s, _)| s == space)
+                .map(|(_, c)| c.clone())
+                .unwrap_or_default(),
             commits: committed_total,
         })
         .collect();
@@ -1055,7 +1046,6 @@ fn report(
         load_seconds: 0.0,
         load_host_seconds: 0.0,
         tpcc: None,
-        stores: Vec::new(),
         data_flash: None,
         host_seconds: 0.0,
         data_stores: Vec::new(),

@@ -176,7 +176,7 @@ fn run_with(
         return Err(format!("{} on {device}: {}", trace.name, r.consistency));
     }
     let counters: BTreeMap<String, f64> = r
-        .stores
+        .data_stores
         .first()
         .map(|s| s.counters.iter().cloned().collect())
         .unwrap_or_default();
