@@ -3,12 +3,13 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use flashlab_lab::calibrate::calibrate;
+use flashlab_lab::calibrate::{calibrate, in_use_ns};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Where to write the measurement (JSON); the report cites
-    /// crates/lab/data/cpu-calibration.json.
+    /// Where to write the measurement (JSON); the engine charges, and the
+    /// report cites, crates/engine/data/cpu-calibration.json (rebuild after
+    /// writing it there).
     #[arg(long, default_value = "cpu-calibration.json")]
     out: PathBuf,
     /// Rounds to take the median of.
@@ -39,7 +40,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     for p in &c.prices {
         println!(
             "{:<48} {:>10.2} {:>10.5} {:>12.1} {:>12.1}",
-            p.name, p.host_ns, p.ratio_to_update_commit, p.implied_ns, p.in_use_ns
+            p.name,
+            p.host_ns,
+            p.ratio_to_update_commit,
+            p.implied_ns,
+            in_use_ns(p.key)
         );
     }
     let mut json = serde_json::to_vec_pretty(&c)?;

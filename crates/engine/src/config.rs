@@ -135,9 +135,9 @@ pub struct SpaceConfig {
 ///
 /// Work that is not a statement follows from flashlab's own engine: a row
 /// visited by a scan costs what it costs flashlab relative to an
-/// update-commit transaction (333 ns against 16.8 us on the development
-/// machine, measured by `cargo run --release --example opcost`), times the
-/// calibrated 294.7 us: 5.9 us a row.
+/// update-commit transaction, times the calibrated 294.7 us. That ratio is
+/// measured by `flashlab calibrate` and read from the committed calibration
+/// file ([`crate::cpu_calibration`]); no price is typed in here.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CpuCosts {
@@ -157,9 +157,6 @@ pub struct CpuCosts {
 pub const REFERENCE_CPU_GHZ: f64 = 1.86;
 /// CPU time of one SQL statement at the reference clock (see [`CpuCosts`]).
 pub const STATEMENT_NS: u64 = 147_000;
-/// CPU time of one row visited by a scan at the reference clock (see
-/// [`CpuCosts`]): 294.7 us x 333 ns / 16.8 us.
-pub const SCAN_ROW_NS: u64 = 5_900;
 
 impl Default for CpuCosts {
     fn default() -> Self {
@@ -167,7 +164,7 @@ impl Default for CpuCosts {
             begin_ns: 0,
             get_ns: STATEMENT_NS,
             put_ns: STATEMENT_NS,
-            scan_row_ns: SCAN_ROW_NS,
+            scan_row_ns: crate::cpu_calibration::scan_row_ns(),
             commit_ns: STATEMENT_NS,
         }
     }

@@ -28,6 +28,7 @@
 pub mod btree;
 pub mod buffer;
 pub mod config;
+pub mod cpu_calibration;
 pub mod db;
 pub mod error;
 pub mod lock;

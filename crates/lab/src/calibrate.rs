@@ -10,54 +10,20 @@
 //! on this machine (`flashlab_engine::temp::calibrate::measure`, median of
 //! several rounds of each price's ratio to the same round's
 //! update-commit, real world, memory devices) and [`Calibration`] records
-//! them with the prices they imply and the prices the engine uses
-//! (`config::SCAN_ROW_NS`, `temp::OperatorCosts::default()`).
+//! them with the prices they imply.
 //!
 //! The committed result is [`CALIBRATION_JSON`]
-//! (`crates/lab/data/cpu-calibration.json`); the report prints it beside
-//! the prices in use, so a reader can see whether they still agree, and
-//! rerun it with `flashlab calibrate --out crates/lab/data/cpu-calibration.json`.
+//! (`crates/engine/data/cpu-calibration.json`), which the engine compiles
+//! in and charges from (`flashlab_engine::cpu_calibration`); the report
+//! prints it beside the prices in use. Rerun it with
+//! `flashlab calibrate --out crates/engine/data/cpu-calibration.json` and
+//! rebuild.
 
-use flashlab_engine::config::{REFERENCE_CPU_GHZ, SCAN_ROW_NS, STATEMENT_NS};
-use flashlab_engine::temp::OperatorCosts;
+use flashlab_engine::config::{REFERENCE_CPU_GHZ, STATEMENT_NS};
+pub use flashlab_engine::cpu_calibration::{
+    CALIBRATION_JSON, CALIBRATION_PATH, Calibration, Price, PriceKey, committed,
+};
 use flashlab_engine::temp::calibrate::{HostCosts, measure};
-use serde::{Deserialize, Serialize};
-
-/// The committed measurement the report cites.
-pub const CALIBRATION_JSON: &str = include_str!("../data/cpu-calibration.json");
-/// Where it lives in the repository.
-pub const CALIBRATION_PATH: &str = "crates/lab/data/cpu-calibration.json";
-
-/// One priced operation: its host cost, its ratio to an update-commit
-/// transaction, the simulated price that implies, and the price in use.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Price {
-    pub name: String,
-    pub host_ns: f64,
-    pub ratio_to_update_commit: f64,
-    /// ratio x 2 x STATEMENT_NS, at 1.86 GHz.
-    pub implied_ns: f64,
-    /// What the engine charges now, at 1.86 GHz.
-    pub in_use_ns: f64,
-}
-
-/// A calibration run.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-pub struct Calibration {
-    /// The command that wrote it.
-    pub command: String,
-    /// This machine's CPU, from /proc/cpuinfo (or "unknown").
-    pub host_cpu: String,
-    pub rounds: usize,
-    pub tuples: u64,
-    /// The calibrated update-commit transaction, ns of CPU at the
-    /// reference clock.
-    pub update_commit_reference_ns: f64,
-    pub reference_ghz: f64,
-    /// Host ns of an update-commit transaction (median).
-    pub update_commit_host_ns: f64,
-    pub prices: Vec<Price>,
-}
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
@@ -111,13 +77,12 @@ pub fn calibrate(
         |f: fn(&HostCosts) -> f64| median(runs.iter().map(|c| f(c) / c.update_commit_ns).collect());
     let update_commit = m(|c| c.update_commit_ns);
     let reference = 2.0 * STATEMENT_NS as f64;
-    let ops = OperatorCosts::default();
-    let price = |name: &str, f: fn(&HostCosts) -> f64, in_use: f64| Price {
+    let price = |key: PriceKey, name: &str, f: fn(&HostCosts) -> f64| Price {
+        key,
         name: name.into(),
         host_ns: m(f),
         ratio_to_update_commit: ratio(f),
         implied_ns: ratio(f) * reference,
-        in_use_ns: in_use,
     };
     Ok(Calibration {
         command: format!("flashlab calibrate --rounds {rounds} --tuples {tuples}"),
@@ -128,38 +93,43 @@ pub fn calibrate(
         reference_ghz: REFERENCE_CPU_GHZ,
         update_commit_host_ns: update_commit,
         prices: vec![
+            price(PriceKey::ScanRow, "scan row (CpuCosts::scan_row_ns)", |c| {
+                c.scan_row_ns
+            }),
             price(
-                "scan row (config::SCAN_ROW_NS)",
-                |c| c.scan_row_ns,
-                SCAN_ROW_NS as f64,
-            ),
-            price(
+                PriceKey::Compare,
                 "key comparison (OperatorCosts::compare_ns)",
                 |c| c.compare_ns,
-                ops.compare_ns,
             ),
             price(
+                PriceKey::Tuple,
                 "tuple through a run (OperatorCosts::tuple_ns)",
                 |c| c.tuple_ns,
-                ops.tuple_ns,
             ),
             price(
+                PriceKey::CopyPerKb,
                 "KB copied (OperatorCosts::copy_ns_per_kb)",
                 |c| c.copy_ns_per_kb,
-                ops.copy_ns_per_kb,
             ),
-            price(
-                "key hashed (OperatorCosts::hash_ns)",
-                |c| c.hash_ns,
-                ops.hash_ns,
-            ),
+            price(PriceKey::Hash, "key hashed (OperatorCosts::hash_ns)", |c| {
+                c.hash_ns
+            }),
         ],
     })
 }
 
-/// The committed calibration, if it parses.
-pub fn committed() -> Option<Calibration> {
-    serde_json::from_str(CALIBRATION_JSON).ok()
+/// The price the engine charges now for `key`, ns at the reference clock
+/// (what the report sets beside the file's implied price: equal unless the
+/// binary was built from another file).
+pub fn in_use_ns(key: PriceKey) -> f64 {
+    let ops = flashlab_engine::temp::OperatorCosts::default();
+    match key {
+        PriceKey::ScanRow => flashlab_engine::config::CpuCosts::default().scan_row_ns as f64,
+        PriceKey::Compare => ops.compare_ns,
+        PriceKey::Tuple => ops.tuple_ns,
+        PriceKey::CopyPerKb => ops.copy_ns_per_kb,
+        PriceKey::Hash => ops.hash_ns,
+    }
 }
 
 #[cfg(test)]
@@ -167,12 +137,15 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_committed_calibration_parses_and_names_every_price() {
-        let c = committed().expect("data/cpu-calibration.json parses");
-        assert_eq!(c.prices.len(), 5);
-        assert!(c.update_commit_host_ns > 0.0 && c.rounds > 0);
+    fn the_engine_charges_the_prices_the_committed_file_implies() {
+        let c = committed();
         for p in &c.prices {
-            assert!(p.implied_ns > 0.0 && p.in_use_ns > 0.0, "{p:?}");
+            let off = in_use_ns(p.key) / p.implied_ns;
+            assert!(
+                (off - 1.0).abs() < 1e-3,
+                "{:?}: in use / implied = {off}",
+                p.key
+            );
         }
     }
 }

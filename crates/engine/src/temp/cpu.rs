@@ -11,14 +11,9 @@
 //! (see `CpuCosts`): an operation costs what it costs flashlab's own code
 //! relative to one update-commit transaction of flashlab's engine, times the
 //! calibrated 294 us of an update-commit transaction at 1.86 GHz (two
-//! statements of [`crate::config::STATEMENT_NS`]). Both sides were measured
-//! in the same sessions on the development machine (a 2.7 GHz Xeon, shared,
-//! so each figure is the median of eight runs of
-//! `cargo test --release -p flashlab-engine calibrate_operator_costs --
-//! --ignored --nocapture`, which prints them): an update-commit took 10.4
-//! us, so every measured price is multiplied by 294 / 10.4 = 28.3. That
-//! factor carries the clock (2.7 against 1.86 GHz) and the difference
-//! between a commercial server's per-row work and flashlab's; it is the one
+//! statements of [`crate::config::STATEMENT_NS`]). The ratios are measured
+//! by `flashlab calibrate` ([`super::calibrate::measure`]) and read from the
+//! committed calibration file ([`crate::cpu_calibration`]): that is the one
 //! calibration of the CPU model, not a per-experiment factor.
 //!
 //! The operator charges what it accumulated ([`CpuMeter::settle`]) before
@@ -29,7 +24,7 @@
 use flashlab_runtime::Rt;
 use serde::{Deserialize, Serialize};
 
-use crate::config::{REFERENCE_CPU_GHZ, STATEMENT_NS};
+use crate::config::REFERENCE_CPU_GHZ;
 
 /// Per-operation CPU prices at [`REFERENCE_CPU_GHZ`], in nanoseconds.
 #[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
@@ -44,28 +39,10 @@ pub struct OperatorCosts {
     pub copy_ns_per_kb: f64,
 }
 
-/// flashlab's update-commit transaction, measured with the prices below.
-const MEASURED_UPDATE_COMMIT_NS: f64 = 10_400.0;
-/// Sorting a load of 1,000,000 records, per comparison (data movement of
-/// the sort included): median 3.7 ns (runs: 3.6 to 5.3).
-const MEASURED_COMPARE_NS: f64 = 3.7;
-/// A tuple through a run writer and back out of a run reader, at 100 and
-/// at 1,000 bytes, split into a per-tuple part (median 28.5 ns) ...
-const MEASURED_TUPLE_NS: f64 = 28.5;
-/// ... and a per-byte part (median 180 ns a KB: copies and CRCs).
-const MEASURED_COPY_NS_PER_KB: f64 = 180.0;
-/// Hashing the 10-byte key of a tuple in memory: median 11.9 ns.
-const MEASURED_HASH_NS: f64 = 11.9;
-
 impl Default for OperatorCosts {
+    /// The calibrated prices ([`crate::cpu_calibration::operator_costs`]).
     fn default() -> Self {
-        let scale = 2.0 * STATEMENT_NS as f64 / MEASURED_UPDATE_COMMIT_NS;
-        OperatorCosts {
-            compare_ns: MEASURED_COMPARE_NS * scale,
-            tuple_ns: MEASURED_TUPLE_NS * scale,
-            hash_ns: MEASURED_HASH_NS * scale,
-            copy_ns_per_kb: MEASURED_COPY_NS_PER_KB * scale,
-        }
+        crate::cpu_calibration::operator_costs()
     }
 }
 

@@ -31,7 +31,8 @@
 //! - **unclustered**: pages in random order over the whole table.
 //!
 //! A statement visits every row; the CPU model's cost of a row visited
-//! within a statement is its scan cost (`SCAN_ROW_NS`), charged for every
+//! within a statement is its scan cost (`CpuCosts::scan_row_ns`, from the
+//! calibration file), charged for every
 //! visit here too, at the model's reference clock.
 
 use std::sync::Arc;
@@ -39,7 +40,7 @@ use std::sync::Arc;
 use flashlab_devices::IoKind;
 use flashlab_devices::trace::traced::TracedDevice;
 use flashlab_devices::trace::{Space, Tracer};
-use flashlab_engine::config::{CpuCosts, SCAN_ROW_NS, STATEMENT_NS};
+use flashlab_engine::config::{CpuCosts, STATEMENT_NS};
 use flashlab_engine::{Database, DbConfig, Devices, Table, TableSpec};
 use flashlab_runtime::{NS_PER_S, Rt, Sim, SimConfig};
 use rand::SeedableRng;
@@ -197,11 +198,12 @@ fn config(device: &str) -> DbConfig {
         capacity_bytes: None,
     });
     config.checkpoint_interval_ns = 0;
+    let scan_row_ns = flashlab_engine::cpu_calibration::scan_row_ns();
     config.cpu = CpuCosts {
         begin_ns: 0,
-        get_ns: SCAN_ROW_NS,
-        put_ns: SCAN_ROW_NS,
-        scan_row_ns: SCAN_ROW_NS,
+        get_ns: scan_row_ns,
+        put_ns: scan_row_ns,
+        scan_row_ns,
         commit_ns: STATEMENT_NS,
     };
     config
