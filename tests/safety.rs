@@ -487,13 +487,38 @@ fn a_data_file_of_another_database_is_named_as_foreign() {
     check_refuses_a_file_of_another_database("data.data", "belongs to another database");
 }
 
+/// A log-structured data file keeps its space header wherever its page
+/// map puts page 0, so its superblock records the identity instead.
+#[test]
+fn a_log_structured_data_file_of_another_database_is_named_as_foreign() {
+    let mut config = config();
+    config.data[0].store = flashlab_engine::store::StoreKind::LogStructured;
+    config.data[0].segment_bytes = Some(128 << 10);
+    check_refuses_a_file_of_another_database_with(
+        &config,
+        "data.data",
+        "belongs to another database",
+    );
+}
+
 /// Copy `file` from another database over this one's: `check` and `check
 /// --repair` refuse with `message` and change nothing.
 fn check_refuses_a_file_of_another_database(file: &str, message: &str) {
+    check_refuses_a_file_of_another_database_with(&config(), file, message);
+}
+
+fn check_refuses_a_file_of_another_database_with(config: &DbConfig, file: &str, message: &str) {
     let a = tempfile::tempdir().unwrap();
     let b = tempfile::tempdir().unwrap();
-    make_database(a.path());
-    make_database(b.path());
+    for dir in [a.path(), b.path()] {
+        let rt = RealRuntime::new(1);
+        let _enter = RealRuntime::enter(&rt);
+        let db = Database::open_or_create_dir(dir, config).unwrap();
+        fill(&db, 0..200);
+        db.close().unwrap();
+    }
+    let out = flashlab(&["check", &path(a.path())]);
+    assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
     let manifest = std::fs::read_to_string(a.path().join("flashlab.manifest")).unwrap();
     assert!(manifest.contains("database_id"), "{manifest}");
     std::fs::copy(b.path().join(file), a.path().join(file)).unwrap();

@@ -14,9 +14,10 @@
 //!
 //! A log-structured data space (`store = "log-structured"`) begins with
 //! its superblock instead, with the magic `FLLS` at the same offset 24: it
-//! is recognised as a data file (a log holding it is named as swapped),
-//! and its space header, which lives wherever the page map puts page 0, is
-//! not read here, so its identity is not compared (LIMIT).
+//! is recognised as a data file (a log holding it is named as swapped).
+//! Its space header lives wherever the page map puts page 0, so the
+//! identity is compared from the superblock instead, which records it at
+//! creation ([`crate::store::PageStore::record_identity`]).
 //!
 //! Identity: a database created by this version has a random 64-bit id,
 //! recorded in the manifest (`database_id`) and, at creation, in the spare
@@ -36,7 +37,7 @@ use flashlab_devices::DeviceRef;
 use crate::db::dir::{MANIFEST_FILE, Manifest};
 use crate::error::{Error, Result};
 use crate::page::PAGE_HEADER_BYTES;
-use crate::store::log_structured::layout::{SUPER_MAGIC, SUPER_MAGIC_OFFSET};
+use crate::store::log_structured::layout::{SUPER_MAGIC, SUPER_MAGIC_OFFSET, identity_at};
 use crate::wal::layout::LOG_SECTOR_BYTES_MIN;
 use crate::wal::master::{LOG_MAGIC, Master};
 
@@ -61,6 +62,7 @@ pub(crate) fn stamp(db: &crate::db::Database, identity: u64) -> Result<()> {
         let page = mtr.write(0)?;
         page[IDENTITY_OFFSET..IDENTITY_OFFSET + 8].copy_from_slice(&identity.to_le_bytes());
         mtr.commit(&db.inner.wal, 0, 0, None)?;
+        space.store.record_identity(identity, space.id as u32)?;
     }
     Ok(())
 }
@@ -104,6 +106,33 @@ fn check_data_identity(
         ))),
         _ => Ok(()),
     }
+}
+
+/// A log-structured data file's superblock, once it records an identity,
+/// must be its own space's, of this database.
+fn check_log_structured_identity(
+    dir: &Path,
+    manifest: &Manifest,
+    file: &str,
+    space_index: u32,
+    first: &[u8],
+) -> Result<()> {
+    let Some((found, found_space)) = identity_at(first) else {
+        return Ok(()); // created before identities were recorded
+    };
+    if let Some(id) = manifest.identity().filter(|&id| id != found) {
+        return Err(Error::Damaged(format!(
+            "{}: belongs to another database (id {found:016x}; {MANIFEST_FILE} says {id:016x}); nothing was changed",
+            dir.join(file).display()
+        )));
+    }
+    if found_space != space_index {
+        return Err(Error::Damaged(format!(
+            "{}: holds the log-structured superblock of data space {found_space}, not of space {space_index}; nothing was changed",
+            dir.join(file).display()
+        )));
+    }
+    Ok(())
 }
 
 /// What the first bytes of a file look like.
@@ -198,6 +227,8 @@ pub(crate) fn check(
         } else if kind == "data" {
             if role == Role::Data {
                 check_data_identity(dir, manifest, file, data_index, &head(device)?)?;
+            } else if role == Role::LogStructuredData {
+                check_log_structured_identity(dir, manifest, file, data_index, &head(device)?)?;
             }
             data_index += 1;
         }

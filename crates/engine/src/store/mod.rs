@@ -230,6 +230,15 @@ pub trait PageStore: Send + Sync {
         let _ = log;
     }
 
+    /// Record the database's identity and the space's index where the
+    /// store keeps its own metadata, if it does (the log-structured
+    /// superblock); at creation, after page 0 is stamped. Default: nothing
+    /// (an in-place space carries both in page 0, at its offset).
+    fn record_identity(&self, database_id: u64, space_index: u32) -> Result<()> {
+        let _ = (database_id, space_index);
+        Ok(())
+    }
+
     /// Check the store's own structures against the device (`flashlab
     /// check`): one line per problem.
     fn check_layout(&self) -> Result<Vec<String>> {

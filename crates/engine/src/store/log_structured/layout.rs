@@ -70,6 +70,10 @@ pub struct Superblock {
     pub capacity_pages: u32,
     /// Block number of segment 0's first block.
     pub first_segment_block: u64,
+    /// The database this space belongs to, and its index among the
+    /// database's data spaces: recorded once the database has an identity
+    /// (`PageStore::record_identity`), `None` before.
+    pub identity: Option<(u64, u32)>,
 }
 
 impl Superblock {
@@ -81,8 +85,12 @@ impl Superblock {
         put_u32(block, 36, self.blocks_per_segment);
         put_u32(block, 40, self.segments);
         put_u32(block, 44, self.map_blocks);
-        // 48..56: database identity, 0 (not recorded by this version).
+        // 48..56: database identity (0: not recorded); 60..64: the
+        // space's index among the data spaces, meaningful with an identity.
+        let (database_id, space_index) = self.identity.unwrap_or((0, 0));
+        put_u64(block, 48, database_id);
         put_u32(block, 56, self.capacity_pages);
+        put_u32(block, 60, space_index);
         put_u64(block, 64, self.first_segment_block);
         seal(block);
     }
@@ -116,7 +124,17 @@ impl Superblock {
             map_blocks: u32_at(block, 44),
             capacity_pages: u32_at(block, 56),
             first_segment_block: u64_at(block, 64),
+            identity: identity_at(block),
         })
+    }
+}
+
+/// The identity a superblock records (see [`Superblock::identity`]): the
+/// role check reads it from a file's first bytes.
+pub fn identity_at(block: &[u8]) -> Option<(u64, u32)> {
+    match u64_at(block, 48) {
+        0 => None,
+        id => Some((id, u32_at(block, 60))),
     }
 }
 
@@ -403,10 +421,18 @@ mod tests {
             map_blocks: 5,
             capacity_pages: 1000,
             first_segment_block: 11,
+            identity: None,
         };
         let mut block = vec![0u8; 4096];
         sb.encode(&mut block);
         assert_eq!(Superblock::decode(&block, "d").unwrap(), sb);
+        let named = Superblock {
+            identity: Some((0xfeed, 3)),
+            ..sb
+        };
+        named.encode(&mut block);
+        assert_eq!(Superblock::decode(&block, "d").unwrap(), named);
+        assert_eq!(identity_at(&block), Some((0xfeed, 3)));
         let e = Superblock::decode(&[0u8; 4096], "d")
             .unwrap_err()
             .to_string();

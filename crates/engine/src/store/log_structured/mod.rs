@@ -482,6 +482,20 @@ impl PageStore for LogStructuredStore {
         let _ = self.log.set(log);
     }
 
+    /// Rewrite the superblock with the database's identity and the space's
+    /// index, and flush it (the role check compares them at every open).
+    fn record_identity(&self, database_id: u64, space_index: u32) -> Result<()> {
+        let _w = self.writer.lock(); // LFS-6
+        let sb = Superblock {
+            identity: Some((database_id, space_index)),
+            ..self.geo
+        };
+        let mut block = vec![0u8; self.page_bytes];
+        sb.encode(&mut block);
+        self.device_write(0, &block, self.page_bytes)?;
+        self.flush_device()
+    }
+
     fn check_layout(&self) -> Result<Vec<String>> {
         let _w = self.writer.lock();
         self.write_partial()?;

@@ -54,6 +54,7 @@ pub(super) fn geometry(
         map_blocks: map_blocks as u32,
         capacity_pages: capacity_of(segments) as u32,
         first_segment_block: 1 + 2 * map_blocks,
+        identity: None,
     })
 }
 
