@@ -62,7 +62,7 @@ pub(crate) fn stamp(db: &crate::db::Database, identity: u64) -> Result<()> {
         let page = mtr.write(0)?;
         page[IDENTITY_OFFSET..IDENTITY_OFFSET + 8].copy_from_slice(&identity.to_le_bytes());
         mtr.commit(&db.inner.wal, 0, 0, None)?;
-        space.store.record_identity(identity, space.id as u32)?;
+        space.store.record_identity(identity, space.id)?;
     }
     Ok(())
 }
