@@ -1,5 +1,5 @@
 //! `flashlab simtest [--seeds N] [--first S] [--seed S] [--workload W]
-//! [--store in-place|log-structured|mixed|ipl] [--json]`: the seeded crash-recovery harness
+//! [--store in-place|log-structured|mixed|ipl] [--jobs N] [--json]`: the seeded crash-recovery harness
 //! ([`flashlab_lab::simtest`]). Runs N seeds (each a workload, a database,
 //! faults and power cuts decided by the seed alone), prints every failing
 //! seed with the command that replays it, and a summary: crash points tried,
@@ -34,6 +34,10 @@ pub struct Args {
     /// Print one line per seed: its scenario and where the power was cut.
     #[arg(long)]
     list: bool,
+    /// Host threads to run seeds on (1 to 64; default: the machine's
+    /// cores). The reports and their order do not depend on it.
+    #[arg(long)]
+    jobs: Option<usize>,
 }
 
 /// Exit code when a seed fails (bad input exits 2).
@@ -75,7 +79,14 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         "in-place" => String::new(),
         other => format!(" --store {other}"),
     };
-    let summary = simtest::run_with(first, seeds, &args.workload, store, |report| {
+    let jobs = match args.jobs {
+        Some(j) if !(1..=simtest::JOBS_MAX).contains(&j) => {
+            bail!("--jobs {j}: must be 1 to {}", simtest::JOBS_MAX)
+        }
+        Some(j) => j,
+        None => std::thread::available_parallelism().map_or(1, |n| n.get()),
+    };
+    let summary = simtest::run_jobs(first, seeds, &args.workload, store, jobs, |report| {
         if json {
             return;
         }

@@ -1095,15 +1095,83 @@ pub fn run_with(
     seeds: u64,
     workload: &str,
     store: StoreChoice,
+    each: impl FnMut(&SeedReport),
+) -> Summary {
+    run_jobs(first_seed, seeds, workload, store, 1, each)
+}
+
+/// Most host threads [`run_jobs`] runs seeds on.
+pub const JOBS_MAX: usize = 64;
+/// Seeds each host thread takes per batch: `each` sees the reports in seed
+/// order, so a batch's reports wait for its slowest seed; this bounds the
+/// reports held at once.
+const SEEDS_PER_JOB_BATCH: u64 = 8;
+
+/// [`run_with`] on `jobs` host threads. Every seed is its own simulated
+/// world (the runtime's state is per thread), so the reports, and `each`'s
+/// order (seed order), are the same for any `jobs`; only host time differs.
+pub fn run_jobs(
+    first_seed: u64,
+    seeds: u64,
+    workload: &str,
+    store: StoreChoice,
+    jobs: usize,
     mut each: impl FnMut(&SeedReport),
 ) -> Summary {
     let started = std::time::Instant::now();
+    let jobs = jobs.clamp(1, JOBS_MAX);
+    let end = first_seed.saturating_add(seeds);
     let mut summary = Summary::default();
-    for seed in first_seed..first_seed.saturating_add(seeds) {
-        let report = run_seed_with(seed, workload, store);
-        each(&report);
-        summary.add(&report);
+    let mut next = first_seed;
+    while next < end {
+        let batch_end = end.min(next.saturating_add(jobs as u64 * SEEDS_PER_JOB_BATCH));
+        let reports = run_batch(next..batch_end, workload, store, jobs);
+        for report in &reports {
+            each(report);
+            summary.add(report);
+        }
+        next = batch_end;
     }
     summary.host_seconds = started.elapsed().as_secs_f64();
     summary
+}
+
+/// The reports of `seeds`, in seed order, run on up to `jobs` threads that
+/// take the next seed as they finish one.
+fn run_batch(
+    seeds: std::ops::Range<u64>,
+    workload: &str,
+    store: StoreChoice,
+    jobs: usize,
+) -> Vec<SeedReport> {
+    if jobs == 1 {
+        return seeds
+            .map(|seed| run_seed_with(seed, workload, store))
+            .collect();
+    }
+    let next = std::sync::atomic::AtomicU64::new(seeds.start);
+    let take = || {
+        let seed = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        (seed < seeds.end).then_some(seed)
+    };
+    let mut reports: Vec<SeedReport> = std::thread::scope(|scope| {
+        let workers: Vec<_> = (0..jobs)
+            .map(|_| {
+                scope.spawn(|| {
+                    std::iter::from_fn(take)
+                        .map(|seed| run_seed_with(seed, workload, store))
+                        .collect::<Vec<_>>()
+                })
+            })
+            .collect();
+        workers
+            .into_iter()
+            .flat_map(|w| match w.join() {
+                Ok(reports) => reports,
+                Err(panic) => std::panic::resume_unwind(panic),
+            })
+            .collect()
+    });
+    reports.sort_by_key(|r| r.seed);
+    reports
 }
