@@ -7,7 +7,10 @@
 //! Experiments run in the simulated world unless they say otherwise, so the
 //! same seed gives the same numbers.
 //!
-//! Adding an experiment: register it in [`registry`], build its checks with
+//! Adding an experiment: write it as a [`skeleton::Study`] (a `measure`
+//! that runs the simulations, and small views of its result: tables,
+//! checks, figures, notes, data, raw files), register it in [`registry`],
+//! build its checks with
 //! the constructors of [`crate::check`] (`Check::value`, `Check::ratio`,
 //! `Check::at_least`, `Check::optimum`; they apply the report's one rule,
 //! so an experiment never picks a range), mark a check `.fitted(..)` when a
@@ -21,6 +24,7 @@ pub mod lee2008_log;
 pub mod lee2008_mvcc;
 pub mod lee2008_temp;
 pub mod petrov2010;
+pub(crate) mod skeleton;
 pub mod wang2010;
 
 use std::sync::Mutex;

@@ -1,0 +1,86 @@
+//! # One skeleton for every experiment
+//!
+//! An experiment runs its simulations, then reports what they measured:
+//! tables with the published values beside, figures, checks under the
+//! report's one rule, notes that explain misses, the measurements as JSON,
+//! and raw files. [`Study`] splits an experiment into those steps. Only
+//! [`Study::measure`] runs anything; every other step is a view of its
+//! result, so a check cannot depend on something the tables do not show,
+//! and each step is small enough to read on its own. [`run_study`] runs the
+//! steps in one order and times the whole; every `Study` is an
+//! [`Experiment`] through it.
+
+use super::{Experiment, RunContext};
+use crate::check::Check;
+use crate::report::{ExperimentResult, Figure, RawFile, Table};
+
+/// An experiment as a measurement and its views (see the module essay).
+pub(crate) trait Study {
+    /// What the simulations measured.
+    type Measured;
+    /// Stable identifier, used by `--only`.
+    const ID: &'static str;
+    /// What it reproduces, for progress lines and the report.
+    const TITLE: &'static str;
+    /// Where in which paper.
+    const PAPER: &'static str;
+
+    /// Run the simulations.
+    fn measure(&self, ctx: &RunContext) -> Result<Self::Measured, String>;
+    /// What was run and how, in a paragraph.
+    fn description(&self, ctx: &RunContext, m: &Self::Measured) -> String;
+    /// The tables, measured values beside published ones.
+    fn tables(&self, m: &Self::Measured) -> Vec<Table>;
+    /// The checks, built with [`Check`]'s constructors (the report's rule).
+    fn checks(&self, m: &Self::Measured) -> Vec<Check>;
+    /// The measurements, machine-readable.
+    fn data(&self, m: &Self::Measured) -> serde_json::Value;
+    /// The figures.
+    fn figures(&self, m: &Self::Measured) -> Result<Vec<Figure>, String> {
+        let _ = m;
+        Ok(Vec::new())
+    }
+    /// Observations, and the causes of misses.
+    fn notes(&self, m: &Self::Measured) -> Vec<String> {
+        let _ = m;
+        Vec::new()
+    }
+    /// Files written beside the report (traces, per-run CSVs).
+    fn raw_files(&self, m: &Self::Measured) -> Result<Vec<RawFile>, String> {
+        let _ = m;
+        Ok(Vec::new())
+    }
+}
+
+/// Measure, then take every view of the measurement.
+pub(crate) fn run_study<S: Study>(study: &S, ctx: &RunContext) -> Result<ExperimentResult, String> {
+    let started = std::time::Instant::now();
+    let m = study.measure(ctx)?;
+    Ok(ExperimentResult {
+        id: S::ID.into(),
+        title: S::TITLE.into(),
+        paper: S::PAPER.into(),
+        description: study.description(ctx, &m),
+        tables: study.tables(&m),
+        figures: study.figures(&m)?,
+        checks: study.checks(&m),
+        notes: study.notes(&m),
+        data: study.data(&m),
+        raw_files: study.raw_files(&m)?,
+        host_seconds: started.elapsed().as_secs_f64(),
+    })
+}
+
+impl<S: Study> Experiment for S {
+    fn id(&self) -> &'static str {
+        S::ID
+    }
+
+    fn title(&self) -> &'static str {
+        S::TITLE
+    }
+
+    fn run(&self, ctx: &RunContext) -> Result<ExperimentResult, String> {
+        run_study(self, ctx)
+    }
+}
