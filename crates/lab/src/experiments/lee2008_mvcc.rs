@@ -22,11 +22,12 @@ use flashlab_engine::{Database, DbConfig, Devices, TableSpec};
 use flashlab_runtime::{NS_PER_S, Rt, Sim, SimConfig};
 use serde::Serialize;
 
-use super::{Experiment, RunContext};
+use super::RunContext;
+use super::skeleton::Study;
 use crate::bench::{BenchOptions, bench};
 use crate::check::Check;
 use crate::published;
-use crate::report::{ExperimentResult, Figure, RawFile, Table, fmt_num};
+use crate::report::{Figure, RawFile, Table, fmt_num};
 
 /// lee2008's table: 12,500 pages of 8 KB.
 const TABLE_PAGES: u64 = 12_500;
@@ -216,22 +217,45 @@ fn checks_pass_hdd_read(run: &Table4Run) -> bool {
 /// lee2008 Table 4 and Figure 5.
 pub struct Table4;
 
-impl Experiment for Table4 {
-    fn id(&self) -> &'static str {
-        "lee2008-table4"
+/// Table 4's two runs.
+pub struct Table4Runs {
+    hdd: Table4Run,
+    ssd: Table4Run,
+    /// Published counts and times are scaled by this (a tenth with `--quick`).
+    scale: f64,
+    quick: bool,
+}
+
+fn table4_published(field: &str) -> f64 {
+    published::number(&format!("lee2008.table4_mvcc_read.{field}")).unwrap_or(f64::NAN)
+}
+
+fn per_page_ms(r: &Table4Run) -> f64 {
+    r.read_s * 1e3 / r.rollback_pages_read.max(1) as f64
+}
+
+impl Study for Table4 {
+    type Measured = Table4Runs;
+    const ID: &'static str = "lee2008-table4";
+    const TITLE: &'static str =
+        "lee2008 Table 4 and Figure 5: reading old versions from rollback segments";
+    const PAPER: &'static str = "lee2008 section 5.2, Table 4, Figure 5";
+
+    fn measure(&self, ctx: &RunContext) -> Result<Table4Runs, String> {
+        Ok(Table4Runs {
+            hdd: table4_run(ctx, "hdd-2008")?,
+            ssd: table4_run(ctx, "ssd-2008")?,
+            scale: if ctx.quick { 0.1 } else { 1.0 },
+            quick: ctx.quick,
+        })
     }
 
-    fn title(&self) -> &'static str {
-        "lee2008 Table 4 and Figure 5: reading old versions from rollback segments"
+    fn description(&self, _: &RunContext, _: &Table4Runs) -> String {
+        "T1 scans the table; T2, T3 and T4 each update every tuple and commit; T1 scans again under its old snapshot, following each row three versions back into the rollback segments. Table and log in memory; rollback space on the 2008 disk or SSD. Full-page images in the log: on (the default; the log is not what this experiment measures).".into()
     }
 
-    fn run(&self, ctx: &RunContext) -> Result<ExperimentResult, String> {
-        let started = std::time::Instant::now();
-        let hdd = table4_run(ctx, "hdd-2008")?;
-        let ssd = table4_run(ctx, "ssd-2008")?;
-        let key = "lee2008.table4_mvcc_read";
-        let p = |field: &str| published::number(&format!("{key}.{field}")).unwrap_or(f64::NAN);
-        let scale = if ctx.quick { 0.1 } else { 1.0 };
+    fn tables(&self, m: &Table4Runs) -> Vec<Table> {
+        let (hdd, ssd, p, scale) = (&m.hdd, &m.ssd, table4_published, m.scale);
         let row = |what: &str, h: f64, ph: f64, s: f64, ps: f64| {
             vec![
                 what.to_string(),
@@ -241,7 +265,6 @@ impl Experiment for Table4 {
                 fmt_num(ps),
             ]
         };
-        let per_page_ms = |r: &Table4Run| r.read_s * 1e3 / r.rollback_pages_read.max(1) as f64;
         let rows = vec![
             row(
                 "rollback pages read",
@@ -273,9 +296,9 @@ impl Experiment for Table4 {
             ),
             row(
                 "read per page (ms)",
-                per_page_ms(&hdd),
+                per_page_ms(hdd),
                 p("hdd_page_read_ms"),
-                per_page_ms(&ssd),
+                per_page_ms(ssd),
                 p("ssd_page_read_ms"),
             ),
             row(
@@ -286,12 +309,23 @@ impl Experiment for Table4 {
                 f64::NAN,
             ),
         ];
+        vec![Table {
+            title: "Reading old versions".into(),
+            columns: ["", "HDD", "paper", "SSD", "paper"]
+                .map(String::from)
+                .to_vec(),
+            rows,
+        }]
+    }
+
+    fn checks(&self, m: &Table4Runs) -> Vec<Check> {
+        let (hdd, ssd, p, scale) = (&m.hdd, &m.ssd, table4_published, m.scale);
         let ssd_miss = &format!(
             "the SSD's per-page rollback read is faster than the paper's: the modelled ssd-2008 ({} ms a 4 KB read, lee2008 Table 1) takes {} ms a rollback page here, the paper's server 0.5 ms, for a reason the paper does not give (its I/O path or read sizes) and flashlab does not model",
             0.2,
-            fmt_num(per_page_ms(&ssd))
+            fmt_num(per_page_ms(ssd))
         );
-        let checks = vec![
+        vec![
             Check::value(
                 "lee2008.table4.rollback_pages_read",
                 "lee2008 Table 4",
@@ -323,7 +357,7 @@ impl Experiment for Table4 {
                 "HDD per-page rollback read",
                 "ms",
                 p("hdd_page_read_ms"),
-                per_page_ms(&hdd),
+                per_page_ms(hdd),
             )
             .with_miss_note(
                 "reads scattered over 1 GB pay short seeks, not full random accesses: see the note below",
@@ -343,13 +377,15 @@ impl Experiment for Table4 {
                 "SSD per-page rollback read",
                 "ms",
                 p("ssd_page_read_ms"),
-                per_page_ms(&ssd),
+                per_page_ms(ssd),
             )
             .with_miss_note(ssd_miss),
-        ];
+        ]
+    }
+
+    fn figures(&self, m: &Table4Runs) -> Result<Vec<Figure>, String> {
         let mut figures = Vec::new();
-        let mut raw_files = Vec::new();
-        for run in [&hdd, &ssd] {
+        for run in [&m.hdd, &m.ssd] {
             let reads: Vec<_> = run
                 .trace
                 .iter()
@@ -370,6 +406,42 @@ impl Experiment for Table4 {
                 caption: "Time x address of the snapshot scan's reads: for each table page, the three updating transactions' before-images, in extents scattered over the aged rollback space's first gigabyte; on the disk each read seeks among them.".into(),
                 svg,
             });
+        }
+        Ok(figures)
+    }
+
+    fn notes(&self, m: &Table4Runs) -> Vec<String> {
+        let mut notes = vec![format!(
+            "{} rows of {} bytes make {} table pages of 8 KB; the buffer holds 100 MB.",
+            m.hdd.rows, VALUE_BYTES, m.hdd.table_pages
+        )];
+        if m.quick {
+            notes.push("Quick run: the table and the buffer are a tenth of the paper's (1,250 pages, 10 MB); published counts and times are scaled by 0.1 for the comparison.".into());
+        }
+        notes.push(format!(
+            "CPU time is the simulated cores' busy time during the scan: {:.1} us per row visited at 1.86 GHz, the price the committed CPU calibration implies (flashlab's own scan cost relative to its update-commit transaction, times the one calibration point; see `flashlab calibrate`); it was not fitted to this table.",
+            flashlab_engine::cpu_calibration::scan_row_ns() as f64 / 1e3
+        ));
+        if !checks_pass_hdd_read(&m.hdd) {
+            notes.push(HDD_READ_NOTE.into());
+        }
+        notes
+    }
+
+    fn data(&self, m: &Table4Runs) -> serde_json::Value {
+        serde_json::json!({"hdd": m.hdd, "ssd": m.ssd})
+    }
+
+    fn raw_files(&self, m: &Table4Runs) -> Result<Vec<RawFile>, String> {
+        let mut raw_files = Vec::new();
+        for run in [&m.hdd, &m.ssd] {
+            if !run
+                .trace
+                .iter()
+                .any(|r| r.kind == flashlab_devices::IoKind::Read)
+            {
+                continue;
+            }
             let mut csv = Vec::new();
             flashlab_devices::trace::formats::write_flashlab_csv(&run.trace, &mut csv)
                 .map_err(|e| e.to_string())?;
@@ -378,79 +450,85 @@ impl Experiment for Table4 {
                 contents: csv,
             });
         }
-        let mut notes = vec![format!(
-            "{} rows of {} bytes make {} table pages of 8 KB; the buffer holds 100 MB.",
-            hdd.rows, VALUE_BYTES, hdd.table_pages
-        )];
-        if ctx.quick {
-            notes.push("Quick run: the table and the buffer are a tenth of the paper's (1,250 pages, 10 MB); published counts and times are scaled by 0.1 for the comparison.".into());
-        }
-        notes.push("CPU time is the simulated cores' busy time during the scan: 5.9 us per row visited at 1.86 GHz, which follows from flashlab's own scan cost relative to its update-commit transaction and the one CPU calibration (see CpuCosts); it was not fitted to this table.".into());
-        if !checks_pass_hdd_read(&hdd) {
-            notes.push(HDD_READ_NOTE.into());
-        }
-        Ok(ExperimentResult {
-            id: self.id().into(),
-            title: self.title().into(),
-            paper: "lee2008 section 5.2, Table 4, Figure 5".into(),
-            description: "T1 scans the table; T2, T3 and T4 each update every tuple and commit; T1 scans again under its old snapshot, following each row three versions back into the rollback segments. Table and log in memory; rollback space on the 2008 disk or SSD. Full-page images in the log: on (the default; the log is not what this experiment measures).".into(),
-            tables: vec![Table {
-                title: "Reading old versions".into(),
-                columns: ["", "HDD", "paper", "SSD", "paper"].map(String::from).to_vec(),
-                rows,
-            }],
-            figures,
-            checks,
-            notes,
-            data: serde_json::json!({"hdd": hdd, "ssd": ssd}),
-            raw_files,
-            host_seconds: started.elapsed().as_secs_f64(),
-        })
+        Ok(raw_files)
     }
 }
 
 /// lee2008 Figure 4: rollback-segment writes under concurrent TPC-B.
 pub struct Figure4;
 
-impl Experiment for Figure4 {
-    fn id(&self) -> &'static str {
-        "lee2008-figure4"
+/// Figure 4's two runs.
+pub struct Figure4Runs {
+    disk: Figure4Run,
+    ssd: Figure4Run,
+}
+
+fn figure4_published_ms(key: &str) -> f64 {
+    published::number(&format!("lee2008.figure4_rollback_writes.{key}")).unwrap_or(f64::NAN)
+}
+
+impl Study for Figure4 {
+    type Measured = Figure4Runs;
+    const ID: &'static str = "lee2008-figure4";
+    const TITLE: &'static str = "lee2008 Figure 4: rollback-segment writes";
+    const PAPER: &'static str = "lee2008 section 5.1, Figure 4";
+
+    fn measure(&self, ctx: &RunContext) -> Result<Figure4Runs, String> {
+        Ok(Figure4Runs {
+            disk: figure4_run(ctx, "hdd-2008")?,
+            ssd: figure4_run(ctx, "ssd-2008")?,
+        })
     }
 
-    fn title(&self) -> &'static str {
-        "lee2008 Figure 4: rollback-segment writes"
-    }
-
-    fn run(&self, ctx: &RunContext) -> Result<ExperimentResult, String> {
-        let started = std::time::Instant::now();
-        let disk = figure4_run(ctx, "hdd-2008")?;
-        let ssd = figure4_run(ctx, "ssd-2008")?;
-        let svg = crate::plot::trace_img_html(
-            &disk.writes,
-            "Rollback-segment writes under TPC-C (rollback on hdd-2008)",
+    fn description(&self, ctx: &RunContext, _: &Figure4Runs) -> String {
+        format!(
+            "TPC-C, as the paper ran it: one warehouse{} (the paper's database was 120 MB), {} terminals back to back, the rollback space alone on the 2008 disk and, in a second run, on the 2008 SSD. Each transaction's before-images go to its own rollback segment, written a page at a time as pages fill; segments take 1 MB extents. Full-page images in the log: off, as the paper's server ran.",
+            if ctx.quick {
+                " at a tenth of the specification's rows (quick run)"
+            } else {
+                " with the specification's rows"
+            },
+            FIGURE4_TERMINALS
         )
-        .map_err(|e| e.to_string())?;
-        let mut csv = Vec::new();
-        flashlab_devices::trace::formats::write_flashlab_csv(&disk.writes, &mut csv)
-            .map_err(|e| e.to_string())?;
-        let published_ms = |key: &str| {
-            published::number(&format!("lee2008.figure4_rollback_writes.{key}")).unwrap_or(f64::NAN)
-        };
-        let rows = [(&disk, "hdd_block_write_ms"), (&ssd, "ssd_block_write_ms")]
-            .iter()
-            .map(|(r, key)| {
-                vec![
-                    r.device.clone(),
-                    r.writes.len().to_string(),
-                    r.metadata.to_string(),
-                    r.extent_pages.to_string(),
-                    r.rewritten_pages.to_string(),
-                    fmt_num(r.mean_ms),
-                    fmt_num(published_ms(key)),
-                ]
-            })
-            .collect();
-        let checks = [(&disk, "hdd", "disk"), (&ssd, "ssd", "flash SSD")]
+    }
+
+    fn tables(&self, m: &Figure4Runs) -> Vec<Table> {
+        let rows = [
+            (&m.disk, "hdd_block_write_ms"),
+            (&m.ssd, "ssd_block_write_ms"),
+        ]
+        .iter()
+        .map(|(r, key)| {
+            vec![
+                r.device.clone(),
+                r.writes.len().to_string(),
+                r.metadata.to_string(),
+                r.extent_pages.to_string(),
+                r.rewritten_pages.to_string(),
+                fmt_num(r.mean_ms),
+                fmt_num(figure4_published_ms(key)),
+            ]
+        })
+        .collect();
+        vec![Table {
+            title: "Rollback writes".into(),
+            columns: [
+                "rollback device",
+                "writes",
+                "in-place metadata writes",
+                "extent pages written",
+                "extent pages written more than once",
+                "mean write ms",
+                "paper: block write ms",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows,
+        }]
+    }
+
+    fn checks(&self, m: &Figure4Runs) -> Vec<Check> {
+        [(&m.disk, "hdd", "disk"), (&m.ssd, "ssd", "flash SSD")]
             .iter()
             .map(|(r, short, name)| {
                 Check::value(
@@ -458,38 +536,52 @@ impl Experiment for Figure4 {
                     "lee2008 section 5.1 (Figure 4)",
                     &format!("mean time to write a rollback-segment block under TPC-C, {name}"),
                     "ms",
-                    published_ms(&format!("{short}_block_write_ms")),
+                    figure4_published_ms(&format!("{short}_block_write_ms")),
                     r.mean_ms,
                 )
                 .with_note(&figure4_note(r))
             })
-            .collect();
-        Ok(ExperimentResult {
-            id: self.id().into(),
-            title: self.title().into(),
-            paper: "lee2008 section 5.1, Figure 4".into(),
-            description: format!(
-                "TPC-C, as the paper ran it: one warehouse{} (the paper's database was 120 MB), {} terminals back to back, the rollback space alone on the 2008 disk and, in a second run, on the 2008 SSD. Each transaction's before-images go to its own rollback segment, written a page at a time as pages fill; segments take 1 MB extents. Full-page images in the log: off, as the paper's server ran.",
-                if ctx.quick { " at a tenth of the specification's rows (quick run)" } else { " with the specification's rows" },
-                FIGURE4_TERMINALS
-            ),
-            tables: vec![Table {
-                title: "Rollback writes".into(),
-                columns: ["rollback device", "writes", "in-place metadata writes", "extent pages written", "extent pages written more than once", "mean write ms", "paper: block write ms"].map(String::from).to_vec(),
-                rows,
-            }],
-            figures: vec![Figure {
-                id: "lee2008-figure4".into(),
-                title: "Figure 4: rollback-segment writes".into(),
-                caption: "Time x address on the disk: concurrent append-only streams, one per segment, each 1 MB extent taken from the aged rollback space's shuffled free extents (scattered over 1 GB); the band at the bottom is the segment metadata, rewritten in place.".into(),
-                svg,
-            }],
-            checks,
-            notes: [&disk, &ssd].iter().map(|r| format!("{}: {} TPC-C transactions committed; consistency {}.", r.device, r.committed, r.consistency)).collect(),
-            data: serde_json::json!({"hdd": disk.json(), "ssd": ssd.json()}),
-            raw_files: vec![RawFile { name: "lee2008-figure4-rollback-writes.csv".into(), contents: csv }],
-            host_seconds: started.elapsed().as_secs_f64(),
-        })
+            .collect()
+    }
+
+    fn figures(&self, m: &Figure4Runs) -> Result<Vec<Figure>, String> {
+        let svg = crate::plot::trace_img_html(
+            &m.disk.writes,
+            "Rollback-segment writes under TPC-C (rollback on hdd-2008)",
+        )
+        .map_err(|e| e.to_string())?;
+        Ok(vec![Figure {
+            id: "lee2008-figure4".into(),
+            title: "Figure 4: rollback-segment writes".into(),
+            caption: "Time x address on the disk: concurrent append-only streams, one per segment, each 1 MB extent taken from the aged rollback space's shuffled free extents (scattered over 1 GB); the band at the bottom is the segment metadata, rewritten in place.".into(),
+            svg,
+        }])
+    }
+
+    fn notes(&self, m: &Figure4Runs) -> Vec<String> {
+        [&m.disk, &m.ssd]
+            .iter()
+            .map(|r| {
+                format!(
+                    "{}: {} TPC-C transactions committed; consistency {}.",
+                    r.device, r.committed, r.consistency
+                )
+            })
+            .collect()
+    }
+
+    fn data(&self, m: &Figure4Runs) -> serde_json::Value {
+        serde_json::json!({"hdd": m.disk.json(), "ssd": m.ssd.json()})
+    }
+
+    fn raw_files(&self, m: &Figure4Runs) -> Result<Vec<RawFile>, String> {
+        let mut csv = Vec::new();
+        flashlab_devices::trace::formats::write_flashlab_csv(&m.disk.writes, &mut csv)
+            .map_err(|e| e.to_string())?;
+        Ok(vec![RawFile {
+            name: "lee2008-figure4-rollback-writes.csv".into(),
+            contents: csv,
+        }])
     }
 }
 
