@@ -19,11 +19,12 @@ use flashlab_devices::characterize::{
 };
 use flashlab_devices::presets;
 
-use super::{Experiment, RunContext};
+use super::RunContext;
+use super::skeleton::Study;
 use crate::chart::{LineChart, Series};
 use crate::check::Check;
 use crate::published;
-use crate::report::{ExperimentResult, Figure, Table, fmt_num};
+use crate::report::{Figure, Table, fmt_num};
 
 /// Parameters set from a single published row, by check id: named on the
 /// row's check whether it passes or not (the `calibrated:` sources of the
@@ -158,51 +159,73 @@ pub const DEEP_QUEUE_DEPTH: u32 = 32;
 /// The experiment.
 pub struct DeviceCharacterization;
 
-impl Experiment for DeviceCharacterization {
-    fn id(&self) -> &'static str {
-        "devices"
+/// What the characterization measured. The array's and wang2010 Figure
+/// 11's points are measured and judged by their own functions.
+pub struct DeviceRuns {
+    /// Every preset's characterization, in preset order.
+    all: Vec<Characterization>,
+    /// `ssd-array-2010`'s checks (petrov2010 Table 3's array points).
+    array_checks: Vec<Check>,
+    /// wang2010 Figure 11: its checks, table and figure.
+    figure11: (Vec<Check>, Table, Figure),
+}
+
+impl Study for DeviceCharacterization {
+    type Measured = DeviceRuns;
+    const ID: &'static str = "devices";
+    const TITLE: &'static str = "Device characterization of every preset";
+    const PAPER: &'static str =
+        "lee2008 Table 1; petrov2010 Tables 1 and 3; lee2007's disk; wang2010 Figure 11";
+
+    fn measure(&self, ctx: &RunContext) -> Result<DeviceRuns, String> {
+        let all = presets::model_names()
+            .iter()
+            .map(|name| characterize_preset(name, ctx))
+            .collect::<Result<Vec<_>, _>>()?;
+        Ok(DeviceRuns {
+            all,
+            array_checks: array_checks(ctx)?,
+            figure11: wang2010_figure11(ctx)?,
+        })
     }
 
-    fn title(&self) -> &'static str {
-        "Device characterization of every preset"
+    fn description(&self, _: &RunContext, _: &DeviceRuns) -> String {
+        "Each preset is preconditioned to steady state (sequential fill, then random 4 KB writes), \
+            then measured fio-style: sequential reads and writes of 8 to 512 KB at queue depth 1, random reads and \
+            writes of 4 to 128 KB at queue depth 1 and 32. Published figures are device-level inputs the presets \
+            were calibrated from; these checks show the models reproduce them. wang2010 Figure 11: the speed-up of \
+            sequential over random requests by request size at queue depth 1 on its three SSDs, each preset \
+            preconditioned and each write point after 128 MB of unmeasured writes of its own pattern."
+            .into()
     }
 
-    fn run(&self, ctx: &RunContext) -> Result<ExperimentResult, String> {
-        let started = std::time::Instant::now();
-        let mut result = ExperimentResult {
-            id: self.id().into(),
-            title: self.title().into(),
-            paper: "lee2008 Table 1; petrov2010 Tables 1 and 3; lee2007's disk; wang2010 Figure 11".into(),
-            description: "Each preset is preconditioned to steady state (sequential fill, then random 4 KB writes), \
-                then measured fio-style: sequential reads and writes of 8 to 512 KB at queue depth 1, random reads and \
-                writes of 4 to 128 KB at queue depth 1 and 32. Published figures are device-level inputs the presets \
-                were calibrated from; these checks show the models reproduce them. wang2010 Figure 11: the speed-up of \
-                sequential over random requests by request size at queue depth 1 on its three SSDs, each preset \
-                preconditioned and each write point after 128 MB of unmeasured writes of its own pattern."
-                .into(),
-            ..ExperimentResult::default()
-        };
-        let mut all = Vec::new();
-        for name in presets::model_names() {
-            let c = characterize_preset(name, ctx)?;
-            result.checks.extend(checks_for(&c));
-            if name == "ssd-array-2010" {
-                result.checks.extend(array_checks(ctx)?);
+    fn tables(&self, m: &DeviceRuns) -> Vec<Table> {
+        let mut tables: Vec<Table> = m.all.iter().map(table_for).collect();
+        tables.push(m.figure11.1.clone());
+        tables
+    }
+
+    fn checks(&self, m: &DeviceRuns) -> Vec<Check> {
+        let mut checks = Vec::new();
+        for c in &m.all {
+            checks.extend(checks_for(c));
+            if c.device == "ssd-array-2010" {
+                checks.extend(m.array_checks.iter().cloned());
             }
-            if name == "hdd-seagate-7200-7" {
-                result.checks.extend(lee2007_checks(&c));
+            if c.device == "hdd-seagate-7200-7" {
+                checks.extend(lee2007_checks(c));
             }
-            result.tables.push(table_for(&c));
-            all.push(c);
         }
-        result.figures.push(bandwidth_figure(&all)?);
-        let (checks, table, figure) = wang2010_figure11(ctx)?;
-        result.checks.extend(checks);
-        result.tables.push(table);
-        result.figures.push(figure);
-        result.data = serde_json::to_value(&all).map_err(|e| e.to_string())?;
-        result.host_seconds = started.elapsed().as_secs_f64();
-        Ok(result)
+        checks.extend(m.figure11.0.iter().cloned());
+        checks
+    }
+
+    fn figures(&self, m: &DeviceRuns) -> Result<Vec<Figure>, String> {
+        Ok(vec![bandwidth_figure(&m.all)?, m.figure11.2.clone()])
+    }
+
+    fn data(&self, m: &DeviceRuns) -> serde_json::Value {
+        serde_json::to_value(&m.all).unwrap_or_default()
     }
 }
 

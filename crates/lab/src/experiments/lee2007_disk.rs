@@ -47,10 +47,11 @@ use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use serde::Serialize;
 
-use super::{Experiment, RunContext};
+use super::RunContext;
+use super::skeleton::Study;
 use crate::check::Check;
 use crate::published;
-use crate::report::{ExperimentResult, Table as ReportTable, fmt_num};
+use crate::report::{Table as ReportTable, fmt_num};
 
 /// The slides' table: 64,000 pages of ten tuples.
 const TABLE_PAGES: u64 = 64_000;
@@ -353,78 +354,111 @@ fn update_each(db: &Database, table: &Table, order: &[u64]) -> Result<(), String
 /// lee2007's disk-based DBMS tables.
 pub struct DiskVsFlash;
 
-impl Experiment for DiskVsFlash {
-    fn id(&self) -> &'static str {
-        "lee2007-disk-vs-flash"
+/// Both devices' runs, and the scale published seconds are compared at.
+pub struct DiskVsFlashRuns {
+    runs: Vec<DeviceRun>,
+    quick: bool,
+}
+
+impl DiskVsFlashRuns {
+    /// Measured seconds are multiplied by this to compare (a tenth of the
+    /// table with `--quick`).
+    fn scale(&self) -> f64 {
+        if self.quick {
+            QUICK_DIVISOR as f64
+        } else {
+            1.0
+        }
     }
 
-    fn title(&self) -> &'static str {
-        "lee2007: a disk-based DBMS on disk and on flash (read and write tables)"
-    }
-
-    fn run(&self, ctx: &RunContext) -> Result<ExperimentResult, String> {
-        let runs: Vec<DeviceRun> = DEVICES
+    /// Seconds of `statement` on `run`, at the published scale.
+    fn seconds(&self, run: &DeviceRun, statement: Statement) -> f64 {
+        run.runs
             .iter()
-            .map(|(side, device)| device_run(ctx, side, device))
-            .collect::<Result<_, _>>()?;
-        Ok(result(ctx, &runs))
+            .find(|r| r.statement == statement)
+            .map_or(f64::NAN, |r| r.elapsed_s * self.scale())
     }
 }
 
-fn result(ctx: &RunContext, runs: &[DeviceRun]) -> ExperimentResult {
-    let scale = if ctx.quick { QUICK_DIVISOR as f64 } else { 1.0 };
-    let mut rows = Vec::new();
-    let mut checks = Vec::new();
-    for statement in STATEMENTS {
-        let mut row = vec![statement.label().to_string()];
-        for run in runs {
-            let measured = run
-                .runs
-                .iter()
-                .find(|r| r.statement == statement)
-                .map_or(f64::NAN, |r| r.elapsed_s * scale);
-            let published = statement.published_s(&run.side);
-            row.push(format!("{} ({})", fmt_num(measured), fmt_num(published)));
-            let per_page_ms = run
-                .runs
-                .iter()
-                .find(|r| r.statement == statement)
-                .map_or(f64::NAN, |r| {
-                    r.elapsed_s * 1e3 / (r.read_requests + r.write_requests).max(1) as f64
-                });
-            let published_ms = published * 1e3 / (scale * run.table_pages as f64).max(1.0);
-            checks.push(
-                check(statement, run, published, measured).with_miss_note(&miss_note(
-                    statement,
-                    per_page_ms,
-                    published_ms,
-                )),
-            );
-        }
-        rows.push(row);
+impl Study for DiskVsFlash {
+    type Measured = DiskVsFlashRuns;
+    const ID: &'static str = "lee2007-disk-vs-flash";
+    const TITLE: &'static str = "lee2007: disk-based DBMS performance, disk against flash";
+    const PAPER: &'static str = "lee2007";
+
+    fn measure(&self, ctx: &RunContext) -> Result<DiskVsFlashRuns, String> {
+        let runs = DEVICES
+            .iter()
+            .map(|(side, device)| device_run(ctx, side, device))
+            .collect::<Result<_, _>>()?;
+        Ok(DiskVsFlashRuns {
+            runs,
+            quick: ctx.quick,
+        })
     }
-    checks.push(flash_writes_worse(runs));
-    let mut columns = vec!["statement".to_string()];
-    columns.extend(
-        runs.iter()
-            .map(|r| format!("{} `{}`: s (published)", r.side, r.device)),
-    );
-    ExperimentResult {
-        id: "lee2007-disk-vs-flash".into(),
-        title: "lee2007: disk-based DBMS performance, disk against flash".into(),
-        paper: "lee2007".into(),
-        description: DESCRIPTION.into(),
-        tables: vec![ReportTable {
+
+    fn description(&self, _: &RunContext, _: &DiskVsFlashRuns) -> String {
+        DESCRIPTION.into()
+    }
+
+    fn tables(&self, m: &DiskVsFlashRuns) -> Vec<ReportTable> {
+        let rows = STATEMENTS
+            .iter()
+            .map(|&statement| {
+                let mut row = vec![statement.label().to_string()];
+                for run in &m.runs {
+                    let published = statement.published_s(&run.side);
+                    row.push(format!(
+                        "{} ({})",
+                        fmt_num(m.seconds(run, statement)),
+                        fmt_num(published)
+                    ));
+                }
+                row
+            })
+            .collect();
+        let mut columns = vec!["statement".to_string()];
+        columns.extend(
+            m.runs
+                .iter()
+                .map(|r| format!("{} `{}`: s (published)", r.side, r.device)),
+        );
+        vec![ReportTable {
             title: "Seconds per statement, 640,000 tuples in 64,000 pages of 8 KB".into(),
             columns,
             rows,
-        }],
-        figures: Vec::new(),
-        checks,
-        notes: notes(ctx, runs),
-        data: serde_json::to_value(runs).unwrap_or_default(),
-        raw_files: Vec::new(),
-        host_seconds: 0.0,
+        }]
+    }
+
+    fn checks(&self, m: &DiskVsFlashRuns) -> Vec<Check> {
+        let mut checks = Vec::new();
+        for statement in STATEMENTS {
+            for run in &m.runs {
+                let published = statement.published_s(&run.side);
+                let per_page_ms = run
+                    .runs
+                    .iter()
+                    .find(|r| r.statement == statement)
+                    .map_or(f64::NAN, |r| {
+                        r.elapsed_s * 1e3 / (r.read_requests + r.write_requests).max(1) as f64
+                    });
+                let published_ms = published * 1e3 / (m.scale() * run.table_pages as f64).max(1.0);
+                checks.push(
+                    check(statement, run, published, m.seconds(run, statement))
+                        .with_miss_note(&miss_note(statement, per_page_ms, published_ms)),
+                );
+            }
+        }
+        checks.push(flash_writes_worse(&m.runs));
+        checks
+    }
+
+    fn notes(&self, m: &DiskVsFlashRuns) -> Vec<String> {
+        notes(m.quick, &m.runs)
+    }
+
+    fn data(&self, m: &DiskVsFlashRuns) -> serde_json::Value {
+        serde_json::to_value(&m.runs).unwrap_or_default()
     }
 }
 
@@ -495,11 +529,11 @@ fn clustering_slug(c: Clustering) -> &'static str {
     }
 }
 
-fn notes(ctx: &RunContext, runs: &[DeviceRun]) -> Vec<String> {
+fn notes(quick: bool, runs: &[DeviceRun]) -> Vec<String> {
     let mut notes = vec![
         "The slides do not give the buffer size, the CPU or how the index was clustered; flashlab's choices are stated above and were not tuned to the published seconds.".to_string(),
     ];
-    if ctx.quick {
+    if quick {
         notes.push(format!(
             "Quick run: a tenth of the table; seconds are scaled by {QUICK_DIVISOR} to compare."
         ));

@@ -14,12 +14,13 @@
 use flashlab_devices::Space;
 use flashlab_runtime::{NS_PER_MS, NS_PER_S};
 
-use super::{Experiment, RunContext};
+use super::RunContext;
+use super::skeleton::Study;
 use crate::bench::{BenchOptions, BenchReport, bench};
 use crate::chart::{LineChart, Series};
 use crate::check::Check;
 use crate::published;
-use crate::report::{ExperimentResult, Figure, RawFile, Table, fmt_num};
+use crate::report::{Figure, RawFile, Table, fmt_num};
 
 const HDD: &str = "hdd-2008";
 const SSD: &str = "ssd-2008";
@@ -85,26 +86,20 @@ fn run(
 /// lee2008 Table 2.
 pub struct Table2;
 
-impl Experiment for Table2 {
-    fn id(&self) -> &'static str {
-        "lee2008-table2"
-    }
+/// One row of Table 2: clients, HDD TPS and CPU, SSD TPS and CPU.
+type Table2Row = (u32, f64, f64, f64, f64);
 
-    fn title(&self) -> &'static str {
-        "lee2008 Table 2: commit-time performance of update-commit"
-    }
+const TABLE2_KEY: &str = "lee2008.table2_update_commit";
 
-    fn run(&self, ctx: &RunContext) -> Result<ExperimentResult, String> {
-        let started = std::time::Instant::now();
-        let key = "lee2008.table2_update_commit";
-        let clients: Vec<u32> = published::numbers(&format!("{key}.clients"))
-            .unwrap_or_default()
-            .iter()
-            .map(|&c| c as u32)
-            .collect();
-        let mut rows = Vec::new();
+impl Study for Table2 {
+    type Measured = Vec<Table2Row>;
+    const ID: &'static str = "lee2008-table2";
+    const TITLE: &'static str = "lee2008 Table 2: commit-time performance of update-commit";
+    const PAPER: &'static str = "lee2008 section 4.1, Table 2";
+
+    fn measure(&self, ctx: &RunContext) -> Result<Vec<Table2Row>, String> {
         let mut measured = Vec::new();
-        for &c in &clients {
+        for c in table2_clients() {
             let hdd = run(ctx, "update-commit", HDD, c, 2, DUAL_GHZ, false)?;
             let ssd = run(ctx, "update-commit", SSD, c, 2, DUAL_GHZ, false)?;
             measured.push((
@@ -115,22 +110,50 @@ impl Experiment for Table2 {
                 ssd.cpu_utilization,
             ));
         }
-        for (i, (c, hdd_tps, hdd_cpu, ssd_tps, ssd_cpu)) in measured.iter().enumerate() {
-            let p = |field: &str| {
-                published::number_at(&format!("{key}.{field}"), i).unwrap_or(f64::NAN)
-            };
-            rows.push(vec![
-                c.to_string(),
-                fmt_num(*hdd_tps),
-                fmt_num(p("hdd_tps")),
-                format!("{:.1}", hdd_cpu * 100.0),
-                fmt_num(p("hdd_cpu_pct")),
-                fmt_num(*ssd_tps),
-                fmt_num(p("ssd_tps")),
-                format!("{:.1}", ssd_cpu * 100.0),
-                fmt_num(p("ssd_cpu_pct")),
-            ]);
-        }
+        Ok(measured)
+    }
+
+    fn description(&self, _: &RunContext, _: &Vec<Table2Row>) -> String {
+        "Full-page images in the log: off, as the paper's server ran. \
+            Each client updates one random row of a 1,000-row table cached in memory and commits, in a loop; \
+            the log is on the modelled 2008 disk or SSD, the CPU two simulated cores at 1.86 GHz."
+            .into()
+    }
+
+    fn tables(&self, measured: &Vec<Table2Row>) -> Vec<Table> {
+        let rows = measured
+            .iter()
+            .enumerate()
+            .map(|(i, (c, hdd_tps, hdd_cpu, ssd_tps, ssd_cpu))| {
+                let p = |field: &str| {
+                    published::number_at(&format!("{TABLE2_KEY}.{field}"), i).unwrap_or(f64::NAN)
+                };
+                vec![
+                    c.to_string(),
+                    fmt_num(*hdd_tps),
+                    fmt_num(p("hdd_tps")),
+                    format!("{:.1}", hdd_cpu * 100.0),
+                    fmt_num(p("hdd_cpu_pct")),
+                    fmt_num(*ssd_tps),
+                    fmt_num(p("ssd_tps")),
+                    format!("{:.1}", ssd_cpu * 100.0),
+                    fmt_num(p("ssd_cpu_pct")),
+                ]
+            })
+            .collect();
+        vec![Table {
+            title: "Update-commit: measured beside published".into(),
+            columns: [
+                "clients", "HDD TPS", "paper", "HDD %CPU", "paper", "SSD TPS", "paper", "SSD %CPU",
+                "paper",
+            ]
+            .map(String::from)
+            .to_vec(),
+            rows,
+        }]
+    }
+
+    fn checks(&self, measured: &Vec<Table2Row>) -> Vec<Check> {
         let first = measured.first().copied().unwrap_or_default();
         let last = measured.last().copied().unwrap_or_default();
         let mut checks = vec![
@@ -149,8 +172,13 @@ impl Experiment for Table2 {
                 last.1 / first.1,
             ),
         ];
-        checks.extend(table2_absolute_checks(key, &measured));
-        checks.push(saturation_check(&measured));
+        checks.extend(table2_absolute_checks(TABLE2_KEY, measured));
+        checks.push(saturation_check(measured));
+        checks
+    }
+
+    fn figures(&self, measured: &Vec<Table2Row>) -> Result<Vec<Figure>, String> {
+        let clients = table2_clients();
         let chart = LineChart {
             title: "Update-commit TPS against clients (dual core)".into(),
             x_label: "concurrent clients".into(),
@@ -167,40 +195,43 @@ impl Experiment for Table2 {
                     points: measured.iter().map(|m| (f64::from(m.0), m.3)).collect(),
                     published: false,
                 },
-                published_series("HDD published", &clients, &format!("{key}.hdd_tps")),
-                published_series("SSD published", &clients, &format!("{key}.ssd_tps")),
+                published_series("HDD published", &clients, &format!("{TABLE2_KEY}.hdd_tps")),
+                published_series("SSD published", &clients, &format!("{TABLE2_KEY}.ssd_tps")),
             ],
         };
-        Ok(ExperimentResult {
-            id: self.id().into(),
-            title: self.title().into(),
-            paper: "lee2008 section 4.1, Table 2".into(),
-            description: "Full-page images in the log: off, as the paper's server ran. \
-                Each client updates one random row of a 1,000-row table cached in memory and commits, in a loop; \
-                the log is on the modelled 2008 disk or SSD, the CPU two simulated cores at 1.86 GHz."
-                .into(),
-            tables: vec![Table {
-                title: "Update-commit: measured beside published".into(),
-                columns: ["clients", "HDD TPS", "paper", "HDD %CPU", "paper", "SSD TPS", "paper", "SSD %CPU", "paper"].map(String::from).to_vec(),
-                rows,
-            }],
-            figures: vec![Figure { id: "lee2008-table2-chart".into(), title: "Table 2 as a chart".into(), caption: "Lines: measured; triangles: published.".into(), svg: chart.to_svg()? }],
-            checks,
-            notes: vec![
-                "The CPU cost model was calibrated on the 64-client SSD point of this table (294.7 us of CPU per transaction); the other points are predictions.".into(),
-                "With a disk log, each force waits for the platter: the rotational model makes a log write take about one revolution (8.3 ms), and group commit lets throughput grow with the clients.".into(),
-            ],
-            data: serde_json::json!(measured.iter().map(|m| serde_json::json!({"clients": m.0, "hdd_tps": m.1, "hdd_cpu": m.2, "ssd_tps": m.3, "ssd_cpu": m.4})).collect::<Vec<_>>()),
-            raw_files: Vec::new(),
-            host_seconds: started.elapsed().as_secs_f64(),
-        })
+        Ok(vec![Figure {
+            id: "lee2008-table2-chart".into(),
+            title: "Table 2 as a chart".into(),
+            caption: "Lines: measured; triangles: published.".into(),
+            svg: chart.to_svg()?,
+        }])
     }
+
+    fn notes(&self, _: &Vec<Table2Row>) -> Vec<String> {
+        vec![
+            "The CPU cost model was calibrated on the 64-client SSD point of this table (294.7 us of CPU per transaction); the other points are predictions.".into(),
+            "With a disk log, each force waits for the platter: the rotational model makes a log write take about one revolution (8.3 ms), and group commit lets throughput grow with the clients.".into(),
+        ]
+    }
+
+    fn data(&self, measured: &Vec<Table2Row>) -> serde_json::Value {
+        serde_json::json!(measured.iter().map(|m| serde_json::json!({"clients": m.0, "hdd_tps": m.1, "hdd_cpu": m.2, "ssd_tps": m.3, "ssd_cpu": m.4})).collect::<Vec<_>>())
+    }
+}
+
+/// The client counts of Table 2, as published.
+fn table2_clients() -> Vec<u32> {
+    published::numbers(&format!("{TABLE2_KEY}.clients"))
+        .unwrap_or_default()
+        .iter()
+        .map(|&c| c as u32)
+        .collect()
 }
 
 /// Table 2's absolute values, each under the rule. The 64-client SSD row is
 /// the one the CPU model was set from (calibration); the rest are
 /// predictions.
-fn table2_absolute_checks(key: &str, measured: &[(u32, f64, f64, f64, f64)]) -> Vec<Check> {
+fn table2_absolute_checks(key: &str, measured: &[Table2Row]) -> Vec<Check> {
     let mut checks = Vec::new();
     for (i, &(c, hdd_tps, hdd_cpu, ssd_tps, ssd_cpu)) in measured.iter().enumerate() {
         let p =
@@ -256,7 +287,7 @@ fn table2_absolute_checks(key: &str, measured: &[(u32, f64, f64, f64, f64)]) -> 
 /// "SSD TPS saturates, with CPU at 75% or more, by 16 clients": measured
 /// as the fewest clients reaching 90% of the best SSD TPS, a value under the
 /// rule (the paper's best, 6,274 TPS, is at 16 clients).
-fn saturation_check(measured: &[(u32, f64, f64, f64, f64)]) -> Check {
+fn saturation_check(measured: &[Table2Row]) -> Check {
     let best = measured.iter().map(|m| m.3).fold(0.0, f64::max);
     let first = measured.iter().find(|m| m.3 >= 0.9 * best);
     let (clients, tps, cpu) =
@@ -297,21 +328,56 @@ fn published_series(name: &str, clients: &[u32], path: &str) -> Series {
 /// lee2008 Table 3 and the log-write pattern figure.
 pub struct Table3;
 
-impl Experiment for Table3 {
-    fn id(&self) -> &'static str {
-        "lee2008-table3"
+/// Table 3's two runs.
+pub struct Table3Runs {
+    hdd: BenchReport,
+    ssd: BenchReport,
+    accounts_per_branch: u32,
+}
+
+impl Table3Runs {
+    fn both(&self) -> [(&'static str, &BenchReport); 2] {
+        [("hdd", &self.hdd), ("ssd", &self.ssd)]
+    }
+}
+
+fn table3_published(field: &str) -> f64 {
+    published::number(&format!("lee2008.table3_tpcb.{field}")).unwrap_or(f64::NAN)
+}
+
+/// A run's log writes, from its trace.
+fn log_writes(report: &BenchReport) -> Vec<flashlab_devices::TraceRecord> {
+    report
+        .trace
+        .iter()
+        .filter(|r| r.space == Space::Log)
+        .cloned()
+        .collect()
+}
+
+impl Study for Table3 {
+    type Measured = Table3Runs;
+    const ID: &'static str = "lee2008-table3";
+    const TITLE: &'static str = "lee2008 Table 3: TPC-B with 20 clients, and the log-write pattern";
+    const PAPER: &'static str = "lee2008 section 4.2, Table 3";
+
+    fn measure(&self, ctx: &RunContext) -> Result<Table3Runs, String> {
+        Ok(Table3Runs {
+            hdd: run(ctx, "tpcb", HDD, 20, 2, DUAL_GHZ, true)?,
+            ssd: run(ctx, "tpcb", SSD, 20, 2, DUAL_GHZ, true)?,
+            accounts_per_branch: accounts_per_branch(ctx),
+        })
     }
 
-    fn title(&self) -> &'static str {
-        "lee2008 Table 3: TPC-B with 20 clients, and the log-write pattern"
+    fn description(&self, _: &RunContext, m: &Table3Runs) -> String {
+        format!(
+            "TPC-B with 20 clients, {TPCB_BRANCHES} branches of {} accounts, all cached; the log on the 2008 disk or SSD; dual core at 1.86 GHz. Full-page images in the log: off, as the paper's server ran (its log-write sizes would grow with them).",
+            m.accounts_per_branch
+        )
     }
 
-    fn run(&self, ctx: &RunContext) -> Result<ExperimentResult, String> {
-        let started = std::time::Instant::now();
-        let key = "lee2008.table3_tpcb";
-        let hdd = run(ctx, "tpcb", HDD, 20, 2, DUAL_GHZ, true)?;
-        let ssd = run(ctx, "tpcb", SSD, 20, 2, DUAL_GHZ, true)?;
-        let p = |field: &str| published::number(&format!("{key}.{field}")).unwrap_or(f64::NAN);
+    fn tables(&self, m: &Table3Runs) -> Vec<Table> {
+        let (hdd, ssd, p) = (&m.hdd, &m.ssd, table3_published);
         let row = |what: &str, h: f64, ph: f64, s: f64, ps: f64| {
             vec![
                 what.to_string(),
@@ -365,7 +431,18 @@ impl Experiment for Table3 {
                 f64::NAN,
             ),
         ];
-        let checks = vec![
+        vec![Table {
+            title: "TPC-B with 20 clients".into(),
+            columns: ["", "HDD", "paper", "SSD", "paper"]
+                .map(String::from)
+                .to_vec(),
+            rows,
+        }]
+    }
+
+    fn checks(&self, m: &Table3Runs) -> Vec<Check> {
+        let (hdd, ssd, p) = (&m.hdd, &m.ssd, table3_published);
+        vec![
             Check::ratio("lee2008.table3.ssd_over_hdd_tps", "lee2008 Table 3", "TPC-B SSD/HDD TPS ratio", p("ssd_tps") / p("hdd_tps"), ssd.tps / hdd.tps)
                 .with_miss_note(CPU_NOTE),
             Check::value("lee2008.table3.hdd_tps", "lee2008 Table 3", "TPC-B TPS, log on the disk", "TPS", p("hdd_tps"), hdd.tps),
@@ -381,17 +458,13 @@ impl Experiment for Table3 {
                     "our log writes carry {:.1} sectors against the paper's {}: flashlab's records (byte-range redo, logical undo) are about a third of the size of the commercial server's, and a write's time on the modelled SSD grows with its size",
                     ssd.log.avg_write_sectors, p("ssd_log_write_sectors")
                 )),
-        ];
+        ]
+    }
+
+    fn figures(&self, m: &Table3Runs) -> Result<Vec<Figure>, String> {
         let mut figures = Vec::new();
-        let mut raw_files = Vec::new();
-        for (name, report) in [("hdd", &hdd), ("ssd", &ssd)] {
-            let log: Vec<_> = report
-                .trace
-                .iter()
-                .filter(|r| r.space == Space::Log)
-                .cloned()
-                .collect();
-            let window: Vec<_> = first_seconds(&log, 0.5);
+        for (name, report) in m.both() {
+            let window: Vec<_> = first_seconds(&log_writes(report), 0.5);
             let svg = crate::plot::trace_img_html(
                 &window,
                 &format!("TPC-B log writes on {} (first 0.5 s)", report.log_device),
@@ -403,36 +476,30 @@ impl Experiment for Table3 {
                 caption: "Time x address of every log write: one sequential stream; each force rewrites the last, partly filled sector.".into(),
                 svg,
             });
+        }
+        Ok(figures)
+    }
+
+    fn notes(&self, m: &Table3Runs) -> Vec<String> {
+        m.hdd.departures.clone()
+    }
+
+    fn data(&self, m: &Table3Runs) -> serde_json::Value {
+        serde_json::json!({"hdd": report_json(&m.hdd), "ssd": report_json(&m.ssd)})
+    }
+
+    fn raw_files(&self, m: &Table3Runs) -> Result<Vec<RawFile>, String> {
+        let mut raw_files = Vec::new();
+        for (name, report) in m.both() {
             let mut csv = Vec::new();
-            flashlab_devices::trace::formats::write_flashlab_csv(&log, &mut csv)
+            flashlab_devices::trace::formats::write_flashlab_csv(&log_writes(report), &mut csv)
                 .map_err(|e| e.to_string())?;
             raw_files.push(RawFile {
                 name: format!("lee2008-table3-{name}-log-trace.csv"),
                 contents: csv,
             });
         }
-        Ok(ExperimentResult {
-            id: self.id().into(),
-            title: self.title().into(),
-            paper: "lee2008 section 4.2, Table 3".into(),
-            description: format!(
-                "TPC-B with 20 clients, {TPCB_BRANCHES} branches of {} accounts, all cached; the log on the 2008 disk or SSD; dual core at 1.86 GHz. Full-page images in the log: off, as the paper's server ran (its log-write sizes would grow with them).",
-                accounts_per_branch(ctx)
-            ),
-            tables: vec![Table {
-                title: "TPC-B with 20 clients".into(),
-                columns: ["", "HDD", "paper", "SSD", "paper"]
-                    .map(String::from)
-                    .to_vec(),
-                rows,
-            }],
-            figures,
-            checks,
-            notes: hdd.departures.clone(),
-            data: serde_json::json!({"hdd": report_json(&hdd), "ssd": report_json(&ssd)}),
-            raw_files,
-            host_seconds: started.elapsed().as_secs_f64(),
-        })
+        Ok(raw_files)
     }
 }
 
@@ -460,17 +527,57 @@ fn report_json(r: &BenchReport) -> serde_json::Value {
 /// lee2008 Figure 3.
 pub struct Figure3;
 
-impl Experiment for Figure3 {
-    fn id(&self) -> &'static str {
-        "lee2008-figure3"
+/// One curve of Figure 3: configuration, (clients, TPS), %CPU per point.
+pub struct Figure3Curve {
+    name: &'static str,
+    points: Vec<(f64, f64)>,
+    cpus: Vec<f64>,
+}
+
+impl Figure3Curve {
+    /// The best TPS and the CPU utilization at it.
+    fn best(&self) -> (f64, f64) {
+        self.points
+            .iter()
+            .zip(&self.cpus)
+            .fold(
+                (0.0, 0.0),
+                |acc, (p, &cpu)| if p.1 > acc.0 { (p.1, cpu) } else { acc },
+            )
+    }
+}
+
+/// Figure 3's four curves.
+pub struct Figure3Runs {
+    clients: Vec<u32>,
+    curves: Vec<Figure3Curve>,
+}
+
+impl Figure3Runs {
+    fn curve(&self, name: &str) -> &Figure3Curve {
+        self.curves
+            .iter()
+            .find(|c| c.name == name)
+            .expect("Figure 3 runs every configuration")
     }
 
-    fn title(&self) -> &'static str {
-        "lee2008 Figure 3: TPC-B, I/O-bound against CPU-bound"
+    /// The SSD's best TPS and its CPU, dual then quad core.
+    fn ssd_best(&self) -> ((f64, f64), (f64, f64)) {
+        (self.curve("SSD-Dual").best(), self.curve("SSD-Quad").best())
     }
+}
 
-    fn run(&self, ctx: &RunContext) -> Result<ExperimentResult, String> {
-        let started = std::time::Instant::now();
+fn figure3_published(field: &str) -> f64 {
+    published::number(&format!("lee2008.figure3_cpu_bound.{field}")).unwrap_or(f64::NAN)
+}
+
+impl Study for Figure3 {
+    type Measured = Figure3Runs;
+    const ID: &'static str = "lee2008-figure3";
+    const TITLE: &'static str = "lee2008 Figure 3: TPC-B, I/O-bound against CPU-bound";
+    const PAPER: &'static str = "lee2008 section 4.3, Figure 3";
+
+    fn measure(&self, ctx: &RunContext) -> Result<Figure3Runs, String> {
         let clients: Vec<u32> = if ctx.quick {
             vec![4, 16, 48]
         } else {
@@ -482,43 +589,59 @@ impl Experiment for Figure3 {
             ("Disk-Quad", HDD, 4, QUAD_GHZ),
             ("SSD-Quad", SSD, 4, QUAD_GHZ),
         ];
-        let mut series = Vec::new();
-        let mut rows = Vec::new();
-        let mut best = std::collections::BTreeMap::new();
-        let mut best_cpu = std::collections::BTreeMap::new();
+        let mut curves = Vec::new();
         for (name, log, cores, ghz) in configs {
-            let mut points = Vec::new();
-            let mut cpus = Vec::new();
+            let mut curve = Figure3Curve {
+                name,
+                points: Vec::new(),
+                cpus: Vec::new(),
+            };
             for &c in &clients {
                 let r = run(ctx, "tpcb", log, c, cores, ghz, false)?;
-                points.push((f64::from(c), r.tps));
-                cpus.push(r.cpu_utilization);
-                rows.push(vec![
-                    name.to_string(),
-                    c.to_string(),
-                    fmt_num(r.tps),
-                    format!("{:.1}", r.cpu_utilization * 100.0),
-                ]);
+                curve.points.push((f64::from(c), r.tps));
+                curve.cpus.push(r.cpu_utilization);
             }
-            best.insert(name, points.iter().map(|p| p.1).fold(0.0, f64::max));
-            let at_best = points.iter().zip(&cpus).fold((0.0, 0.0), |acc, (p, &cpu)| {
-                if p.1 > acc.0 { (p.1, cpu) } else { acc }
-            });
-            best_cpu.insert(name, at_best.1);
-            series.push(Series {
-                name: name.into(),
-                points,
-                published: false,
-            });
+            curves.push(curve);
         }
-        let dual = best["SSD-Dual"];
-        let quad = best["SSD-Quad"];
-        let key = "lee2008.figure3_cpu_bound";
-        let pd =
-            published::number(&format!("{key}.ssd_dual_core_saturation_tps")).unwrap_or(f64::NAN);
-        let pq =
-            published::number(&format!("{key}.ssd_quad_core_saturation_tps")).unwrap_or(f64::NAN);
-        let (dual_cpu, quad_cpu) = (best_cpu["SSD-Dual"], best_cpu["SSD-Quad"]);
+        Ok(Figure3Runs { clients, curves })
+    }
+
+    fn description(&self, _: &RunContext, _: &Figure3Runs) -> String {
+        "TPC-B throughput against clients with the log on the 2008 disk or SSD, on two simulated cores at 1.86 GHz and four at 2.4 GHz (CPU costs scale with 1/clock). Full-page images in the log: off, as the paper's server ran.".into()
+    }
+
+    fn tables(&self, m: &Figure3Runs) -> Vec<Table> {
+        let rows = m
+            .curves
+            .iter()
+            .flat_map(|curve| {
+                curve
+                    .points
+                    .iter()
+                    .zip(&curve.cpus)
+                    .map(|(&(c, tps), cpu)| {
+                        vec![
+                            curve.name.to_string(),
+                            c.to_string(),
+                            fmt_num(tps),
+                            format!("{:.1}", cpu * 100.0),
+                        ]
+                    })
+            })
+            .collect();
+        vec![Table {
+            title: "TPC-B TPS".into(),
+            columns: ["configuration", "clients", "TPS", "%CPU"]
+                .map(String::from)
+                .to_vec(),
+            rows,
+        }]
+    }
+
+    fn checks(&self, m: &Figure3Runs) -> Vec<Check> {
+        let ((dual, dual_cpu), (quad, quad_cpu)) = m.ssd_best();
+        let pd = figure3_published("ssd_dual_core_saturation_tps");
+        let pq = figure3_published("ssd_quad_core_saturation_tps");
         let quad_check = Check::ratio(
             "lee2008.figure3.quad_over_dual",
             "lee2008 Figure 3",
@@ -537,22 +660,63 @@ impl Experiment for Figure3 {
             dual_cpu * 100.0,
             fmt_num(pd),
         ));
-        series.push(Series {
-            name: "SSD-Dual published saturation".into(),
-            points: vec![
-                (f64::from(clients[0]), pd),
-                (f64::from(*clients.last().unwrap_or(&64)), pd),
-            ],
-            published: true,
-        });
-        series.push(Series {
-            name: "SSD-Quad published saturation".into(),
-            points: vec![
-                (f64::from(clients[0]), pq),
-                (f64::from(*clients.last().unwrap_or(&64)), pq),
-            ],
-            published: true,
-        });
+        vec![
+            Check::value(
+                "lee2008.figure3.ssd_dual_saturation",
+                "lee2008 Figure 3",
+                "SSD dual-core saturation TPS",
+                "TPS",
+                pd,
+                dual,
+            )
+            .with_miss_note(&format!(
+                "{:.0}% CPU at the best point. {CPU_NOTE}",
+                dual_cpu * 100.0
+            )),
+            Check::value(
+                "lee2008.figure3.ssd_quad_saturation",
+                "lee2008 Figure 3",
+                "SSD quad-core saturation TPS",
+                "TPS",
+                pq,
+                quad,
+            )
+            .with_note(&format!("{:.0}% CPU at the best point", quad_cpu * 100.0)),
+            quad_check,
+        ]
+    }
+
+    fn figures(&self, m: &Figure3Runs) -> Result<Vec<Figure>, String> {
+        let mut series: Vec<Series> = m
+            .curves
+            .iter()
+            .map(|c| Series {
+                name: c.name.into(),
+                points: c.points.clone(),
+                published: false,
+            })
+            .collect();
+        let (first, last) = (
+            f64::from(m.clients[0]),
+            f64::from(*m.clients.last().unwrap_or(&64)),
+        );
+        for (name, field) in [
+            (
+                "SSD-Dual published saturation",
+                "ssd_dual_core_saturation_tps",
+            ),
+            (
+                "SSD-Quad published saturation",
+                "ssd_quad_core_saturation_tps",
+            ),
+        ] {
+            let tps = figure3_published(field);
+            series.push(Series {
+                name: name.into(),
+                points: vec![(first, tps), (last, tps)],
+                published: true,
+            });
+        }
         let chart = LineChart {
             title: "TPC-B TPS against clients".into(),
             x_label: "concurrent clients".into(),
@@ -560,24 +724,17 @@ impl Experiment for Figure3 {
             log_x: false,
             series,
         };
-        Ok(ExperimentResult {
-            id: self.id().into(),
-            title: self.title().into(),
-            paper: "lee2008 section 4.3, Figure 3".into(),
-            description: "TPC-B throughput against clients with the log on the 2008 disk or SSD, on two simulated cores at 1.86 GHz and four at 2.4 GHz (CPU costs scale with 1/clock). Full-page images in the log: off, as the paper's server ran.".into(),
-            tables: vec![Table { title: "TPC-B TPS".into(), columns: ["configuration", "clients", "TPS", "%CPU"].map(String::from).to_vec(), rows }],
-            figures: vec![Figure { id: "lee2008-figure3".into(), title: "Figure 3".into(), caption: "Measured curves; triangles mark the published SSD saturation levels.".into(), svg: chart.to_svg()? }],
-            checks: vec![
-                Check::value("lee2008.figure3.ssd_dual_saturation", "lee2008 Figure 3", "SSD dual-core saturation TPS", "TPS", pd, dual)
-                    .with_miss_note(&format!("{:.0}% CPU at the best point. {CPU_NOTE}", dual_cpu * 100.0)),
-                Check::value("lee2008.figure3.ssd_quad_saturation", "lee2008 Figure 3", "SSD quad-core saturation TPS", "TPS", pq, quad)
-                    .with_note(&format!("{:.0}% CPU at the best point", quad_cpu * 100.0)),
-                quad_check,
-            ],
-            notes: Vec::new(),
-            data: serde_json::json!(best),
-            raw_files: Vec::new(),
-            host_seconds: started.elapsed().as_secs_f64(),
-        })
+        Ok(vec![Figure {
+            id: "lee2008-figure3".into(),
+            title: "Figure 3".into(),
+            caption: "Measured curves; triangles mark the published SSD saturation levels.".into(),
+            svg: chart.to_svg()?,
+        }])
+    }
+
+    fn data(&self, m: &Figure3Runs) -> serde_json::Value {
+        let best: std::collections::BTreeMap<&str, f64> =
+            m.curves.iter().map(|c| (c.name, c.best().0)).collect();
+        serde_json::json!(best)
     }
 }

@@ -32,12 +32,13 @@ use flashlab_runtime::NS_PER_S;
 use flashlab_workloads::tpcc::TpccOptions;
 use serde::Serialize;
 
-use super::{Experiment, RunContext, run_parallel};
+use super::skeleton::Study;
+use super::{RunContext, run_parallel};
 use crate::bench::{BenchOptions, BenchReport, DbImage, bench, load_image};
 use crate::chart::{LineChart, Series};
 use crate::check::Check;
 use crate::published;
-use crate::report::{ExperimentResult, Figure, RawFile, Table, fmt_num};
+use crate::report::{Figure, RawFile, Table, fmt_num};
 
 /// The three SSDs: the paper's name and the preset that stands for it.
 pub const SSDS: [(&str, &str); 3] = [
@@ -211,30 +212,42 @@ fn gain(runs: &[Run], label: &str, metric: impl Fn(&Run) -> f64) -> f64 {
 /// wang2010 Figures 2, 5, 7 and 10.
 pub struct LfsVsInPlace;
 
-impl Experiment for LfsVsInPlace {
-    fn id(&self) -> &'static str {
-        "wang2010-lfs"
+impl Study for LfsVsInPlace {
+    type Measured = Vec<Run>;
+    const ID: &'static str = "wang2010-lfs";
+    const TITLE: &'static str = "wang2010: log-structured against in-place, three SSDs";
+    const PAPER: &'static str = "wang2010";
+
+    fn measure(&self, ctx: &RunContext) -> Result<Vec<Run>, String> {
+        study(ctx)
     }
 
-    fn title(&self) -> &'static str {
-        "wang2010: TPC-C on in-place and log-structured data spaces, three SSDs"
+    fn description(&self, ctx: &RunContext, _: &Vec<Run>) -> String {
+        description(ctx)
     }
 
-    fn run(&self, ctx: &RunContext) -> Result<ExperimentResult, String> {
-        let runs = study(ctx)?;
-        Ok(ExperimentResult {
-            id: self.id().into(),
-            title: "wang2010: log-structured against in-place, three SSDs".into(),
-            paper: "wang2010".into(),
-            description: description(ctx),
-            tables: vec![table(&runs)],
-            figures: figures(&runs)?,
-            checks: checks(&runs),
-            notes: notes(&runs),
-            data: serde_json::to_value(&runs).unwrap_or_default(),
-            raw_files: raw_files(&runs)?,
-            host_seconds: 0.0,
-        })
+    fn tables(&self, runs: &Vec<Run>) -> Vec<Table> {
+        vec![table(runs)]
+    }
+
+    fn checks(&self, runs: &Vec<Run>) -> Vec<Check> {
+        checks(runs)
+    }
+
+    fn figures(&self, runs: &Vec<Run>) -> Result<Vec<Figure>, String> {
+        figures(runs)
+    }
+
+    fn notes(&self, runs: &Vec<Run>) -> Vec<String> {
+        notes(runs)
+    }
+
+    fn data(&self, runs: &Vec<Run>) -> serde_json::Value {
+        serde_json::to_value(runs).unwrap_or_default()
+    }
+
+    fn raw_files(&self, runs: &Vec<Run>) -> Result<Vec<RawFile>, String> {
+        raw_files(runs)
     }
 }
 

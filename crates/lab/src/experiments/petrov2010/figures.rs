@@ -2,13 +2,16 @@
 //! Tables 4 and 5, the page-size checks) and `petrov2010-figure5` (NoTPM
 //! against CPUs and buffer size). Both read one [`super::Study`].
 
+use std::sync::Arc;
+
 use super::{
     BUFFER_MB, CPUS, Cell, PAGE_BYTES, SCALE, Study, check, check_ratio, published, study,
 };
 use crate::chart::{LineChart, Series};
 use crate::check::Check;
-use crate::experiments::{Experiment, RunContext};
-use crate::report::{ExperimentResult, Figure, Table, fmt_num};
+use crate::experiments::RunContext;
+use crate::experiments::skeleton::Study as Skeleton;
+use crate::report::{Figure, Table, fmt_num};
 
 const PAPER: &str = "petrov2010 section 4, Figures 4-5, Tables 4-5";
 
@@ -287,32 +290,41 @@ fn consistency_notes(s: &Study) -> Vec<String> {
 /// Figure 4 with Tables 4 and 5.
 pub struct Table4;
 
-impl Experiment for Table4 {
-    fn id(&self) -> &'static str {
-        "petrov2010-table4"
+impl Skeleton for Table4 {
+    type Measured = Arc<Study>;
+    const ID: &'static str = "petrov2010-table4";
+    const TITLE: &'static str =
+        "petrov2010 Figure 4, Tables 4 and 5: TPC-C with 4 KB and 16 KB pages on SSDs";
+    const PAPER: &'static str = PAPER;
+
+    fn measure(&self, ctx: &RunContext) -> Result<Arc<Study>, String> {
+        study(ctx)
     }
 
-    fn title(&self) -> &'static str {
-        "petrov2010 Figure 4, Tables 4 and 5: TPC-C with 4 KB and 16 KB pages on SSDs"
+    fn description(&self, _: &RunContext, s: &Arc<Study>) -> String {
+        description(s)
     }
 
-    fn run(&self, ctx: &RunContext) -> Result<ExperimentResult, String> {
-        let s = study(ctx)?;
-        let mut checks = page_size_checks(&s);
-        checks.extend(absolute_checks(&s));
-        Ok(ExperimentResult {
-            id: self.id().into(),
-            title: self.title().into(),
-            paper: PAPER.into(),
-            description: description(&s),
-            tables: vec![table4(&s), table5(&s)],
-            figures: figure4(&s)?,
-            checks,
-            notes: consistency_notes(&s),
-            data: serde_json::to_value(&s.points).map_err(|e| e.to_string())?,
-            raw_files: Vec::new(),
-            ..ExperimentResult::default()
-        })
+    fn tables(&self, s: &Arc<Study>) -> Vec<Table> {
+        vec![table4(s), table5(s)]
+    }
+
+    fn checks(&self, s: &Arc<Study>) -> Vec<Check> {
+        let mut checks = page_size_checks(s);
+        checks.extend(absolute_checks(s));
+        checks
+    }
+
+    fn figures(&self, s: &Arc<Study>) -> Result<Vec<Figure>, String> {
+        figure4(s)
+    }
+
+    fn notes(&self, s: &Arc<Study>) -> Vec<String> {
+        consistency_notes(s)
+    }
+
+    fn data(&self, s: &Arc<Study>) -> serde_json::Value {
+        serde_json::to_value(&s.points).unwrap_or_default()
     }
 }
 
@@ -337,21 +349,39 @@ fn gains(value: impl Fn(Cell) -> f64) -> (f64, f64) {
     (mean(&cpu), mean(&buffer))
 }
 
-impl Experiment for Figure5 {
-    fn id(&self) -> &'static str {
-        "petrov2010-figure5"
+/// Figure 5's gains: measured (CPU, buffer) and the paper's.
+fn figure5_gains(s: &Study) -> ((f64, f64), (f64, f64)) {
+    (
+        gains(|c| s.best(c).notpm),
+        gains(|c| published("table4_tpcc_notpm", c)),
+    )
+}
+
+impl Skeleton for Figure5 {
+    type Measured = Arc<Study>;
+    const ID: &'static str = "petrov2010-figure5";
+    const TITLE: &'static str = "petrov2010 Figure 5: NoTPM against CPUs and buffer size";
+    const PAPER: &'static str = PAPER;
+
+    fn measure(&self, ctx: &RunContext) -> Result<Arc<Study>, String> {
+        study(ctx)
     }
 
-    fn title(&self) -> &'static str {
-        "petrov2010 Figure 5: NoTPM against CPUs and buffer size"
+    fn description(&self, _: &RunContext, s: &Arc<Study>) -> String {
+        format!(
+            "The Table 4 maxima of petrov2010-table4 (4 KB pages) against CPUs and buffer size. {}",
+            description(s)
+        )
     }
 
-    fn run(&self, ctx: &RunContext) -> Result<ExperimentResult, String> {
-        let s = study(ctx)?;
-        let measured = gains(|c| s.best(c).notpm);
-        let paper = gains(|c| published("table4_tpcc_notpm", c));
+    fn tables(&self, _: &Arc<Study>) -> Vec<Table> {
+        Vec::new()
+    }
+
+    fn checks(&self, s: &Arc<Study>) -> Vec<Check> {
+        let (measured, paper) = figure5_gains(s);
         let increase = |gain: f64| 100.0 * (gain - 1.0);
-        let checks = vec![
+        vec![
             check(
                 "figure5.cpu_doubling_increase",
                 "NoTPM increase from doubling the CPUs (mean over buffers and steps, 4 KB)",
@@ -368,7 +398,10 @@ impl Experiment for Figure5 {
                 increase(measured.1),
             )
             .with_miss_note(BUFFER_NOTE),
-        ];
+        ]
+    }
+
+    fn figures(&self, s: &Arc<Study>) -> Result<Vec<Figure>, String> {
         let mut figures = Vec::new();
         let by = |xs: Vec<(f64, Cell)>, name: String, published_too: bool| Series {
             name,
@@ -432,21 +465,11 @@ impl Experiment for Figure5 {
                 svg: chart.to_svg()?,
             });
         }
-        Ok(ExperimentResult {
-            id: self.id().into(),
-            title: self.title().into(),
-            paper: PAPER.into(),
-            description: format!(
-                "The Table 4 maxima of petrov2010-table4 (4 KB pages) against CPUs and buffer size. {}",
-                description(&s)
-            ),
-            tables: Vec::new(),
-            figures,
-            checks,
-            notes: Vec::new(),
-            data: serde_json::json!({ "cpu_doubling_gain": measured.0, "buffer_doubling_gain": measured.1, "paper_cpu_doubling_gain": paper.0, "paper_buffer_doubling_gain": paper.1 }),
-            raw_files: Vec::new(),
-            ..ExperimentResult::default()
-        })
+        Ok(figures)
+    }
+
+    fn data(&self, s: &Arc<Study>) -> serde_json::Value {
+        let (measured, paper) = figure5_gains(s);
+        serde_json::json!({ "cpu_doubling_gain": measured.0, "buffer_doubling_gain": measured.1, "paper_cpu_doubling_gain": paper.0, "paper_buffer_doubling_gain": paper.1 })
     }
 }
