@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # flashlab's real TPC-B against PostgreSQL's pgbench (and SQLite at one
 # client), back to back on the same file system, with durable commits on
-# every side. Prints the TPS of each and the ratio per client count.
+# every side. Prints the TPS of each and the ratio per client count, then
+# flashlab without fsync at 1 and 16 clients, with the cores it kept busy.
 #
 #   scripts/compare-pgbench.sh            # 1 4 16 64 clients, 10 s each
 #   CLIENTS="1 16" DURATION=20 SCALE=16 WORK=/tmp scripts/compare-pgbench.sh
@@ -62,6 +63,17 @@ flashlab_tps() {
     rm -rf "$dir"
 }
 
+# TPS and the cores the process used (CPU utilization x cores), no fsync.
+flashlab_nosync() {
+    local dir="$tmp/flashlab"
+    rm -rf "$dir"
+    mkdir -p "$dir"
+    "$FLASHLAB" bench tpcb --real "$dir" --clients "$1" --scale "$SCALE" \
+        --duration "${DURATION}s" --progress 0 --durability no-sync |
+        awk -v n="$(nproc)" '$1 == "TPS" {t = $2} /^CPU utilization/ {u = $3} END {sub("%", "", u); printf "%s %.2f\n", t, u / 100 * n}'
+    rm -rf "$dir"
+}
+
 pgbench_tps() {
     local jobs=$(( $1 < $(nproc) ? $1 : $(nproc) ))
     "${AS[@]}" "$PGBIN/pgbench" "${PG[@]}" -c "$1" -j "$jobs" -T "$DURATION" bench 2>/dev/null |
@@ -74,6 +86,10 @@ for c in $CLIENTS; do
     p=$(pgbench_tps "$c")
     printf "%8s %12s %12s %8s\n" "$c" "$f" "$p" "$(awk -v f="$f" -v p="$p" 'BEGIN {printf "%.2fx", f / p}')"
 done
+
+read -r one one_cores < <(flashlab_nosync 1)
+read -r sixteen sixteen_cores < <(flashlab_nosync 16)
+echo "flashlab without fsync: 1 client $one TPS ($one_cores cores busy), 16 clients $sixteen TPS ($sixteen_cores cores busy): $(awk -v a="$sixteen" -v b="$one" 'BEGIN {printf "%.2fx", a / b}')"
 
 if command -v cc >/dev/null && [ -f /usr/include/sqlite3.h ]; then
     cc -O2 -o "$tmp/sqlite-tpcb" scripts/sqlite-tpcb.c -lsqlite3
