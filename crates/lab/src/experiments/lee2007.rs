@@ -39,11 +39,12 @@ use flashlab_devices::trace::{Space, TraceRecord};
 use flashlab_engine::store::StoreKind;
 use flashlab_workloads::tpcc::TpccOptions;
 
-use super::{Experiment, RunContext};
+use super::RunContext;
+use super::skeleton::Study;
 use crate::bench::{BenchOptions, BenchReport, IPL_MERGE_S, IPL_SECTOR_WRITE_S, bench};
 use crate::chart::{LineChart, Series};
 use crate::check::Check;
-use crate::report::{ExperimentResult, Figure, Table};
+use crate::report::{Figure, Table};
 
 /// Rows and buffers are this fraction of the traces'.
 pub const SCALE: u32 = 10;
@@ -212,106 +213,107 @@ fn fmt(v: f64) -> String {
 /// lee2007's IPL figures.
 pub struct Ipl;
 
-impl Experiment for Ipl {
-    fn id(&self) -> &'static str {
-        "lee2007-ipl"
+/// What lee2007's IPL runs measured.
+pub struct IplRuns {
+    /// Per trace, the run at each log segment size of [`SEGMENTS_KB`].
+    segment_sweep: Vec<(Trace, Vec<(u64, Point)>)>,
+    /// The first trace at each buffer size (MB, scaled), 8 KB segments.
+    buffer_sweep: Vec<(u64, Point)>,
+    /// The first trace, commits not forcing their sectors.
+    unforced: Point,
+    /// The first trace in place through the page- and block-mapping FTLs.
+    page: Point,
+    block: Point,
+    duration_ns: u64,
+}
+
+impl IplRuns {
+    /// The first trace with IPL at the slides' 8 KB segments.
+    fn ipl(&self) -> &Point {
+        self.segment_sweep[0]
+            .1
+            .iter()
+            .find(|(kb, _)| *kb == SEGMENT_KB_DEFAULT)
+            .map(|(_, p)| p)
+            .expect("the sweep includes the default segment")
     }
 
-    fn title(&self) -> &'static str {
-        "lee2007: In-Page Logging, log segment size vs merges and write performance vs buffer"
+    /// Sector writes per transaction at the smallest and largest buffer.
+    fn sector_writes_per_txn(&self) -> Vec<(f64, f64)> {
+        self.buffer_sweep
+            .iter()
+            .map(|(mb, p)| (*mb as f64, per_txn_count(p.get("sector_writes"), p)))
+            .collect()
     }
 
-    fn run(&self, ctx: &RunContext) -> Result<ExperimentResult, String> {
-        let started = std::time::Instant::now();
-        let sweep_traces: Vec<Trace> = if ctx.quick {
-            TRACES[..1].to_vec()
-        } else {
-            TRACES.to_vec()
-        };
-        // 1. Merges against the log segment size.
-        let mut seg_rows = Vec::new();
-        let mut seg_series = Vec::new();
-        let mut seg_checks = Vec::new();
-        let mut at_default: BTreeMap<&str, Point> = BTreeMap::new();
-        let mut data = serde_json::Map::new();
-        for trace in &sweep_traces {
-            let mut points = Vec::new();
-            let mut merges = Vec::new();
-            for kb in SEGMENTS_KB {
-                let p = run(ctx, *trace, NAND, Some(kb), trace.buffer_bytes)?;
-                seg_rows.push(vec![
-                    trace.name.to_string(),
-                    kb.to_string(),
-                    fmt(p.get("sector_writes")),
-                    fmt(p.get("merges")),
-                    fmt(p.get("erases")),
-                    fmt(p.committed as f64),
-                    fmt(p.tpmc),
-                ]);
-                points.push((kb as f64, p.get("merges")));
-                merges.push(p.get("merges"));
-                data.insert(
-                    format!("{}/segment-{kb}KB", trace.name),
-                    serde_json::json!(p),
-                );
-                if kb == SEGMENT_KB_DEFAULT {
-                    at_default.insert(trace.name, p);
-                }
+    /// alpha per 2 KB flash page the block-mapping FTL wrote for the host,
+    /// and those flash pages. The FTL copies and erases a unit per
+    /// overwritten flash page, so per 8 KB data page it is up to 4 copies,
+    /// not a probability; per flash page it is one.
+    fn alpha(&self) -> (f64, f64) {
+        match self.block.flash {
+            Some([host_pages, _, erases]) if host_pages > 0 => {
+                (erases as f64 / host_pages as f64, host_pages as f64)
             }
-            seg_checks.push(
-                Check::at_most(
-                    &format!("lee2007.merges_fall_with_segment.{}", trace.name),
-                    PAPER,
-                    &format!(
-                        "{}: merges with 32 KB log segments (bound: with 4 KB)",
-                        trace.name
-                    ),
-                    "merges",
-                    merges[0],
-                    merges[merges.len() - 1],
-                )
-                .with_note(
-                    "the slides: \"more storage but less frequent merges with more log sectors\"",
-                ),
-            );
-            seg_series.push(Series {
-                name: trace.name.into(),
-                points,
-                published: false,
-            });
+            _ => (f64::NAN, 0.0),
         }
-        // 2. Sector writes, merges, estimated write time against the buffer.
+    }
+}
+
+fn per_txn_count(v: f64, p: &Point) -> f64 {
+    v / (p.committed.max(1) as f64)
+}
+
+/// Milliseconds of `busy` seconds per committed transaction of `p`.
+fn per_txn_ms(busy: f64, p: &Point) -> f64 {
+    busy / (p.committed.max(1) as f64) * 1e3
+}
+
+fn erases_per_txn(p: &Point) -> f64 {
+    let e = p.flash.map_or(p.get("erases"), |f| f[2] as f64);
+    e / (p.committed.max(1) as f64)
+}
+
+impl Study for Ipl {
+    type Measured = IplRuns;
+    const ID: &'static str = "lee2007-ipl";
+    const TITLE: &'static str =
+        "lee2007: In-Page Logging, log segment size vs merges and write performance vs buffer";
+    const PAPER: &'static str =
+        "lee2007 slides: \"Log Segment Size vs Merges\", \"Estimated Write Performance\"";
+
+    fn measure(&self, ctx: &RunContext) -> Result<IplRuns, String> {
+        let sweep_traces: &[Trace] = if ctx.quick { &TRACES[..1] } else { &TRACES };
+        // 1. Merges against the log segment size.
+        let mut segment_sweep = Vec::new();
+        for trace in sweep_traces {
+            let points = SEGMENTS_KB
+                .iter()
+                .map(|&kb| Ok((kb, run(ctx, *trace, NAND, Some(kb), trace.buffer_bytes)?)))
+                .collect::<Result<Vec<_>, String>>()?;
+            segment_sweep.push((*trace, points));
+        }
+        // 2. The first trace against the buffer (its own buffer's run is
+        // the sweep's at 8 KB).
         let t1 = TRACES[0];
-        let buffers_mb: Vec<u64> = if ctx.quick {
-            vec![1, 2, 8]
+        let buffers_mb: &[u64] = if ctx.quick {
+            &[1, 2, 8]
         } else {
-            vec![1, 2, 4, 8, 16]
+            &[1, 2, 4, 8, 16]
         };
-        let mut buf_rows = Vec::new();
-        let (mut sw, mut mg, mut est) = (Vec::new(), Vec::new(), Vec::new());
-        for &mb in &buffers_mb {
-            let p = if (mb << 20) == t1.buffer_bytes {
-                at_default[t1.name].clone()
-            } else {
-                run(ctx, t1, NAND, Some(SEGMENT_KB_DEFAULT), mb << 20)?
+        let mut buffer_sweep = Vec::new();
+        for &mb in buffers_mb {
+            let p = match segment_sweep[0]
+                .1
+                .iter()
+                .find(|(kb, _)| *kb == SEGMENT_KB_DEFAULT)
+            {
+                Some((_, p)) if (mb << 20) == t1.buffer_bytes => p.clone(),
+                _ => run(ctx, t1, NAND, Some(SEGMENT_KB_DEFAULT), mb << 20)?,
             };
-            let per_txn = |v: f64| v / (p.committed.max(1) as f64);
-            buf_rows.push(vec![
-                mb.to_string(),
-                fmt(p.get("sector_writes")),
-                fmt(p.get("merges")),
-                fmt(est_ipl_s(&p)),
-                fmt(per_txn(p.get("sector_writes"))),
-                fmt(per_txn(p.get("merges"))),
-                fmt(p.committed as f64),
-            ]);
-            sw.push((mb as f64, per_txn(p.get("sector_writes"))));
-            mg.push((mb as f64, per_txn(p.get("merges")) * 100.0));
-            est.push((mb as f64, per_txn(est_ipl_s(&p)) * 1e3));
-            data.insert(format!("{}/buffer-{mb}MB", t1.name), serde_json::json!(p));
+            buffer_sweep.push((mb, p));
         }
         // 3. IPL against in-place writes through FTLs of the same flash.
-        let ipl = at_default[t1.name].clone();
         let unforced = run_with(
             ctx,
             t1,
@@ -322,21 +324,57 @@ impl Experiment for Ipl {
         )?;
         let page = run(ctx, t1, "ssd-k9wag08u1a-page", None, t1.buffer_bytes)?;
         let block = run(ctx, t1, "ssd-k9wag08u1a-block", None, t1.buffer_bytes)?;
-        // alpha per flash page the FTL wrote for the host (2 KB): the
-        // block-mapping FTL copies and erases a unit per overwritten flash
-        // page, so per 8 KB data page it is up to 4 copies, not a
-        // probability; per flash page it is one.
-        let (alpha, flash_page_writes) = match block.flash {
-            Some([host_pages, _, erases]) if host_pages > 0 => {
-                (erases as f64 / host_pages as f64, host_pages as f64)
-            }
-            _ => (f64::NAN, 0.0),
-        };
-        let per_txn = |busy: f64, p: &Point| busy / (p.committed.max(1) as f64) * 1e3;
-        let erases_per_txn = |p: &Point| {
-            let e = p.flash.map_or(p.get("erases"), |f| f[2] as f64);
-            e / (p.committed.max(1) as f64)
-        };
+        Ok(IplRuns {
+            segment_sweep,
+            buffer_sweep,
+            unforced,
+            page,
+            block,
+            duration_ns: durations(ctx).0,
+        })
+    }
+
+    fn description(&self, _: &RunContext, m: &IplRuns) -> String {
+        format!(
+            "TPC-C on the engine with its data space In-Page Logging on the raw NAND model of the K9WAG08U1A (2 KB pages, 128 KB erase units, 80/200/1500 us), the log on ssd-2008. The slides' three traces at a tenth of their size: a warehouse is about 100 MB at full size, so 100 MB is 1 warehouse and 1 GB 10; rows per warehouse and buffers divided by {SCALE}; 10 terminals per warehouse, no think times; {} s measured after the load. Counters are over the run, not the load. The slides give no numbers for these figures, only their shapes; the checks are those shapes as bounds, and the 20 to 50 bytes per log record they state. Estimated write time: IPL = sector writes x 200 us + merges x 20 ms; in place = alpha x page writes x 20 ms. Measured write time: the NAND chip's busy time serving the data space's writes and erases.",
+            m.duration_ns / flashlab_runtime::NS_PER_S
+        )
+    }
+
+    fn tables(&self, m: &IplRuns) -> Vec<Table> {
+        let t1 = TRACES[0];
+        let seg_rows = m
+            .segment_sweep
+            .iter()
+            .flat_map(|(trace, points)| {
+                points.iter().map(|(kb, p)| {
+                    vec![
+                        trace.name.to_string(),
+                        kb.to_string(),
+                        fmt(p.get("sector_writes")),
+                        fmt(p.get("merges")),
+                        fmt(p.get("erases")),
+                        fmt(p.committed as f64),
+                        fmt(p.tpmc),
+                    ]
+                })
+            })
+            .collect();
+        let buf_rows = m
+            .buffer_sweep
+            .iter()
+            .map(|(mb, p)| {
+                vec![
+                    mb.to_string(),
+                    fmt(p.get("sector_writes")),
+                    fmt(p.get("merges")),
+                    fmt(est_ipl_s(p)),
+                    fmt(per_txn_count(p.get("sector_writes"), p)),
+                    fmt(per_txn_count(p.get("merges"), p)),
+                    fmt(p.committed as f64),
+                ]
+            })
+            .collect();
         // One row of the comparison: label, the run's counts, and its
         // estimated write time (a cell of text).
         let row = |label: &str, p: &Point, estimate: String| {
@@ -345,26 +383,27 @@ impl Experiment for Ipl {
                 fmt(p.committed as f64),
                 fmt(p.page_writes),
                 fmt(p.write_busy_s),
-                fmt(per_txn(p.write_busy_s, p)),
+                fmt(per_txn_ms(p.write_busy_s, p)),
                 estimate,
                 fmt(erases_per_txn(p)),
             ]
         };
+        let (alpha, flash_page_writes) = m.alpha();
         let cmp_rows = vec![
             row(
                 "IPL on raw NAND (8 KB log segments)",
-                &ipl,
-                fmt(est_ipl_s(&ipl)),
+                m.ipl(),
+                fmt(est_ipl_s(m.ipl())),
             ),
             row(
                 "IPL, commits not forcing their sectors",
-                &unforced,
-                fmt(est_ipl_s(&unforced)),
+                &m.unforced,
+                fmt(est_ipl_s(&m.unforced)),
             ),
-            row("in place, page-mapping FTL", &page, "-".into()),
+            row("in place, page-mapping FTL", &m.page, "-".into()),
             row(
                 "in place, block-mapping FTL",
-                &block,
+                &m.block,
                 format!(
                     "{} (alpha {:.3} per 2 KB flash page)",
                     fmt(alpha * flash_page_writes * IPL_MERGE_S),
@@ -372,28 +411,104 @@ impl Experiment for Ipl {
                 ),
             ),
         ];
-        data.insert("ipl-no-commit-force".into(), serde_json::json!(unforced));
-        data.insert("in-place-page".into(), serde_json::json!(page));
-        data.insert("in-place-block".into(), serde_json::json!(block));
+        vec![
+            Table {
+                title: "Log segment size against merges".into(),
+                columns: [
+                    "trace",
+                    "segment KB",
+                    "sector writes",
+                    "merges",
+                    "erases",
+                    "committed",
+                    "tpmC",
+                ]
+                .map(String::from)
+                .to_vec(),
+                rows: seg_rows,
+            },
+            Table {
+                title: format!(
+                    "{}: write performance against buffer size (8 KB segments)",
+                    t1.name
+                ),
+                columns: [
+                    "buffer MB",
+                    "sector writes",
+                    "merges",
+                    "estimated write s",
+                    "sectors/txn",
+                    "merges/txn",
+                    "committed",
+                ]
+                .map(String::from)
+                .to_vec(),
+                rows: buf_rows,
+            },
+            Table {
+                title: format!(
+                    "{}: IPL against in-place writes on FTLs of the same flash",
+                    t1.name
+                ),
+                columns: [
+                    "data space",
+                    "committed",
+                    "page writes",
+                    "measured write s",
+                    "write ms/txn",
+                    "estimated write s",
+                    "erases/txn",
+                ]
+                .map(String::from)
+                .to_vec(),
+                rows: cmp_rows,
+            },
+        ]
+    }
+
+    fn checks(&self, m: &IplRuns) -> Vec<Check> {
+        let mut checks: Vec<Check> = m
+            .segment_sweep
+            .iter()
+            .map(|(trace, points)| {
+                let merges = |i: usize| points[i].1.get("merges");
+                Check::at_most(
+                    &format!("lee2007.merges_fall_with_segment.{}", trace.name),
+                    PAPER,
+                    &format!(
+                        "{}: merges with 32 KB log segments (bound: with 4 KB)",
+                        trace.name
+                    ),
+                    "merges",
+                    merges(0),
+                    merges(points.len() - 1),
+                )
+                .with_note(
+                    "the slides: \"more storage but less frequent merges with more log sectors\"",
+                )
+            })
+            .collect();
+        let (ipl, block) = (m.ipl(), &m.block);
+        let sw = m.sector_writes_per_txn();
         let (sw_small, sw_large) = (sw[0].1, sw[sw.len() - 1].1);
+        let (alpha, _) = m.alpha();
         let record_bytes = ipl.get("avg_record_bytes");
-        let mut checks = seg_checks;
         checks.extend([
             Check::at_most(
                 "lee2007.ipl_below_block_ftl",
                 PAPER,
                 "NAND write time per committed transaction, IPL (bound: in place on the block-mapping FTL)",
                 "ms",
-                per_txn(block.write_busy_s, &block),
-                per_txn(ipl.write_busy_s, &ipl),
+                per_txn_ms(block.write_busy_s, block),
+                per_txn_ms(ipl.write_busy_s, ipl),
             ),
             Check::at_most(
                 "lee2007.buffer_cuts_sector_writes",
                 PAPER,
                 &format!(
                     "sector writes per transaction with a {} MB buffer (bound: with {} MB)",
-                    buffers_mb[buffers_mb.len() - 1],
-                    buffers_mb[0]
+                    sw[sw.len() - 1].0,
+                    sw[0].0
                 ),
                 "sectors",
                 sw_small,
@@ -404,84 +519,100 @@ impl Experiment for Ipl {
             Check::at_least("lee2007.log_record_bytes_min", PAPER, "average log record bytes (the slides: 20 to 50)", "B", 20.0, record_bytes),
             Check::at_most("lee2007.log_record_bytes_max", PAPER, "average log record bytes (the slides: 20 to 50)", "B", 50.0, record_bytes),
         ]);
+        checks
+    }
+
+    fn figures(&self, m: &IplRuns) -> Result<Vec<Figure>, String> {
         let seg_chart = LineChart {
             title: "Merges against log segment size".into(),
             x_label: "log segment per erase unit (KB)".into(),
             y_label: "merges in the run".into(),
             log_x: true,
-            series: seg_series,
+            series: m
+                .segment_sweep
+                .iter()
+                .map(|(trace, points)| Series {
+                    name: trace.name.into(),
+                    points: points
+                        .iter()
+                        .map(|(kb, p)| (*kb as f64, p.get("merges")))
+                        .collect(),
+                    published: false,
+                })
+                .collect(),
+        };
+        let per_buffer = |f: &dyn Fn(&Point) -> f64| -> Vec<(f64, f64)> {
+            m.buffer_sweep
+                .iter()
+                .map(|(mb, p)| (*mb as f64, f(p)))
+                .collect()
         };
         let buf_chart = LineChart {
-            title: format!("{}: write performance against buffer size", t1.name),
+            title: format!("{}: write performance against buffer size", TRACES[0].name),
             x_label: "buffer (MB, scaled 1/10)".into(),
             y_label: "per committed transaction".into(),
             log_x: true,
             series: vec![
                 Series {
                     name: "sector writes".into(),
-                    points: sw,
+                    points: m.sector_writes_per_txn(),
                     published: false,
                 },
                 Series {
                     name: "merges x 100".into(),
-                    points: mg,
+                    points: per_buffer(&|p| per_txn_count(p.get("merges"), p) * 100.0),
                     published: false,
                 },
                 Series {
                     name: "estimated write time (ms)".into(),
-                    points: est,
+                    points: per_buffer(&|p| per_txn_count(est_ipl_s(p), p) * 1e3),
                     published: false,
                 },
             ],
         };
-        let (duration_ns, _) = durations(ctx);
-        Ok(ExperimentResult {
-            id: self.id().into(),
-            title: self.title().into(),
-            paper: "lee2007 slides: \"Log Segment Size vs Merges\", \"Estimated Write Performance\"".into(),
-            description: format!(
-                "TPC-C on the engine with its data space In-Page Logging on the raw NAND model of the K9WAG08U1A (2 KB pages, 128 KB erase units, 80/200/1500 us), the log on ssd-2008. The slides' three traces at a tenth of their size: a warehouse is about 100 MB at full size, so 100 MB is 1 warehouse and 1 GB 10; rows per warehouse and buffers divided by {SCALE}; 10 terminals per warehouse, no think times; {} s measured after the load. Counters are over the run, not the load. The slides give no numbers for these figures, only their shapes; the checks are those shapes as bounds, and the 20 to 50 bytes per log record they state. Estimated write time: IPL = sector writes x 200 us + merges x 20 ms; in place = alpha x page writes x 20 ms. Measured write time: the NAND chip's busy time serving the data space's writes and erases.",
-                duration_ns / flashlab_runtime::NS_PER_S
+        Ok(vec![
+            Figure { id: "lee2007-merges".into(), title: "Log segment size vs merges".into(), caption: "Merges in the measured run against the log segment of each erase unit.".into(), svg: seg_chart.to_svg()? },
+            Figure { id: "lee2007-buffer".into(), title: "Estimated write performance".into(), caption: "Per committed transaction: sector writes, merges (x100) and lee2007's estimated write time, against the buffer.".into(), svg: buf_chart.to_svg()? },
+        ])
+    }
+
+    fn notes(&self, m: &IplRuns) -> Vec<String> {
+        let ipl = m.ipl();
+        vec![
+            "The slides give no numbers for these figures; the checks are their shapes and the stated record size.".into(),
+            format!(
+                "A merge took {:.1} ms on the NAND model on average (reading the unit's pages and log, programming up to {} pages, a commit sector, an erase, behind other requests on the one chip), against the slides' 20 ms estimate.",
+                ipl.get("merge_ms") / ipl.get("merges").max(1.0),
+                15
             ),
-            tables: vec![
-                Table {
-                    title: "Log segment size against merges".into(),
-                    columns: ["trace", "segment KB", "sector writes", "merges", "erases", "committed", "tpmC"].map(String::from).to_vec(),
-                    rows: seg_rows,
-                },
-                Table {
-                    title: format!("{}: write performance against buffer size (8 KB segments)", t1.name),
-                    columns: ["buffer MB", "sector writes", "merges", "estimated write s", "sectors/txn", "merges/txn", "committed"].map(String::from).to_vec(),
-                    rows: buf_rows,
-                },
-                Table {
-                    title: format!("{}: IPL against in-place writes on FTLs of the same flash", t1.name),
-                    columns: ["data space", "committed", "page writes", "measured write s", "write ms/txn", "estimated write s", "erases/txn"].map(String::from).to_vec(),
-                    rows: cmp_rows,
-                },
-            ],
-            figures: vec![
-                Figure { id: "lee2007-merges".into(), title: "Log segment size vs merges".into(), caption: "Merges in the measured run against the log segment of each erase unit.".into(), svg: seg_chart.to_svg()? },
-                Figure { id: "lee2007-buffer".into(), title: "Estimated write performance".into(), caption: "Per committed transaction: sector writes, merges (x100) and lee2007's estimated write time, against the buffer.".into(), svg: buf_chart.to_svg()? },
-            ],
-            checks,
-            notes: vec![
-                "The slides give no numbers for these figures; the checks are their shapes and the stated record size.".into(),
-                format!(
-                    "A merge took {:.1} ms on the NAND model on average (reading the unit's pages and log, programming up to {} pages, a commit sector, an erase, behind other requests on the one chip), against the slides' 20 ms estimate.",
-                    ipl.get("merge_ms") / ipl.get("merges").max(1.0),
-                    15
-                ),
-                format!(
-                    "The page-mapping FTL erased {} units in the run: on a {} GB chip holding a database of tens of MB its garbage collection never starts in a short run, its best case; the block-mapping FTL copies a 128 KB unit for every overwritten 2 KB flash page.",
-                    page.flash.map_or(0, |f| f[2]),
-                    2
-                ),
-                "Departure: IPL here keeps the engine's WAL and ARIES recovery (ARCHITECTURE.md, \"In-Page Logging\"): a commit is durable by its WAL record; its forced log sectors (the slides' commit, on in every run but the one marked) are counted in the sector writes all the same.".into(),
-            ],
-            data: serde_json::Value::Object(data),
-            raw_files: Vec::new(),
-            host_seconds: started.elapsed().as_secs_f64(),
-        })
+            format!(
+                "The page-mapping FTL erased {} units in the run: on a {} GB chip holding a database of tens of MB its garbage collection never starts in a short run, its best case; the block-mapping FTL copies a 128 KB unit for every overwritten 2 KB flash page.",
+                m.page.flash.map_or(0, |f| f[2]),
+                2
+            ),
+            "Departure: IPL here keeps the engine's WAL and ARIES recovery (ARCHITECTURE.md, \"In-Page Logging\"): a commit is durable by its WAL record; its forced log sectors (the slides' commit, on in every run but the one marked) are counted in the sector writes all the same.".into(),
+        ]
+    }
+
+    fn data(&self, m: &IplRuns) -> serde_json::Value {
+        let mut data = serde_json::Map::new();
+        for (trace, points) in &m.segment_sweep {
+            for (kb, p) in points {
+                data.insert(
+                    format!("{}/segment-{kb}KB", trace.name),
+                    serde_json::json!(p),
+                );
+            }
+        }
+        for (mb, p) in &m.buffer_sweep {
+            data.insert(
+                format!("{}/buffer-{mb}MB", TRACES[0].name),
+                serde_json::json!(p),
+            );
+        }
+        data.insert("ipl-no-commit-force".into(), serde_json::json!(m.unforced));
+        data.insert("in-place-page".into(), serde_json::json!(m.page));
+        data.insert("in-place-block".into(), serde_json::json!(m.block));
+        serde_json::Value::Object(data)
     }
 }
