@@ -260,21 +260,9 @@ pub fn parse_duration_ns(text: &str, what: &str) -> anyhow::Result<u64> {
     Ok((value * scale) as u64)
 }
 
-pub fn run(args: Args) -> anyhow::Result<()> {
-    if super::bench_ops::WORKLOADS.contains(&args.workload.as_str()) {
-        return super::bench_ops::run(super::bench_ops::OpsArgs {
-            workload: args.workload,
-            real: args.real,
-            size: args.size,
-            memory: args.memory,
-            cluster: args.cluster,
-            temp_device: args.temp_device,
-            gnu_sort: args.gnu_sort,
-            read_ahead: args.read_ahead,
-            seed: args.seed,
-            json: args.json,
-        });
-    }
+/// The run's options from the command line (every flag checked; the
+/// workload's own rules are checked by `bench::validate`).
+fn options(args: &Args) -> anyhow::Result<BenchOptions> {
     let durability = Durability::parse(&args.durability).ok_or_else(|| {
         anyhow::anyhow!("--durability '{}' must be sync or no-sync", args.durability)
     })?;
@@ -309,7 +297,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         (_, Some(_), _) => bail!("--terminals needs the tpcc workload (others take --clients)"),
         (_, None, clients) => clients.unwrap_or(DEFAULT_CLIENTS),
     };
-    let options = BenchOptions {
+    Ok(BenchOptions {
         workload: args.workload.clone(),
         clients,
         tpcc,
@@ -338,11 +326,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         seed: args.seed,
         trace: args.trace.is_some(),
         progress_interval_ns: (args.progress * NS_PER_S as f64) as u64,
-        page_images: match args.page_images.as_str() {
-            "on" => true,
-            "off" => false,
-            other => bail!("--page-images '{other}' must be on or off"),
-        },
+        page_images: on_off("--page-images", &args.page_images)?,
         log_bytes: match args.log_mb {
             Some(mb @ 1..=LOG_MB_MAX) => Some(mb << 20),
             Some(mb) => bail!("--log-mb {mb} must be from 1 to {LOG_MB_MAX}"),
@@ -353,11 +337,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         image: None,
         table_page_bytes: parse_table_pages(&args.table_page_bytes)?,
         rollback_aged_span_bytes: 0,
-        write_scheduler: match args.write_scheduler.as_str() {
-            "on" => true,
-            "off" => false,
-            other => bail!("--write-scheduler '{other}' must be on or off"),
-        },
+        write_scheduler: on_off("--write-scheduler", &args.write_scheduler)?,
         ipl_log_segment_bytes: args.ipl_log_segment_kb.map(|kb| kb.saturating_mul(1024)),
         ipl_no_commit_force: match args.ipl_commit_force.as_deref() {
             None | Some("on") => false,
@@ -376,11 +356,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             )?),
         },
         segment_bytes: args.segment_bytes,
-        write_through: match args.write_through.as_str() {
-            "on" => true,
-            "off" => false,
-            other => bail!("--write-through '{other}' must be on or off"),
-        },
+        write_through: on_off("--write-through", &args.write_through)?,
         cleaning: match &args.cleaning {
             None => None,
             Some(name) => Some(
@@ -392,9 +368,35 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 })?,
             ),
         },
-    };
+    })
+}
+
+/// `on` or `off` for `flag`.
+fn on_off(flag: &str, value: &str) -> anyhow::Result<bool> {
+    match value {
+        "on" => Ok(true),
+        "off" => Ok(false),
+        other => bail!("{flag} '{other}' must be on or off"),
+    }
+}
+
+pub fn run(args: Args) -> anyhow::Result<()> {
+    if super::bench_ops::WORKLOADS.contains(&args.workload.as_str()) {
+        return super::bench_ops::run(super::bench_ops::OpsArgs {
+            workload: args.workload,
+            real: args.real,
+            size: args.size,
+            memory: args.memory,
+            cluster: args.cluster,
+            temp_device: args.temp_device,
+            gnu_sort: args.gnu_sort,
+            read_ahead: args.read_ahead,
+            seed: args.seed,
+            json: args.json,
+        });
+    }
+    let mut options = options(&args)?;
     flashlab_lab::bench::validate(&options).map_err(anyhow::Error::msg)?;
-    let mut options = options;
     let _on_signal = on_signal(&mut options);
     let bar = progress_bar(&options);
     let bar_for_lines = bar.clone();
