@@ -95,9 +95,10 @@
 //!    sectors follow a verified commit sector, IPL-8; generation 0 is a
 //!    home), or else is free if it holds nothing, or else, if it holds
 //!    sealed pages of one logical unit each in its own slot, is that
-//!    logical unit's version when no sound commit sector names it and its
-//!    home is empty or holds another unit (stale when one does). Anything
-//!    else refuses the open with one line naming the sector.
+//!    logical unit's version when no sound commit sector (nor another
+//!    such unit) names it and it is the home or its home is empty or
+//!    holds another unit. Anything else (another unit may hold a newer or
+//!    an older version) refuses the open with one line naming the sector.
 //!
 //! ## Media damage
 //!
@@ -552,15 +553,22 @@ impl IplStore {
             }
         }
         // IPL-9: a doubtful unit is its logical unit's only version if no
-        // sound commit sector names that logical unit and its home is
-        // empty or holds another's; it is stale (and erased before reuse)
-        // if another version is committed; otherwise it is refused.
-        for (phys, unit, problem) in doubtful {
+        // sound commit sector and no other doubtful unit names that
+        // logical unit, and it is the home or the home is empty or holds
+        // another unit. Otherwise which version is newer is not known (a
+        // stale version lingers after a crash between a merge's commit
+        // sector and its erase): the open is refused.
+        for (phys, unit, problem) in &doubtful {
+            let (phys, unit) = (*phys, *unit);
             let home = l.home(unit);
-            if best[unit as usize].is_some() || home == phys {
+            let alone = best[unit as usize].is_none()
+                && doubtful.iter().filter(|(_, u, _)| *u == unit).count() == 1;
+            if alone && home == phys {
                 continue;
             }
-            if committed[home as usize] || matches!(self.identify(home)?, Identity::Empty) {
+            if alone
+                && (committed[home as usize] || matches!(self.identify(home)?, Identity::Empty))
+            {
                 committed[phys as usize] = true;
                 best[unit as usize] = Some((0, phys));
                 continue;
@@ -568,7 +576,7 @@ impl IplStore {
             return Err(self.corruption(
                 l.sector_bytes(phys, 0),
                 format!(
-                    "{problem}; it holds pages of logical unit {unit}, whose home is not empty"
+                    "{problem}; it holds pages of logical unit {unit}, which another erase unit may hold too"
                 ),
             ));
         }
