@@ -25,7 +25,7 @@ pub struct Args {
     workload: String,
     /// Data space page store: in-place (the default), log-structured,
     /// mixed (every third seed log-structured) or ipl (In-Page Logging on
-    /// raw NAND: crash profile, cuts in merges).
+    /// raw NAND: crash and media profiles, cuts in merges).
     #[arg(long, default_value = "in-place")]
     store: String,
     /// Print one JSON object instead of text.

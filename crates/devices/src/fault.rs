@@ -10,7 +10,8 @@
 //! * **crashes**: every write not yet made durable by a flush is kept,
 //!   dropped, or torn at a 512-byte boundary ([`FaultyDevice::crash`]);
 //! * **latent read errors**: a read fails, and keeps failing for that sector
-//!   until the sector is written again (as a disk remaps a sector on write);
+//!   until the sector is written again (as a disk remaps a sector on write)
+//!   or trimmed (an erased sector holds nothing to fail on);
 //! * **bit flips**: a read returns one bit flipped (the media is fine, the
 //!   path is not), or a write lands with one bit flipped (the media is bad);
 //! * **misdirected writes**: the data lands at another offset, so the place
@@ -103,7 +104,8 @@ pub struct FaultPlan {
     /// At a crash, percent of unflushed writes torn at a 512-byte boundary
     /// (the rest are dropped). A write of one unit cannot tear and is kept.
     pub crash_tear_percent: u32,
-    /// Reads that hit a new latent sector error (sticky until rewritten).
+    /// Reads that hit a new latent sector error (sticky until rewritten or
+    /// trimmed).
     pub read_error_ppm: u32,
     /// Reads that return one bit flipped (the stored data is fine).
     pub read_flip_ppm: u32,
@@ -1041,6 +1043,16 @@ impl Device for FaultyDevice {
     fn trim(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
         if self.power_is_off() {
             power_off();
+        }
+        // Trimming (erasing) a sector clears its latent error too: there is
+        // nothing left to read back.
+        {
+            let mut st = self.state.lock().expect("faults");
+            let end = offset_bytes.saturating_add(len_bytes);
+            let cleared: Vec<u64> = st.latent.range(offset_bytes..end).copied().collect();
+            for at in cleared {
+                st.latent.remove(&at);
+            }
         }
         self.inner.trim(offset_bytes, len_bytes)
     }

@@ -143,6 +143,49 @@ fn simtest_ipl_seeds_all_pass() {
 /// IPL seeds CI runs.
 const IPL_CI_SEEDS: u64 = 100;
 
+/// IPL seeds of the Media profile CI runs (the first this many of them).
+const IPL_CI_MEDIA_SEEDS: usize = 80;
+
+/// In-Page Logging seeds of the Media profile: bit flips on NAND reads and
+/// programs and latent read errors, in slots, log sectors and commit
+/// sectors, with the power cuts of IPL seeds. Every damaged image is
+/// caught (sector crc, page checksum); a seed recovers with every
+/// acknowledged commit, or refuses naming the damage; never a wrong page.
+#[test]
+fn simtest_ipl_media_seeds_all_pass() {
+    use flashlab_engine::store::StoreKind;
+    use flashlab_lab::simtest::{Profile, Scenario};
+    let media: Vec<u64> = (0..)
+        .filter(|&seed| {
+            Scenario::from_seed_store(seed, "mixed", StoreKind::Ipl)
+                .is_ok_and(|sc| sc.profile == Profile::Media)
+        })
+        .take(IPL_CI_MEDIA_SEEDS)
+        .collect();
+    let (mut refused, mut damaged, mut caught, mut flips) = (0, 0, 0, 0);
+    for &seed in &media {
+        let r = run_seed_with(seed, "mixed", StoreChoice::Ipl);
+        assert!(
+            r.passed(),
+            "ipl media seed {seed}: {:?}\n  {}",
+            r.failure,
+            r.scenario
+        );
+        assert_eq!(r.lost_commits, 0, "seed {seed}");
+        refused += u64::from(r.refused.is_some());
+        damaged += r.faults.damaged_pages;
+        caught += r.faults.damaged_pages_caught;
+        flips += r.faults.read_flips + r.faults.write_flips + r.faults.read_errors;
+    }
+    assert!(flips > 0, "media faults were injected");
+    assert_eq!(caught, damaged, "every damaged image caught");
+    assert!(
+        refused < media.len() as u64 / 2,
+        "{refused} of {} media seeds refused",
+        media.len()
+    );
+}
+
 #[test]
 fn an_ipl_seed_replays_exactly() {
     let ipl = flashlab_lab::simtest::StoreChoice::Ipl;

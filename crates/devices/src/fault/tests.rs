@@ -136,6 +136,25 @@ fn latent_errors_stick_until_the_sector_is_rewritten() {
     assert_eq!(dev.counts().read_errors, 2);
 }
 
+/// Regression (IPL media seeds): an erase unit trimmed by a merge kept
+/// its latent errors, so slots later left erased (never-written pages)
+/// failed every read. Trimming a sector clears its latent error.
+#[test]
+fn latent_errors_end_when_the_sector_is_trimmed() {
+    let plan = FaultPlan {
+        read_error_ppm: PPM,
+        ..FaultPlan::none(2)
+    };
+    let dev = FaultyDevice::new(memory("data"), Role::Data { page_bytes: PAGE }, plan);
+    dev.write(0, &page(0, 1)).unwrap();
+    let mut buf = vec![0u8; PAGE];
+    assert!(dev.read(0, &mut buf).is_err());
+    dev.set_plan(FaultPlan::none(2));
+    assert!(dev.read(0, &mut buf).is_err(), "sticky");
+    dev.trim(0, PAGE as u64).unwrap();
+    dev.read(0, &mut buf).unwrap();
+}
+
 #[test]
 fn flips_and_misdirection_damage_what_they_say() {
     let plan = FaultPlan {

@@ -205,6 +205,8 @@ pub(crate) struct Inner {
     stop: WriterStop,
     /// Joiners of the background tasks.
     tasks: std::sync::Mutex<Vec<Box<dyn FnOnce() + Send>>>,
+    /// What the recovery that opened this database found and did.
+    recovery: std::sync::Mutex<Option<recovery::RecoveryReport>>,
 }
 
 impl Inner {
@@ -378,6 +380,7 @@ impl Database {
                 ddl: RtMutex::new(()),
                 stop: WriterStop::new(),
                 tasks: std::sync::Mutex::new(Vec::new()),
+                recovery: std::sync::Mutex::new(None),
             }),
         })
     }
@@ -635,6 +638,12 @@ impl Database {
             aborts: self.inner.aborts.load(Ordering::Relaxed),
             rollback: self.inner.rollback.stats(),
         }
+    }
+
+    /// What the recovery that opened this database found and did (`None`
+    /// for a database created or opened without a master record).
+    pub fn recovery_report(&self) -> Option<recovery::RecoveryReport> {
+        self.inner.recovery.lock().expect("recovery").clone()
     }
 
     /// Each data space's name, page store and the store's own counters

@@ -59,6 +59,10 @@ pub struct RecoveryReport {
     pub end_lsn: u64,
     pub records_scanned: u64,
     pub pages_redone: u64,
+    /// Of `pages_redone`, redo records applied to pages of In-Page Logging
+    /// spaces: IPL pages are brought forward by the WAL's redo like every
+    /// page (ARCHITECTURE.md, "How IPL coexists with the WAL").
+    pub ipl_pages_redone: u64,
     pub losers: u64,
     pub records_undone: u64,
     /// Sectors past the end left by an unfinished write, erased.
@@ -241,7 +245,7 @@ pub(crate) fn recover_with_report(
         leftover_sectors: analysis.end.beyond.leftovers.len() as u64,
         ..RecoveryReport::default()
     };
-    report.pages_redone = redo(&db, redo_lsn, end_lsn)?;
+    (report.pages_redone, report.ipl_pages_redone) = redo(&db, redo_lsn, end_lsn)?;
     // A loser's first record is at or after the log start (WAL-9).
     db.inner.wal.set_active(
         analysis
@@ -254,13 +258,16 @@ pub(crate) fn recover_with_report(
     load_catalog(&db)?;
     db.inner.wal.flush_all()?;
     db.flush()?;
+    *db.inner.recovery.lock().expect("recovery") = Some(report.clone());
     Ok((db, report))
 }
 
-/// Repeat history from `redo_lsn` to `end_lsn` (REC-1).
-fn redo(db: &Database, redo_lsn: u64, end_lsn: u64) -> Result<u64> {
+/// Repeat history from `redo_lsn` to `end_lsn` (REC-1). Returns the redo
+/// records applied, all and to In-Page Logging spaces.
+fn redo(db: &Database, redo_lsn: u64, end_lsn: u64) -> Result<(u64, u64)> {
     let mut reader = db.inner.wal.reader(redo_lsn);
     let mut pages = 0;
+    let mut ipl_pages = 0;
     while reader.end_lsn() < end_lsn {
         let Some(record) = reader.next_record()? else {
             return Err(Error::LogDamaged {
@@ -294,9 +301,12 @@ fn redo(db: &Database, redo_lsn: u64, end_lsn: u64) -> Result<u64> {
             }
             handle.install(&image, record.lsn, record_end);
             pages += 1;
+            if space.store.kind() == crate::store::StoreKind::Ipl {
+                ipl_pages += 1;
+            }
         }
     }
-    Ok(pages)
+    Ok((pages, ipl_pages))
 }
 
 /// Roll back the losers together, newest record first (REC-2, REC-3).

@@ -319,10 +319,13 @@ pub fn open_store_with(
     }
 }
 
-/// A read error of the device as damage (BUF-9) rather than failure.
+/// A read error of the device, or damage a store saw in its own structures
+/// (an IPL log sector that fails its crc), as damage (BUF-9) rather than
+/// failure: the pool repairs the page from the log or reports it.
 pub fn is_read_damage(e: &crate::error::Error) -> bool {
     matches!(
         e,
         crate::error::Error::Device(DeviceError::ReadFailed { .. })
+            | crate::error::Error::Corruption { .. }
     )
 }

@@ -71,6 +71,12 @@
 //! check is each block's own checksum (a block's place says nothing of its
 //! page), so its Misdirect profile runs as Media (LIMIT).
 //!
+//! `--store ipl` runs every seed In-Page Logging on raw NAND (see
+//! [`Scenario::from_seed_store`]): its Media seeds flip bits on NAND reads
+//! and programs and leave latent read errors, in slots, log sectors and
+//! commit sectors alike; a damaged log sector or slot must be repaired from
+//! the WAL or refused naming the damage, never read as a wrong page.
+//!
 //! Set `FLASHLAB_SIMTEST_TRACE=1` to print every epoch's outcome and every
 //! damaging fault as it is injected (with `flashlab simtest --seed S`).
 //!
@@ -210,6 +216,13 @@ pub struct Scenario {
 pub const IPL_DATA_DEVICE: &str = flashlab_devices::nand_device::K9WAG08U1A;
 /// The part of it an IPL seed's data space uses (128 erase units).
 pub const IPL_DATA_BYTES: u64 = 16 << 20;
+/// Media faults of an IPL seed's NAND data device, per I/O. IPL reads a
+/// unit's log segment at every page read and programs a write group per
+/// page write, so its I/Os are many and small: the rates are below the
+/// in-place Media profile's, for about as many faults per seed.
+pub const IPL_READ_ERROR_PPM: u32 = PPM / 400;
+pub const IPL_READ_FLIP_PPM: u32 = PPM / 200;
+pub const IPL_WRITE_FLIP_PPM: u32 = PPM / 100;
 /// Salt of the generator of an IPL seed's own choices.
 const IPL_SEED_SALT: u64 = 0x1b1_7007;
 
@@ -365,9 +378,12 @@ impl Scenario {
     /// Logging, after every draw of the in-place scenario (so the other
     /// choices are the same seed's): the data device is raw NAND
     /// ([`IPL_DATA_DEVICE`], its first [`IPL_DATA_BYTES`]), the profile is
-    /// crashes only (IPL sectors carry no page LSN at a page's offset for
-    /// the WAL checker, and the media profiles are not modelled on NAND),
-    /// the log segment is 4 or 8 KB (so merges come often), and the first
+    /// the seed's Media (Misdirect runs as Media: misdirected programs are
+    /// not modelled on raw NAND) at the IPL rates ([`IPL_READ_ERROR_PPM`]
+    /// ...), LogMedia, or else crashes only (IoError is not yet run on
+    /// IPL); the WAL checker is off for the data device (IPL sectors carry
+    /// no page LSN at a page's offset), the page check is on (a slot's
+    /// checksum, a log sector's crc); the log segment is 4 or 8 KB (so merges come often), and the first
     /// cut is moved, for most seeds, to a data flush (a merge flushes the
     /// new unit's pages and then its commit sector before it erases the
     /// old unit; checkpoints flush too), a data write (log sectors,
@@ -385,15 +401,31 @@ impl Scenario {
         let mut rng = ChaCha8Rng::seed_from_u64(seed ^ IPL_SEED_SALT);
         sc.store = store;
         sc.data_device = IPL_DATA_DEVICE.to_string();
-        sc.profile = Profile::Crash;
+        // Media faults on the NAND data device (bit flips on reads and
+        // programs, latent read errors) and on the log device are kept;
+        // misdirected programs are not modelled on raw NAND (Media
+        // instead), nor are I/O errors yet (crashes only).
+        sc.profile = match sc.profile {
+            Profile::Media | Profile::Misdirect => Profile::Media,
+            Profile::LogMedia => Profile::LogMedia,
+            Profile::Crash | Profile::IoError => Profile::Crash,
+        };
         for plan in [&mut sc.data_plan, &mut sc.log_plan] {
             *plan = FaultPlan {
                 crash_keep_percent: plan.crash_keep_percent,
                 crash_tear_percent: plan.crash_tear_percent,
                 spike_ppm: plan.spike_ppm,
                 spike_ns: plan.spike_ns,
+                read_error_ppm: plan.read_error_ppm,
+                read_flip_ppm: plan.read_flip_ppm,
+                write_flip_ppm: plan.write_flip_ppm,
                 ..FaultPlan::crashes(plan.seed)
             };
+        }
+        if sc.profile == Profile::Media {
+            sc.data_plan.read_error_ppm = IPL_READ_ERROR_PPM;
+            sc.data_plan.read_flip_ppm = IPL_READ_FLIP_PPM;
+            sc.data_plan.write_flip_ppm = IPL_WRITE_FLIP_PPM;
         }
         sc.ipl_log_segment_bytes = Some(*pick(&mut rng, &[4u64 << 10, 4 << 10, 8 << 10]));
         let after_open_ns = sc.cuts[0].after_open_ns;
@@ -650,6 +682,7 @@ fn run_scenario(sc: &Scenario, report: &mut SeedReport) -> Result<(), String> {
         sc.data_plan.clone(),
         sc.log_plan.clone(),
         sc.store,
+        sc.ipl_log_segment_bytes,
     )?);
     let workload: Arc<dyn CrashWorkload> = Arc::from(
         workloads::build(&sc.workload, sc.tpcb_accounts)

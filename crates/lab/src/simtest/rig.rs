@@ -16,6 +16,10 @@ use flashlab_devices::store::StoredDevice;
 use flashlab_engine::Devices;
 use flashlab_engine::page::{self, PageId};
 use flashlab_engine::store::StoreKind;
+use flashlab_engine::store::ipl::layout::{
+    ERASE_UNIT_BYTES, LOG_SECTOR_BYTES, LOG_SEGMENT_BYTES_DEFAULT,
+};
+use flashlab_engine::store::ipl::sector::{self, Decoded};
 
 /// Capacity of a memory data device.
 pub const MEMORY_DATA_BYTES: u64 = 256 << 20;
@@ -51,6 +55,7 @@ impl Rig {
         data_plan: FaultPlan,
         log_plan: FaultPlan,
         store: StoreKind,
+        ipl_log_segment_bytes: Option<u64>,
     ) -> Result<Rig, String> {
         let power = PowerSwitch::new();
         let checker = WalChecker::new();
@@ -59,7 +64,24 @@ impl Rig {
         // log-structured block's place does not say which page it holds:
         // its own checksum (pages and the store's blocks carry one at 0..4)
         // is the check.
+        // An IPL space's chunk is a data slot (the page checksum, as a
+        // log-structured block) or part of a log segment: every programmed
+        // 512-byte sector there carries a crc (the store's check).
         let check: PageCheck = match store {
+            StoreKind::Ipl => {
+                let segment = ipl_log_segment_bytes.unwrap_or(LOG_SEGMENT_BYTES_DEFAULT);
+                Arc::new(move |offset_bytes, image| {
+                    if offset_bytes % ERASE_UNIT_BYTES >= ERASE_UNIT_BYTES - segment {
+                        image
+                            .chunks(LOG_SECTOR_BYTES)
+                            .any(|s| matches!(sector::decode(s), Decoded::Damaged(_)))
+                    } else {
+                        image.iter().any(|&b| b != 0)
+                            && u32::from_le_bytes(image[0..4].try_into().expect("4 bytes"))
+                                != page::compute_checksum(image)
+                    }
+                })
+            }
             StoreKind::LogStructured => Arc::new(|_, image| {
                 image.iter().any(|&b| b != 0)
                     && u32::from_le_bytes(image[0..4].try_into().expect("4 bytes"))
@@ -77,10 +99,10 @@ impl Rig {
         )
         .with_power(power.clone());
         // In-Page Logging writes log sectors and whole erase units, not
-        // pages at their offsets: neither the WAL checker nor the page
-        // check can read them (its write groups follow BUF-2 all the same).
+        // pages at their offsets: the WAL checker cannot read them (its
+        // write groups follow BUF-2 all the same); the page check can.
         let data = match store {
-            StoreKind::Ipl => data,
+            StoreKind::Ipl => data.with_page_check(check),
             _ => data
                 .with_wal_checker(checker.clone())
                 .with_page_check(check),

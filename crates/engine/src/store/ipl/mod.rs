@@ -74,6 +74,41 @@
 //!    logical unit always has one sound version on flash.
 //! 5. The map changes only at a merge; a slot is programmed directly only
 //!    in a unit formatted by this store and not yet logged to, in order.
+//! 6. A sector or slot that fails its check is read again (a flip on the
+//!    way reads clean the second time, [`DAMAGED_READS_MAX`]). A log
+//!    sector still damaged (or unreadable) before the first hole is
+//!    damage, never a hole: its write group's records are left out, and
+//!    the group's slot (known if this store programmed the group since it
+//!    opened, otherwise every slot of the unit) reads as a one-line
+//!    corruption error naming the sector, which the pool repairs from the
+//!    WAL or reports (BUF-9). A unit with damage merges at its next write.
+//! 7. A merge never programs an older or partial version of a page it
+//!    cannot rebuild: a slot hit by damage, or unreadable, is programmed
+//!    as a *poisoned* page (zeros, [`POISON_TEXT`], a checksum that does
+//!    not match), and the page's in-memory log is dropped so that its next
+//!    write logs its whole difference.
+//! 8. A merge's commit sector reads back sound before the old unit is
+//!    erased; otherwise the target is erased and another free unit tried,
+//!    [`MERGE_ATTEMPTS_MAX`] times in all.
+//! 9. At open, a unit whose commit sector cannot be read or fails its crc
+//!    is known by its first log sector (logical unit and generation: log
+//!    sectors follow a verified commit sector, IPL-8; generation 0 is a
+//!    home), or else is free if it holds nothing, or else, if it holds
+//!    sealed pages of one logical unit each in its own slot, is that
+//!    logical unit's version when no sound commit sector (nor another
+//!    such unit) names it and it is the home or its home is empty or
+//!    holds another unit. Anything else (another unit may hold a newer or
+//!    an older version) refuses the open with one line naming the sector.
+//!
+//! ## Media damage
+//!
+//! The store cannot repair: it detects (sector crc, page checksum, page
+//! id), confines the damage to the slot it belongs to when it can, and
+//! hands it to the pool, which rebuilds the page from the WAL (its image
+//! since the log start) or reports it. A page is never returned as an
+//! older version because a group was lost: that would pass every check
+//! (IPL-6, IPL-7). LIMIT: a commit sector has one copy; damage after it
+//! read back sound (IPL-8) is resolved by IPL-9 or refused.
 
 pub mod layout;
 pub mod sector;
@@ -82,7 +117,7 @@ use std::collections::HashMap;
 use std::sync::Mutex as StdMutex;
 use std::sync::atomic::{AtomicU64, Ordering};
 
-use flashlab_devices::DeviceRef;
+use flashlab_devices::{DeviceError, DeviceRef};
 use flashlab_runtime::{Mutex as RtMutex, Rt};
 use serde::Serialize;
 
@@ -98,6 +133,16 @@ use sector::{Decoded, FLAG_GROUP_END, Header, MAGIC_COMMIT, MAGIC_DESCRIPTOR, MA
 pub const UNIT_LOCK_STRIPES: usize = 64;
 /// Gaps of unchanged bytes shorter than this are folded into one record.
 pub const DIFF_GAP_BYTES_MIN: usize = 16;
+/// A merge whose commit sector reads back damaged erases its target and
+/// tries another free unit, at most this many times in all (IPL-8).
+pub const MERGE_ATTEMPTS_MAX: u32 = 3;
+/// A damaged read (a sector or slot that fails its check) is read this
+/// many times in all before it counts as damage: a flip on the way reads
+/// clean the second time (IPL-6).
+pub const DAMAGED_READS_MAX: u32 = 2;
+/// What a merge programs in a slot whose page it cannot rebuild (IPL-7):
+/// the text at the body's start; the page checksum never matches.
+pub const POISON_TEXT: &[u8; 16] = b"IPL damaged slot";
 
 /// What an IPL store counted since it was opened.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
@@ -126,6 +171,13 @@ pub struct IplStats {
     /// Write groups forced by commits, and their sectors.
     pub commit_groups: u64,
     pub commit_sectors: u64,
+    /// Log sectors and slots found damaged (after a second read), commit
+    /// sectors that read back damaged after a merge, and slots a merge
+    /// programmed as damaged (IPL-6..8).
+    pub damaged_sectors: u64,
+    pub damaged_slots: u64,
+    pub commit_sector_retries: u64,
+    pub poisoned_slots: u64,
 }
 
 #[derive(Default)]
@@ -144,6 +196,10 @@ struct Counters {
     log_sectors_read: AtomicU64,
     commit_groups: AtomicU64,
     commit_sectors: AtomicU64,
+    damaged_sectors: AtomicU64,
+    damaged_slots: AtomicU64,
+    commit_sector_retries: AtomicU64,
+    poisoned_slots: AtomicU64,
 }
 
 fn bump(c: &AtomicU64, n: u64) {
@@ -190,6 +246,42 @@ impl PageLog {
     }
 }
 
+/// Damage met reading a unit's log segment (IPL-6).
+#[derive(Clone, Debug)]
+struct LogDamage {
+    /// Slots whose records lay in a damaged write group; `None`: not known
+    /// (the group was not written since the store opened), every slot.
+    slots: Option<Vec<u32>>,
+    offset_bytes: u64,
+    problem: String,
+}
+
+impl LogDamage {
+    fn hits(&self, slot: u32) -> bool {
+        self.slots.as_ref().is_none_or(|s| s.contains(&slot))
+    }
+}
+
+/// What a unit whose commit sector cannot be read holds (IPL-9).
+enum Identity {
+    /// Its first log sector names the logical unit and generation.
+    Logged(u32, u32),
+    /// Nothing: no log sector, every slot erased.
+    Empty,
+    /// Sealed pages of one logical unit, each in its own slot, no log.
+    Pages(u32),
+    /// Anything else.
+    Unknown,
+}
+
+/// A write group this store programmed: its sectors and its slot.
+#[derive(Clone, Copy, Debug)]
+struct GroupSpan {
+    first: u16,
+    last: u16,
+    slot: u32,
+}
+
 /// See the module documentation.
 pub struct IplStore {
     device: DeviceRef,
@@ -203,6 +295,9 @@ pub struct IplStore {
     pending: StdMutex<HashMap<PageNo, PageLog>>,
     /// Pages holding in-memory records of each transaction.
     by_txn: StdMutex<HashMap<u64, Vec<PageNo>>>,
+    /// Write groups programmed since the open, by logical unit, with the
+    /// unit's generation: what names the slot of a damaged group (IPL-6).
+    spans: StdMutex<HashMap<u32, (u32, Vec<GroupSpan>)>>,
     commit_force: bool,
     counters: Counters,
 }
@@ -264,6 +359,7 @@ impl IplStore {
             merging: RtMutex::new(()),
             pending: StdMutex::new(HashMap::new()),
             by_txn: StdMutex::new(HashMap::new()),
+            spans: StdMutex::new(HashMap::new()),
             commit_force: true,
             counters: Counters::default(),
         };
@@ -300,6 +396,10 @@ impl IplStore {
             log_sectors_read: g(&c.log_sectors_read),
             commit_groups: g(&c.commit_groups),
             commit_sectors: g(&c.commit_sectors),
+            damaged_sectors: g(&c.damaged_sectors),
+            damaged_slots: g(&c.damaged_slots),
+            commit_sector_retries: g(&c.commit_sector_retries),
+            poisoned_slots: g(&c.poisoned_slots),
         }
     }
 
@@ -375,7 +475,7 @@ impl IplStore {
     }
 
     fn scan(&self) -> Result<()> {
-        let s = self.read_sector(0)?;
+        let s = self.read_sector_checked(0)?;
         let described = match sector::decode(&s) {
             Decoded::Sound(h, p) if h.magic == MAGIC_DESCRIPTOR => p == self.descriptor_payload(),
             _ => false,
@@ -393,9 +493,45 @@ impl IplStore {
         let l = self.layout;
         let mut best: Vec<Option<(u32, u32)>> = vec![None; l.logical_units as usize];
         let mut committed = vec![false; l.physical_units as usize];
+        // Units whose commit sector cannot be read, holding pages of a
+        // logical unit (IPL-9).
+        let mut doubtful: Vec<(u32, u32, String)> = Vec::new();
         for phys in 1..l.physical_units {
             let at = l.sector_bytes(phys, 0);
-            match sector::decode(&self.read_sector(at)?) {
+            let damage = match self.read_sector_checked(at) {
+                Ok(s) => match sector::decode(&s) {
+                    Decoded::Damaged(problem) => Err(problem),
+                    _ => Ok(s),
+                },
+                Err(Error::Device(DeviceError::ReadFailed { .. })) => {
+                    Err("the device cannot read it".to_string())
+                }
+                Err(e) => return Err(e),
+            };
+            let s = match damage {
+                Ok(s) => s,
+                Err(problem) => {
+                    let problem = format!("commit sector of erase unit {phys}: {problem}");
+                    match self.identify(phys)? {
+                        Identity::Logged(unit, 0) if l.home(unit) == phys => continue,
+                        Identity::Logged(unit, generation) if generation > 0 => {
+                            committed[phys as usize] = true;
+                            let slot = &mut best[unit as usize];
+                            if slot.is_none_or(|(g, _)| generation > g) {
+                                *slot = Some((generation, phys));
+                            }
+                            continue;
+                        }
+                        Identity::Empty => continue,
+                        Identity::Pages(unit) => {
+                            doubtful.push((phys, unit, problem));
+                            continue;
+                        }
+                        _ => return Err(self.corruption(at, problem)),
+                    }
+                }
+            };
+            match sector::decode(&s) {
                 Decoded::Erased => {}
                 Decoded::Damaged(problem) => {
                     return Err(self
@@ -415,6 +551,34 @@ impl IplStore {
                     }
                 }
             }
+        }
+        // IPL-9: a doubtful unit is its logical unit's only version if no
+        // sound commit sector and no other doubtful unit names that
+        // logical unit, and it is the home or the home is empty or holds
+        // another unit. Otherwise which version is newer is not known (a
+        // stale version lingers after a crash between a merge's commit
+        // sector and its erase): the open is refused.
+        for (phys, unit, problem) in &doubtful {
+            let (phys, unit) = (*phys, *unit);
+            let home = l.home(unit);
+            let alone = best[unit as usize].is_none()
+                && doubtful.iter().filter(|(_, u, _)| *u == unit).count() == 1;
+            if alone && home == phys {
+                continue;
+            }
+            if alone
+                && (committed[home as usize] || matches!(self.identify(home)?, Identity::Empty))
+            {
+                committed[phys as usize] = true;
+                best[unit as usize] = Some((0, phys));
+                continue;
+            }
+            return Err(self.corruption(
+                l.sector_bytes(phys, 0),
+                format!(
+                    "{problem}; it holds pages of logical unit {unit}, which another erase unit may hold too"
+                ),
+            ));
         }
         let mut used = vec![false; l.physical_units as usize];
         used[0] = true;
@@ -452,6 +616,52 @@ impl IplStore {
         Ok(())
     }
 
+    /// What an erase unit holds, from its first log sector and its slots,
+    /// when its commit sector cannot be read (IPL-9).
+    fn identify(&self, phys: u32) -> Result<Identity> {
+        let l = self.layout;
+        let first = match self.read_sector_checked(l.sector_bytes(phys, 1)) {
+            Ok(s) => s,
+            Err(Error::Device(DeviceError::ReadFailed { .. })) => return Ok(Identity::Unknown),
+            Err(e) => return Err(e),
+        };
+        match sector::decode(&first) {
+            Decoded::Sound(h, _)
+                if h.magic == MAGIC_LOG && h.unit < l.logical_units && h.index == 1 =>
+            {
+                return Ok(Identity::Logged(h.unit, h.generation));
+            }
+            Decoded::Erased => {}
+            _ => return Ok(Identity::Unknown),
+        }
+        let pb = l.page_bytes;
+        let mut pages = vec![0u8; pb * l.pages_per_unit as usize];
+        match self.device.read(l.slot_bytes(phys, 0), &mut pages) {
+            Ok(()) => {}
+            Err(DeviceError::ReadFailed { .. }) => return Ok(Identity::Unknown),
+            Err(e) => return Err(e.into()),
+        }
+        let mut unit = None;
+        for (slot, page) in pages.chunks(pb).enumerate() {
+            if page.iter().all(|&b| b == 0xFF) {
+                continue;
+            }
+            let sealed = crate::page::compute_checksum(page)
+                == u32::from_le_bytes(page[0..4].try_into().expect("4"));
+            let page_no = crate::page::stored_id(page).page_no;
+            let (u, s) = l.place(page_no);
+            if !sealed || s as usize != slot || unit.is_some_and(|x| x != u) {
+                return Ok(Identity::Unknown);
+            }
+            unit = Some(u);
+        }
+        Ok(match unit {
+            None => Identity::Empty,
+            Some(u) if u < l.logical_units => Identity::Pages(u),
+            Some(_) => Identity::Unknown,
+        })
+    }
+
     fn unit(&self, logical: u32) -> UnitState {
         self.units.lock().expect("units")[logical as usize]
     }
@@ -472,69 +682,195 @@ impl IplStore {
         Ok((logical, slot))
     }
 
-    /// The records of the unit's complete write groups, in order, and the
-    /// unit's state with `log_next` known (IPL-2, IPL-3).
-    fn read_log(&self, logical: u32, mut st: UnitState) -> Result<(Vec<Record>, UnitState)> {
+    /// Read a sector, a second time if it decodes damaged (a flip on the
+    /// way reads clean the second time, IPL-6).
+    fn read_sector_checked(&self, offset_bytes: u64) -> Result<Vec<u8>> {
+        let mut s = self.read_sector(offset_bytes)?;
+        for _ in 1..DAMAGED_READS_MAX {
+            if !matches!(sector::decode(&s), Decoded::Damaged(_)) {
+                break;
+            }
+            s = self.read_sector(offset_bytes)?;
+        }
+        Ok(s)
+    }
+
+    /// The log sectors `1..n` of physical unit `phys`; a sector the device
+    /// cannot read is `None`.
+    fn read_segment(&self, phys: u32, n: u16) -> Result<Vec<Option<Vec<u8>>>> {
+        let l = self.layout;
+        let at = l.sector_bytes(phys, 1);
+        let count = usize::from(n) - 1;
+        let mut buf = vec![0u8; count * LOG_SECTOR_BYTES];
+        bump(&self.counters.log_sectors_read, count as u64);
+        match self.device.read(at, &mut buf) {
+            Ok(()) => Ok(buf
+                .chunks(LOG_SECTOR_BYTES)
+                .map(|s| Some(s.to_vec()))
+                .collect()),
+            Err(DeviceError::ReadFailed { .. }) => (0..count)
+                .map(
+                    |i| match self.read_sector(at + (i * LOG_SECTOR_BYTES) as u64) {
+                        Ok(s) => Ok(Some(s)),
+                        Err(Error::Device(DeviceError::ReadFailed { .. })) => Ok(None),
+                        Err(e) => Err(e),
+                    },
+                )
+                .collect(),
+            Err(e) => Err(e.into()),
+        }
+    }
+
+    /// The records of the unit's complete write groups, in order, the
+    /// unit's state with `log_next` known (IPL-2, IPL-3), and the damage
+    /// met, if any (IPL-6): the records of a damaged group are left out.
+    fn read_log(
+        &self,
+        logical: u32,
+        mut st: UnitState,
+    ) -> Result<(Vec<Record>, UnitState, Option<LogDamage>)> {
         let l = self.layout;
         let n = st.log_next.unwrap_or(l.segment_sectors());
         if n <= 1 {
             st.log_next = Some(1);
-            return Ok((Vec::new(), st));
+            return Ok((Vec::new(), st, None));
         }
         let at = l.sector_bytes(st.phys, 1);
-        let mut buf = vec![0u8; (usize::from(n) - 1) * LOG_SECTOR_BYTES];
-        self.device.read(at, &mut buf)?;
-        bump(&self.counters.log_sectors_read, u64::from(n) - 1);
-        let mut out = Vec::new();
-        let mut group = Vec::new();
-        let mut hole = false;
-        let mut last_programmed = 0u16;
-        for (i, s) in buf.chunks(LOG_SECTOR_BYTES).enumerate() {
+        let mut raw = self.read_segment(st.phys, n)?;
+        /// What one log sector turned out to be.
+        enum Seen {
+            Erased,
+            Bad(String),
+            Sound(bool, Vec<Record>),
+        }
+        let mut seen = Vec::with_capacity(raw.len());
+        for (i, s) in raw.iter_mut().enumerate() {
             let index = i as u16 + 1;
             let offset = at + i as u64 * LOG_SECTOR_BYTES as u64;
-            match sector::decode(s) {
-                Decoded::Erased => hole = true,
-                Decoded::Damaged(problem) => {
-                    last_programmed = index;
-                    if !hole {
-                        return Err(self.corruption(
-                            offset,
-                            format!("log sector {index} of logical unit {logical}: {problem}"),
-                        ));
-                    }
-                }
+            let classify = |s: &[u8]| match sector::decode(s) {
+                Decoded::Erased => Seen::Erased,
+                Decoded::Damaged(problem) => Seen::Bad(problem),
                 Decoded::Sound(h, payload) => {
-                    last_programmed = index;
-                    if hole {
-                        continue;
-                    }
                     if h.magic != MAGIC_LOG
                         || h.unit != logical
                         || h.generation != st.generation
                         || h.index != index
                     {
-                        return Err(self.corruption(
-                            offset,
-                            format!("log sector {index} of logical unit {logical} belongs to unit {} generation {} index {}", h.unit, h.generation, h.index),
+                        return Seen::Bad(format!(
+                            "belongs to unit {} generation {} index {}",
+                            h.unit, h.generation, h.index
                         ));
                     }
-                    group.extend(sector::decode_records(payload)?);
-                    if h.flags & FLAG_GROUP_END != 0 {
-                        out.append(&mut group);
+                    match sector::decode_records(payload) {
+                        Ok(records) => Seen::Sound(h.flags & FLAG_GROUP_END != 0, records),
+                        Err(e) => Seen::Bad(e.to_string()),
+                    }
+                }
+            };
+            let mut v = match s {
+                Some(s) => classify(s),
+                None => Seen::Bad("the device cannot read it".into()),
+            };
+            // A flip on the way reads clean the second time.
+            if matches!(v, Seen::Bad(_)) && s.is_some() {
+                for _ in 1..DAMAGED_READS_MAX {
+                    match self.read_sector(offset) {
+                        Ok(again) => {
+                            v = classify(&again);
+                            *s = Some(again);
+                        }
+                        Err(Error::Device(DeviceError::ReadFailed { .. })) => {
+                            v = Seen::Bad("the device cannot read it".into());
+                        }
+                        Err(e) => return Err(e),
+                    }
+                    if !matches!(v, Seen::Bad(_)) {
+                        break;
                     }
                 }
             }
+            seen.push(v);
         }
+        let hole_at = seen
+            .iter()
+            .position(|v| matches!(v, Seen::Erased))
+            .unwrap_or(seen.len());
+        // IPL-6: a damaged sector before the first hole loses its group.
+        let mut skip = vec![false; seen.len()];
+        let mut damage: Option<LogDamage> = None;
+        {
+            let spans = self.spans.lock().expect("spans");
+            let known = spans
+                .get(&logical)
+                .filter(|(g, _)| *g == st.generation)
+                .map(|(_, v)| v.as_slice())
+                .unwrap_or(&[]);
+            for (i, v) in seen[..hole_at].iter().enumerate() {
+                let Seen::Bad(problem) = v else { continue };
+                let index = i as u16 + 1;
+                bump(&self.counters.damaged_sectors, 1);
+                let span = known
+                    .iter()
+                    .find(|g| g.first <= index && index <= g.last)
+                    .copied();
+                let d = damage.get_or_insert_with(|| LogDamage {
+                    slots: Some(Vec::new()),
+                    offset_bytes: at + i as u64 * LOG_SECTOR_BYTES as u64,
+                    problem: format!(
+                        "log sector {index} of logical unit {logical} (erase unit {}): {problem}",
+                        st.phys
+                    ),
+                });
+                match span {
+                    Some(g) if usize::from(g.last) <= hole_at => {
+                        for k in g.first..=g.last {
+                            skip[usize::from(k) - 1] = true;
+                        }
+                        if let Some(slots) = d.slots.as_mut() {
+                            slots.push(g.slot);
+                        }
+                    }
+                    _ => d.slots = None,
+                }
+            }
+        }
+        let mut out = Vec::new();
+        let mut group = Vec::new();
+        for (i, v) in seen[..hole_at].iter().enumerate() {
+            if skip[i] {
+                continue;
+            }
+            if let Seen::Sound(end, records) = v {
+                group.extend(records.iter().cloned());
+                if *end {
+                    out.append(&mut group);
+                }
+            }
+        }
+        let last_programmed = seen
+            .iter()
+            .rposition(|v| !matches!(v, Seen::Erased))
+            .map_or(0, |i| i as u16 + 1);
         let next = last_programmed + 1;
-        let holes = buf[..(usize::from(next) - 1) * LOG_SECTOR_BYTES]
-            .chunks(LOG_SECTOR_BYTES)
-            .any(|s| s.iter().all(|&b| b == 0xFF));
-        st.needs_merge |= holes || !group.is_empty();
+        let holes = seen[..usize::from(next) - 1]
+            .iter()
+            .any(|v| matches!(v, Seen::Erased));
+        st.needs_merge |= holes || !group.is_empty() || damage.is_some();
         st.log_next = Some(next);
         if next > 1 {
             st.fresh_from = None;
         }
-        Ok((out, st))
+        Ok((out, st, damage))
+    }
+
+    /// The error a read of a slot hit by `damage` returns (one line).
+    fn damage_error(&self, page_no: PageNo, damage: &LogDamage) -> Error {
+        Error::Corruption {
+            space: self.space.clone(),
+            page_no: u64::from(page_no),
+            offset_bytes: damage.offset_bytes,
+            problem: format!("IPL: {}; the page's changes in it are lost", damage.problem),
+        }
     }
 
     /// Read a slot's image (an erased slot is zeros) and apply `records`.
@@ -549,61 +885,171 @@ impl IplStore {
         Ok(())
     }
 
-    /// Merge a logical unit into a free erase unit, with `replace`'s image
-    /// in its slot (IPL-4).
-    fn merge(
+    /// A page image no check accepts (IPL-7): zeros, [`POISON_TEXT`] at
+    /// the body's start and a checksum that does not match.
+    pub fn poisoned_page(page_bytes: usize) -> Vec<u8> {
+        let mut p = vec![0u8; page_bytes];
+        p[PAGE_BODY_OFFSET..PAGE_BODY_OFFSET + POISON_TEXT.len()].copy_from_slice(POISON_TEXT);
+        let crc = !crate::page::compute_checksum(&p);
+        p[0..4].copy_from_slice(&crc.to_le_bytes());
+        assert!(
+            crate::page::compute_checksum(&p) != crc,
+            "IPL-7: a poisoned page fails its checksum"
+        );
+        p
+    }
+
+    /// The current versions of a unit's pages for a merge: each slot's
+    /// image with `records` applied, a slot hit by `damage` or unreadable
+    /// as a poisoned page (IPL-7), `replace`'s image in its slot.
+    fn merged_pages(
         &self,
         logical: u32,
         st: UnitState,
         records: &[Record],
         replace: Option<(u32, &[u8])>,
-    ) -> Result<()> {
-        let _merging = self.merging.lock();
-        let rt = Rt::try_current();
-        let start_ns = rt.as_ref().map_or(0, |rt| rt.now_ns());
+        damage: Option<&LogDamage>,
+    ) -> Result<Vec<u8>> {
         let l = self.layout;
         let pb = l.page_bytes;
         let mut pages = vec![0u8; pb * l.pages_per_unit as usize];
-        self.device.read(l.slot_bytes(st.phys, 0), &mut pages)?;
-        for (slot, page) in pages.chunks_mut(pb).enumerate() {
+        let mut unreadable = vec![false; l.pages_per_unit as usize];
+        match self.device.read(l.slot_bytes(st.phys, 0), &mut pages) {
+            Ok(()) => {}
+            Err(DeviceError::ReadFailed { .. }) => {
+                for (slot, page) in pages.chunks_mut(pb).enumerate() {
+                    match self.device.read(l.slot_bytes(st.phys, slot as u32), page) {
+                        Ok(()) => {}
+                        Err(DeviceError::ReadFailed { .. }) => unreadable[slot] = true,
+                        Err(e) => return Err(e.into()),
+                    }
+                }
+            }
+            Err(e) => return Err(e.into()),
+        }
+        let apply = |slot: usize, page: &mut [u8]| -> Result<()> {
             if page.iter().all(|&b| b == 0xFF) {
                 page.fill(0);
             }
             for r in records.iter().filter(|r| usize::from(r.slot) == slot) {
                 r.apply(page)?;
             }
+            Ok(())
+        };
+        for (slot, page) in pages.chunks_mut(pb).enumerate() {
+            if replace.is_some_and(|(s, _)| s as usize == slot) {
+                continue;
+            }
+            let lost = unreadable[slot] || damage.is_some_and(|d| d.hits(slot as u32));
+            if lost {
+                page.copy_from_slice(&Self::poisoned_page(pb));
+                bump(&self.counters.poisoned_slots, 1);
+                // The page's in-memory log started from the lost version:
+                // its next write logs the difference against the poison.
+                let page_no = logical * l.pages_per_unit + slot as u32;
+                self.pending.lock().expect("pending").remove(&page_no);
+                continue;
+            }
+            apply(slot, page)?;
+            // A page that fails its checksum is read once more: a flip on
+            // the way must not become damage on the medium (IPL-6).
+            let bad = |page: &[u8]| {
+                page.iter().any(|&b| b != 0)
+                    && crate::page::compute_checksum(page)
+                        != u32::from_le_bytes(page[0..4].try_into().expect("4"))
+            };
+            if bad(page) {
+                match self.device.read(l.slot_bytes(st.phys, slot as u32), page) {
+                    Ok(()) => apply(slot, page)?,
+                    Err(DeviceError::ReadFailed { .. }) => {
+                        page.copy_from_slice(&Self::poisoned_page(pb));
+                        bump(&self.counters.poisoned_slots, 1);
+                    }
+                    Err(e) => return Err(e.into()),
+                }
+            }
         }
         if let Some((slot, image)) = replace {
             pages[slot as usize * pb..(slot as usize + 1) * pb].copy_from_slice(image);
         }
-        let (target, erased) = self.free.lock().expect("free").pop().ok_or_else(|| {
-            Error::SpaceFull(format!(
-                "space '{}': no free erase unit for a merge",
-                self.space
-            ))
-        })?;
-        if !erased {
-            self.device.trim(l.unit_bytes(target), ERASE_UNIT_BYTES)?;
-            bump(&self.counters.erases, 1);
-        }
-        for (slot, page) in pages.chunks(pb).enumerate() {
-            if page.iter().any(|&b| b != 0) {
-                self.device.write(l.slot_bytes(target, slot as u32), page)?;
-            }
-        }
-        self.device.flush()?;
+        Ok(pages)
+    }
+
+    /// Merge a logical unit into a free erase unit, with `replace`'s image
+    /// in its slot (IPL-4); slots hit by `damage` are poisoned (IPL-7).
+    fn merge(
+        &self,
+        logical: u32,
+        st: UnitState,
+        records: &[Record],
+        replace: Option<(u32, &[u8])>,
+        damage: Option<&LogDamage>,
+    ) -> Result<()> {
+        let _merging = self.merging.lock();
+        let rt = Rt::try_current();
+        let start_ns = rt.as_ref().map_or(0, |rt| rt.now_ns());
+        let l = self.layout;
+        let pb = l.page_bytes;
+        let pages = self.merged_pages(logical, st, records, replace, damage)?;
         let generation = st.generation + 1;
-        let header = Header {
-            magic: MAGIC_COMMIT,
-            unit: logical,
-            generation,
-            index: 0,
-            used: 0,
-            flags: 0,
+        let mut attempt = 0;
+        let target = loop {
+            attempt += 1;
+            let (target, erased) = self.free.lock().expect("free").pop().ok_or_else(|| {
+                Error::SpaceFull(format!(
+                    "space '{}': no free erase unit for a merge",
+                    self.space
+                ))
+            })?;
+            if !erased {
+                self.device.trim(l.unit_bytes(target), ERASE_UNIT_BYTES)?;
+                bump(&self.counters.erases, 1);
+            }
+            for (slot, page) in pages.chunks(pb).enumerate() {
+                if page.iter().any(|&b| b != 0) {
+                    self.device.write(l.slot_bytes(target, slot as u32), page)?;
+                }
+            }
+            self.device.flush()?;
+            let header = Header {
+                magic: MAGIC_COMMIT,
+                unit: logical,
+                generation,
+                index: 0,
+                used: 0,
+                flags: 0,
+            };
+            let at = l.sector_bytes(target, 0);
+            self.device.write(at, &sector::encode(header, &[]))?;
+            self.device.flush()?;
+            // IPL-8: the commit sector reads back sound before the old
+            // unit is erased.
+            let back = match self.read_sector_checked(at) {
+                Ok(s) => Some(s),
+                Err(Error::Device(DeviceError::ReadFailed { .. })) => None,
+                Err(e) => return Err(e),
+            };
+            if back
+                .as_deref()
+                .is_some_and(|s| matches!(sector::decode(s), Decoded::Sound(h, _) if h == header))
+            {
+                break target;
+            }
+            bump(&self.counters.commit_sector_retries, 1);
+            self.device.trim(l.unit_bytes(target), ERASE_UNIT_BYTES)?;
+            self.device.flush()?;
+            bump(&self.counters.erases, 1);
+            self.free.lock().expect("free").insert(0, (target, true));
+            if attempt >= MERGE_ATTEMPTS_MAX {
+                return Err(self.corruption(
+                    at,
+                    format!(
+                        "the commit sector of a merge of logical unit {logical} read back damaged {MERGE_ATTEMPTS_MAX} times"
+                    ),
+                ));
+            }
         };
-        self.device
-            .write(l.sector_bytes(target, 0), &sector::encode(header, &[]))?;
-        self.device.flush()?;
+        self.spans.lock().expect("spans").remove(&logical);
         self.set_unit(
             logical,
             UnitState {
@@ -627,13 +1073,13 @@ impl IplStore {
     /// group to the unit's log segment, or merge the unit with `image` in
     /// the slot when they do not fit (or the unit must merge, IPL-3).
     /// Returns the sectors programmed (0 for a merge). The caller holds the
-    /// unit's lock and has read its log (`log`, `st`).
+    /// unit's lock and has read its log (`log`, its `damage`, `st`).
     fn append_group(
         &self,
         logical: u32,
         slot: u32,
         mut st: UnitState,
-        log: &[Record],
+        (log, damage): (&[Record], Option<&LogDamage>),
         mut records: Vec<Record>,
         image: &[u8],
     ) -> Result<u64> {
@@ -646,7 +1092,7 @@ impl IplStore {
         let sectors = sector::pack(&records);
         let next = st.log_next.expect("read_log knows it");
         if st.needs_merge || usize::from(next) + sectors.len() > usize::from(l.segment_sectors()) {
-            self.merge(logical, st, log, Some((slot, image)))?;
+            self.merge(logical, st, log, Some((slot, image)), damage)?;
             return Ok(0);
         }
         let mut bytes = Vec::with_capacity(sectors.len() * LOG_SECTOR_BYTES);
@@ -666,6 +1112,20 @@ impl IplStore {
             bytes.extend(sector::encode(header, &sector::encode_records(recs)));
         }
         self.device.write(l.sector_bytes(st.phys, next), &bytes)?;
+        {
+            let mut spans = self.spans.lock().expect("spans");
+            let entry = spans
+                .entry(logical)
+                .or_insert_with(|| (st.generation, Vec::new()));
+            if entry.0 != st.generation {
+                *entry = (st.generation, Vec::new());
+            }
+            entry.1.push(GroupSpan {
+                first: next,
+                last: next + sectors.len() as u16 - 1,
+                slot,
+            });
+        }
         st.log_next = Some(next + sectors.len() as u16);
         st.fresh_from = None;
         self.set_unit(logical, st);
@@ -706,9 +1166,16 @@ impl IplStore {
         crate::page::set_lsn(&mut image, lsn);
         crate::page::seal(&mut image);
         let st = self.unit(logical);
-        let (flash_log, st) = self.read_log(logical, st)?;
+        let (flash_log, st, damage) = self.read_log(logical, st)?;
         self.set_unit(logical, st);
-        let sectors = self.append_group(logical, slot, st, &flash_log, records, &image)?;
+        let sectors = self.append_group(
+            logical,
+            slot,
+            st,
+            (&flash_log, damage.as_ref()),
+            records,
+            &image,
+        )?;
         bump(&self.counters.commit_groups, 1);
         bump(&self.counters.commit_sectors, sectors);
         Ok(())
@@ -750,9 +1217,20 @@ impl PageStore for IplStore {
         let (logical, slot) = self.check_page(page_no)?;
         let _unit = self.stripe(logical).lock();
         let st = self.unit(logical);
-        let (records, st) = self.read_log(logical, st)?;
+        let (records, mut st, damage) = self.read_log(logical, st)?;
         self.set_unit(logical, st);
-        self.rebuild(st.phys, slot, &records, buf)?;
+        if let Some(d) = damage.as_ref().filter(|d| d.hits(slot)) {
+            return Err(self.damage_error(page_no, d));
+        }
+        if let Err(e) = self.rebuild(st.phys, slot, &records, buf) {
+            if crate::store::is_read_damage(&e) {
+                // The slot cannot be read: the next write moves the unit.
+                bump(&self.counters.damaged_slots, 1);
+                st.needs_merge = true;
+                self.set_unit(logical, st);
+            }
+            return Err(e);
+        }
         bump(&self.counters.page_reads, 1);
         self.pending
             .lock()
@@ -779,19 +1257,29 @@ impl PageStore for IplStore {
             bump(&self.counters.direct_programs, 1);
             return Ok(());
         }
-        let (log, known) = self.read_log(logical, st)?;
+        let (log, known, damage) = self.read_log(logical, st)?;
         st = known;
         self.set_unit(logical, st);
+        // A unit with damage merges (IPL-6, IPL-7): the records are moot,
+        // the merge takes `image` whole.
         let records = match noted {
+            _ if st.needs_merge => Vec::new(),
             Some(records) => records,
             None => {
                 bump(&self.counters.diff_writes, 1);
                 let mut flash = vec![0u8; l.page_bytes];
-                self.rebuild(st.phys, slot, &log, &mut flash)?;
-                sector::records_of(slot as u16, 0, &diff_body(&flash, image))
+                match self.rebuild(st.phys, slot, &log, &mut flash) {
+                    Ok(()) => sector::records_of(slot as u16, 0, &diff_body(&flash, image)),
+                    Err(e) if crate::store::is_read_damage(&e) => {
+                        bump(&self.counters.damaged_slots, 1);
+                        st.needs_merge = true;
+                        Vec::new()
+                    }
+                    Err(e) => return Err(e),
+                }
             }
         };
-        self.append_group(logical, slot, st, &log, records, image)
+        self.append_group(logical, slot, st, (&log, damage.as_ref()), records, image)
             .map(|_| ())
     }
 
@@ -901,6 +1389,10 @@ impl PageStore for IplStore {
             ("log_sectors_read", s.log_sectors_read as f64),
             ("commit_groups", s.commit_groups as f64),
             ("commit_sectors", s.commit_sectors as f64),
+            ("damaged_sectors", s.damaged_sectors as f64),
+            ("damaged_slots", s.damaged_slots as f64),
+            ("commit_sector_retries", s.commit_sector_retries as f64),
+            ("poisoned_slots", s.poisoned_slots as f64),
         ]
     }
 }

@@ -301,3 +301,188 @@ fn a_commit_forces_its_pages_records_and_an_abort_does_not() {
     store.transaction_ended(7, true, &NoLog).unwrap();
     assert_eq!(store.ipl_stats().commit_groups, 1);
 }
+
+/// A device that fails reads touching chosen sectors (latent errors).
+struct Unreadable {
+    inner: DeviceRef,
+    bad: std::sync::Mutex<Vec<u64>>,
+}
+
+impl flashlab_devices::Device for Unreadable {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+    fn capacity_bytes(&self) -> u64 {
+        self.inner.capacity_bytes()
+    }
+    fn sector_bytes(&self) -> u32 {
+        self.inner.sector_bytes()
+    }
+    fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> std::result::Result<(), DeviceError> {
+        let end = offset_bytes + buf.len() as u64;
+        if let Some(&at) = self
+            .bad
+            .lock()
+            .unwrap()
+            .iter()
+            .find(|&&at| offset_bytes <= at && at < end)
+        {
+            return Err(DeviceError::ReadFailed {
+                device: "nand".into(),
+                offset_bytes: at,
+            });
+        }
+        self.inner.read(offset_bytes, buf)
+    }
+    fn write(&self, offset_bytes: u64, data: &[u8]) -> std::result::Result<(), DeviceError> {
+        self.inner.write(offset_bytes, data)
+    }
+    fn flush(&self) -> std::result::Result<(), DeviceError> {
+        self.inner.flush()
+    }
+    fn trim(&self, offset_bytes: u64, len_bytes: u64) -> std::result::Result<(), DeviceError> {
+        self.inner.trim(offset_bytes, len_bytes)
+    }
+}
+
+/// A page as the pool writes it: its id set and sealed.
+fn sealed_page(rng: &mut ChaCha8Rng, page_no: u32) -> Vec<u8> {
+    let mut p = page(rng, page_no);
+    crate::page::set_id(&mut p, crate::page::PageId::new(0, page_no));
+    crate::page::seal(&mut p);
+    p
+}
+
+/// Flip a bit of the byte at `offset_bytes` on the medium.
+fn flip(inner: &MemoryDevice, offset_bytes: u64) {
+    let at = offset_bytes - offset_bytes % LOG_SECTOR_BYTES as u64;
+    let mut s = vec![0u8; LOG_SECTOR_BYTES];
+    flashlab_devices::Device::read(inner, at, &mut s).unwrap();
+    s[(offset_bytes - at) as usize] ^= 0x10;
+    flashlab_devices::Device::write(inner, at, &s).unwrap();
+}
+
+/// Regression (IPL media seeds): a log sector that fails its crc used to
+/// fail every read and write of its unit for good. Now (IPL-6, IPL-7) a
+/// group this store wrote loses only its own slot, whose read names the
+/// damage; the next write of that page merges the unit, and every other
+/// page keeps its last version. After a reopen the damaged group's slot is
+/// not known: every slot of the unit reads as damage, and a merge programs
+/// the others as pages no check accepts, never as an older version.
+#[test]
+fn a_damaged_log_sector_loses_only_its_slot_and_a_write_merges_it_away() {
+    let mut rng = ChaCha8Rng::seed_from_u64(11);
+    let (inner, device) = nand();
+    let store = open(&device, StoreMode::Create, 8 << 10);
+    let mut images: Vec<Vec<u8>> = (0..15).map(|n| page(&mut rng, n)).collect();
+    for (n, p) in images.iter().enumerate() {
+        store.write_page(n as u32, p).unwrap();
+    }
+    for n in [3usize, 5] {
+        let next = update(&mut rng, &images[n]);
+        store.note_update(n as u32, 1, 0, &images[n], &next);
+        store.write_page(n as u32, &next).unwrap();
+        images[n] = next;
+    }
+    // Page 3's group is log sector 1 of logical unit 0 (home: unit 1).
+    let l = store.layout();
+    flip(&inner, l.sector_bytes(1, 1) + 100);
+    assert_eq!(read(&store, 5), images[5], "another slot's group is sound");
+    let mut buf = vec![0u8; PAGE];
+    let err = store.read_page(3, &mut buf).unwrap_err();
+    assert!(crate::store::is_read_damage(&err), "{err}");
+    assert!(
+        err.to_string().contains("log sector 1 of logical unit 0"),
+        "{err}"
+    );
+    images[3] = page(&mut rng, 3);
+    store.write_page(3, &images[3]).unwrap();
+    let s = store.ipl_stats();
+    assert_eq!((s.merges, s.poisoned_slots), (1, 0), "{s:?}");
+    for (n, p) in images.iter().enumerate() {
+        assert_eq!(&read(&store, n as u32), p, "page {n}");
+    }
+    // A damaged group after a reopen: the slot is not known.
+    let next = update(&mut rng, &images[7]);
+    store.note_update(7, 1, 0, &images[7], &next);
+    store.write_page(7, &next).unwrap();
+    store.sync(&NoLog).unwrap();
+    let phys = store.unit(0).phys;
+    flip(&inner, l.sector_bytes(phys, 1) + 40);
+    let again = open(&device, StoreMode::Open, 8 << 10);
+    for n in [0u32, 7, 14] {
+        let err = again.read_page(n, &mut buf).unwrap_err();
+        assert!(err.to_string().contains("log sector 1"), "{err}");
+    }
+    images[0] = page(&mut rng, 0);
+    again.write_page(0, &images[0]).unwrap();
+    assert_eq!(read(&again, 0), images[0]);
+    assert_eq!(again.ipl_stats().poisoned_slots, 14);
+    for n in 1..15u32 {
+        let got = read(&again, n);
+        assert!(
+            crate::page::verify(&got, crate::page::PageId::new(0, n), "data", 0).is_err(),
+            "page {n}: a lost slot never reads as a page"
+        );
+    }
+}
+
+/// Regression (IPL media seeds): a latent read error on a commit sector
+/// used to refuse the open. Now (IPL-9) the unit is known by its first log
+/// sector (logical unit, generation) or by its sealed pages when it is the
+/// logical unit's only version; an empty unit is free.
+#[test]
+fn an_unreadable_commit_sector_is_known_by_the_unit_it_holds() {
+    let mut rng = ChaCha8Rng::seed_from_u64(12);
+    let (_, nand) = nand();
+    let device: DeviceRef = Arc::new(Unreadable {
+        inner: nand,
+        bad: std::sync::Mutex::new(Vec::new()),
+    });
+    let store = open(&device, StoreMode::Create, 4 << 10);
+    let per = store.layout().pages_per_unit;
+    let mut images: Vec<Vec<u8>> = (0..2 * per).map(|n| sealed_page(&mut rng, n)).collect();
+    for (n, p) in images.iter().enumerate() {
+        store.write_page(n as u32, p).unwrap();
+    }
+    // Merge both logical units (updates until the 4 KB segments fill).
+    while store.unit(0).generation == 0 || store.unit(1).generation == 0 {
+        for n in [0usize, per as usize] {
+            let mut next = update(&mut rng, &images[n]);
+            crate::page::seal(&mut next);
+            store.note_update(n as u32, 1, 0, &images[n], &next);
+            store.write_page(n as u32, &next).unwrap();
+            images[n] = next;
+        }
+    }
+    // Unit 0 logs again after its merge; unit 1 does not.
+    let mut next = update(&mut rng, &images[1]);
+    crate::page::seal(&mut next);
+    store.note_update(1, 1, 0, &images[1], &next);
+    store.write_page(1, &next).unwrap();
+    images[1] = next;
+    assert_eq!(
+        store.unit(1).log_next,
+        Some(1),
+        "unit 1 has not logged since its merge"
+    );
+    store.sync(&NoLog).unwrap();
+    let l = store.layout();
+    let (a, b) = (store.unit(0).phys, store.unit(1).phys);
+    let free_unit = l.physical_units - 1;
+    let unreadable = Unreadable {
+        inner: device.clone(),
+        bad: std::sync::Mutex::new(vec![
+            l.sector_bytes(a, 0),
+            l.sector_bytes(b, 0),
+            l.sector_bytes(free_unit, 0),
+        ]),
+    };
+    let device: DeviceRef = Arc::new(unreadable);
+    let again = open(&device, StoreMode::Open, 4 << 10);
+    assert_eq!(again.unit(0).phys, a, "known by its log sector");
+    assert_eq!(again.unit(1).phys, b, "known by its pages");
+    for (n, p) in images.iter().enumerate() {
+        assert_eq!(&read(&again, n as u32), p, "page {n}");
+    }
+}
