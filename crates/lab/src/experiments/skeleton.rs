@@ -9,6 +9,11 @@
 //! and each step is small enough to read on its own. [`run_study`] runs the
 //! steps in one order and times the whole; every `Study` is an
 //! [`Experiment`] through it.
+//!
+//! REPORT-1: `results.json` holds only what the seed decides, so the same
+//! seed gives the same bytes; host time goes to `timings.json` (any data
+//! field named `*host_seconds*`). [`run_study`] refuses an experiment whose
+//! text (description, notes, check notes) quotes host time.
 
 use super::{Experiment, RunContext};
 use crate::check::Check;
@@ -56,7 +61,7 @@ pub(crate) trait Study {
 pub(crate) fn run_study<S: Study>(study: &S, ctx: &RunContext) -> Result<ExperimentResult, String> {
     let started = std::time::Instant::now();
     let m = study.measure(ctx)?;
-    Ok(ExperimentResult {
+    let result = ExperimentResult {
         id: S::ID.into(),
         title: S::TITLE.into(),
         paper: S::PAPER.into(),
@@ -68,7 +73,29 @@ pub(crate) fn run_study<S: Study>(study: &S, ctx: &RunContext) -> Result<Experim
         data: study.data(&m),
         raw_files: study.raw_files(&m)?,
         host_seconds: started.elapsed().as_secs_f64(),
-    })
+    };
+    check_no_host_time(&result)?;
+    Ok(result)
+}
+
+/// What quotes host time in a report's text (REPORT-1).
+const HOST_TIME_MARKS: [&str; 3] = [" host s ", " host s)", "host seconds"];
+
+/// REPORT-1: no text of `result` quotes host time.
+fn check_no_host_time(result: &ExperimentResult) -> Result<(), String> {
+    let texts = std::iter::once(&result.description)
+        .chain(&result.notes)
+        .chain(result.checks.iter().map(|c| &c.note));
+    for text in texts {
+        if let Some(mark) = HOST_TIME_MARKS.iter().find(|m| text.contains(*m)) {
+            return Err(format!(
+                "{}: its text quotes host time (\"{}\"), which belongs in timings.json, not results.json (REPORT-1)",
+                result.id,
+                mark.trim()
+            ));
+        }
+    }
+    Ok(())
 }
 
 impl<S: Study> Experiment for S {
@@ -82,5 +109,51 @@ impl<S: Study> Experiment for S {
 
     fn run(&self, ctx: &RunContext) -> Result<ExperimentResult, String> {
         run_study(self, ctx)
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A study whose note quotes host time, as petrov2010's description
+    /// once did ("loaded once (185 host s for both)").
+    struct Timed(&'static str);
+
+    impl Study for Timed {
+        type Measured = ();
+        const ID: &'static str = "timed";
+        const TITLE: &'static str = "timed";
+        const PAPER: &'static str = "none";
+
+        fn measure(&self, _: &RunContext) -> Result<(), String> {
+            Ok(())
+        }
+        fn description(&self, _: &RunContext, _: &()) -> String {
+            "a run".into()
+        }
+        fn tables(&self, _: &()) -> Vec<Table> {
+            Vec::new()
+        }
+        fn checks(&self, _: &()) -> Vec<Check> {
+            Vec::new()
+        }
+        fn data(&self, _: &()) -> serde_json::Value {
+            serde_json::Value::Null
+        }
+        fn notes(&self, _: &()) -> Vec<String> {
+            vec![self.0.into()]
+        }
+    }
+
+    #[test]
+    fn regression_an_experiment_quoting_host_time_is_refused() {
+        let ctx = RunContext {
+            quick: true,
+            seed: 1,
+        };
+        let err = run_study(&Timed("loaded once (185 host s for both)"), &ctx).unwrap_err();
+        assert!(err.contains("REPORT-1"), "{err}");
+        assert!(run_study(&Timed("loaded once"), &ctx).is_ok());
     }
 }
