@@ -636,7 +636,6 @@ pub fn nonzero_ranges(after: &[u8]) -> Vec<(u32, Vec<u8>)> {
 /// unchanged bytes folded into the ranges around them.
 fn changed_ranges(before: Option<&[u8]>, after: &[u8]) -> Vec<(u32, Vec<u8>)> {
     let n = after.len();
-    let before_at = |j: usize| before.map_or(0, |b| b[j]);
     let mut ranges: Vec<(u32, Vec<u8>)> = Vec::new();
     let mut i = PAGE_BODY_OFFSET;
     while i < n {
@@ -646,35 +645,66 @@ fn changed_ranges(before: Option<&[u8]>, after: &[u8]) -> Vec<(u32, Vec<u8>)> {
             break;
         }
         let start = i;
-        let mut end = i + 1;
-        let mut same = 0;
-        let mut j = end;
-        while j < n && same < DIFF_GAP_BYTES_MIN {
-            if before_at(j) == after[j] {
-                same += 1;
-            } else {
-                same = 0;
-                end = j + 1;
-            }
-            j += 1;
-        }
+        let end = end_of_change(before, after, i);
         ranges.push((start as u32, after[start..end].to_vec()));
         i = end;
     }
     ranges
 }
 
+/// One past the last changed byte of the range that starts with the
+/// changed byte at `start`: the range ends before the first run of
+/// [`DIFF_GAP_BYTES_MIN`] unchanged bytes, or at the page's end. Scans a
+/// word at a time: within a word, the bytes equal before its first change
+/// extend the current run of unchanged bytes, and those after its last
+/// change begin the next one.
+fn end_of_change(before: Option<&[u8]>, after: &[u8], start: usize) -> usize {
+    let n = after.len();
+    let mut end = start + 1;
+    let mut same = 0;
+    let mut j = end;
+    while j + WORD_BYTES <= n && same < DIFF_GAP_BYTES_MIN {
+        let differs = word_at(after, j) ^ before.map_or(0, |b| word_at(b, j));
+        if differs == 0 {
+            same += WORD_BYTES;
+        } else {
+            // Little-endian: low bytes come first.
+            let equal_first = (differs.trailing_zeros() / 8) as usize;
+            if same + equal_first >= DIFF_GAP_BYTES_MIN {
+                return end;
+            }
+            let equal_last = (differs.leading_zeros() / 8) as usize;
+            end = j + WORD_BYTES - equal_last;
+            same = equal_last;
+        }
+        j += WORD_BYTES;
+    }
+    while j < n && same < DIFF_GAP_BYTES_MIN {
+        if before.map_or(0, |b| b[j]) == after[j] {
+            same += 1;
+        } else {
+            same = 0;
+            end = j + 1;
+        }
+        j += 1;
+    }
+    end
+}
+
+/// Bytes compared at once by [`first_difference`] and [`end_of_change`].
+const WORD_BYTES: usize = std::mem::size_of::<u64>();
+
+fn word_at(bytes: &[u8], i: usize) -> u64 {
+    u64::from_le_bytes(bytes[i..i + WORD_BYTES].try_into().expect("a word"))
+}
+
 /// The first index at or after `from` where `after` differs from `before`
 /// (`None`: from zeros), or `after.len()`.
 fn first_difference(before: Option<&[u8]>, after: &[u8], from: usize) -> usize {
-    const WORD_BYTES: usize = std::mem::size_of::<u64>();
-    let word = |bytes: &[u8], i: usize| {
-        u64::from_le_bytes(bytes[i..i + WORD_BYTES].try_into().expect("a word"))
-    };
     let n = after.len();
     let mut i = from;
     while i + WORD_BYTES <= n {
-        let differs = word(after, i) ^ before.map_or(0, |b| word(b, i));
+        let differs = word_at(after, i) ^ before.map_or(0, |b| word_at(b, i));
         if differs != 0 {
             // Little-endian: the lowest set bit is in the first differing byte.
             return i + (differs.trailing_zeros() / 8) as usize;
@@ -781,8 +811,14 @@ mod tests {
             let before: Vec<u8> = (0..len).map(|_| next(3) as u8).collect();
             let mut after = before.clone();
             for _ in 0..next(40) {
-                let at = PAGE_BODY_OFFSET + next(len - PAGE_BODY_OFFSET);
-                after[at] = after[at].wrapping_add(1 + next(255) as u8);
+                // Runs of changes with gaps of every length around 16.
+                let mut at = PAGE_BODY_OFFSET + next(len - PAGE_BODY_OFFSET);
+                for _ in 0..next(12) {
+                    if at < len {
+                        after[at] = after[at].wrapping_add(1 + next(255) as u8);
+                    }
+                    at += 1 + next(2 * DIFF_GAP_BYTES_MIN);
+                }
             }
             assert_eq!(diff(&before, &after), diff_bytewise(&before, &after));
             let mut zero = after.clone();
