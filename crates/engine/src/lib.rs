@@ -30,6 +30,7 @@ pub mod buffer;
 pub mod config;
 pub mod db;
 pub mod error;
+pub mod fast_hash;
 pub mod lock;
 pub mod mtr;
 pub mod mvcc;

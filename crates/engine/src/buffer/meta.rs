@@ -7,9 +7,10 @@
 //! sorted by page id; a hash index beside it answers lookups (a hit is one
 //! probe instead of a walk down the map's nodes), and is never iterated.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap};
-use std::hash::{BuildHasherDefault, Hasher};
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+
+use crate::fast_hash::FastHashMap;
 
 use crate::store::PageStore;
 
@@ -19,34 +20,6 @@ use crate::page::{PageId, SpaceId};
 /// Sweeps of the CLOCK hand over every frame before a miss gives up: the
 /// first sweep may do nothing but clear reference bits.
 const CLOCK_SWEEPS: usize = 2;
-
-/// Hashes a [`PageId`] (two `u32`s) by one multiplication: the page
-/// table's keys are not chosen by an adversary, and the map is never
-/// iterated, so the hash affects speed only.
-#[derive(Default)]
-pub(super) struct PageIdHasher(u64);
-
-impl Hasher for PageIdHasher {
-    fn write(&mut self, bytes: &[u8]) {
-        for &b in bytes {
-            self.write_u64(u64::from(b));
-        }
-    }
-
-    fn write_u32(&mut self, n: u32) {
-        self.write_u64(u64::from(n));
-    }
-
-    fn write_u64(&mut self, n: u64) {
-        // Fibonacci hashing: the high bits, which the table uses, mix all
-        // of the input's bits.
-        self.0 = (self.0.rotate_left(32) ^ n).wrapping_mul(0x9e37_79b9_7f4a_7c15);
-    }
-
-    fn finish(&self) -> u64 {
-        self.0
-    }
-}
 
 /// What a frame is doing.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -158,7 +131,7 @@ pub(super) struct Meta {
     pub(super) frames: Vec<FrameMeta>,
     table: BTreeMap<PageId, usize>,
     /// The same mapping as `table`, for lookups only (BUF-3).
-    frame_of: HashMap<PageId, usize, BuildHasherDefault<PageIdHasher>>,
+    frame_of: FastHashMap<PageId, usize>,
     /// The dirty frames as (rec_lsn, page, frame), oldest change first
     /// (BUF-12).
     dirty_by_age: BTreeSet<(u64, PageId, usize)>,
@@ -175,7 +148,7 @@ impl Meta {
         Meta {
             frames: (0..frames).map(|_| FrameMeta::free()).collect(),
             table: BTreeMap::new(),
-            frame_of: HashMap::default(),
+            frame_of: FastHashMap::default(),
             dirty_by_age: BTreeSet::new(),
             spaces: BTreeMap::new(),
             hand: 0,
