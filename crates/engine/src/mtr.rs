@@ -35,16 +35,15 @@
 //!    then changed nothing in the pool (its copies are private, MTR-3), so
 //!    the caller drops it, loads the page with no latch held and starts
 //!    over with a new one (DB-2).
-//!
 //! 9. A page copy's buffer comes from the thread's spare buffers and goes
 //!    back to them when the copy is dropped; it is always overwritten in
 //!    full before it is read, so a reused buffer never leaks old bytes into
 //!    a copy.
 //! 10. [`PageAccess::visit`] makes the same pin, frame lock and unpin, in
-//!    the same order, as the first read of a page; it only skips the copy.
-//!    A lookup that visits each page once therefore runs the same runtime
-//!    calls (the same lock points, the same buffer statistics) as one that
-//!    read copies.
+//!     the same order, as the first read of a page; it only skips the copy.
+//!     A lookup that visits each page once therefore runs the same runtime
+//!     calls (the same lock points, the same buffer statistics) as one that
+//!     read copies.
 //!
 //! MTR-1, MTR-3 and MTR-5 are checked with `assert!` (each check is O(1),
 //! or O(header) for MTR-1), in every build.
