@@ -31,6 +31,7 @@ pub mod config;
 pub mod cpu_calibration;
 pub mod db;
 pub mod error;
+pub mod fast_hash;
 pub mod lock;
 pub mod mtr;
 pub mod mvcc;

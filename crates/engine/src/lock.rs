@@ -47,13 +47,14 @@
 //! 6. A waiter is in its row's queue exactly while its transaction has an
 //!    entry in the waits-for graph.
 
-use std::collections::{BTreeMap, BTreeSet, HashMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
 use flashlab_runtime::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
+use crate::fast_hash::FastHashMap;
 
 /// Lock modes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -146,9 +147,9 @@ impl Entry {
 
 #[derive(Default)]
 struct Table {
-    rows: HashMap<LockKey, Entry>,
+    rows: FastHashMap<LockKey, Entry>,
     /// What each transaction holds, to release it all at the end (LOCK-3).
-    held: HashMap<u64, BTreeSet<LockKey>>,
+    held: FastHashMap<u64, BTreeSet<LockKey>>,
     /// Who each waiting transaction waits for (LOCK-2).
     waits_for: BTreeMap<u64, Vec<u64>>,
     waits: u64,
@@ -250,7 +251,10 @@ impl LockManager {
         if let Some(why) = &table.failed {
             return Err(Error::LogFailed(why.clone()));
         }
-        let entry = table.rows.entry(key.clone()).or_default();
+        if !table.rows.contains_key(key) {
+            table.rows.insert(key.clone(), Entry::default());
+        }
+        let entry = table.rows.get_mut(key).expect("the row's entry");
         let holds = entry.holders.contains_key(&txn);
         let blockers = entry.blockers(txn, mode, entry.queue.len());
         if blockers.is_empty() {

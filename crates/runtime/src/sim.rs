@@ -46,6 +46,21 @@
 //! the world from a real panic, after which they must still release what
 //! they hold.
 //!
+//! Why a suspended task is unwound rather than dropped without unwinding:
+//! the only way to discard a suspended coroutine without running the
+//! destructors on its stack is corosensei's `force_reset`, which is
+//! `unsafe` and sound only if nothing on that stack needs its `Drop`. Here
+//! something always does. A task suspended inside a runtime lock section
+//! holds that lock's guard (the data's `parking_lot` guard) on its stack;
+//! leaked, the lock stays taken, and the host code that inspects the
+//! database after the run (the crash harness reopening it, the checkers,
+//! `Database` teardown) would block on it for good. Its stack also holds
+//! `Arc`s of the database, so every run would leak its buffer pool and
+//! devices (hundreds of MB per run, a thousand runs per simtest). Ending
+//! a task by returning would need every blocking call in the engine to
+//! return an error at shutdown and every caller to pass it up: the unwind
+//! is that, done by the language.
+//!
 //! Invariants (SIM-n):
 //! 1. At most one task runs: the coroutine the scheduler loop resumed.
 //! 2. Virtual time never goes backwards.
@@ -67,6 +82,9 @@
 //!    acquire and release of a runtime lock; the choice comes from a
 //!    generator of its own, seeded from the run's seed, so runs without the
 //!    option draw exactly the same random numbers as before.
+//! 9. A task's stack is reused for a later task only once its coroutine
+//!    has returned (corosensei's `into_stack` asserts it): no frame of the
+//!    earlier task is live on it. At most [`SPARE_STACKS_MAX`] are kept.
 
 use std::cell::Cell;
 use std::cmp::Reverse;
@@ -98,6 +116,10 @@ pub const TASKS_MAX: usize = 100_000;
 /// their touched pages resident. An overflow hits the guard page below the
 /// stack (a segmentation fault, never silent corruption).
 pub const TASK_STACK_BYTES: usize = 1 << 20;
+/// Stacks of finished tasks a host thread keeps for its next tasks (SIM-9):
+/// mapping and unmapping 1 MiB per task was a fixed cost of every seed of
+/// a simtest. Kept stacks hold their touched pages (a few each).
+pub const SPARE_STACKS_MAX: usize = 64;
 /// Preemption at a runtime lock point happens once in this many points
 /// when [`SimConfig::preempt`] is on: often enough to interleave most lock
 /// sections of a run, rarely enough that the run still makes progress.
@@ -330,6 +352,9 @@ pub(crate) struct SimShared {
 type TaskCoroutine = Coroutine<(), (), (), DefaultStack>;
 
 thread_local! {
+    /// This host thread's stacks of finished tasks (SIM-9).
+    static SPARE_STACKS: std::cell::RefCell<Vec<DefaultStack>> =
+        const { std::cell::RefCell::new(Vec::new()) };
     static TASK_ID: Cell<usize> = const { Cell::new(usize::MAX) };
     static YIELDER: Cell<*const Yielder<(), ()>> = const { Cell::new(std::ptr::null()) };
 }
@@ -434,7 +459,7 @@ impl Executor {
         shared.lock().running = Some(task);
         let coroutine = self.coroutines[task].as_mut().expect("coroutine");
         if let CoroutineResult::Return(()) = coroutine.resume(()) {
-            self.coroutines[task] = None;
+            recycle_stack(self.coroutines[task].take());
         }
         shared.lock().running = None;
     }
@@ -448,7 +473,7 @@ impl Executor {
                     // Resumed with the run over: its blocking call unwinds it.
                     Some(coroutine) => {
                         let _ = coroutine.resume(());
-                        self.coroutines[task] = None;
+                        recycle_stack(self.coroutines[task].take());
                     }
                     None => shared.drop_unstarted(task),
                 }
@@ -460,8 +485,32 @@ impl Executor {
     }
 }
 
+/// Keep a finished task's stack for a later task (SIM-9); a coroutine that
+/// has not finished (none expected) is dropped, which unwinds it.
+fn recycle_stack(coroutine: Option<TaskCoroutine>) {
+    let Some(coroutine) = coroutine else {
+        return;
+    };
+    if !coroutine.done() {
+        return;
+    }
+    let stack = coroutine.into_stack();
+    SPARE_STACKS.with(|spares| {
+        // `try_borrow_mut`: a thread-local being torn down is left alone.
+        if let Ok(mut spares) = spares.try_borrow_mut()
+            && spares.len() < SPARE_STACKS_MAX
+        {
+            spares.push(stack);
+        }
+    });
+}
+
 fn new_coroutine(shared: Arc<SimShared>, id: usize, rt: Rt, body: TaskBody) -> TaskCoroutine {
-    let stack = DefaultStack::new(TASK_STACK_BYTES).expect("map a simulated task's stack");
+    let spare = SPARE_STACKS.with(|spares| spares.borrow_mut().pop());
+    let stack = match spare {
+        Some(stack) => stack,
+        None => DefaultStack::new(TASK_STACK_BYTES).expect("map a simulated task's stack"),
+    };
     let preemptive = shared.preempt;
     Coroutine::with_stack(stack, move |yielder: &Yielder<(), ()>, ()| {
         TaskContext {

@@ -11,7 +11,8 @@
 //!    without the flag (a stray token) makes it park again.
 //! 2. The data of a [`Mutex`] is only reachable through a guard, and at most
 //!    one guard exists at a time.
-//! 3. The std mutexes inside these primitives are never held across a park.
+//! 3. The host mutexes inside these primitives (`std` and `parking_lot`)
+//!    are never held across a park.
 //! 4. The worlds differ in fairness, not in meaning: a [`Mutex`] excludes in
 //!    both; the simulated world hands it over in FIFO order (deterministic),
 //!    the real world lets a running thread barge in (`parking_lot`: a short
@@ -83,8 +84,10 @@ impl Waiter {
 ///   makes every contended unlock wait for a sleeping thread to wake (a lock
 ///   convoy, issue 17); barging lets the running thread go on.
 pub struct Mutex<T> {
-    /// The simulated world's FIFO queue (unused in the real world).
-    state: std::sync::Mutex<LockState>,
+    /// The simulated world's FIFO queue (unused in the real world). A
+    /// `parking_lot` mutex: no poisoning to check on the simulated world's
+    /// every lock and unlock (SYNC-3 keeps it unheld across a park).
+    state: parking_lot::Mutex<LockState>,
     data: parking_lot::Mutex<T>,
 }
 
@@ -105,7 +108,7 @@ pub struct MutexGuard<'a, T> {
 impl<T> Mutex<T> {
     pub fn new(value: T) -> Mutex<T> {
         Mutex {
-            state: std::sync::Mutex::new(LockState::default()),
+            state: parking_lot::Mutex::new(LockState::default()),
             data: parking_lot::Mutex::new(value),
         }
     }
@@ -122,7 +125,7 @@ impl<T> Mutex<T> {
         }
         Rt::preempt_point();
         let waiter = {
-            let mut state = self.state.lock().expect("lock state");
+            let mut state = self.state.lock();
             if !state.locked {
                 state.locked = true;
                 None
@@ -150,7 +153,7 @@ impl<T> Mutex<T> {
                 simulated: false,
             });
         }
-        let mut state = self.state.lock().expect("lock state");
+        let mut state = self.state.lock();
         if state.locked {
             return None;
         }
@@ -170,7 +173,7 @@ impl<T> Mutex<T> {
     }
 
     fn unlock_simulated(&self) {
-        let mut state = self.state.lock().expect("lock state");
+        let mut state = self.state.lock();
         debug_assert!(state.locked, "SYNC-2: unlock of a free mutex");
         match state.waiters.pop_front() {
             // Hand the lock straight to the next waiter: `locked` stays true.

@@ -99,6 +99,60 @@ impl BTree {
         }
     }
 
+    /// The value stored under `key`, as [`BTree::get`] finds it, visiting
+    /// each page on the way once instead of reading it
+    /// ([`PageAccess::visit`]: a mini-transaction keeps no copies).
+    pub fn lookup<P: PageAccess + ?Sized>(
+        &self,
+        pages: &mut P,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>> {
+        /// What one visited page says.
+        enum Found {
+            Child { page_no: PageNo, level: u16 },
+            Leaf(Option<Vec<u8>>),
+        }
+        let mut page_no = self.root;
+        let mut expected_level = None;
+        loop {
+            let mut found = None;
+            pages.visit(page_no, &mut |bytes| {
+                let node = Node::parse(page_no, bytes)?;
+                if let Some(expected) = expected_level
+                    && expected != node.level()
+                {
+                    return Err(malformed(
+                        page_no,
+                        format!("level {} where its parent expects {expected}", node.level()),
+                    ));
+                }
+                found = Some(if node.kind() == NodeKind::Leaf {
+                    Found::Leaf(match node.search(key)? {
+                        Ok(i) => Some(node.value(i)?.to_vec()),
+                        Err(_) => None,
+                    })
+                } else {
+                    let child_index = node.child_index_for(key)?;
+                    Found::Child {
+                        page_no: node.child_at(child_index)?,
+                        level: node.level() - 1,
+                    }
+                });
+                Ok(())
+            })?;
+            match found.expect("a visit that succeeded saw the page") {
+                Found::Leaf(value) => return Ok(value),
+                Found::Child {
+                    page_no: child,
+                    level,
+                } => {
+                    page_no = child;
+                    expected_level = Some(level);
+                }
+            }
+        }
+    }
+
     /// Store `value` under `key`, returning the previous value. Fails with
     /// `Error::TooLarge` if key + value exceed [`max_entry_bytes`].
     pub fn insert<P: PageAccess + ?Sized>(
@@ -554,6 +608,7 @@ mod tests {
             ]
             .concat()
         };
+        let key_of = key;
         for i in 0u32..3000 {
             assert_eq!(
                 tree.insert(&mut pages, &key(i), &i.to_le_bytes()).unwrap(),
@@ -562,6 +617,20 @@ mod tests {
         }
         assert_eq!(tree.root(), root, "BTREE-1");
         assert!(tree.check(&mut pages).unwrap().height >= 3);
+        for i in (0u32..3000).step_by(7).chain([u32::MAX]) {
+            let key = [&[b'k'; 60][..], &i.to_be_bytes()].concat();
+            assert_eq!(
+                tree.lookup(&mut pages, &key).unwrap(),
+                tree.get(&mut pages, &key).unwrap(),
+                "a lookup finds what a get finds"
+            );
+            if i < 3000 {
+                assert_eq!(
+                    tree.lookup(&mut pages, &key_of(i)).unwrap(),
+                    Some(i.to_le_bytes().to_vec())
+                );
+            }
+        }
         let key = key(5);
         assert_eq!(
             tree.insert(&mut pages, &key, b"new").unwrap(),

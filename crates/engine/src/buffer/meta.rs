@@ -4,10 +4,13 @@
 //! Everything here runs under the pool's metadata lock and never blocks
 //! (BUF-4): no I/O, no frame locks, no waits. The page table is a `BTreeMap`
 //! so that iterating it (dirty page table, flush order) is deterministic and
-//! sorted by page id.
+//! sorted by page id; a hash index beside it answers lookups (a hit is one
+//! probe instead of a walk down the map's nodes), and is never iterated.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
+
+use crate::fast_hash::FastHashMap;
 
 use crate::store::PageStore;
 
@@ -127,6 +130,11 @@ pub(super) enum Victim {
 pub(super) struct Meta {
     pub(super) frames: Vec<FrameMeta>,
     table: BTreeMap<PageId, usize>,
+    /// The same mapping as `table`, for lookups only (BUF-3).
+    frame_of: FastHashMap<PageId, usize>,
+    /// The dirty frames as (rec_lsn, page, frame), oldest change first
+    /// (BUF-12).
+    dirty_by_age: BTreeSet<(u64, PageId, usize)>,
     spaces: BTreeMap<SpaceId, Arc<Space>>,
     hand: usize,
     pub(super) stats: BufferStats,
@@ -140,6 +148,8 @@ impl Meta {
         Meta {
             frames: (0..frames).map(|_| FrameMeta::free()).collect(),
             table: BTreeMap::new(),
+            frame_of: FastHashMap::default(),
+            dirty_by_age: BTreeSet::new(),
             spaces: BTreeMap::new(),
             hand: 0,
             stats: BufferStats::default(),
@@ -157,7 +167,19 @@ impl Meta {
                 self.frames.len()
             ));
         }
+        if self.frame_of.len() != self.table.len() {
+            return Err(format!(
+                "BUF-3: the hash index holds {} pages, the table {}",
+                self.frame_of.len(),
+                self.table.len()
+            ));
+        }
         for (&id, &frame) in &self.table {
+            if self.frame_of.get(&id) != Some(&frame) {
+                return Err(format!(
+                    "BUF-3: table maps {id} to frame {frame}, the hash index does not"
+                ));
+            }
             match self.frames.get(frame) {
                 Some(f) if f.page == Some(id) => {}
                 _ => {
@@ -167,8 +189,19 @@ impl Meta {
                 }
             }
         }
+        let mut dirty = 0;
         for (frame, f) in self.frames.iter().enumerate() {
             check_frame(frame, f)?;
+            if f.dirty {
+                dirty += 1;
+                let entry = f.page.map(|id| (f.rec_lsn, id, frame));
+                if !entry.is_some_and(|e| self.dirty_by_age.contains(&e)) {
+                    return Err(format!(
+                        "BUF-12: dirty frame {frame} (rec_lsn {}) missing from the age index",
+                        f.rec_lsn
+                    ));
+                }
+            }
             if let Some(id) = f.page
                 && self.table.get(&id) != Some(&frame)
             {
@@ -177,7 +210,31 @@ impl Meta {
                 ));
             }
         }
+        if self.dirty_by_age.len() != dirty {
+            return Err(format!(
+                "BUF-12: the age index holds {} entries for {dirty} dirty frames",
+                self.dirty_by_age.len()
+            ));
+        }
         Ok(())
+    }
+
+    /// Make frame `frame` dirty from `rec_lsn`, or clean with `None`,
+    /// keeping the age index (BUF-12).
+    fn set_dirty(&mut self, frame: usize, rec_lsn: Option<u64>) {
+        let f = &mut self.frames[frame];
+        let id = f
+            .page
+            .expect("BUF-12: only a frame holding a page is dirty");
+        if f.dirty {
+            let removed = self.dirty_by_age.remove(&(f.rec_lsn, id, frame));
+            assert!(removed, "BUF-12: dirty frame {frame} not in the age index");
+        }
+        f.dirty = rec_lsn.is_some();
+        f.rec_lsn = rec_lsn.unwrap_or(0);
+        if let Some(rec_lsn) = rec_lsn {
+            self.dirty_by_age.insert((rec_lsn, id, frame));
+        }
     }
 
     /// After a state change: check the whole state if asked to.
@@ -214,7 +271,7 @@ impl Meta {
 
     /// The frame holding `id`, if any.
     pub(super) fn lookup(&self, id: PageId) -> Option<usize> {
-        self.table.get(&id).copied()
+        self.frame_of.get(&id).copied()
     }
 
     pub(super) fn space(&self, space: SpaceId) -> Option<Arc<Space>> {
@@ -306,6 +363,7 @@ impl Meta {
         }
         self.unmap(frame);
         self.table.insert(id, frame);
+        self.frame_of.insert(id, frame);
         let f = &mut self.frames[frame];
         f.page = Some(id);
         f.state = FrameState::Loading;
@@ -317,9 +375,14 @@ impl Meta {
 
     /// Free a frame and drop its page from the table.
     pub(super) fn unmap(&mut self, frame: usize) {
+        if self.frames[frame].dirty {
+            self.set_dirty(frame, None);
+        }
         if let Some(old) = self.frames[frame].page {
             let removed = self.table.remove(&old);
             assert_eq!(removed, Some(frame), "BUF-3: table and frame disagree");
+            let removed = self.frame_of.remove(&old);
+            assert_eq!(removed, Some(frame), "BUF-3: index and frame disagree");
         }
         self.frames[frame].clear();
     }
@@ -346,11 +409,10 @@ impl Meta {
             FrameState::Loading,
             "BUF-5: a repair ended on a frame not loading"
         );
+        self.set_dirty(frame, Some(rec_lsn));
         let f = &mut self.frames[frame];
         f.state = FrameState::Ready;
         f.version += 1;
-        f.dirty = true;
-        f.rec_lsn = rec_lsn;
         f.page_lsn = f.page_lsn.max(rec_lsn);
         self.stats.reads += 1;
         self.stats.repairs += 1;
@@ -390,15 +452,14 @@ impl Meta {
         lsn: u64,
         appending: bool,
     ) {
+        if !self.frames[frame].dirty {
+            self.set_dirty(frame, Some(record_lsn));
+        }
         let f = &mut self.frames[frame];
         assert!(f.pins > 0, "BUF-1: install into an unpinned frame");
         f.version += 1;
         f.page_lsn = f.page_lsn.max(lsn);
         f.appending |= appending;
-        if !f.dirty {
-            f.dirty = true;
-            f.rec_lsn = record_lsn;
-        }
         if let WriteState::Copied {
             next_rec_lsn: next @ None,
             ..
@@ -457,11 +518,10 @@ impl Meta {
                 f.page
             );
             if version == f.version {
-                f.dirty = false;
-                f.rec_lsn = 0;
                 f.appending = false;
+                self.set_dirty(frame, None);
             } else if let Some(lsn) = next_rec_lsn {
-                f.rec_lsn = lsn;
+                self.set_dirty(frame, Some(lsn));
             }
         }
         self.changed();
@@ -487,20 +547,15 @@ impl Meta {
     /// Up to `max_pages` idle dirty pages with the smallest rec_lsn, append
     /// pages still being filled excepted (BUF-10).
     pub(super) fn oldest_dirty(&self, max_pages: usize) -> Vec<(PageId, usize)> {
-        let mut dirty: Vec<(u64, PageId, usize)> = self
-            .writable_dirty_frames()
-            .into_iter()
-            .filter(|&(_, _, frame)| {
+        // The age index is in (rec_lsn, page, frame) order (BUF-12).
+        self.dirty_by_age
+            .iter()
+            .filter(|&&(_, _, frame)| {
                 let f = &self.frames[frame];
-                f.state == FrameState::Ready && !f.is_busy()
+                !f.appending && f.state == FrameState::Ready && !f.is_busy()
             })
-            .map(|(id, rec_lsn, frame)| (rec_lsn, id, frame))
-            .collect();
-        dirty.sort_unstable();
-        dirty.truncate(max_pages);
-        dirty
-            .into_iter()
-            .map(|(_, id, frame)| (id, frame))
+            .take(max_pages)
+            .map(|&(_, id, frame)| (id, frame))
             .collect()
     }
 

@@ -63,6 +63,9 @@
 //!     ([`BufferPool::seal_append`]). Only an eviction writes it earlier
 //!     (its frame was needed while its segment sat idle and unpinned).
 //! 11. The CLOCK hand is always a frame index.
+//! 12. The metadata's age index holds exactly the dirty frames, each once,
+//!     under its current rec_lsn, so the background writer finds the
+//!     oldest dirty pages without a pass over the page table.
 //!
 //! **Checking.** The O(1) checks of these invariants are `assert!`s, on in
 //! every build. [`BufferPool::check`] verifies the whole state (page table

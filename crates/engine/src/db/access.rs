@@ -106,7 +106,7 @@ impl Inner {
 
     /// Read one key.
     pub(crate) fn tree_get(&self, tree: TreeRef, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.latched(tree, false, |mtr| BTree::open(tree.root).get(mtr, key))
+        self.latched(tree, false, |mtr| BTree::open(tree.root).lookup(mtr, key))
     }
 
     /// Collect the entries in a range, at most `limit` of them.

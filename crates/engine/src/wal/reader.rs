@@ -99,6 +99,7 @@ impl LogReader {
 
     /// Read sectors from `first` (at most `count`, not across the region's
     /// end) and classify them; an unreadable chunk is read sector by sector.
+    /// The bytes come back for valid and damaged sectors only.
     fn read_sectors(&self, first: u64, count: u64) -> Vec<(u64, SectorState, Vec<u8>)> {
         let l = &self.layout;
         let to_region_end = l.sectors - first % l.sectors;
@@ -113,7 +114,9 @@ impl LogReader {
                     // A flip on the way (not on the medium) reads clean
                     // the second time: read a damaged sector once more.
                     SectorState::Damaged(_) => self.read_one(k),
-                    state => (k, state, bytes.to_vec()),
+                    // Only a valid sector's bytes are read on.
+                    state @ SectorState::Valid { .. } => (k, state, bytes.to_vec()),
+                    state => (k, state, Vec::new()),
                 },
                 Err(_) => self.read_one(k),
             })

@@ -139,7 +139,9 @@ impl LogRecord {
     /// Encode with the header, at log position `lsn` (the link is set by
     /// [`LogRecord::relocate`] when the record is appended).
     pub fn encode(&self, lsn: u64) -> Vec<u8> {
-        let mut w = Writer::new();
+        let mut w = Writer {
+            bytes: Vec::with_capacity(RECORD_HEADER_BYTES + body_bytes_hint(&self.body)),
+        };
         w.u32(0); // length, patched below
         w.u32(0); // crc, patched below
         w.u64(lsn);
@@ -149,6 +151,10 @@ impl LogRecord {
         w.u64(self.prev_lsn);
         encode_body(&mut w, &self.body);
         let mut bytes = w.bytes;
+        debug_assert!(
+            bytes.len() <= RECORD_HEADER_BYTES + body_bytes_hint(&self.body),
+            "the size hint bounds every encoding"
+        );
         let len = bytes.len() as u32;
         bytes[0..4].copy_from_slice(&len.to_le_bytes());
         let crc = crc32c::crc32c(&bytes[8..]);
@@ -337,6 +343,29 @@ fn decode_undo(r: &mut Reader) -> Result<Option<Undo>> {
         key,
         before,
     }))
+}
+
+/// The most bytes `encode_body` writes for `body`, to allocate an
+/// encoding once.
+fn body_bytes_hint(body: &Body) -> usize {
+    let blob = |bytes: &[u8]| 4 + bytes.len();
+    let redo = |redo: &[PageRedo]| {
+        4 + redo
+            .iter()
+            .map(|p| 13 + p.ranges.iter().map(|(_, b)| 4 + blob(b)).sum::<usize>())
+            .sum::<usize>()
+    };
+    match body {
+        Body::Update { undo, redo: r } => {
+            let undo = undo.as_ref().map_or(1, |u| {
+                10 + blob(&u.key) + u.before.as_deref().map_or(0, blob)
+            });
+            undo + redo(r)
+        }
+        Body::Compensation { redo: r, .. } => 8 + redo(r),
+        Body::CheckpointEnd { active, dirty, .. } => 40 + 24 * active.len() + 16 * dirty.len(),
+        Body::Commit { .. } | Body::Abort | Body::CheckpointBegin => 8,
+    }
 }
 
 fn encode_body(w: &mut Writer, body: &Body) {
