@@ -129,10 +129,6 @@ pub struct Args {
     /// Commit delay in microseconds.
     #[arg(long, default_value_t = 0)]
     commit_delay_us: u64,
-    /// Log forces one flusher may do in a row while committers it did not
-    /// cover wait (1 to 64; 1 hands the role on after every force).
-    #[arg(long, default_value_t = flashlab_engine::wal::FLUSHER_ROUNDS_DEFAULT)]
-    flusher_rounds: u32,
     /// Run in the real world on files in a fresh subdirectory of DIR.
     #[arg(long)]
     real: Option<PathBuf>,
@@ -319,7 +315,6 @@ fn options(args: &Args) -> anyhow::Result<BenchOptions> {
             other => bail!("--isolation '{other}' must be read-committed or snapshot"),
         },
         commit_delay_ns: args.commit_delay_us * 1_000,
-        flusher_rounds_max: args.flusher_rounds,
         real_dir: args.real.clone(),
         keep: args.keep,
         acks: args.acks.clone(),

@@ -405,7 +405,6 @@ mod tests {
             [wal]
             durability = "sync"
             commit_delay_ns = 0
-            flusher_rounds_max = 1
         "#;
         let config = DbConfig::from_toml(text, "db.toml").unwrap();
         assert_eq!(config.data.len(), 2);

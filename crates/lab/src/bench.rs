@@ -88,8 +88,6 @@ pub struct BenchOptions {
     /// update waits for a row's lock and then changes its latest version.
     pub isolation: flashlab_engine::mvcc::Isolation,
     pub commit_delay_ns: u64,
-    /// [`flashlab_engine::wal::WalConfig::flusher_rounds_max`].
-    pub flusher_rounds_max: u32,
     pub real_dir: Option<PathBuf>,
     /// Real world: keep the database in `real_dir` itself, and continue on
     /// the one already there (recovering it) instead of a fresh one.
@@ -170,7 +168,6 @@ impl Default for BenchOptions {
             durability: Durability::Sync,
             isolation: flashlab_engine::mvcc::Isolation::ReadCommitted,
             commit_delay_ns: 0,
-            flusher_rounds_max: flashlab_engine::wal::FLUSHER_ROUNDS_DEFAULT,
             page_images: true,
             log_bytes: None,
             real_dir: None,
@@ -613,7 +610,6 @@ fn db_config(options: &BenchOptions) -> DbConfig {
     config.wal.durability = options.durability;
     config.mvcc.isolation = options.isolation;
     config.wal.commit_delay_ns = options.commit_delay_ns;
-    config.wal.flusher_rounds_max = options.flusher_rounds_max;
     config.wal.page_images = options.page_images;
     if options.log_bytes.is_some() {
         config.log.capacity_bytes = options.log_bytes;

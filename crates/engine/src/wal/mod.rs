@@ -51,10 +51,6 @@
 //! one whose record came too late waits for it to end and then, if still
 //! not durable, becomes the next flusher (PostgreSQL's `XLogFlush` rule).
 //! An optional *commit delay* lets the flusher wait to gather commits.
-//! With `flusher_rounds_max` above 1, a flusher that finds committers
-//! waiting after its force forces again for them itself (up to that many
-//! forces), instead of handing the role to one of them asleep: a real
-//! thread must be woken first, a simulated task need not.
 //!
 //! ## Sectors
 //!
@@ -108,10 +104,7 @@
 //!     wakes the waiters it made durable and hands the flusher role to the
 //!     first one it did not (no barging: a committer cannot take the role
 //!     from a waiting master-record write), never waking the rest; a
-//!     failure wakes everyone and hands nothing. With
-//!     `flusher_rounds_max` above 1 a flusher may instead keep the role
-//!     and force again for the waiters it did not cover, at most that many
-//!     forces in a row, and never past a waiting master-record write.
+//!     failure wakes everyone and hands nothing.
 //!
 //! [`Device::forget`]: flashlab_devices::Device::forget
 
@@ -146,16 +139,6 @@ pub const LOG_BUFFER_BYTES_MAX: usize = 16 << 20;
 pub const NO_SYNC_FLUSH_INTERVAL_NS: u64 = 10_000_000;
 /// Longest commit delay accepted (a longer one is surely a unit mistake).
 pub const COMMIT_DELAY_NS_MAX: u64 = 1_000_000_000;
-/// The most forces one flusher may do in a row for waiting committers
-/// ([`WalConfig::flusher_rounds_max`]): bounds how long a committer whose
-/// record is already durable can be kept from returning.
-pub const FLUSHER_ROUNDS_MAX: u32 = 64;
-/// The default: one force, then the role goes to the first waiter it did
-/// not cover (PostgreSQL's rule). In the simulated world a hand-off is
-/// free, and a flusher that forces again for others only delays its own
-/// committer (TPC-B, 4 clients, SSD log: 1,418 against 1,108 TPS at 4
-/// rounds); on a real machine the waiter must first be woken.
-pub const FLUSHER_ROUNDS_DEFAULT: u32 = 1;
 /// Least log space kept back for recovery, compensation images and
 /// checkpoint records (a 32nd of the region if that is more).
 pub const LOG_RESERVE_BYTES_MIN: u64 = 64 << 10;
@@ -212,10 +195,6 @@ pub struct WalConfig {
     /// checkpoint, so torn or damaged pages can be repaired (see the
     /// module documentation).
     pub page_images: bool,
-    /// Forces one flusher may do in a row while committers it did not
-    /// cover wait (1: hand the role to the first of them, asleep, after
-    /// every force). See [`FLUSHER_ROUNDS_MAX`].
-    pub flusher_rounds_max: u32,
 }
 
 impl Default for WalConfig {
@@ -223,7 +202,6 @@ impl Default for WalConfig {
         WalConfig {
             durability: Durability::Sync,
             commit_delay_ns: 0,
-            flusher_rounds_max: FLUSHER_ROUNDS_DEFAULT,
             buffer_bytes: LOG_BUFFER_BYTES_DEFAULT,
             page_images: true,
         }
@@ -236,12 +214,6 @@ impl WalConfig {
             return Err(Error::Config(format!(
                 "log buffer of {} bytes is outside {LOG_BUFFER_BYTES_MIN}..={LOG_BUFFER_BYTES_MAX}",
                 self.buffer_bytes
-            )));
-        }
-        if !(1..=FLUSHER_ROUNDS_MAX).contains(&self.flusher_rounds_max) {
-            return Err(Error::Config(format!(
-                "flusher rounds of {} is outside 1..={FLUSHER_ROUNDS_MAX}",
-                self.flusher_rounds_max
             )));
         }
         if self.commit_delay_ns > COMMIT_DELAY_NS_MAX {
@@ -270,9 +242,6 @@ pub struct LogStats {
     pub tail_rewrites: u64,
     /// Commits made durable by the forces.
     pub commits_forced: u64,
-    /// Forces done by a flusher that kept the role for waiting committers
-    /// (`flusher_rounds_max` above 1).
-    pub forces_role_kept: u64,
     /// Full-page images logged, and their bytes (within `bytes_appended`).
     pub page_images: u64,
     pub page_image_bytes: u64,
@@ -306,7 +275,6 @@ impl LogStats {
             write_ns_total: self.write_ns_total - earlier.write_ns_total,
             tail_rewrites: self.tail_rewrites - earlier.tail_rewrites,
             commits_forced: self.commits_forced - earlier.commits_forced,
-            forces_role_kept: self.forces_role_kept - earlier.forces_role_kept,
             page_images: self.page_images - earlier.page_images,
             page_image_bytes: self.page_image_bytes - earlier.page_image_bytes,
             log_full: self.log_full - earlier.log_full,
@@ -1025,35 +993,8 @@ impl Wal {
         }
     }
 
-    /// Write and flush everything appended so far, then, while committers
-    /// wait that this force did not cover, force again for them, up to
-    /// `flusher_rounds_max` forces in all (WAL-11): the flusher is already
-    /// running, a waiter would first have to be woken. The caller set
-    /// `flushing`.
+    /// Write and flush everything appended so far. The caller set `flushing`.
     fn force(&self) -> Result<()> {
-        let mut round = 1;
-        while self.force_once(round)? {
-            round += 1;
-        }
-        Ok(())
-    }
-
-    /// Whether the flusher that just finished force `round` keeps the role
-    /// for another: committers wait that it did not cover, the first of
-    /// them is not a master-record write (which takes the role in turn),
-    /// and the rounds allowed are not used up.
-    fn keeps_flusher_role(&self, st: &LogState, round: u32) -> bool {
-        round < self.config.flusher_rounds_max
-            && st.failed.is_none()
-            && st
-                .flush_waiters
-                .iter()
-                .find(|(lsn, _)| *lsn > st.flushed_lsn)
-                .is_some_and(|(lsn, _)| *lsn != u64::MAX)
-    }
-
-    /// One force; true if the flusher keeps the role for another round.
-    fn force_once(&self, round: u32) -> Result<bool> {
         let mut st = self.state.lock();
         let write_start = st.buf_start_lsn;
         let write_end = st.end_lsn;
@@ -1091,6 +1032,7 @@ impl Wal {
             self.failed_now(&why);
             return Err(Error::LogFailed(e.to_string()));
         }
+        st.flushing = false;
         assert!(write_end <= st.end_lsn, "WAL-1");
         st.flushed_lsn = write_end;
         st.last_write_end_lsn = write_end;
@@ -1105,13 +1047,10 @@ impl Wal {
             st.stats.commits_forced += commits;
             st.stats.tail_rewrites += u64::from(rewrite);
         }
-        let again = self.keeps_flusher_role(&st, round);
-        st.stats.forces_role_kept += u64::from(round > 1);
-        st.flushing = again; // WAL-2: kept, or free to hand on
         Self::wake_flush_waiters(&mut st);
         self.check_state(&st);
         drop(st);
-        Ok(again)
+        Ok(())
     }
 
     /// Wait, as one of the log's flush waiters, until a force or master

@@ -301,50 +301,6 @@ fn concurrent_committers_share_forces() {
     assert!(stats.commits_per_write() > 4.0, "{stats:?}");
 }
 
-/// With `flusher_rounds_max` above 1 a flusher forces again for the
-/// committers waiting after its force; every commit is still made durable
-/// and waiters are woken, and no flusher does more forces than allowed.
-#[test]
-fn a_flusher_may_keep_the_role_for_waiting_committers() {
-    for rounds in [1, 3] {
-        let stats = sim(move |rt| {
-            let device: DeviceRef =
-                Arc::new(flashlab_devices::sim::SimDevice::new(Box::new(SlowLog)));
-            let config = WalConfig {
-                flusher_rounds_max: rounds,
-                ..WalConfig::default()
-            };
-            let wal = Wal::create(device, config, 0, None).unwrap();
-            let handles: Vec<_> = (0..8u64)
-                .map(|client| {
-                    let wal = wal.clone();
-                    rt.spawn(&format!("client{client}"), move || {
-                        for i in 0..10 {
-                            Rt::current().cpu(50_000 * (client + 1));
-                            let (_, end) = wal
-                                .append(client, 0, Body::Commit { commit_ts: i })
-                                .unwrap();
-                            wal.commit_wait(end).unwrap();
-                            assert!(wal.flushed_lsn() >= end, "WAL-1");
-                        }
-                    })
-                })
-                .collect();
-            for h in handles {
-                h.join();
-            }
-            wal.stats()
-        });
-        assert_eq!(stats.commits_forced, 80, "{stats:?}");
-        if rounds == 1 {
-            assert_eq!(stats.forces_role_kept, 0, "{stats:?}");
-        } else {
-            assert!(stats.forces_role_kept > 0, "{stats:?}");
-            assert!(stats.forces_role_kept <= stats.writes * 2 / 3, "{stats:?}");
-        }
-    }
-}
-
 /// A log device where every request takes 1 ms.
 struct SlowLog;
 
