@@ -3,7 +3,7 @@
 use std::path::PathBuf;
 
 use anyhow::Context;
-use flashlab_lab::calibrate::{calibrate, in_use_ns};
+use flashlab_lab::calibrate::{Calibration, calibrate, in_use_ns};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -49,6 +49,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let mut json = serde_json::to_vec_pretty(&c)?;
     json.push(b'\n');
+    // The engine compiles this file in: refuse to write one it would refuse
+    // (CAL-1), such as a price the per-tuple and per-byte split made
+    // negative on a noisy machine.
+    if let Err(e) = Calibration::parse(std::str::from_utf8(&json)?) {
+        anyhow::bail!(
+            "calibrate: the measurement is not a valid calibration ({e}); nothing written to {}; rerun with more --rounds on a quieter machine",
+            args.out.display()
+        );
+    }
     let tmp = args.out.with_extension("partial");
     std::fs::write(&tmp, &json).with_context(|| tmp.display().to_string())?;
     std::fs::rename(&tmp, &args.out).with_context(|| args.out.display().to_string())?;
