@@ -1,0 +1,231 @@
+//! Opening an IPL space: formatting a new one, and rebuilding the map
+//! of logical to physical erase units from the units' commit sectors
+//! (IPL-9 for a unit whose commit sector cannot be read).
+
+use super::*;
+
+impl IplStore {
+    pub(super) fn format(&self) -> Result<()> {
+        let s = self.read_sector(0)?;
+        if s.iter().any(|&b| b != 0xFF) {
+            return Err(Error::Open(format!(
+                "space '{}': store 'ipl' needs an erased raw NAND device (such as nand-k9wag08u1a); device '{}' holds data at offset 0",
+                self.space,
+                self.device.name()
+            )));
+        }
+        let header = Header {
+            magic: MAGIC_DESCRIPTOR,
+            unit: 0,
+            generation: 0,
+            index: 0,
+            used: 0,
+            flags: 0,
+        };
+        self.device
+            .write(0, &sector::encode(header, &self.descriptor_payload()))?;
+        self.device.flush()?;
+        let l = &self.layout;
+        *self.units.lock().expect("units") = (0..l.logical_units)
+            .map(|u| UnitState {
+                phys: l.home(u),
+                generation: 0,
+                log_next: Some(1),
+                fresh_from: Some(0),
+                needs_merge: false,
+            })
+            .collect();
+        *self.free.lock().expect("free") = (l.logical_units + 1..l.physical_units)
+            .map(|p| (p, true))
+            .collect();
+        Ok(())
+    }
+
+    pub(super) fn scan(&self) -> Result<()> {
+        let s = self.read_sector_checked(0)?;
+        let described = match sector::decode(&s) {
+            Decoded::Sound(h, p) if h.magic == MAGIC_DESCRIPTOR => p == self.descriptor_payload(),
+            _ => false,
+        };
+        if !described {
+            return Err(Error::Open(format!(
+                "space '{}': device '{}' holds no IPL space of this shape ({}-byte pages, {}-byte log segments, {} erase units)",
+                self.space,
+                self.device.name(),
+                self.layout.page_bytes,
+                self.layout.log_segment_bytes,
+                self.layout.physical_units
+            )));
+        }
+        let l = self.layout;
+        let mut best: Vec<Option<(u32, u32)>> = vec![None; l.logical_units as usize];
+        let mut committed = vec![false; l.physical_units as usize];
+        // Units whose commit sector cannot be read, holding pages of a
+        // logical unit (IPL-9).
+        let mut doubtful: Vec<(u32, u32, String)> = Vec::new();
+        for phys in 1..l.physical_units {
+            let at = l.sector_bytes(phys, 0);
+            let damage = match self.read_sector_checked(at) {
+                Ok(s) => match sector::decode(&s) {
+                    Decoded::Damaged(problem) => Err(problem),
+                    _ => Ok(s),
+                },
+                Err(Error::Device(DeviceError::ReadFailed { .. })) => {
+                    Err("the device cannot read it".to_string())
+                }
+                Err(e) => return Err(e),
+            };
+            let s = match damage {
+                Ok(s) => s,
+                Err(problem) => {
+                    let problem = format!("commit sector of erase unit {phys}: {problem}");
+                    match self.identify(phys)? {
+                        Identity::Logged(unit, 0) if l.home(unit) == phys => continue,
+                        Identity::Logged(unit, generation) if generation > 0 => {
+                            committed[phys as usize] = true;
+                            let slot = &mut best[unit as usize];
+                            if slot.is_none_or(|(g, _)| generation > g) {
+                                *slot = Some((generation, phys));
+                            }
+                            continue;
+                        }
+                        Identity::Empty => continue,
+                        Identity::Pages(unit) => {
+                            doubtful.push((phys, unit, problem));
+                            continue;
+                        }
+                        _ => return Err(self.corruption(at, problem)),
+                    }
+                }
+            };
+            match sector::decode(&s) {
+                Decoded::Erased => {}
+                Decoded::Damaged(problem) => {
+                    return Err(self
+                        .corruption(at, format!("commit sector of erase unit {phys}: {problem}")));
+                }
+                Decoded::Sound(h, _) => {
+                    if h.magic != MAGIC_COMMIT || h.unit >= l.logical_units || h.generation == 0 {
+                        return Err(self.corruption(
+                            at,
+                            format!("erase unit {phys}: not a commit sector of this space"),
+                        ));
+                    }
+                    committed[phys as usize] = true;
+                    let slot = &mut best[h.unit as usize];
+                    if slot.is_none_or(|(g, _)| h.generation > g) {
+                        *slot = Some((h.generation, phys));
+                    }
+                }
+            }
+        }
+        // IPL-9: a doubtful unit is its logical unit's only version if no
+        // sound commit sector and no other doubtful unit names that
+        // logical unit, and it is the home or the home is empty or holds
+        // another unit. Otherwise which version is newer is not known (a
+        // stale version lingers after a crash between a merge's commit
+        // sector and its erase): the open is refused.
+        for (phys, unit, problem) in &doubtful {
+            let (phys, unit) = (*phys, *unit);
+            let home = l.home(unit);
+            let alone = best[unit as usize].is_none()
+                && doubtful.iter().filter(|(_, u, _)| *u == unit).count() == 1;
+            if alone && home == phys {
+                continue;
+            }
+            if alone
+                && (committed[home as usize] || matches!(self.identify(home)?, Identity::Empty))
+            {
+                committed[phys as usize] = true;
+                best[unit as usize] = Some((0, phys));
+                continue;
+            }
+            return Err(self.corruption(
+                l.sector_bytes(phys, 0),
+                format!(
+                    "{problem}; it holds pages of logical unit {unit}, which another erase unit may hold too"
+                ),
+            ));
+        }
+        let mut used = vec![false; l.physical_units as usize];
+        used[0] = true;
+        let mut units = Vec::with_capacity(l.logical_units as usize);
+        for (logical, b) in best.iter().enumerate() {
+            let (generation, phys) = match *b {
+                Some(found) => found,
+                None => {
+                    let home = l.home(logical as u32);
+                    if committed[home as usize] {
+                        return Err(self.corruption(
+                            l.unit_bytes(home),
+                            format!(
+                                "logical unit {logical} has no erase unit (its home holds another)"
+                            ),
+                        ));
+                    }
+                    (0, home)
+                }
+            };
+            used[phys as usize] = true;
+            units.push(UnitState {
+                phys,
+                generation,
+                log_next: None,
+                fresh_from: None,
+                needs_merge: false,
+            });
+        }
+        *self.units.lock().expect("units") = units;
+        *self.free.lock().expect("free") = (1..l.physical_units)
+            .filter(|&p| !used[p as usize])
+            .map(|p| (p, false))
+            .collect();
+        Ok(())
+    }
+
+    /// What an erase unit holds, from its first log sector and its slots,
+    /// when its commit sector cannot be read (IPL-9).
+    pub(super) fn identify(&self, phys: u32) -> Result<Identity> {
+        let l = self.layout;
+        let first = match self.read_sector_checked(l.sector_bytes(phys, 1)) {
+            Ok(s) => s,
+            Err(Error::Device(DeviceError::ReadFailed { .. })) => return Ok(Identity::Unknown),
+            Err(e) => return Err(e),
+        };
+        match sector::decode(&first) {
+            Decoded::Sound(h, _)
+                if h.magic == MAGIC_LOG && h.unit < l.logical_units && h.index == 1 =>
+            {
+                return Ok(Identity::Logged(h.unit, h.generation));
+            }
+            Decoded::Erased => {}
+            _ => return Ok(Identity::Unknown),
+        }
+        let pb = l.page_bytes;
+        let mut pages = vec![0u8; pb * l.pages_per_unit as usize];
+        match self.device.read(l.slot_bytes(phys, 0), &mut pages) {
+            Ok(()) => {}
+            Err(DeviceError::ReadFailed { .. }) => return Ok(Identity::Unknown),
+            Err(e) => return Err(e.into()),
+        }
+        let mut unit = None;
+        for (slot, page) in pages.chunks(pb).enumerate() {
+            if page.iter().all(|&b| b == 0xFF) {
+                continue;
+            }
+            let sealed = crate::page::compute_checksum(page)
+                == u32::from_le_bytes(page[0..4].try_into().expect("4"));
+            let page_no = crate::page::stored_id(page).page_no;
+            let (u, s) = l.place(page_no);
+            if !sealed || s as usize != slot || unit.is_some_and(|x| x != u) {
+                return Ok(Identity::Unknown);
+            }
+            unit = Some(u);
+        }
+        Ok(match unit {
+            None => Identity::Empty,
+            Some(u) if u < l.logical_units => Identity::Pages(u),
+            Some(_) => Identity::Unknown,
+        })
+    }
+}
