@@ -691,7 +691,29 @@ fn run_scenario(sc: &Scenario, report: &mut SeedReport) -> Result<(), String> {
     let config = sc.config();
     let mut rng = ChaCha8Rng::seed_from_u64(sc.seed ^ 0x5eed);
 
-    // 1. Set up, without faults.
+    setup(&rig, &config, &workload)?;
+    let mut depth = 0u64;
+    for cut in &sc.cuts {
+        let epoch = Epoch {
+            sc,
+            cut,
+            rig: &rig,
+            config: &config,
+            workload: &workload,
+        };
+        if epoch.run(&mut rng, &mut depth, report)? == EpochEnd::Refused {
+            return Ok(());
+        }
+    }
+    final_check(sc, &rig, &config, &workload, &mut rng, report)
+}
+
+/// Step 1: set the database up, without faults.
+fn setup(
+    rig: &Arc<Rig>,
+    config: &DbConfig,
+    workload: &Arc<dyn CrashWorkload>,
+) -> Result<(), String> {
     rig.set_active(false);
     {
         let (devices, config, workload) = (rig.devices(), config.clone(), workload.clone());
@@ -705,9 +727,37 @@ fn run_scenario(sc: &Scenario, report: &mut SeedReport) -> Result<(), String> {
         outcome.0.finished().ok_or("setup did not finish")??;
     }
 
-    // 2. Epochs, each ended by a power cut.
-    let mut depth = 0u64;
-    for cut in &sc.cuts {
+    Ok(())
+}
+
+/// How an epoch ended.
+#[derive(PartialEq, Eq)]
+enum EpochEnd {
+    /// By its power cut, the crash taken: on to the next epoch.
+    Cut,
+    /// The open refused, naming the damage: a correct end of the seed.
+    Refused,
+}
+
+/// Step 2: one epoch of a scenario, the workload under faults, ended by a
+/// power cut (or a refused open).
+struct Epoch<'a> {
+    sc: &'a Scenario,
+    cut: &'a Cut,
+    rig: &'a Arc<Rig>,
+    config: &'a DbConfig,
+    workload: &'a Arc<dyn CrashWorkload>,
+}
+
+impl Epoch<'_> {
+    fn run(
+        &self,
+        rng: &mut ChaCha8Rng,
+        depth: &mut u64,
+        report: &mut SeedReport,
+    ) -> Result<EpochEnd, String> {
+        let (sc, cut, rig, config) = (self.sc, self.cut, self.rig, self.config);
+        let workload = self.workload;
         rig.set_active(true);
         rig.power.arm(cut.trigger.clone());
         let state = Arc::new(Mutex::new(EpochState::default()));
@@ -724,7 +774,7 @@ fn run_scenario(sc: &Scenario, report: &mut SeedReport) -> Result<(), String> {
             profile: sc.profile,
             cut_after_open_ns: cut.after_open_ns,
         };
-        let outcome = epoch(run, &config, &rig, workload.clone(), state.clone())?;
+        let outcome = epoch(run, config, rig, workload.clone(), state.clone())?;
         let state = Arc::try_unwrap(state)
             .map_err(|_| "epoch state still shared")?
             .into_inner()
@@ -746,11 +796,11 @@ fn run_scenario(sc: &Scenario, report: &mut SeedReport) -> Result<(), String> {
             return Err(format!("unexpected error in a client: {problem}"));
         }
         report.client_errors += state.client_errors;
-        report.log_damage = log_damage(&rig);
+        report.log_damage = log_damage(rig);
         if let Some(e) = &state.open_error {
             if sc.profile.may_refuse() && names_damage(e) {
                 report.refused = Some(format!("open refused: {e}"));
-                return Ok(());
+                return Ok(EpochEnd::Refused);
             }
             if sc.profile == Profile::Crash {
                 return Err(format!("open (recovery) failed: {e}"));
@@ -773,10 +823,10 @@ fn run_scenario(sc: &Scenario, report: &mut SeedReport) -> Result<(), String> {
         let in_recovery = !state.opened && state.open_error.is_none();
         if in_recovery {
             report.recovery_crashes += 1;
-            depth += 1;
-            report.recovery_crash_depth = report.recovery_crash_depth.max(depth);
+            *depth += 1;
+            report.recovery_crash_depth = report.recovery_crash_depth.max(*depth);
         } else {
-            depth = 0;
+            *depth = 0;
         }
         report.crash_points.push(if in_recovery {
             format!("{point} (during recovery)")
@@ -786,7 +836,7 @@ fn run_scenario(sc: &Scenario, report: &mut SeedReport) -> Result<(), String> {
         rig.crash();
         report.crashes += 1;
         report.faults = rig.counts();
-        check_records(&rig)?;
+        check_records(rig)?;
         // The one I/O error of an IoError seed happens in the first epoch.
         for device in [&rig.data, &rig.log] {
             device.set_plan(FaultPlan {
@@ -795,9 +845,19 @@ fn run_scenario(sc: &Scenario, report: &mut SeedReport) -> Result<(), String> {
                 ..device.plan()
             });
         }
+        Ok(EpochEnd::Cut)
     }
+}
 
-    // 3. Recover without faults and check every promise.
+/// Step 3: recover without faults and check every promise.
+fn final_check(
+    sc: &Scenario,
+    rig: &Arc<Rig>,
+    config: &DbConfig,
+    workload: &Arc<dyn CrashWorkload>,
+    rng: &mut ChaCha8Rng,
+    report: &mut SeedReport,
+) -> Result<(), String> {
     rig.set_active(false);
     rig.power.arm(None);
     let (devices, workload2, config2) = (rig.devices(), workload.clone(), config.clone());
@@ -837,7 +897,7 @@ fn run_scenario(sc: &Scenario, report: &mut SeedReport) -> Result<(), String> {
     report.acked_commits = workload.acked();
     report.in_doubt_commits = workload.in_doubt();
     report.faults = rig.counts();
-    report.log_damage = log_damage(&rig);
+    report.log_damage = log_damage(rig);
     if let Err(e) = checked {
         if sc.profile.may_refuse() && names_damage(&e) && !e.contains("LOST COMMITS") {
             report.refused = Some(e);
