@@ -164,6 +164,20 @@ const ROWS: &[Row] = &[
         message: &["--first 18446744073709551615"],
     },
     Row {
+        what: "simtest on no threads",
+        args: &["simtest", "--seeds", "2", "--jobs", "0"],
+        files: &[],
+        exit: 2,
+        message: &["--jobs 0", "1 to 64"],
+    },
+    Row {
+        what: "simtest on more threads than the limit",
+        args: &["simtest", "--seeds", "2", "--jobs", "65"],
+        files: &[],
+        exit: 2,
+        message: &["--jobs 65"],
+    },
+    Row {
         what: "a sort input beyond the limit",
         args: &["bench", "sort", "--size", "2000GB"],
         files: &[],
