@@ -88,6 +88,30 @@ fn load(rig: &Rig) {
     });
 }
 
+/// A loaded rig whose power will be cut at the `nth` `event` of the run
+/// (unflushed writes at the cut kept and torn at the given percents; the
+/// plan's seed is `seed`).
+fn loaded_rig_cut_at(
+    event: IoEvent,
+    nth: u64,
+    keep_percent: u32,
+    tear_percent: u32,
+    seed: u64,
+) -> Rig {
+    let rig = rig(FaultPlan {
+        crash_keep_percent: keep_percent,
+        crash_tear_percent: tear_percent,
+        ..FaultPlan::none(seed)
+    });
+    load(&rig);
+    rig.power.arm(Some(CutTrigger {
+        event,
+        task_prefix: None,
+        nth,
+    }));
+    rig
+}
+
 /// Rows below `acked` at `version`, rows at or above `acked + 1` at 0, and
 /// row `acked` at either (its commit was in doubt at the cut). Returns
 /// what the open's recovery did.
@@ -208,17 +232,7 @@ fn committed_updates_survive_a_crash_that_tears_unflushed_programs() {
 fn a_power_cut_inside_a_merge_loses_no_acknowledged_commit() {
     const OPEN_FLUSHES: u64 = 2;
     for nth in OPEN_FLUSHES + 1..=OPEN_FLUSHES + 4 {
-        let rig = rig(FaultPlan {
-            crash_keep_percent: 40,
-            crash_tear_percent: 30,
-            ..FaultPlan::none(nth)
-        });
-        load(&rig);
-        rig.power.arm(Some(CutTrigger {
-            event: IoEvent::DataFlush,
-            task_prefix: None,
-            nth,
-        }));
+        let rig = loaded_rig_cut_at(IoEvent::DataFlush, nth, 40, 30, nth);
         let (acked, _) = update_until_cut(&rig, 1);
         assert!(rig.power.is_off(), "cut {nth}: the power was cut");
         let point = rig.power.cut_point().expect("cut");
@@ -244,17 +258,7 @@ fn a_power_cut_inside_a_merge_loses_no_acknowledged_commit() {
 #[test]
 fn a_power_cut_inside_a_commits_log_sector_force_loses_no_acknowledged_commit() {
     for nth in [3u64, 10, 25, 60, 140] {
-        let rig = rig(FaultPlan {
-            crash_keep_percent: 30,
-            crash_tear_percent: 40,
-            ..FaultPlan::none(nth)
-        });
-        load(&rig);
-        rig.power.arm(Some(CutTrigger {
-            event: IoEvent::DataWrite,
-            task_prefix: None,
-            nth,
-        }));
+        let rig = loaded_rig_cut_at(IoEvent::DataWrite, nth, 30, 40, nth);
         let (acked, _) = update_until_cut(&rig, 1);
         assert!(rig.power.is_off(), "cut {nth}: the power was cut");
         assert!(acked < ROWS, "cut {nth}: inside the run ({acked} acked)");
@@ -277,17 +281,7 @@ fn a_power_cut_during_recovery_loses_no_acknowledged_commit() {
         (IoEvent::DataFlush, 1),
         (IoEvent::DataFlush, 2),
     ] {
-        let rig = rig(FaultPlan {
-            crash_keep_percent: 30,
-            crash_tear_percent: 40,
-            ..FaultPlan::none(nth + 100)
-        });
-        load(&rig);
-        rig.power.arm(Some(CutTrigger {
-            event: IoEvent::DataWrite,
-            task_prefix: None,
-            nth: 150,
-        }));
+        let rig = loaded_rig_cut_at(IoEvent::DataWrite, 150, 30, 40, nth + 100);
         let (acked, _) = update_until_cut(&rig, 1);
         assert!(rig.power.is_off() && acked < ROWS, "cut inside the run");
         rig.crash();
