@@ -175,13 +175,14 @@ impl Study for Figure8 {
                 ssd_pair,
             ),
         ];
-        if !checks[0].pass {
-            let (lo, hi) = (checks[0].range[0], checks[0].range[1]);
-            checks[0].note = floor_note("hash join", hj_hdd, hj_ssd, lo, hi);
-        }
-        if !checks[1].pass {
-            let (lo, hi) = (checks[1].range[0], checks[1].range[1]);
-            checks[1].note = floor_note("sort-merge join", smj_hdd, smj_ssd, lo, hi);
+        let runs = [
+            ("hash join", hj_hdd, hj_ssd),
+            ("sort-merge join", smj_hdd, smj_ssd),
+        ];
+        for (check, (what, h, sd)) in checks.iter_mut().zip(runs) {
+            if !check.pass {
+                check.note = floor_note(what, h, sd, check.range[0], check.range[1]);
+            }
         }
         if !checks[2].pass {
             checks[2].note = format!(
