@@ -3,7 +3,8 @@
 //! Structures on pages (B+trees, the space header) never touch the buffer
 //! pool directly. They work through [`PageAccess`]: read a page, write a
 //! page, allocate, free. The engine's implementation, [`Mtr`], keeps a
-//! private copy of every page it writes together with its before-image; when
+//! private copy of every page it writes, whose before-image stays in the
+//! pinned frame (MTR-11); when
 //! the operation is done, the difference between before and after becomes
 //! one log record of byte-range redo covering every page the operation
 //! changed (a split touches three or four pages; they are redone together
@@ -45,8 +46,17 @@
 //!     calls (the same lock points, the same buffer statistics) as one that
 //!     read copies.
 //!
-//! MTR-1, MTR-3 and MTR-5 are checked with `assert!` (each check is O(1),
-//! or O(header) for MTR-1), in every build.
+//! 11. A page's frame does not change between the mini-transaction's first
+//!     write of the page (which pins it) and the install: the tree latch
+//!     (or the space's allocation latch, for the header) excludes every
+//!     other writer, and a write-back copies the frame without changing it.
+//!     So the frame is the page's before-image, and no copy of it is kept
+//!     unless the store wants every change (In-Page Logging) or debug
+//!     assertions are on, which check the copy against the frame.
+//!
+//! MTR-3 and MTR-5 are checked with `assert!` (each O(1)) in every build;
+//! MTR-1 (O(header)) wherever a before-image copy is kept, so in every
+//! build with debug assertions, and MTR-11 there too.
 
 use crate::error::Result;
 use crate::page::{PageNo, PageType};
@@ -105,7 +115,12 @@ struct MtrPage {
     /// (a scan would otherwise pin every page it passes).
     handle: Option<PageRef>,
     image: Vec<u8>,
-    /// The image before the first write, if the page was written.
+    /// The page was written (it is pinned from then on, MTR-5).
+    written: bool,
+    /// A copy of the image before the first write, kept only where it is
+    /// needed: for a store that logs each change (In-Page Logging), and
+    /// with debug assertions, to check MTR-11. Otherwise the before-image
+    /// is the pinned frame itself, which nothing changes until the install.
     before: Option<Vec<u8>>,
 }
 
@@ -140,6 +155,37 @@ fn recycle(buffer: Vec<u8>) {
     });
 }
 
+impl MtrPage {
+    /// Run `f` on the page's before-image: the kept copy, or else the pinned
+    /// frame, which holds it until the install (MTR-11). With debug
+    /// assertions the copy is kept and checked against the frame.
+    /// `f` learns whether it has the copy (true) or the frame (false).
+    fn with_before<R>(&self, f: impl FnOnce(&[u8], bool) -> R) -> R {
+        debug_assert!(
+            self.written,
+            "MTR-11: the before-image of an unwritten page"
+        );
+        let handle = self
+            .handle
+            .as_ref()
+            .expect("MTR-5: a written page is pinned");
+        match &self.before {
+            Some(before) => {
+                #[cfg(debug_assertions)]
+                handle.read(|frame| {
+                    assert!(
+                        frame[PAGE_BODY_OFFSET..] == before[PAGE_BODY_OFFSET..],
+                        "MTR-11: page {} changed in its frame during a mini-transaction that wrote it",
+                        handle.id()
+                    )
+                });
+                f(before, true)
+            }
+            None => handle.read(|frame| f(frame, false)),
+        }
+    }
+}
+
 impl Drop for MtrPage {
     fn drop(&mut self) {
         recycle(std::mem::take(&mut self.image));
@@ -171,6 +217,9 @@ pub struct Mtr {
     /// (MTR-8, DB-2).
     no_io: bool,
     missed: Option<Miss>,
+    /// Keep a copy of each written page's before-image (the store wants
+    /// every change, [`Mtr::keeping_before_images`]).
+    keep_before: bool,
 }
 
 /// What a mini-transaction without I/O could not get (MTR-8).
@@ -211,7 +260,15 @@ impl Mtr {
             for_undo: false,
             no_io: false,
             missed: None,
+            keep_before: false,
         }
+    }
+
+    /// Keep a copy of each written page's before-image, for a store that
+    /// is told every change (`PageStore::wants_updates`, In-Page Logging).
+    pub fn keeping_before_images(mut self, keep: bool) -> Mtr {
+        self.keep_before = keep;
+        self
     }
 
     /// Take this mini-transaction out, leaving an empty one with nothing
@@ -223,7 +280,8 @@ impl Mtr {
             &self.space_name,
             self.capacity_pages,
             self.allocation.clone(),
-        );
+        )
+        .keeping_before_images(self.keep_before);
         std::mem::replace(self, empty)
     }
 
@@ -299,6 +357,7 @@ impl Mtr {
                 MtrPage {
                     handle: None,
                     image,
+                    written: false,
                     before: None,
                 },
             );
@@ -313,7 +372,7 @@ impl Mtr {
             let Some(page_no) = self.clean.pop_front() else {
                 break;
             };
-            if self.pages.get(&page_no).is_some_and(|p| p.before.is_none()) {
+            if self.pages.get(&page_no).is_some_and(|p| !p.written) {
                 self.pages.remove(&page_no);
             }
         }
@@ -337,6 +396,7 @@ impl Mtr {
             MtrPage {
                 handle: Some(handle),
                 image,
+                written: false,
                 before: None,
             },
         );
@@ -349,7 +409,7 @@ impl Mtr {
             // them from the header's read to the commit.
             self.allocation_held = Some(self.allocation.acquire());
             // A copy read before the latch may be stale now.
-            if self.pages.get(&0).is_some_and(|p| p.before.is_none()) {
+            if self.pages.get(&0).is_some_and(|p| !p.written) {
                 self.pages.remove(&0);
             }
         }
@@ -369,13 +429,22 @@ impl Mtr {
     fn redo(&self, horizon_lsn: u64) -> Vec<PageRedo> {
         self.pages
             .iter()
+            .filter(|(_, p)| p.written)
             .filter_map(|(&page_no, p)| {
-                let before = p.before.as_ref()?;
-                let changed = diff(before, &p.image);
+                let (changed, before_lsn) = p.with_before(|before, copy| {
+                    // MTR-1 is checked against a kept copy; a frame's header
+                    // may differ from the copy's in fields the pool owns
+                    // (the checksum of a page read back after a write-back).
+                    let changed = match copy {
+                        true => diff(before, &p.image),
+                        false => diff_body(before, &p.image),
+                    };
+                    (changed, page::lsn(before))
+                });
                 if changed.is_empty() {
                     return None;
                 }
-                let image = page::lsn(before) <= horizon_lsn && horizon_lsn > 0;
+                let image = before_lsn <= horizon_lsn && horizon_lsn > 0;
                 let ranges = if image {
                     nonzero_ranges(&p.image)
                 } else {
@@ -435,7 +504,7 @@ impl Mtr {
 
     /// Pages this mini-transaction has written so far.
     pub fn pages_written(&self) -> usize {
-        self.pages.values().filter(|p| p.before.is_some()).count()
+        self.pages.values().filter(|p| p.written).count()
     }
 
     /// Log the changes of several B+tree changes made in this one
@@ -509,7 +578,7 @@ impl Mtr {
             "MTR-3: install of an empty record at {lsn}..{end_lsn}"
         );
         for (page_no, p) in &self.pages {
-            if p.before.is_none() {
+            if !p.written {
                 continue; // only read
             }
             let handle = p.handle.as_ref().unwrap_or_else(|| {
@@ -520,7 +589,9 @@ impl Mtr {
             });
             // The page's store sees the change first (In-Page Logging's
             // records; a no-op for other stores).
-            handle.note_update(txn, end_lsn, before_of(p), &p.image);
+            if self.keep_before {
+                handle.note_update(txn, end_lsn, before_of(p), &p.image);
+            }
             handle.install(&p.image, lsn, end_lsn);
         }
     }
@@ -554,15 +625,19 @@ impl PageAccess for Mtr {
 
     fn write(&mut self, page_no: PageNo) -> Result<&mut [u8]> {
         let needs_pin = self.load(page_no)?.handle.is_none();
-        if needs_pin && self.pages[&page_no].before.is_none() {
+        if needs_pin && !self.pages[&page_no].written {
             // Pin the page now, so installing after logging cannot fail.
             // The tree latch keeps the frame's image equal to our copy.
             let handle = self.pin(page_no)?;
             self.pages.get_mut(&page_no).expect("loaded").handle = Some(handle);
         }
+        let keep_before = self.keep_before || cfg!(debug_assertions);
         let p = self.pages.get_mut(&page_no).expect("loaded");
-        if p.before.is_none() {
-            p.before = Some(copy_of(&p.image));
+        if !p.written {
+            p.written = true;
+            if keep_before {
+                p.before = Some(copy_of(&p.image));
+            }
         }
         Ok(&mut p.image)
     }
@@ -626,6 +701,13 @@ pub fn diff(before: &[u8], after: &[u8]) -> Vec<(u32, Vec<u8>)> {
 /// The ranges of a full-page image: where `after`'s body differs from a
 /// zeroed body, as [`diff`] against a copy of `after` with its body zeroed
 /// would give, without building that copy.
+/// Like [`diff`], for a before-image whose header is the pool's (a frame):
+/// only the bodies are compared.
+fn diff_body(before: &[u8], after: &[u8]) -> Vec<(u32, Vec<u8>)> {
+    assert_eq!(before.len(), after.len(), "MTR-1: a page changed size");
+    changed_ranges(Some(before), after)
+}
+
 pub fn nonzero_ranges(after: &[u8]) -> Vec<(u32, Vec<u8>)> {
     changed_ranges(None, after)
 }

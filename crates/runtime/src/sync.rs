@@ -18,11 +18,14 @@
 //!    the real world lets a running thread barge in (`parking_lot`: a short
 //!    spin, then park; no convoy). Which one a lock call takes is decided by
 //!    the caller: inside a simulated task, or not.
+//! 5. A simulated [`Mutex`]'s word is `QUEUED` exactly when its queue holds
+//!    a waiter (both change under the queue's lock); an uncontended lock or
+//!    unlock therefore touches only the word, one compare-and-swap.
 
 use std::collections::VecDeque;
 use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
 use crate::{Rt, Waker};
 
@@ -84,18 +87,23 @@ impl Waiter {
 ///   makes every contended unlock wait for a sleeping thread to wake (a lock
 ///   convoy, issue 17); barging lets the running thread go on.
 pub struct Mutex<T> {
-    /// The simulated world's FIFO queue (unused in the real world). A
-    /// `parking_lot` mutex: no poisoning to check on the simulated world's
-    /// every lock and unlock (SYNC-3 keeps it unheld across a park).
-    state: parking_lot::Mutex<LockState>,
+    /// The simulated world's lock word (unused in the real world): `FREE`,
+    /// `LOCKED`, or `QUEUED` (locked, with waiters in `waiters`). An
+    /// uncontended lock and unlock is one compare-and-swap each; only a
+    /// contended one takes the queue (SYNC-5).
+    word: AtomicU8,
+    /// The simulated world's FIFO queue. A `parking_lot` mutex: no
+    /// poisoning to check (SYNC-3 keeps it unheld across a park).
+    waiters: parking_lot::Mutex<VecDeque<Waiter>>,
     data: parking_lot::Mutex<T>,
 }
 
-#[derive(Default)]
-struct LockState {
-    locked: bool,
-    waiters: VecDeque<Waiter>,
-}
+/// The simulated lock is free.
+const FREE: u8 = 0;
+/// The simulated lock is held and nobody waits for it.
+const LOCKED: u8 = 1;
+/// The simulated lock is held and its queue holds at least one waiter.
+const QUEUED: u8 = 2;
 
 /// Proof of holding a [`Mutex`]; unlocks on drop.
 pub struct MutexGuard<'a, T> {
@@ -108,7 +116,8 @@ pub struct MutexGuard<'a, T> {
 impl<T> Mutex<T> {
     pub fn new(value: T) -> Mutex<T> {
         Mutex {
-            state: parking_lot::Mutex::new(LockState::default()),
+            word: AtomicU8::new(FREE),
+            waiters: parking_lot::Mutex::new(VecDeque::new()),
             data: parking_lot::Mutex::new(value),
         }
     }
@@ -124,24 +133,47 @@ impl<T> Mutex<T> {
             };
         }
         Rt::preempt_point();
-        let waiter = {
-            let mut state = self.state.lock();
-            if !state.locked {
-                state.locked = true;
-                None
-            } else {
-                let rt = Rt::current();
-                let waiter = Waiter::current(&rt);
-                state.waiters.push_back(waiter.clone());
-                Some((rt, waiter))
-            }
-        };
-        if let Some((rt, waiter)) = waiter {
-            // Ownership is handed over by `unlock` (no barging): when we are
-            // notified, `locked` is still true and it is ours.
-            waiter.wait(&rt);
+        if self.try_lock_word() {
+            return self.simulated_guard();
         }
+        let (rt, waiter) = {
+            let mut waiters = self.waiters.lock();
+            // SYNC-5: under the queue's lock, either take a lock freed
+            // meanwhile or mark the word QUEUED before queueing, so an
+            // unlocker that finds QUEUED also finds this waiter.
+            loop {
+                match self.word.load(Ordering::Acquire) {
+                    FREE if self.try_lock_word() => {
+                        drop(waiters);
+                        return self.simulated_guard();
+                    }
+                    LOCKED
+                        if self
+                            .word
+                            .compare_exchange(LOCKED, QUEUED, Ordering::AcqRel, Ordering::Acquire)
+                            .is_ok() =>
+                    {
+                        break;
+                    }
+                    QUEUED => break,
+                    _ => {}
+                }
+            }
+            let rt = Rt::current();
+            let waiter = Waiter::current(&rt);
+            waiters.push_back(waiter.clone());
+            (rt, waiter)
+        };
+        // Ownership is handed over by `unlock` (no barging): when we are
+        // notified, the word is still held and the lock is ours.
+        waiter.wait(&rt);
         self.simulated_guard()
+    }
+
+    fn try_lock_word(&self) -> bool {
+        self.word
+            .compare_exchange(FREE, LOCKED, Ordering::Acquire, Ordering::Relaxed)
+            .is_ok()
     }
 
     /// Acquire the lock if it is free.
@@ -153,13 +185,7 @@ impl<T> Mutex<T> {
                 simulated: false,
             });
         }
-        let mut state = self.state.lock();
-        if state.locked {
-            return None;
-        }
-        state.locked = true;
-        drop(state);
-        Some(self.simulated_guard())
+        self.try_lock_word().then(|| self.simulated_guard())
     }
 
     fn simulated_guard(&self) -> MutexGuard<'_, T> {
@@ -173,13 +199,28 @@ impl<T> Mutex<T> {
     }
 
     fn unlock_simulated(&self) {
-        let mut state = self.state.lock();
-        debug_assert!(state.locked, "SYNC-2: unlock of a free mutex");
-        match state.waiters.pop_front() {
-            // Hand the lock straight to the next waiter: `locked` stays true.
-            Some(next) => next.notify(),
-            None => state.locked = false,
+        if self
+            .word
+            .compare_exchange(LOCKED, FREE, Ordering::Release, Ordering::Relaxed)
+            .is_ok()
+        {
+            return;
         }
+        let mut waiters = self.waiters.lock();
+        debug_assert_eq!(
+            self.word.load(Ordering::Acquire),
+            QUEUED,
+            "SYNC-2: unlock of a free mutex"
+        );
+        // SYNC-5: QUEUED means a waiter is queued.
+        let next = waiters
+            .pop_front()
+            .expect("SYNC-5: a queued lock has a waiter");
+        if waiters.is_empty() {
+            self.word.store(LOCKED, Ordering::Release);
+        }
+        // Hand the lock straight to the next waiter: the word stays held.
+        next.notify();
     }
 
     /// Consume the mutex and return its value.

@@ -328,7 +328,9 @@ impl BTree {
     }
 
     /// Walk down to the leaf for `target`, recording the internal nodes
-    /// passed in `path` if given.
+    /// passed in `path` if given. Internal nodes are visited in place (no
+    /// copy is kept: a split reads its path again); the leaf, which the
+    /// caller reads next, is read.
     fn descend_recording<P: PageAccess + ?Sized>(
         &self,
         pages: &mut P,
@@ -338,21 +340,33 @@ impl BTree {
         let mut page_no = self.root;
         let mut expected_level = None;
         loop {
-            let node = Node::parse(page_no, pages.read(page_no)?)?;
-            if let Some(expected) = expected_level
-                && expected != node.level()
-            {
-                return Err(malformed(
-                    page_no,
-                    format!("level {} where its parent expects {expected}", node.level()),
-                ));
+            let mut step = None;
+            let mut inspect = |bytes: &[u8]| -> Result<()> {
+                let node = Node::parse(page_no, bytes)?;
+                if let Some(expected) = expected_level
+                    && expected != node.level()
+                {
+                    return Err(malformed(
+                        page_no,
+                        format!("level {} where its parent expects {expected}", node.level()),
+                    ));
+                }
+                if node.kind() == NodeKind::Leaf {
+                    return Ok(());
+                }
+                let child_index = match target {
+                    Target::Key(key) => node.child_index_for(key)?,
+                    Target::Leftmost => 0,
+                };
+                step = Some((child_index, node.level() - 1, node.child_at(child_index)?));
+                Ok(())
+            };
+            match expected_level {
+                Some(0) => inspect(pages.read(page_no)?)?,
+                _ => pages.visit(page_no, &mut inspect)?,
             }
-            if node.kind() == NodeKind::Leaf {
+            let Some((child_index, child_level, child)) = step else {
                 return Ok(page_no);
-            }
-            let child_index = match target {
-                Target::Key(key) => node.child_index_for(key)?,
-                Target::Leftmost => 0,
             };
             if let Some(path) = path.as_mut() {
                 path.push(Step {
@@ -360,8 +374,8 @@ impl BTree {
                     child_index,
                 });
             }
-            expected_level = Some(node.level() - 1);
-            page_no = node.child_at(child_index)?;
+            expected_level = Some(child_level);
+            page_no = child;
         }
     }
 

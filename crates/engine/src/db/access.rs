@@ -64,7 +64,8 @@ impl Inner {
             &s.name,
             s.capacity_pages,
             s.allocation.clone(),
-        ))
+        )
+        .keeping_before_images(s.store.wants_updates()))
     }
 
     /// Run `op` on a fresh mini-transaction of `tree`'s space under the
