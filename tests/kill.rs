@@ -13,7 +13,9 @@
 //! The same test runs, with fewer kills, on a log-structured data space
 //! (`--data-store log-structured`, small segments so the runs go through
 //! many of them): its map checkpoints and roll-forward must keep the same
-//! promise (issue 15).
+//! promise (issue 15). And on an In-Page Logging data space in a raw NAND
+//! file (`--data-store ipl`, `NandFile`): erase units merged, commit
+//! sectors and log sectors programmed, when the kill lands (issue 14).
 
 use std::collections::BTreeSet;
 use std::path::Path;
@@ -32,6 +34,8 @@ const KILLS: u32 = 22;
 /// Kills of the log-structured variant (kept short for CI;
 /// `FLASHLAB_KILL_LOG_STRUCTURED` for more).
 const KILLS_LOG_STRUCTURED: u32 = 8;
+/// Kills of the In-Page Logging variant (`FLASHLAB_KILL_IPL` for more).
+const KILLS_IPL: u32 = 8;
 /// Segments of the log-structured variant: 256 KB, so a run fills many.
 const SEGMENT_BYTES_LOG_STRUCTURED: &str = "262144";
 const CLIENTS: u32 = 4;
@@ -80,6 +84,9 @@ fn bench(dir: &Path, acks: &Path, duration: &str, store: Option<&str>) -> Comman
         cmd.args(["--data-store", store]);
         if store == "log-structured" {
             cmd.args(["--segment-bytes", SEGMENT_BYTES_LOG_STRUCTURED]);
+        }
+        if store == "ipl" {
+            cmd.args(["--data-device", "nand-k9wag08u1a"]);
         }
     }
     cmd
@@ -144,6 +151,14 @@ fn log_structured_bench_killed_with_sigkill_loses_no_acknowledged_commit() {
         u64::from(KILLS_LOG_STRUCTURED),
     );
     kill_rounds(Some("log-structured"), kills as u32);
+}
+
+#[test]
+fn ipl_bench_killed_with_sigkill_loses_no_acknowledged_commit() {
+    kill_rounds(
+        Some("ipl"),
+        env_or("FLASHLAB_KILL_IPL", u64::from(KILLS_IPL)) as u32,
+    );
 }
 
 /// Kill `kills` runs on one database whose data space has `store`.

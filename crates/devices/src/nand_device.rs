@@ -38,13 +38,14 @@
 //! The numbers are results.toml `[devices.nand_samsung_k9wag08u1a]` (the
 //! lee2007 slides) and the datasheet's 25 ns cycle (40 MB/s).
 //!
-//! LIMIT: only a [`StoredDevice`] can be under a [`NandDevice`] (the rules
-//! read the store); a real file is not supported.
+//! [`NandDevice`] reads the rules' data from a [`StoredDevice`]; raw NAND in
+//! a real file is [`NandFile`], whose rules keep what a store would let
+//! them read again (NAND-F1..3).
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex};
 
-use crate::device::Device;
+use crate::device::{Device, DeviceRef};
 use crate::error::DeviceError;
 use crate::model::{DeviceModel, IoKind, IoRequest, ModelStats, Parameter, check_request};
 use crate::store::{SparseStore, StoredDevice};
@@ -266,36 +267,265 @@ impl DeviceModel for NandModel {
 /// Sectors programmed by each program of one NAND page (bit i = sector i).
 type ProgramMasks = Vec<u64>;
 
-/// Raw NAND behind the [`Device`] interface. See the module documentation.
-pub struct NandDevice {
+/// The rules of NAND-D1..4, shared by the chip over a store
+/// ([`NandDevice`]) and the chip in a file ([`NandFile`]). They read the
+/// medium's bytes as stored, inverted: a zero is an erased byte.
+struct Rules {
     spec: NandSpec,
-    inner: Arc<dyn StoredDevice>,
     /// Programs per NAND page since its last erase (NAND-D3).
     programs: Mutex<HashMap<u64, ProgramMasks>>,
+    /// The file form only: the highest programmed NAND page of each erase
+    /// unit touched so far (`None`: the unit is erased), learned from the
+    /// file at the unit's first program and kept since (NAND-F1).
+    highest: Option<Mutex<HashMap<u64, Option<u64>>>>,
 }
 
-impl NandDevice {
-    /// A NAND device over `inner`, whose capacity must be the spec's.
-    pub fn new(spec: NandSpec, inner: Arc<dyn StoredDevice>) -> Result<NandDevice, DeviceError> {
+/// How the rules read the medium: `read(offset, buf)` fills `buf` with the
+/// stored (inverted) bytes.
+type RawRead<'a> = &'a dyn Fn(u64, &mut [u8]) -> Result<(), DeviceError>;
+
+impl Rules {
+    fn new(spec: NandSpec, file: bool) -> Result<Rules, DeviceError> {
         spec.validate()?;
         assert!(
             spec.nand_page_bytes / u64::from(NAND_SECTOR_BYTES) <= 64,
             "a NAND page of at most 64 sectors"
         );
-        if inner.capacity_bytes() < spec.capacity_bytes {
-            return Err(DeviceError::Geometry {
+        Ok(Rules {
+            spec,
+            programs: Mutex::new(HashMap::new()),
+            highest: file.then(|| Mutex::new(HashMap::new())),
+        })
+    }
+
+    fn sectors_per_page(&self) -> u64 {
+        self.spec.nand_page_bytes / u64::from(NAND_SECTOR_BYTES)
+    }
+
+    fn pages_per_unit(&self) -> u64 {
+        self.spec.erase_unit_bytes / self.spec.nand_page_bytes
+    }
+
+    /// Whether the medium holds only erased bytes in `offset..offset+len`.
+    fn erased_in(read: RawRead, offset_bytes: u64, len_bytes: u64) -> Result<bool, DeviceError> {
+        let mut buf = vec![0u8; len_bytes as usize];
+        read(offset_bytes, &mut buf)?;
+        Ok(buf.iter().all(|&b| b == 0))
+    }
+
+    /// NAND-D4: whether anything is programmed in `page`'s erase unit above
+    /// `page`.
+    fn programmed_above(&self, read: RawRead, page: u64) -> Result<bool, DeviceError> {
+        let unit = page / self.pages_per_unit();
+        let Some(highest) = &self.highest else {
+            // Over a store: read the rest of the unit, so that a program a
+            // power cut dropped no longer counts.
+            let unit_end_bytes = (unit + 1) * self.spec.erase_unit_bytes;
+            let above_bytes = (page + 1) * self.spec.nand_page_bytes;
+            return Ok(above_bytes < unit_end_bytes
+                && !Self::erased_in(read, above_bytes, unit_end_bytes - above_bytes)?);
+        };
+        let known = highest.lock().expect("highest").get(&unit).copied();
+        let top = match known {
+            Some(top) => top,
+            None => {
+                let top = self.highest_programmed(read, unit)?;
+                highest.lock().expect("highest").insert(unit, top);
+                top
+            }
+        };
+        Ok(top.is_some_and(|top| top > page))
+    }
+
+    /// The highest programmed NAND page of `unit`, read from the medium.
+    fn highest_programmed(&self, read: RawRead, unit: u64) -> Result<Option<u64>, DeviceError> {
+        let mut bytes = vec![0u8; self.spec.erase_unit_bytes as usize];
+        read(unit * self.spec.erase_unit_bytes, &mut bytes)?;
+        let page_bytes = self.spec.nand_page_bytes as usize;
+        Ok(bytes
+            .chunks(page_bytes)
+            .rposition(|page| page.iter().any(|&b| b != 0))
+            .map(|i| unit * self.pages_per_unit() + i as u64))
+    }
+
+    /// The file form: the programs a NAND page first seen since the open
+    /// has taken, as the fewest the data allows (one per run of programmed
+    /// sectors; NAND-F2).
+    fn programs_in_data(&self, read: RawRead, page: u64) -> Result<ProgramMasks, DeviceError> {
+        let mut bytes = vec![0u8; self.spec.nand_page_bytes as usize];
+        read(page * self.spec.nand_page_bytes, &mut bytes)?;
+        let mut masks = Vec::new();
+        let mut run = 0u64;
+        for (s, sector) in bytes.chunks(NAND_SECTOR_BYTES as usize).enumerate() {
+            if sector.iter().any(|&b| b != 0) {
+                run |= 1 << s;
+            } else if run != 0 {
+                masks.push(std::mem::take(&mut run));
+            }
+        }
+        if run != 0 {
+            masks.push(run);
+        }
+        Ok(masks)
+    }
+
+    /// Check a program of `len` bytes at `offset` against NAND-D1, D3, D4
+    /// and note it.
+    fn admit_program(
+        &self,
+        read: RawRead,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> Result<(), DeviceError> {
+        let spec = &self.spec;
+        let sector = u64::from(NAND_SECTOR_BYTES);
+        if !Self::erased_in(read, offset_bytes, len_bytes)? {
+            let page = offset_bytes / spec.nand_page_bytes;
+            return Err(DeviceError::ProgramProgrammed {
                 device: spec.name.clone(),
-                problem: format!(
-                    "the store under it holds {} bytes, fewer than {}",
-                    inner.capacity_bytes(),
-                    spec.capacity_bytes
-                ),
+                block: offset_bytes / spec.erase_unit_bytes,
+                page: page % self.pages_per_unit(),
             });
         }
+        let pages_per_unit = self.pages_per_unit();
+        let touched = spec.pages_touched(offset_bytes, len_bytes);
+        for &(page, _) in &touched {
+            if self.programmed_above(read, page)? {
+                return Err(DeviceError::ProgramOutOfOrder {
+                    device: spec.name.clone(),
+                    block: page / pages_per_unit,
+                    page: page % pages_per_unit,
+                    next: pages_per_unit,
+                });
+            }
+        }
+        let mut programs = self.programs.lock().expect("programs");
+        let mut noted = Vec::with_capacity(touched.len());
+        for (page, n) in touched {
+            let unit = page / pages_per_unit;
+            let page_start = page * spec.nand_page_bytes;
+            let mut masks = match programs.remove(&page) {
+                Some(masks) => masks,
+                None if self.highest.is_some() => self.programs_in_data(read, page)?,
+                None => ProgramMasks::new(),
+            };
+            // NAND-D3: count the programs of this page whose sectors still
+            // hold data.
+            let mut still = Vec::with_capacity(masks.len());
+            for mask in masks.drain(..) {
+                let mut holds = false;
+                for s in 0..self.sectors_per_page() {
+                    if mask & (1 << s) != 0
+                        && !Self::erased_in(read, page_start + s * sector, sector)?
+                    {
+                        holds = true;
+                        break;
+                    }
+                }
+                if holds {
+                    still.push(mask);
+                }
+            }
+            if still.len() as u32 >= spec.nop {
+                let taken = still.len();
+                programs.insert(page, still);
+                for (page, masks) in noted {
+                    programs.insert(page, masks);
+                }
+                return Err(DeviceError::Refused {
+                    device: spec.name.clone(),
+                    problem: format!(
+                        "NAND page {} of erase unit {unit} would take partial program {} (NOP limit {})",
+                        page % pages_per_unit,
+                        taken + 1,
+                        spec.nop
+                    ),
+                });
+            }
+            let first = offset_bytes.max(page_start);
+            let first_sector = (first - page_start) / sector;
+            let mut mask = 0u64;
+            for s in first_sector..first_sector + n / sector {
+                mask |= 1 << s;
+            }
+            still.push(mask);
+            noted.push((page, still));
+        }
+        for (page, masks) in noted {
+            programs.insert(page, masks);
+        }
+        Ok(())
+    }
+
+    /// A program of `offset..+len` completed: the file form's highest
+    /// programmed page of each unit follows it.
+    fn programmed(&self, offset_bytes: u64, len_bytes: u64) {
+        let Some(highest) = &self.highest else {
+            return;
+        };
+        let mut highest = highest.lock().expect("highest");
+        for (page, _) in self.spec.pages_touched(offset_bytes, len_bytes) {
+            let top = highest.entry(page / self.pages_per_unit()).or_insert(None);
+            *top = Some(top.map_or(page, |t| t.max(page)));
+        }
+    }
+
+    /// NAND-D2: an erase of whole units; forget what the rules noted there.
+    fn admit_erase(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
+        let unit = self.spec.erase_unit_bytes;
+        if !offset_bytes.is_multiple_of(unit) || !len_bytes.is_multiple_of(unit) {
+            return Err(DeviceError::Unaligned {
+                device: self.spec.name.clone(),
+                offset_bytes,
+                len_bytes,
+                sector_bytes: unit as u32,
+            });
+        }
+        Ok(())
+    }
+
+    fn erased(&self, offset_bytes: u64, len_bytes: u64) {
+        let first = offset_bytes / self.spec.nand_page_bytes;
+        let last = (offset_bytes + len_bytes) / self.spec.nand_page_bytes;
+        let mut programs = self.programs.lock().expect("programs");
+        programs.retain(|&page, _| page < first || page >= last);
+        if let Some(highest) = &self.highest {
+            let mut highest = highest.lock().expect("highest");
+            let unit = self.spec.erase_unit_bytes;
+            for u in offset_bytes / unit..(offset_bytes + len_bytes) / unit {
+                highest.insert(u, None);
+            }
+        }
+    }
+
+    fn check_program(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
+        let req = IoRequest {
+            kind: IoKind::Write,
+            offset_bytes,
+            len_bytes,
+        };
+        check_request(
+            &self.spec.name,
+            self.spec.capacity_bytes,
+            NAND_SECTOR_BYTES,
+            &req,
+        )
+    }
+}
+
+/// Raw NAND behind the [`Device`] interface. See the module documentation.
+pub struct NandDevice {
+    rules: Rules,
+    inner: Arc<dyn StoredDevice>,
+}
+
+impl NandDevice {
+    /// A NAND device over `inner`, whose capacity must be the spec's.
+    pub fn new(spec: NandSpec, inner: Arc<dyn StoredDevice>) -> Result<NandDevice, DeviceError> {
+        check_capacity(&spec, inner.capacity_bytes(), "the store under it")?;
         Ok(NandDevice {
-            spec,
+            rules: Rules::new(spec, false)?,
             inner,
-            programs: Mutex::new(HashMap::new()),
         })
     }
 
@@ -317,82 +547,32 @@ impl NandDevice {
 
     /// The chip's shape and timing.
     pub fn spec(&self) -> &NandSpec {
-        &self.spec
+        &self.rules.spec
     }
 
-    fn sectors_per_page(&self) -> u64 {
-        self.spec.nand_page_bytes / u64::from(NAND_SECTOR_BYTES)
-    }
-
-    /// Whether the store holds only erased bytes in `offset..offset+len`.
-    fn erased_in(store: &SparseStore, offset_bytes: u64, len_bytes: u64) -> bool {
-        let mut buf = vec![0u8; len_bytes as usize];
-        store.read(offset_bytes, &mut buf);
-        buf.iter().all(|&b| b == 0)
-    }
-
-    /// Check a program of `len` bytes at `offset` against NAND-D1, D3, D4
-    /// and note it.
-    fn admit_program(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
-        let store = self.inner.store().lock().expect("store");
-        let spec = &self.spec;
-        let sector = u64::from(NAND_SECTOR_BYTES);
-        if !Self::erased_in(&store, offset_bytes, len_bytes) {
-            let page = offset_bytes / spec.nand_page_bytes;
-            return Err(DeviceError::ProgramProgrammed {
-                device: spec.name.clone(),
-                block: offset_bytes / spec.erase_unit_bytes,
-                page: page % (spec.erase_unit_bytes / spec.nand_page_bytes),
-            });
-        }
-        let mut programs = self.programs.lock().expect("programs");
-        let pages_per_unit = spec.erase_unit_bytes / spec.nand_page_bytes;
-        for (page, n) in spec.pages_touched(offset_bytes, len_bytes) {
-            // NAND-D4: nothing programmed above this page in its unit.
-            let unit = page / pages_per_unit;
-            let unit_end_bytes = (unit + 1) * spec.erase_unit_bytes;
-            let above_bytes = (page + 1) * spec.nand_page_bytes;
-            if above_bytes < unit_end_bytes
-                && !Self::erased_in(&store, above_bytes, unit_end_bytes - above_bytes)
-            {
-                return Err(DeviceError::ProgramOutOfOrder {
-                    device: spec.name.clone(),
-                    block: unit,
-                    page: page % pages_per_unit,
-                    next: pages_per_unit,
-                });
-            }
-            // NAND-D3: count the programs of this page whose sectors still
-            // hold data.
-            let page_start = page * spec.nand_page_bytes;
-            let masks = programs.entry(page).or_default();
-            masks.retain(|&mask| {
-                (0..self.sectors_per_page()).any(|s| {
-                    mask & (1 << s) != 0
-                        && !Self::erased_in(&store, page_start + s * sector, sector)
-                })
-            });
-            if masks.len() as u32 >= spec.nop {
-                return Err(DeviceError::Refused {
-                    device: spec.name.clone(),
-                    problem: format!(
-                        "NAND page {} of erase unit {unit} would take partial program {} (NOP limit {})",
-                        page % pages_per_unit,
-                        masks.len() + 1,
-                        spec.nop
-                    ),
-                });
-            }
-            let first = offset_bytes.max(page_start);
-            let first_sector = (first - page_start) / sector;
-            let mut mask = 0u64;
-            for s in first_sector..first_sector + n / sector {
-                mask |= 1 << s;
-            }
-            masks.push(mask);
-        }
+    /// The store's bytes, untimed: what the rules read.
+    fn raw(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
+        self.inner
+            .store()
+            .lock()
+            .expect("store")
+            .read(offset_bytes, buf);
         Ok(())
     }
+}
+
+/// The chip's capacity must fit in what is under it.
+fn check_capacity(spec: &NandSpec, under_bytes: u64, what: &str) -> Result<(), DeviceError> {
+    if under_bytes < spec.capacity_bytes {
+        return Err(DeviceError::Geometry {
+            device: spec.name.clone(),
+            problem: format!(
+                "{what} holds {under_bytes} bytes, fewer than {}",
+                spec.capacity_bytes
+            ),
+        });
+    }
+    Ok(())
 }
 
 fn inverted(data: &[u8]) -> Vec<u8> {
@@ -407,11 +587,11 @@ impl StoredDevice for NandDevice {
 
 impl Device for NandDevice {
     fn name(&self) -> &str {
-        &self.spec.name
+        &self.rules.spec.name
     }
 
     fn capacity_bytes(&self) -> u64 {
-        self.spec.capacity_bytes
+        self.rules.spec.capacity_bytes
     }
 
     fn sector_bytes(&self) -> u32 {
@@ -427,18 +607,10 @@ impl Device for NandDevice {
     }
 
     fn write(&self, offset_bytes: u64, data: &[u8]) -> Result<(), DeviceError> {
-        let req = IoRequest {
-            kind: IoKind::Write,
-            offset_bytes,
-            len_bytes: data.len() as u64,
-        };
-        check_request(
-            &self.spec.name,
-            self.spec.capacity_bytes,
-            NAND_SECTOR_BYTES,
-            &req,
-        )?;
-        self.admit_program(offset_bytes, data.len() as u64)?;
+        let len_bytes = data.len() as u64;
+        self.rules.check_program(offset_bytes, len_bytes)?;
+        self.rules
+            .admit_program(&|at, buf| self.raw(at, buf), offset_bytes, len_bytes)?;
         self.inner.write(offset_bytes, &inverted(data))
     }
 
@@ -448,20 +620,95 @@ impl Device for NandDevice {
 
     /// An erase of whole erase units (NAND-D2).
     fn trim(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
-        let unit = self.spec.erase_unit_bytes;
-        if !offset_bytes.is_multiple_of(unit) || !len_bytes.is_multiple_of(unit) {
-            return Err(DeviceError::Unaligned {
-                device: self.spec.name.clone(),
-                offset_bytes,
-                len_bytes,
-                sector_bytes: unit as u32,
-            });
-        }
+        self.rules.admit_erase(offset_bytes, len_bytes)?;
         self.inner.trim(offset_bytes, len_bytes)?;
-        let first = offset_bytes / self.spec.nand_page_bytes;
-        let last = (offset_bytes + len_bytes) / self.spec.nand_page_bytes;
-        let mut programs = self.programs.lock().expect("programs");
-        programs.retain(|&page, _| page < first || page >= last);
+        self.rules.erased(offset_bytes, len_bytes);
+        Ok(())
+    }
+
+    fn model_stats(&self) -> Option<ModelStats> {
+        self.inner.model_stats()
+    }
+}
+
+/// Raw NAND in a file, for the real world (NAND-F1..3): the same rules
+/// as [`NandDevice`], over a device that is not a store (a
+/// [`crate::file::FileDevice`]). The file holds every byte inverted, as the
+/// store does, so a sparse file's holes are erased flash and an erase
+/// punches a hole (`FileDevice::trim`). A program is durable at the next
+/// flush (fdatasync), as any write to the file.
+///
+/// What the rules cannot read from a store they read from the file, once:
+/// * NAND-F1: the highest programmed NAND page of an erase unit is read at
+///   the unit's first program since the open (one erase unit read), and
+///   kept since; the rules never read the rest of a unit again;
+/// * NAND-F2: a NAND page first programmed since the open is counted as
+///   having taken one program per run of programmed sectors, the fewest
+///   its data allows (the chip keeps no count either);
+/// * NAND-F3: the rules see only this process's programs: one writer per
+///   file, which the database directory's lock ensures.
+pub struct NandFile {
+    rules: Rules,
+    inner: DeviceRef,
+}
+
+impl NandFile {
+    /// Raw NAND of shape `spec` in `inner` (a file of at least the spec's
+    /// capacity, holding inverted bytes: a new sparse file is an erased chip).
+    pub fn new(spec: NandSpec, inner: DeviceRef) -> Result<NandFile, DeviceError> {
+        check_capacity(&spec, inner.capacity_bytes(), "the file under it")?;
+        Ok(NandFile {
+            rules: Rules::new(spec, true)?,
+            inner,
+        })
+    }
+
+    /// The chip's shape.
+    pub fn spec(&self) -> &NandSpec {
+        &self.rules.spec
+    }
+}
+
+impl Device for NandFile {
+    fn name(&self) -> &str {
+        self.inner.name()
+    }
+
+    fn capacity_bytes(&self) -> u64 {
+        self.rules.spec.capacity_bytes
+    }
+
+    fn sector_bytes(&self) -> u32 {
+        NAND_SECTOR_BYTES
+    }
+
+    fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
+        self.inner.read(offset_bytes, buf)?;
+        for b in buf.iter_mut() {
+            *b = !*b; // NAND-D5: a hole's zeros read 0xFF.
+        }
+        Ok(())
+    }
+
+    fn write(&self, offset_bytes: u64, data: &[u8]) -> Result<(), DeviceError> {
+        let len_bytes = data.len() as u64;
+        self.rules.check_program(offset_bytes, len_bytes)?;
+        let raw = |at: u64, buf: &mut [u8]| self.inner.read(at, buf);
+        self.rules.admit_program(&raw, offset_bytes, len_bytes)?;
+        self.inner.write(offset_bytes, &inverted(data))?;
+        self.rules.programmed(offset_bytes, len_bytes);
+        Ok(())
+    }
+
+    fn flush(&self) -> Result<(), DeviceError> {
+        self.inner.flush()
+    }
+
+    /// An erase of whole erase units (NAND-D2): a punched hole.
+    fn trim(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
+        self.rules.admit_erase(offset_bytes, len_bytes)?;
+        self.inner.trim(offset_bytes, len_bytes)?;
+        self.rules.erased(offset_bytes, len_bytes);
         Ok(())
     }
 
@@ -616,6 +863,77 @@ mod tests {
         let mut buf = vec![0u8; 512];
         d.read(0, &mut buf).unwrap();
         assert!(buf.iter().all(|&b| b == 3));
+    }
+
+    /// A chip in a file of `small()`'s size, opened afresh each call.
+    fn in_file(path: &std::path::Path) -> NandFile {
+        use crate::file::{FileDevice, FileOptions};
+        let file = match path.exists() {
+            true => FileDevice::open(path, FileOptions::default()),
+            false => FileDevice::create(path, small().capacity_bytes, FileOptions::default()),
+        }
+        .unwrap();
+        NandFile::new(small(), Arc::new(file)).unwrap()
+    }
+
+    #[test]
+    fn a_chip_in_a_file_keeps_the_rules_across_an_open() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nand");
+        {
+            let d = in_file(&path);
+            let mut buf = vec![0u8; 1024];
+            d.read(0, &mut buf).unwrap();
+            assert!(buf.iter().all(|&b| b == 0xFF), "a new file is erased");
+            d.write(4 * 2048, &[5u8; 1024]).unwrap();
+            d.write(4 * 2048 + 1536, &[6u8; 512]).unwrap();
+            d.flush().unwrap();
+        }
+        let d = in_file(&path);
+        let mut buf = vec![0u8; 2048];
+        d.read(4 * 2048, &mut buf).unwrap();
+        assert!(buf[..1024].iter().all(|&b| b == 5));
+        assert!(buf[1024..1536].iter().all(|&b| b == 0xFF));
+        assert!(buf[1536..].iter().all(|&b| b == 6));
+        // NAND-D1 from the data.
+        let err = d.write(4 * 2048, &[1u8; 512]).unwrap_err();
+        assert!(
+            matches!(err, DeviceError::ProgramProgrammed { .. }),
+            "{err}"
+        );
+        // NAND-F1: the unit's highest programmed page is read from the file.
+        let err = d.write(2048, &[1u8; 512]).unwrap_err();
+        assert!(
+            matches!(err, DeviceError::ProgramOutOfOrder { .. }),
+            "{err}"
+        );
+        // NAND-F2: the page's two runs of sectors count as two programs, so
+        // a third fits under NOP 4; a fresh page takes NOP programs, no more.
+        d.write(4 * 2048 + 1024, &[7u8; 512]).unwrap();
+        let d2 = NandFile::new(NandSpec { nop: 3, ..small() }, d.inner.clone()).unwrap();
+        d2.write(5 * 2048, &[1u8; 512]).unwrap();
+        d2.write(5 * 2048 + 512, &[1u8; 512]).unwrap();
+        d2.write(5 * 2048 + 1024, &[1u8; 512]).unwrap();
+        let err = d2.write(5 * 2048 + 1536, &[1u8; 512]).unwrap_err();
+        assert!(err.to_string().contains("NOP limit 3"), "{err}");
+    }
+
+    #[test]
+    fn an_erase_of_a_chip_in_a_file_punches_the_unit_and_resets_the_rules() {
+        let dir = tempfile::tempdir().unwrap();
+        let path = dir.path().join("nand");
+        let d = in_file(&path);
+        d.write(6 * 2048, &[1u8; 2048]).unwrap();
+        assert!(d.trim(0, 4096).is_err(), "a partial erase unit");
+        d.trim(0, ERASE_UNIT_BYTES_K9WAG08U1A).unwrap();
+        d.write(0, &[2u8; 2048]).unwrap();
+        drop(d);
+        let d = in_file(&path);
+        let mut buf = vec![0u8; 2048];
+        d.read(6 * 2048, &mut buf).unwrap();
+        assert!(buf.iter().all(|&b| b == 0xFF), "erased by the punched hole");
+        d.read(0, &mut buf).unwrap();
+        assert!(buf.iter().all(|&b| b == 2));
     }
 
     #[test]

@@ -397,11 +397,6 @@ fn validate_store(options: &BenchOptions) -> Result<(), String> {
     if options.ipl_no_commit_force && !ipl {
         return Err("--ipl-commit-force off needs --data-store ipl".into());
     }
-    if ipl && options.real_dir.is_some() {
-        return Err(
-            "--data-store ipl runs in the simulated world only (raw NAND has no file form)".into(),
-        );
-    }
     Ok(())
 }
 

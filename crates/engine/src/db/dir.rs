@@ -23,6 +23,7 @@ use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
 use flashlab_devices::file::{FileDevice, FileOptions};
+use flashlab_devices::nand_device::{NandFile, NandSpec};
 use flashlab_devices::overlay::OverlayDevice;
 use flashlab_devices::{Device, DeviceError, DeviceRef};
 use serde::{Deserialize, Serialize};
@@ -56,6 +57,9 @@ pub struct ManifestSpace {
     /// A log-structured space's segment cleaning (absent: the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub cleaning: Option<crate::store::Cleaning>,
+    /// An In-Page Logging space's log segment (absent: the default).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub ipl_log_segment_bytes: Option<u64>,
 }
 
 /// The manifest of a database directory.
@@ -85,6 +89,7 @@ impl Manifest {
                 capacity_bytes: s.capacity_bytes.unwrap_or(FILE_CAPACITY_BYTES_DEFAULT),
                 store: (s.store != crate::store::StoreKind::InPlace).then_some(s.store),
                 cleaning: s.cleaning,
+                ipl_log_segment_bytes: s.ipl_log_segment_bytes,
             })
             .collect();
         let other = |kind: &str, file: &str, s: &SpaceConfig| ManifestSpace {
@@ -95,6 +100,7 @@ impl Manifest {
             capacity_bytes: s.capacity_bytes.unwrap_or(FILE_CAPACITY_BYTES_DEFAULT),
             store: None,
             cleaning: None,
+            ipl_log_segment_bytes: None,
         };
         spaces.push(other("log", "log.wal", &config.log));
         if let Some(s) = &config.rollback {
@@ -195,7 +201,7 @@ pub fn config_from_manifest(dir: &Path) -> Result<DbConfig> {
             device: crate::config::FILE_DEVICE.into(),
             capacity_bytes: Some(s.capacity_bytes),
             store: s.store.unwrap_or_default(),
-            ipl_log_segment_bytes: None,
+            ipl_log_segment_bytes: s.ipl_log_segment_bytes,
             ipl_no_commit_force: false,
             segment_bytes: None,
             cleaning: s.cleaning,
@@ -358,7 +364,7 @@ fn build(staging: &Path, config: &DbConfig, manifest: &Manifest) -> Result<()> {
             "log" => device.zero_ahead()?,
             _ => device,
         };
-        devices.push((space.kind.clone(), Arc::new(device) as DeviceRef));
+        devices.push((space.kind.clone(), medium(space, Arc::new(device))?));
     }
     let take = |kind: &str| {
         devices
@@ -545,7 +551,7 @@ fn open_file(dir: &Path, space: &ManifestSpace, access: Access) -> Result<Device
             space.capacity_bytes
         )));
     }
-    Ok(match access {
+    let file: DeviceRef = match access {
         Access::Write => {
             let device = FileDevice::open(&path, FileOptions::default())?;
             // The log's file is zeroed ahead of the writer (FILE-1).
@@ -557,5 +563,19 @@ fn open_file(dir: &Path, space: &ManifestSpace, access: Access) -> Result<Device
         Access::ReadOnly => Arc::new(OverlayDevice::new(Arc::new(FileDevice::open_read_only(
             &path,
         )?))),
-    })
+    };
+    medium(space, file)
+}
+
+/// The device a space's store sees in its file: the file itself, or for
+/// an In-Page Logging space raw NAND of the K9WAG08U1A's geometry in it
+/// (`NandFile`: program-once, whole-unit erases, the NOP limit).
+fn medium(space: &ManifestSpace, file: DeviceRef) -> Result<DeviceRef> {
+    if space.store != Some(crate::store::StoreKind::Ipl) {
+        return Ok(file);
+    }
+    let spec = NandSpec::k9wag08u1a().with_capacity_bytes(space.capacity_bytes);
+    NandFile::new(spec, file)
+        .map(|nand| Arc::new(nand) as DeviceRef)
+        .map_err(|e| Error::Open(format!("space '{}' ({}): {e}", space.name, space.file)))
 }
