@@ -380,8 +380,8 @@ impl Scenario {
     /// ([`IPL_DATA_DEVICE`], its first [`IPL_DATA_BYTES`]), the profile is
     /// the seed's Media (Misdirect runs as Media: misdirected programs are
     /// not modelled on raw NAND) at the IPL rates ([`IPL_READ_ERROR_PPM`]
-    /// ...), LogMedia, or else crashes only (IoError is not yet run on
-    /// IPL); the WAL checker is off for the data device (IPL sectors carry
+    /// ...), LogMedia, IoError (a failed flush of the log or of the NAND,
+    /// or either device filling up), or crashes only; the WAL checker is off for the data device (IPL sectors carry
     /// no page LSN at a page's offset), the page check is on (a slot's
     /// checksum, a log sector's crc); the log segment is 4 or 8 KB (so merges come often), and the first
     /// cut is moved, for most seeds, to a data flush (a merge flushes the
@@ -402,16 +402,19 @@ impl Scenario {
         sc.store = store;
         sc.data_device = IPL_DATA_DEVICE.to_string();
         // Media faults on the NAND data device (bit flips on reads and
-        // programs, latent read errors) and on the log device are kept;
-        // misdirected programs are not modelled on raw NAND (Media
-        // instead), nor are I/O errors yet (crashes only).
+        // programs, latent read errors) and on the log device are kept, and
+        // so are I/O errors (a failed flush, a full device); misdirected
+        // programs are not modelled on raw NAND (Media instead).
         sc.profile = match sc.profile {
             Profile::Media | Profile::Misdirect => Profile::Media,
             Profile::LogMedia => Profile::LogMedia,
-            Profile::Crash | Profile::IoError => Profile::Crash,
+            Profile::IoError => Profile::IoError,
+            Profile::Crash => Profile::Crash,
         };
         for plan in [&mut sc.data_plan, &mut sc.log_plan] {
             *plan = FaultPlan {
+                flush_error_at: plan.flush_error_at,
+                full_after_writes: plan.full_after_writes,
                 crash_keep_percent: plan.crash_keep_percent,
                 crash_tear_percent: plan.crash_tear_percent,
                 spike_ppm: plan.spike_ppm,
