@@ -674,6 +674,12 @@ impl FaultyDevice {
         self.state.lock().expect("faults").flushes
     }
 
+    /// Writes issued to this device so far (what `full_after_writes`
+    /// counts).
+    pub fn writes(&self) -> u64 {
+        self.state.lock().expect("faults").writes
+    }
+
     /// True once a flush of this device failed (until the next crash).
     pub fn flush_failed(&self) -> bool {
         self.state.lock().expect("faults").flush_failed

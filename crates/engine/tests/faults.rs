@@ -365,3 +365,88 @@ fn flipped_pages_at_rest_are_caught_and_reported() {
         "{err}"
     );
 }
+
+/// Noticed while closing issue 15: a failed write of the log-structured
+/// store stopped the store but not the log, so the database went on
+/// acknowledging commits it could not write back or checkpoint, until the
+/// log filled. Fix: the failure fails the log (LFS-7), as a failed data
+/// flush does: the next transaction is refused, and recovery on a device
+/// that works again loses nothing acknowledged.
+#[test]
+fn regression_a_failed_log_structured_write_fails_the_database() {
+    let data = Arc::new(FaultyDevice::new(
+        Arc::new(MemoryDevice::new("data", 64 << 20)),
+        Role::Data { page_bytes: PAGE },
+        FaultPlan::crashes(7),
+    ));
+    let log = Arc::new(FaultyDevice::new(
+        Arc::new(MemoryDevice::new("log", 64 << 20)),
+        Role::Log,
+        FaultPlan::crashes(8),
+    ));
+    let devices = || Devices {
+        data: vec![data.clone() as DeviceRef],
+        log: log.clone(),
+        rollback: None,
+        temp: None,
+    };
+    let mut config = config();
+    config.data[0].store = flashlab_engine::store::StoreKind::LogStructured;
+    config.data[0].segment_bytes = Some(16 * PAGE as u64);
+    let (cfg, devs, d) = (config.clone(), devices(), data.clone());
+    let acked = run(move || {
+        let db = Database::open_with(&cfg, devs).unwrap();
+        let t = db.create_table(TableSpec::bytes("t")).unwrap();
+        let mut acked = 0;
+        // Writes fail from some point on; commits go on until one sees
+        // the failure, which must come from the store failing the log.
+        d.set_plan(FaultPlan {
+            full_after_writes: Some(d.writes() + 3),
+            ..d.plan()
+        });
+        let mut refusal = None;
+        for i in 0..ROWS * 4 {
+            let attempt = db.begin().and_then(|mut txn| {
+                txn.put(&t, &key(i % ROWS), &value(i, 1))?;
+                txn.commit()
+            });
+            match attempt {
+                Ok(_) => acked = i + 1,
+                Err(e) => {
+                    refusal = Some(e);
+                    break;
+                }
+            }
+        }
+        let refusal = refusal.expect("a full device stops the commits");
+        assert!(matches!(refusal, Error::LogFailed(_)), "{refusal}");
+        assert!(
+            matches!(db.begin(), Err(Error::LogFailed(_))),
+            "the database refuses work after the store's failed write"
+        );
+        db.abandon();
+        acked
+    });
+    assert!(acked > 0, "some commits before the failure");
+    data.set_plan(FaultPlan::crashes(9));
+    data.crash();
+    log.crash();
+    let devs = devices();
+    run(move || {
+        let db = Database::open_with(&config, devs).unwrap();
+        let t = db.table("t").unwrap();
+        let mut txn = db.begin().unwrap();
+        let present = (0..acked.min(ROWS))
+            .filter(|&k| txn.get(&t, &key(k)).unwrap().is_some())
+            .count() as u32;
+        assert_eq!(
+            present,
+            acked.min(ROWS),
+            "every acknowledged row is present"
+        );
+        txn.commit().unwrap();
+        let report = verify(&db).unwrap();
+        assert!(report.ok(), "{:?}", report.problems);
+        db.close().unwrap();
+    });
+}

@@ -111,6 +111,14 @@ pub trait LogForce: Send + Sync {
         Ok(device.flush()?)
     }
 
+    /// A data device of this pool failed in a way that leaves what is
+    /// durable in doubt (a page store's failed write): the log enters its
+    /// failed state as for a failed flush (WAL-4), so no commit is
+    /// acknowledged until recovery; returns the error to report.
+    fn fail(&self, why: String) -> crate::error::Error {
+        crate::error::Error::LogFailed(why)
+    }
+
     /// Rebuild page `id` from the log alone (BUF-9): its image and the LSN
     /// of the last record that changed it. `None` if this log cannot.
     fn rebuild_page(&self, id: PageId, page_bytes: usize) -> Option<Result<(Vec<u8>, u64)>> {

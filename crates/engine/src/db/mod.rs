@@ -123,6 +123,10 @@ impl LogForce for Wal {
         self.flush_data_device(device)
     }
 
+    fn fail(&self, why: String) -> Error {
+        Wal::fail(self, why)
+    }
+
     fn rebuild_page(
         &self,
         id: crate::page::PageId,

@@ -65,6 +65,9 @@
 //! 6. Every device write and flush of the store happens under its writer
 //!    lock (a runtime mutex); the state lock (a `std` mutex) is never held
 //!    across I/O (SIM-7).
+//! 7. A failed device write stops the store until a reopen and fails the
+//!    engine's log (WAL-4): no commit is acknowledged after it, and recovery
+//!    rebuilds what the partial segment in doubt held from the log.
 
 mod check;
 mod clean;
@@ -249,12 +252,22 @@ impl LogStructuredStore {
         }
     }
 
-    /// Write `bytes` at `block`, counted; a failure stops the store.
+    /// Write `bytes` at `block`, counted. A failure stops the store and,
+    /// once the engine's log is attached, fails it (WAL-4, LFS-7): the
+    /// open partial segment is in doubt, so the database stops
+    /// acknowledging commits it could not checkpoint, until a reopen
+    /// recovers them from the log.
     fn device_write(&self, block: u64, bytes: &[u8], metadata_bytes: usize) -> Result<()> {
         if let Err(e) = self.device.write(self.block_offset(block), bytes) {
             let e = Error::from(e);
             self.lock_state().failed = Some(e.to_string());
-            return Err(e);
+            return Err(match self.log.get() {
+                Some(log) => log.fail(format!(
+                    "data space '{}': a write of the log-structured store failed: {e}",
+                    self.space
+                )),
+                None => e,
+            });
         }
         let c = &self.counters;
         c.device_writes.fetch_add(1, Ordering::Relaxed);
