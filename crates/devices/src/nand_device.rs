@@ -470,8 +470,14 @@ impl Rules {
         }
     }
 
-    /// NAND-D2: an erase of whole units; forget what the rules noted there.
-    fn admit_erase(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
+    /// NAND-D2: an erase of whole units of `inner` (a trim); the rules
+    /// forget what they noted there.
+    fn erase(
+        &self,
+        inner: &dyn Device,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> Result<(), DeviceError> {
         let unit = self.spec.erase_unit_bytes;
         if !offset_bytes.is_multiple_of(unit) || !len_bytes.is_multiple_of(unit) {
             return Err(DeviceError::Unaligned {
@@ -481,6 +487,8 @@ impl Rules {
                 sector_bytes: unit as u32,
             });
         }
+        inner.trim(offset_bytes, len_bytes)?;
+        self.erased(offset_bytes, len_bytes);
         Ok(())
     }
 
@@ -575,6 +583,16 @@ fn check_capacity(spec: &NandSpec, under_bytes: u64, what: &str) -> Result<(), D
     Ok(())
 }
 
+/// NAND-D5: read `inner`'s stored bytes inverted, so that its zeros (a
+/// store's never-written bytes, a file's holes) read `0xFF`.
+fn read_inverted(inner: &dyn Device, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
+    inner.read(offset_bytes, buf)?;
+    for b in buf.iter_mut() {
+        *b = !*b;
+    }
+    Ok(())
+}
+
 fn inverted(data: &[u8]) -> Vec<u8> {
     data.iter().map(|&b| !b).collect()
 }
@@ -599,11 +617,7 @@ impl Device for NandDevice {
     }
 
     fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
-        self.inner.read(offset_bytes, buf)?;
-        for b in buf.iter_mut() {
-            *b = !*b; // NAND-D5: the store's zeros read 0xFF.
-        }
-        Ok(())
+        read_inverted(&*self.inner, offset_bytes, buf)
     }
 
     fn write(&self, offset_bytes: u64, data: &[u8]) -> Result<(), DeviceError> {
@@ -620,10 +634,7 @@ impl Device for NandDevice {
 
     /// An erase of whole erase units (NAND-D2).
     fn trim(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
-        self.rules.admit_erase(offset_bytes, len_bytes)?;
-        self.inner.trim(offset_bytes, len_bytes)?;
-        self.rules.erased(offset_bytes, len_bytes);
-        Ok(())
+        self.rules.erase(&*self.inner, offset_bytes, len_bytes)
     }
 
     fn model_stats(&self) -> Option<ModelStats> {
@@ -683,11 +694,7 @@ impl Device for NandFile {
     }
 
     fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
-        self.inner.read(offset_bytes, buf)?;
-        for b in buf.iter_mut() {
-            *b = !*b; // NAND-D5: a hole's zeros read 0xFF.
-        }
-        Ok(())
+        read_inverted(&*self.inner, offset_bytes, buf)
     }
 
     fn write(&self, offset_bytes: u64, data: &[u8]) -> Result<(), DeviceError> {
@@ -706,10 +713,7 @@ impl Device for NandFile {
 
     /// An erase of whole erase units (NAND-D2): a punched hole.
     fn trim(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
-        self.rules.admit_erase(offset_bytes, len_bytes)?;
-        self.inner.trim(offset_bytes, len_bytes)?;
-        self.rules.erased(offset_bytes, len_bytes);
-        Ok(())
+        self.rules.erase(&*self.inner, offset_bytes, len_bytes)
     }
 
     fn model_stats(&self) -> Option<ModelStats> {

@@ -117,15 +117,7 @@ impl BTree {
         loop {
             let mut found = None;
             pages.visit(page_no, &mut |bytes| {
-                let node = Node::parse(page_no, bytes)?;
-                if let Some(expected) = expected_level
-                    && expected != node.level()
-                {
-                    return Err(malformed(
-                        page_no,
-                        format!("level {} where its parent expects {expected}", node.level()),
-                    ));
-                }
+                let node = node_at_level(page_no, bytes, expected_level)?;
                 found = Some(if node.kind() == NodeKind::Leaf {
                     Found::Leaf(match node.search(key)? {
                         Ok(i) => Some(node.value(i)?.to_vec()),
@@ -342,15 +334,7 @@ impl BTree {
         loop {
             let mut step = None;
             let mut inspect = |bytes: &[u8]| -> Result<()> {
-                let node = Node::parse(page_no, bytes)?;
-                if let Some(expected) = expected_level
-                    && expected != node.level()
-                {
-                    return Err(malformed(
-                        page_no,
-                        format!("level {} where its parent expects {expected}", node.level()),
-                    ));
-                }
+                let node = node_at_level(page_no, bytes, expected_level)?;
                 if node.kind() == NodeKind::Leaf {
                     return Ok(());
                 }
@@ -548,6 +532,20 @@ fn split_node<P: PageAccess + ?Sized>(
 pub(crate) fn shortest_separator(left: &[u8], right: &[u8]) -> Vec<u8> {
     let common = left.iter().zip(right).take_while(|(a, b)| a == b).count();
     right.get(..common + 1).unwrap_or(right).to_vec()
+}
+
+/// Page `page_no` parsed as a node, at the level its parent expects.
+fn node_at_level(page_no: PageNo, bytes: &[u8], expected_level: Option<u16>) -> Result<Node<'_>> {
+    let node = Node::parse(page_no, bytes)?;
+    if let Some(expected) = expected_level
+        && expected != node.level()
+    {
+        return Err(malformed(
+            page_no,
+            format!("level {} where its parent expects {expected}", node.level()),
+        ));
+    }
+    Ok(node)
 }
 
 #[cfg(test)]
