@@ -48,11 +48,22 @@
 //!
 //! 11. A page's frame does not change between the mini-transaction's first
 //!     write of the page (which pins it) and the install: the tree latch
-//!     (or the space's allocation latch, for the header) excludes every
-//!     other writer, and a write-back copies the frame without changing it.
+//!     (or the space's allocation latch, for the header, or the leaf's
+//!     latch, MTR-12) excludes every other writer, and a write-back copies
+//!     the frame without changing it.
 //!     So the frame is the page's before-image, and no copy of it is kept
 //!     unless the store wants every change (In-Page Logging) or debug
 //!     assertions are on, which check the copy against the frame.
+//!
+//! 12. A one-leaf mini-transaction ([`Mtr::set_one_leaf`]) runs under its
+//!     tree's shared latch and writes one page, a leaf, under that page's
+//!     latch ([`LeafLatches`]), taken before the page is read for writing
+//!     and held to the install. Every other writer of a tree holds its
+//!     exclusive latch, so between them two one-leaf writers of different
+//!     leaves run at once, and the tree's structure (every internal node,
+//!     every leaf's key range) does not change under either. A change that
+//!     needs more (a split, an allocation) fails with [`Miss::Latch`] and
+//!     starts over under the exclusive latch.
 //!
 //! MTR-3 and MTR-5 are checked with `assert!` (each O(1)) in every build;
 //! MTR-1 (O(header)) wherever a before-image copy is kept, so in every
@@ -220,15 +231,56 @@ pub struct Mtr {
     /// Keep a copy of each written page's before-image (the store wants
     /// every change, [`Mtr::keeping_before_images`]).
     keep_before: bool,
+    /// One-leaf mode (MTR-12): the leaf latches, and the one page written
+    /// with its latch held.
+    one_leaf: Option<Arc<LeafLatches>>,
+    leaf_held: Option<(PageNo, LatchGuard)>,
 }
 
-/// What a mini-transaction without I/O could not get (MTR-8).
+/// What a mini-transaction without I/O could not get (MTR-8), or what a
+/// one-leaf mini-transaction may not do (MTR-12).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Miss {
     /// A page of the space that is not resident.
     Page(PageNo),
     /// A clean frame for a new page.
     Frame,
+    /// A second page to write, or a page to allocate or free: the change
+    /// needs the tree's exclusive latch (MTR-12).
+    Latch,
+}
+
+/// Striped latches for the leaves that one-leaf mini-transactions write
+/// under a tree's shared latch (MTR-12): a page's latch is stripe
+/// `(space, page) mod LEAF_LATCH_STRIPES`, so two leaves may share one and
+/// then take turns.
+pub struct LeafLatches {
+    stripes: Vec<Arc<Latch>>,
+}
+
+/// Stripes of [`LeafLatches`].
+pub const LEAF_LATCH_STRIPES: usize = 64;
+
+impl LeafLatches {
+    pub fn new() -> LeafLatches {
+        LeafLatches {
+            stripes: (0..LEAF_LATCH_STRIPES).map(|_| Latch::new()).collect(),
+        }
+    }
+
+    fn acquire(&self, space: SpaceId, page_no: PageNo) -> LatchGuard {
+        let stripe = (page_no as usize)
+            .wrapping_mul(31)
+            .wrapping_add(space as usize)
+            % LEAF_LATCH_STRIPES;
+        self.stripes[stripe].acquire()
+    }
+}
+
+impl Default for LeafLatches {
+    fn default() -> Self {
+        LeafLatches::new()
+    }
 }
 
 /// A logged, installed mini-transaction.
@@ -261,7 +313,18 @@ impl Mtr {
             no_io: false,
             missed: None,
             keep_before: false,
+            one_leaf: None,
+            leaf_held: None,
         }
+    }
+
+    /// One-leaf mode (MTR-12), for a change under the tree's *shared* latch:
+    /// the first page written is latched (its stripe of `latches`) and read
+    /// afresh under that latch; writing any other page, allocating or
+    /// freeing fails with [`Miss::Latch`], for the caller to start over
+    /// under the tree's exclusive latch.
+    pub fn set_one_leaf(&mut self, latches: Arc<LeafLatches>) {
+        self.one_leaf = Some(latches);
     }
 
     /// Keep a copy of each written page's before-image, for a store that
@@ -307,6 +370,7 @@ impl Mtr {
         match miss {
             Miss::Page(page_no) => pool.fetch(PageId::new(space, page_no)).map(drop),
             Miss::Frame => pool.make_room(),
+            Miss::Latch => Ok(()),
         }
     }
 
@@ -344,6 +408,25 @@ impl Mtr {
         match self.for_undo {
             true => self.capacity_pages,
             false => self.capacity_pages - reserve,
+        }
+    }
+
+    /// MTR-12: in one-leaf mode, the first page written is latched and its
+    /// copy, read before the latch, dropped so that it is read again under
+    /// it; any other page to write is refused.
+    fn latch_the_leaf(&mut self, page_no: PageNo) -> Result<()> {
+        match &self.leaf_held {
+            Some((held, _)) if *held == page_no => Ok(()),
+            Some(_) => Err(self.miss(Miss::Latch)),
+            None => {
+                let latches = self.one_leaf.clone().expect("one-leaf mode");
+                let guard = latches.acquire(self.space, page_no);
+                self.leaf_held = Some((page_no, guard));
+                if self.pages.get(&page_no).is_some_and(|p| !p.written) {
+                    self.pages.remove(&page_no);
+                }
+                Ok(())
+            }
         }
     }
 
@@ -624,6 +707,9 @@ impl PageAccess for Mtr {
     }
 
     fn write(&mut self, page_no: PageNo) -> Result<&mut [u8]> {
+        if self.one_leaf.is_some() {
+            self.latch_the_leaf(page_no)?;
+        }
         let needs_pin = self.load(page_no)?.handle.is_none();
         if needs_pin && !self.pages[&page_no].written {
             // Pin the page now, so installing after logging cannot fail.
@@ -643,6 +729,9 @@ impl PageAccess for Mtr {
     }
 
     fn allocate(&mut self, kind: PageType) -> Result<PageNo> {
+        if self.one_leaf.is_some() {
+            return Err(self.miss(Miss::Latch));
+        }
         let mut header = self.header()?;
         let page_no = if header.free_head != 0 {
             let page_no = header.free_head;
@@ -671,6 +760,9 @@ impl PageAccess for Mtr {
     }
 
     fn free(&mut self, page_no: PageNo) -> Result<()> {
+        if self.one_leaf.is_some() {
+            return Err(self.miss(Miss::Latch));
+        }
         if page_no == 0 {
             return Err(Error::Invalid(
                 "the space header page cannot be freed".into(),

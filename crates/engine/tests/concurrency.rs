@@ -1,6 +1,8 @@
 //! The tree latch protocol (DB-5: shared readers, no latch across I/O,
 //! restart after a miss; MTR-8), the rollback segments' locks (RBS-6),
-//! group commit's wake-ups (WAL-11) and the lock queue (LOCK-5) under
+//! group commit's wake-ups (WAL-11), one-leaf changes under a tree's shared
+//! latch and their escalation to the exclusive one (MTR-12, DB-6), and the
+//! lock queue (LOCK-5) under
 //! concurrency: many clients on few rows, with a buffer pool small enough
 //! that tree operations miss and restart.
 //!
@@ -82,6 +84,9 @@ fn writer(db: &Database, t: &Table, rt: &Rt, id: u32, transfers: u32, done: &Ato
             })?;
             let row = txn.get(t, &filler(cold))?;
             assert_eq!(row.map(|r| r.len()), Some(FILLER_BYTES), "cold row");
+            // A change to a cold row, in one of many leaves: one-leaf
+            // changes of different leaves run at once (MTR-12).
+            txn.put(t, &filler(cold), &[id as u8; FILLER_BYTES])?;
             txn.update(t, &account(to), |v| {
                 (money(v) + amount).to_le_bytes().to_vec()
             })?;
@@ -173,6 +178,10 @@ fn simulated(seed: u64) -> Outcome {
         let wrong: u32 = readers.into_iter().map(|r| r.join()).sum();
         assert_eq!(wrong, 0, "seed {seed}: scans saw the sum change");
         let misses: u64 = db.stats().buffers.values().map(|b| b.misses).sum();
+        assert!(
+            db.tree_escalations() > 0,
+            "seed {seed}: the history rows' splits start over under the exclusive latch"
+        );
         check(&db, &t, WRITERS, TRANSFERS);
         let mut txn = db.begin().unwrap();
         let balances = txn

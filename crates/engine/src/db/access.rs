@@ -21,7 +21,7 @@ use std::ops::Bound;
 use crate::btree::BTree;
 use crate::db::Inner;
 use crate::error::Result;
-use crate::mtr::{Logged, Mtr};
+use crate::mtr::{Logged, Miss, Mtr};
 use crate::page::{PageNo, SpaceId};
 use crate::wal::record::Undo;
 
@@ -49,6 +49,15 @@ fn take_mtr(mtr: &mut Mtr) -> Mtr {
     mtr.take()
 }
 
+/// How [`Inner::latched`] holds a tree's latch.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+enum Latching {
+    Shared,
+    Exclusive,
+    /// Shared, for a change of one leaf under that leaf's latch (MTR-12).
+    OneLeaf,
+}
+
 /// Who a change is logged for.
 pub(crate) struct LogCtx {
     pub txn: u64,
@@ -69,14 +78,15 @@ impl Inner {
     }
 
     /// Run `op` on a fresh mini-transaction of `tree`'s space under the
-    /// tree's latch (shared or exclusive) without I/O; on a miss, load what
-    /// was missed with the latch released and start over (DB-5). After
-    /// [`RESTARTS_MAX`] restarts the operation runs with I/O allowed, so it
-    /// always finishes.
+    /// tree's latch (shared, exclusive, or shared for a one-leaf change)
+    /// without I/O; on a miss, load what was missed with the latch released
+    /// and start over (DB-5); a one-leaf change that needs more starts over
+    /// under the exclusive latch (DB-6). After [`RESTARTS_MAX`] restarts the
+    /// operation runs with I/O allowed, so it always finishes.
     fn latched<R>(
         &self,
         tree: TreeRef,
-        exclusive: bool,
+        mut mode: Latching,
         mut op: impl FnMut(&mut Mtr) -> Result<R>,
     ) -> Result<R> {
         let latch = self.latch(tree.space, tree.root);
@@ -84,14 +94,28 @@ impl Inner {
         loop {
             let mut mtr = self.mtr(tree.space)?;
             mtr.set_no_io(restarts < RESTARTS_MAX);
-            let result = if exclusive {
-                let _guard = latch.write();
-                op(&mut mtr)
-            } else {
-                let _guard = latch.read();
-                op(&mut mtr)
+            let result = match mode {
+                Latching::Exclusive => {
+                    let _guard = latch.write();
+                    op(&mut mtr)
+                }
+                Latching::Shared => {
+                    let _guard = latch.read();
+                    op(&mut mtr)
+                }
+                Latching::OneLeaf => {
+                    mtr.set_one_leaf(self.leaf_latches.clone());
+                    let _guard = latch.read();
+                    op(&mut mtr)
+                }
             };
             match (result, mtr.missed()) {
+                (Err(_), Some(Miss::Latch)) => {
+                    drop(mtr);
+                    mode = Latching::Exclusive;
+                    self.tree_escalations
+                        .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+                }
                 (Err(_), Some(miss)) => {
                     drop(mtr); // releases the allocation latch, if taken
                     let space = self.space(tree.space)?;
@@ -107,7 +131,9 @@ impl Inner {
 
     /// Read one key.
     pub(crate) fn tree_get(&self, tree: TreeRef, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        self.latched(tree, false, |mtr| BTree::open(tree.root).lookup(mtr, key))
+        self.latched(tree, Latching::Shared, |mtr| {
+            BTree::open(tree.root).lookup(mtr, key)
+        })
     }
 
     /// Collect the entries in a range, at most `limit` of them.
@@ -118,7 +144,7 @@ impl Inner {
         upper: Bound<&[u8]>,
         limit: usize,
     ) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
-        self.latched(tree, false, |mtr| {
+        self.latched(tree, Latching::Shared, |mtr| {
             let mut out = Vec::new();
             BTree::open(tree.root).scan(mtr, lower, upper, |k, v| {
                 out.push((k.to_vec(), v.to_vec()));
@@ -136,27 +162,57 @@ impl Inner {
         value: &[u8],
         ctx: &LogCtx,
     ) -> Result<(Option<Vec<u8>>, Option<Logged>)> {
-        self.tree_write(tree, key, ctx, |_| Ok(Some(value.to_vec())))
+        self.tree_write(tree, key, ctx, false, |_| Ok(Some(value.to_vec())))
     }
 
     /// Read `key` and replace it with what `decide` makes of its current
     /// value, in one mini-transaction under the tree's latch (one descent,
     /// one set of page copies). `decide` returning `None` changes nothing.
     /// Returns the value replaced and the record.
+    ///
+    /// `row_locked`: the caller holds `key`'s row lock exclusively, so no
+    /// one else changes the key's value. The change is then first tried as
+    /// a one-leaf change under the tree's shared latch (DB-6, MTR-12); if it
+    /// needs more (a split), it starts over under the exclusive latch with
+    /// the value `decide` already made (`decide` runs once: it may have
+    /// appended a before-image), and the row lock keeps the current value
+    /// it was made from.
     pub(crate) fn tree_write(
         &self,
         tree: TreeRef,
         key: &[u8],
         ctx: &LogCtx,
+        row_locked: bool,
         decide: impl FnOnce(Option<&[u8]>) -> Result<Option<Vec<u8>>>,
     ) -> Result<(Option<Vec<u8>>, Option<Logged>)> {
         let btree = BTree::open(tree.root);
         let mut decide = Some(decide);
-        self.latched(tree, true, |mtr| {
+        // What `decide` made, once it has run: the current value it saw and
+        // the value to store.
+        let mut decided: Option<(Option<Vec<u8>>, Vec<u8>)> = None;
+        let mode = match row_locked {
+            true => Latching::OneLeaf,
+            false => Latching::Exclusive,
+        };
+        self.latched(tree, mode, |mtr| {
             let current = btree.get(mtr, key)?;
-            let decide = decide.take().expect("decide runs once");
-            let Some(stored) = decide(current.as_deref())? else {
-                return Ok((current, None));
+            let stored = match &decided {
+                Some((seen, stored)) => {
+                    // DB-6: the row lock kept the value `decide` saw.
+                    assert_eq!(
+                        seen, &current,
+                        "DB-6: a row-locked key changed between a one-leaf attempt and its retry"
+                    );
+                    stored.clone()
+                }
+                None => {
+                    let decide = decide.take().expect("decide runs once");
+                    let Some(stored) = decide(current.as_deref())? else {
+                        return Ok((current, None));
+                    };
+                    decided = Some((current.clone(), stored.clone()));
+                    stored
+                }
             };
             // `decide` has run and may have had effects (a before-image in
             // the rollback segment): no restart from here on. The pages on
@@ -236,7 +292,7 @@ impl Inner {
             space: undo.space,
             root: undo.root,
         };
-        self.latched(at, true, |mtr| {
+        self.latched(at, Latching::Exclusive, |mtr| {
             mtr.set_for_undo();
             match &undo.before {
                 Some(before) => {

@@ -196,6 +196,8 @@ pub(crate) struct Inner {
     pub devices: Devices,
     pub catalog: RwLock<BTreeMap<String, Arc<TableDef>>>,
     latches: std::sync::Mutex<HashMap<(SpaceId, PageNo), TreeLatch>>,
+    /// The leaves' latches of one-leaf changes (MTR-12, DB-6).
+    pub(crate) leaf_latches: Arc<crate::mtr::LeafLatches>,
     pub locks: Arc<LockManager>,
     /// CPU costs in force (loading runs with none).
     cpu: std::sync::Mutex<crate::config::CpuCosts>,
@@ -203,6 +205,8 @@ pub(crate) struct Inner {
     pub commits: AtomicU64,
     /// Tree operations started over after a miss (DB-5).
     pub tree_restarts: AtomicU64,
+    /// One-leaf changes started over under the exclusive latch (DB-6).
+    pub tree_escalations: AtomicU64,
     pub aborts: AtomicU64,
     /// Serialises DDL and checkpoints.
     pub ddl: RtMutex<()>,
@@ -375,11 +379,13 @@ impl Database {
                 devices,
                 catalog: RwLock::new(BTreeMap::new()),
                 latches: std::sync::Mutex::new(HashMap::new()),
+                leaf_latches: Arc::new(crate::mtr::LeafLatches::new()),
                 locks,
                 cpu: std::sync::Mutex::new(config.cpu.clone()),
                 next_txn: AtomicU64::new(next_txn),
                 commits: AtomicU64::new(0),
                 tree_restarts: AtomicU64::new(0),
+                tree_escalations: AtomicU64::new(0),
                 aborts: AtomicU64::new(0),
                 ddl: RtMutex::new(()),
                 stop: WriterStop::new(),
@@ -615,6 +621,13 @@ impl Database {
     /// a frame) and started over (DB-5).
     pub fn tree_restarts(&self) -> u64 {
         self.inner.tree_restarts.load(Ordering::Relaxed)
+    }
+
+    /// Row changes tried as one-leaf changes under the tree's shared latch
+    /// that needed more (a split) and started over under the exclusive
+    /// latch (DB-6).
+    pub fn tree_escalations(&self) -> u64 {
+        self.inner.tree_escalations.load(Ordering::Relaxed)
     }
 
     /// What each data space's page store counted since the open, by space

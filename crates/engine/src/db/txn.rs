@@ -374,7 +374,9 @@ impl Transaction {
         let db = self.db.clone();
         let ctx = self.ctx();
         let mut filled = None;
-        let (before, logged) = db.tree_write(tree, key, &ctx, |current| {
+        // The row lock taken above keeps the key's value: the change may
+        // run as a one-leaf change (DB-6).
+        let (before, logged) = db.tree_write(tree, key, &ctx, true, |current| {
             let current = current.map(StoredRow::decode).transpose()?;
             if let Some(row) = &current {
                 self.check_first_updater(&row.header)?;
