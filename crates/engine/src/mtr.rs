@@ -421,6 +421,11 @@ impl Mtr {
         prev_lsn: u64,
         undo: Option<Undo>,
     ) -> Result<Option<Logged>> {
+        let store = self.store();
+        let _gate = store
+            .as_ref()
+            .and_then(|s| s.install_gate())
+            .map(|g| g.read());
         let logged = self.log(wal, (txn, prev_lsn), false, |redo| Body::Update {
             undo: undo.clone(),
             redo,
@@ -491,6 +496,11 @@ impl Mtr {
         prev_lsn: u64,
         undo_next: u64,
     ) -> Result<Logged> {
+        let store = self.store();
+        let _gate = store
+            .as_ref()
+            .and_then(|s| s.install_gate())
+            .map(|g| g.read());
         // A step that changed nothing is still logged, so undo moves on.
         let (lsn, end_lsn) = self
             .log(wal, (txn, prev_lsn), true, |redo| Body::Compensation {
@@ -501,6 +511,17 @@ impl Mtr {
         self.install(txn, lsn, end_lsn);
         wal.installed(lsn);
         Ok(Logged { lsn, end_lsn })
+    }
+
+    /// The store of the pages this mini-transaction wrote (one space).
+    /// Its install gate, if it has one, is held shared from the record's
+    /// append to the install (IPL-10), so that an In-Page Logging force
+    /// sees every mini-transaction whole or not at all.
+    fn store(&self) -> Option<Arc<dyn crate::store::PageStore>> {
+        self.pages
+            .values()
+            .find_map(|p| p.before.as_ref().and(p.handle.as_ref()))
+            .and_then(|h| h.store())
     }
 
     fn install(self, txn: u64, lsn: u64, end_lsn: u64) {

@@ -138,6 +138,23 @@ fn simtest_ipl_seeds_all_pass() {
     );
     assert_eq!(summary.lost_commits, 0);
     assert!(summary.crashes >= seeds, "every seed crashed at least once");
+    // Issue 14: restarts without a redo pass for IPL pages (REC-4).
+    assert!(summary.ipl_recoveries >= seeds, "{summary:?}");
+    assert_eq!(summary.ipl_pages_redone, 0);
+    assert!(summary.ipl_pages_skipped > 0);
+}
+
+/// Regression (issue 14, seed 68): a write-back of a page a running force
+/// had captured returned before that force wrote it; the pool evicted the
+/// page and read its older version back, and the next force logged a
+/// header over the older body (a checksum mismatch after a merge). A
+/// write-back now waits for the running force (IPL-10).
+#[test]
+fn regression_ipl_write_back_waits_for_the_force_that_captured_the_page() {
+    let r = run_seed_with(68, "mixed", StoreChoice::Ipl);
+    assert!(r.passed(), "{:?}\n  {}", r.failure, r.scenario);
+    assert_eq!(r.lost_commits, 0);
+    assert!(r.ipl_recoveries > 0 && r.ipl_pages_redone == 0, "{r:?}");
 }
 
 /// IPL seeds CI runs.
