@@ -157,6 +157,25 @@ fn regression_ipl_write_back_waits_for_the_force_that_captured_the_page() {
     assert!(r.ipl_recoveries > 0 && r.ipl_pages_redone == 0, "{r:?}");
 }
 
+/// Regression (issue 14, Media seeds 1084 and 1608 of the 2000-seed run):
+/// (1) at open, an in-place slot (IPL-5) whose header read back flipped
+/// looked unmarked (page LSN beyond L*) and was erased: a marked page
+/// lost; now only a sealed page is judged by its LSN (IPL-11); (2) a page
+/// damaged on the medium was repaired from the WAL during recovery, to
+/// the WAL's end, past L*: a B+tree root pointing at a child its space
+/// never received; now IPL pages are not repaired from the WAL until
+/// recovery's closing checkpoint (REC-4): the open refuses naming the
+/// damage instead.
+#[test]
+fn regression_ipl_media_restarts_never_read_a_wrong_page() {
+    for seed in [1084, 1608] {
+        let r = run_seed_with(seed, "mixed", StoreChoice::Ipl);
+        assert!(r.passed(), "seed {seed}: {:?}\n  {}", r.failure, r.scenario);
+        assert_eq!(r.lost_commits, 0, "seed {seed}");
+        assert_eq!(r.ipl_pages_redone, 0, "seed {seed}");
+    }
+}
+
 /// IPL seeds CI runs.
 const IPL_CI_SEEDS: u64 = 100;
 
@@ -196,8 +215,13 @@ fn simtest_ipl_media_seeds_all_pass() {
     }
     assert!(flips > 0, "media faults were injected");
     assert_eq!(caught, damaged, "every damaged image caught");
+    // Issue 14 raised this bound from a half to 60%: an IPL space that
+    // restarted without redo refuses a page damaged on the medium during
+    // recovery instead of rebuilding it from the WAL, which would bring it
+    // past L* (REC-4, regression_ipl_media_restarts_never_read_a_wrong_page);
+    // 42 of these 80 seeds refuse.
     assert!(
-        refused < media.len() as u64 / 2,
+        refused * 5 < media.len() as u64 * 3,
         "{refused} of {} media seeds refused",
         media.len()
     );

@@ -221,6 +221,20 @@ pub trait PageStore: Send + Sync {
         Ok(())
     }
 
+    /// Whether a damaged page of this store may be rebuilt from the WAL
+    /// now (BUF-9). An In-Page Logging space that restarted without redo
+    /// may not until recovery's closing checkpoint: the WAL then still
+    /// holds records after `L*` that its pages never received (REC-4), and
+    /// a page rebuilt from it would be newer than its neighbours. Default:
+    /// always.
+    fn repairable_from_log(&self) -> bool {
+        true
+    }
+
+    /// Recovery finished (its closing checkpoint is durable). Default:
+    /// nothing.
+    fn recovered(&self) {}
+
     /// The log position a durable force marker covers now (In-Page
     /// Logging with restarts without redo): a commit is made visible to
     /// other transactions only once it is covered. `None`: no such limit.

@@ -272,7 +272,14 @@ impl IplStore {
                 }
                 Err(e) => return Err(e.into()),
             }
-            for (i, s) in buf.chunks(LOG_SECTOR_BYTES).enumerate() {
+            for (i, s) in buf.chunks_mut(LOG_SECTOR_BYTES).enumerate() {
+                // A flip on the way reads clean the second time (IPL-6).
+                if matches!(sector::decode(s), Decoded::Damaged(_)) {
+                    let again = self.read_sector_checked(at + (i * LOG_SECTOR_BYTES) as u64);
+                    if let Ok(again) = again {
+                        s.copy_from_slice(&again);
+                    }
+                }
                 match sector::decode(s) {
                     Decoded::Erased => continue,
                     Decoded::Sound(h, p)

@@ -379,6 +379,9 @@ pub struct IplStore {
     /// A force failed: the captured state is not on flash, so nothing more
     /// is written until the space is opened again.
     failed: AtomicBool,
+    /// A damaged page may be rebuilt from the WAL (BUF-9): not between an
+    /// open that restarts without redo and the end of recovery (REC-4).
+    repairable: AtomicBool,
 }
 
 fn body_crc(page: &[u8]) -> u32 {
@@ -451,6 +454,7 @@ impl IplStore {
             deferred: StdMutex::new(Vec::new()),
             log: StdMutex::new(None),
             failed: AtomicBool::new(false),
+            repairable: AtomicBool::new(true),
         };
         let mut store = store;
         match mode {
@@ -458,6 +462,8 @@ impl IplStore {
             StoreMode::Open => store.scan()?,
         }
         store.opened_at = *store.marked.lock().expect("marked");
+        let restarting = mode == StoreMode::Open && store.commit_force;
+        store.repairable.store(!restarting, Ordering::SeqCst);
         Ok(store)
     }
 
@@ -465,6 +471,10 @@ impl IplStore {
     /// in-memory log sectors.
     pub fn with_commit_force(mut self, force: bool) -> IplStore {
         self.commit_force = force;
+        if !force {
+            // The WAL's redo brings the pages forward: repairs are sound.
+            self.repairable.store(true, Ordering::SeqCst);
+        }
         self
     }
 
@@ -680,6 +690,14 @@ impl PageStore for IplStore {
 
     fn restart_lsn(&self) -> Option<u64> {
         self.commit_force.then_some(self.opened_at.1)
+    }
+
+    fn repairable_from_log(&self) -> bool {
+        self.repairable.load(Ordering::SeqCst)
+    }
+
+    fn recovered(&self) {
+        self.repairable.store(true, Ordering::SeqCst);
     }
 
     fn attach_log(&self, log: Arc<dyn LogForce>) {

@@ -238,14 +238,29 @@ impl IplStore {
             max_seq = max_seq.max(scan.max_seq);
             let mut unmarked_slots: Vec<u32> = Vec::new();
             if st.generation == 0 && st.log_next == Some(1) {
-                let mut head = vec![0u8; LOG_SECTOR_BYTES];
+                // Only a sealed page (its checksum holds, read up to
+                // twice, IPL-6) is judged by its LSN: a flip on the way
+                // must not erase a marked page. A slot that never reads
+                // sealed is left for reads to report as damage.
+                let mut page = vec![0u8; l.page_bytes];
                 for slot in 0..l.pages_per_unit {
-                    match self.device.read(l.slot_bytes(st.phys, slot), &mut head) {
-                        Ok(()) => {}
-                        Err(DeviceError::ReadFailed { .. }) => continue,
-                        Err(e) => return Err(e.into()),
+                    let mut sealed = None;
+                    for _ in 0..DAMAGED_READS_MAX {
+                        match self.device.read(l.slot_bytes(st.phys, slot), &mut page) {
+                            Ok(()) => {}
+                            Err(DeviceError::ReadFailed { .. }) => continue,
+                            Err(e) => return Err(e.into()),
+                        }
+                        if page.iter().all(|&b| b == 0xFF) {
+                            break;
+                        }
+                        let stored = u32::from_le_bytes(page[0..4].try_into().expect("4"));
+                        if crate::page::compute_checksum(&page) == stored {
+                            sealed = Some(crate::page::lsn(&page));
+                            break;
+                        }
                     }
-                    if head.iter().any(|&b| b != 0xFF) && crate::page::lsn(&head) > l_star {
+                    if sealed.is_some_and(|lsn| lsn > l_star) {
                         unmarked_slots.push(slot);
                     }
                 }
