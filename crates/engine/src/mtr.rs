@@ -171,6 +171,9 @@ pub struct Mtr {
     /// (MTR-8, DB-2).
     no_io: bool,
     missed: Option<Miss>,
+    /// The space's store when it has an install gate (In-Page Logging,
+    /// IPL-10): held shared from the record's append to the install.
+    gated: Option<Arc<dyn crate::store::PageStore>>,
 }
 
 /// What a mini-transaction without I/O could not get (MTR-8).
@@ -211,7 +214,16 @@ impl Mtr {
             for_undo: false,
             no_io: false,
             missed: None,
+            gated: None,
         }
+    }
+
+    /// The space's store, whose install gate this mini-transaction holds
+    /// from its record's append to its install (IPL-10); set by the
+    /// database for a store that has one.
+    pub fn with_gated_store(mut self, store: Arc<dyn crate::store::PageStore>) -> Mtr {
+        self.gated = Some(store);
+        self
     }
 
     /// Take this mini-transaction out, leaving an empty one with nothing
@@ -224,6 +236,10 @@ impl Mtr {
             self.capacity_pages,
             self.allocation.clone(),
         );
+        let empty = Mtr {
+            gated: self.gated.clone(),
+            ..empty
+        };
         std::mem::replace(self, empty)
     }
 
@@ -513,15 +529,11 @@ impl Mtr {
         Ok(Logged { lsn, end_lsn })
     }
 
-    /// The store of the pages this mini-transaction wrote (one space).
-    /// Its install gate, if it has one, is held shared from the record's
+    /// The store whose install gate is held shared from the record's
     /// append to the install (IPL-10), so that an In-Page Logging force
     /// sees every mini-transaction whole or not at all.
     fn store(&self) -> Option<Arc<dyn crate::store::PageStore>> {
-        self.pages
-            .values()
-            .find_map(|p| p.before.as_ref().and(p.handle.as_ref()))
-            .and_then(|h| h.store())
+        self.gated.clone()
     }
 
     fn install(self, txn: u64, lsn: u64, end_lsn: u64) {

@@ -466,11 +466,6 @@ impl PageRef {
         }
     }
 
-    /// The store of this page's space.
-    pub fn store(&self) -> Option<Arc<dyn crate::store::PageStore>> {
-        self.core.space_of(self.id).ok().map(|s| s.store.clone())
-    }
-
     /// Install a new image of an append page still being filled (a
     /// rollback segment's current page, not logged: LSN 0). The page is
     /// dirty, but written only once sealed ([`BufferPool::seal_append`]) or
