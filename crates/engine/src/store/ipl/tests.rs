@@ -707,3 +707,55 @@ fn an_unreadable_commit_sector_is_known_by_the_unit_it_holds() {
         assert_eq!(&read(&again, n as u32), p, "page {n}");
     }
 }
+
+/// The stated departure (ARCHITECTURE.md, "Abort and merges"): an aborted
+/// transaction's records and its rollback's compensating records are both
+/// logged, and a merge applies them all in order: the page's body after
+/// the merge is byte-identical to its body before the transaction.
+#[test]
+fn an_aborted_transactions_records_and_compensations_cancel_at_a_merge() {
+    let mut rng = ChaCha8Rng::seed_from_u64(31);
+    let (_, device) = nand();
+    let store = open(&device, StoreMode::Create, 4 << 10);
+    let log = EndLog(std::sync::atomic::AtomicU64::new(1));
+    let before: Vec<Vec<u8>> = (0..15).map(|n| sealed_page(&mut rng, n)).collect();
+    for (n, p) in before.iter().enumerate() {
+        store.write_page(n as u32, p).unwrap();
+    }
+    // Transaction 9 changes page 4 twice; its rollback restores the body.
+    let mid = update(&mut rng, &before[4]);
+    let changed = update(&mut rng, &mid);
+    store.note_update(4, 9, 2, &before[4], &mid);
+    store.note_update(4, 9, 3, &mid, &changed);
+    log.0.store(3, std::sync::atomic::Ordering::SeqCst);
+    store.force(&log).unwrap(); // its records reach the log (a write-back)
+    let mut restored = changed.clone();
+    restored[PAGE_BODY_OFFSET..].copy_from_slice(&before[4][PAGE_BODY_OFFSET..]);
+    store.note_update(4, 9, 4, &changed, &restored); // the compensation
+    log.0.store(4, std::sync::atomic::Ordering::SeqCst);
+    store.transaction_ended(9, false, 0, &log).unwrap();
+    store.force(&log).unwrap();
+    // Other pages' groups until the unit merges.
+    let merges = store.ipl_stats().merges;
+    let mut other = before[7].clone();
+    let mut lsn = 5;
+    while store.ipl_stats().merges == merges {
+        let next = update(&mut rng, &other);
+        store.note_update(7, 1, lsn, &other, &next);
+        log.0.store(lsn, std::sync::atomic::Ordering::SeqCst);
+        store.force(&log).unwrap();
+        other = next;
+        lsn += 1;
+    }
+    let after = read(&store, 4);
+    assert_eq!(
+        &after[PAGE_BODY_OFFSET..],
+        &before[4][PAGE_BODY_OFFSET..],
+        "byte-identical body after the merge"
+    );
+    assert_eq!(
+        crate::page::lsn(&after),
+        4,
+        "sealed at the compensation's LSN"
+    );
+}
