@@ -188,7 +188,8 @@ pub struct IplStats {
     pub page_reads: u64,
     /// Log sectors read to rebuild pages.
     pub log_sectors_read: u64,
-    /// Write groups forced by commits, and their sectors.
+    /// Write groups written by forces (every page write is one now), and
+    /// their sectors.
     pub commit_groups: u64,
     pub commit_sectors: u64,
     /// Log sectors and slots found damaged (after a second read), commit
