@@ -96,7 +96,7 @@ pub struct Args {
     /// --data-store ipl: KB of each erase unit's log segment (4, 8, 16 or 32; default 8).
     #[arg(long, value_name = "KB")]
     ipl_log_segment_kb: Option<u64>,
-    /// --data-store ipl: on (lee2007: a commit forces the log sectors holding its records) or off.
+    /// --data-store ipl: on (lee2007: a commit forces the space; restart needs no redo of its pages) or off (commits durable by the WAL; restart redoes them).
     #[arg(long, value_name = "on|off")]
     ipl_commit_force: Option<String>,
     /// on: the background writer's and checkpoints' write-backs go through

@@ -132,6 +132,12 @@ fn describe(r: &SeedReport) {
         r.in_doubt_commits,
         if r.lost_commits == 0 { "none" } else { "SOME" }
     );
+    if r.ipl_recoveries > 0 {
+        println!(
+            "  ipl restarts: {} recoveries, {} redo records of IPL pages applied, {} skipped",
+            r.ipl_recoveries, r.ipl_pages_redone, r.ipl_pages_skipped
+        );
+    }
     for (kind, n) in r.faults.by_kind() {
         if n > 0 {
             println!("  fault: {kind}: {n}");
@@ -186,6 +192,12 @@ fn print_summary(s: &Summary) {
         "refused             {} seeds refused to open or read, naming the damage",
         s.refused
     );
+    if s.ipl_recoveries > 0 {
+        println!(
+            "ipl restarts        {} recoveries of an IPL space: {} redo records of IPL pages applied, {} skipped",
+            s.ipl_recoveries, s.ipl_pages_redone, s.ipl_pages_skipped
+        );
+    }
     println!(
         "log damage          {} seeds with log damage injected: {} recovered, {} refused naming the damage, {} silently lost",
         s.log_damage_seeds,

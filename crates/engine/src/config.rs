@@ -80,8 +80,11 @@ pub struct DataSpaceConfig {
     /// 32 KB; 8 KB unless given).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ipl_log_segment_bytes: Option<u64>,
-    /// `store = "ipl"`: commits do not force the in-memory log sectors
-    /// holding their records (lee2007's commit does; off by default).
+    /// `store = "ipl"`: commits do not wait for a force of the space
+    /// (lee2007's commit forces; off by default). The commit is then
+    /// durable by the WAL alone and restart redoes the space's pages from
+    /// the WAL (REC-4 does not apply); forces run at write-back and
+    /// checkpoint only.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ipl_no_commit_force: bool,
     /// Log-structured spaces: bytes per segment (default

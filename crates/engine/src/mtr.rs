@@ -235,6 +235,9 @@ pub struct Mtr {
     /// with its latch held.
     one_leaf: Option<Arc<LeafLatches>>,
     leaf_held: Option<(PageNo, LatchGuard)>,
+    /// The space's store when it has an install gate (In-Page Logging,
+    /// IPL-10): held shared from the record's append to the install.
+    gated: Option<Arc<dyn crate::store::PageStore>>,
 }
 
 /// What a mini-transaction without I/O could not get (MTR-8), or what a
@@ -315,6 +318,7 @@ impl Mtr {
             keep_before: false,
             one_leaf: None,
             leaf_held: None,
+            gated: None,
         }
     }
 
@@ -334,6 +338,14 @@ impl Mtr {
         self
     }
 
+    /// The space's store, whose install gate this mini-transaction holds
+    /// from its record's append to its install (IPL-10); set by the
+    /// database for a store that has one.
+    pub fn with_gated_store(mut self, store: Arc<dyn crate::store::PageStore>) -> Mtr {
+        self.gated = Some(store);
+        self
+    }
+
     /// Take this mini-transaction out, leaving an empty one with nothing
     /// read, written or latched in its place (to commit it from a borrow).
     pub fn take(&mut self) -> Mtr {
@@ -345,6 +357,10 @@ impl Mtr {
             self.allocation.clone(),
         )
         .keeping_before_images(self.keep_before);
+        let empty = Mtr {
+            gated: self.gated.clone(),
+            ..empty
+        };
         std::mem::replace(self, empty)
     }
 
@@ -573,6 +589,11 @@ impl Mtr {
         prev_lsn: u64,
         undo: Option<Undo>,
     ) -> Result<Option<Logged>> {
+        let store = self.store();
+        let _gate = store
+            .as_ref()
+            .and_then(|s| s.install_gate())
+            .map(|g| g.read());
         let logged = self.log(wal, (txn, prev_lsn), false, |redo| Body::Update {
             undo: undo.clone(),
             redo,
@@ -643,6 +664,11 @@ impl Mtr {
         prev_lsn: u64,
         undo_next: u64,
     ) -> Result<Logged> {
+        let store = self.store();
+        let _gate = store
+            .as_ref()
+            .and_then(|s| s.install_gate())
+            .map(|g| g.read());
         // A step that changed nothing is still logged, so undo moves on.
         let (lsn, end_lsn) = self
             .log(wal, (txn, prev_lsn), true, |redo| Body::Compensation {
@@ -653,6 +679,13 @@ impl Mtr {
         self.install(txn, lsn, end_lsn);
         wal.installed(lsn);
         Ok(Logged { lsn, end_lsn })
+    }
+
+    /// The store whose install gate is held shared from the record's
+    /// append to the install (IPL-10), so that an In-Page Logging force
+    /// sees every mini-transaction whole or not at all.
+    fn store(&self) -> Option<Arc<dyn crate::store::PageStore>> {
+        self.gated.clone()
     }
 
     fn install(self, txn: u64, lsn: u64, end_lsn: u64) {

@@ -4,8 +4,9 @@
 //! old unit), inside commits' log-sector forces, inside recovery, and
 //! crashes that keep, drop or tear every unflushed program. The promise is
 //! the engine's: no acknowledged commit is lost, nothing uncommitted is
-//! visible. Recovery's redo brings IPL pages forward from the WAL, and
-//! says how many records it applied to them.
+//! visible. IPL pages restart without redo (REC-4): every recovery
+//! reports `ipl_pages_redone == 0`, the IPL pages being as of the newest
+//! force marker's L*, and transactions that ended beyond it undone.
 
 use std::sync::Arc;
 use std::sync::atomic::{AtomicU32, Ordering};
@@ -143,6 +144,11 @@ fn check_rows(rig: &Rig, version: u32, acked: u32) -> RecoveryReport {
         let report = verify(&db).unwrap();
         assert!(report.ok(), "{:?}", report.problems);
         db.close().unwrap();
+        assert_eq!(
+            recovery.ipl_pages_redone, 0,
+            "REC-4: no redo of IPL pages: {recovery:?}"
+        );
+        assert!(recovery.ipl_restart_lsn > 0, "{recovery:?}");
         recovery
     })
 }
@@ -179,12 +185,12 @@ fn update_until_cut(rig: &Rig, version: u32) -> (u32, f64) {
     (acked.load(Ordering::SeqCst), merges)
 }
 
-/// IPL pages are brought forward by the WAL's redo at restart, like every
-/// page (the issue's "no redo pass for IPL pages" is not done): with every
-/// unflushed program dropped by the crash, recovery applies redo records
-/// to IPL pages, and says how many (`RecoveryReport::ipl_pages_redone`).
+/// IPL pages restart without redo (issue 14): with every unflushed
+/// program dropped by the crash, recovery skips every redo record of an
+/// IPL page (`ipl_pages_redone == 0`, `ipl_pages_skipped > 0`), restarts
+/// the space at the newest marker's L*, and loses no acknowledged commit.
 #[test]
-fn recovery_redoes_ipl_pages_from_the_wal_and_counts_them() {
+fn recovery_restarts_ipl_pages_at_the_marker_without_redo() {
     let drop_all = FaultPlan {
         crash_keep_percent: 0,
         crash_tear_percent: 0,
@@ -202,9 +208,10 @@ fn recovery_redoes_ipl_pages_from_the_wal_and_counts_them() {
     rig.crash();
     let report = check_rows(&rig, 1, acked);
     assert!(
-        report.ipl_pages_redone > 0 && report.ipl_pages_redone <= report.pages_redone,
+        report.ipl_pages_redone == 0 && report.ipl_pages_skipped > 0,
         "{report:?}"
     );
+    assert!(report.ipl_restart_lsn <= report.end_lsn, "{report:?}");
 }
 
 #[test]
@@ -224,23 +231,18 @@ fn committed_updates_survive_a_crash_that_tears_unflushed_programs() {
     assert!(rig.checker.violations().is_empty());
 }
 
-/// The open's recovery flushes the data device twice (its checkpoint);
-/// every later data flush is a merge's: the odd ones after the new unit's
-/// pages and before its commit sector, the even ones after the commit
-/// sector and before the old unit's erase.
+/// Every data flush of the run is a force's (after its groups, after its
+/// marker) or a merge's (after the new unit's pages, after its commit
+/// sector): cuts at a run of consecutive flushes land in each.
 #[test]
-fn a_power_cut_inside_a_merge_loses_no_acknowledged_commit() {
-    const OPEN_FLUSHES: u64 = 2;
-    for nth in OPEN_FLUSHES + 1..=OPEN_FLUSHES + 4 {
+fn a_power_cut_inside_a_merge_or_a_marker_loses_no_acknowledged_commit() {
+    for nth in (1..=16u64).chain([50, 101, 200, 333, 500, 777]) {
         let rig = loaded_rig_cut_at(IoEvent::DataFlush, nth, 40, 30, nth);
         let (acked, _) = update_until_cut(&rig, 1);
         assert!(rig.power.is_off(), "cut {nth}: the power was cut");
         let point = rig.power.cut_point().expect("cut");
         assert_eq!(point.event, IoEvent::DataFlush);
-        assert!(
-            acked > 0 && acked < ROWS,
-            "cut {nth}: inside the run ({acked} acked)"
-        );
+        assert!(acked < ROWS, "cut {nth}: inside the run ({acked} acked)");
         rig.crash();
         check_rows(&rig, 1, acked);
         // And the space goes on: another round of updates, all kept.
@@ -251,13 +253,16 @@ fn a_power_cut_inside_a_merge_loses_no_acknowledged_commit() {
     }
 }
 
-/// Every commit forces the log sectors of the pages it changed (lee2007):
-/// a power cut at the n-th data write lands in such a force (or in an
-/// eviction's write group, or a merge), torn or dropped or kept; the
-/// promise holds.
+/// Every commit forces the space (lee2007; IPL-13): a power cut at the
+/// n-th data write lands in a force's group, its marker (each force is a
+/// few groups then one marker write, so consecutive cuts hit markers), an
+/// eviction's force or a merge, torn or dropped or kept; the promise holds
+/// and no IPL page is redone.
 #[test]
 fn a_power_cut_inside_a_commits_log_sector_force_loses_no_acknowledged_commit() {
-    for nth in [3u64, 10, 25, 60, 140] {
+    // Every data write of the first forces (groups, then the marker), one
+    // by one, and some later ones.
+    for nth in (1u64..=12).chain([25, 60, 140]) {
         let rig = loaded_rig_cut_at(IoEvent::DataWrite, nth, 30, 40, nth);
         let (acked, _) = update_until_cut(&rig, 1);
         assert!(rig.power.is_off(), "cut {nth}: the power was cut");
@@ -311,4 +316,40 @@ fn a_power_cut_during_recovery_loses_no_acknowledged_commit() {
         cut_in_recovery >= 3,
         "{cut_in_recovery} cuts landed in recovery"
     );
+}
+
+/// Regression (issue 14): a table's creation is acknowledged when its
+/// catalog record is durable in the WAL (transaction 0, no commit record);
+/// with no redo of IPL pages at restart, a crash before the next force lost
+/// the acknowledged table. `create_table` now waits for a force marker
+/// covering its records (IPL-13).
+#[test]
+fn a_created_table_survives_a_crash_right_after_its_creation() {
+    let drop_all = FaultPlan {
+        crash_keep_percent: 0,
+        crash_tear_percent: 0,
+        ..FaultPlan::none(5)
+    };
+    let rig = rig(drop_all);
+    load(&rig);
+    let devices = rig.devices();
+    run(move || {
+        let db = Database::open_with(&config(), devices).unwrap();
+        db.create_table(TableSpec::bytes("u")).unwrap();
+        db.abandon();
+    });
+    rig.crash();
+    let devices = rig.devices();
+    run(move || {
+        let db = Database::open_with(&config(), devices).unwrap();
+        let recovery = db.recovery_report().expect("opened by recovery");
+        assert_eq!(recovery.ipl_pages_redone, 0, "{recovery:?}");
+        let u = db.table("u").expect("the acknowledged table is there");
+        let mut txn = db.begin().unwrap();
+        txn.put(&u, b"k", b"v").unwrap();
+        txn.commit().unwrap();
+        let report = verify(&db).unwrap();
+        assert!(report.ok(), "{:?}", report.problems);
+        db.close().unwrap();
+    });
 }

@@ -138,6 +138,42 @@ fn simtest_ipl_seeds_all_pass() {
     );
     assert_eq!(summary.lost_commits, 0);
     assert!(summary.crashes >= seeds, "every seed crashed at least once");
+    // Issue 14: restarts without a redo pass for IPL pages (REC-4).
+    assert!(summary.ipl_recoveries >= seeds, "{summary:?}");
+    assert_eq!(summary.ipl_pages_redone, 0);
+    assert!(summary.ipl_pages_skipped > 0);
+}
+
+/// Regression (issue 14, seed 68): a write-back of a page a running force
+/// had captured returned before that force wrote it; the pool evicted the
+/// page and read its older version back, and the next force logged a
+/// header over the older body (a checksum mismatch after a merge). A
+/// write-back now waits for the running force (IPL-10).
+#[test]
+fn regression_ipl_write_back_waits_for_the_force_that_captured_the_page() {
+    let r = run_seed_with(68, "mixed", StoreChoice::Ipl);
+    assert!(r.passed(), "{:?}\n  {}", r.failure, r.scenario);
+    assert_eq!(r.lost_commits, 0);
+    assert!(r.ipl_recoveries > 0 && r.ipl_pages_redone == 0, "{r:?}");
+}
+
+/// Regression (issue 14, Media seeds 1084 and 1608 of the 2000-seed run):
+/// (1) at open, an in-place slot (IPL-5) whose header read back flipped
+/// looked unmarked (page LSN beyond L*) and was erased: a marked page
+/// lost; now only a sealed page is judged by its LSN (IPL-11); (2) a page
+/// damaged on the medium was repaired from the WAL during recovery, to
+/// the WAL's end, past L*: a B+tree root pointing at a child its space
+/// never received; now IPL pages are not repaired from the WAL until
+/// recovery's closing checkpoint (REC-4): the open refuses naming the
+/// damage instead.
+#[test]
+fn regression_ipl_media_restarts_never_read_a_wrong_page() {
+    for seed in [1084, 1608] {
+        let r = run_seed_with(seed, "mixed", StoreChoice::Ipl);
+        assert!(r.passed(), "seed {seed}: {:?}\n  {}", r.failure, r.scenario);
+        assert_eq!(r.lost_commits, 0, "seed {seed}");
+        assert_eq!(r.ipl_pages_redone, 0, "seed {seed}");
+    }
 }
 
 /// IPL seeds CI runs.
@@ -179,8 +215,13 @@ fn simtest_ipl_media_seeds_all_pass() {
     }
     assert!(flips > 0, "media faults were injected");
     assert_eq!(caught, damaged, "every damaged image caught");
+    // Issue 14 raised this bound from a half to 60%: an IPL space that
+    // restarted without redo refuses a page damaged on the medium during
+    // recovery instead of rebuilding it from the WAL, which would bring it
+    // past L* (REC-4, regression_ipl_media_restarts_never_read_a_wrong_page);
+    // 42 of these 80 seeds refuse.
     assert!(
-        refused < media.len() as u64 / 2,
+        refused * 5 < media.len() as u64 * 3,
         "{refused} of {} media seeds refused",
         media.len()
     );

@@ -230,7 +230,7 @@ impl Core {
                     },
                 };
                 // BUF-9: damage is repaired from the log, or reported.
-                if !space.logged {
+                if !space.logged || !space.store.repairable_from_log() {
                     return Err(damage);
                 }
                 match self.log.rebuild_page(id, self.page_bytes) {

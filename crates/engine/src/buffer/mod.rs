@@ -104,6 +104,12 @@ pub trait LogForce: Send + Sync {
     /// Return once every log record ending at or before `lsn` is durable.
     fn flush_to(&self, lsn: u64) -> Result<()>;
 
+    /// The end of the log appended so far (0 for a log that does not
+    /// say): where an In-Page Logging force captures its state (IPL-10).
+    fn end_lsn(&self) -> u64 {
+        0
+    }
+
     /// Flush a data device of this pool (checkpoint, shutdown). The log
     /// fails itself if the flush fails, so that nothing is flushed again
     /// before recovery (WAL-4).

@@ -67,14 +67,19 @@ pub(crate) struct LogCtx {
 impl Inner {
     pub(crate) fn mtr(&self, space: SpaceId) -> Result<Mtr> {
         let s = self.space(space)?;
-        Ok(Mtr::new(
+        let mtr = Mtr::new(
             s.pool.clone(),
             s.id,
             &s.name,
             s.capacity_pages,
             s.allocation.clone(),
         )
-        .keeping_before_images(s.store.wants_updates()))
+        .keeping_before_images(s.store.wants_updates());
+        Ok(if s.store.install_gate().is_some() {
+            mtr.with_gated_store(s.store.clone())
+        } else {
+            mtr
+        })
     }
 
     /// Run `op` on a fresh mini-transaction of `tree`'s space under the

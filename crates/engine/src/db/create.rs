@@ -251,6 +251,15 @@ pub(crate) fn create_table(db: &Database, spec: TableSpec) -> Result<Table> {
     )?;
     if let Some(logged) = logged {
         inner.wal.flush_to(logged.end_lsn)?;
+        // In-Page Logging: the new table is acknowledged only once a force
+        // marker covers its catalog record and its trees (IPL-13, REC-4).
+        for space in &inner.spaces {
+            if space.store.wants_updates() {
+                space
+                    .store
+                    .transaction_ended(0, true, logged.end_lsn, &*inner.wal)?;
+            }
+        }
     }
     let def = Arc::new(def);
     inner

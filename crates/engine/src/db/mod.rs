@@ -119,6 +119,10 @@ impl LogForce for Wal {
         Wal::flush_to(self, lsn)
     }
 
+    fn end_lsn(&self) -> u64 {
+        Wal::end_lsn(self)
+    }
+
     fn flush_device(&self, device: &DeviceRef) -> Result<()> {
         self.flush_data_device(device)
     }

@@ -39,6 +39,26 @@
 //!    present and every other transaction's effects are gone.
 //! 3. Recovery that crashes restarts from scratch and reaches the same
 //!    state: compensation records make undo resumable.
+//! 4. In-Page Logging spaces restart without redo (ARCHITECTURE.md, "In-Page
+//!    Logging"): their pages are as of `L*`, the log position of the
+//!    newest durable force marker (IPL-11), the same for every page. Redo
+//!    skips their pages (`ipl_pages_redone` is 0, `ipl_pages_skipped`
+//!    counts them). A commit is acknowledged only once a marker covers it
+//!    (IPL-13), so every transaction whose commit or abort record lies at
+//!    or beyond `L*` is a loser: it is undone logically from its last
+//!    record, and a compensation record at or beyond `L*` is not trusted
+//!    (its undo is absent from IPL pages): undo goes on to its previous
+//!    record instead of its `undo_next`. Logical undo tolerates a change
+//!    absent from a page (an insert's undo deletes a key if present; an
+//!    update's or delete's undo puts the before-image whether or not the
+//!    change is there), so undoing again what is already undone changes
+//!    nothing. Each loser ends with an abort record, after its commit
+//!    record if it has one, so a later recovery finds the same outcome.
+//!    The log start never passes such a transaction's first record: a
+//!    checkpoint's sync forces the space after its begin record (so `L*`
+//!    is at or beyond the begin record of the checkpoint the master names),
+//!    and the master's log start is at or before the first record of every
+//!    transaction active at that begin record.
 
 use std::collections::BTreeMap;
 
@@ -60,9 +80,16 @@ pub struct RecoveryReport {
     pub records_scanned: u64,
     pub pages_redone: u64,
     /// Of `pages_redone`, redo records applied to pages of In-Page Logging
-    /// spaces: IPL pages are brought forward by the WAL's redo like every
-    /// page (ARCHITECTURE.md, "How IPL coexists with the WAL").
+    /// spaces: 0 when those restart without redo (REC-4); otherwise (their
+    /// commit force off) the WAL's redo brings them forward.
     pub ipl_pages_redone: u64,
+    /// Redo records of IPL pages skipped (REC-4), and the `L*` the IPL
+    /// spaces restarted at (0: no such space).
+    pub ipl_pages_skipped: u64,
+    pub ipl_restart_lsn: u64,
+    /// Of `losers`, transactions whose commit or abort record lay at or
+    /// beyond `L*` (REC-4).
+    pub ipl_losers: u64,
     pub losers: u64,
     pub records_undone: u64,
     /// Sectors past the end left by an unfinished write, erased.
@@ -77,6 +104,9 @@ fn beyond_window_sectors(_layout: &LogLayout) -> u64 {
 /// The result of the analysis pass.
 struct Analysis {
     active: BTreeMap<u64, ActiveTxn>,
+    /// Transactions that ended (commit or abort) after the checkpoint
+    /// began: the LSN of their end record (REC-4).
+    ended_at: BTreeMap<u64, u64>,
     /// Transactions that ended after the checkpoint began.
     ended: std::collections::BTreeSet<u64>,
     /// Oldest record the checkpoint knew was not installed.
@@ -91,6 +121,7 @@ struct Analysis {
 fn analyse(devices: &Devices, layout: LogLayout, start_lsn: u64) -> Result<Analysis> {
     let mut a = Analysis {
         active: BTreeMap::new(),
+        ended_at: BTreeMap::new(),
         ended: std::collections::BTreeSet::new(),
         pending_lsn: None,
         dirty: BTreeMap::new(),
@@ -148,11 +179,13 @@ fn analyse_record(a: &mut Analysis, record: &LogRecord) {
         Body::Commit { commit_ts } => {
             a.active.remove(&record.txn);
             a.ended.insert(record.txn);
+            a.ended_at.insert(record.txn, record.lsn);
             a.next_commit_ts = a.next_commit_ts.max(commit_ts + 1);
         }
         Body::Abort => {
             a.active.remove(&record.txn);
             a.ended.insert(record.txn);
+            a.ended_at.insert(record.txn, record.lsn);
         }
         Body::CheckpointEnd {
             next_txn,
@@ -236,38 +269,87 @@ pub(crate) fn recover_with_report(
         analysis.next_txn,
         analysis.next_commit_ts,
     )?;
+    // REC-4: the IPL spaces' pages are as of L*.
+    let l_star = db
+        .inner
+        .spaces
+        .iter()
+        .filter_map(|s| s.store.restart_lsn())
+        .min();
+    let mut losers = analysis.active;
+    // A loser is undone from its last record (REC-4 re-checks its
+    // compensations against L*).
+    for t in losers.values_mut() {
+        if l_star.is_some() {
+            t.undo_next = t.last_lsn;
+        }
+    }
+    let mut ipl_losers = 0;
+    if let Some(l_star) = l_star {
+        for (&txn, &end) in &analysis.ended_at {
+            if end >= l_star {
+                ipl_losers += 1;
+                losers.insert(
+                    txn,
+                    ActiveTxn {
+                        txn,
+                        last_lsn: end,
+                        undo_next: end,
+                    },
+                );
+            }
+        }
+    }
     let mut report = RecoveryReport {
         checkpoint_lsn,
         redo_lsn,
         end_lsn,
         records_scanned: analysis.records,
-        losers: analysis.active.len() as u64,
+        losers: losers.len() as u64,
+        ipl_losers,
+        ipl_restart_lsn: l_star.unwrap_or(0),
         leftover_sectors: analysis.end.beyond.leftovers.len() as u64,
         ..RecoveryReport::default()
     };
-    (report.pages_redone, report.ipl_pages_redone) = redo(&db, redo_lsn, end_lsn)?;
-    // A loser's first record is at or after the log start (WAL-9).
-    db.inner.wal.set_active(
-        analysis
-            .active
-            .values()
-            .map(|t| (t.clone(), master.start_lsn)),
+    let redone = redo(&db, redo_lsn, end_lsn)?;
+    report.pages_redone = redone.all;
+    report.ipl_pages_redone = redone.ipl;
+    report.ipl_pages_skipped = redone.ipl_skipped;
+    assert!(
+        l_star.is_none() || report.ipl_pages_redone == 0,
+        "REC-4: an IPL page redone although its space restarts at L*"
     );
-    report.records_undone = undo(&db, analysis.active)?;
+    // A loser's first record is at or after the log start (WAL-9).
+    db.inner
+        .wal
+        .set_active(losers.values().map(|t| (t.clone(), master.start_lsn)));
+    report.records_undone = undo(&db, losers, l_star)?;
     crate::db::create::finish_creation(&db)?;
     load_catalog(&db)?;
     db.inner.wal.flush_all()?;
     db.flush()?;
+    // The closing checkpoint moved the log start past every record the
+    // IPL pages did not receive: repairs from the WAL are sound again.
+    for space in &db.inner.spaces {
+        space.store.recovered();
+    }
     *db.inner.recovery.lock().expect("recovery") = Some(report.clone());
     Ok((db, report))
 }
 
-/// Repeat history from `redo_lsn` to `end_lsn` (REC-1). Returns the redo
-/// records applied, all and to In-Page Logging spaces.
-fn redo(db: &Database, redo_lsn: u64, end_lsn: u64) -> Result<(u64, u64)> {
+/// Redo records applied (all, to In-Page Logging spaces) and skipped.
+#[derive(Default)]
+struct Redone {
+    all: u64,
+    ipl: u64,
+    ipl_skipped: u64,
+}
+
+/// Repeat history from `redo_lsn` to `end_lsn` (REC-1), but for the pages
+/// of spaces that restart without redo (REC-4).
+fn redo(db: &Database, redo_lsn: u64, end_lsn: u64) -> Result<Redone> {
     let mut reader = db.inner.wal.reader(redo_lsn);
-    let mut pages = 0;
-    let mut ipl_pages = 0;
+    let mut done = Redone::default();
     while reader.end_lsn() < end_lsn {
         let Some(record) = reader.next_record()? else {
             return Err(Error::LogDamaged {
@@ -290,6 +372,10 @@ fn redo(db: &Database, redo_lsn: u64, end_lsn: u64) -> Result<(u64, u64)> {
                     ),
                 ));
             }
+            if space.store.restart_lsn().is_some() {
+                done.ipl_skipped += 1;
+                continue;
+            }
             let handle = space.pool.fetch(redo.page)?;
             if handle.lsn() >= record_end {
                 continue;
@@ -300,17 +386,18 @@ fn redo(db: &Database, redo_lsn: u64, end_lsn: u64) -> Result<(u64, u64)> {
                 page::set_id(&mut image, redo.page);
             }
             handle.install(&image, record.lsn, record_end);
-            pages += 1;
+            done.all += 1;
             if space.store.kind() == crate::store::StoreKind::Ipl {
-                ipl_pages += 1;
+                done.ipl += 1;
             }
         }
     }
-    Ok((pages, ipl_pages))
+    Ok(done)
 }
 
-/// Roll back the losers together, newest record first (REC-2, REC-3).
-fn undo(db: &Database, losers: BTreeMap<u64, ActiveTxn>) -> Result<u64> {
+/// Roll back the losers together, newest record first (REC-2, REC-3); a
+/// compensation record at or beyond `l_star` is not trusted (REC-4).
+fn undo(db: &Database, losers: BTreeMap<u64, ActiveTxn>, l_star: Option<u64>) -> Result<u64> {
     let inner = &db.inner;
     // txn -> (next record to undo, last LSN written for it)
     let mut todo: BTreeMap<u64, (u64, u64)> = losers
@@ -348,6 +435,9 @@ fn undo(db: &Database, losers: BTreeMap<u64, ActiveTxn>) -> Result<u64> {
                 let lsn = inner.compensate(undo, txn, last_lsn, record.prev_lsn)?;
                 undone += 1;
                 (record.prev_lsn, lsn)
+            }
+            Body::Compensation { .. } if l_star.is_some_and(|l| record.lsn >= l) => {
+                (record.prev_lsn, last_lsn)
             }
             Body::Compensation { undo_next, .. } => (*undo_next, last_lsn),
             _ => (record.prev_lsn, last_lsn),

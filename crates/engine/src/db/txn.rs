@@ -753,27 +753,34 @@ impl Transaction {
             .and_then(|(ts, _, end)| db.wal.commit_wait(end).map(|()| (ts, end)));
         match result {
             Ok((commit_ts, end)) => {
-                // Under sync durability the log is durable past `end`; under
-                // no-sync the commit is visible once appended.
-                let visible_lsn = db.wal.flushed_lsn().max(end);
-                db.versions
-                    .commits_durable_through(visible_lsn, Rt::current().now_ns());
-                db.commits.fetch_add(1, Ordering::Relaxed);
-                self.finish(Some(commit_ts));
-                // In-Page Logging forces the in-memory log sectors holding
-                // this transaction's records (lee2007). The commit is
-                // durable already (the WAL); a failure here is a device's,
-                // and fails the database like a failed flush.
+                // In-Page Logging: the commit is acknowledged (and made
+                // visible) only once a force marker covers its record
+                // (IPL-13), for recovery does not redo IPL pages (REC-4).
+                // A failure here is a device's: the outcome is unknown
+                // until recovery, and the database fails with the locks
+                // held (DB-4).
+                let mut covered = u64::MAX;
                 for space in &db.spaces {
-                    if space.store.wants_updates()
-                        && let Err(e) = space.store.transaction_ended(self.id, true, &*db.wal)
-                    {
+                    if !space.store.wants_updates() {
+                        continue;
+                    }
+                    if let Err(e) = space.store.transaction_ended(self.id, true, end, &*db.wal) {
                         return Err(db.fail(format!(
                             "space '{}': forcing the log sectors of transaction {}: {e}",
                             space.name, self.id
                         )));
                     }
+                    if let Some(lsn) = space.store.durable_lsn() {
+                        covered = covered.min(lsn);
+                    }
                 }
+                // Under sync durability the log is durable past `end`; under
+                // no-sync the commit is visible once appended.
+                let visible_lsn = db.wal.flushed_lsn().min(covered).max(end);
+                db.versions
+                    .commits_durable_through(visible_lsn, Rt::current().now_ns());
+                db.commits.fetch_add(1, Ordering::Relaxed);
+                self.finish(Some(commit_ts));
                 Ok(commit_ts)
             }
             // The commit could not be logged, or the log failed: the
@@ -827,7 +834,7 @@ impl Transaction {
         for space in &db.spaces {
             if space.store.wants_updates() {
                 // Nothing is forced for a rollback: this only forgets.
-                let _ = space.store.transaction_ended(self.id, false, &*db.wal);
+                let _ = space.store.transaction_ended(self.id, false, 0, &*db.wal);
             }
         }
         Ok(())

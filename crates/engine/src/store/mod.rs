@@ -205,13 +205,59 @@ pub trait PageStore: Send + Sync {
         let _ = (page_no, txn, lsn, before, after);
     }
 
-    /// Transaction `txn` ended (after its commit record is durable, or
-    /// after its rollback). In-Page Logging forces the in-memory log
-    /// sectors holding records of a committing transaction (lee2007's
-    /// commit). Default: nothing.
-    fn transaction_ended(&self, txn: u64, committed: bool, log: &dyn LogForce) -> Result<()> {
-        let _ = (txn, committed, log);
+    /// Transaction `txn` ended (after its commit record, ending at
+    /// `end_lsn`, is durable, or after its rollback). In-Page Logging
+    /// forces the space so that a force marker covers the commit record
+    /// (lee2007's commit; IPL-13): the commit is acknowledged only then.
+    /// Default: nothing.
+    fn transaction_ended(
+        &self,
+        txn: u64,
+        committed: bool,
+        end_lsn: u64,
+        log: &dyn LogForce,
+    ) -> Result<()> {
+        let _ = (txn, committed, end_lsn, log);
         Ok(())
+    }
+
+    /// Whether a damaged page of this store may be rebuilt from the WAL
+    /// now (BUF-9). An In-Page Logging space that restarted without redo
+    /// may not until recovery's closing checkpoint: the WAL then still
+    /// holds records after `L*` that its pages never received (REC-4), and
+    /// a page rebuilt from it would be newer than its neighbours. Default:
+    /// always.
+    fn repairable_from_log(&self) -> bool {
+        true
+    }
+
+    /// Recovery finished (its closing checkpoint is durable). Default:
+    /// nothing.
+    fn recovered(&self) {}
+
+    /// The log position a durable force marker covers now (In-Page
+    /// Logging with restarts without redo): a commit is made visible to
+    /// other transactions only once it is covered. `None`: no such limit.
+    fn durable_lsn(&self) -> Option<u64> {
+        None
+    }
+
+    /// The latch a mini-transaction holds shared from appending its record
+    /// to installing its pages, when it changes pages of this store (IPL-10:
+    /// an In-Page Logging force captures the space's state holding it
+    /// exclusive). Default: none.
+    fn install_gate(&self) -> Option<&flashlab_runtime::RwLatch> {
+        None
+    }
+
+    /// The log position whose state the store holds durably for every
+    /// page (an In-Page Logging force marker's L, IPL-11), when the store
+    /// restarts without redo: recovery then skips redo of the store's
+    /// pages and treats every transaction whose commit or abort record
+    /// lies at or beyond it as a loser (REC-4). `None` (the default): the
+    /// WAL's redo brings the store's pages forward.
+    fn restart_lsn(&self) -> Option<u64> {
+        None
     }
 
     /// Store-specific counters for reports, by name (empty by default).
@@ -252,8 +298,9 @@ pub struct StoreOptions {
     /// In-Page Logging: bytes of each erase unit's log segment (default
     /// [`ipl::layout::LOG_SEGMENT_BYTES_DEFAULT`]).
     pub ipl_log_segment_bytes: Option<u64>,
-    /// In-Page Logging: do not force a committing transaction's in-memory
-    /// log sectors (lee2007's commit forces them; on by default).
+    /// In-Page Logging: a commit does not wait for a force (lee2007's
+    /// commit forces; on by default): durable by the WAL alone, and the
+    /// space's pages are redone from the WAL at restart.
     pub ipl_no_commit_force: bool,
     /// Log-structured: segment size and cleaning.
     pub log_structured: LogStructuredOptions,

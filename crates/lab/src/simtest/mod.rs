@@ -612,6 +612,11 @@ pub struct SeedReport {
     pub refused: Option<String>,
     /// Client errors caused by injected faults (expected ones).
     pub client_errors: u64,
+    /// Recoveries of an In-Page Logging space (REC-4), the redo records of
+    /// IPL pages they applied (must be 0) and skipped.
+    pub ipl_recoveries: u64,
+    pub ipl_pages_redone: u64,
+    pub ipl_pages_skipped: u64,
     pub failure: Option<String>,
 }
 
@@ -864,6 +869,7 @@ fn final_check(
     rig.set_active(false);
     rig.power.arm(None);
     let (devices, workload2, config2) = (rig.devices(), workload.clone(), config.clone());
+    let rig2 = rig.clone();
     let (outcome, _) = Sim::run(
         SimConfig {
             seed: rng.random(),
@@ -874,6 +880,7 @@ fn final_check(
                 Ok(db) => db,
                 Err(e) => return Ok((0, Err(format!("final recovery failed: {e}")))),
             };
+            rig2.note_recovery(&db);
             if std::env::var("FLASHLAB_SIMTEST_TRACE").is_ok() {
                 eprintln!("final recovery took {} ns", Rt::current().now_ns());
             }
@@ -901,6 +908,17 @@ fn final_check(
     report.in_doubt_commits = workload.in_doubt();
     report.faults = rig.counts();
     report.log_damage = log_damage(rig);
+    let [recoveries, redone, skipped] = *rig.ipl_restarts.lock().expect("ipl restarts");
+    (
+        report.ipl_recoveries,
+        report.ipl_pages_redone,
+        report.ipl_pages_skipped,
+    ) = (recoveries, redone, skipped);
+    if redone > 0 {
+        return Err(format!(
+            "REC-4: recoveries redid {redone} records of In-Page Logging pages"
+        ));
+    }
     if let Err(e) = checked {
         if sc.profile.may_refuse() && names_damage(&e) && !e.contains("LOST COMMITS") {
             report.refused = Some(e);
@@ -1003,6 +1021,7 @@ fn epoch(
                 return;
             }
         };
+        rig.note_recovery(&db);
         state.lock().expect("state").opened = true;
         let opened_ns = rt.now_ns();
         if let Err(e) = workload.resume(&db) {
@@ -1116,6 +1135,10 @@ pub struct Summary {
     pub lost_write_effects: u64,
     pub pages_repaired: u64,
     pub client_errors: u64,
+    /// IPL recoveries, redo records of IPL pages applied and skipped.
+    pub ipl_recoveries: u64,
+    pub ipl_pages_redone: u64,
+    pub ipl_pages_skipped: u64,
     /// Seeds with damage injected into the log, and what became of them.
     pub log_damage_seeds: u64,
     pub log_damage_recovered: u64,
@@ -1153,6 +1176,9 @@ impl Summary {
         self.lost_write_effects += r.lost_write_effects;
         self.pages_repaired += r.pages_repaired;
         self.client_errors += r.client_errors;
+        self.ipl_recoveries += r.ipl_recoveries;
+        self.ipl_pages_redone += r.ipl_pages_redone;
+        self.ipl_pages_skipped += r.ipl_pages_skipped;
         if !r.passed() {
             self.failed.push(r.clone());
         }

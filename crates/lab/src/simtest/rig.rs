@@ -33,6 +33,21 @@ pub struct Rig {
     pub power: Arc<PowerSwitch>,
     pub checker: Arc<WalChecker>,
     pub page_bytes: usize,
+    /// Recoveries of an In-Page Logging space, and the redo records of its
+    /// pages they applied and skipped (REC-4: none applied).
+    pub ipl_restarts: Arc<std::sync::Mutex<[u64; 3]>>,
+}
+
+impl Rig {
+    /// Tally what an open's recovery did to IPL pages (REC-4).
+    pub fn note_recovery(&self, db: &flashlab_engine::Database) {
+        if let Some(r) = db.recovery_report().filter(|r| r.ipl_restart_lsn > 0) {
+            let mut t = self.ipl_restarts.lock().expect("ipl restarts");
+            t[0] += 1;
+            t[1] += r.ipl_pages_redone;
+            t[2] += r.ipl_pages_skipped;
+        }
+    }
 }
 
 fn stored(preset: &str, name: &str) -> Result<Arc<dyn StoredDevice>, String> {
@@ -126,6 +141,7 @@ impl Rig {
             power,
             checker,
             page_bytes,
+            ipl_restarts: Arc::default(),
         })
     }
 

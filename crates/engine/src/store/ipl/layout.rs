@@ -21,6 +21,14 @@ pub const LOG_SEGMENT_BYTES_DEFAULT: u64 = 8 << 10;
 /// Erase units kept free for merges beyond the logical units (one is
 /// needed at a time; merges are serialised).
 pub const SPARE_UNITS_MIN: u64 = 2;
+/// Erase units reserved for the force marker ring (IPL-11): the last two
+/// physical units, written in turn.
+pub const MARKER_UNITS: u64 = 2;
+/// Free erase units reserved beyond the spares for the deferred erases of
+/// one force (IPL-12): a force may merge this many units whose old copies
+/// stay until its marker is durable; one more fails the force with a
+/// `SpaceFull` error naming the space.
+pub const FORCE_MERGES_RESERVE: u64 = 8;
 
 /// The shape of one IPL space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -52,19 +60,20 @@ impl Layout {
             )));
         }
         let physical_units = (capacity_bytes / ERASE_UNIT_BYTES).min(u64::from(u32::MAX));
-        if physical_units < 2 + SPARE_UNITS_MIN {
+        let reserved = 1 + MARKER_UNITS + SPARE_UNITS_MIN + FORCE_MERGES_RESERVE;
+        if physical_units < reserved + 1 {
             return Err(Error::Config(format!(
                 "space '{space}': {capacity_bytes} bytes hold {physical_units} erase units; IPL needs at least {}",
-                2 + SPARE_UNITS_MIN
+                reserved + 1
             )));
         }
-        let spares = SPARE_UNITS_MIN.max((physical_units - 1) / 256);
+        let spares = SPARE_UNITS_MIN.max((physical_units - 1) / 256) + FORCE_MERGES_RESERVE;
         Ok(Layout {
             page_bytes,
             log_segment_bytes,
             pages_per_unit: pages_per_unit as u32,
             physical_units: physical_units as u32,
-            logical_units: (physical_units - 1 - spares) as u32,
+            logical_units: (physical_units - 1 - MARKER_UNITS - spares) as u32,
         })
     }
 
@@ -99,6 +108,17 @@ impl Layout {
             + u64::from(index) * LOG_SECTOR_BYTES as u64
     }
 
+    /// The physical units of the force marker ring (IPL-11): the last two.
+    pub fn marker_unit(&self, which: u32) -> u32 {
+        self.physical_units - MARKER_UNITS as u32 + which
+    }
+
+    /// Units that hold data (homes, copies, free units): all but the
+    /// descriptor's and the marker ring's.
+    pub fn data_units(&self) -> std::ops::Range<u32> {
+        1..self.physical_units - MARKER_UNITS as u32
+    }
+
     /// The physical home of a logical unit at format.
     pub fn home(&self, logical: u32) -> u32 {
         logical + 1
@@ -131,5 +151,9 @@ mod tests {
             .to_string();
         assert!(e.contains("'data'") && e.contains("12288"), "{e}");
         assert!(Layout::new(8192, 8 << 10, 3 << 17, "data").is_err());
+        assert!(Layout::new(8192, 8 << 10, 13 << 17, "data").is_err());
+        let l = Layout::new(8192, 8 << 10, 16 << 17, "data").unwrap();
+        assert_eq!(l.logical_units, 16 - 1 - 2 - 2 - 8);
+        assert_eq!((l.marker_unit(0), l.marker_unit(1)), (14, 15));
     }
 }

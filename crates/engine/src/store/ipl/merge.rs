@@ -45,7 +45,7 @@ impl IplStore {
         logical: u32,
         st: UnitState,
         records: &[Record],
-        replace: Option<(u32, &[u8])>,
+        replace: &[(u32, &[u8])],
         damage: Option<&LogDamage>,
     ) -> Result<Vec<u8>> {
         let l = self.layout;
@@ -75,7 +75,7 @@ impl IplStore {
             Ok(())
         };
         for (slot, page) in pages.chunks_mut(pb).enumerate() {
-            if replace.is_some_and(|(s, _)| s as usize == slot) {
+            if replace.iter().any(|(s, _)| *s as usize == slot) {
                 continue;
             }
             let lost = unreadable[slot] || damage.is_some_and(|d| d.hits(slot as u32));
@@ -107,20 +107,23 @@ impl IplStore {
                 }
             }
         }
-        if let Some((slot, image)) = replace {
-            pages[slot as usize * pb..(slot as usize + 1) * pb].copy_from_slice(image);
+        for (slot, image) in replace {
+            pages[*slot as usize * pb..(*slot as usize + 1) * pb].copy_from_slice(image);
         }
         Ok(pages)
     }
 
-    /// Merge a logical unit into a free erase unit, with `replace`'s image
-    /// in its slot (IPL-4); slots hit by `damage` are poisoned (IPL-7).
+    /// Merge a logical unit into a free erase unit, with `replace`'s images
+    /// in their slots (IPL-4); slots hit by `damage` are poisoned (IPL-7).
+    /// The new copy's commit sector carries the force now writing (IPL-12):
+    /// when that force is not yet marked and the old copy is, the old copy
+    /// is erased only after the force's marker is durable.
     pub(super) fn merge(
         &self,
         logical: u32,
         st: UnitState,
         records: &[Record],
-        replace: Option<(u32, &[u8])>,
+        replace: &[(u32, &[u8])],
         damage: Option<&LogDamage>,
     ) -> Result<()> {
         let _merging = self.merging.lock();
@@ -130,13 +133,17 @@ impl IplStore {
         let pb = l.page_bytes;
         let pages = self.merged_pages(logical, st, records, replace, damage)?;
         let generation = st.generation + 1;
+        let tag = self.seq_now.load(Ordering::SeqCst);
+        let marked = self.marked.lock().expect("marked").0;
         let mut attempt = 0;
         let target = loop {
             attempt += 1;
             let (target, erased) = self.free.lock().expect("free").pop().ok_or_else(|| {
                 Error::SpaceFull(format!(
-                    "space '{}': no free erase unit for a merge",
-                    self.space
+                    "space '{}': no free erase unit for a merge ({} merges of this force wait for its marker to erase their old copies; FORCE_MERGES_RESERVE is {}, IPL-12)",
+                    self.space,
+                    self.deferred.lock().expect("deferred").len(),
+                    layout::FORCE_MERGES_RESERVE
                 ))
             })?;
             if !erased {
@@ -158,7 +165,8 @@ impl IplStore {
                 flags: 0,
             };
             let at = l.sector_bytes(target, 0);
-            self.device.write(at, &sector::encode(header, &[]))?;
+            self.device
+                .write(at, &sector::encode(header, &tag.to_le_bytes()))?;
             self.device.flush()?;
             // IPL-8: the commit sector reads back sound before the old
             // unit is erased.
@@ -169,7 +177,7 @@ impl IplStore {
             };
             if back
                 .as_deref()
-                .is_some_and(|s| matches!(sector::decode(s), Decoded::Sound(h, _) if h == header))
+                .is_some_and(|s| matches!(sector::decode(s), Decoded::Sound(h, p) if Header { used: 0, ..h } == header && sector::decode_tag(p) == tag))
             {
                 break target;
             }
@@ -196,11 +204,19 @@ impl IplStore {
                 log_next: Some(1),
                 fresh_from: None,
                 needs_merge: false,
+                tag,
             },
         );
-        self.device.trim(l.unit_bytes(st.phys), ERASE_UNIT_BYTES)?;
-        bump(&self.counters.erases, 1);
-        self.free.lock().expect("free").push((st.phys, true));
+        if st.tag <= marked && tag > marked {
+            // IPL-12: the old copy is the marked state until this force's
+            // marker is durable.
+            self.deferred.lock().expect("deferred").push(st.phys);
+            bump(&self.counters.deferred_erases, 1);
+        } else {
+            self.device.trim(l.unit_bytes(st.phys), ERASE_UNIT_BYTES)?;
+            bump(&self.counters.erases, 1);
+            self.free.lock().expect("free").push((st.phys, true));
+        }
         bump(&self.counters.merges, 1);
         let end_ns = rt.as_ref().map_or(0, |rt| rt.now_ns());
         bump(&self.counters.merge_ns, end_ns.saturating_sub(start_ns));

@@ -10,15 +10,13 @@
 //! * **Write.** A mini-transaction's install tells the store each page's
 //!   changed byte ranges with the transaction id
 //!   ([`PageStore::note_update`]): they become physiological records of the
-//!   page's in-memory log sector(s). When the buffer pool writes the page
-//!   back (eviction or checkpoint, after forcing the WAL: BUF-2), the
-//!   page's image is *not* written: its records, and one record of the
-//!   pool's header bytes (checksum, page LSN), go to the unit's log segment
-//!   as one *write group* of consecutive log sectors in one program. A
-//!   commit forces the records of the pages it changed the same way
-//!   ([`PageStore::transaction_ended`], lee2007's commit), after the WAL
-//!   holds them, with the header of the image they lead to sealed at its
-//!   page LSN.
+//!   page's in-memory log sector(s), with the newest image. Every write
+//!   to flash is a *force* of the whole space ([`force`], IPL-10..13): a
+//!   commit, a write-back, an eviction or a checkpoint captures every
+//!   page's unforced state at one WAL position and writes, for each page,
+//!   its records and one record of its header bytes (checksum, page LSN)
+//!   as one *write group* of consecutive log sectors in one program, then
+//!   a force marker.
 //! * **Read.** A page read is rebuilt on the fly: the slot's image (an
 //!   erased slot is a never-written page: zeros), then every record of the
 //!   slot in the unit's log segment, in order.
@@ -41,23 +39,20 @@
 //!
 //! The engine's mini-transactions change several pages atomically (a
 //! B+tree split), its transactions are undone logically (MVCC rollback
-//! segments and compensation records), and its recovery is ARIES over the
-//! WAL. IPL here is the *storage manager* of the slides, under that
-//! recovery, not a replacement of it: the WAL stays the authority for redo
-//! and atomicity, and IPL log sectors are how a page's versions are kept on
-//! NAND. Sound because (1) a write group reaches flash only after the WAL
-//! holds every change in it (BUF-2, the same rule as an in-place write);
-//! (2) a write group is applied whole or not at all (IPL-2), so a page
-//! rebuilt after a crash is some version the pool handed to `write_page`,
-//! and its page LSN tells redo where to resume; (3) a sector not yet
-//! flushed may be lost or kept by a crash, like an in-place write: the
-//! scan stops at the first hole (IPL-3), so a page's rebuilt version is a
-//! prefix of its write history; WAL redo from the checkpoint brings it
-//! forward. Aborts need no de-application in flash: the engine's rollback
-//! writes compensating changes, which are logged like any other. Where
-//! this departs from the slides (a commit durable by the WAL, no selective
-//! merge, a redo pass at restart) is written in ARCHITECTURE.md, "In-Page
-//! Logging".
+//! segments and compensation records), and its other stores recover by
+//! ARIES over the WAL. An IPL space restarts without redo (issue 14): its
+//! flash holds the state of every page at `L*`, the WAL position of the
+//! newest durable force marker ([`force`]); recovery skips the redo of
+//! its pages and undoes, logically, every transaction that ended at or
+//! beyond `L*` (REC-4). A write group still reaches flash only after the
+//! WAL holds every change in it (a force flushes the WAL to its `L`
+//! first). Aborts need no de-application in flash: the engine's rollback
+//! writes compensating changes, which are logged like any other, and every
+//! merge applies every record (physiological byte ranges cannot be left
+//! out one by one). Where this departs from the slides is written in
+//! ARCHITECTURE.md, "In-Page Logging". With the commit force off
+//! (`ipl_no_commit_force`), commits do not wait for a force and the WAL's
+//! redo brings the space's pages forward at restart, as before issue 14.
 //!
 //! Invariants (IPL-n):
 //! 1. A page's in-memory records are used only if they account for the
@@ -99,6 +94,23 @@
 //!    such unit) names it and it is the home or its home is empty or
 //!    holds another unit. Anything else (another unit may hold a newer or
 //!    an older version) refuses the open with one line naming the sector.
+//! 10. A force captures every page's unforced state holding the space's
+//!     install gate exclusive, which every install into the space holds
+//!     shared from its WAL append on: the capture is the state at one WAL
+//!     position `L` (checked: a force's sequence is above the marker's,
+//!     `assert!`). A write-back writes nothing alone: it runs a force, or
+//!     waits for the running one that captured its version.
+//! 11. Every group and merge commit sector of force `F` carries `F`; a
+//!     force ends with a flushed marker (`F`, `L`). At open, groups, copies
+//!     and in-place slots of forces after the newest marker are merged away
+//!     or erased before any new write, and sequence numbers go on above
+//!     every one seen (`debug_assert!` on a group's sequence).
+//! 12. A merge of an unmarked force keeps the marked old copy until the
+//!     force's marker is durable; [`layout::FORCE_MERGES_RESERVE`] free
+//!     units are kept for that, and a force needing more fails with
+//!     `SpaceFull` naming the space.
+//! 13. A commit is acknowledged and made visible only once a marker covers
+//!     its commit record ([`PageStore::transaction_ended`]).
 //!
 //! ## Media damage
 //!
@@ -110,6 +122,7 @@
 //! (IPL-6, IPL-7). LIMIT: a commit sector has one copy; damage after it
 //! read back sound (IPL-8) is resolved by IPL-9 or refused.
 
+mod force;
 pub mod layout;
 mod merge;
 mod open;
@@ -117,11 +130,12 @@ pub mod sector;
 mod segment;
 
 use std::collections::HashMap;
+use std::sync::Arc;
 use std::sync::Mutex as StdMutex;
-use std::sync::atomic::{AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use flashlab_devices::{DeviceError, DeviceRef};
-use flashlab_runtime::{Mutex as RtMutex, Rt};
+use flashlab_runtime::{Mutex as RtMutex, Rt, RwLatch};
 use serde::Serialize;
 
 use super::{PageStore, StoreKind, StoreMode, StoreStats};
@@ -129,7 +143,10 @@ use crate::buffer::LogForce;
 use crate::error::{Error, Result};
 use crate::page::{PAGE_BODY_OFFSET, PageNo};
 use layout::{ERASE_UNIT_BYTES, LOG_SECTOR_BYTES, Layout};
-use sector::{Decoded, FLAG_GROUP_END, Header, MAGIC_COMMIT, MAGIC_DESCRIPTOR, MAGIC_LOG, Record};
+use sector::{
+    Decoded, FLAG_GROUP_END, Header, MAGIC_COMMIT, MAGIC_DESCRIPTOR, MAGIC_LOG, MAGIC_MARKER,
+    Record,
+};
 
 /// Logical units share this many locks (a unit's reads, writes and merge
 /// hold its lock across their I/O).
@@ -171,7 +188,8 @@ pub struct IplStats {
     pub page_reads: u64,
     /// Log sectors read to rebuild pages.
     pub log_sectors_read: u64,
-    /// Write groups forced by commits, and their sectors.
+    /// Write groups written by forces (every page write is one now), and
+    /// their sectors.
     pub commit_groups: u64,
     pub commit_sectors: u64,
     /// Log sectors and slots found damaged (after a second read), commit
@@ -181,6 +199,15 @@ pub struct IplStats {
     pub damaged_slots: u64,
     pub commit_sector_retries: u64,
     pub poisoned_slots: u64,
+    /// Forces (IPL-10): each captured the space's dirty pages at one log
+    /// position and ended with a force marker (IPL-11); the pages they
+    /// wrote; merges whose old copy waited for the marker (IPL-12); units
+    /// merged at their marked state when the space was opened.
+    pub forces: u64,
+    pub force_pages: u64,
+    pub markers: u64,
+    pub deferred_erases: u64,
+    pub open_merges: u64,
 }
 
 #[derive(Default)]
@@ -203,6 +230,11 @@ struct Counters {
     damaged_slots: AtomicU64,
     commit_sector_retries: AtomicU64,
     poisoned_slots: AtomicU64,
+    forces: AtomicU64,
+    force_pages: AtomicU64,
+    markers: AtomicU64,
+    deferred_erases: AtomicU64,
+    open_merges: AtomicU64,
 }
 
 fn bump(c: &AtomicU64, n: u64) {
@@ -221,6 +253,9 @@ struct UnitState {
     fresh_from: Option<u32>,
     /// A hole or an unfinished group was found (IPL-3).
     needs_merge: bool,
+    /// The force whose merge wrote this copy (its commit sector's tag; 0
+    /// for a home never merged), IPL-12.
+    tag: u64,
 }
 
 /// A page's in-memory log: records since its version on flash.
@@ -230,10 +265,15 @@ struct PageLog {
     records: Vec<Record>,
     bytes: usize,
     diverged: bool,
-    /// The image the records lead to, and its page LSN: what a commit
-    /// force seals as the page's header record.
+    /// The newest image noted and not yet forced, and its page LSN: what a
+    /// force captures (IPL-10).
     after: Option<Vec<u8>>,
     lsn: u64,
+    /// The page LSN of the version on flash (read, or written by a force).
+    forced_lsn: u64,
+    /// `after` is an image the pool handed over, sealed: a force writes
+    /// its header as it is (otherwise it stamps `lsn` and seals it).
+    sealed: bool,
 }
 
 impl PageLog {
@@ -245,6 +285,8 @@ impl PageLog {
             diverged: false,
             after: None,
             lsn: 0,
+            forced_lsn: 0,
+            sealed: false,
         }
     }
 }
@@ -263,6 +305,17 @@ impl LogDamage {
     fn hits(&self, slot: u32) -> bool {
         self.slots.as_ref().is_none_or(|s| s.contains(&slot))
     }
+}
+
+/// What a read of a unit's log found besides its records.
+#[derive(Clone, Copy, Debug, Default)]
+struct LogScan {
+    /// The highest force sequence of a complete group.
+    max_seq: u64,
+    /// Complete groups of forces after the marker were left out (open).
+    unmarked: bool,
+    /// A hole, or an unfinished group at the end.
+    torn: bool,
 }
 
 /// What a unit whose commit sector cannot be read holds (IPL-9).
@@ -303,6 +356,33 @@ pub struct IplStore {
     spans: StdMutex<HashMap<u32, (u32, Vec<GroupSpan>)>>,
     commit_force: bool,
     counters: Counters,
+    /// IPL-10: installs into the space's pages hold it shared (from the
+    /// WAL append to the install), a force's capture exclusive.
+    gate: RwLatch,
+    /// Serialises forces (and with them the marker ring).
+    forcing: RtMutex<()>,
+    /// The newest durable force marker: (sequence F*, log position L*).
+    marked: StdMutex<(u64, u64)>,
+    /// The marker found at open (recovery's L*, REC-4).
+    opened_at: (u64, u64),
+    /// The sequence number the next force takes; and the one groups and
+    /// commit sectors written now are tagged with (a force's while it
+    /// writes, the marked one otherwise).
+    next_seq: AtomicU64,
+    seq_now: AtomicU64,
+    /// Marker ring position: (which of the two units, next sector).
+    ring: StdMutex<(u32, u32)>,
+    /// Old copies of units merged by the running force, erased once its
+    /// marker is durable (IPL-12).
+    deferred: StdMutex<Vec<u32>>,
+    /// The engine's log, attached at open (a write-back's force flushes it).
+    log: StdMutex<Option<Arc<dyn LogForce>>>,
+    /// A force failed: the captured state is not on flash, so nothing more
+    /// is written until the space is opened again.
+    failed: AtomicBool,
+    /// A damaged page may be rebuilt from the WAL (BUF-9): not between an
+    /// open that restarts without redo and the end of recovery (REC-4).
+    repairable: AtomicBool,
 }
 
 fn body_crc(page: &[u8]) -> u32 {
@@ -365,11 +445,26 @@ impl IplStore {
             spans: StdMutex::new(HashMap::new()),
             commit_force: true,
             counters: Counters::default(),
+            gate: RwLatch::new(),
+            forcing: RtMutex::new(()),
+            marked: StdMutex::new((0, 0)),
+            opened_at: (0, 0),
+            next_seq: AtomicU64::new(1),
+            seq_now: AtomicU64::new(0),
+            ring: StdMutex::new((0, 0)),
+            deferred: StdMutex::new(Vec::new()),
+            log: StdMutex::new(None),
+            failed: AtomicBool::new(false),
+            repairable: AtomicBool::new(true),
         };
+        let mut store = store;
         match mode {
             StoreMode::Create => store.format()?,
             StoreMode::Open => store.scan()?,
         }
+        store.opened_at = *store.marked.lock().expect("marked");
+        let restarting = mode == StoreMode::Open && store.commit_force;
+        store.repairable.store(!restarting, Ordering::SeqCst);
         Ok(store)
     }
 
@@ -377,6 +472,10 @@ impl IplStore {
     /// in-memory log sectors.
     pub fn with_commit_force(mut self, force: bool) -> IplStore {
         self.commit_force = force;
+        if !force {
+            // The WAL's redo brings the pages forward: repairs are sound.
+            self.repairable.store(true, Ordering::SeqCst);
+        }
         self
     }
 
@@ -403,6 +502,11 @@ impl IplStore {
             damaged_slots: g(&c.damaged_slots),
             commit_sector_retries: g(&c.commit_sector_retries),
             poisoned_slots: g(&c.poisoned_slots),
+            forces: g(&c.forces),
+            force_pages: g(&c.force_pages),
+            markers: g(&c.markers),
+            deferred_erases: g(&c.deferred_erases),
+            open_merges: g(&c.open_merges),
         }
     }
 
@@ -477,16 +581,6 @@ impl IplStore {
     fn stripe(&self, logical: u32) -> &RtMutex<()> {
         &self.stripes[logical as usize % UNIT_LOCK_STRIPES]
     }
-
-    /// Take the page's in-memory records if they account for `image`
-    /// (IPL-1), and start its next in-memory log at `image`.
-    fn take_records(&self, page_no: PageNo, image: &[u8]) -> Option<Vec<Record>> {
-        let crc = body_crc(image);
-        let mut pending = self.pending.lock().expect("pending");
-        let old = pending.insert(page_no, PageLog::at(crc));
-        old.filter(|p| !p.diverged && p.expected_crc == crc)
-            .map(|p| p.records)
-    }
 }
 
 impl PageStore for IplStore {
@@ -525,59 +619,90 @@ impl PageStore for IplStore {
             return Err(e);
         }
         bump(&self.counters.page_reads, 1);
-        self.pending
-            .lock()
-            .expect("pending")
-            .insert(page_no, PageLog::at(body_crc(buf)));
+        let mut pending = self.pending.lock().expect("pending");
+        // Unforced changes stay (the pool reads a page again only after
+        // writing it back, which forces them).
+        if pending.get(&page_no).is_none_or(|p| p.after.is_none()) {
+            let mut log = PageLog::at(body_crc(buf));
+            log.forced_lsn = crate::page::lsn(buf);
+            pending.insert(page_no, log);
+        }
         Ok(())
     }
 
+    /// A write-back never writes one page on its own (IPL-10): it makes
+    /// sure a force has written the page's newest state, running one if
+    /// the page has changes not yet forced.
     fn write_page(&self, page_no: PageNo, image: &[u8]) -> Result<()> {
-        let (logical, slot) = self.check_page(page_no)?;
-        // Records are taken under the unit's lock, so that write groups
-        // reach the log segment in the order their records were taken (a
-        // commit force of the same page takes them the same way).
-        let _unit = self.stripe(logical).lock();
-        let noted = self.take_records(page_no, image);
+        self.check_page(page_no)?;
         bump(&self.counters.page_writes, 1);
-        let mut st = self.unit(logical);
-        let l = self.layout;
-        // IPL-5: a fresh unit takes its pages in place, in order.
-        if st.log_next == Some(1) && st.fresh_from.is_some_and(|from| slot >= from) {
-            self.device.write(l.slot_bytes(st.phys, slot), image)?;
-            st.fresh_from = Some(slot + 1);
-            self.set_unit(logical, st);
-            bump(&self.counters.direct_programs, 1);
-            return Ok(());
-        }
-        let (log, known, damage) = self.read_log(logical, st)?;
-        st = known;
-        self.set_unit(logical, st);
-        // A unit with damage merges (IPL-6, IPL-7): the records are moot,
-        // the merge takes `image` whole.
-        let records = match noted {
-            _ if st.needs_merge => Vec::new(),
-            Some(records) => records,
-            None => {
-                bump(&self.counters.diff_writes, 1);
-                let mut flash = vec![0u8; l.page_bytes];
-                match self.rebuild(st.phys, slot, &log, &mut flash) {
-                    Ok(()) => sector::records_of(slot as u16, 0, &diff_body(&flash, image)),
-                    Err(e) if crate::store::is_read_damage(&e) => {
-                        bump(&self.counters.damaged_slots, 1);
-                        st.needs_merge = true;
-                        Vec::new()
-                    }
-                    Err(e) => return Err(e),
+        let lsn = crate::page::lsn(image);
+        let covered = {
+            let mut pending = self.pending.lock().expect("pending");
+            let p = pending.entry(page_no).or_insert(PageLog {
+                diverged: true,
+                ..PageLog::at(0)
+            });
+            match p.after.as_ref() {
+                // A force captured this version or a newer one.
+                None if lsn <= p.forced_lsn && !p.diverged => true,
+                None => {
+                    // Changed without a noted install (a store used on its
+                    // own, or a page never read): the image is its state.
+                    p.after = Some(image.to_vec());
+                    p.lsn = lsn;
+                    p.sealed = true;
+                    p.diverged = true;
+                    p.records.clear();
+                    false
                 }
+                // The pool's image of the newest noted state: its header
+                // as the pool sealed it.
+                Some(after) if lsn >= p.lsn && body_crc(after) == body_crc(image) => {
+                    p.after = Some(image.to_vec());
+                    p.lsn = lsn;
+                    p.sealed = true;
+                    false
+                }
+                Some(_) => false,
             }
         };
-        self.append_group(logical, slot, st, (&log, damage.as_ref()), records, image)
-            .map(|_| ())
+        if covered {
+            // IPL-10: the force that captured it may still be writing: the
+            // write-back is done only when that force is (else the pool
+            // could evict the page and read its older version back).
+            let _forcing = self.forcing.lock();
+            return Ok(());
+        }
+        let log = self.attached_log();
+        self.force(&*log)
     }
 
+    /// A checkpoint's sync runs a force, so that the marker's L is at or
+    /// beyond the checkpoint's begin record (REC-4).
     fn sync(&self, log: &dyn LogForce) -> Result<()> {
+        self.force(log)?;
         log.flush_device(&self.device)
+    }
+
+    fn install_gate(&self) -> Option<&RwLatch> {
+        Some(&self.gate)
+    }
+
+    fn restart_lsn(&self) -> Option<u64> {
+        self.commit_force.then_some(self.opened_at.1)
+    }
+
+    fn repairable_from_log(&self) -> bool {
+        self.repairable.load(Ordering::SeqCst)
+    }
+
+    fn recovered(&self) {
+        self.repairable.store(true, Ordering::SeqCst);
+    }
+
+    fn attach_log(&self, log: Arc<dyn LogForce>) {
+        *self.log.lock().expect("log") = Some(log);
     }
 
     fn stats(&self) -> StoreStats {
@@ -585,10 +710,11 @@ impl PageStore for IplStore {
         let pb = self.layout.page_bytes as u64;
         StoreStats {
             pages_written: s.page_writes,
-            device_bytes_written: s.sector_writes * LOG_SECTOR_BYTES as u64
+            device_bytes_written: (s.sector_writes + 2 * s.markers) * LOG_SECTOR_BYTES as u64
                 + s.direct_programs * pb
                 + s.merges * (u64::from(self.layout.pages_per_unit) * pb + LOG_SECTOR_BYTES as u64),
             device_writes: s.groups
+                + s.markers
                 + s.direct_programs
                 + s.merges * (u64::from(self.layout.pages_per_unit) + 1),
             ..StoreStats::default()
@@ -612,11 +738,23 @@ impl PageStore for IplStore {
             return;
         }
         let (_, slot) = self.layout.place(page_no);
+        if txn != 0 {
+            let mut by_txn = self.by_txn.lock().expect("by_txn");
+            let pages = by_txn.entry(txn).or_default();
+            if !pages.contains(&page_no) {
+                pages.push(page_no);
+            }
+        }
         let mut pending = self.pending.lock().expect("pending");
         let log = pending.entry(page_no).or_insert(PageLog {
-            diverged: true, // no known base: the write logs a difference
+            diverged: true, // no known base: the force logs a difference
             ..PageLog::at(0)
         });
+        // IPL-10: the newest image is kept whatever the records, so that a
+        // force captures it.
+        log.after = Some(after.to_vec());
+        log.lsn = lsn;
+        log.sealed = false;
         if log.diverged {
             return;
         }
@@ -631,38 +769,35 @@ impl PageStore for IplStore {
         bump(&self.counters.record_bytes_noted, bytes as u64);
         log.bytes += bytes;
         if log.bytes > self.layout.log_segment_bytes as usize {
-            // More than a segment: the write will merge anyway.
+            // More than a segment: the force will merge anyway.
             log.diverged = true;
             log.records = Vec::new();
             return;
         }
         log.records.extend(records);
         log.expected_crc = body_crc(after);
-        log.lsn = lsn;
-        log.after = Some(after.to_vec());
-        drop(pending);
-        if txn != 0 && self.commit_force {
-            let mut by_txn = self.by_txn.lock().expect("by_txn");
-            let pages = by_txn.entry(txn).or_default();
-            if !pages.contains(&page_no) {
-                pages.push(page_no);
-            }
-        }
     }
 
-    fn transaction_ended(&self, txn: u64, committed: bool, log: &dyn LogForce) -> Result<()> {
-        let pages = self.by_txn.lock().expect("by_txn").remove(&txn);
-        let Some(mut pages) = pages else {
-            return Ok(());
-        };
+    /// A commit is acknowledged only once a force marker covers its commit
+    /// record (IPL-13): the force runs here unless one already does.
+    /// Every commit waits for it, whether or not it changed this space:
+    /// recovery takes any transaction ending at or beyond L* as a loser.
+    fn transaction_ended(
+        &self,
+        txn: u64,
+        committed: bool,
+        end_lsn: u64,
+        log: &dyn LogForce,
+    ) -> Result<()> {
+        self.by_txn.lock().expect("by_txn").remove(&txn);
         if !committed || !self.commit_force {
             return Ok(());
         }
-        pages.sort_unstable();
-        for page_no in pages {
-            self.force_page(page_no, txn, log)?;
-        }
-        Ok(())
+        self.force_covering(end_lsn, log)
+    }
+
+    fn durable_lsn(&self) -> Option<u64> {
+        self.commit_force.then(|| self.marker().1)
     }
 
     fn counters(&self) -> Vec<(&'static str, f64)> {
@@ -686,6 +821,11 @@ impl PageStore for IplStore {
             ("damaged_slots", s.damaged_slots as f64),
             ("commit_sector_retries", s.commit_sector_retries as f64),
             ("poisoned_slots", s.poisoned_slots as f64),
+            ("forces", s.forces as f64),
+            ("force_pages", s.force_pages as f64),
+            ("markers", s.markers as f64),
+            ("deferred_erases", s.deferred_erases as f64),
+            ("open_merges", s.open_merges as f64),
         ]
     }
 }

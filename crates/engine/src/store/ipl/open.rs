@@ -24,8 +24,13 @@ impl IplStore {
         };
         self.device
             .write(0, &sector::encode(header, &self.descriptor_payload()))?;
-        self.device.flush()?;
         let l = &self.layout;
+        // The marker ring starts erased (IPL-11): no marker is F* = 0.
+        for which in 0..2 {
+            self.device
+                .trim(l.unit_bytes(l.marker_unit(which)), ERASE_UNIT_BYTES)?;
+        }
+        self.device.flush()?;
         *self.units.lock().expect("units") = (0..l.logical_units)
             .map(|u| UnitState {
                 phys: l.home(u),
@@ -33,9 +38,10 @@ impl IplStore {
                 log_next: Some(1),
                 fresh_from: Some(0),
                 needs_merge: false,
+                tag: 0,
             })
             .collect();
-        *self.free.lock().expect("free") = (l.logical_units + 1..l.physical_units)
+        *self.free.lock().expect("free") = (l.logical_units + 1..l.data_units().end)
             .map(|p| (p, true))
             .collect();
         Ok(())
@@ -58,12 +64,22 @@ impl IplStore {
             )));
         }
         let l = self.layout;
+        // IPL-11: the newest sound marker says which forces are durable.
+        let ((f_star, l_star), ring) = self.read_markers()?;
+        *self.marked.lock().expect("marked") = (f_star, l_star);
+        *self.ring.lock().expect("ring") = ring;
+        self.seq_now.store(f_star, Ordering::SeqCst);
+        let mut max_seq = f_star;
+        // Copies written by merges of forces after the marker: erased here,
+        // so that no later marker revives them (IPL-12).
+        let mut unmarked_copies: Vec<u32> = Vec::new();
+        let mut tags: HashMap<u32, u64> = HashMap::new();
         let mut best: Vec<Option<(u32, u32)>> = vec![None; l.logical_units as usize];
         let mut committed = vec![false; l.physical_units as usize];
         // Units whose commit sector cannot be read, holding pages of a
         // logical unit (IPL-9).
         let mut doubtful: Vec<(u32, u32, String)> = Vec::new();
-        for phys in 1..l.physical_units {
+        for phys in l.data_units() {
             let at = l.sector_bytes(phys, 0);
             let damage = match self.read_sector_checked(at) {
                 Ok(s) => match sector::decode(&s) {
@@ -104,13 +120,20 @@ impl IplStore {
                     return Err(self
                         .corruption(at, format!("commit sector of erase unit {phys}: {problem}")));
                 }
-                Decoded::Sound(h, _) => {
+                Decoded::Sound(h, p) => {
                     if h.magic != MAGIC_COMMIT || h.unit >= l.logical_units || h.generation == 0 {
                         return Err(self.corruption(
                             at,
                             format!("erase unit {phys}: not a commit sector of this space"),
                         ));
                     }
+                    let tag = sector::decode_tag(p);
+                    max_seq = max_seq.max(tag);
+                    if tag > f_star {
+                        unmarked_copies.push(phys);
+                        continue;
+                    }
+                    tags.insert(phys, tag);
                     committed[phys as usize] = true;
                     let slot = &mut best[h.unit as usize];
                     if slot.is_none_or(|(g, _)| h.generation > g) {
@@ -149,6 +172,9 @@ impl IplStore {
         }
         let mut used = vec![false; l.physical_units as usize];
         used[0] = true;
+        for which in 0..2 {
+            used[l.marker_unit(which) as usize] = true;
+        }
         let mut units = Vec::with_capacity(l.logical_units as usize);
         for (logical, b) in best.iter().enumerate() {
             let (generation, phys) = match *b {
@@ -173,14 +199,82 @@ impl IplStore {
                 log_next: None,
                 fresh_from: None,
                 needs_merge: false,
+                tag: tags.get(&phys).copied().unwrap_or(0),
             });
         }
         *self.units.lock().expect("units") = units;
-        *self.free.lock().expect("free") = (1..l.physical_units)
+        for &phys in &unmarked_copies {
+            debug_assert!(
+                !used[phys as usize],
+                "IPL-12: an unmarked copy is never used"
+            );
+            self.device.trim(l.unit_bytes(phys), ERASE_UNIT_BYTES)?;
+            bump(&self.counters.erases, 1);
+        }
+        *self.free.lock().expect("free") = l
+            .data_units()
             .filter(|&p| !used[p as usize])
-            .map(|p| (p, false))
+            .map(|p| (p, unmarked_copies.contains(&p)))
             .collect();
+        let seen = self.settle_at_open(l_star)?;
+        max_seq = max_seq.max(seen);
+        // Sequence numbers go on above anything seen (IPL-11).
+        self.next_seq.store(max_seq + 1, Ordering::SeqCst);
         Ok(())
+    }
+
+    /// IPL-11 at open: every unit holding groups of forces after the
+    /// marker, a torn tail, or slots programmed in place (IPL-5) whose
+    /// page LSN lies beyond `l_star`, is merged now at its marked state,
+    /// before any new write, so that a later marker cannot revive them.
+    /// Returns the highest force sequence seen in a group.
+    fn settle_at_open(&self, l_star: u64) -> Result<u64> {
+        let l = self.layout;
+        let f_star = self.marker().0;
+        let mut max_seq = 0;
+        for logical in 0..l.logical_units {
+            let st = self.unit(logical);
+            let (records, st, damage, scan) = self.read_log_upto(logical, st, Some(f_star))?;
+            max_seq = max_seq.max(scan.max_seq);
+            let mut unmarked_slots: Vec<u32> = Vec::new();
+            if st.generation == 0 && st.log_next == Some(1) {
+                // Only a sealed page (its checksum holds, read up to
+                // twice, IPL-6) is judged by its LSN: a flip on the way
+                // must not erase a marked page. A slot that never reads
+                // sealed is left for reads to report as damage.
+                let mut page = vec![0u8; l.page_bytes];
+                for slot in 0..l.pages_per_unit {
+                    let mut sealed = None;
+                    for _ in 0..DAMAGED_READS_MAX {
+                        match self.device.read(l.slot_bytes(st.phys, slot), &mut page) {
+                            Ok(()) => {}
+                            Err(DeviceError::ReadFailed { .. }) => continue,
+                            Err(e) => return Err(e.into()),
+                        }
+                        if page.iter().all(|&b| b == 0xFF) {
+                            break;
+                        }
+                        let stored = u32::from_le_bytes(page[0..4].try_into().expect("4"));
+                        if crate::page::compute_checksum(&page) == stored {
+                            sealed = Some(crate::page::lsn(&page));
+                            break;
+                        }
+                    }
+                    if sealed.is_some_and(|lsn| lsn > l_star) {
+                        unmarked_slots.push(slot);
+                    }
+                }
+            }
+            self.set_unit(logical, st);
+            if scan.unmarked || scan.torn || !unmarked_slots.is_empty() {
+                let zeros = vec![0u8; l.page_bytes];
+                let replace: Vec<(u32, &[u8])> =
+                    unmarked_slots.iter().map(|&s| (s, &zeros[..])).collect();
+                self.merge(logical, st, &records, &replace, damage.as_ref())?;
+                bump(&self.counters.open_merges, 1);
+            }
+        }
+        Ok(max_seq)
     }
 
     /// What an erase unit holds, from its first log sector and its slots,

@@ -40,6 +40,8 @@ pub const RECORD_DATA_BYTES_MAX: usize = SECTOR_PAYLOAD_BYTES - RECORD_HEADER_BY
 pub const MAGIC_LOG: [u8; 4] = *b"IPLS";
 pub const MAGIC_COMMIT: [u8; 4] = *b"IPLC";
 pub const MAGIC_DESCRIPTOR: [u8; 4] = *b"IPLD";
+/// A force marker (IPL-11), in the marker ring.
+pub const MAGIC_MARKER: [u8; 4] = *b"IPLM";
 /// Flag: the last sector of a write group.
 pub const FLAG_GROUP_END: u8 = 1;
 
@@ -73,6 +75,39 @@ impl Record {
         page[start..end].copy_from_slice(&self.data);
         Ok(())
     }
+}
+
+/// The force sequence number of a complete write group (IPL-11): the
+/// transaction-id field of its last record, the header record (offset 0),
+/// which carries the force's sequence instead of a transaction. A group of
+/// an older format (no header record last, or 0) is force 0.
+pub fn group_seq(group: &[Record]) -> u64 {
+    group.last().filter(|r| r.offset == 0).map_or(0, |r| r.txn)
+}
+
+/// A force marker's payload: the force's sequence number and the log
+/// position whose state it made durable.
+pub fn encode_marker(seq: u64, lsn: u64) -> Vec<u8> {
+    let mut p = seq.to_le_bytes().to_vec();
+    p.extend_from_slice(&lsn.to_le_bytes());
+    p
+}
+
+/// (sequence, LSN) of a marker's payload; `None` if it is not 16 bytes.
+pub fn decode_marker(p: &[u8]) -> Option<(u64, u64)> {
+    (p.len() == 16).then(|| {
+        (
+            u64::from_le_bytes(p[0..8].try_into().expect("8")),
+            u64::from_le_bytes(p[8..16].try_into().expect("8")),
+        )
+    })
+}
+
+/// A commit sector's payload: the force whose merge wrote it (IPL-12); an
+/// empty payload (older format) is force 0.
+pub fn decode_tag(p: &[u8]) -> u64 {
+    p.get(0..8)
+        .map_or(0, |b| u64::from_le_bytes(b.try_into().expect("8")))
 }
 
 /// Records of `changes` (offset, bytes) split so none exceeds a sector.

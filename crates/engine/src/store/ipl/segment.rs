@@ -37,13 +37,26 @@ impl IplStore {
     pub(super) fn read_log(
         &self,
         logical: u32,
-        mut st: UnitState,
+        st: UnitState,
     ) -> Result<(Vec<Record>, UnitState, Option<LogDamage>)> {
+        self.read_log_upto(logical, st, None)
+            .map(|(records, st, damage, _)| (records, st, damage))
+    }
+
+    /// [`Self::read_log`], leaving out (at open) the complete groups of
+    /// forces after `max_seq` (IPL-11), and saying what it found.
+    pub(super) fn read_log_upto(
+        &self,
+        logical: u32,
+        mut st: UnitState,
+        max_seq: Option<u64>,
+    ) -> Result<(Vec<Record>, UnitState, Option<LogDamage>, LogScan)> {
         let l = self.layout;
+        let mut scan = LogScan::default();
         let n = st.log_next.unwrap_or(l.segment_sectors());
         if n <= 1 {
             st.log_next = Some(1);
-            return Ok((Vec::new(), st, None));
+            return Ok((Vec::new(), st, None, scan));
         }
         let at = l.sector_bytes(st.phys, 1);
         let mut raw = self.read_segment(st.phys, n)?;
@@ -153,7 +166,14 @@ impl IplStore {
             if let Seen::Sound(end, records) = v {
                 group.extend(records.iter().cloned());
                 if *end {
-                    out.append(&mut group);
+                    let seq = sector::group_seq(&group);
+                    scan.max_seq = scan.max_seq.max(seq);
+                    if max_seq.is_some_and(|m| seq > m) {
+                        scan.unmarked = true;
+                        group.clear();
+                    } else {
+                        out.append(&mut group);
+                    }
                 }
             }
         }
@@ -165,12 +185,13 @@ impl IplStore {
         let holes = seen[..usize::from(next) - 1]
             .iter()
             .any(|v| matches!(v, Seen::Erased));
-        st.needs_merge |= holes || !group.is_empty() || damage.is_some();
+        scan.torn = holes || !group.is_empty();
+        st.needs_merge |= scan.torn || scan.unmarked || damage.is_some();
         st.log_next = Some(next);
         if next > 1 {
             st.fresh_from = None;
         }
-        Ok((out, st, damage))
+        Ok((out, st, damage, scan))
     }
 
     /// The error a read of a slot hit by `damage` returns (one line).
@@ -184,7 +205,8 @@ impl IplStore {
     }
 
     /// Append `records` and the header record of `image` as one write
-    /// group to the unit's log segment, or merge the unit with `image` in
+    /// group of force `seq` (the header record's transaction field,
+    /// IPL-11) to the unit's log segment, or merge the unit with `image` in
     /// the slot when they do not fit (or the unit must merge, IPL-3).
     /// Returns the sectors programmed (0 for a merge). The caller holds the
     /// unit's lock and has read its log (`log`, its `damage`, `st`).
@@ -194,19 +216,24 @@ impl IplStore {
         slot: u32,
         mut st: UnitState,
         (log, damage): (&[Record], Option<&LogDamage>),
-        mut records: Vec<Record>,
-        image: &[u8],
+        (mut records, image): (Vec<Record>, &[u8]),
+        seq: u64,
     ) -> Result<u64> {
         let l = self.layout;
         records.extend(sector::records_of(
             slot as u16,
-            0,
+            seq,
             &[(0, image[..PAGE_BODY_OFFSET].to_vec())],
         ));
+        debug_assert_eq!(
+            sector::group_seq(&records),
+            seq,
+            "IPL-11: a group ends with its seq"
+        );
         let sectors = sector::pack(&records);
         let next = st.log_next.expect("read_log knows it");
         if st.needs_merge || usize::from(next) + sectors.len() > usize::from(l.segment_sectors()) {
-            self.merge(logical, st, log, Some((slot, image)), damage)?;
+            self.merge(logical, st, log, &[(slot, image)], damage)?;
             return Ok(0);
         }
         let mut bytes = Vec::with_capacity(sectors.len() * LOG_SECTOR_BYTES);
@@ -246,52 +273,5 @@ impl IplStore {
         bump(&self.counters.sector_writes, sectors.len() as u64);
         bump(&self.counters.groups, 1);
         Ok(sectors.len() as u64)
-    }
-
-    /// Force page `page_no`'s in-memory records if one is of `txn`
-    /// (lee2007's commit): after the WAL holds them (BUF-2's rule), as one
-    /// write group ending with the header of the image they lead to,
-    /// sealed at its page LSN. The page stays dirty in the pool; its
-    /// in-memory log goes on from the forced version.
-    pub(super) fn force_page(&self, page_no: PageNo, txn: u64, log: &dyn LogForce) -> Result<()> {
-        let (logical, slot) = self.check_page(page_no)?;
-        let wanted = |p: &PageLog| {
-            !p.diverged && p.after.is_some() && p.records.iter().any(|r| r.txn == txn)
-        };
-        let lsn = match self.pending.lock().expect("pending").get(&page_no) {
-            Some(p) if wanted(p) => p.lsn,
-            _ => return Ok(()),
-        };
-        log.flush_to(lsn)?;
-        let _unit = self.stripe(logical).lock();
-        let (records, mut image, lsn) = {
-            let mut pending = self.pending.lock().expect("pending");
-            let Some(p) = pending.get_mut(&page_no).filter(|p| wanted(p)) else {
-                return Ok(());
-            };
-            p.bytes = 0;
-            (
-                std::mem::take(&mut p.records),
-                p.after.take().expect("wanted"),
-                p.lsn,
-            )
-        };
-        log.flush_to(lsn)?;
-        crate::page::set_lsn(&mut image, lsn);
-        crate::page::seal(&mut image);
-        let st = self.unit(logical);
-        let (flash_log, st, damage) = self.read_log(logical, st)?;
-        self.set_unit(logical, st);
-        let sectors = self.append_group(
-            logical,
-            slot,
-            st,
-            (&flash_log, damage.as_ref()),
-            records,
-            &image,
-        )?;
-        bump(&self.counters.commit_groups, 1);
-        bump(&self.counters.commit_sectors, sectors);
-        Ok(())
     }
 }
