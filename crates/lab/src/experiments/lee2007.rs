@@ -590,7 +590,7 @@ impl Study for Ipl {
                 m.page.flash.map_or(0, |f| f[2]),
                 2
             ),
-            "Departure: IPL here keeps the engine's WAL and ARIES recovery (ARCHITECTURE.md, \"In-Page Logging\"): a commit is durable by its WAL record; its forced log sectors (the slides' commit, on in every run but the one marked) are counted in the sector writes all the same.".into(),
+            "Recovery as the slides have it, with two departures (ARCHITECTURE.md, \"In-Page Logging\"): a commit is acknowledged once a force of the whole space (its pending log sectors and a flushed force marker) covers it, and restart redoes no IPL page; the WAL keeps the commit and abort records, and aborts are the engine's compensations rather than de-applied records, merges applying every record of the marked state (selective merges would shift physiological records' bytes). The run marked \"commits not forcing their sectors\" is the older design: commits durable by the WAL alone, IPL pages redone at restart.".into(),
         ]
     }
 
