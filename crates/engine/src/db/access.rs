@@ -201,31 +201,28 @@ impl Inner {
         };
         self.latched(tree, mode, |mtr| {
             let current = btree.get(mtr, key)?;
-            let stored = match &decided {
-                Some((seen, stored)) => {
-                    // DB-6: the row lock kept the value `decide` saw.
-                    assert_eq!(
-                        seen, &current,
-                        "DB-6: a row-locked key changed between a one-leaf attempt and its retry"
-                    );
-                    stored.clone()
-                }
+            match &decided {
+                // DB-6: the row lock kept the value `decide` saw.
+                Some((seen, _)) => assert_eq!(
+                    seen, &current,
+                    "DB-6: a row-locked key changed between a one-leaf attempt and its retry"
+                ),
                 None => {
                     let decide = decide.take().expect("decide runs once");
                     let Some(stored) = decide(current.as_deref())? else {
                         return Ok((current, None));
                     };
-                    decided = Some((current.clone(), stored.clone()));
-                    stored
+                    decided = Some((current, stored));
                 }
-            };
+            }
+            let (seen, stored) = decided.as_ref().expect("decided above");
             // `decide` has run and may have had effects (a before-image in
             // the rollback segment): no restart from here on. The pages on
             // the path are copies already; only a page evicted since it was
             // read, or a split's new page, may still need I/O (DB-5).
             mtr.set_no_io(false);
-            let before = btree.insert(mtr, key, &stored)?;
-            debug_assert_eq!(before, current, "DB-1: the latch kept the key unchanged");
+            let before = btree.insert(mtr, key, stored)?;
+            debug_assert_eq!(&before, seen, "DB-1: the latch kept the key unchanged");
             let undo = (ctx.txn != 0).then(|| Undo {
                 space: tree.space,
                 root: tree.root,
