@@ -283,10 +283,7 @@ fn crash(inner: &MemoryDevice, seed: u64) {
 fn a_force_cut_anywhere_leaves_every_page_at_the_last_marker() {
     for seed in 0..60u64 {
         let mut rng = ChaCha8Rng::seed_from_u64(100 + seed);
-        let (inner, nand) = nand();
-        let cut = Cut::new(nand.clone());
-        let device: DeviceRef = cut.clone();
-        let store = open(&device, StoreMode::Create, 4 << 10);
+        let (inner, nand, cut, store) = store_behind_a_cut(4 << 10);
         // Page LSNs follow the log's end, as in the engine: an in-place
         // program of a cut force is known by its LSN beyond L* (IPL-5).
         let log = Arc::new(EndLog(std::sync::atomic::AtomicU64::new(0)));
@@ -372,15 +369,9 @@ fn a_force_cut_anywhere_leaves_every_page_at_the_last_marker() {
 #[test]
 fn a_deferred_erase_merge_cut_before_the_marker_leaves_the_old_copy_in_force() {
     let mut rng = ChaCha8Rng::seed_from_u64(21);
-    let (inner, nand) = nand();
-    let cut = Cut::new(nand.clone());
-    let device: DeviceRef = cut.clone();
-    let store = open(&device, StoreMode::Create, 4 << 10);
+    let (inner, nand, cut, store) = store_behind_a_cut(4 << 10);
     let per = store.layout().pages_per_unit;
-    let mut images: Vec<Vec<u8>> = (0..per).map(|n| sealed_page(&mut rng, n)).collect();
-    for (n, p) in images.iter().enumerate() {
-        store.write_page(n as u32, p).unwrap();
-    }
+    let mut images = write_sealed_pages(&store, &mut rng, per);
     // Fill the segment with groups of page 0 until the next one merges.
     let home = store.unit(0).phys;
     loop {
@@ -421,15 +412,9 @@ fn a_deferred_erase_merge_cut_before_the_marker_leaves_the_old_copy_in_force() {
 #[test]
 fn sequence_numbers_of_an_unmarked_force_are_never_revived() {
     let mut rng = ChaCha8Rng::seed_from_u64(22);
-    let (inner, nand) = nand();
-    let cut = Cut::new(nand.clone());
-    let device: DeviceRef = cut.clone();
+    let (inner, nand, cut, store) = store_behind_a_cut(8 << 10);
     let log = EndLog(std::sync::atomic::AtomicU64::new(10));
-    let store = open(&device, StoreMode::Create, 8 << 10);
-    let mut images: Vec<Vec<u8>> = (0..20).map(|n| sealed_page(&mut rng, n)).collect();
-    for (n, p) in images.iter().enumerate() {
-        store.write_page(n as u32, p).unwrap();
-    }
+    let mut images = write_sealed_pages(&store, &mut rng, 20);
     // Two logged versions of pages 3 and 17, marked.
     for n in [3usize, 17] {
         let mut next = update(&mut rng, &images[n]);
@@ -563,6 +548,26 @@ impl flashlab_devices::Device for Unreadable {
 }
 
 /// A page as the pool writes it: its id set and sealed.
+/// A store of `segment`-byte log segments, formatted on a NAND device
+/// behind a power-cut switch: the memory under the NAND, the NAND, the
+/// switch, the store.
+fn store_behind_a_cut(segment: u64) -> (Arc<MemoryDevice>, DeviceRef, Arc<Cut>, IplStore) {
+    let (inner, nand) = nand();
+    let cut = Cut::new(nand.clone());
+    let device: DeviceRef = cut.clone();
+    let store = open(&device, StoreMode::Create, segment);
+    (inner, nand, cut, store)
+}
+
+/// Random sealed images of pages `0..count`, each written to `store`.
+fn write_sealed_pages(store: &IplStore, rng: &mut ChaCha8Rng, count: u32) -> Vec<Vec<u8>> {
+    let images: Vec<Vec<u8>> = (0..count).map(|n| sealed_page(rng, n)).collect();
+    for (n, p) in images.iter().enumerate() {
+        store.write_page(n as u32, p).unwrap();
+    }
+    images
+}
+
 fn sealed_page(rng: &mut ChaCha8Rng, page_no: u32) -> Vec<u8> {
     let mut p = page(rng, page_no);
     crate::page::set_id(&mut p, crate::page::PageId::new(0, page_no));
