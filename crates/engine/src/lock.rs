@@ -54,15 +54,33 @@
 //!    conflicting waiter took O(queue^2) (with 1,024 TPC-B clients on 32
 //!    branches, each release rebuilt about 500 edges), and every cycle
 //!    search finds what it found before.
+//! 8. The rows are split over [`LOCK_SHARDS`] shards by a hash of the key,
+//!    each behind its own mutex; a row's entry, its queue and its holders
+//!    change only under its shard's lock. No task holds two shards' locks
+//!    at once.
+//! 9. Lock order: a shard, then the waits-for graph. The graph changes
+//!    only under the lock of the shard whose row it describes, so it
+//!    always holds every row's edges as of that row's last change; a cycle
+//!    check and the insertion of the new waiter's edges are one step under
+//!    the graph's lock.
+//!
+//! **Sharding.** An earlier version kept every row under one mutex; with 16
+//! real clients it was where a sixth of all context switches happened, a
+//! client parked behind another's lock of an unrelated row. Now a lock or a
+//! release takes one shard's mutex per row, and the graph's mutex only when
+//! someone waits. What a transaction holds is kept by the transaction
+//! ([`HeldLocks`]), not in a table-wide index, and released in key order
+//! (the order the table-wide index gave, so simulated runs did not change).
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
-use std::sync::Arc;
-use std::sync::atomic::{AtomicBool, Ordering};
+use std::hash::{Hash, Hasher};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+use std::sync::{Arc, OnceLock};
 
 use flashlab_runtime::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
-use crate::fast_hash::FastHashMap;
+use crate::fast_hash::{FastHashMap, FastHasher};
 
 /// Lock modes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -159,20 +177,19 @@ impl Entry {
     }
 }
 
+/// One shard of the lock table: the rows whose keys hash to it (LOCK-8).
 #[derive(Default)]
-struct Table {
+struct Shard {
     rows: FastHashMap<LockKey, Entry>,
-    /// What each transaction holds, to release it all at the end (LOCK-3).
-    held: FastHashMap<u64, BTreeSet<LockKey>>,
-    /// Who each waiting transaction waits for (LOCK-2).
-    waits_for: BTreeMap<u64, Vec<u64>>,
-    waits: u64,
-    deaths: u64,
-    /// Set when the database fails (WAL-4): every wait ends with it.
-    failed: Option<String>,
 }
 
-impl Table {
+/// The waits-for graph: who each waiting transaction waits for (LOCK-2).
+#[derive(Default)]
+struct Graph {
+    waits_for: BTreeMap<u64, Vec<u64>>,
+}
+
+impl Graph {
     /// True if `from` reaches `to` in the waits-for graph.
     fn reaches(&self, from: u64, to: u64) -> bool {
         let mut stack = vec![from];
@@ -189,38 +206,28 @@ impl Table {
         }
         false
     }
+}
 
-    fn record_held(&mut self, txn: u64, key: &LockKey) {
-        self.held.entry(txn).or_default().insert(key.clone());
+/// The rows a transaction locked, kept by the transaction itself so that
+/// its end releases them without a table-wide index (LOCK-3). A key may
+/// appear twice (a lock taken again, an upgrade); a release visits it once.
+#[derive(Debug, Default)]
+pub struct HeldLocks {
+    keys: Vec<LockKey>,
+}
+
+impl HeldLocks {
+    pub fn new() -> HeldLocks {
+        HeldLocks::default()
     }
 
-    /// After `key` changed: grant what can be granted, wake exactly those
-    /// waiters, refresh the row's waits-for edges, drop the row if unused.
-    fn settle(&mut self, key: &LockKey) {
-        let Some(entry) = self.rows.get_mut(key) else {
-            return;
-        };
-        let granted = entry.grant_front();
-        let edges = entry.edges();
-        if entry.is_unused() {
-            self.rows.remove(key);
-        }
-        for (txn, slot) in granted {
-            self.waits_for.remove(&txn);
-            self.record_held(txn, key);
-            slot.granted.store(true, Ordering::Release);
-            slot.wake.notify_one();
-        }
-        self.waits_for.extend(edges);
+    /// Rows locked so far (a key taken twice counts twice).
+    pub fn len(&self) -> usize {
+        self.keys.len()
     }
 
-    /// A waiter leaves its queue without the lock (failure, LOCK-6).
-    fn leave_queue(&mut self, txn: u64, key: &LockKey) {
-        self.waits_for.remove(&txn);
-        if let Some(entry) = self.rows.get_mut(key) {
-            entry.queue.retain(|w| w.txn != txn);
-        }
-        self.settle(key);
+    pub fn is_empty(&self) -> bool {
+        self.keys.is_empty()
     }
 }
 
@@ -232,10 +239,32 @@ pub struct LockStats {
     pub deaths: u64,
 }
 
+/// Shards of the lock table (LOCK-8): enough that 64 clients rarely meet
+/// on one shard's mutex for rows they do not share.
+pub const LOCK_SHARDS: usize = 64;
+
 /// The lock table of a database.
-#[derive(Default)]
 pub struct LockManager {
-    table: Mutex<Table>,
+    shards: Vec<Mutex<Shard>>,
+    graph: Mutex<Graph>,
+    /// Set once when the database fails (WAL-4): every wait ends with it.
+    failed: OnceLock<String>,
+    waits: AtomicU64,
+    deaths: AtomicU64,
+}
+
+impl Default for LockManager {
+    fn default() -> LockManager {
+        LockManager {
+            shards: (0..LOCK_SHARDS)
+                .map(|_| Mutex::new(Shard::default()))
+                .collect(),
+            graph: Mutex::new(Graph::default()),
+            failed: OnceLock::new(),
+            waits: AtomicU64::new(0),
+            deaths: AtomicU64::new(0),
+        }
+    }
 }
 
 /// True if a request in `wanted` mode cannot share with one in `other`.
@@ -257,31 +286,59 @@ impl LockManager {
         LockManager::default()
     }
 
+    /// The shard that holds `key` (LOCK-8): a function of the key's bytes
+    /// alone (HASH-1).
+    fn shard_of(&self, key: &LockKey) -> &Mutex<Shard> {
+        let mut hasher = FastHasher::default();
+        key.hash(&mut hasher);
+        // The high bits: the shard's map picks its buckets with the low ones.
+        let at = (hasher.finish() >> 32) as usize % self.shards.len();
+        &self.shards[at]
+    }
+
+    fn failure(&self) -> Option<Error> {
+        self.failed.get().map(|why| Error::LogFailed(why.clone()))
+    }
+
     /// Lock `key` for `txn` in `mode`, waiting in the row's queue while
     /// others hold it (LOCK-5), or failing with a retryable deadlock error
-    /// if waiting would close a cycle (LOCK-2).
-    pub fn lock(&self, txn: u64, key: &LockKey, mode: LockMode) -> Result<()> {
-        let mut table = self.table.lock();
-        if let Some(why) = &table.failed {
-            return Err(Error::LogFailed(why.clone()));
+    /// if waiting would close a cycle (LOCK-2). A granted row is added to
+    /// `held`, which the transaction gives back to [`LockManager::release_all`].
+    pub fn lock(
+        &self,
+        txn: u64,
+        held: &mut HeldLocks,
+        key: &LockKey,
+        mode: LockMode,
+    ) -> Result<()> {
+        let mut shard = self.shard_of(key).lock();
+        if let Some(e) = self.failure() {
+            return Err(e);
         }
-        if !table.rows.contains_key(key) {
-            table.rows.insert(key.clone(), Entry::default());
-        }
-        let entry = table.rows.get_mut(key).expect("the row's entry");
+        let entry = shard.rows.entry(key.clone()).or_default();
         let holds = entry.holders.contains_key(&txn);
         let blockers = entry.blockers(txn, mode, entry.queue.len());
         if blockers.is_empty() {
             entry.grant(txn, mode);
-            table.record_held(txn, key);
+            if !holds {
+                held.keys.push(key.clone());
+            }
             return Ok(());
         }
-        if blockers.iter().any(|&holder| table.reaches(holder, txn)) {
-            table.deaths += 1;
-            if table.rows.get(key).is_some_and(Entry::is_unused) {
-                table.rows.remove(key);
+        {
+            // Shard, then graph (LOCK-9): the check and the new edges are
+            // one step, so of two waits that would close a cycle the
+            // second sees the first's edges.
+            let mut graph = self.graph.lock();
+            if blockers.iter().any(|&holder| graph.reaches(holder, txn)) {
+                drop(graph);
+                self.deaths.fetch_add(1, Ordering::Relaxed);
+                if shard.rows.get(key).is_some_and(Entry::is_unused) {
+                    shard.rows.remove(key);
+                }
+                return Err(Error::Deadlock { txn });
             }
-            return Err(Error::Deadlock { txn });
+            graph.waits_for.insert(txn, blockers);
         }
         let slot = Arc::new(WaitSlot::default());
         let waiter = Waiter {
@@ -289,73 +346,112 @@ impl LockManager {
             mode,
             slot: slot.clone(),
         };
-        let entry = table.rows.get_mut(key).expect("row of a wait");
+        let entry = shard.rows.get_mut(key).expect("row of a wait");
         // An upgrade goes first: the waiters behind it wait for it anyway.
         match holds {
             true => entry.queue.push_front(waiter),
             false => entry.queue.push_back(waiter),
         }
-        table.waits_for.insert(txn, blockers);
-        table.waits += 1;
-        self.wait_for_grant(table, txn, key, &slot)
+        self.waits.fetch_add(1, Ordering::Relaxed);
+        self.wait_for_grant(shard, txn, key, &slot)?;
+        if !holds {
+            held.keys.push(key.clone());
+        }
+        Ok(())
     }
 
     /// Sleep in the queue until a release grants the row, or the database
     /// fails (LOCK-4).
     fn wait_for_grant(
         &self,
-        mut table: flashlab_runtime::MutexGuard<'_, Table>,
+        mut shard: flashlab_runtime::MutexGuard<'_, Shard>,
         txn: u64,
         key: &LockKey,
         slot: &WaitSlot,
     ) -> Result<()> {
         loop {
-            if let Some(why) = &table.failed {
-                let why = why.clone();
+            if let Some(e) = self.failure() {
                 if !slot.granted.load(Ordering::Acquire) {
-                    table.leave_queue(txn, key);
+                    self.leave_queue(&mut shard, txn, key);
                 }
-                return Err(Error::LogFailed(why));
+                return Err(e);
             }
             if slot.granted.load(Ordering::Acquire) {
                 return Ok(());
             }
-            table = slot.wake.wait(table);
+            shard = slot.wake.wait(shard);
         }
     }
 
+    /// After `key` changed: grant what can be granted, wake exactly those
+    /// waiters, refresh the row's waits-for edges, drop the row if unused.
+    /// The graph is locked only for a row with waiters.
+    fn settle(&self, shard: &mut Shard, key: &LockKey) {
+        let Some(entry) = shard.rows.get_mut(key) else {
+            return;
+        };
+        let granted = entry.grant_front();
+        let edges = entry.edges();
+        if entry.is_unused() {
+            shard.rows.remove(key);
+        }
+        if granted.is_empty() && edges.is_empty() {
+            return;
+        }
+        let mut graph = self.graph.lock();
+        for (txn, slot) in granted {
+            graph.waits_for.remove(&txn);
+            slot.granted.store(true, Ordering::Release);
+            slot.wake.notify_one();
+        }
+        graph.waits_for.extend(edges);
+    }
+
+    /// A waiter leaves its queue without the lock (failure, LOCK-6).
+    fn leave_queue(&self, shard: &mut Shard, txn: u64, key: &LockKey) {
+        self.graph.lock().waits_for.remove(&txn);
+        if let Some(entry) = shard.rows.get_mut(key) {
+            entry.queue.retain(|w| w.txn != txn);
+        }
+        self.settle(shard, key);
+    }
+
     /// The database failed: wake every waiter with the error, and refuse
-    /// every new wait (locks already held stay held until recovery).
+    /// every new wait (locks already held stay held until recovery). The
+    /// failure is set before any shard is visited, and read under a shard's
+    /// lock before each wait, so no waiter sleeps through it.
     pub fn fail(&self, why: &str) {
-        let mut table = self.table.lock();
-        table.failed.get_or_insert_with(|| why.to_string());
-        for entry in table.rows.values() {
-            for waiter in &entry.queue {
-                waiter.slot.wake.notify_one();
+        let _ = self.failed.set(why.to_string());
+        for shard in &self.shards {
+            let shard = shard.lock();
+            for entry in shard.rows.values() {
+                for waiter in &entry.queue {
+                    waiter.slot.wake.notify_one();
+                }
             }
         }
     }
 
     /// Release everything `txn` holds (LOCK-3), granting each row to the
-    /// waiters it unblocks (LOCK-5).
-    pub fn release_all(&self, txn: u64) {
-        let mut table = self.table.lock();
-        let Some(keys) = table.held.remove(&txn) else {
-            return;
-        };
+    /// waiters it unblocks (LOCK-5). Rows are released in key order, one
+    /// shard lock at a time.
+    pub fn release_all(&self, txn: u64, held: &mut HeldLocks) {
+        let mut keys = std::mem::take(&mut held.keys);
+        keys.sort_unstable();
+        keys.dedup();
         for key in keys {
-            if let Some(entry) = table.rows.get_mut(&key) {
+            let mut shard = self.shard_of(&key).lock();
+            if let Some(entry) = shard.rows.get_mut(&key) {
                 entry.holders.remove(&txn);
             }
-            table.settle(&key);
+            self.settle(&mut shard, &key);
         }
     }
 
     pub fn stats(&self) -> LockStats {
-        let table = self.table.lock();
         LockStats {
-            waits: table.waits,
-            deaths: table.deaths,
+            waits: self.waits.load(Ordering::Relaxed),
+            deaths: self.deaths.load(Ordering::Relaxed),
         }
     }
 }
@@ -372,10 +468,40 @@ mod tests {
         (1, k.as_bytes().to_vec())
     }
 
+    /// The lock manager with each test transaction's held rows (a
+    /// transaction keeps them itself in the engine).
+    #[derive(Default)]
+    struct Locks {
+        manager: LockManager,
+        held: std::sync::Mutex<BTreeMap<u64, HeldLocks>>,
+    }
+
+    impl Locks {
+        fn new() -> Locks {
+            Locks::default()
+        }
+
+        fn lock(&self, txn: u64, key: &LockKey, mode: LockMode) -> Result<()> {
+            let mut held = self.held.lock().unwrap().remove(&txn).unwrap_or_default();
+            let result = self.manager.lock(txn, &mut held, key, mode);
+            self.held.lock().unwrap().insert(txn, held);
+            result
+        }
+
+        fn release_all(&self, txn: u64) {
+            let mut held = self.held.lock().unwrap().remove(&txn).unwrap_or_default();
+            self.manager.release_all(txn, &mut held);
+        }
+
+        fn stats(&self) -> LockStats {
+            self.manager.stats()
+        }
+    }
+
     #[test]
     fn shared_locks_coexist_and_exclusive_conflicts() {
         Sim::run(SimConfig::default(), |_| {
-            let locks = LockManager::new();
+            let locks = Locks::new();
             locks.lock(1, &key("a"), LockMode::Shared).unwrap();
             locks.lock(2, &key("a"), LockMode::Shared).unwrap();
             locks.release_all(2);
@@ -389,7 +515,7 @@ mod tests {
     #[test]
     fn a_wait_that_would_close_a_cycle_is_refused() {
         Sim::run(SimConfig::default(), |rt| {
-            let locks = Arc::new(LockManager::new());
+            let locks = Arc::new(Locks::new());
             locks.lock(1, &key("a"), LockMode::Exclusive).unwrap();
             locks.lock(2, &key("b"), LockMode::Exclusive).unwrap();
             let l2 = locks.clone();
@@ -409,7 +535,7 @@ mod tests {
     #[test]
     fn older_waits_for_younger_until_release() {
         let order = Sim::run(SimConfig::default(), |rt| {
-            let locks = Arc::new(LockManager::new());
+            let locks = Arc::new(Locks::new());
             let log = Arc::new(Mutex::new(Vec::new()));
             locks.lock(5, &key("r"), LockMode::Exclusive).unwrap();
             let (l2, log2) = (locks.clone(), log.clone());
@@ -436,7 +562,7 @@ mod tests {
     #[test]
     fn grants_follow_arrival_order_without_barging() {
         let order = Sim::run(SimConfig::default(), |rt| {
-            let locks = Arc::new(LockManager::new());
+            let locks = Arc::new(Locks::new());
             let log = Arc::new(Mutex::new(Vec::new()));
             locks.lock(1, &key("r"), LockMode::Shared).unwrap();
             let mut tasks = Vec::new();
@@ -468,7 +594,59 @@ mod tests {
         assert_eq!(order, vec![2, 3, 4]);
     }
 
-    fn rt_sleep_and_release(locks: &LockManager, txn: u64) {
+    /// Keys on `n` different shards (LOCK-8).
+    fn keys_on_distinct_shards(locks: &Locks, n: usize) -> Vec<LockKey> {
+        let mut seen = Vec::new();
+        let mut keys = Vec::new();
+        for i in 0.. {
+            let k = key(&format!("row{i}"));
+            let shard: *const Mutex<Shard> = locks.manager.shard_of(&k);
+            if !seen.contains(&shard) {
+                seen.push(shard);
+                keys.push(k);
+            }
+            if keys.len() == n {
+                break;
+            }
+        }
+        keys
+    }
+
+    /// LOCK-9: a cycle through rows of three shards is found, though each
+    /// wait saw only its own shard's rows; and a failure wakes the waiters
+    /// of every shard.
+    #[test]
+    fn a_cycle_across_shards_is_refused_and_a_failure_wakes_every_shard() {
+        Sim::run(SimConfig::default(), |rt| {
+            let locks = Arc::new(Locks::new());
+            let k = keys_on_distinct_shards(&locks, 3);
+            for (txn, row) in [(1, &k[0]), (2, &k[1]), (3, &k[2])] {
+                locks.lock(txn, row, LockMode::Exclusive).unwrap();
+            }
+            // 1 waits for 2, 2 waits for 3 ...
+            let mut waiters = Vec::new();
+            for (txn, row) in [(1, k[1].clone()), (2, k[2].clone())] {
+                let locks = locks.clone();
+                waiters
+                    .push(rt.spawn("waiter", move || locks.lock(txn, &row, LockMode::Exclusive)));
+                rt.sleep(1_000);
+            }
+            // ... so 3 waiting for 1 closes the cycle.
+            let err = locks.lock(3, &k[0], LockMode::Exclusive).unwrap_err();
+            assert!(matches!(err, Error::Deadlock { txn: 3 }), "{err}");
+            assert_eq!(locks.stats().deaths, 1);
+            locks.manager.fail("the log device failed");
+            for waiter in waiters {
+                let err = waiter.join().unwrap_err();
+                assert!(matches!(err, Error::LogFailed(_)), "{err}");
+            }
+            let err = locks.lock(4, &key("new"), LockMode::Shared).unwrap_err();
+            assert!(matches!(err, Error::LogFailed(_)), "{err}");
+        })
+        .unwrap();
+    }
+
+    fn rt_sleep_and_release(locks: &Locks, txn: u64) {
         flashlab_runtime::Rt::current().sleep(1_000);
         locks.release_all(txn);
     }

@@ -33,7 +33,7 @@ use flashlab_runtime::Rt;
 use crate::db::access::{LogCtx, TreeRef};
 use crate::db::{Inner, Table};
 use crate::error::{Error, Result};
-use crate::lock::{LockKey, LockMode};
+use crate::lock::{HeldLocks, LockKey, LockMode};
 use crate::mvcc::Isolation;
 use crate::mvcc::rollback::Reclaim;
 use crate::row::{StoredRow, Value, VersionHeader, prefix_end};
@@ -66,6 +66,8 @@ pub struct Transaction {
     segment: Option<usize>,
     last_lsn: u64,
     undo: Vec<UndoEntry>,
+    /// The rows it locked, released at its end (LOCK-3).
+    held: HeldLocks,
     active: bool,
 }
 
@@ -81,6 +83,7 @@ impl Transaction {
             segment: None,
             last_lsn: 0,
             undo: Vec::new(),
+            held: HeldLocks::new(),
             active: true,
         }
     }
@@ -122,9 +125,9 @@ impl Transaction {
         }
     }
 
-    fn lock(&self, table: &Table, key: &[u8], mode: LockMode) -> Result<()> {
+    fn lock(&mut self, table: &Table, key: &[u8], mode: LockMode) -> Result<()> {
         let lock_key: LockKey = (table.def.id, key.to_vec());
-        self.db.locks.lock(self.id, &lock_key, mode)
+        self.db.locks.lock(self.id, &mut self.held, &lock_key, mode)
     }
 
     fn tree(table: &Table) -> TreeRef {
@@ -806,7 +809,7 @@ impl Transaction {
             (None, true) => db.versions.end_read_only(self.id),
             (None, false) => db.versions.end_aborted(self.id),
         }
-        db.locks.release_all(self.id);
+        db.locks.release_all(self.id, &mut self.held);
         db.versions.release_snapshot(self.snapshot_ts);
     }
 

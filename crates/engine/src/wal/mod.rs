@@ -108,6 +108,14 @@
 //!     next heir spins (yielding) for up to `FLUSH_HEIR_SPIN_NS` before it
 //!     sleeps; `woken` is set under the lock before every notify, so a
 //!     spinning waiter misses no wake-up.
+//! 12. Whether the log has failed, and the horizon for full-page images,
+//!     are also kept in atomics, stored under the state's lock in the same
+//!     critical section that changes them; readers that only look at them
+//!     (every mini-transaction, every new transaction) take no lock. A task
+//!     that locked the state after a failure therefore sees the failure in
+//!     the atomic too, so WAL-4 holds for a check without the lock; a
+//!     horizon read without the lock is confirmed under it by the append
+//!     (`append_for_horizon`).
 //!
 //! [`Device::forget`]: flashlab_devices::Device::forget
 
@@ -470,6 +478,11 @@ pub struct Wal {
     /// Test-only: put issue 10's defect 5 back (see
     /// [`Wal::reintroduce_master_failure_race`]).
     old_master_race: std::sync::atomic::AtomicBool,
+    /// Copies of `LogState::failed.is_some()` and `image_horizon_lsn`,
+    /// stored under the state's lock where those change, so that the hot
+    /// paths that only read them take no lock (WAL-12).
+    failed_seen: std::sync::atomic::AtomicBool,
+    image_horizon_seen: std::sync::atomic::AtomicU64,
 }
 
 /// See [`Wal::on_failure`].
@@ -526,7 +539,7 @@ impl Wal {
         // Every page's first change in a new database is an image: until
         // the first checkpoint, nothing else could repair a torn page.
         if wal.config.page_images {
-            wal.state.lock().image_horizon_lsn = first;
+            wal.set_image_horizon(&mut wal.state.lock(), first);
         }
         wal.write_master(0, first)?;
         Ok(wal)
@@ -572,11 +585,12 @@ impl Wal {
             device.flush()?;
         }
         let wal = Wal::new(device, config, layout, master, end, tail)?;
-        wal.state.lock().image_horizon_lsn = if wal.config.page_images {
+        let horizon = if wal.config.page_images {
             master.checkpoint_lsn.max(master.start_lsn)
         } else {
             0
         };
+        wal.set_image_horizon(&mut wal.state.lock(), horizon);
         Ok(wal)
     }
 
@@ -630,6 +644,8 @@ impl Wal {
             failure_hooks: std::sync::Mutex::new(Vec::new()),
             forgotten_lsn: std::sync::atomic::AtomicU64::new(master.start_lsn),
             old_master_race: std::sync::atomic::AtomicBool::new(false),
+            failed_seen: std::sync::atomic::AtomicBool::new(false),
+            image_horizon_seen: std::sync::atomic::AtomicU64::new(0),
         });
         wal.check_state(&wal.state.lock());
         Ok(wal)
@@ -713,7 +729,24 @@ impl Wal {
     /// The horizon for full-page images now: a page whose LSN is at or
     /// below it needs one at its next change (0: none needed).
     pub fn image_horizon(&self) -> u64 {
-        self.state.lock().image_horizon_lsn
+        self.image_horizon_seen
+            .load(std::sync::atomic::Ordering::Acquire)
+    }
+
+    /// Move the horizon for full-page images, under the state's lock.
+    fn set_image_horizon(&self, st: &mut LogState, lsn: u64) {
+        st.image_horizon_lsn = lsn;
+        self.image_horizon_seen
+            .store(lsn, std::sync::atomic::Ordering::Release);
+    }
+
+    /// Enter the failed state under the state's lock (WAL-4); the first
+    /// reason stays. Returns it.
+    fn record_failure(&self, st: &mut LogState, why: &str) -> String {
+        let first = st.failed.get_or_insert_with(|| why.to_string()).clone();
+        self.failed_seen
+            .store(true, std::sync::atomic::Ordering::SeqCst);
+        first
     }
 
     /// Append a commit record whose commit timestamp `clock` hands out
@@ -868,7 +901,8 @@ impl Wal {
         let (begin_lsn, _) = self.append(0, 0, Body::CheckpointBegin)?;
         let mut st = self.state.lock();
         if self.config.page_images {
-            st.image_horizon_lsn = st.image_horizon_lsn.max(begin_lsn);
+            let horizon = st.image_horizon_lsn.max(begin_lsn);
+            self.set_image_horizon(&mut st, horizon);
         }
         // Records appended after the begin record are seen by analysis; take
         // the table as of the begin record by ignoring them.
@@ -1035,9 +1069,8 @@ impl Wal {
             (result, _) => result,
         };
         if let Err(e) = result {
-            st.failed.get_or_insert_with(|| e.to_string()); // WAL-4
+            let why = self.record_failure(&mut st, &e.to_string()); // WAL-4
             st.flushing = false;
-            let why = st.failed.clone().unwrap_or_default();
             drop(st);
             self.failed_now(&why);
             return Err(Error::LogFailed(e.to_string()));
@@ -1215,6 +1248,11 @@ impl Wal {
 
     /// True once a write or flush has failed (WAL-4).
     pub fn failed(&self) -> Option<String> {
+        // Set under the state's lock with the failure itself: whoever
+        // locked the state after the failure sees it here too.
+        if !self.failed_seen.load(std::sync::atomic::Ordering::SeqCst) {
+            return None;
+        }
         self.state.lock().failed.clone()
     }
 
@@ -1286,7 +1324,7 @@ impl Wal {
                 drop(st);
                 st = self.state.lock();
             }
-            st.failed.get_or_insert_with(|| why.clone()); // WAL-4, before the role is seen free
+            self.record_failure(&mut st, &why); // WAL-4, before the role is seen free
             drop(st);
             self.failed_now(&why);
             return Err(Error::LogFailed(why));
@@ -1349,7 +1387,7 @@ impl Wal {
     /// recovery at the next open finishes their work.
     pub fn fail(&self, why: String) -> Error {
         let mut st = self.state.lock();
-        let first = st.failed.get_or_insert_with(|| why.clone()).clone();
+        let first = self.record_failure(&mut st, &why);
         drop(st);
         self.failed_now(&first);
         Error::LogFailed(why)
