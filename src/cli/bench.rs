@@ -129,6 +129,11 @@ pub struct Args {
     /// Commit delay in microseconds.
     #[arg(long, default_value_t = 0)]
     commit_delay_us: u64,
+    /// Release a committing transaction's row locks once its commit record
+    /// is appended, before the log force (as InnoDB does). Off by default,
+    /// as the papers' servers are modelled.
+    #[arg(long)]
+    early_lock_release: bool,
     /// Run in the real world on files in a fresh subdirectory of DIR.
     #[arg(long)]
     real: Option<PathBuf>,
@@ -315,6 +320,7 @@ fn options(args: &Args) -> anyhow::Result<BenchOptions> {
             other => bail!("--isolation '{other}' must be read-committed or snapshot"),
         },
         commit_delay_ns: args.commit_delay_us * 1_000,
+        early_lock_release: args.early_lock_release,
         real_dir: args.real.clone(),
         keep: args.keep,
         acks: args.acks.clone(),

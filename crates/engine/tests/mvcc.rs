@@ -466,3 +466,82 @@ fn an_aged_rollback_space_scatters_extents_and_keeps_every_version() {
         assert_eq!(stats.extents_in_use, stats.extents_allocated, "{stats:?}");
     });
 }
+
+/// When the second writer of a row gets its lock, and what it and a reader
+/// see, while the first writer's commit waits for a slow log force.
+struct HandOff {
+    first_commit_returned_ns: u64,
+    second_locked_ns: u64,
+    /// What a reader saw during the first writer's force.
+    read_during_force: i64,
+    /// The row after both commits.
+    last: i64,
+}
+
+fn hand_off(early_lock_release: bool) -> HandOff {
+    sim(7, move |rt| {
+        // A disk log: a force takes milliseconds.
+        let mut config = DbConfig::simple("memory", "hdd-2008", 4096, 64 * 4096);
+        config.mvcc.page_bytes = 4096;
+        config.mvcc.extent_bytes = 64 * 1024;
+        config.wal.early_lock_release = early_lock_release;
+        // An update changes the latest version, as TPC-B's do.
+        config.mvcc.isolation = flashlab_engine::mvcc::Isolation::ReadCommitted;
+        let db = Database::open(&config).unwrap();
+        let t = db.create_table(TableSpec::bytes("row")).unwrap();
+        let mut txn = db.begin().unwrap();
+        txn.put(&t, b"r", &100i64.to_le_bytes()).unwrap();
+        txn.commit().unwrap();
+        let add = |v: &[u8]| (money(v) + 1).to_le_bytes().to_vec();
+        let (db1, t1) = (db.clone(), t.clone());
+        let first = rt.spawn("first", move || {
+            let mut txn = db1.begin().unwrap();
+            txn.update(&t1, b"r", add).unwrap();
+            txn.commit().unwrap();
+            Rt::current().now_ns()
+        });
+        // The first writer is in its commit's force now.
+        rt.sleep(200_000);
+        let mut reader = db.begin().unwrap();
+        let read_during_force = money(&reader.get(&t, b"r").unwrap().unwrap());
+        reader.commit().unwrap();
+        let mut second = db.begin().unwrap();
+        second.update(&t, b"r", add).unwrap();
+        let second_locked_ns = rt.now_ns();
+        second.commit().unwrap();
+        let first_commit_returned_ns = first.join();
+        let mut check = db.begin().unwrap();
+        let last = money(&check.get(&t, b"r").unwrap().unwrap());
+        check.commit().unwrap();
+        HandOff {
+            first_commit_returned_ns,
+            second_locked_ns,
+            read_during_force,
+            last,
+        }
+    })
+}
+
+/// DB-7: with early lock release the next writer takes the row while the
+/// first commit's force is still running and builds on its value, yet a
+/// reader does not see that value before it is durable; without it, the
+/// next writer waits for the force.
+#[test]
+fn early_lock_release_hands_a_row_on_before_the_force_but_readers_wait() {
+    let early = hand_off(true);
+    assert!(
+        early.second_locked_ns < early.first_commit_returned_ns,
+        "the second writer got the row at {} ns, after the first commit returned at {} ns",
+        early.second_locked_ns,
+        early.first_commit_returned_ns
+    );
+    assert_eq!(
+        early.read_during_force, 100,
+        "a reader saw a change not yet durable"
+    );
+    assert_eq!(early.last, 102);
+    let held = hand_off(false);
+    assert!(held.second_locked_ns >= held.first_commit_returned_ns);
+    assert_eq!(held.read_during_force, 100);
+    assert_eq!(held.last, 102);
+}

@@ -88,6 +88,9 @@ pub struct BenchOptions {
     /// update waits for a row's lock and then changes its latest version.
     pub isolation: flashlab_engine::mvcc::Isolation,
     pub commit_delay_ns: u64,
+    /// Release row locks at the commit record's append, before the force
+    /// (DB-7; off, as the papers' servers are modelled).
+    pub early_lock_release: bool,
     pub real_dir: Option<PathBuf>,
     /// Real world: keep the database in `real_dir` itself, and continue on
     /// the one already there (recovering it) instead of a fresh one.
@@ -168,6 +171,7 @@ impl Default for BenchOptions {
             durability: Durability::Sync,
             isolation: flashlab_engine::mvcc::Isolation::ReadCommitted,
             commit_delay_ns: 0,
+            early_lock_release: false,
             page_images: true,
             log_bytes: None,
             real_dir: None,
@@ -605,6 +609,7 @@ fn db_config(options: &BenchOptions) -> DbConfig {
     config.wal.durability = options.durability;
     config.mvcc.isolation = options.isolation;
     config.wal.commit_delay_ns = options.commit_delay_ns;
+    config.wal.early_lock_release = options.early_lock_release;
     config.wal.page_images = options.page_images;
     if options.log_bytes.is_some() {
         config.log.capacity_bytes = options.log_bytes;

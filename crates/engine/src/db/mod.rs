@@ -19,11 +19,13 @@
 //!
 //! Invariants (DB-n):
 //! 1. A tree is changed only under its latch held exclusive, one
-//!    mini-transaction at a time; it is read under its latch held shared.
+//!    mini-transaction at a time, or as a one-leaf change (6); it is read
+//!    under its latch held shared.
 //! 2. A transaction's records are chained by `prev_lsn`; its in-memory undo
 //!    list holds exactly its update records not yet compensated.
 //! 3. A commit returns only after its commit record is durable (sync
-//!    durability), and its locks are released only after that.
+//!    durability), and its locks are released only after that, unless
+//!    early lock release is on (7).
 //! 4. After a log failure, no transaction commits until recovery.
 //! 5. No tree latch is held across a device read, a victim's write-back or
 //!    a log force: tree operations run their mini-transactions without I/O
@@ -37,6 +39,23 @@
 //!    before-image, or one larger than the new row, may fetch its page
 //!    under the latch; and an operation restarted `RESTARTS_MAX` times runs
 //!    with I/O.
+//! 6. A row change made under its row lock first runs under the tree's
+//!    latch held *shared*, as a change of one leaf: the leaf's own latch
+//!    (one of `LEAF_LATCH_STRIPES`) is taken and the leaf read again under
+//!    it; a change that needs a second page, an allocation or a free starts
+//!    over under the exclusive latch, reusing the value `decide` made
+//!    (MTR-12). Two one-leaf changes of one leaf never overlap, and none
+//!    overlaps a change under the exclusive latch.
+//! 7. With early lock release (`wal.early_lock_release`, off by default),
+//!    a committing transaction releases its row locks once its commit
+//!    record is appended, before the force. Whoever takes a row next
+//!    appends its own commit record later in the log, so it is durable
+//!    only if the first one is; readers still see a commit only once it is
+//!    durable (MVCC), so no reader sees a change that a crash could take
+//!    away. If the force fails the database fails (4): the next holders
+//!    may have changed the rows, but none of them commits before recovery,
+//!    which decides from the log alone. Not used with In-Page Logging
+//!    spaces, whose commits wait for a force marker (IPL-13).
 
 mod access;
 pub mod catalog;
@@ -248,6 +267,12 @@ impl Inner {
     /// the work. Returns the error to report.
     pub fn fail(&self, why: String) -> Error {
         self.wal.fail(why)
+    }
+
+    /// True if commits release their row locks before the force (DB-7).
+    pub fn releases_locks_early(&self) -> bool {
+        self.config.wal.early_lock_release
+            && !self.spaces.iter().any(|space| space.store.wants_updates())
     }
 
     /// Refuse work after a log failure (DB-4).

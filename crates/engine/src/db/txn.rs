@@ -753,7 +753,14 @@ impl Transaction {
         let result = db
             .wal
             .append_commit(self.id, self.last_lsn, &db.versions)
-            .and_then(|(ts, _, end)| db.wal.commit_wait(end).map(|()| (ts, end)));
+            .and_then(|(ts, _, end)| {
+                if db.releases_locks_early() {
+                    // DB-7: the commit record is in the log, ahead of any
+                    // record a next holder of these rows appends.
+                    db.locks.release_all(self.id, &mut self.held);
+                }
+                db.wal.commit_wait(end).map(|()| (ts, end))
+            });
         match result {
             Ok((commit_ts, end)) => {
                 // In-Page Logging: the commit is acknowledged (and made
