@@ -289,6 +289,21 @@ impl Condvar {
         mutex.lock()
     }
 
+    /// Release the guard's lock and wait for a notification, without taking
+    /// the lock again: for a waiter whose waker leaves it all it needs to
+    /// know (in atomics set before the notification), so that a crowd of
+    /// woken waiters does not queue on the lock only to leave.
+    pub fn wait_released<T>(&self, guard: MutexGuard<'_, T>) {
+        let rt = Rt::current();
+        let waiter = Waiter::current(&rt);
+        self.waiters
+            .lock()
+            .expect("condvar")
+            .push_back(waiter.clone());
+        drop(guard);
+        waiter.wait(&rt);
+    }
+
     /// Like [`Condvar::wait`], but give up at `deadline_ns`. The boolean is
     /// true when the wait timed out without a notification.
     pub fn wait_until<'a, T>(

@@ -107,9 +107,11 @@
 //!     failure wakes everyone and hands nothing. In the real world the
 //!     next heir spins (yielding) for up to `FLUSH_HEIR_SPIN_NS` before it
 //!     sleeps; `woken` is set under the lock before every notify, so a
-//!     spinning waiter misses no wake-up.
-//! 12. Whether the log has failed, and the horizon for full-page images,
-//!     are also kept in atomics, stored under the state's lock in the same
+//!     spinning waiter misses no wake-up. A waiter woken because the log
+//!     is durable past its LSN (`covered`, set with `woken`) returns
+//!     without taking the lock again.
+//! 12. Whether the log has failed, the horizon for full-page images and
+//!     the durable end of the log are also kept in atomics, stored under the state's lock in the same
 //!     critical section that changes them; readers that only look at them
 //!     (every mini-transaction, every new transaction) take no lock. A task
 //!     that locked the state after a failure therefore sees the failure in
@@ -430,6 +432,9 @@ struct FlushSlot {
     /// Set, under the log's lock, before `wake` is notified: a waiter that
     /// spins instead of sleeping sees it (see [`Wal::wait_flush`]).
     woken: std::sync::atomic::AtomicBool,
+    /// Set with `woken` when the log is durable past the waiter's LSN: it
+    /// returns without taking the log's lock again.
+    covered: std::sync::atomic::AtomicBool,
 }
 
 /// Hands out commit timestamps in log order (see [`Wal::append_commit`]).
@@ -491,6 +496,8 @@ pub struct Wal {
     /// paths that only read them take no lock (WAL-12).
     failed_seen: std::sync::atomic::AtomicBool,
     image_horizon_seen: std::sync::atomic::AtomicU64,
+    /// A copy of `LogState::flushed_lsn`, likewise (WAL-12).
+    flushed_seen: std::sync::atomic::AtomicU64,
 }
 
 /// See [`Wal::on_failure`].
@@ -654,6 +661,7 @@ impl Wal {
             old_master_race: std::sync::atomic::AtomicBool::new(false),
             failed_seen: std::sync::atomic::AtomicBool::new(false),
             image_horizon_seen: std::sync::atomic::AtomicU64::new(0),
+            flushed_seen: std::sync::atomic::AtomicU64::new(end.end_lsn),
         });
         wal.check_state(&wal.state.lock());
         Ok(wal)
@@ -1025,7 +1033,10 @@ impl Wal {
                 break;
             }
             // A force is in flight: wait for it, covered or not.
-            (st, granted) = self.wait_flush(st, lsn);
+            match self.wait_flush(st, lsn) {
+                Some(woken) => (st, granted) = woken,
+                None => return Ok(()), // covered
+            }
         }
         st.flushing = true; // WAL-2: we are the flusher
         drop(st);
@@ -1086,6 +1097,8 @@ impl Wal {
         st.flushing = false;
         assert!(write_end <= st.end_lsn, "WAL-1");
         st.flushed_lsn = write_end;
+        self.flushed_seen
+            .store(write_end, std::sync::atomic::Ordering::Release);
         st.last_write_end_lsn = write_end;
         let keep_from = self.layout.sector_lsn(self.layout.sector_of(write_end));
         let drained = (keep_from - st.buf_start_lsn) as usize;
@@ -1112,11 +1125,17 @@ impl Wal {
     /// (the first one the force in flight does not cover) first spins for
     /// up to [`FLUSH_HEIR_SPIN_NS`], yielding, before it sleeps: a sleeping
     /// heir must be woken by the kernel before the next force can start.
+    ///
+    /// `None` when the waiter was woken because the log is durable past
+    /// `lsn`: it returns without taking the log's lock again (after a
+    /// force, every covered committer would otherwise queue on the lock
+    /// just to see that). Otherwise the lock again, and whether the
+    /// flusher role was handed over.
     fn wait_flush<'a>(
         &'a self,
         mut st: flashlab_runtime::MutexGuard<'a, LogState>,
         lsn: u64,
-    ) -> (flashlab_runtime::MutexGuard<'a, LogState>, bool) {
+    ) -> Option<(flashlab_runtime::MutexGuard<'a, LogState>, bool)> {
         use std::sync::atomic::Ordering;
         let slot = Arc::new(FlushSlot::default());
         st.flush_waiters.push_back((lsn, slot.clone()));
@@ -1133,11 +1152,14 @@ impl Wal {
             }
             st = self.state.lock();
             if slot.woken.load(Ordering::Acquire) {
-                return (st, slot.granted.load(Ordering::Acquire));
+                return Some((st, slot.granted.load(Ordering::Acquire)));
             }
         }
-        let st = slot.wake.wait(st);
-        (st, slot.granted.load(Ordering::Acquire))
+        slot.wake.wait_released(st);
+        if slot.covered.load(Ordering::Acquire) {
+            return None;
+        }
+        Some((self.state.lock(), slot.granted.load(Ordering::Acquire)))
     }
 
     /// The flusher role is free (WAL-11): wake the waiters the log now
@@ -1154,6 +1176,7 @@ impl Wal {
         let mut handed = false;
         st.flush_waiters.retain(|(lsn, slot)| {
             if failed || *lsn <= flushed {
+                slot.covered.store(!failed, Ordering::Release);
                 slot.woken.store(true, Ordering::Release);
                 slot.wake.notify_one();
                 return false;
@@ -1242,7 +1265,9 @@ impl Wal {
     }
 
     pub fn flushed_lsn(&self) -> u64 {
-        self.state.lock().flushed_lsn
+        // Stored after the flush, under the lock (WAL-12): never ahead of
+        // what is durable.
+        self.flushed_seen.load(std::sync::atomic::Ordering::Acquire)
     }
 
     /// The oldest LSN recovery may need (the durable master's log start).
@@ -1295,7 +1320,10 @@ impl Wal {
             if granted || !st.flushing {
                 break;
             }
-            (st, granted) = self.wait_flush(st, u64::MAX);
+            // Never covered: no force makes the log durable past u64::MAX.
+            (st, granted) = self
+                .wait_flush(st, u64::MAX)
+                .unwrap_or_else(|| (self.state.lock(), false));
         }
         assert!(
             start_lsn <= st.flushed_lsn.max(self.layout.first_lsn()),
