@@ -889,6 +889,30 @@ fn workload_options(options: &BenchOptions) -> WorkloadOptions {
     }
 }
 
+/// What a report calls a device: the preset in the simulated world; in the
+/// real world the database directory's file (an In-Page Logging space is
+/// raw NAND of the preset's geometry kept in its file).
+fn device_named(
+    options: &BenchOptions,
+    world: &str,
+    preset: &str,
+    file: &str,
+    nand: bool,
+) -> String {
+    let Some(dir) = options.real_dir.as_ref().filter(|_| world == "real") else {
+        return preset.to_string();
+    };
+    let dir = match options.keep {
+        true => dir.clone(),
+        false => fresh_dir(dir),
+    };
+    let path = dir.join(file);
+    match nand {
+        true => format!("file {} as raw NAND of {preset}'s geometry", path.display()),
+        false => format!("file {}", path.display()),
+    }
+}
+
 fn run_on(
     db: &Database,
     options: &BenchOptions,
@@ -1017,8 +1041,14 @@ fn report(
         clients: r.clients,
         cores: options.cores,
         cpu_ghz: options.cpu_ghz,
-        log_device: options.log_device.clone(),
-        data_device: options.data_device.clone(),
+        log_device: device_named(options, world, &options.log_device, "log.wal", false),
+        data_device: device_named(
+            options,
+            world,
+            &options.data_device,
+            "data.data",
+            options.data_store == Some(flashlab_engine::store::StoreKind::Ipl),
+        ),
         durability: options.durability.as_str().into(),
         duration_s: r.measured_s,
         committed: r.committed,
