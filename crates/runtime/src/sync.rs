@@ -277,15 +277,8 @@ impl Condvar {
 
     /// Release the guard's lock, wait for a notification, re-acquire.
     pub fn wait<'a, T>(&self, guard: MutexGuard<'a, T>) -> MutexGuard<'a, T> {
-        let rt = Rt::current();
-        let waiter = Waiter::current(&rt);
-        self.waiters
-            .lock()
-            .expect("condvar")
-            .push_back(waiter.clone());
         let mutex = guard.mutex();
-        drop(guard);
-        waiter.wait(&rt);
+        self.wait_released(guard);
         mutex.lock()
     }
 
@@ -294,14 +287,21 @@ impl Condvar {
     /// know (in atomics set before the notification), so that a crowd of
     /// woken waiters does not queue on the lock only to leave.
     pub fn wait_released<T>(&self, guard: MutexGuard<'_, T>) {
+        let (rt, waiter) = self.enqueue();
+        drop(guard);
+        waiter.wait(&rt);
+    }
+
+    /// Queue the current task as a waiter (before its lock is released, so
+    /// no notification is lost).
+    fn enqueue(&self) -> (Rt, Waiter) {
         let rt = Rt::current();
         let waiter = Waiter::current(&rt);
         self.waiters
             .lock()
             .expect("condvar")
             .push_back(waiter.clone());
-        drop(guard);
-        waiter.wait(&rt);
+        (rt, waiter)
     }
 
     /// Like [`Condvar::wait`], but give up at `deadline_ns`. The boolean is
@@ -311,12 +311,7 @@ impl Condvar {
         guard: MutexGuard<'a, T>,
         deadline_ns: u64,
     ) -> (MutexGuard<'a, T>, bool) {
-        let rt = Rt::current();
-        let waiter = Waiter::current(&rt);
-        self.waiters
-            .lock()
-            .expect("condvar")
-            .push_back(waiter.clone());
+        let (rt, waiter) = self.enqueue();
         let mutex = guard.mutex();
         drop(guard);
         let notified = waiter.wait_until(&rt, deadline_ns);
