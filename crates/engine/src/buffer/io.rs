@@ -158,7 +158,7 @@ impl Core {
     }
 
     pub(super) fn space_of(&self, id: PageId) -> Result<Arc<Space>> {
-        self.meta.lock().space(id.space).ok_or_else(|| {
+        self.spaces.read().get(&id.space).cloned().ok_or_else(|| {
             Error::Invalid(format!(
                 "page {id}: space {} is not registered with the buffer pool of {}-byte pages",
                 id.space, self.page_bytes

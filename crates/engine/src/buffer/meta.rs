@@ -17,7 +17,7 @@ use crate::store::PageStore;
 
 use super::BufferStats;
 use super::table::{Entry, Hot, ShardMap};
-use crate::page::{PageId, SpaceId};
+use crate::page::PageId;
 
 /// Sweeps of the CLOCK hand over every frame before a miss gives up: the
 /// first sweep may do nothing but clear reference bits.
@@ -162,7 +162,6 @@ pub(super) struct Meta {
     /// The dirty frames as (rec_lsn, page, frame), oldest change first
     /// (BUF-12).
     dirty_by_age: BTreeSet<(u64, PageId, usize)>,
-    spaces: BTreeMap<SpaceId, Arc<Space>>,
     hand: usize,
     pub(super) stats: BufferStats,
     /// Run [`Meta::check`] after every state change (the simulated world
@@ -177,7 +176,6 @@ impl Meta {
             table: BTreeMap::new(),
             hot,
             dirty_by_age: BTreeSet::new(),
-            spaces: BTreeMap::new(),
             hand: 0,
             stats: BufferStats::default(),
             checking,
@@ -328,24 +326,6 @@ impl Meta {
     /// The frame holding `id`, if any.
     pub(super) fn lookup(&self, id: PageId) -> Option<usize> {
         self.hot.shard(id).get(&id).map(|entry| entry.frame)
-    }
-
-    pub(super) fn space(&self, space: SpaceId) -> Option<Arc<Space>> {
-        self.spaces.get(&space).cloned()
-    }
-
-    /// Register a space; false if the id is taken.
-    pub(super) fn add_space(&mut self, space: SpaceId, entry: Space) -> bool {
-        if self.spaces.contains_key(&space) {
-            return false;
-        }
-        self.spaces.insert(space, Arc::new(entry));
-        true
-    }
-
-    /// Every registered space, by id.
-    pub(super) fn spaces(&self) -> Vec<Arc<Space>> {
-        self.spaces.values().cloned().collect()
     }
 
     /// Run the CLOCK hand: skip pinned and busy frames, give referenced

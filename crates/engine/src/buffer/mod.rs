@@ -124,6 +124,7 @@ mod table;
 mod tests;
 mod writer;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use flashlab_devices::DeviceRef;
@@ -209,6 +210,10 @@ struct Core {
     /// unpin touch, without the metadata lock (BUF-14, BUF-15). The
     /// metadata holds the same.
     hot: Arc<Hot>,
+    /// The registered spaces, read by every miss and change, written by a
+    /// registration: readers share the lock, and it is apart from the
+    /// metadata lock.
+    spaces: RwLock<BTreeMap<SpaceId, Arc<Space>>>,
     /// Run the whole check after an unpin too (as [`Meta::checking`]).
     checking: bool,
     /// Notified whenever a frame's load, write-back or eviction ends.
@@ -242,6 +247,7 @@ impl BufferPool {
                 page_bytes,
                 meta: Mutex::new(Meta::new(frames, hot.clone(), checking)),
                 hot,
+                spaces: RwLock::new(BTreeMap::new()),
                 checking,
                 changed: Condvar::new(),
                 data: (0..frames).map(|_| RwLock::new(Vec::new())).collect(),
@@ -337,12 +343,14 @@ impl BufferPool {
             logged,
             last_miss: std::sync::atomic::AtomicU64::new(read_ahead::NO_MISS),
         };
-        if !self.core.meta.lock().add_space(space, entry) {
+        let mut spaces = self.core.spaces.write();
+        if spaces.contains_key(&space) {
             return Err(Error::Invalid(format!(
                 "space {space} ('{name}') is already registered with the buffer pool of {}-byte pages",
                 self.core.page_bytes
             )));
         }
+        spaces.insert(space, Arc::new(entry));
         Ok(())
     }
 
