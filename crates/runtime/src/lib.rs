@@ -48,7 +48,7 @@ pub use real::RealRuntime;
 pub use sim::{Sim, SimConfig, SimError, SimOutcome, SimReport};
 pub use sync::{
     Condvar, Latch, LatchGuard, Mutex, MutexGuard, Receiver, RwLatch, RwLatchReadGuard,
-    RwLatchWriteGuard, Sender, channel,
+    RwLatchWriteGuard, RwLock, RwLockReadGuard, RwLockWriteGuard, Sender, channel,
 };
 
 pub(crate) use park::Waker;

@@ -1,6 +1,6 @@
 //! Waiting primitives that work in both worlds.
 //!
-//! [`Mutex`], [`Condvar`], a bounded [`channel`] and a one-shot slot, all
+//! [`Mutex`], [`RwLock`], [`Condvar`], a bounded [`channel`] and a one-shot slot, all
 //! built on park/unpark of the current [`Rt`]. In the simulated world a task
 //! that waits hands the baton to the next task; in the real world it parks
 //! its OS thread. Each primitive keeps its waiters in FIFO order, so the
@@ -715,6 +715,114 @@ impl Drop for RwLatchWriteGuard<'_> {
     fn drop(&mut self) {
         if self.real.take().is_none() {
             self.latch.release_simulated(true);
+        }
+    }
+}
+
+/// A reader-writer lock over a value: any number of shared guards, or one
+/// exclusive guard. The worlds differ in fairness, not in meaning (SYNC-4),
+/// as for [`RwLatch`], whose simulated queue it uses: FIFO grants in the
+/// simulated world; a `parking_lot` `RwLock` (barging, a short spin, then
+/// park) in the real world. In the simulated world the value's own
+/// `parking_lot` lock is taken only once the latch granted the request, so
+/// it never waits (SYNC-2).
+#[derive(Default)]
+pub struct RwLock<T> {
+    /// The simulated world's queue (its `real` half is unused).
+    latch: RwLatch,
+    data: parking_lot::RwLock<T>,
+}
+
+/// A shared hold of an [`RwLock`]; released on drop.
+pub struct RwLockReadGuard<'a, T> {
+    lock: &'a RwLock<T>,
+    data: Option<parking_lot::RwLockReadGuard<'a, T>>,
+    /// Granted through the simulated world's queue.
+    simulated: bool,
+}
+
+/// The exclusive hold of an [`RwLock`]; released on drop.
+pub struct RwLockWriteGuard<'a, T> {
+    lock: &'a RwLock<T>,
+    data: Option<parking_lot::RwLockWriteGuard<'a, T>>,
+    /// Granted through the simulated world's queue.
+    simulated: bool,
+}
+
+impl<T> RwLock<T> {
+    pub fn new(value: T) -> RwLock<T> {
+        RwLock {
+            latch: RwLatch::new(),
+            data: parking_lot::RwLock::new(value),
+        }
+    }
+
+    /// Take the lock shared.
+    pub fn read(&self) -> RwLockReadGuard<'_, T> {
+        let simulated = crate::sim::in_simulated_task();
+        if simulated {
+            self.latch.acquire_simulated(false);
+        }
+        RwLockReadGuard {
+            lock: self,
+            data: Some(self.data.read()),
+            simulated,
+        }
+    }
+
+    /// Take the lock exclusive.
+    pub fn write(&self) -> RwLockWriteGuard<'_, T> {
+        let simulated = crate::sim::in_simulated_task();
+        if simulated {
+            self.latch.acquire_simulated(true);
+        }
+        RwLockWriteGuard {
+            lock: self,
+            data: Some(self.data.write()),
+            simulated,
+        }
+    }
+
+    /// Consume the lock and return its value.
+    pub fn into_inner(self) -> T {
+        self.data.into_inner()
+    }
+}
+
+impl<T> Deref for RwLockReadGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.data.as_ref().expect("guard holds data")
+    }
+}
+
+impl<T> Deref for RwLockWriteGuard<'_, T> {
+    type Target = T;
+    fn deref(&self) -> &T {
+        self.data.as_ref().expect("guard holds data")
+    }
+}
+
+impl<T> DerefMut for RwLockWriteGuard<'_, T> {
+    fn deref_mut(&mut self) -> &mut T {
+        self.data.as_mut().expect("guard holds data")
+    }
+}
+
+impl<T> Drop for RwLockReadGuard<'_, T> {
+    fn drop(&mut self) {
+        self.data = None;
+        if self.simulated {
+            self.lock.latch.release_simulated(false);
+        }
+    }
+}
+
+impl<T> Drop for RwLockWriteGuard<'_, T> {
+    fn drop(&mut self) {
+        self.data = None;
+        if self.simulated {
+            self.lock.latch.release_simulated(true);
         }
     }
 }

@@ -3,7 +3,8 @@
 use std::sync::Arc;
 
 use flashlab_runtime::{
-    Condvar, Mutex, NS_PER_MS, RealRuntime, Rt, Sim, SimConfig, SimError, SimOutcome, channel,
+    Condvar, Mutex, NS_PER_MS, RealRuntime, Rt, RwLock, Sim, SimConfig, SimError, SimOutcome,
+    channel,
 };
 
 fn sim<T: Send + 'static>(cores: u32, seed: u64, f: impl FnOnce(Rt) -> T + Send + 'static) -> T {
@@ -107,6 +108,57 @@ fn mutex_held_across_sleep_loses_no_update_simulated() {
     assert_eq!(value, 80);
     // The lock serialises the sleeps: 80 x 1 us.
     assert_eq!(now, 80_000);
+}
+
+/// `readers` tasks read and `writers` tasks add one to a value under an
+/// [`RwLock`], each holding it across a 1 us sleep; returns the value.
+fn rw_lock_readers_and_writers(rt: &Rt, readers: usize, writers: usize) -> u64 {
+    let value = Arc::new(RwLock::new(0u64));
+    let handles: Vec<_> = (0..readers + writers)
+        .map(|i| {
+            let value = value.clone();
+            let task_rt = rt.clone();
+            rt.spawn(&format!("t{i}"), move || {
+                if i < writers {
+                    let mut guard = value.write();
+                    let seen = *guard;
+                    task_rt.sleep(1_000);
+                    *guard = seen + 1;
+                } else {
+                    let guard = value.read();
+                    task_rt.sleep(1_000);
+                    assert!(*guard <= writers as u64);
+                }
+            })
+        })
+        .collect();
+    for handle in handles {
+        handle.join();
+    }
+    *value.read()
+}
+
+#[test]
+fn rw_lock_readers_share_and_writers_exclude_simulated() {
+    let (value, now) = sim(2, 1, |rt| {
+        let value = rw_lock_readers_and_writers(&rt, 8, 0);
+        (value, rt.now_ns())
+    });
+    // Eight readers hold it together: one sleep of 1 us.
+    assert_eq!((value, now), (0, 1_000));
+    let (value, now) = sim(2, 1, |rt| {
+        let value = rw_lock_readers_and_writers(&rt, 4, 3);
+        (value, rt.now_ns())
+    });
+    // Three writers one after another, then the four readers together.
+    assert_eq!((value, now), (3, 4_000));
+}
+
+#[test]
+fn rw_lock_readers_and_writers_real() {
+    let rt = RealRuntime::new(1);
+    let _enter = RealRuntime::enter(&rt);
+    assert_eq!(rw_lock_readers_and_writers(&rt, 4, 4), 4);
 }
 
 #[test]

@@ -7,7 +7,8 @@
 
 use std::sync::Arc;
 
-use super::meta::{FrameState, Space, Victim, WriteState};
+use super::meta::{FrameState, Space, Victim, Want, WriteState};
+use super::table::Lookup;
 use super::{Core, PageRef};
 use crate::error::{Error, Result};
 use crate::page::{self, PageId};
@@ -47,6 +48,15 @@ pub(super) enum Wait {
 impl Core {
     /// Pin `id`, loading it from `source` on a miss.
     pub(super) fn fetch(self: &Arc<Self>, id: PageId, source: Source) -> Result<PageRef> {
+        // A hit takes only its shard's lock (BUF-15); a page is resident
+        // only in a registered space.
+        if let Lookup::Pinned(frame) = self.hot.pin_if_ready(id) {
+            let page = self.page_ref(frame, id);
+            if source == Source::Zero {
+                self.renew(&page)?;
+            }
+            return Ok(page);
+        }
         let space = self.space_of(id)?;
         let frame = match self.claim(id)? {
             Claim::Resident(frame) => {
@@ -89,14 +99,10 @@ impl Core {
     /// Pin `id` if it is resident and ready; never waits, never does I/O
     /// (a tree operation under its latch, DB-2).
     pub(super) fn fetch_resident(self: &Arc<Self>, id: PageId) -> Option<PageRef> {
-        let mut meta = self.meta.lock();
-        let frame = meta.lookup(id)?;
-        if meta.frames[frame].state != FrameState::Ready {
-            return None;
+        match self.hot.pin_if_ready(id) {
+            Lookup::Pinned(frame) => Some(self.page_ref(frame, id)),
+            Lookup::Busy | Lookup::Absent => None,
         }
-        meta.pin_hit(frame);
-        drop(meta);
-        Some(self.page_ref(frame, id))
     }
 
     /// `fetch(id, Source::Zero)` if it needs no I/O: the page is resident,
@@ -104,17 +110,17 @@ impl Core {
     pub(super) fn fetch_new_no_io(self: &Arc<Self>, id: PageId) -> Result<Option<PageRef>> {
         let space = self.space_of(id)?;
         let mut meta = self.meta.lock();
-        if let Some(frame) = meta.lookup(id) {
-            if meta.frames[frame].state != FrameState::Ready {
-                return Ok(None);
+        match self.hot.pin_if_ready(id) {
+            Lookup::Pinned(frame) => {
+                drop(meta);
+                let page = self.page_ref(frame, id);
+                self.renew(&page)?;
+                return Ok(Some(page));
             }
-            meta.pin_hit(frame);
-            drop(meta);
-            let page = self.page_ref(frame, id);
-            self.renew(&page)?;
-            return Ok(Some(page));
+            Lookup::Busy => return Ok(None),
+            Lookup::Absent => {}
         }
-        match meta.pick_victim() {
+        match meta.pick_victim(Want::CLEAN) {
             Victim::Clean(frame) => {
                 meta.map(frame, id);
                 drop(meta);
@@ -131,10 +137,9 @@ impl Core {
     pub(super) fn make_room(&self) -> Result<()> {
         let mut meta = self.meta.lock();
         loop {
-            match meta.pick_victim() {
+            match meta.pick_victim(Want::ROOM) {
                 Victim::Clean(_) => return Ok(()),
                 Victim::Dirty(frame, old) => {
-                    meta.start_eviction(frame);
                     drop(meta);
                     return self.evict_dirty(frame, old);
                 }
@@ -153,7 +158,7 @@ impl Core {
     }
 
     pub(super) fn space_of(&self, id: PageId) -> Result<Arc<Space>> {
-        self.meta.lock().space(id.space).ok_or_else(|| {
+        self.spaces.read().get(&id.space).cloned().ok_or_else(|| {
             Error::Invalid(format!(
                 "page {id}: space {} is not registered with the buffer pool of {}-byte pages",
                 id.space, self.page_bytes
@@ -166,21 +171,20 @@ impl Core {
     fn claim(&self, id: PageId) -> Result<Claim> {
         let mut meta = self.meta.lock();
         loop {
-            if let Some(frame) = meta.lookup(id) {
-                if meta.frames[frame].state == FrameState::Ready {
-                    meta.pin_hit(frame);
-                    return Ok(Claim::Resident(frame));
+            match self.hot.pin_if_ready(id) {
+                Lookup::Pinned(frame) => return Ok(Claim::Resident(frame)),
+                Lookup::Busy => {
+                    meta = self.changed.wait(meta);
+                    continue;
                 }
-                meta = self.changed.wait(meta);
-                continue;
+                Lookup::Absent => {}
             }
-            match meta.pick_victim() {
+            match meta.pick_victim(Want::MISS) {
                 Victim::Clean(frame) => {
                     meta.map(frame, id);
                     return Ok(Claim::Claimed(frame));
                 }
                 Victim::Dirty(frame, old) => {
-                    meta.start_eviction(frame);
                     drop(meta);
                     self.evict_dirty(frame, old)?;
                     // Someone may have loaded `id` meanwhile (BUF-3): look again.
@@ -201,7 +205,7 @@ impl Core {
 
     /// Fill a Loading frame. Holds only the frame's data lock (BUF-4).
     fn load(&self, frame: usize, id: PageId, space: &Space, source: Source) -> Result<Loaded> {
-        let mut data = self.data[frame].lock();
+        let mut data = self.data[frame].write();
         data.resize(self.page_bytes, 0);
         match source {
             Source::Zero => {
@@ -247,11 +251,11 @@ impl Core {
     /// `fetch_new` of a resident page: allowed only if it is clean and
     /// nobody else holds it; then it starts over as zeros.
     fn renew(&self, page: &PageRef) -> Result<()> {
-        let mut data = self.data[page.frame].lock();
+        let mut data = self.data[page.frame].write();
         {
             let meta = self.meta.lock();
             let f = &meta.frames[page.frame];
-            if f.dirty || f.pins > 1 {
+            if f.dirty || self.hot.pins(page.frame) > 1 {
                 let why = if f.dirty {
                     "has unwritten changes"
                 } else {
@@ -330,12 +334,25 @@ impl Core {
     /// The frame's image, with the version and page LSN it carries noted
     /// atomically with respect to installs (both hold the data lock).
     pub(super) fn copy_for_write(&self, frame: usize) -> Vec<u8> {
-        let data = self.data[frame].lock();
+        let data = self.data[frame].read();
         self.meta.lock().note_copy(frame, page::lsn(&data));
         data.clone()
     }
 
+    /// Drop a pin: one atomic decrement, no lock (BUF-15). A checking
+    /// pool also checks the frame still holds the page, and the whole state.
     pub(super) fn unpin(&self, frame: usize, id: PageId) {
-        self.meta.lock().unpin(frame, id);
+        if self.checking {
+            let meta = self.meta.lock();
+            assert_eq!(
+                meta.frames[frame].page,
+                Some(id),
+                "BUF-1: a pinned frame changed page"
+            );
+            self.hot.unpin(frame);
+            meta.changed();
+        } else {
+            self.hot.unpin(frame);
+        }
     }
 }

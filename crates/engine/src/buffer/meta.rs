@@ -2,20 +2,22 @@
 //! CLOCK hand and the counters.
 //!
 //! Everything here runs under the pool's metadata lock and never blocks
-//! (BUF-4): no I/O, no frame locks, no waits. The page table is a `BTreeMap`
-//! so that iterating it (dirty page table, flush order) is deterministic and
-//! sorted by page id; a hash index beside it answers lookups (a hit is one
-//! probe instead of a walk down the map's nodes), and is never iterated.
+//! (BUF-4): no I/O, no frame data locks, no waits; the only lock taken
+//! under it is a page table shard's (BUF-13). The page table is a
+//! `BTreeMap` so that iterating it (dirty page table, flush order) is
+//! deterministic and sorted by page id; the sharded hash index beside it
+//! (`table.rs`) answers lookups, hits included, and is never iterated in
+//! an order anything depends on. Pins and reference bits live there too,
+//! as atomics (BUF-15).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
 
-use crate::fast_hash::FastHashMap;
-
 use crate::store::PageStore;
 
 use super::BufferStats;
-use crate::page::{PageId, SpaceId};
+use super::table::{Entry, Hot, ShardMap};
+use crate::page::PageId;
 
 /// Sweeps of the CLOCK hand over every frame before a miss gives up: the
 /// first sweep may do nothing but clear reference bits.
@@ -54,9 +56,6 @@ pub(super) enum WriteState {
 pub(super) struct FrameMeta {
     pub(super) page: Option<PageId>,
     pub(super) state: FrameState,
-    pub(super) pins: u32,
-    /// The CLOCK reference bit.
-    pub(super) referenced: bool,
     pub(super) dirty: bool,
     /// LSN of the earliest change not yet written (BUF-7); 0 when clean.
     pub(super) rec_lsn: u64,
@@ -77,8 +76,6 @@ impl FrameMeta {
         FrameMeta {
             page: None,
             state: FrameState::Free,
-            pins: 0,
-            referenced: false,
             dirty: false,
             rec_lsn: 0,
             page_lsn: 0,
@@ -114,11 +111,40 @@ pub(super) struct Space {
     pub(super) last_miss: std::sync::atomic::AtomicU64,
 }
 
+/// What a CLOCK sweep does with the victim it finds.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Want {
+    /// Free a clean victim (unmap its page) for the caller to map.
+    pub(super) take_clean: bool,
+    /// Start the eviction of a dirty victim (state Evicting).
+    pub(super) evict_dirty: bool,
+}
+
+impl Want {
+    /// A miss: a clean frame now, or a dirty victim to write back.
+    pub(super) const MISS: Want = Want {
+        take_clean: true,
+        evict_dirty: true,
+    };
+    /// Make room: write back a dirty victim; leave a clean one be.
+    pub(super) const ROOM: Want = Want {
+        take_clean: false,
+        evict_dirty: true,
+    };
+    /// A clean frame now, or nothing (no I/O).
+    pub(super) const CLEAN: Want = Want {
+        take_clean: true,
+        evict_dirty: false,
+    };
+}
+
 /// The outcome of a CLOCK sweep.
 pub(super) enum Victim {
-    /// A frame that can be reused at once.
+    /// A frame that can be reused at once; with [`Want::take_clean`], it is
+    /// free (its page unmapped).
     Clean(usize),
-    /// A frame whose dirty page must be written back first.
+    /// A frame whose dirty page must be written back first; with
+    /// [`Want::evict_dirty`], it is Evicting.
     Dirty(usize, PageId),
     /// Only frames with I/O in flight are unpinned: wait for one.
     Busy,
@@ -130,12 +156,12 @@ pub(super) enum Victim {
 pub(super) struct Meta {
     pub(super) frames: Vec<FrameMeta>,
     table: BTreeMap<PageId, usize>,
-    /// The same mapping as `table`, for lookups only (BUF-3).
-    frame_of: FastHashMap<PageId, usize>,
+    /// The same mapping as `table` in shards, for lookups (BUF-3, BUF-14),
+    /// and the frames' pins and reference bits (BUF-15).
+    hot: Arc<Hot>,
     /// The dirty frames as (rec_lsn, page, frame), oldest change first
     /// (BUF-12).
     dirty_by_age: BTreeSet<(u64, PageId, usize)>,
-    spaces: BTreeMap<SpaceId, Arc<Space>>,
     hand: usize,
     pub(super) stats: BufferStats,
     /// Run [`Meta::check`] after every state change (the simulated world
@@ -144,13 +170,12 @@ pub(super) struct Meta {
 }
 
 impl Meta {
-    pub(super) fn new(frames: usize, checking: bool) -> Meta {
+    pub(super) fn new(frames: usize, hot: Arc<Hot>, checking: bool) -> Meta {
         Meta {
             frames: (0..frames).map(|_| FrameMeta::free()).collect(),
             table: BTreeMap::new(),
-            frame_of: FastHashMap::default(),
+            hot,
             dirty_by_age: BTreeSet::new(),
-            spaces: BTreeMap::new(),
             hand: 0,
             stats: BufferStats::default(),
             checking,
@@ -167,19 +192,33 @@ impl Meta {
                 self.frames.len()
             ));
         }
-        if self.frame_of.len() != self.table.len() {
+        let mut sharded = 0;
+        let mut shard_error = None;
+        self.hot.for_each_shard(|shard| {
+            sharded += shard.len();
+            for (&id, entry) in shard {
+                let ready = self
+                    .frames
+                    .get(entry.frame)
+                    .is_some_and(|f| f.state == FrameState::Ready);
+                if self.table.get(&id) != Some(&entry.frame) || entry.ready != ready {
+                    shard_error.get_or_insert(format!(
+                        "BUF-14: shard maps {id} to {entry:?}, the table to {:?} (Ready: {ready})",
+                        self.table.get(&id)
+                    ));
+                }
+            }
+        });
+        if let Some(e) = shard_error {
+            return Err(e);
+        }
+        if sharded != self.table.len() {
             return Err(format!(
-                "BUF-3: the hash index holds {} pages, the table {}",
-                self.frame_of.len(),
+                "BUF-3: the shards hold {sharded} pages, the table {}",
                 self.table.len()
             ));
         }
         for (&id, &frame) in &self.table {
-            if self.frame_of.get(&id) != Some(&frame) {
-                return Err(format!(
-                    "BUF-3: table maps {id} to frame {frame}, the hash index does not"
-                ));
-            }
             match self.frames.get(frame) {
                 Some(f) if f.page == Some(id) => {}
                 _ => {
@@ -191,7 +230,7 @@ impl Meta {
         }
         let mut dirty = 0;
         for (frame, f) in self.frames.iter().enumerate() {
-            check_frame(frame, f)?;
+            check_frame(frame, f, self.hot.pins(frame))?;
             if f.dirty {
                 dirty += 1;
                 let entry = f.page.map(|id| (f.rec_lsn, id, frame));
@@ -238,7 +277,7 @@ impl Meta {
     }
 
     /// After a state change: check the whole state if asked to.
-    fn changed(&self) {
+    pub(super) fn changed(&self) {
         if self.checking
             && let Err(e) = self.check()
         {
@@ -246,15 +285,30 @@ impl Meta {
         }
     }
 
-    /// A dirty victim's frame is being written back before reuse.
-    pub(super) fn start_eviction(&mut self, frame: usize) {
-        self.frames[frame].state = FrameState::Evicting;
-        self.changed();
+    /// Set the state of frame `frame`, which holds a page, and whether its
+    /// shard lets hits pin it (BUF-14).
+    fn set_state(&mut self, frame: usize, state: FrameState) {
+        let id = self.frames[frame]
+            .page
+            .expect("BUF-3: a state change of a frame holding no page");
+        let hot = self.hot.clone();
+        let mut shard = hot.shard(id);
+        self.set_state_in(&mut shard, frame, id, state);
+    }
+
+    /// [`Meta::set_state`] with `id`'s shard locked by the caller.
+    fn set_state_in(&mut self, shard: &mut ShardMap, frame: usize, id: PageId, state: FrameState) {
+        let entry = shard
+            .get_mut(&id)
+            .expect("BUF-14: a page held by a frame is in its shard");
+        assert_eq!(entry.frame, frame, "BUF-14: shard and frame disagree");
+        entry.ready = state == FrameState::Ready;
+        self.frames[frame].state = state;
     }
 
     /// The write of a dirty victim failed: the page stays, dirty.
     pub(super) fn eviction_failed(&mut self, frame: usize) {
-        self.frames[frame].state = FrameState::Ready;
+        self.set_state(frame, FrameState::Ready);
         self.changed();
     }
 
@@ -271,75 +325,68 @@ impl Meta {
 
     /// The frame holding `id`, if any.
     pub(super) fn lookup(&self, id: PageId) -> Option<usize> {
-        self.frame_of.get(&id).copied()
-    }
-
-    pub(super) fn space(&self, space: SpaceId) -> Option<Arc<Space>> {
-        self.spaces.get(&space).cloned()
-    }
-
-    /// Register a space; false if the id is taken.
-    pub(super) fn add_space(&mut self, space: SpaceId, entry: Space) -> bool {
-        if self.spaces.contains_key(&space) {
-            return false;
-        }
-        self.spaces.insert(space, Arc::new(entry));
-        true
-    }
-
-    /// Every registered space, by id.
-    pub(super) fn spaces(&self) -> Vec<Arc<Space>> {
-        self.spaces.values().cloned().collect()
-    }
-
-    /// Pin a resident frame for a hit.
-    pub(super) fn pin_hit(&mut self, frame: usize) {
-        let f = &mut self.frames[frame];
-        assert_eq!(
-            f.state,
-            FrameState::Ready,
-            "BUF-5: pin of a frame not ready"
-        );
-        f.pins += 1;
-        f.referenced = true;
-        self.stats.hits += 1;
-        self.changed();
-    }
-
-    pub(super) fn unpin(&mut self, frame: usize, id: PageId) {
-        let f = &mut self.frames[frame];
-        assert_eq!(f.page, Some(id), "BUF-1: a pinned frame changed page");
-        assert!(f.pins > 0, "BUF-1: unpin of an unpinned frame");
-        f.pins = f.pins.saturating_sub(1);
-        self.changed();
+        self.hot.shard(id).get(&id).map(|entry| entry.frame)
     }
 
     /// Run the CLOCK hand: skip pinned and busy frames, give referenced
-    /// frames a second chance (BUF-1).
-    pub(super) fn pick_victim(&mut self) -> Victim {
+    /// frames a second chance (BUF-1). The victim is secured under its
+    /// page's shard lock, where its pin count is 0 (BUF-15): a clean one
+    /// is unmapped if `want.take_clean`, a dirty one made Evicting if
+    /// `want.evict_dirty`; a hit that pinned it first makes the hand go on.
+    pub(super) fn pick_victim(&mut self, want: Want) -> Victim {
         let n = self.frames.len();
+        let hot = self.hot.clone();
         let mut busy = false;
-        for _ in 0..n * CLOCK_SWEEPS {
+        for step in 0..n * CLOCK_SWEEPS {
+            // The last sweep gives no second chance: a hit may set a bit the
+            // first sweep cleared (BUF-15), which must not make a miss fail
+            // as if every frame were pinned (BUF-8).
+            let last_sweep = step >= n * (CLOCK_SWEEPS - 1);
             let frame = self.hand;
             self.hand = (frame + 1) % n;
-            let f = &mut self.frames[frame];
+            let f = &self.frames[frame];
             if f.state == FrameState::Free {
                 return Victim::Clean(frame);
             }
-            if f.pins > 0 {
+            if hot.pins(frame) > 0 {
                 continue;
             }
             if f.is_busy() {
                 busy = true;
                 continue;
             }
-            if std::mem::take(&mut f.referenced) {
+            if hot.take_referenced(frame) && !last_sweep {
                 continue;
             }
-            return match f.page {
-                Some(id) if f.dirty => Victim::Dirty(frame, id),
-                _ => Victim::Clean(frame),
-            };
+            let id = f.page.expect("BUF-3: a frame in use holds a page");
+            let dirty = f.dirty;
+            if !(if dirty {
+                want.evict_dirty
+            } else {
+                want.take_clean
+            }) {
+                return if dirty {
+                    Victim::Dirty(frame, id)
+                } else {
+                    Victim::Clean(frame)
+                };
+            }
+            let mut shard = hot.shard(id);
+            if hot.pins(frame) > 0 {
+                // A hit pinned it since the look above (real world only).
+                continue;
+            }
+            if dirty {
+                self.set_state_in(&mut shard, frame, id, FrameState::Evicting);
+                drop(shard);
+                self.changed();
+                return Victim::Dirty(frame, id);
+            }
+            self.stats.evictions += 1;
+            self.unmap_in(&mut shard, frame);
+            drop(shard);
+            self.changed();
+            return Victim::Clean(frame);
         }
         if busy {
             Victim::Busy
@@ -348,43 +395,66 @@ impl Meta {
         }
     }
 
-    /// Give a clean, unpinned frame to `id`: Loading, pinned once by the
-    /// caller (BUF-1, BUF-3).
+    /// Give a free frame to `id`: Loading, pinned once by the caller
+    /// (BUF-1, BUF-3).
     pub(super) fn map(&mut self, frame: usize, id: PageId) {
-        assert_eq!(self.frames[frame].pins, 0, "BUF-1: reuse of a pinned frame");
-        assert!(!self.frames[frame].dirty, "BUF-7: reuse of a dirty frame");
+        assert_eq!(
+            self.frames[frame].state,
+            FrameState::Free,
+            "BUF-1: reuse of a frame not freed"
+        );
+        assert_eq!(self.hot.pins(frame), 0, "BUF-1: reuse of a pinned frame");
         // O(log n) in the page table: as cheap as the insert below.
         assert!(
             !self.table.contains_key(&id),
             "BUF-3: page {id} mapped twice"
         );
-        if self.frames[frame].page.is_some() {
-            self.stats.evictions += 1;
-        }
-        self.unmap(frame);
         self.table.insert(id, frame);
-        self.frame_of.insert(id, frame);
         let f = &mut self.frames[frame];
         f.page = Some(id);
         f.state = FrameState::Loading;
-        f.pins = 1;
-        f.referenced = true;
+        self.hot.start_loading(frame);
+        let previous = self.hot.shard(id).insert(
+            id,
+            Entry {
+                frame,
+                ready: false,
+            },
+        );
+        assert!(previous.is_none(), "BUF-3: page {id} in its shard twice");
         self.stats.misses += 1;
         self.changed();
     }
 
     /// Free a frame and drop its page from the table.
-    pub(super) fn unmap(&mut self, frame: usize) {
+    fn unmap(&mut self, frame: usize) {
+        match self.frames[frame].page {
+            Some(id) => {
+                let hot = self.hot.clone();
+                let mut shard = hot.shard(id);
+                self.unmap_in(&mut shard, frame);
+            }
+            None => {
+                self.frames[frame].clear();
+                self.hot.reset(frame);
+            }
+        }
+    }
+
+    /// [`Meta::unmap`] of a frame holding a page, whose shard the caller
+    /// locked.
+    fn unmap_in(&mut self, shard: &mut ShardMap, frame: usize) {
         if self.frames[frame].dirty {
             self.set_dirty(frame, None);
         }
         if let Some(old) = self.frames[frame].page {
             let removed = self.table.remove(&old);
             assert_eq!(removed, Some(frame), "BUF-3: table and frame disagree");
-            let removed = self.frame_of.remove(&old);
-            assert_eq!(removed, Some(frame), "BUF-3: index and frame disagree");
+            let removed = shard.remove(&old).map(|entry| entry.frame);
+            assert_eq!(removed, Some(frame), "BUF-14: shard and frame disagree");
         }
         self.frames[frame].clear();
+        self.hot.reset(frame);
     }
 
     /// A load finished and verified (BUF-5).
@@ -394,7 +464,7 @@ impl Meta {
             FrameState::Loading,
             "BUF-5: a load ended on a frame not loading"
         );
-        self.frames[frame].state = FrameState::Ready;
+        self.set_state(frame, FrameState::Ready);
         if from_device {
             self.stats.reads += 1;
         }
@@ -410,8 +480,8 @@ impl Meta {
             "BUF-5: a repair ended on a frame not loading"
         );
         self.set_dirty(frame, Some(rec_lsn));
+        self.set_state(frame, FrameState::Ready);
         let f = &mut self.frames[frame];
-        f.state = FrameState::Ready;
         f.version += 1;
         f.page_lsn = f.page_lsn.max(rec_lsn);
         self.stats.reads += 1;
@@ -455,8 +525,11 @@ impl Meta {
         if !self.frames[frame].dirty {
             self.set_dirty(frame, Some(record_lsn));
         }
+        assert!(
+            self.hot.pins(frame) > 0,
+            "BUF-1: install into an unpinned frame"
+        );
         let f = &mut self.frames[frame];
-        assert!(f.pins > 0, "BUF-1: install into an unpinned frame");
         f.version += 1;
         f.page_lsn = f.page_lsn.max(lsn);
         f.appending |= appending;
@@ -563,12 +636,17 @@ impl Meta {
     /// pinned or have I/O in flight (BUF-1).
     pub(super) fn discard_idle(&mut self) -> Vec<PageId> {
         let mut kept = Vec::new();
+        let hot = self.hot.clone();
         for frame in 0..self.frames.len() {
-            let f = &self.frames[frame];
-            match f.page {
-                None => {}
-                Some(id) if f.pins > 0 || f.is_busy() => kept.push(id),
-                Some(_) => self.unmap(frame),
+            let Some(id) = self.frames[frame].page else {
+                continue;
+            };
+            // Under the shard lock, so that no hit pins it meanwhile (BUF-15).
+            let mut shard = hot.shard(id);
+            if hot.pins(frame) > 0 || self.frames[frame].is_busy() {
+                kept.push(id);
+            } else {
+                self.unmap_in(&mut shard, frame);
             }
         }
         kept.sort_unstable();
@@ -578,10 +656,10 @@ impl Meta {
 }
 
 /// The invariants one frame keeps on its own (BUF-1, BUF-6, BUF-7, BUF-10).
-fn check_frame(frame: usize, f: &FrameMeta) -> Result<(), String> {
+fn check_frame(frame: usize, f: &FrameMeta, pins: u32) -> Result<(), String> {
     let broken = |what: &str| Err(format!("{what} (frame {frame}, page {:?})", f.page));
     if f.state == FrameState::Free {
-        let idle = f.page.is_none() && f.pins == 0 && !f.dirty && f.write == WriteState::Idle;
+        let idle = f.page.is_none() && pins == 0 && !f.dirty && f.write == WriteState::Idle;
         return if idle {
             Ok(())
         } else {
@@ -591,10 +669,10 @@ fn check_frame(frame: usize, f: &FrameMeta) -> Result<(), String> {
     if f.page.is_none() {
         return broken("BUF-3: a frame in use holds no page");
     }
-    if f.state == FrameState::Loading && f.pins == 0 {
+    if f.state == FrameState::Loading && pins == 0 {
         return broken("BUF-1: a loading frame is not pinned by its loader");
     }
-    if f.state == FrameState::Evicting && f.pins > 0 {
+    if f.state == FrameState::Evicting && pins > 0 {
         return broken("BUF-1: an evicting frame is pinned");
     }
     if f.write != WriteState::Idle && !f.dirty {

@@ -25,15 +25,38 @@
 //! request (see `read_ahead.rs`; off unless [`BufferPool::set_read_ahead_bytes`]
 //! turns it on, as the database does from its configuration).
 //!
-//! **Concurrency.** One metadata lock (a runtime mutex) guards the page
-//! table, pins, dirty state and counters; it is held only for bookkeeping,
-//! never across I/O. A miss marks its frame *Loading*, releases the lock,
-//! reads and verifies, and re-locks to publish the page; other fetches of
-//! the same page wait on a runtime condition variable for that one read.
-//! Page bytes live behind a runtime mutex per frame: [`PageRef::read`] and
-//! [`PageRef::install`] hold it for their copy or closure, a write-back holds
-//! it only to copy the image out. A closure given to [`PageRef::read`] may
-//! fetch other pages, but must not flush or write back the page it reads.
+//! **Concurrency.** One metadata lock (a runtime mutex) guards the frame
+//! states, dirty state, write-backs, the CLOCK hand and the counters of
+//! misses and I/O; it is held only for bookkeeping, never across I/O. A
+//! miss marks its frame *Loading*, releases the lock, reads and verifies,
+//! and re-locks to publish the page; other fetches of the same page wait on
+//! a runtime condition variable for that one read.
+//!
+//! A hit and an unpin do not take the metadata lock: they are the common
+//! case, and with one pool-wide lock sixteen clients queued on it. The page
+//! table is also kept in [`PAGE_TABLE_SHARDS`] shards (`table.rs`), each a
+//! hash map behind its own runtime mutex, whose entries say which frame
+//! holds a page and whether it is Ready; pins and CLOCK reference bits are
+//! per-frame atomics. A hit locks its page's shard, finds the frame Ready
+//! and increments its pin count there; an unpin decrements it, with no lock
+//! at all. What keeps a hit from pinning a frame being taken away is that
+//! every change of a mapping or of its Ready flag is made under the
+//! metadata lock *and* the page's shard lock, and a victim is secured only
+//! under its shard lock with its pin count at 0: a hit racing an eviction
+//! either finds the page gone (and misses) or holds a pin the CLOCK hand
+//! sees (and skips). A pin count that drops to 0 without any lock only ever
+//! makes a frame evictable sooner, never later, so the evictor needs no
+//! more. The misses' slow path still runs under the metadata lock, and
+//! looks the page up again in its shard there, so no two misses of one
+//! page both load it.
+//!
+//! Page bytes live behind a runtime reader-writer lock per frame:
+//! [`PageRef::read`] takes it shared (sixteen clients descending a B+tree
+//! read its root at once), a write-back shares it to copy the image out,
+//! and a load, [`PageRef::install`] and a renewal take it exclusive. A
+//! closure given to [`PageRef::read`] may fetch other pages, but must not
+//! flush or write back the page it reads, nor read it again (a writer
+//! queued between the two shared holds would wait for the first).
 //!
 //! Invariants (BUF-n):
 //! 1. A pinned frame is never evicted, discarded or given to another page.
@@ -43,8 +66,8 @@
 //!    holds at most one page; `table[id] == f` exactly when frame `f` holds
 //!    `id`.
 //! 4. The metadata lock is never held across device I/O, a log force, a
-//!    condition-variable wait, or while waiting for a frame's data lock. Lock
-//!    order: a frame's data lock, then the metadata lock.
+//!    condition-variable wait, or while waiting for a frame's data lock
+//!    (lock order: BUF-13).
 //! 5. A page becomes visible (Ready) only after its read passed
 //!    `page::verify` (PAGE-1); a failed read leaves no trace in the table.
 //! 6. At most one write of a frame is in flight (a claimed write-back or an
@@ -66,26 +89,46 @@
 //! 12. The metadata's age index holds exactly the dirty frames, each once,
 //!     under its current rec_lsn, so the background writer finds the
 //!     oldest dirty pages without a pass over the page table.
+//! 13. Lock order: a frame's data lock, then the metadata lock, then one
+//!     page table shard's lock. A shard lock is held only for a lookup and
+//!     a pin, or for a change of its entries; nothing else is taken or
+//!     waited for under it, and no task holds two shard locks.
+//! 14. The shards hold exactly the page table: page `id` is in shard
+//!     `shard(id)` with frame `f` exactly when the table maps `id` to `f`,
+//!     and its entry's Ready flag is true exactly when frame `f` is Ready.
+//!     Entries change only under both the metadata lock and the shard lock.
+//! 15. A pin is taken only under the page's shard lock, with the entry
+//!     Ready (a hit), or by the loader when the page is mapped; it is
+//!     dropped with no lock. A frame leaves its page or Ready state (for
+//!     eviction or a discard) only under the page's shard lock with a pin
+//!     count of 0, so BUF-1 holds without the metadata lock on the hit path.
+//! 16. A frame's bytes are read under its data lock shared, and changed
+//!     (load, install, renewal) only under it exclusive; a write-back's copy
+//!     and the metadata it notes are taken under the shared lock, so no
+//!     install falls between them (BUF-7).
 //!
 //! **Checking.** The O(1) checks of these invariants are `assert!`s, on in
 //! every build. [`BufferPool::check`] verifies the whole state (page table
-//! against frames, pins, dirty state, write-backs, the CLOCK hand); in the
-//! simulated world with debug assertions on (the `crash` profile, debug
-//! builds) the pool runs it after every state change. Release builds in
-//! either world never run it on their own: it is O(frames).
+//! and its shards against frames, pins, dirty state, write-backs, the CLOCK
+//! hand); in the simulated world with debug assertions on (the `crash`
+//! profile, debug builds) the pool runs it after every state change and
+//! unpin. Release builds in either world never run it on their own: it is
+//! O(frames).
 
 mod batch;
 mod io;
 mod meta;
 mod read_ahead;
+mod table;
 #[cfg(test)]
 mod tests;
 mod writer;
 
+use std::collections::BTreeMap;
 use std::sync::Arc;
 
 use flashlab_devices::DeviceRef;
-use flashlab_runtime::{Condvar, Mutex, Rt, World};
+use flashlab_runtime::{Condvar, Mutex, Rt, RwLock, World};
 use serde::Serialize;
 
 use crate::error::{Error, Result};
@@ -94,6 +137,8 @@ use crate::store::{InPlaceStore, PageStore};
 use io::{Source, Wait};
 use meta::{Meta, Space};
 pub use read_ahead::READ_AHEAD_BYTES_MAX;
+use table::Hot;
+pub use table::PAGE_TABLE_SHARDS;
 pub use writer::{WRITER_INTERVAL_MIN_NS, WriterReport, WriterStop};
 
 /// The smallest pool, in frames: a B+tree split pins a handful of pages.
@@ -161,10 +206,21 @@ pub struct BufferPool {
 struct Core {
     page_bytes: usize,
     meta: Mutex<Meta>,
+    /// The sharded page table, pins and reference bits: what a hit and an
+    /// unpin touch, without the metadata lock (BUF-14, BUF-15). The
+    /// metadata holds the same.
+    hot: Arc<Hot>,
+    /// The registered spaces, read by every miss and change, written by a
+    /// registration: readers share the lock, and it is apart from the
+    /// metadata lock.
+    spaces: RwLock<BTreeMap<SpaceId, Arc<Space>>>,
+    /// Run the whole check after an unpin too (as [`Meta::checking`]).
+    checking: bool,
     /// Notified whenever a frame's load, write-back or eviction ends.
     changed: Condvar,
-    /// Page bytes per frame, allocated on first use.
-    data: Vec<Mutex<Vec<u8>>>,
+    /// Page bytes per frame, allocated on first use; readers share them,
+    /// a load, an install or a renewal holds them alone (BUF-16).
+    data: Vec<RwLock<Vec<u8>>>,
     log: Arc<dyn LogForce>,
     /// Pages read ahead after a sequential miss; 0: off (`read_ahead`).
     read_ahead_pages: std::sync::atomic::AtomicUsize,
@@ -184,12 +240,17 @@ impl BufferPool {
     ) -> Result<BufferPool> {
         page::validate_page_bytes(page_bytes)?;
         let frames = frames_for(page_bytes, capacity_bytes)?;
+        let hot = Arc::new(Hot::new(frames));
+        let checking = checks_every_change();
         Ok(BufferPool {
             core: Arc::new(Core {
                 page_bytes,
-                meta: Mutex::new(Meta::new(frames, checks_every_change())),
+                meta: Mutex::new(Meta::new(frames, hot.clone(), checking)),
+                hot,
+                spaces: RwLock::new(BTreeMap::new()),
+                checking,
                 changed: Condvar::new(),
-                data: (0..frames).map(|_| Mutex::new(Vec::new())).collect(),
+                data: (0..frames).map(|_| RwLock::new(Vec::new())).collect(),
                 log,
                 read_ahead_pages: std::sync::atomic::AtomicUsize::new(0),
                 write_scheduler: std::sync::Mutex::new(None),
@@ -282,12 +343,14 @@ impl BufferPool {
             logged,
             last_miss: std::sync::atomic::AtomicU64::new(read_ahead::NO_MISS),
         };
-        if !self.core.meta.lock().add_space(space, entry) {
+        let mut spaces = self.core.spaces.write();
+        if spaces.contains_key(&space) {
             return Err(Error::Invalid(format!(
                 "space {space} ('{name}') is already registered with the buffer pool of {}-byte pages",
                 self.core.page_bytes
             )));
         }
+        spaces.insert(space, Arc::new(entry));
         Ok(())
     }
 
@@ -371,7 +434,9 @@ impl BufferPool {
 
     /// The counters so far.
     pub fn stats(&self) -> BufferStats {
-        self.core.meta.lock().stats
+        let mut stats = self.core.meta.lock().stats;
+        stats.hits = self.core.hot.hits();
+        stats
     }
 
     /// The owner of append page `id` filled it (BUF-10): from now on the
@@ -385,7 +450,8 @@ impl BufferPool {
     }
 
     /// Verify the pool's whole state: the page table maps each page to the
-    /// one frame holding it (BUF-3); free frames hold nothing; loading
+    /// one frame holding it (BUF-3), and so do its shards, whose Ready flags
+    /// match the frames (BUF-14); free frames hold nothing; loading
     /// frames are pinned and evicting ones are not (BUF-1); only dirty
     /// frames have a write-back in flight (BUF-6); a dirty frame's rec_lsn
     /// is not after its page LSN, a clean one has none (BUF-7, the part of
@@ -439,7 +505,7 @@ impl PageRef {
     /// Run `f` on the page's bytes (header included), holding the frame's
     /// data lock.
     pub fn read<R>(&self, f: impl FnOnce(&[u8]) -> R) -> R {
-        let data = self.core.data[self.frame].lock();
+        let data = self.core.data[self.frame].read();
         f(&data)
     }
 
@@ -484,7 +550,7 @@ impl PageRef {
 
     fn install_as(&self, new_image: &[u8], record_lsn: u64, lsn: u64, appending: bool) {
         assert!(record_lsn <= lsn, "BUF-7: a record starts before it ends");
-        let mut data = self.core.data[self.frame].lock();
+        let mut data = self.core.data[self.frame].write();
         assert_eq!(
             new_image.len(),
             data.len(),

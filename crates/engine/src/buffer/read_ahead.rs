@@ -27,7 +27,7 @@ use std::sync::Arc;
 use std::sync::atomic::Ordering;
 
 use super::Core;
-use super::meta::{Space, Victim};
+use super::meta::{Space, Victim, Want};
 use crate::page::{self, PageId};
 
 /// The largest read-ahead window, in bytes (a `read_ahead_bytes` above it
@@ -68,7 +68,7 @@ impl Core {
                 if meta.lookup(page).is_some() {
                     break;
                 }
-                match meta.pick_victim() {
+                match meta.pick_victim(Want::CLEAN) {
                     Victim::Clean(frame) => {
                         meta.map(frame, page);
                         frames.push(frame);
@@ -92,14 +92,15 @@ impl Core {
             let good =
                 read.is_ok() && written && page::verify(image, page, &space.name, location).is_ok();
             if good {
-                let mut data = self.data[frame].lock();
+                let mut data = self.data[frame].write();
                 data.clear();
                 data.extend_from_slice(image);
             }
             let mut meta = self.meta.lock();
             if good {
                 meta.loaded(frame, true);
-                meta.unpin(frame, page);
+                self.hot.unpin(frame);
+                meta.changed();
             } else {
                 meta.abandon(frame);
             }

@@ -681,3 +681,156 @@ fn a_write_scheduler_sorts_and_merges_a_write_back_batch() {
         pool.check().unwrap();
     });
 }
+
+/// A page of the stress tests below: its body is `page_no` as a byte, so a
+/// read of the wrong frame shows (with the id stamped in the header).
+fn assert_is_page(page: &PageRef, page_no: PageNo) {
+    page.read(|bytes| {
+        assert_eq!(page::stored_id(bytes), id(page_no), "frame of another page");
+        assert!(
+            bytes[PAGE_HEADER_BYTES..]
+                .iter()
+                .all(|&b| b == page_no as u8),
+            "page {page_no}: bytes of another page"
+        );
+    });
+}
+
+/// A little xorshift generator per task: the stress tests' page choices.
+fn next_random(state: &mut u64) -> u64 {
+    *state ^= *state << 13;
+    *state ^= *state >> 7;
+    *state ^= *state << 17;
+    *state
+}
+
+/// What a stress task did: fetches that pinned a page.
+fn stress_task(pool: &BufferPool, task: u64, rounds: u32, pages: PageNo, owned: PageNo) -> u64 {
+    let mut random = 0x9e37_79b9_7f4a_7c15 ^ (task + 1);
+    let mut pinned = 0;
+    // The pages this task changes: every `tasks`-th, so no two tasks
+    // install into one page and each page's LSN only grows.
+    let mut lsn = 1_000;
+    for round in 0..rounds {
+        let a = (next_random(&mut random) % u64::from(pages)) as PageNo;
+        let b = (next_random(&mut random) % u64::from(pages)) as PageNo;
+        // Hold two pins at once sometimes, so unpins interleave.
+        let first = pool.fetch(id(a)).unwrap();
+        pinned += 1;
+        assert_is_page(&first, a);
+        if let Some(second) = pool.fetch_resident(id(b)) {
+            pinned += 1;
+            assert_is_page(&second, b);
+        }
+        drop(first);
+        if round % 4 == 0 {
+            let mine = owned + (next_random(&mut random) % 4) as PageNo * 8;
+            let page = pool.fetch(id(mine)).unwrap();
+            pinned += 1;
+            lsn += 1;
+            page.install(&image(mine as u8), lsn, lsn);
+        }
+    }
+    pinned
+}
+
+/// Make `pages` pages, each filled with its own number, written and
+/// dropped from the pool.
+fn make_stress_pages(pool: &BufferPool, pages: PageNo) {
+    for n in 0..pages {
+        create(pool, n, n as u8, 1);
+        if n % 8 == 7 {
+            pool.flush_all().unwrap();
+        }
+    }
+    pool.flush_all().unwrap();
+    pool.discard_all().unwrap();
+}
+
+/// BUF-14/15 on real threads: many threads hit, pin and unpin pages of a
+/// small pool that evicts all the time (clean and dirty victims), and every
+/// read finds the page it asked for; afterwards no pin is left and the
+/// whole state checks.
+#[test]
+fn hits_and_unpins_race_evictions_on_real_threads() {
+    const TASKS: u64 = 6;
+    const PAGES: PageNo = 64;
+    let rt = flashlab_runtime::RealRuntime::new(5);
+    let _enter = flashlab_runtime::RealRuntime::enter(&rt);
+    // 16 frames: 6 tasks pin at most 2 pages each, so a miss always finds
+    // an unpinned frame (BUF-8).
+    let (pool, _device, _log) = setup(2 * FRAMES_MIN, 0, 0);
+    make_stress_pages(&pool, PAGES);
+    let before = pool.stats();
+    // Scoped threads rather than runtime tasks: a task that panics (a
+    // broken invariant) fails the test instead of leaving its join waiting.
+    let pinned: u64 = std::thread::scope(|scope| {
+        let threads: Vec<_> = (0..TASKS)
+            .map(|t| {
+                let (pool, rt) = (&pool, &rt);
+                scope.spawn(move || {
+                    let _enter = flashlab_runtime::RealRuntime::enter(rt);
+                    stress_task(pool, t, 20_000, PAGES, t as PageNo)
+                })
+            })
+            .collect();
+        threads.into_iter().map(|t| t.join().unwrap()).sum()
+    });
+    let after = pool.stats();
+    assert_eq!(
+        (after.hits - before.hits) + (after.misses - before.misses),
+        pinned,
+        "every pin is a hit or a miss"
+    );
+    assert!(after.evictions - before.evictions > 1_000, "{after:?}");
+    assert!(after.dirty_evictions > 0, "{after:?}");
+    pool.check().unwrap();
+    pool.flush_all().unwrap();
+    // BUF-1: fails if any pin was left behind.
+    pool.discard_all().unwrap();
+    for n in 0..PAGES {
+        assert_is_page(&pool.fetch(id(n)).unwrap(), n);
+    }
+}
+
+/// The same races in the simulated world with seeded preemption at every
+/// runtime lock point (shard locks included): each seed checks the pages
+/// and the whole state, and runs the same twice.
+#[test]
+fn hits_and_unpins_race_evictions_with_preemption() {
+    fn run(seed: u64) -> (BufferStats, u64) {
+        let config = SimConfig {
+            seed,
+            preempt: true,
+            shuffle: true,
+            ..SimConfig::default()
+        };
+        let (outcome, _) = Sim::run(config, |rt| {
+            const PAGES: PageNo = 40;
+            let (pool, _device, _log) = setup(2 * FRAMES_MIN, 20 * NS_PER_US, 30 * NS_PER_US);
+            make_stress_pages(&pool, PAGES);
+            let tasks: Vec<_> = (0..6u64)
+                .map(|t| {
+                    let pool = pool.clone();
+                    rt.spawn(&format!("stress-{t}"), move || {
+                        stress_task(&pool, t, 1_000, PAGES, t as PageNo)
+                    })
+                })
+                .collect();
+            for t in tasks {
+                t.join();
+            }
+            pool.check().unwrap();
+            pool.flush_all().unwrap();
+            pool.discard_all().unwrap();
+            (pool.stats(), rt.now_ns())
+        })
+        .expect("simulation");
+        outcome.finished().expect("root task finished")
+    }
+    for seed in 0..16 {
+        let first = run(seed);
+        assert!(first.0.evictions > 0, "{first:?}");
+        assert_eq!(run(seed), first, "seed {seed}: same seed, same run");
+    }
+}

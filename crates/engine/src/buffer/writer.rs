@@ -34,10 +34,8 @@ impl Core {
     /// in flight), in page order, append pages not yet sealed excepted
     /// (BUF-10), then flush every registered device.
     pub(super) fn flush_all(&self) -> Result<()> {
-        let (dirty, spaces) = {
-            let meta = self.meta.lock();
-            (meta.writable_dirty_frames(), meta.spaces())
-        };
+        let dirty = self.meta.lock().writable_dirty_frames();
+        let spaces: Vec<_> = self.spaces.read().values().cloned().collect();
         if let Some(scheduler) = self.write_scheduler() {
             let batch = dirty.iter().map(|&(id, _, frame)| (id, frame)).collect();
             self.write_back_batch(batch, &scheduler)?;
