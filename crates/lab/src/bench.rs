@@ -272,6 +272,7 @@ pub struct BenchReport {
     pub cpu_ghz: f64,
     pub log_device: String,
     pub data_device: String,
+    /// The durability level, and ", early lock release" if that is on.
     pub durability: String,
     pub duration_s: f64,
     pub committed: u64,
@@ -1049,7 +1050,10 @@ fn report(
             "data.data",
             options.data_store == Some(flashlab_engine::store::StoreKind::Ipl),
         ),
-        durability: options.durability.as_str().into(),
+        durability: match options.early_lock_release {
+            true => format!("{}, early lock release", options.durability.as_str()),
+            false => options.durability.as_str().into(),
+        },
         duration_s: r.measured_s,
         committed: r.committed,
         retries: r.retries,
