@@ -134,6 +134,10 @@ pub struct Args {
     /// as the papers' servers are modelled.
     #[arg(long)]
     early_lock_release: bool,
+    /// Real world: force at once, without waiting for the commits of the
+    /// last group (the flusher's group wait is on by default).
+    #[arg(long)]
+    no_group_wait: bool,
     /// Run in the real world on files in a fresh subdirectory of DIR.
     #[arg(long)]
     real: Option<PathBuf>,
@@ -321,6 +325,7 @@ fn options(args: &Args) -> anyhow::Result<BenchOptions> {
         },
         commit_delay_ns: args.commit_delay_us * 1_000,
         early_lock_release: args.early_lock_release,
+        group_wait: !args.no_group_wait,
         real_dir: args.real.clone(),
         keep: args.keep,
         acks: args.acks.clone(),
@@ -484,6 +489,12 @@ fn print_summary(r: &BenchReport) {
         r.log.avg_write_ms,
         r.log.tail_rewrites
     );
+    if r.log.group_waits > 0 {
+        println!(
+            "group wait          {} waits for the last group's commits, {} saw it, mean {:.1} us",
+            r.log.group_waits, r.log.group_waits_filled, r.log.group_wait_us_mean
+        );
+    }
     println!(
         "log volume          {:.0} bytes/commit ({:.0} of them full-page images; images {}), {} wraps of the log, {} appends refused (log full)",
         r.log.bytes_per_commit,

@@ -91,6 +91,8 @@ pub struct BenchOptions {
     /// Release row locks at the commit record's append, before the force
     /// (DB-7; off, as the papers' servers are modelled).
     pub early_lock_release: bool,
+    /// Real world: the flusher waits for its group (WAL-13; on).
+    pub group_wait: bool,
     pub real_dir: Option<PathBuf>,
     /// Real world: keep the database in `real_dir` itself, and continue on
     /// the one already there (recovering it) instead of a fresh one.
@@ -172,6 +174,7 @@ impl Default for BenchOptions {
             isolation: flashlab_engine::mvcc::Isolation::ReadCommitted,
             commit_delay_ns: 0,
             early_lock_release: false,
+            group_wait: true,
             page_images: true,
             log_bytes: None,
             real_dir: None,
@@ -203,6 +206,10 @@ pub struct LogColumns {
     /// Times the log wrapped around its region, and appends it refused.
     pub wraps: u64,
     pub log_full: u64,
+    /// Real-world flushers' waits for their group (WAL-13); none simulated.
+    pub group_waits: u64,
+    pub group_waits_filled: u64,
+    pub group_wait_us_mean: f64,
 }
 
 /// Estimated write time of In-Page Logging, lee2007: a sector write.
@@ -611,6 +618,7 @@ fn db_config(options: &BenchOptions) -> DbConfig {
     config.mvcc.isolation = options.isolation;
     config.wal.commit_delay_ns = options.commit_delay_ns;
     config.wal.early_lock_release = options.early_lock_release;
+    config.wal.group_wait = options.group_wait;
     config.wal.page_images = options.page_images;
     if options.log_bytes.is_some() {
         config.log.capacity_bytes = options.log_bytes;
@@ -1072,6 +1080,9 @@ fn report(
             page_images: options.page_images,
             wraps: r.log.wraps,
             log_full: r.log.log_full,
+            group_waits: r.log.group_waits,
+            group_waits_filled: r.log.group_waits_filled,
+            group_wait_us_mean: r.log.group_wait_us_mean,
         },
         consistency,
         rollback: Default::default(),

@@ -74,6 +74,11 @@ pub struct LogSummary {
     /// Times the log wrapped around its region, and appends it refused.
     pub wraps: u64,
     pub log_full: u64,
+    /// Real-world flushers' waits for their group (WAL-13): how many, how
+    /// many saw the expected group, and the mean wait in microseconds.
+    pub group_waits: u64,
+    pub group_waits_filled: u64,
+    pub group_wait_us_mean: f64,
 }
 
 impl LogSummary {
@@ -89,6 +94,11 @@ impl LogSummary {
             page_image_bytes_per_commit: per_commit(stats.page_image_bytes),
             wraps: stats.wraps,
             log_full: stats.log_full,
+            group_waits: stats.group_waits_filled + stats.group_waits_timed_out,
+            group_waits_filled: stats.group_waits_filled,
+            group_wait_us_mean: stats.group_wait_ns_total as f64
+                / 1e3
+                / (stats.group_waits_filled + stats.group_waits_timed_out).max(1) as f64,
         }
     }
 }

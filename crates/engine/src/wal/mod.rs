@@ -51,6 +51,8 @@
 //! one whose record came too late waits for it to end and then, if still
 //! not durable, becomes the next flusher (PostgreSQL's `XLogFlush` rule).
 //! An optional *commit delay* lets the flusher wait to gather commits.
+//! In the real world a flusher that forces for a commit also waits,
+//! spinning, for the group it expects, at most half a force ([`group`]).
 //!
 //! ## Sectors
 //!
@@ -118,10 +120,16 @@
 //!     the atomic too, so WAL-4 holds for a check without the lock; a
 //!     horizon read without the lock is confirmed under it by the append
 //!     (`append_for_horizon`).
+//! 13. A flusher's wait for its group (real world, [`group`]) happens
+//!     after it holds the flusher role and before the force takes its
+//!     data: the force still covers exactly what was appended when it
+//!     starts, and the wait ends after at most [`group::GROUP_WAIT_NS_MAX`]
+//!     or at once if the log has failed.
 //!
 //! [`Device::forget`]: flashlab_devices::Device::forget
 
 pub mod codec;
+pub mod group;
 pub mod layout;
 pub mod master;
 pub mod reader;
@@ -156,6 +164,9 @@ pub const COMMIT_DELAY_NS_MAX: u64 = 1_000_000_000;
 /// spins (yielding) before it sleeps ([`Wal::wait_flush`]): about one log
 /// force on an SSD.
 pub const FLUSH_HEIR_SPIN_NS: u64 = 200_000;
+/// Most real-world flush waiters that spin at once besides the heir (the
+/// rest sleep): about the cores of a small machine.
+pub const FLUSH_SPINNERS_MAX: usize = 2;
 /// Least log space kept back for recovery, compensation images and
 /// checkpoint records (a 32nd of the region if that is more).
 pub const LOG_RESERVE_BYTES_MIN: u64 = 64 << 10;
@@ -219,6 +230,10 @@ pub struct WalConfig {
     /// papers' servers are modelled holding locks through the force, and
     /// the lab's figures are measured that way.
     pub early_lock_release: bool,
+    /// In the real world, a flusher forcing for a commit first waits (at
+    /// most half a force) for as many commits as the last group had
+    /// ([`group`]). On by default; the simulated world never waits.
+    pub group_wait: bool,
 }
 
 impl Default for WalConfig {
@@ -229,6 +244,7 @@ impl Default for WalConfig {
             buffer_bytes: LOG_BUFFER_BYTES_DEFAULT,
             page_images: true,
             early_lock_release: false,
+            group_wait: true,
         }
     }
 }
@@ -274,6 +290,12 @@ pub struct LogStats {
     pub log_full: u64,
     /// Times the region wrapped around.
     pub wraps: u64,
+    /// Real-world flushers' waits for their group ([`group`]): those that
+    /// saw the expected group, those that ran out of time, and the time
+    /// spent waiting.
+    pub group_waits_filled: u64,
+    pub group_waits_timed_out: u64,
+    pub group_wait_ns_total: u64,
 }
 
 impl LogStats {
@@ -304,6 +326,9 @@ impl LogStats {
             page_image_bytes: self.page_image_bytes - earlier.page_image_bytes,
             log_full: self.log_full - earlier.log_full,
             wraps: self.wraps - earlier.wraps,
+            group_waits_filled: self.group_waits_filled - earlier.group_waits_filled,
+            group_waits_timed_out: self.group_waits_timed_out - earlier.group_waits_timed_out,
+            group_wait_ns_total: self.group_wait_ns_total - earlier.group_wait_ns_total,
         }
     }
 }
@@ -498,6 +523,10 @@ pub struct Wal {
     image_horizon_seen: std::sync::atomic::AtomicU64,
     /// A copy of `LogState::flushed_lsn`, likewise (WAL-12).
     flushed_seen: std::sync::atomic::AtomicU64,
+    /// The real-world flusher's wait for its group (WAL-13).
+    group: group::GroupWait,
+    /// Real-world flush waiters spinning now, the heir aside (WAL-11).
+    spinners: std::sync::atomic::AtomicUsize,
 }
 
 /// See [`Wal::on_failure`].
@@ -662,6 +691,8 @@ impl Wal {
             failed_seen: std::sync::atomic::AtomicBool::new(false),
             image_horizon_seen: std::sync::atomic::AtomicU64::new(0),
             flushed_seen: std::sync::atomic::AtomicU64::new(end.end_lsn),
+            group: group::GroupWait::default(),
+            spinners: std::sync::atomic::AtomicUsize::new(0),
         });
         wal.check_state(&wal.state.lock());
         Ok(wal)
@@ -857,6 +888,7 @@ impl Wal {
         if matches!(record.body, Body::Commit { .. }) {
             st.stats.commits += 1;
             st.commits_pending += 1;
+            self.group.set_pending(st.commits_pending);
         }
         self.check_state(&st);
         Ok((lsn, end))
@@ -1013,6 +1045,13 @@ impl Wal {
     /// Return once the log is durable up to `lsn` (group commit; see the
     /// module documentation).
     pub fn flush_to(&self, lsn: u64) -> Result<()> {
+        self.flush_for(lsn, false)
+    }
+
+    /// [`Wal::flush_to`]; `commit` if a committer waits for it (its
+    /// flusher may wait for its group, WAL-13).
+    fn flush_for(&self, lsn: u64, commit: bool) -> Result<()> {
+        let group_wait = commit && self.config.group_wait && Rt::current().world() == World::Real;
         let mut st = self.state.lock();
         // Handed the flusher role by the end of the force before (WAL-11).
         let mut granted = false;
@@ -1043,6 +1082,10 @@ impl Wal {
         if self.config.commit_delay_ns > 0 {
             Rt::current().sleep(self.config.commit_delay_ns);
         }
+        if group_wait {
+            let failed = || self.failed_seen.load(std::sync::atomic::Ordering::Acquire);
+            self.group.wait(failed); // WAL-13
+        }
         self.force()
     }
 
@@ -1066,6 +1109,7 @@ impl Wal {
         data.clear();
         data.extend_from_slice(&st.buf);
         let commits = std::mem::take(&mut st.commits_pending);
+        self.group.set_pending(0);
         let rewrite = write_start < st.last_write_end_lsn && !data.is_empty();
         drop(st);
 
@@ -1112,6 +1156,10 @@ impl Wal {
             st.stats.tail_rewrites += u64::from(rewrite);
         }
         Self::wake_flush_waiters(&mut st);
+        if !data_is_empty {
+            let left_waiting = st.flush_waiters.len() as u64 + u64::from(st.flushing);
+            self.group.force_ended(commits, left_waiting, elapsed_ns);
+        }
         self.check_state(&st);
         drop(st);
         Ok(())
@@ -1142,13 +1190,32 @@ impl Wal {
         // Every queued waiter still needs a force (the end of a force takes
         // out those it covered), so the heir is the first in the queue.
         let heir = st.flush_waiters.len() == 1;
-        if heir && Rt::current().world() == World::Real {
+        let real = Rt::current().world() == World::Real;
+        // A few other waiters spin too, so that they run their next
+        // transaction at once, in time for the next group (WAL-13).
+        let spinner = real
+            && !heir
+            && self.config.group_wait
+            && self.group.paying()
+            && self
+                .spinners
+                .fetch_update(Ordering::AcqRel, Ordering::Acquire, |n| {
+                    (n < FLUSH_SPINNERS_MAX).then_some(n + 1)
+                })
+                .is_ok();
+        if heir && real || spinner {
             drop(st);
             let started = std::time::Instant::now();
             while !slot.woken.load(Ordering::Acquire)
                 && started.elapsed().as_nanos() < u128::from(FLUSH_HEIR_SPIN_NS)
             {
                 std::thread::yield_now();
+            }
+            if spinner {
+                self.spinners.fetch_sub(1, Ordering::AcqRel);
+            }
+            if slot.covered.load(Ordering::Acquire) {
+                return None;
             }
             st = self.state.lock();
             if slot.woken.load(Ordering::Acquire) {
@@ -1255,7 +1322,7 @@ impl Wal {
     /// Wait for a commit record ending at `end_lsn` as the durability level says.
     pub fn commit_wait(&self, end_lsn: u64) -> Result<()> {
         match self.config.durability {
-            Durability::Sync => self.flush_to(end_lsn),
+            Durability::Sync => self.flush_for(end_lsn, true),
             Durability::NoSync => Ok(()),
         }
     }
@@ -1276,7 +1343,12 @@ impl Wal {
     }
 
     pub fn stats(&self) -> LogStats {
-        self.state.lock().stats.clone()
+        use std::sync::atomic::Ordering::Relaxed;
+        let mut stats = self.state.lock().stats.clone();
+        stats.group_waits_filled = self.group.filled.load(Relaxed);
+        stats.group_waits_timed_out = self.group.timed_out.load(Relaxed);
+        stats.group_wait_ns_total = self.group.wait_ns_total.load(Relaxed);
+        stats
     }
 
     /// True once a write or flush has failed (WAL-4).
