@@ -215,13 +215,14 @@ fn simtest_ipl_media_seeds_all_pass() {
     }
     assert!(flips > 0, "media faults were injected");
     assert_eq!(caught, damaged, "every damaged image caught");
-    // Issue 14 raised this bound from a half to 60%: an IPL space that
-    // restarted without redo refuses a page damaged on the medium during
-    // recovery instead of rebuilding it from the WAL, which would bring it
-    // past L* (REC-4, regression_ipl_media_restarts_never_read_a_wrong_page);
-    // 42 of these 80 seeds refuse.
+    // An IPL space that restarted without redo rebuilds a page damaged on
+    // the medium during recovery from the WAL records before L* (REC-4,
+    // regression_ipl_media_restarts_never_read_a_wrong_page). 34 of these
+    // 80 seeds refuse (42 when such a page was refused): the damaged page
+    // has no image in the log since its start (unchanged since the last
+    // checkpoint), or an erase unit's commit sector cannot be read.
     assert!(
-        refused * 5 < media.len() as u64 * 3,
+        refused * 2 < media.len() as u64,
         "{refused} of {} media seeds refused",
         media.len()
     );

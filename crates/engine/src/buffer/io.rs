@@ -234,10 +234,11 @@ impl Core {
                     },
                 };
                 // BUF-9: damage is repaired from the log, or reported.
-                if !space.logged || !space.store.repairable_from_log() {
+                if !space.logged {
                     return Err(damage);
                 }
-                match self.log.rebuild_page(id, self.page_bytes) {
+                let before_lsn = space.store.repair_before_lsn();
+                match self.log.rebuild_page(id, self.page_bytes, before_lsn) {
                     Some(Ok((image, rec_lsn))) if image.len() == data.len() => {
                         data.copy_from_slice(&image);
                         Ok(Loaded::Repaired { rec_lsn })

@@ -170,10 +170,16 @@ pub trait LogForce: Send + Sync {
         crate::error::Error::LogFailed(why)
     }
 
-    /// Rebuild page `id` from the log alone (BUF-9): its image and the LSN
-    /// of the last record that changed it. `None` if this log cannot.
-    fn rebuild_page(&self, id: PageId, page_bytes: usize) -> Option<Result<(Vec<u8>, u64)>> {
-        let _ = (id, page_bytes);
+    /// Rebuild page `id` from the log alone (BUF-9), from its records
+    /// before `before_lsn` if given: its image and the LSN of the last
+    /// record that changed it. `None` if this log cannot.
+    fn rebuild_page(
+        &self,
+        id: PageId,
+        page_bytes: usize,
+        before_lsn: Option<u64>,
+    ) -> Option<Result<(Vec<u8>, u64)>> {
+        let _ = (id, page_bytes, before_lsn);
         None
     }
 }

@@ -154,8 +154,9 @@ impl LogForce for Wal {
         &self,
         id: crate::page::PageId,
         page_bytes: usize,
+        before_lsn: Option<u64>,
     ) -> Option<Result<(Vec<u8>, u64)>> {
-        Some(Wal::rebuild_page(self, id, page_bytes))
+        Some(Wal::rebuild_page(self, id, page_bytes, before_lsn))
     }
 }
 

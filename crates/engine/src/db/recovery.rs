@@ -58,7 +58,11 @@
 //!    checkpoint's sync forces the space after its begin record (so `L*`
 //!    is at or beyond the begin record of the checkpoint the master names),
 //!    and the master's log start is at or before the first record of every
-//!    transaction active at that begin record.
+//!    transaction active at that begin record. Before undo, recovery logs
+//!    a restart record naming `L*`: until the closing checkpoint, a page
+//!    of such a space damaged on the medium is rebuilt from the WAL
+//!    records before `L*` that lie in no restart's hole `[L*, restart
+//!    record)` ([`Wal::rebuild_page`]), its state in the marked state.
 
 use std::collections::BTreeMap;
 
@@ -323,6 +327,14 @@ pub(crate) fn recover_with_report(
     db.inner
         .wal
         .set_active(losers.values().map(|t| (t.clone(), master.start_lsn)));
+    // REC-4: the records from L* on never reached the IPL pages; a page
+    // repaired from the WAL before the closing checkpoint skips them,
+    // this restart's and, if a recovery crashed, the earlier ones'.
+    if let Some(l_star) = l_star.filter(|&l| l < end_lsn) {
+        db.inner
+            .wal
+            .append(0, 0, Body::Restart { from_lsn: l_star })?;
+    }
     report.records_undone = undo(&db, losers, l_star)?;
     crate::db::create::finish_creation(&db)?;
     load_catalog(&db)?;

@@ -221,14 +221,15 @@ pub trait PageStore: Send + Sync {
         Ok(())
     }
 
-    /// Whether a damaged page of this store may be rebuilt from the WAL
-    /// now (BUF-9). An In-Page Logging space that restarted without redo
-    /// may not until recovery's closing checkpoint: the WAL then still
-    /// holds records after `L*` that its pages never received (REC-4), and
-    /// a page rebuilt from it would be newer than its neighbours. Default:
-    /// always.
-    fn repairable_from_log(&self) -> bool {
-        true
+    /// A damaged page of this store is rebuilt from the WAL records
+    /// before this LSN only (BUF-9); `None`: from the whole durable log,
+    /// the default. An In-Page Logging space that restarted without redo
+    /// says `L*` until recovery's closing checkpoint: the WAL then still
+    /// holds records at or after `L*` that its pages never received
+    /// (REC-4), and a page rebuilt from them would be newer than its
+    /// neighbours.
+    fn repair_before_lsn(&self) -> Option<u64> {
+        None
     }
 
     /// Recovery finished (its closing checkpoint is durable). Default:

@@ -103,6 +103,11 @@ pub enum Body {
         active: Vec<ActiveTxn>,
         dirty: Vec<(PageId, u64)>,
     },
+    /// Recovery restarted In-Page Logging spaces without redo at `L*`
+    /// (REC-4): the records from `from_lsn` (that `L*`) up to this one
+    /// never reached their pages. A repair of such a page before the
+    /// closing checkpoint skips them ([`crate::wal::Wal::rebuild_page`]).
+    Restart { from_lsn: u64 },
 }
 
 impl Body {
@@ -114,6 +119,7 @@ impl Body {
             Body::Abort => 4,
             Body::CheckpointBegin => 5,
             Body::CheckpointEnd { .. } => 6,
+            Body::Restart { .. } => 7,
         }
     }
 
@@ -364,7 +370,7 @@ fn body_bytes_hint(body: &Body) -> usize {
         }
         Body::Compensation { redo: r, .. } => 8 + redo(r),
         Body::CheckpointEnd { active, dirty, .. } => 40 + 24 * active.len() + 16 * dirty.len(),
-        Body::Commit { .. } | Body::Abort | Body::CheckpointBegin => 8,
+        Body::Commit { .. } | Body::Abort | Body::CheckpointBegin | Body::Restart { .. } => 8,
     }
 }
 
@@ -379,6 +385,7 @@ fn encode_body(w: &mut Writer, body: &Body) {
             encode_redo(w, redo);
         }
         Body::Commit { commit_ts } => w.u64(*commit_ts),
+        Body::Restart { from_lsn } => w.u64(*from_lsn),
         Body::Abort | Body::CheckpointBegin => {}
         Body::CheckpointEnd {
             begin_lsn,
@@ -429,6 +436,7 @@ fn decode_body(r: &mut Reader, kind: u8) -> Result<Body> {
         },
         4 => Body::Abort,
         5 => Body::CheckpointBegin,
+        7 => Body::Restart { from_lsn: r.u64()? },
         6 => {
             let begin_lsn = r.u64()?;
             let next_txn = r.u64()?;

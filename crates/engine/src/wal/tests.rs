@@ -386,3 +386,80 @@ impl Device for FailingFlush {
         Ok(())
     }
 }
+
+/// A page is rebuilt from its image and the changes after it, and with a
+/// `before_lsn` (an In-Page Logging space's L* during a restart without
+/// redo) from the records before it only, never past it.
+#[test]
+fn a_page_is_rebuilt_from_its_image_and_stops_before_the_given_lsn() {
+    sim(|_| {
+        let wal = Wal::create(memory_log(), WalConfig::default(), 0, None).unwrap();
+        let id = PageId::new(0, 7);
+        let change = |image: bool, offset: u32, byte: u8| Body::Update {
+            undo: None,
+            redo: vec![record::PageRedo {
+                page: id,
+                image,
+                ranges: vec![(offset, vec![byte; 4])],
+            }],
+        };
+        let (first, _) = wal.append(1, 0, change(true, 100, 0xA1)).unwrap();
+        let (second, _) = wal.append(1, first, change(false, 200, 0xB2)).unwrap();
+        let (third, _) = wal.append(1, second, change(false, 100, 0xC3)).unwrap();
+        wal.append(1, third, Body::Commit { commit_ts: 1 }).unwrap();
+        wal.flush_all().unwrap();
+        let (whole, last) = wal.rebuild_page(id, 512, None).unwrap();
+        assert_eq!(
+            (&whole[100..104], &whole[200..204], last),
+            (&[0xC3; 4][..], &[0xB2; 4][..], third)
+        );
+        let (upto, last) = wal.rebuild_page(id, 512, Some(third)).unwrap();
+        assert_eq!(
+            (&upto[100..104], &upto[200..204], last),
+            (&[0xA1; 4][..], &[0xB2; 4][..], second)
+        );
+        assert_eq!(
+            crate::page::lsn(&upto),
+            third,
+            "the page LSN is the end of its last record"
+        );
+        let err = wal.rebuild_page(id, 512, Some(first)).unwrap_err();
+        assert!(err.to_string().contains("holds no image"), "{err}");
+    });
+}
+
+/// A restart without redo left a hole `[L*, restart record)` whose records
+/// never reached In-Page Logging pages (REC-4): a repair during a later
+/// restart (`before_lsn` given) skips them; a repair of any other page,
+/// which redo brought forward, applies them.
+#[test]
+fn a_repair_at_an_ipl_restart_skips_an_earlier_restarts_hole() {
+    sim(|_| {
+        let wal = Wal::create(memory_log(), WalConfig::default(), 0, None).unwrap();
+        let id = PageId::new(0, 9);
+        let change = |image: bool, offset: u32, byte: u8| Body::Update {
+            undo: None,
+            redo: vec![record::PageRedo {
+                page: id,
+                image,
+                ranges: vec![(offset, vec![byte; 4])],
+            }],
+        };
+        wal.append(1, 0, change(true, 100, 0xA1)).unwrap();
+        let (hole, _) = wal.append(1, 0, change(false, 200, 0xB2)).unwrap();
+        wal.append(0, 0, Body::Restart { from_lsn: hole }).unwrap();
+        wal.append(2, 0, change(false, 100, 0xC3)).unwrap();
+        let (_, end) = wal.append(2, 0, Body::Commit { commit_ts: 2 }).unwrap();
+        wal.flush_all().unwrap();
+        let (ipl, _) = wal.rebuild_page(id, 512, Some(end)).unwrap();
+        assert_eq!(
+            (&ipl[100..104], &ipl[200..204]),
+            (&[0xC3; 4][..], &[0; 4][..])
+        );
+        let (other, _) = wal.rebuild_page(id, 512, None).unwrap();
+        assert_eq!(
+            (&other[100..104], &other[200..204]),
+            (&[0xC3; 4][..], &[0xB2; 4][..])
+        );
+    });
+}

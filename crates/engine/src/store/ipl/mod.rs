@@ -380,9 +380,10 @@ pub struct IplStore {
     /// A force failed: the captured state is not on flash, so nothing more
     /// is written until the space is opened again.
     failed: AtomicBool,
-    /// A damaged page may be rebuilt from the WAL (BUF-9): not between an
-    /// open that restarts without redo and the end of recovery (REC-4).
-    repairable: AtomicBool,
+    /// Between an open that restarts without redo and the end of recovery,
+    /// a damaged page is rebuilt from the WAL before `L*` only (BUF-9,
+    /// REC-4).
+    restarting: AtomicBool,
 }
 
 fn body_crc(page: &[u8]) -> u32 {
@@ -455,7 +456,7 @@ impl IplStore {
             deferred: StdMutex::new(Vec::new()),
             log: StdMutex::new(None),
             failed: AtomicBool::new(false),
-            repairable: AtomicBool::new(true),
+            restarting: AtomicBool::new(false),
         };
         let mut store = store;
         match mode {
@@ -464,7 +465,7 @@ impl IplStore {
         }
         store.opened_at = *store.marked.lock().expect("marked");
         let restarting = mode == StoreMode::Open && store.commit_force;
-        store.repairable.store(!restarting, Ordering::SeqCst);
+        store.restarting.store(restarting, Ordering::SeqCst);
         Ok(store)
     }
 
@@ -473,8 +474,9 @@ impl IplStore {
     pub fn with_commit_force(mut self, force: bool) -> IplStore {
         self.commit_force = force;
         if !force {
-            // The WAL's redo brings the pages forward: repairs are sound.
-            self.repairable.store(true, Ordering::SeqCst);
+            // The WAL's redo brings the pages forward: repairs may use
+            // the whole log.
+            self.restarting.store(false, Ordering::SeqCst);
         }
         self
     }
@@ -693,12 +695,13 @@ impl PageStore for IplStore {
         self.commit_force.then_some(self.opened_at.1)
     }
 
-    fn repairable_from_log(&self) -> bool {
-        self.repairable.load(Ordering::SeqCst)
+    fn repair_before_lsn(&self) -> Option<u64> {
+        let restarting = self.restarting.load(Ordering::SeqCst);
+        restarting.then_some(self.opened_at.1)
     }
 
     fn recovered(&self) {
-        self.repairable.store(true, Ordering::SeqCst);
+        self.restarting.store(false, Ordering::SeqCst);
     }
 
     fn attach_log(&self, log: Arc<dyn LogForce>) {
