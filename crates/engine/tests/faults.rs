@@ -17,6 +17,9 @@ use flashlab_engine::db::verify::verify;
 use flashlab_engine::{Database, DbConfig, Devices, Error, PageId, TableSpec};
 use flashlab_runtime::{NS_PER_MS, Sim, SimConfig};
 
+mod common;
+use common::commit_each;
+
 const PAGE: usize = 2048;
 const ROWS: u32 = 400;
 
@@ -157,11 +160,7 @@ fn regression_torn_page_is_rebuilt_from_the_log() {
     run(move || {
         let db = Database::open_with(&config(), devices).unwrap();
         let t = db.table("t").unwrap();
-        for i in 0..ROWS {
-            let mut txn = db.begin().unwrap();
-            txn.put(&t, &key(i), &value(i, 1)).unwrap();
-            txn.commit().unwrap();
-        }
+        commit_each(&db, &t, 0..ROWS, key, |i| value(i, 1));
         db.abandon();
     });
     rig.crash();

@@ -25,7 +25,7 @@ const ROWS: u32 = 600;
 const NAND_BYTES: u64 = 8 << 20;
 
 mod common;
-use common::{Rig, run};
+use common::{Rig, commit_each, run};
 
 /// A rig with the data space on raw NAND.
 fn rig(plan: FaultPlan) -> Rig {
@@ -274,11 +274,7 @@ fn a_damaged_ipl_page_is_rebuilt_from_the_wal_up_to_the_marker_at_restart() {
     run(move || {
         let db = Database::open_with(&config(), devices).unwrap();
         let t = db.table("t").unwrap();
-        for i in 0..ROWS {
-            let mut txn = db.begin().unwrap();
-            txn.put(&t, &key(i), &value(i, 1)).unwrap();
-            txn.commit().unwrap();
-        }
+        commit_each(&db, &t, 0..ROWS, key, |i| value(i, 1));
         // A loser changes row 0; a later commit's force captures its
         // change with every other pending record, so L* lies beyond it.
         let mut loser = db.begin().unwrap();

@@ -387,6 +387,19 @@ impl Device for FailingFlush {
     }
 }
 
+/// A change of page `id` writing four `byte`s at `offset` (an image: on a
+/// zeroed page).
+fn four_bytes(id: PageId, image: bool, offset: u32, byte: u8) -> Body {
+    Body::Update {
+        undo: None,
+        redo: vec![record::PageRedo {
+            page: id,
+            image,
+            ranges: vec![(offset, vec![byte; 4])],
+        }],
+    }
+}
+
 /// A page is rebuilt from its image and the changes after it, and with a
 /// `before_lsn` (an In-Page Logging space's L* during a restart without
 /// redo) from the records before it only, never past it.
@@ -395,14 +408,7 @@ fn a_page_is_rebuilt_from_its_image_and_stops_before_the_given_lsn() {
     sim(|_| {
         let wal = Wal::create(memory_log(), WalConfig::default(), 0, None).unwrap();
         let id = PageId::new(0, 7);
-        let change = |image: bool, offset: u32, byte: u8| Body::Update {
-            undo: None,
-            redo: vec![record::PageRedo {
-                page: id,
-                image,
-                ranges: vec![(offset, vec![byte; 4])],
-            }],
-        };
+        let change = |image, offset, byte| four_bytes(id, image, offset, byte);
         let (first, _) = wal.append(1, 0, change(true, 100, 0xA1)).unwrap();
         let (second, _) = wal.append(1, first, change(false, 200, 0xB2)).unwrap();
         let (third, _) = wal.append(1, second, change(false, 100, 0xC3)).unwrap();
@@ -437,14 +443,7 @@ fn a_repair_at_an_ipl_restart_skips_an_earlier_restarts_hole() {
     sim(|_| {
         let wal = Wal::create(memory_log(), WalConfig::default(), 0, None).unwrap();
         let id = PageId::new(0, 9);
-        let change = |image: bool, offset: u32, byte: u8| Body::Update {
-            undo: None,
-            redo: vec![record::PageRedo {
-                page: id,
-                image,
-                ranges: vec![(offset, vec![byte; 4])],
-            }],
-        };
+        let change = |image, offset, byte| four_bytes(id, image, offset, byte);
         wal.append(1, 0, change(true, 100, 0xA1)).unwrap();
         let (hole, _) = wal.append(1, 0, change(false, 200, 0xB2)).unwrap();
         wal.append(0, 0, Body::Restart { from_lsn: hole }).unwrap();

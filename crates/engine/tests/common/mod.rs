@@ -3,12 +3,15 @@
 //! model behind one power switch and one WAL-before-data checker, and a
 //! simulated run.
 
+// Each test crate that includes this module uses part of it.
+#![allow(dead_code)]
+
 use std::sync::Arc;
 
 use flashlab_devices::DeviceRef;
 use flashlab_devices::fault::{FaultPlan, FaultyDevice, PowerSwitch, Role, WalChecker};
 use flashlab_devices::memory::MemoryDevice;
-use flashlab_engine::Devices;
+use flashlab_engine::{Database, Devices, Table};
 use flashlab_runtime::{Sim, SimConfig};
 
 /// The log's size in every rig.
@@ -72,4 +75,20 @@ pub fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
         .0
         .finished()
         .unwrap()
+}
+
+/// Put `value(i)` under `key(i)` for each `i` of `rows`, one transaction
+/// and commit each.
+pub fn commit_each(
+    db: &Database,
+    table: &Table,
+    rows: std::ops::Range<u32>,
+    key: impl Fn(u32) -> Vec<u8>,
+    value: impl Fn(u32) -> Vec<u8>,
+) {
+    for i in rows {
+        let mut txn = db.begin().unwrap();
+        txn.put(table, &key(i), &value(i)).unwrap();
+        txn.commit().unwrap();
+    }
 }
