@@ -163,9 +163,9 @@ fn regression_ipl_write_back_waits_for_the_force_that_captured_the_page() {
 /// lost; now only a sealed page is judged by its LSN (IPL-11); (2) a page
 /// damaged on the medium was repaired from the WAL during recovery, to
 /// the WAL's end, past L*: a B+tree root pointing at a child its space
-/// never received; now IPL pages are not repaired from the WAL until
-/// recovery's closing checkpoint (REC-4): the open refuses naming the
-/// damage instead.
+/// never received; now, until recovery's closing checkpoint, an IPL page
+/// is rebuilt from the WAL records before L* only, skipping every earlier
+/// restart's hole (REC-4), or the open refuses naming the damage.
 #[test]
 fn regression_ipl_media_restarts_never_read_a_wrong_page() {
     for seed in [1084, 1608] {
