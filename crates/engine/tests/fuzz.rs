@@ -61,7 +61,8 @@ fn record() -> impl Strategy<Value = LogRecord> {
         any::<u64>().prop_map(|commit_ts| Body::Commit { commit_ts }),
         Just(Body::Abort),
         Just(Body::CheckpointBegin),
-        any::<u64>().prop_map(|from_lsn| Body::Restart { from_lsn }),
+        (any::<u32>(), any::<u64>())
+            .prop_map(|(space, from_lsn)| Body::Restart { space, from_lsn }),
         (
             any::<u64>(),
             any::<u64>(),

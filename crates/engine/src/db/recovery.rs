@@ -59,10 +59,11 @@
 //!    is at or beyond the begin record of the checkpoint the master names),
 //!    and the master's log start is at or before the first record of every
 //!    transaction active at that begin record. Before undo, recovery logs
-//!    a restart record naming `L*`: until the closing checkpoint, a page
-//!    of such a space damaged on the medium is rebuilt from the WAL
-//!    records before `L*` that lie in no restart's hole `[L*, restart
-//!    record)` ([`Wal::rebuild_page`]), its state in the marked state.
+//!    a restart record per such space naming its `L*`: until the closing
+//!    checkpoint, a page of that space damaged on the medium is rebuilt
+//!    from the WAL records before the space's newest marker that lie in
+//!    none of its restarts' holes `[L*, restart record)`
+//!    ([`Wal::rebuild_page`]), its state in the marked state.
 
 use std::collections::BTreeMap;
 
@@ -327,13 +328,17 @@ pub(crate) fn recover_with_report(
     db.inner
         .wal
         .set_active(losers.values().map(|t| (t.clone(), master.start_lsn)));
-    // REC-4: the records from L* on never reached the IPL pages; a page
-    // repaired from the WAL before the closing checkpoint skips them,
-    // this restart's and, if a recovery crashed, the earlier ones'.
-    if let Some(l_star) = l_star.filter(|&l| l < end_lsn) {
-        db.inner
-            .wal
-            .append(0, 0, Body::Restart { from_lsn: l_star })?;
+    // REC-4: the records from a space's own L* on never reached its
+    // pages; a page repaired from the WAL before the closing checkpoint
+    // skips them, this restart's and, if a recovery crashed, the earlier
+    // ones'. One record per space: each has its own marker ring.
+    for space in &db.inner.spaces {
+        if let Some(from_lsn) = space.store.restart_lsn().filter(|&l| l < end_lsn) {
+            let space = space.id;
+            db.inner
+                .wal
+                .append(0, 0, Body::Restart { space, from_lsn })?;
+        }
     }
     report.records_undone = undo(&db, losers, l_star)?;
     crate::db::create::finish_creation(&db)?;

@@ -103,11 +103,12 @@ pub enum Body {
         active: Vec<ActiveTxn>,
         dirty: Vec<(PageId, u64)>,
     },
-    /// Recovery restarted In-Page Logging spaces without redo at `L*`
-    /// (REC-4): the records from `from_lsn` (that `L*`) up to this one
-    /// never reached their pages. A repair of such a page before the
-    /// closing checkpoint skips them ([`crate::wal::Wal::rebuild_page`]).
-    Restart { from_lsn: u64 },
+    /// Recovery restarted the In-Page Logging space `space` without redo
+    /// at its `L*` (REC-4): the records from `from_lsn` (that `L*`) up to
+    /// this one never reached its pages. A repair of such a page before
+    /// the closing checkpoint skips them
+    /// ([`crate::wal::Wal::rebuild_page`]).
+    Restart { space: u32, from_lsn: u64 },
 }
 
 impl Body {
@@ -370,7 +371,8 @@ fn body_bytes_hint(body: &Body) -> usize {
         }
         Body::Compensation { redo: r, .. } => 8 + redo(r),
         Body::CheckpointEnd { active, dirty, .. } => 40 + 24 * active.len() + 16 * dirty.len(),
-        Body::Commit { .. } | Body::Abort | Body::CheckpointBegin | Body::Restart { .. } => 8,
+        Body::Commit { .. } | Body::Abort | Body::CheckpointBegin => 8,
+        Body::Restart { .. } => 12,
     }
 }
 
@@ -385,7 +387,10 @@ fn encode_body(w: &mut Writer, body: &Body) {
             encode_redo(w, redo);
         }
         Body::Commit { commit_ts } => w.u64(*commit_ts),
-        Body::Restart { from_lsn } => w.u64(*from_lsn),
+        Body::Restart { space, from_lsn } => {
+            w.u32(*space);
+            w.u64(*from_lsn);
+        }
         Body::Abort | Body::CheckpointBegin => {}
         Body::CheckpointEnd {
             begin_lsn,
@@ -436,7 +441,10 @@ fn decode_body(r: &mut Reader, kind: u8) -> Result<Body> {
         },
         4 => Body::Abort,
         5 => Body::CheckpointBegin,
-        7 => Body::Restart { from_lsn: r.u64()? },
+        7 => Body::Restart {
+            space: r.u32()?,
+            from_lsn: r.u64()?,
+        },
         6 => {
             let begin_lsn = r.u64()?;
             let next_txn = r.u64()?;

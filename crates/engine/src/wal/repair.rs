@@ -20,16 +20,24 @@ impl Wal {
         })
     }
 
-    /// The holes that restarts without redo left in the durable log since
-    /// `start_lsn`: `[L*, restart record)` of each ([`Body::Restart`],
-    /// REC-4).
-    fn restart_holes(&self, start_lsn: u64, durable_lsn: u64) -> Result<Vec<(u64, u64)>> {
+    /// The holes that restarts without redo left for page `id`'s space in
+    /// the durable log since `start_lsn`: `[L*, restart record)` of each
+    /// ([`Body::Restart`], REC-4).
+    fn restart_holes(
+        &self,
+        id: PageId,
+        start_lsn: u64,
+        durable_lsn: u64,
+    ) -> Result<Vec<(u64, u64)>> {
         let mut holes = Vec::new();
         let mut reader = self.reader(start_lsn);
         while reader.end_lsn() < durable_lsn {
             let record = Self::next_before(&mut reader, durable_lsn, &self.layout)?;
-            if let Body::Restart { from_lsn } = record.body {
-                holes.push((from_lsn, record.lsn));
+            match record.body {
+                Body::Restart { space, from_lsn } if space == id.space => {
+                    holes.push((from_lsn, record.lsn));
+                }
+                _ => {}
             }
         }
         Ok(holes)
@@ -57,7 +65,7 @@ impl Wal {
         // An In-Page Logging page (`before_lsn` given) never received the
         // records in an earlier restart's hole (REC-4).
         let holes = match before_lsn {
-            Some(_) => self.restart_holes(start_lsn, durable_lsn)?,
+            Some(_) => self.restart_holes(id, start_lsn, durable_lsn)?,
             None => Vec::new(),
         };
         let in_hole = |lsn: u64| holes.iter().any(|&(from, to)| (from..to).contains(&lsn));

@@ -435,9 +435,10 @@ fn a_page_is_rebuilt_from_its_image_and_stops_before_the_given_lsn() {
 }
 
 /// A restart without redo left a hole `[L*, restart record)` whose records
-/// never reached In-Page Logging pages (REC-4): a repair during a later
-/// restart (`before_lsn` given) skips them; a repair of any other page,
-/// which redo brought forward, applies them.
+/// never reached the pages of that In-Page Logging space (REC-4): a repair
+/// during a later restart (`before_lsn` given) skips them, and only for
+/// that space; a repair of any other page, which redo brought forward,
+/// applies them.
 #[test]
 fn a_repair_at_an_ipl_restart_skips_an_earlier_restarts_hole() {
     sim(|_| {
@@ -446,7 +447,25 @@ fn a_repair_at_an_ipl_restart_skips_an_earlier_restarts_hole() {
         let change = |image, offset, byte| four_bytes(id, image, offset, byte);
         wal.append(1, 0, change(true, 100, 0xA1)).unwrap();
         let (hole, _) = wal.append(1, 0, change(false, 200, 0xB2)).unwrap();
-        wal.append(0, 0, Body::Restart { from_lsn: hole }).unwrap();
+        // Another space's restart leaves this space's pages alone.
+        wal.append(
+            0,
+            0,
+            Body::Restart {
+                space: 1,
+                from_lsn: 0,
+            },
+        )
+        .unwrap();
+        wal.append(
+            0,
+            0,
+            Body::Restart {
+                space: 0,
+                from_lsn: hole,
+            },
+        )
+        .unwrap();
         wal.append(2, 0, change(false, 100, 0xC3)).unwrap();
         let (_, end) = wal.append(2, 0, Body::Commit { commit_ts: 2 }).unwrap();
         wal.flush_all().unwrap();

@@ -695,9 +695,13 @@ impl PageStore for IplStore {
         self.commit_force.then_some(self.opened_at.1)
     }
 
+    /// The newest marker's L, not the one found at open: a force during
+    /// recovery (a write-back of a page that undo changed) puts records
+    /// past the open's `L*` on flash, after flushing the WAL to them and
+    /// so the restart record too.
     fn repair_before_lsn(&self) -> Option<u64> {
         let restarting = self.restarting.load(Ordering::SeqCst);
-        restarting.then_some(self.opened_at.1)
+        restarting.then(|| self.marker().1)
     }
 
     fn recovered(&self) {
