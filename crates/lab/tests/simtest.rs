@@ -217,7 +217,7 @@ fn simtest_ipl_media_seeds_all_pass() {
     assert_eq!(caught, damaged, "every damaged image caught");
     // An IPL space that restarted without redo rebuilds a page damaged on
     // the medium during recovery from the WAL records before L* (REC-4,
-    // regression_ipl_media_restarts_never_read_a_wrong_page). 34 of these
+    // regression_ipl_media_restarts_never_read_a_wrong_page). 36 of these
     // 80 seeds refuse (42 when such a page was refused): the damaged page
     // has no image in the log since its start (unchanged since the last
     // checkpoint), or an erase unit's commit sector cannot be read.
