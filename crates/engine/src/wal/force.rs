@@ -11,6 +11,19 @@ impl Wal {
         self.flush_for(lsn, false)
     }
 
+    /// After a failure (WAL-4), give up the flusher role if it was handed
+    /// to this task, and return the failure.
+    pub(super) fn give_up_if_failed(st: &mut LogState, granted: bool) -> Result<()> {
+        match &st.failed {
+            Some(failure) => {
+                let failure = failure.clone();
+                st.flushing &= !granted;
+                Err(Error::LogFailed(failure))
+            }
+            None => Ok(()),
+        }
+    }
+
     /// [`Wal::flush_to`]; `commit` if a committer waits for it (its
     /// flusher may wait for its group, WAL-13).
     fn flush_for(&self, lsn: u64, commit: bool) -> Result<()> {
@@ -19,11 +32,7 @@ impl Wal {
         // Handed the flusher role by the end of the force before (WAL-11).
         let mut granted = false;
         loop {
-            if let Some(failure) = &st.failed {
-                let failure = failure.clone();
-                st.flushing &= !granted;
-                return Err(Error::LogFailed(failure));
-            }
+            Self::give_up_if_failed(&mut st, granted)?;
             if st.flushed_lsn >= lsn {
                 if granted {
                     st.flushing = false;

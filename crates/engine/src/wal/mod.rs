@@ -1103,11 +1103,7 @@ impl Wal {
         let mut st = self.state.lock();
         let mut granted = false;
         loop {
-            if let Some(failure) = &st.failed {
-                let failure = failure.clone();
-                st.flushing &= !granted;
-                return Err(Error::LogFailed(failure));
-            }
+            Self::give_up_if_failed(&mut st, granted)?;
             if granted || !st.flushing {
                 break;
             }
