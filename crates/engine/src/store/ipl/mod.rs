@@ -381,8 +381,8 @@ pub struct IplStore {
     /// is written until the space is opened again.
     failed: AtomicBool,
     /// Between an open that restarts without redo and the end of recovery,
-    /// a damaged page is rebuilt from the WAL before `L*` only (BUF-9,
-    /// REC-4).
+    /// a damaged page is rebuilt from the WAL before the newest marker only
+    /// (BUF-9, REC-4).
     restarting: AtomicBool,
 }
 

@@ -764,3 +764,41 @@ fn an_aborted_transactions_records_and_compensations_cancel_at_a_merge() {
         "sealed at the compensation's LSN"
     );
 }
+
+/// Found in review (issue 14): during a restart without redo, a damaged
+/// page is rebuilt from the WAL up to the space's marked state, but the
+/// limit was the marker found at open. A force during recovery (a
+/// write-back of a page that undo changed) marks a newer state, and a page
+/// rebuilt to the old one lost the compensations on flash. The limit is
+/// the newest marker, until recovery ends.
+#[test]
+fn regression_the_repair_limit_at_a_restart_follows_the_newest_marker() {
+    let mut rng = ChaCha8Rng::seed_from_u64(23);
+    let (_inner, nand) = nand();
+    let store = open(&nand, StoreMode::Create, 8 << 10);
+    let log = EndLog(std::sync::atomic::AtomicU64::new(10));
+    let images = write_sealed_pages(&store, &mut rng, 4);
+    store.force(&log).unwrap();
+    assert_eq!(
+        store.repair_before_lsn(),
+        None,
+        "a new space repairs freely"
+    );
+    drop(store);
+    let again = open(&nand, StoreMode::Open, 8 << 10);
+    assert_eq!(again.repair_before_lsn(), Some(10), "L* at open");
+    // Recovery changes a page and a write-back forces it: a newer marker.
+    let mut next = update(&mut rng, &images[2]);
+    crate::page::seal(&mut next);
+    again.note_update(2, 1, crate::page::lsn(&next), &images[2], &next);
+    log.0.store(20, std::sync::atomic::Ordering::SeqCst);
+    again.force(&log).unwrap();
+    assert_eq!(again.marker().1, 20);
+    assert_eq!(again.repair_before_lsn(), Some(20), "the newest marker");
+    again.recovered();
+    assert_eq!(
+        again.repair_before_lsn(),
+        None,
+        "after recovery: the whole log"
+    );
+}
