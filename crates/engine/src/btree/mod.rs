@@ -61,4 +61,4 @@ mod tree;
 
 pub use check::TreeStats;
 pub use node::{ENTRIES_PER_PAGE_MIN, NO_PAGE, max_entry_bytes};
-pub use tree::BTree;
+pub use tree::{BTree, LeafPosition};

@@ -51,6 +51,24 @@ struct Step {
     child_index: usize,
 }
 
+/// The leaf where a key is or would be, and the internal nodes above it
+/// ([`BTree::seek`]).
+#[derive(Debug)]
+pub struct LeafPosition {
+    leaf: PageNo,
+    path: Vec<Step>,
+}
+
+/// How a descent reads the leaf it ends at: a copy kept in the
+/// mini-transaction (the caller reads it next), or a visit in place (the
+/// caller may write it, and a one-leaf mini-transaction copies a leaf it
+/// writes again under the leaf's latch, MTR-12).
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum LeafRead {
+    Copy,
+    Visit,
+}
+
 /// Where a descent goes.
 #[derive(Clone, Copy)]
 enum Target<'k> {
@@ -153,14 +171,55 @@ impl BTree {
         key: &[u8],
         value: &[u8],
     ) -> Result<Option<Vec<u8>>> {
+        let at = self.seek(pages, key)?;
+        self.put_at(pages, at, key, value)
+    }
+
+    /// Walk down to the leaf where `key` is or would be, visiting every
+    /// page on the way (no copy is kept), for [`BTree::value_at`] and
+    /// [`BTree::put_at`]: a read and a write of one key with one descent.
+    /// The position stays valid while the tree's structure cannot change
+    /// (the caller's latch keeps other writers to splits out).
+    pub fn seek<P: PageAccess + ?Sized>(&self, pages: &mut P, key: &[u8]) -> Result<LeafPosition> {
+        let mut path = Vec::new();
+        let leaf = self.descend_to(pages, Target::Key(key), Some(&mut path), LeafRead::Visit)?;
+        Ok(LeafPosition { leaf, path })
+    }
+
+    /// The value stored under `key` in the leaf `at` found for it.
+    pub fn value_at<P: PageAccess + ?Sized>(
+        &self,
+        pages: &mut P,
+        at: &LeafPosition,
+        key: &[u8],
+    ) -> Result<Option<Vec<u8>>> {
+        let mut value = None;
+        pages.visit(at.leaf, &mut |bytes| {
+            let node = Node::parse(at.leaf, bytes)?;
+            if let Ok(i) = node.search(key)? {
+                value = Some(node.value(i)?.to_vec());
+            }
+            Ok(())
+        })?;
+        Ok(value)
+    }
+
+    /// Store `value` under `key` in the leaf `at` found for it, returning
+    /// the previous value, as [`BTree::insert`] does.
+    pub fn put_at<P: PageAccess + ?Sized>(
+        &self,
+        pages: &mut P,
+        at: LeafPosition,
+        key: &[u8],
+        value: &[u8],
+    ) -> Result<Option<Vec<u8>>> {
         check_entry_size(pages.page_bytes(), key, value)?;
         let cell = node::leaf_cell(key, value)?;
         debug_assert!(
             (cell.len() + SLOT_BYTES) * ENTRIES_PER_PAGE_MIN <= capacity_bytes(pages.page_bytes()),
             "BTREE-6"
         );
-        let mut path = Vec::new();
-        let leaf = self.descend_recording(pages, Target::Key(key), Some(&mut path))?;
+        let LeafPosition { leaf, path } = at;
         let mut node = NodeMut::new(leaf, pages.write(leaf)?);
         let found = node.view()?.search(key)?;
         let (index, old) = match found {
@@ -327,7 +386,18 @@ impl BTree {
         &self,
         pages: &mut P,
         target: Target,
+        path: Option<&mut Vec<Step>>,
+    ) -> Result<PageNo> {
+        self.descend_to(pages, target, path, LeafRead::Copy)
+    }
+
+    /// [`BTree::descend_recording`], reading the leaf as `leaf_read` says.
+    fn descend_to<P: PageAccess + ?Sized>(
+        &self,
+        pages: &mut P,
+        target: Target,
         mut path: Option<&mut Vec<Step>>,
+        leaf_read: LeafRead,
     ) -> Result<PageNo> {
         let mut page_no = self.root;
         let mut expected_level = None;
@@ -346,7 +416,7 @@ impl BTree {
                 Ok(())
             };
             match expected_level {
-                Some(0) => inspect(pages.read(page_no)?)?,
+                Some(0) if leaf_read == LeafRead::Copy => inspect(pages.read(page_no)?)?,
                 _ => pages.visit(page_no, &mut inspect)?,
             }
             let Some((child_index, child_level, child)) = step else {

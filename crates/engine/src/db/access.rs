@@ -200,7 +200,11 @@ impl Inner {
             false => Latching::Exclusive,
         };
         self.latched(tree, mode, |mtr| {
-            let current = btree.get(mtr, key)?;
+            // One descent: the value is read in the leaf it found, and the
+            // write goes to that leaf, under the latch that keeps the
+            // tree's structure (a split escalates and runs this again).
+            let at = btree.seek(mtr, key)?;
+            let current = btree.value_at(mtr, &at, key)?;
             match &decided {
                 // DB-6: the row lock kept the value `decide` saw.
                 Some((seen, _)) => assert_eq!(
@@ -221,8 +225,14 @@ impl Inner {
             // the path are copies already; only a page evicted since it was
             // read, or a split's new page, may still need I/O (DB-5).
             mtr.set_no_io(false);
-            let before = btree.insert(mtr, key, stored)?;
-            debug_assert_eq!(&before, seen, "DB-1: the latch kept the key unchanged");
+            let before = btree.put_at(mtr, at, key, stored)?;
+            // DB-1 (DB-6 in one-leaf mode): the latch, or the row lock, kept
+            // the key's value from the read to the write under the leaf's
+            // latch.
+            assert_eq!(
+                &before, seen,
+                "DB-1: the key changed between its read and its write"
+            );
             let undo = (ctx.txn != 0).then(|| Undo {
                 space: tree.space,
                 root: tree.root,

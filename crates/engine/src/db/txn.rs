@@ -55,6 +55,15 @@ struct UndoEntry {
     undo: Undo,
 }
 
+/// What [`Transaction::write`] stores as a row's new latest version.
+enum Change<'a> {
+    /// This value, or a tombstone for `None` (nothing if the row is absent).
+    Set(Option<&'a [u8]>),
+    /// A function of the current row, where the write finds it; nothing
+    /// is written if there is no row.
+    Update(&'a mut dyn FnMut(&[u8]) -> Result<Vec<u8>>),
+}
+
 /// A transaction. Commit or abort it; dropping it aborts.
 pub struct Transaction {
     db: Arc<Inner>,
@@ -278,7 +287,7 @@ impl Transaction {
                 table.def.name
             )));
         }
-        self.write(table, key, Some(value)).map(|_| ())
+        self.write(table, key, Change::Set(Some(value))).map(|_| ())
     }
 
     /// Read-modify-write of one row as one statement (an SQL `UPDATE ...
@@ -298,24 +307,15 @@ impl Transaction {
                 table.def.name
             )));
         }
-        self.lock(table, key, LockMode::Exclusive)?;
-        let Some(current) = self.current(table, key)? else {
-            return Ok(None);
+        let mut new = None;
+        let mut change = Some(change);
+        let mut update = |current: &[u8]| {
+            let value = (change.take().expect("a write decides once"))(current);
+            new = Some(value.clone());
+            Ok(value)
         };
-        let new = change(&current);
-        self.write(table, key, Some(&new))?;
-        Ok(Some(new))
-    }
-
-    /// The latest version of a row this transaction may overwrite, after
-    /// its lock is held: first updater wins under snapshot isolation.
-    fn current(&self, table: &Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
-        let Some(stored) = self.db.tree_get(Self::tree(table), key)? else {
-            return Ok(None);
-        };
-        let row = StoredRow::decode(&stored)?;
-        self.check_first_updater(&row.header)?;
-        Ok((row.header.prev & TOMBSTONE == 0).then_some(row.row))
+        self.write(table, key, Change::Update(&mut update))?;
+        Ok(new)
     }
 
     /// MVCC-4: refuse to overwrite a version committed after the snapshot.
@@ -345,17 +345,12 @@ impl Transaction {
                 table.def.name
             )));
         }
-        Ok(self.write(table, key, None)?.is_some())
+        Ok(self.write(table, key, Change::Set(None))?.is_some())
     }
 
     /// Lock, keep the before-image in the rollback segment, write the new
     /// version (or a tombstone); returns the row's previous latest value.
-    fn write(
-        &mut self,
-        table: &Table,
-        key: &[u8],
-        value: Option<&[u8]>,
-    ) -> Result<Option<Vec<u8>>> {
+    fn write(&mut self, table: &Table, key: &[u8], change: Change<'_>) -> Result<Option<Vec<u8>>> {
         self.lock(table, key, LockMode::Exclusive)?;
         self.db.check_log()?;
         Rt::current().cpu(self.db.cpu().put_ns);
@@ -370,7 +365,11 @@ impl Transaction {
                 now_ns: Rt::current().now_ns(),
                 retention_ns: db.config.mvcc.retention_ns,
             };
-            let row_bytes = value.map_or(0, <[u8]>::len);
+            let row_bytes = match &change {
+                Change::Set(value) => value.map_or(0, <[u8]>::len),
+                // A new version of about the current one's size.
+                Change::Update(_) => 0,
+            };
             let filled = self.db.rollback.prepare(segment, row_bytes, &reclaim)?;
             let _ = self.db.rollback.write_filled(filled);
         }
@@ -387,9 +386,16 @@ impl Transaction {
             let deleted = current
                 .as_ref()
                 .is_none_or(|r| r.header.prev & TOMBSTONE != 0);
-            if value.is_none() && deleted {
-                return Ok(None); // nothing to delete
-            }
+            let value = match change {
+                Change::Set(None) if deleted => return Ok(None), // nothing to delete
+                Change::Update(_) if deleted => return Ok(None), // no row to update
+                Change::Set(value) => value.map(<[u8]>::to_vec),
+                Change::Update(update) => {
+                    let row = current.as_ref().expect("a row that is not deleted");
+                    Some(update(&row.row)?)
+                }
+            };
+            let tombstone = value.is_none();
             let prev = match &current {
                 None => 0,
                 // Our own earlier version: others still see the one before it.
@@ -400,14 +406,12 @@ impl Transaction {
                     pointer
                 }
             };
-            let header = VersionHeader::uncommitted(
-                self.id,
-                prev | if value.is_none() { TOMBSTONE } else { 0 },
-            );
+            let header =
+                VersionHeader::uncommitted(self.id, prev | if tombstone { TOMBSTONE } else { 0 });
             Ok(Some(
                 StoredRow {
                     header,
-                    row: value.unwrap_or_default().to_vec(),
+                    row: value.unwrap_or_default(),
                 }
                 .encode(),
             ))
@@ -495,7 +499,7 @@ impl Transaction {
         let schema = Self::schema(table)?;
         let key = schema.primary_key(row)?;
         let encoded = schema.encode_row(row)?;
-        let before = self.write(table, &key, Some(&encoded))?;
+        let before = self.write(table, &key, Change::Set(Some(&encoded)))?;
         let old_row = before.map(|b| schema.decode_row(&b)).transpose()?;
         self.add_index_entries(table, &key, old_row.as_deref(), row)
     }
@@ -608,20 +612,27 @@ impl Transaction {
         self.check_writable()?;
         let schema = Self::schema(table)?;
         let key = crate::row::encode_key(key);
-        self.lock(table, &key, LockMode::Exclusive)?;
-        let Some(current) = self.current(table, &key)? else {
+        // The new row is made from the current one where the write finds
+        // it: one descent for the read and the write.
+        let mut rows = None;
+        let mut change = Some(change);
+        let mut update = |current: &[u8]| {
+            let old = schema.decode_row(current)?;
+            let mut new = old.clone();
+            (change.take().expect("a write decides once"))(&mut new);
+            if schema.primary_key(&new)? != key {
+                return Err(Error::Invalid(
+                    "update_row may not change the primary key".into(),
+                ));
+            }
+            let encoded = schema.encode_row(&new)?;
+            rows = Some((old, new));
+            Ok(encoded)
+        };
+        self.write(table, &key, Change::Update(&mut update))?;
+        let Some((old, new)) = rows else {
             return Ok(None);
         };
-        let old = schema.decode_row(&current)?;
-        let mut new = old.clone();
-        change(&mut new);
-        if schema.primary_key(&new)? != key {
-            return Err(Error::Invalid(
-                "update_row may not change the primary key".into(),
-            ));
-        }
-        let encoded = schema.encode_row(&new)?;
-        self.write(table, &key, Some(&encoded))?;
         self.add_index_entries(table, &key, Some(&old), &new)?;
         Ok(Some(new))
     }
@@ -640,7 +651,7 @@ impl Transaction {
         self.check_writable()?;
         Self::schema(table)?;
         let key = crate::row::encode_key(key);
-        Ok(self.write(table, &key, None)?.is_some())
+        Ok(self.write(table, &key, Change::Set(None))?.is_some())
     }
 
     /// Rows whose index columns start with `prefix` values, in index order,
