@@ -688,12 +688,13 @@ impl Mtr {
         self.gated.clone()
     }
 
-    fn install(self, txn: u64, lsn: u64, end_lsn: u64) {
+    fn install(mut self, txn: u64, lsn: u64, end_lsn: u64) {
         assert!(
             lsn < end_lsn,
             "MTR-3: install of an empty record at {lsn}..{end_lsn}"
         );
-        for (page_no, p) in &self.pages {
+        let keep_before = self.keep_before;
+        for (page_no, p) in &mut self.pages {
             if !p.written {
                 continue; // only read
             }
@@ -705,10 +706,12 @@ impl Mtr {
             });
             // The page's store sees the change first (In-Page Logging's
             // records; a no-op for other stores).
-            if self.keep_before {
+            if keep_before {
                 handle.note_update(txn, end_lsn, before_of(p), &p.image);
             }
-            handle.install(&p.image, lsn, end_lsn);
+            // The frame takes the copy's buffer; the copy gets the frame's
+            // old one, recycled when the mini-transaction ends (MTR-9).
+            handle.install_owned(&mut p.image, lsn, end_lsn);
         }
     }
 }

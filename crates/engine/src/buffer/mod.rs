@@ -554,11 +554,40 @@ impl PageRef {
         self.install_as(new_image, 0, 0, true);
     }
 
+    /// [`PageRef::install`] of an image the caller owns and gives up: the
+    /// frame takes the image's buffer and hands its old one back in
+    /// `new_image` (a swap, where an install copies a page). The header
+    /// before `PAGE_BODY_OFFSET` is the pool's and stays the frame's.
+    pub fn install_owned(&self, new_image: &mut Vec<u8>, record_lsn: u64, lsn: u64) {
+        self.install_with(new_image.len(), record_lsn, lsn, false, |data| {
+            let header = PAGE_BODY_OFFSET.min(data.len());
+            new_image[..header].copy_from_slice(&data[..header]);
+            std::mem::swap(data, new_image);
+        });
+    }
+
     fn install_as(&self, new_image: &[u8], record_lsn: u64, lsn: u64, appending: bool) {
+        self.install_with(new_image.len(), record_lsn, lsn, appending, |data| {
+            if new_image.len() > PAGE_BODY_OFFSET {
+                data[PAGE_BODY_OFFSET..].copy_from_slice(&new_image[PAGE_BODY_OFFSET..]);
+            }
+        });
+    }
+
+    /// Install a new body (`put` writes it into the frame's bytes, under
+    /// the frame's lock), then the page's id and LSN (BUF-7).
+    fn install_with(
+        &self,
+        image_bytes: usize,
+        record_lsn: u64,
+        lsn: u64,
+        appending: bool,
+        put: impl FnOnce(&mut Vec<u8>),
+    ) {
         assert!(record_lsn <= lsn, "BUF-7: a record starts before it ends");
         let mut data = self.core.data[self.frame].write();
         assert_eq!(
-            new_image.len(),
+            image_bytes,
             data.len(),
             "page {}: image of the wrong size",
             self.id
@@ -569,10 +598,7 @@ impl PageRef {
             "BUF-7: page {}: install at LSN {lsn} behind {page_lsn}",
             self.id
         );
-        let end = new_image.len().min(data.len());
-        if end > PAGE_BODY_OFFSET {
-            data[PAGE_BODY_OFFSET..end].copy_from_slice(&new_image[PAGE_BODY_OFFSET..end]);
-        }
+        put(&mut data);
         page::set_id(&mut data, self.id);
         page::set_lsn(&mut data, lsn.max(page_lsn));
         // The rec_lsn is where the record starts, so that redo from it
