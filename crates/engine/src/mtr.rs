@@ -903,6 +903,21 @@ fn end_of_change(before: Option<&[u8]>, after: &[u8], start: usize) -> usize {
 /// Bytes compared at once by [`first_difference`] and [`end_of_change`].
 const WORD_BYTES: usize = std::mem::size_of::<u64>();
 
+/// Bytes [`first_difference`] skips at once while nothing changed.
+const DIFF_BLOCK_BYTES: usize = 32;
+
+/// True if the block of [`DIFF_BLOCK_BYTES`] at `i` is the same in both
+/// (`None`: all zeros in `after`).
+fn block_unchanged(before: Option<&[u8]>, after: &[u8], i: usize) -> bool {
+    let block = |bytes: &[u8]| -> [u8; DIFF_BLOCK_BYTES] {
+        bytes[i..i + DIFF_BLOCK_BYTES].try_into().expect("a block")
+    };
+    match before {
+        Some(before) => block(before) == block(after),
+        None => block(after) == [0; DIFF_BLOCK_BYTES],
+    }
+}
+
 fn word_at(bytes: &[u8], i: usize) -> u64 {
     u64::from_le_bytes(bytes[i..i + WORD_BYTES].try_into().expect("a word"))
 }
@@ -912,6 +927,11 @@ fn word_at(bytes: &[u8], i: usize) -> u64 {
 fn first_difference(before: Option<&[u8]>, after: &[u8], from: usize) -> usize {
     let n = after.len();
     let mut i = from;
+    // Unchanged blocks are skipped whole: fixed-size arrays compare as
+    // vectors, several words per instruction.
+    while i + DIFF_BLOCK_BYTES <= n && block_unchanged(before, after, i) {
+        i += DIFF_BLOCK_BYTES;
+    }
     while i + WORD_BYTES <= n {
         let differs = word_at(after, i) ^ before.map_or(0, |b| word_at(b, i));
         if differs != 0 {
