@@ -2,7 +2,8 @@
 # flashlab's real TPC-B against PostgreSQL's pgbench (and SQLite at one
 # client), back to back on the same file system, with durable commits on
 # every side. Prints the TPS of each and the ratio per client count, then
-# flashlab without fsync at 1 and 16 clients, with the cores it kept busy.
+# flashlab without fsync at 1 and 16 clients, with the cores it kept busy,
+# and pgbench without fsync at 1 and 16 clients.
 #
 #   scripts/compare-pgbench.sh            # 1 4 16 64 clients, 10 s each
 #   CLIENTS="1 16" DURATION=20 SCALE=16 WORK=/tmp scripts/compare-pgbench.sh
@@ -95,6 +96,16 @@ done
 read -r one one_cores < <(flashlab_nosync 1)
 read -r sixteen sixteen_cores < <(flashlab_nosync 16)
 echo "flashlab without fsync: 1 client $one TPS ($one_cores cores busy), 16 clients $sixteen TPS ($sixteen_cores cores busy): $(awk -v a="$sixteen" -v b="$one" 'BEGIN {printf "%.2fx", a / b}')"
+
+# PostgreSQL without fsync, for the same scaling from 1 to 16 clients on
+# this machine's cores (fsync and synchronous_commit off).
+"${AS[@]}" "$PGBIN/pg_ctl" -D "$tmp/pg" -l "$tmp/pg.log" -w restart -m fast \
+    -o "-k $tmp -p $PORT -c listen_addresses='' -c max_connections=200 -c shared_buffers=512MB -c fsync=off -c synchronous_commit=off" >/dev/null
+pg_one=$(pgbench_tps 1)
+pg_sixteen=$(pgbench_tps 16)
+echo "pgbench without fsync: 1 client $pg_one TPS, 16 clients $pg_sixteen TPS: $(awk -v a="$pg_sixteen" -v b="$pg_one" 'BEGIN {printf "%.2fx", a / b}')"
+"${AS[@]}" "$PGBIN/pg_ctl" -D "$tmp/pg" -l "$tmp/pg.log" -w restart -m fast \
+    -o "-k $tmp -p $PORT -c listen_addresses='' -c max_connections=200 -c shared_buffers=512MB" >/dev/null
 
 if command -v cc >/dev/null && [ -f /usr/include/sqlite3.h ]; then
     cc -O2 -o "$tmp/sqlite-tpcb" scripts/sqlite-tpcb.c -lsqlite3
