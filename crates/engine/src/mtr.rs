@@ -39,7 +39,11 @@
 //! 9. A page copy's buffer comes from the thread's spare buffers and goes
 //!    back to them when the copy is dropped; it is always overwritten in
 //!    full before it is read, so a reused buffer never leaks old bytes into
-//!    a copy.
+//!    a copy. An install swaps a written copy's buffer into the frame
+//!    (`PageRef::install_owned`, the frame's header bytes carried over)
+//!    and the frame's old buffer takes the copy's place, to go back to the
+//!    spares: page-sized buffers move between frames and copies, and none
+//!    is copied back.
 //! 10. [`PageAccess::visit`] makes the same pin, frame lock and unpin, in
 //!     the same order, as the first read of a page; it only skips the copy.
 //!     A lookup that visits each page once therefore runs the same runtime
