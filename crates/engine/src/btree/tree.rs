@@ -57,16 +57,16 @@ struct Step {
 pub struct LeafPosition {
     leaf: PageNo,
     path: Vec<Step>,
+    /// The key's value when the leaf was visited.
+    value: Option<Vec<u8>>,
 }
 
-/// How a descent reads the leaf it ends at: a copy kept in the
-/// mini-transaction (the caller reads it next), or a visit in place (the
-/// caller may write it, and a one-leaf mini-transaction copies a leaf it
-/// writes again under the leaf's latch, MTR-12).
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum LeafRead {
-    Copy,
-    Visit,
+impl LeafPosition {
+    /// The value stored under the key when [`BTree::seek`] found its leaf
+    /// (`None`: absent), taken out.
+    pub fn take_value(&mut self) -> Option<Vec<u8>> {
+        self.value.take()
+    }
 }
 
 /// Where a descent goes.
@@ -176,32 +176,15 @@ impl BTree {
     }
 
     /// Walk down to the leaf where `key` is or would be, visiting every
-    /// page on the way (no copy is kept), for [`BTree::value_at`] and
-    /// [`BTree::put_at`]: a read and a write of one key with one descent.
-    /// The position stays valid while the tree's structure cannot change
-    /// (the caller's latch keeps other writers to splits out).
+    /// page on the way (no copy is kept) and reading the key's value in
+    /// the leaf, for [`BTree::put_at`]: a read and a write of one key with
+    /// one descent. The position stays valid while the tree's structure
+    /// cannot change (the caller's latch keeps splits out).
     pub fn seek<P: PageAccess + ?Sized>(&self, pages: &mut P, key: &[u8]) -> Result<LeafPosition> {
         let mut path = Vec::new();
-        let leaf = self.descend_to(pages, Target::Key(key), Some(&mut path), LeafRead::Visit)?;
-        Ok(LeafPosition { leaf, path })
-    }
-
-    /// The value stored under `key` in the leaf `at` found for it.
-    pub fn value_at<P: PageAccess + ?Sized>(
-        &self,
-        pages: &mut P,
-        at: &LeafPosition,
-        key: &[u8],
-    ) -> Result<Option<Vec<u8>>> {
         let mut value = None;
-        pages.visit(at.leaf, &mut |bytes| {
-            let node = Node::parse(at.leaf, bytes)?;
-            if let Ok(i) = node.search(key)? {
-                value = Some(node.value(i)?.to_vec());
-            }
-            Ok(())
-        })?;
-        Ok(value)
+        let leaf = self.descend_to(pages, Target::Key(key), Some(&mut path), Some(&mut value))?;
+        Ok(LeafPosition { leaf, path, value })
     }
 
     /// Store `value` under `key` in the leaf `at` found for it, returning
@@ -219,7 +202,7 @@ impl BTree {
             (cell.len() + SLOT_BYTES) * ENTRIES_PER_PAGE_MIN <= capacity_bytes(pages.page_bytes()),
             "BTREE-6"
         );
-        let LeafPosition { leaf, path } = at;
+        let LeafPosition { leaf, path, .. } = at;
         let mut node = NodeMut::new(leaf, pages.write(leaf)?);
         let found = node.view()?.search(key)?;
         let (index, old) = match found {
@@ -388,17 +371,21 @@ impl BTree {
         target: Target,
         path: Option<&mut Vec<Step>>,
     ) -> Result<PageNo> {
-        self.descend_to(pages, target, path, LeafRead::Copy)
+        self.descend_to(pages, target, path, None)
     }
 
-    /// [`BTree::descend_recording`], reading the leaf as `leaf_read` says.
+    /// [`BTree::descend_recording`]; with `leaf_value`, the leaf is visited
+    /// rather than copied (the caller may write it, and a one-leaf
+    /// mini-transaction copies a leaf it writes again under the leaf's
+    /// latch, MTR-12), and the target key's value in it is put there.
     fn descend_to<P: PageAccess + ?Sized>(
         &self,
         pages: &mut P,
         target: Target,
         mut path: Option<&mut Vec<Step>>,
-        leaf_read: LeafRead,
+        mut leaf_value: Option<&mut Option<Vec<u8>>>,
     ) -> Result<PageNo> {
+        let copy_leaf = leaf_value.is_none();
         let mut page_no = self.root;
         let mut expected_level = None;
         loop {
@@ -406,6 +393,12 @@ impl BTree {
             let mut inspect = |bytes: &[u8]| -> Result<()> {
                 let node = node_at_level(page_no, bytes, expected_level)?;
                 if node.kind() == NodeKind::Leaf {
+                    if let (Some(out), Target::Key(key)) = (leaf_value.as_mut(), target) {
+                        **out = match node.search(key)? {
+                            Ok(i) => Some(node.value(i)?.to_vec()),
+                            Err(_) => None,
+                        };
+                    }
                     return Ok(());
                 }
                 let child_index = match target {
@@ -416,7 +409,7 @@ impl BTree {
                 Ok(())
             };
             match expected_level {
-                Some(0) if leaf_read == LeafRead::Copy => inspect(pages.read(page_no)?)?,
+                Some(0) if copy_leaf => inspect(pages.read(page_no)?)?,
                 _ => pages.visit(page_no, &mut inspect)?,
             }
             let Some((child_index, child_level, child)) = step else {

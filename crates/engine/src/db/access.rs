@@ -203,8 +203,8 @@ impl Inner {
             // One descent: the value is read in the leaf it found, and the
             // write goes to that leaf, under the latch that keeps the
             // tree's structure (a split escalates and runs this again).
-            let at = btree.seek(mtr, key)?;
-            let current = btree.value_at(mtr, &at, key)?;
+            let mut at = btree.seek(mtr, key)?;
+            let current = at.take_value();
             match &decided {
                 // DB-6: the row lock kept the value `decide` saw.
                 Some((seen, _)) => assert_eq!(
