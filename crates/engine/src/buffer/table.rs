@@ -32,9 +32,14 @@ pub(super) struct Entry {
 pub(super) type ShardMap = FastHashMap<PageId, Entry>;
 
 /// A shard on a cache line of its own, so that locking one does not slow
-/// its neighbours' users.
+/// its neighbours' users; its hit count shares the line its lock already
+/// writes (one count for the pool would bounce between every core).
 #[repr(align(128))]
-struct Shard(Mutex<ShardMap>);
+struct Shard {
+    map: Mutex<ShardMap>,
+    /// Fetches that found a page of this shard resident.
+    hits: AtomicU64,
+}
 
 /// A frame's pin count and reference bit, on a cache line of their own.
 #[repr(align(64))]
@@ -60,35 +65,40 @@ pub(super) enum Lookup {
 pub(super) struct Hot {
     shards: Vec<Shard>,
     frames: Vec<FrameHot>,
-    /// Fetches that found the page resident ([`super::BufferStats::hits`]).
-    hits: AtomicU64,
 }
 
 impl Hot {
     pub(super) fn new(frames: usize) -> Hot {
         Hot {
             shards: (0..PAGE_TABLE_SHARDS)
-                .map(|_| Shard(Mutex::new(ShardMap::default())))
+                .map(|_| Shard {
+                    map: Mutex::new(ShardMap::default()),
+                    hits: AtomicU64::new(0),
+                })
                 .collect(),
             frames: (0..frames).map(|_| FrameHot::default()).collect(),
-            hits: AtomicU64::new(0),
         }
+    }
+
+    /// The shard page `id` belongs to.
+    fn shard_of(&self, id: PageId) -> &Shard {
+        let key = (u64::from(id.space) << 32) | u64::from(id.page_no);
+        // Fibonacci hashing: the high bits of the product spread
+        // neighbouring page numbers over every shard.
+        let index = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize % PAGE_TABLE_SHARDS;
+        &self.shards[index]
     }
 
     /// Lock the shard of page `id` (BUF-13: after the metadata lock, if
     /// that is held, and never while waiting for anything else).
     pub(super) fn shard(&self, id: PageId) -> MutexGuard<'_, ShardMap> {
-        let key = (u64::from(id.space) << 32) | u64::from(id.page_no);
-        // Fibonacci hashing: the high bits of the product spread
-        // neighbouring page numbers over every shard.
-        let index = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize % PAGE_TABLE_SHARDS;
-        self.shards[index].0.lock()
+        self.shard_of(id).map.lock()
     }
 
     /// Every shard, locked in turn ([`super::BufferPool::check`]).
     pub(super) fn for_each_shard(&self, mut f: impl FnMut(&ShardMap)) {
         for shard in &self.shards {
-            f(&shard.0.lock());
+            f(&shard.map.lock());
         }
     }
 
@@ -96,14 +106,20 @@ impl Hot {
     /// its reference bit and counting a hit. Takes only the shard's lock
     /// (BUF-15).
     pub(super) fn pin_if_ready(&self, id: PageId) -> Lookup {
-        let shard = self.shard(id);
-        match shard.get(&id) {
+        let shard = self.shard_of(id);
+        let map = shard.map.lock();
+        match map.get(&id) {
             Some(&Entry { frame, ready: true }) => {
                 let hot = &self.frames[frame];
                 hot.pins.fetch_add(1, Ordering::AcqRel);
-                hot.referenced.store(true, Ordering::Relaxed);
-                drop(shard);
-                self.hits.fetch_add(1, Ordering::Relaxed);
+                // Written only if clear: the root of a tree is hit by every
+                // descent, and a store would take its line from the other
+                // cores each time.
+                if !hot.referenced.load(Ordering::Relaxed) {
+                    hot.referenced.store(true, Ordering::Relaxed);
+                }
+                shard.hits.fetch_add(1, Ordering::Relaxed);
+                drop(map);
                 Lookup::Pinned(frame)
             }
             Some(_) => Lookup::Busy,
@@ -145,6 +161,9 @@ impl Hot {
 
     /// Hits so far.
     pub(super) fn hits(&self) -> u64 {
-        self.hits.load(Ordering::Relaxed)
+        self.shards
+            .iter()
+            .map(|shard| shard.hits.load(Ordering::Relaxed))
+            .sum()
     }
 }
