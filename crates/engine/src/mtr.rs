@@ -43,7 +43,9 @@
 //!    (`PageRef::install_owned`, the frame's header bytes carried over)
 //!    and the frame's old buffer takes the copy's place, to go back to the
 //!    spares: page-sized buffers move between frames and copies, and none
-//!    is copied back.
+//!    is copied back. A copy takes only a spare of its page's own size, and
+//!    an install copies instead of swapping a buffer whose allocation is
+//!    not the frame's, so a pool's frames stay the size of its pages.
 //! 10. [`PageAccess::visit`] makes the same pin, frame lock and unpin, in
 //!     the same order, as the first read of a page; it only skips the copy.
 //!     A lookup that visits each page once therefore runs the same runtime
@@ -147,7 +149,16 @@ thread_local! {
 
 /// A copy of `bytes` in a spare buffer if the thread has one (MTR-9).
 fn copy_of(bytes: &[u8]) -> Vec<u8> {
-    let spare = SPARE_BUFFERS.with(|spares| spares.borrow_mut().pop());
+    // Only a buffer of the page's own size: an install hands the copy's
+    // buffer to a frame (MTR-9), and a larger one, from a space with larger
+    // pages, would grow its pool beyond its configured bytes.
+    let spare = SPARE_BUFFERS.with(|spares| {
+        let mut spares = spares.borrow_mut();
+        let at = spares
+            .iter()
+            .rposition(|buffer| buffer.capacity() == bytes.len())?;
+        Some(spares.swap_remove(at))
+    });
     match spare {
         Some(mut buffer) => {
             buffer.clear();
@@ -1058,6 +1069,22 @@ mod tests {
             zero[PAGE_BODY_OFFSET..].fill(0);
             assert_eq!(nonzero_ranges(&after), diff_bytewise(&zero, &after));
         }
+    }
+
+    /// A spare buffer of another page size is never a copy's buffer: the
+    /// install would hand it to a frame of a smaller page (MTR-9).
+    #[test]
+    fn regression_a_copy_takes_only_a_spare_buffer_of_its_page_size() {
+        let page_4k = vec![7u8; 4096];
+        recycle(Vec::with_capacity(16384));
+        let copy = copy_of(&page_4k);
+        assert_eq!(copy.capacity(), 4096, "a 16 KB spare became a 4 KB copy");
+        assert_eq!(copy, page_4k);
+        recycle(copy);
+        let again = copy_of(&page_4k);
+        assert_eq!(again.capacity(), 4096);
+        let large = copy_of(&[1u8; 16384]);
+        assert_eq!(large.capacity(), 16384);
     }
 
     #[test]

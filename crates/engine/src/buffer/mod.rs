@@ -558,8 +558,14 @@ impl PageRef {
     /// frame takes the image's buffer and hands its old one back in
     /// `new_image` (a swap, where an install copies a page). The header
     /// before `PAGE_BODY_OFFSET` is the pool's and stays the frame's.
+    /// A buffer whose allocation is not the frame's size is copied from
+    /// instead, so that a frame's memory stays its page's size.
     pub fn install_owned(&self, new_image: &mut Vec<u8>, record_lsn: u64, lsn: u64) {
         self.install_with(new_image.len(), record_lsn, lsn, false, |data| {
+            if new_image.capacity() != data.capacity() {
+                data[PAGE_BODY_OFFSET..].copy_from_slice(&new_image[PAGE_BODY_OFFSET..]);
+                return;
+            }
             let header = PAGE_BODY_OFFSET.min(data.len());
             new_image[..header].copy_from_slice(&data[..header]);
             std::mem::swap(data, new_image);

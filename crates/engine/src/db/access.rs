@@ -222,8 +222,9 @@ impl Inner {
             let (seen, stored) = decided.as_ref().expect("decided above");
             // `decide` has run and may have had effects (a before-image in
             // the rollback segment): no restart from here on. The pages on
-            // the path are copies already; only a page evicted since it was
-            // read, or a split's new page, may still need I/O (DB-5).
+            // the path were visited in place, not copied: a leaf or a
+            // parent evicted since its visit, or a split's new page, may
+            // still need I/O (DB-5).
             mtr.set_no_io(false);
             let before = btree.put_at(mtr, at, key, stored)?;
             // DB-1 (DB-6 in one-leaf mode): the latch, or the row lock, kept

@@ -292,8 +292,14 @@ impl Transaction {
 
     /// Read-modify-write of one row as one statement (an SQL `UPDATE ...
     /// SET x = x + d`): exclusive lock first, then the new value computed
-    /// from the latest version. Charges one statement of CPU. Returns the
-    /// new value, or `None` (changing nothing) if the row does not exist.
+    /// from the latest version. Charges one statement of CPU, also when
+    /// the row is missing. Returns the new value, or `None` (changing
+    /// nothing) if the row does not exist.
+    ///
+    /// `change` runs inside the write, where it finds the row, with the
+    /// table's tree latched: it must be a plain function of the bytes, and
+    /// must not use the database (a read or write of the same table from
+    /// inside it would wait for the latch its caller holds).
     pub fn update(
         &mut self,
         table: &Table,
@@ -601,8 +607,8 @@ impl Transaction {
     }
 
     /// Read-modify-write of one typed row as one statement (see
-    /// [`Transaction::update`]); returns the new row, or `None` if there is
-    /// no row with that key.
+    /// [`Transaction::update`], whose rule for `change` holds here too);
+    /// returns the new row, or `None` if there is no row with that key.
     pub fn update_row(
         &mut self,
         table: &Table,
