@@ -171,7 +171,15 @@ impl BTree {
         key: &[u8],
         value: &[u8],
     ) -> Result<Option<Vec<u8>>> {
-        let at = self.seek(pages, key)?;
+        // The leaf is read (copied) on the way, as `put_at` writes it next;
+        // no value is looked up for a caller that does not ask.
+        let mut path = Vec::new();
+        let leaf = self.descend_recording(pages, Target::Key(key), Some(&mut path))?;
+        let at = LeafPosition {
+            leaf,
+            path,
+            value: None,
+        };
         self.put_at(pages, at, key, value)
     }
 

@@ -373,7 +373,8 @@ impl Transaction {
             };
             let row_bytes = match &change {
                 Change::Set(value) => value.map_or(0, <[u8]>::len),
-                // A new version of about the current one's size.
+                // Its size is known only where the write finds the row:
+                // no room is reserved (DB-5's exceptions).
                 Change::Update(_) => 0,
             };
             let filled = self.db.rollback.prepare(segment, row_bytes, &reclaim)?;
