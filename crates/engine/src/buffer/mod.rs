@@ -563,8 +563,7 @@ impl PageRef {
     pub fn install_owned(&self, new_image: &mut Vec<u8>, record_lsn: u64, lsn: u64) {
         self.install_with(new_image.len(), record_lsn, lsn, false, |data| {
             if new_image.capacity() != data.capacity() {
-                data[PAGE_BODY_OFFSET..].copy_from_slice(&new_image[PAGE_BODY_OFFSET..]);
-                return;
+                return copy_body(data, new_image);
             }
             let header = PAGE_BODY_OFFSET.min(data.len());
             new_image[..header].copy_from_slice(&data[..header]);
@@ -574,9 +573,7 @@ impl PageRef {
 
     fn install_as(&self, new_image: &[u8], record_lsn: u64, lsn: u64, appending: bool) {
         self.install_with(new_image.len(), record_lsn, lsn, appending, |data| {
-            if new_image.len() > PAGE_BODY_OFFSET {
-                data[PAGE_BODY_OFFSET..].copy_from_slice(&new_image[PAGE_BODY_OFFSET..]);
-            }
+            copy_body(data, new_image)
         });
     }
 
@@ -613,6 +610,14 @@ impl PageRef {
             .meta
             .lock()
             .note_install(self.frame, record_lsn, lsn, appending);
+    }
+}
+
+/// Copy `image`'s body (from `PAGE_BODY_OFFSET` on) into the frame's bytes
+/// `data`, of the same length; the header stays the pool's.
+fn copy_body(data: &mut [u8], image: &[u8]) {
+    if image.len() > PAGE_BODY_OFFSET {
+        data[PAGE_BODY_OFFSET..].copy_from_slice(&image[PAGE_BODY_OFFSET..]);
     }
 }
 
