@@ -36,6 +36,7 @@
 //! [`Rt::is_ending`].
 
 pub mod cpu;
+pub mod hostlock;
 mod park;
 pub mod real;
 pub mod sim;

@@ -15,8 +15,8 @@
 //!    are never held across a park.
 //! 4. The worlds differ in fairness, not in meaning: a [`Mutex`] excludes in
 //!    both; the simulated world hands it over in FIFO order (deterministic),
-//!    the real world lets a running thread barge in (`parking_lot`: a short
-//!    spin, then park; no convoy). Which one a lock call takes is decided by
+//!    the real world lets a running thread barge in (a short spin without
+//!    yielding, then park: [`crate::hostlock`]; no convoy). Which one a lock call takes is decided by
 //!    the caller: inside a simulated task, or not.
 //! 5. A simulated [`Mutex`]'s word is `QUEUED` exactly when its queue holds
 //!    a waiter (both change under the queue's lock); an uncontended lock or
@@ -27,6 +27,7 @@ use std::ops::{Deref, DerefMut};
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU8, Ordering};
 
+use crate::hostlock::{HostMutex, HostMutexGuard, RawSpinPark};
 use crate::{Rt, Waker};
 
 /// One task waiting for a notification.
@@ -81,9 +82,9 @@ impl Waiter {
 /// * **simulated**: waiters queue in FIFO order and `unlock` hands the lock
 ///   straight to the first of them (no barging), so who runs next depends
 ///   only on the seed;
-/// * **real**: a `parking_lot` mutex: an unlocker releases the lock and wakes
+/// * **real**: a [`HostMutex`]: an unlocker releases the lock and wakes
 ///   one waiter, a running thread may take the lock first (barging), and a
-///   contended locker spins briefly before it parks. A strict FIFO hand-off
+///   contended locker spins briefly, without yielding, before it parks. A strict FIFO hand-off
 ///   makes every contended unlock wait for a sleeping thread to wake (a lock
 ///   convoy, issue 17); barging lets the running thread go on.
 pub struct Mutex<T> {
@@ -95,7 +96,7 @@ pub struct Mutex<T> {
     /// The simulated world's FIFO queue. A `parking_lot` mutex: no
     /// poisoning to check (SYNC-3 keeps it unheld across a park).
     waiters: parking_lot::Mutex<VecDeque<Waiter>>,
-    data: parking_lot::Mutex<T>,
+    data: HostMutex<T>,
 }
 
 /// The simulated lock is free.
@@ -108,7 +109,7 @@ const QUEUED: u8 = 2;
 /// Proof of holding a [`Mutex`]; unlocks on drop.
 pub struct MutexGuard<'a, T> {
     lock: &'a Mutex<T>,
-    data: Option<parking_lot::MutexGuard<'a, T>>,
+    data: Option<HostMutexGuard<'a, T>>,
     /// Taken through the simulated world's FIFO queue.
     simulated: bool,
 }
@@ -118,7 +119,7 @@ impl<T> Mutex<T> {
         Mutex {
             word: AtomicU8::new(FREE),
             waiters: parking_lot::Mutex::new(VecDeque::new()),
-            data: parking_lot::Mutex::new(value),
+            data: HostMutex::new(value),
         }
     }
 
@@ -502,14 +503,14 @@ impl<T> Drop for Receiver<T> {
 /// in a struct (a mini-transaction holds its space's allocation latch until
 /// it commits). As for [`RwLatch`], the worlds differ in fairness only
 /// (SYNC-4): the simulated world serves waiters in FIFO order; the real
-/// world is a `parking_lot` mutex (barging, a short spin, then park), for
+/// world is a [`RawSpinPark`] (barging, a short spin, then park), for
 /// a latch is held for microseconds, and a waiter that parks at once costs
 /// two context switches per hand-over (the leaf that every TPC-B history
 /// insert latches was a sixth of all context switches at 16 clients).
 pub struct Latch {
     held: Mutex<bool>,
     released: Condvar,
-    real: parking_lot::RawMutex,
+    real: RawSpinPark,
 }
 
 impl Default for Latch {
@@ -518,7 +519,7 @@ impl Default for Latch {
         Latch {
             held: Mutex::new(false),
             released: Condvar::new(),
-            real: parking_lot::RawMutex::INIT,
+            real: RawSpinPark::INIT,
         }
     }
 }
