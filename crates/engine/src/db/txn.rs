@@ -35,7 +35,7 @@ use crate::db::{Inner, Table};
 use crate::error::{Error, Result};
 use crate::lock::{HeldLocks, LockKey, LockMode};
 use crate::mvcc::Isolation;
-use crate::mvcc::rollback::Reclaim;
+use crate::mvcc::rollback::{Reclaim, SegmentRef};
 use crate::row::{StoredRow, Value, VersionHeader, prefix_end};
 use crate::wal::record::{Body, Undo};
 
@@ -72,7 +72,7 @@ pub struct Transaction {
     snapshot_ts: u64,
     /// Time travel: reads only, at a past snapshot.
     read_only: bool,
-    segment: Option<usize>,
+    segment: Option<SegmentRef>,
     last_lsn: u64,
     undo: Vec<UndoEntry>,
     /// The rows it locked, released at its end (LOCK-3).
@@ -364,7 +364,7 @@ impl Transaction {
         // Make room in the rollback segment now, with no latch held, for a
         // before-image of about the new row's size: the append under the
         // tree latch then finds its page pinned and with room (DB-5).
-        if let Some(segment) = self.segment {
+        if let Some(segment) = &self.segment {
             let db = self.db.clone();
             let reclaim = move || Reclaim {
                 oldest_snapshot: db.versions.oldest_snapshot(),
@@ -439,14 +439,10 @@ impl Transaction {
     /// Append a version to this transaction's rollback segment; returns
     /// its pointer and a page it filled.
     fn keep_before_image(&mut self, row: &StoredRow) -> Result<(u64, Option<crate::page::PageId>)> {
-        let segment = match self.segment {
-            Some(s) => s,
-            None => {
-                let s = self.db.rollback.assign(self.id)?;
-                self.segment = Some(s);
-                s
-            }
-        };
+        if self.segment.is_none() {
+            self.segment = Some(self.db.rollback.assign(self.id)?);
+        }
+        let segment = self.segment.as_ref().expect("assigned above");
         let db = self.db.clone();
         let reclaim = move || Reclaim {
             oldest_snapshot: db.versions.oldest_snapshot(),
@@ -827,7 +823,7 @@ impl Transaction {
         let db = &self.db;
         if let Some(segment) = self.segment.take() {
             let ended_at = commit_ts.unwrap_or_else(|| db.versions.next_ts().saturating_sub(1));
-            db.rollback.release(segment, self.id, ended_at);
+            db.rollback.release(&segment, self.id, ended_at);
         }
         match (commit_ts, self.undo.is_empty() && self.last_lsn == 0) {
             (Some(_), _) => {}
