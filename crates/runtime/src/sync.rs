@@ -15,8 +15,8 @@
 //!    are never held across a park.
 //! 4. The worlds differ in fairness, not in meaning: a [`Mutex`] excludes in
 //!    both; the simulated world hands it over in FIFO order (deterministic),
-//!    the real world lets a running thread barge in (a short spin without
-//!    yielding, then park: [`crate::hostlock`]; no convoy). Which one a lock call takes is decided by
+//!    the real world lets a running thread barge in (a short spin, a few
+//!    yields, then park: [`crate::hostlock`]; no convoy). Which one a lock call takes is decided by
 //!    the caller: inside a simulated task, or not.
 //! 5. A simulated [`Mutex`]'s word is `QUEUED` exactly when its queue holds
 //!    a waiter (both change under the queue's lock); an uncontended lock or
@@ -84,7 +84,7 @@ impl Waiter {
 ///   only on the seed;
 /// * **real**: a [`HostMutex`]: an unlocker releases the lock and wakes
 ///   one waiter, a running thread may take the lock first (barging), and a
-///   contended locker spins briefly, without yielding, before it parks. A strict FIFO hand-off
+///   contended locker spins briefly and yields a few times before it parks. A strict FIFO hand-off
 ///   makes every contended unlock wait for a sleeping thread to wake (a lock
 ///   convoy, issue 17); barging lets the running thread go on.
 pub struct Mutex<T> {
@@ -124,7 +124,8 @@ impl<T> Mutex<T> {
     }
 
     /// Acquire the lock: in the simulated world waiting in FIFO order
-    /// behind earlier waiters, in the real world as `parking_lot` does.
+    /// behind earlier waiters, in the real world barging as a
+    /// [`HostMutex`] does.
     pub fn lock(&self) -> MutexGuard<'_, T> {
         if !crate::sim::in_simulated_task() {
             return MutexGuard {
@@ -527,8 +528,9 @@ impl Default for Latch {
 /// Holds a [`Latch`]; releases it on drop.
 pub struct LatchGuard {
     latch: Arc<Latch>,
-    /// Held through `latch.real` (the real world).
-    real: bool,
+    /// The real world's hold of `latch.real`, given back on drop; `None`
+    /// in the simulated world.
+    real: Option<parking_lot::lock_api::GuardSend>,
 }
 
 impl Latch {
@@ -541,10 +543,10 @@ impl Latch {
         if !crate::sim::in_simulated_task() {
             use parking_lot::lock_api::RawMutex as _;
             // Released by the guard's drop.
-            let _ = self.real.lock();
+            let hold = self.real.lock();
             return LatchGuard {
                 latch: self.clone(),
-                real: true,
+                real: Some(hold),
             };
         }
         let mut held = self.held.lock();
@@ -554,20 +556,18 @@ impl Latch {
         *held = true;
         LatchGuard {
             latch: self.clone(),
-            real: false,
+            real: None,
         }
     }
 }
 
 impl Drop for LatchGuard {
     fn drop(&mut self) {
-        if self.real {
+        if let Some(hold) = self.real.take() {
             use parking_lot::lock_api::RawMutex as _;
-            // SAFETY: this guard locked `real` in `acquire`, and this drop
-            // is the one unlock of that hold.
-            // The guard state is stateless: one made here stands for the
-            // one `acquire` dropped.
-            unsafe { self.latch.real.unlock(Default::default()) };
+            // SAFETY: `hold` is the state `acquire`'s lock of `real`
+            // returned, and this drop is the one unlock of that hold.
+            unsafe { self.latch.real.unlock(hold) };
             return;
         }
         *self.latch.held.lock() = false;
