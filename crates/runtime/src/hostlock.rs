@@ -220,6 +220,39 @@ mod tests {
     }
 
     #[test]
+    fn a_waiter_parks_marks_the_word_and_is_woken_by_the_unlock() {
+        let lock = Arc::new(HostMutex::new(0u32));
+        let guard = lock.lock();
+        let waiter = {
+            let lock = lock.clone();
+            std::thread::spawn(move || {
+                *lock.lock() += 1;
+            })
+        };
+        // HOSTLOCK-2: the waiter spins and yields for microseconds, then
+        // marks the word CONTENDED before it parks.
+        let deadline = std::time::Instant::now() + std::time::Duration::from_secs(10);
+        // SAFETY: only the word is read; the lock is not touched.
+        while unsafe { lock.raw() }.state.load(Ordering::Relaxed) != CONTENDED {
+            assert!(
+                std::time::Instant::now() < deadline,
+                "the waiter never marked the word"
+            );
+            std::thread::sleep(std::time::Duration::from_millis(1));
+        }
+        drop(guard);
+        waiter.join().expect("the waiter panicked");
+        assert_eq!(
+            *lock.lock(),
+            1,
+            "the parked waiter took the lock after the unlock"
+        );
+        // The woken waiter took the lock as CONTENDED (HOSTLOCK-3); its
+        // unlock found no sleeper, and the word is free again.
+        assert!(!lock.is_locked());
+    }
+
+    #[test]
     fn a_held_host_mutex_refuses_try_lock_and_frees_on_drop() {
         let lock = HostMutex::new(());
         let guard = lock.lock();

@@ -3,8 +3,8 @@
 use std::sync::Arc;
 
 use flashlab_runtime::{
-    Condvar, Mutex, NS_PER_MS, RealRuntime, Rt, RwLock, Sim, SimConfig, SimError, SimOutcome,
-    channel,
+    Condvar, Latch, Mutex, NS_PER_MS, RealRuntime, Rt, RwLock, Sim, SimConfig, SimError,
+    SimOutcome, channel,
 };
 
 fn sim<T: Send + 'static>(cores: u32, seed: u64, f: impl FnOnce(Rt) -> T + Send + 'static) -> T {
@@ -108,6 +108,42 @@ fn mutex_held_across_sleep_loses_no_update_simulated() {
     assert_eq!(value, 80);
     // The lock serialises the sleeps: 80 x 1 us.
     assert_eq!(now, 80_000);
+}
+
+/// `tasks` tasks each add one to a plain counter `rounds` times under one
+/// [`Latch`], holding it across a 1 us sleep (a racy read-modify-write that
+/// only the latch keeps whole); returns the counter.
+fn counter_under_latch(rt: &Rt, tasks: usize, rounds: usize) -> u64 {
+    let latch = Latch::new();
+    let counter = Arc::new(std::sync::atomic::AtomicU64::new(0));
+    let handles: Vec<_> = (0..tasks)
+        .map(|i| {
+            let (latch, counter, task_rt) = (latch.clone(), counter.clone(), rt.clone());
+            rt.spawn(&format!("t{i}"), move || {
+                for _ in 0..rounds {
+                    let guard = latch.acquire();
+                    let seen = counter.load(std::sync::atomic::Ordering::Relaxed);
+                    task_rt.sleep(1_000);
+                    counter.store(seen + 1, std::sync::atomic::Ordering::Relaxed);
+                    drop(guard);
+                }
+            })
+        })
+        .collect();
+    for handle in handles {
+        handle.join();
+    }
+    counter.load(std::sync::atomic::Ordering::Relaxed)
+}
+
+#[test]
+fn latch_held_across_sleep_loses_no_update_in_both_worlds() {
+    assert_eq!(sim(2, 7, |rt| counter_under_latch(&rt, 6, 10)), 60);
+    let rt = RealRuntime::new(1);
+    let _enter = RealRuntime::enter(&rt);
+    // Real threads: the waiters spin, yield and park (HOSTLOCK-2) while the
+    // holder sleeps.
+    assert_eq!(counter_under_latch(&rt, 6, 10), 60);
 }
 
 /// `readers` tasks read and `writers` tasks add one to a value under an
