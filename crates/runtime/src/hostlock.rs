@@ -1,10 +1,10 @@
 //! The real world's host mutex: barge, spin briefly, yield a little, park.
 //!
 //! `parking_lot`'s mutex spins only 7 pause instructions (three rounds of
-//! 1, 2 and 4), then calls `sched_yield` up to seven times. With more client threads
-//! than cores that is the wrong balance: most yields hand the core to
-//! another runnable client, which mostly wants the same lock, and every
-//! yield is a context switch. At 16 TPC-B clients on 2 cores without
+//! 1, 2 and 4), then calls `sched_yield` up to seven times. With more
+//! client threads than cores that is the wrong balance: most yields hand
+//! the core to another runnable client, which mostly wants the same lock,
+//! and every yield is a context switch. At 16 TPC-B clients on 2 cores without
 //! fsync, `sched_yield` from that spin was 15% of all CPU samples and
 //! most of the 86,000 involuntary context switches a second.
 //!

@@ -208,13 +208,6 @@ pub struct SegmentRef {
     segment: Arc<RtMutex<Segment>>,
 }
 
-impl SegmentRef {
-    /// The segment's index in the segment table.
-    pub fn index(&self) -> usize {
-        self.index
-    }
-}
-
 #[derive(Default, Clone)]
 struct Extent {
     generation: u64,
