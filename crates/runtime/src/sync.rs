@@ -11,13 +11,13 @@
 //!    without the flag (a stray token) makes it park again.
 //! 2. The data of a [`Mutex`] is only reachable through a guard, and at most
 //!    one guard exists at a time.
-//! 3. The host mutexes inside these primitives (`std` and `parking_lot`)
-//!    are never held across a park.
+//! 3. The host mutexes inside these primitives (`std`, `parking_lot` and
+//!    [`crate::hostlock`]'s) are never held across a park.
 //! 4. The worlds differ in fairness, not in meaning: a [`Mutex`] excludes in
 //!    both; the simulated world hands it over in FIFO order (deterministic),
 //!    the real world lets a running thread barge in (a short spin, a few
-//!    yields, then park: [`crate::hostlock`]; no convoy). Which one a lock call takes is decided by
-//!    the caller: inside a simulated task, or not.
+//!    yields, then park: [`crate::hostlock`]; no convoy). Which one a lock
+//!    call takes is decided by the caller: inside a simulated task, or not.
 //! 5. A simulated [`Mutex`]'s word is `QUEUED` exactly when its queue holds
 //!    a waiter (both change under the queue's lock); an uncontended lock or
 //!    unlock therefore touches only the word, one compare-and-swap.
@@ -84,9 +84,10 @@ impl Waiter {
 ///   only on the seed;
 /// * **real**: a [`HostMutex`]: an unlocker releases the lock and wakes
 ///   one waiter, a running thread may take the lock first (barging), and a
-///   contended locker spins briefly and yields a few times before it parks. A strict FIFO hand-off
-///   makes every contended unlock wait for a sleeping thread to wake (a lock
-///   convoy, issue 17); barging lets the running thread go on.
+///   contended locker spins briefly and yields a few times before it
+///   parks. A strict FIFO hand-off makes every contended unlock wait for a
+///   sleeping thread to wake (a lock convoy, issue 17); barging lets the
+///   running thread go on.
 pub struct Mutex<T> {
     /// The simulated world's lock word (unused in the real world): `FREE`,
     /// `LOCKED`, or `QUEUED` (locked, with waiters in `waiters`). An
@@ -504,10 +505,11 @@ impl<T> Drop for Receiver<T> {
 /// in a struct (a mini-transaction holds its space's allocation latch until
 /// it commits). As for [`RwLatch`], the worlds differ in fairness only
 /// (SYNC-4): the simulated world serves waiters in FIFO order; the real
-/// world is a [`RawSpinPark`] (barging, a short spin, then park), for
-/// a latch is held for microseconds, and a waiter that parks at once costs
-/// two context switches per hand-over (the leaf that every TPC-B history
-/// insert latches was a sixth of all context switches at 16 clients).
+/// world is a [`RawSpinPark`] (barging, a short spin, a few yields, then
+/// park), for a latch is held for microseconds, and a waiter that parks at
+/// once costs two context switches per hand-over (the leaf that every
+/// TPC-B history insert latches was a sixth of all context switches at 16
+/// clients).
 pub struct Latch {
     held: Mutex<bool>,
     released: Condvar,
