@@ -46,7 +46,19 @@
 //!    the oldest later remembered write over that byte, else the store's
 //!    current byte. `forget` therefore never touches a chunk a remembered
 //!    write overlaps.
+//! 6. A store whose crash model is off ([`SparseStore::turn_off_crash_model`])
+//!    remembers no write and is never crashed (`assert!`).
+//!
+//! ## Runs that never crash
+//!
+//! A benchmark or an experiment never crashes its devices, yet a data
+//! device is flushed only at checkpoints, so its store would keep the
+//! before-image of every page written back in between: hundreds of MB
+//! and most of the host time a simulated write costs. Such a run turns
+//! the crash model off: a write goes straight to the chunks, and every
+//! byte written counts as durable. Crash tests keep it on.
 
+use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
 use std::sync::Mutex;
 
@@ -143,11 +155,23 @@ pub struct SparseStore {
     next_seq: u64,
     /// Highest end of any byte range that is durable with written data.
     durable_end_bytes: u64,
+    /// Writes are not remembered and the store is never crashed (STORE-6).
+    crash_model_off: bool,
 }
 
 impl SparseStore {
     pub fn new() -> SparseStore {
         SparseStore::default()
+    }
+
+    /// Stop remembering writes: this store will never be crashed (STORE-6).
+    /// Every write from now on is durable as soon as it is made.
+    pub fn turn_off_crash_model(&mut self) {
+        assert!(
+            self.unflushed.is_empty(),
+            "STORE-6: the crash model is turned off with no write remembered"
+        );
+        self.crash_model_off = true;
     }
 
     /// A copy of the durable contents, or `None` while writes are still
@@ -198,6 +222,11 @@ impl SparseStore {
     /// (writing nothing) if the unflushed bytes would pass the limit.
     pub fn write(&mut self, offset_bytes: u64, data: &[u8]) -> Result<(), u64> {
         let len = data.len() as u64;
+        if self.crash_model_off {
+            self.put(offset_bytes, data);
+            self.durable_end_bytes = self.durable_end_bytes.max(offset_bytes + len);
+            return Ok(());
+        }
         if self.unflushed_bytes + len > UNFLUSHED_BYTES_MAX {
             return Err(UNFLUSHED_BYTES_MAX);
         }
@@ -291,11 +320,21 @@ impl SparseStore {
             let at = offset_bytes + done as u64;
             let (chunk, within) = split(at);
             let n = (CHUNK_BYTES - within).min(data.len() - done);
-            let slot = self
-                .chunks
-                .entry(chunk)
-                .or_insert_with(|| vec![0u8; CHUNK_BYTES].into_boxed_slice());
-            slot[within..within + n].copy_from_slice(&data[done..done + n]);
+            let bytes = &data[done..done + n];
+            match self.chunks.entry(chunk) {
+                Entry::Occupied(mut slot) => {
+                    slot.get_mut()[within..within + n].copy_from_slice(bytes)
+                }
+                // A whole new chunk is made from the data, not zeroed first.
+                Entry::Vacant(slot) if n == CHUNK_BYTES => {
+                    slot.insert(bytes.into());
+                }
+                Entry::Vacant(slot) => {
+                    let mut fresh = vec![0u8; CHUNK_BYTES].into_boxed_slice();
+                    fresh[within..within + n].copy_from_slice(bytes);
+                    slot.insert(fresh);
+                }
+            }
             done += n;
         }
     }
@@ -426,6 +465,10 @@ impl SparseStore {
         &mut self,
         mut fate: impl FnMut(&PendingWrite) -> CrashFate,
     ) -> Vec<CrashedWrite> {
+        assert!(
+            !self.crash_model_off,
+            "STORE-6: a store whose crash model is off is never crashed"
+        );
         let mut fates = Vec::with_capacity(self.unflushed.len());
         let mut pending = Vec::new();
         for write in &self.unflushed {
@@ -691,6 +734,37 @@ mod tests {
         assert!(store.changed_since_durable(0, 1));
         store.flush();
         assert!(!store.changed_since_durable(0, 8192));
+    }
+
+    #[test]
+    fn a_store_without_crash_model_remembers_nothing_and_reads_back_every_write() {
+        let mut store = SparseStore::new();
+        store.turn_off_crash_model();
+        // A whole chunk, a part of one, and an overwrite across two.
+        store.write(0, &[1u8; CHUNK_BYTES]).unwrap();
+        store.write(CHUNK_BYTES as u64 + 100, &[2u8; 50]).unwrap();
+        store.write(CHUNK_BYTES as u64 - 10, &[3u8; 20]).unwrap();
+        assert_eq!(store.unflushed_writes(), 0);
+        assert_eq!(store.unflushed_bytes, 0);
+        assert_eq!(store.durable_end_bytes(), CHUNK_BYTES as u64 + 150);
+        let mut buf = vec![9u8; 2 * CHUNK_BYTES];
+        store.read(0, &mut buf);
+        let mut want = vec![0u8; 2 * CHUNK_BYTES];
+        want[..CHUNK_BYTES].fill(1);
+        want[CHUNK_BYTES + 100..CHUNK_BYTES + 150].fill(2);
+        want[CHUNK_BYTES - 10..CHUNK_BYTES + 10].fill(3);
+        assert_eq!(buf, want);
+        store.flush();
+        assert!(store.image().is_some(), "nothing is ever unflushed");
+    }
+
+    #[test]
+    #[should_panic(expected = "STORE-6")]
+    fn a_store_without_crash_model_refuses_a_crash() {
+        let mut store = SparseStore::new();
+        store.turn_off_crash_model();
+        store.write(0, &[1u8; 512]).unwrap();
+        store.crash();
     }
 
     #[test]

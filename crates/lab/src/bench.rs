@@ -662,10 +662,12 @@ fn bench_simulated(
     let (outcome, _) = Sim::run(sim, move |_rt| -> Result<BenchReport, String> {
         let config = db_config(&options);
         let tracer = options.trace.then(Tracer::new);
-        let devices = match &options.image {
-            Some(image) => stored_devices(&config, Some(image))?.1,
-            None => Devices::from_presets(&config).map_err(|e| e.to_string())?,
-        };
+        // A benchmark never crashes its devices: they remember no write
+        // for a crash to undo (STORE-6).
+        let (stored, devices) = stored_devices(&config, options.image.as_deref())?;
+        for device in &stored {
+            device.store().lock().expect("store").turn_off_crash_model();
+        }
         let devices = Devices {
             data: devices
                 .data
@@ -717,7 +719,9 @@ impl std::fmt::Debug for DbImage {
     }
 }
 
-/// The simulated devices of `config`, started from `image` if given.
+/// The simulated devices of `config`, started from `image` if given: every
+/// one, in the order data spaces, log, rollback, temp, and as the database
+/// takes them.
 fn stored_devices(
     config: &DbConfig,
     image: Option<&DbImage>,
@@ -737,15 +741,21 @@ fn stored_devices(
         Some(s) => Some(open(&s.device, image.and_then(|m| m.rollback.as_ref()))?),
         None => None,
     };
+    // The temp space is never imaged: it starts empty in every run.
+    let temp = match &config.temp {
+        Some(s) => Some(open(&s.device, None)?),
+        None => None,
+    };
     let mut all = data.clone();
     all.push(log.clone());
     all.extend(rollback.clone());
+    all.extend(temp.clone());
     let as_ref = |d: &Arc<dyn StoredDevice>| -> DeviceRef { d.clone() };
     let devices = Devices {
         data: data.iter().map(as_ref).collect(),
         log: as_ref(&log),
         rollback: rollback.as_ref().map(as_ref),
-        temp: None,
+        temp: temp.as_ref().map(as_ref),
     };
     Ok((all, devices))
 }
