@@ -53,6 +53,13 @@
 //!    descent, scans demand ascending keys, and the checker visits each
 //!    page at most once. Corruption is `Error::Malformed { what: "btree
 //!    page", .. }` naming the page.
+//! 10. An [`AppendHint`] names the rightmost leaf (sibling link `NO_PAGE`)
+//!     and the path to it, as a descent found them, and is used only while
+//!     no split has happened since: under the caller's exclusive latch a
+//!     split is the only change to internal nodes, and every insert that
+//!     splits drops the hint. By 3 and 4 the rightmost leaf holds every key
+//!     above its last one, so an insert of such a key goes there without a
+//!     descent, to the same slot a descent would find.
 
 mod check;
 pub mod node;
@@ -61,4 +68,4 @@ mod tree;
 
 pub use check::TreeStats;
 pub use node::{ENTRIES_PER_PAGE_MIN, NO_PAGE, max_entry_bytes};
-pub use tree::{BTree, LeafPosition};
+pub use tree::{AppendHint, BTree, LeafPosition};

@@ -51,6 +51,15 @@ struct Step {
     child_index: usize,
 }
 
+/// Where the last insert of ascending keys went, for the next one: the
+/// tree's rightmost leaf and the path to it (BTREE-10). A bulk load keeps
+/// one for the inserts of one mini-transaction, under the tree's exclusive
+/// latch, and drops it with the mini-transaction.
+#[derive(Debug, Default)]
+pub struct AppendHint {
+    at: Option<(PageNo, Vec<Step>)>,
+}
+
 /// The leaf where a key is or would be, and the internal nodes above it
 /// ([`BTree::seek`]).
 #[derive(Debug)]
@@ -224,35 +233,36 @@ impl BTree {
             }
             Err(i) => (i, None),
         };
-        self.insert_cell(pages, path, leaf, index, cell)?;
+        self.insert_cell(pages, &path, leaf, index, cell)?;
         Ok(old)
     }
 
     /// Put `cell` at `index` of the leaf page `leaf` (reached by `path`),
-    /// splitting up the path if it does not fit.
+    /// splitting up the path if it does not fit. Returns true if it split.
     fn insert_cell<P: PageAccess + ?Sized>(
         &self,
         pages: &mut P,
-        path: Vec<Step>,
+        path: &[Step],
         leaf: u32,
         index: usize,
         cell: Vec<u8>,
-    ) -> Result<()> {
+    ) -> Result<bool> {
         let mut node = NodeMut::new(leaf, pages.write(leaf)?);
         if node.insert(index, &cell)? {
-            return Ok(());
+            return Ok(false);
         }
         let mut cells = node.view()?.cells()?;
         cells.insert(index, cell);
         self.split_up(
             pages,
-            path,
+            path.to_vec(),
             Overflow {
                 page_no: leaf,
                 cells,
                 insert_index: index,
             },
-        )
+        )?;
+        Ok(true)
     }
 
     /// Store `value` under `key` if `key` is absent; false (and nothing
@@ -264,15 +274,44 @@ impl BTree {
         key: &[u8],
         value: &[u8],
     ) -> Result<bool> {
+        self.insert_absent_hinted(pages, key, value, &mut AppendHint::default())
+    }
+
+    /// [`BTree::insert_absent`] for one of a run of inserts in one
+    /// mini-transaction under the tree's exclusive latch: a key above the
+    /// last one of the rightmost leaf `hint` names goes there without a
+    /// descent (BTREE-10), and `hint` is left naming the rightmost leaf
+    /// this insert reached, if it did not split.
+    pub fn insert_absent_hinted<P: PageAccess + ?Sized>(
+        &self,
+        pages: &mut P,
+        key: &[u8],
+        value: &[u8],
+        hint: &mut AppendHint,
+    ) -> Result<bool> {
         check_entry_size(pages.page_bytes(), key, value)?;
         let cell = node::leaf_cell(key, value)?;
+        if let Some((leaf, path)) = hint.at.take() {
+            let node = Node::parse(leaf, pages.read(leaf)?)?;
+            let count = node.count();
+            if node.link() == NO_PAGE && count > 0 && node.key(count - 1)? < key {
+                if !self.insert_cell(pages, &path, leaf, count, cell)? {
+                    hint.at = Some((leaf, path));
+                }
+                return Ok(true);
+            }
+        }
         let mut path = Vec::new();
         let leaf = self.descend_recording(pages, Target::Key(key), Some(&mut path))?;
-        let index = match Node::parse(leaf, pages.read(leaf)?)?.search(key)? {
+        let node = Node::parse(leaf, pages.read(leaf)?)?;
+        let rightmost = node.link() == NO_PAGE;
+        let index = match node.search(key)? {
             Ok(_) => return Ok(false),
             Err(i) => i,
         };
-        self.insert_cell(pages, path, leaf, index, cell)?;
+        if !self.insert_cell(pages, &path, leaf, index, cell)? && rightmost {
+            hint.at = Some((leaf, path));
+        }
         Ok(true)
     }
 
@@ -676,6 +715,49 @@ mod tests {
             stats.fill() > 0.9,
             "append splits keep pages full: {stats:?}"
         );
+    }
+
+    #[test]
+    fn hinted_inserts_build_the_same_pages_as_descents() {
+        // BTREE-10: ascending runs (with splits up to a third level), a
+        // present key, and keys below the rightmost leaf, which must descend.
+        let mut keys: Vec<u32> = (1000..4000).collect();
+        keys.extend([3999, 10, 500, 4000, 4001, 20, 4002]);
+        keys.extend(5000..6000);
+        let build = |hinted: bool| {
+            let mut pages = MemPages::new(2048).unwrap();
+            let tree = BTree::create(&mut pages).unwrap();
+            let mut hint = AppendHint::default();
+            let inserted: Vec<bool> = keys
+                .iter()
+                .map(|i| {
+                    // A long common prefix keeps separators long: a taller tree.
+                    let key = [&[b'k'; 60][..], &i.to_be_bytes()].concat();
+                    let value = [(*i % 251) as u8; 30];
+                    match hinted {
+                        true => tree.insert_absent_hinted(&mut pages, &key, &value, &mut hint),
+                        false => tree.insert_absent(&mut pages, &key, &value),
+                    }
+                    .unwrap()
+                })
+                .collect();
+            let stats = tree.check(&mut pages).unwrap();
+            (pages, inserted, stats)
+        };
+        let (plain, plain_inserted, plain_stats) = build(false);
+        let (hinted, hinted_inserted, hinted_stats) = build(true);
+        assert_eq!(plain_inserted, hinted_inserted);
+        assert_eq!(
+            plain_inserted.iter().filter(|&&b| !b).count(),
+            1,
+            "3999 twice"
+        );
+        assert!(plain_stats.height >= 3, "{plain_stats:?}");
+        assert_eq!(plain.page_count(), hinted.page_count());
+        for page_no in 0..plain.page_count() as PageNo {
+            assert_eq!(plain.raw(page_no), hinted.raw(page_no), "page {page_no}");
+        }
+        assert_eq!(format!("{plain_stats:?}"), format!("{hinted_stats:?}"));
     }
 
     #[test]

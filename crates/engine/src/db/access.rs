@@ -18,7 +18,7 @@
 
 use std::ops::Bound;
 
-use crate::btree::BTree;
+use crate::btree::{AppendHint, BTree};
 use crate::db::Inner;
 use crate::error::Result;
 use crate::mtr::{Logged, Miss, Mtr};
@@ -266,9 +266,10 @@ impl Inner {
         let mut mtr = self.mtr(tree.space).map_err(|e| (Vec::new(), e))?;
         let btree = BTree::open(tree.root);
         let mut undos = Vec::new();
+        let mut hint = AppendHint::default();
         for (key, value) in rows.iter().take(BATCH_ROWS_MAX) {
             let inserted = btree
-                .insert_absent(&mut mtr, key, value)
+                .insert_absent_hinted(&mut mtr, key, value, &mut hint)
                 .map_err(|e| (Vec::new(), e))?;
             if !inserted {
                 break;
