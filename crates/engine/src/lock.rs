@@ -81,6 +81,7 @@ use flashlab_runtime::{Condvar, Mutex};
 
 use crate::error::{Error, Result};
 use crate::fast_hash::{FastHashMap, FastHasher};
+use smallvec::SmallVec;
 
 /// Lock modes.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -105,10 +106,49 @@ struct Waiter {
     slot: Arc<WaitSlot>,
 }
 
+/// The holders of a row and their modes, ascending by transaction: most
+/// rows have one, kept inline without an allocation.
+#[derive(Default)]
+struct Holders(SmallVec<[(u64, LockMode); 1]>);
+
+impl Holders {
+    fn is_empty(&self) -> bool {
+        self.0.is_empty()
+    }
+
+    fn position(&self, txn: u64) -> Result<usize, usize> {
+        self.0.binary_search_by_key(&txn, |&(holder, _)| holder)
+    }
+
+    fn contains(&self, txn: u64) -> bool {
+        self.position(txn).is_ok()
+    }
+
+    /// Add `txn` in `mode`; one that holds the row already keeps its mode
+    /// unless `mode` is exclusive (an upgrade).
+    fn grant(&mut self, txn: u64, mode: LockMode) {
+        match self.position(txn) {
+            Ok(i) if mode == LockMode::Exclusive => self.0[i].1 = mode,
+            Ok(_) => {}
+            Err(i) => self.0.insert(i, (txn, mode)),
+        }
+    }
+
+    fn remove(&mut self, txn: u64) {
+        if let Ok(i) = self.position(txn) {
+            self.0.remove(i);
+        }
+    }
+
+    fn iter(&self) -> impl Iterator<Item = (u64, LockMode)> + '_ {
+        self.0.iter().copied()
+    }
+}
+
 #[derive(Default)]
 struct Entry {
     /// Holders and their modes (LOCK-1).
-    holders: BTreeMap<u64, LockMode>,
+    holders: Holders,
     /// Waiters in grant order (LOCK-5).
     queue: VecDeque<Waiter>,
 }
@@ -120,12 +160,9 @@ impl Entry {
 
     /// Record `txn` as a holder in `mode` (an exclusive grant upgrades).
     fn grant(&mut self, txn: u64, mode: LockMode) {
-        let held = self.holders.entry(txn).or_insert(mode);
-        if mode == LockMode::Exclusive {
-            *held = LockMode::Exclusive;
-        }
+        self.holders.grant(txn, mode);
         debug_assert!(
-            self.holders.len() == 1 || self.holders.values().all(|&m| m == LockMode::Shared),
+            self.holders.0.len() == 1 || self.holders.iter().all(|(_, m)| m == LockMode::Shared),
             "LOCK-1"
         );
     }
@@ -138,7 +175,7 @@ impl Entry {
     /// with nothing, so it can be granted at once.
     fn blockers(&self, txn: u64, mode: LockMode, ahead: usize) -> Vec<u64> {
         let mut blockers = conflicts(&self.holders, txn, mode);
-        if !self.holders.contains_key(&txn) {
+        if !self.holders.contains(txn) {
             for w in self.queue.iter().take(ahead).rev() {
                 if w.txn == txn || !incompatible(mode, w.mode) {
                     continue;
@@ -273,11 +310,11 @@ fn incompatible(wanted: LockMode, other: LockMode) -> bool {
 }
 
 /// The holders `txn` would have to wait for (none: no conflict).
-fn conflicts(holders: &BTreeMap<u64, LockMode>, txn: u64, mode: LockMode) -> Vec<u64> {
+fn conflicts(holders: &Holders, txn: u64, mode: LockMode) -> Vec<u64> {
     holders
         .iter()
-        .filter(|&(&holder, &held)| holder != txn && incompatible(mode, held))
-        .map(|(&holder, _)| holder)
+        .filter(|&(holder, held)| holder != txn && incompatible(mode, held))
+        .map(|(holder, _)| holder)
         .collect()
 }
 
@@ -316,7 +353,7 @@ impl LockManager {
             return Err(e);
         }
         let entry = shard.rows.entry(key.clone()).or_default();
-        let holds = entry.holders.contains_key(&txn);
+        let holds = entry.holders.contains(txn);
         let blockers = entry.blockers(txn, mode, entry.queue.len());
         if blockers.is_empty() {
             entry.grant(txn, mode);
@@ -383,13 +420,17 @@ impl LockManager {
         }
     }
 
-    /// After `key` changed: grant what can be granted, wake exactly those
-    /// waiters, refresh the row's waits-for edges, drop the row if unused.
-    /// The graph is locked only for a row with waiters.
-    fn settle(&self, shard: &mut Shard, key: &LockKey) {
+    /// After `key` changed (or to release `released`'s hold of it first):
+    /// grant what can be granted, wake exactly those waiters, refresh the
+    /// row's waits-for edges, drop the row if unused. The graph is locked
+    /// only for a row with waiters.
+    fn settle(&self, shard: &mut Shard, key: &LockKey, released: Option<u64>) {
         let Some(entry) = shard.rows.get_mut(key) else {
             return;
         };
+        if let Some(txn) = released {
+            entry.holders.remove(txn);
+        }
         let granted = entry.grant_front();
         let edges = entry.edges();
         if entry.is_unused() {
@@ -413,7 +454,7 @@ impl LockManager {
         if let Some(entry) = shard.rows.get_mut(key) {
             entry.queue.retain(|w| w.txn != txn);
         }
-        self.settle(shard, key);
+        self.settle(shard, key, None);
     }
 
     /// The database failed: wake every waiter with the error, and refuse
@@ -441,10 +482,7 @@ impl LockManager {
         keys.dedup();
         for key in keys {
             let mut shard = self.shard_of(&key).lock();
-            if let Some(entry) = shard.rows.get_mut(&key) {
-                entry.holders.remove(&txn);
-            }
-            self.settle(&mut shard, &key);
+            self.settle(&mut shard, &key, Some(txn));
         }
     }
 
