@@ -71,6 +71,17 @@
 //!     needs more (a split, an allocation) fails with [`Miss::Latch`] and
 //!     starts over under the exclusive latch.
 //!
+//! 13. A change that only overwrites bytes of a page's body, on a page the
+//!     mini-transaction has not touched ([`PageAccess::write_in_place`]: a
+//!     B+tree value replaced by one of the same length), is kept as those
+//!     bytes and their offset: the page is pinned (MTR-5), its frame is the
+//!     before-image (MTR-11), the redo is the diff of the changed window
+//!     alone, which equals the whole page's diff because nothing else
+//!     changed, and the install writes the bytes into the frame. Any later
+//!     access to the page in the same mini-transaction first turns it into
+//!     an ordinary copy. A store that wants every change (In-Page Logging)
+//!     takes the copy path.
+//!
 //! MTR-3 and MTR-5 are checked with `assert!` (each O(1)) in every build;
 //! MTR-1 (O(header)) wherever a before-image copy is kept, so in every
 //! build with debug assertions, and MTR-11 there too.
@@ -92,6 +103,25 @@ pub trait PageAccess {
     /// The whole page for writing; bytes before `PAGE_BODY_OFFSET` must not
     /// be changed (MTR-1).
     fn write(&mut self, page_no: PageNo) -> Result<&mut [u8]>;
+    /// Overwrite `bytes.len()` bytes of page `page_no`, in its body, at the
+    /// offset `locate` finds in the page as it is; `false` (nothing
+    /// written) when `locate` finds none, and the caller writes the page
+    /// instead. The same as [`PageAccess::write`] and a copy of `bytes`;
+    /// a mini-transaction records it without copying the page (MTR-13).
+    fn write_in_place(
+        &mut self,
+        page_no: PageNo,
+        locate: &mut dyn FnMut(&[u8]) -> Result<Option<usize>>,
+        bytes: &[u8],
+    ) -> Result<bool> {
+        let Some(offset) = locate(self.read(page_no)?)? else {
+            return Ok(false);
+        };
+        let page = self.write(page_no)?;
+        check_in_body(page_no, page.len(), offset, bytes.len())?;
+        page[offset..offset + bytes.len()].copy_from_slice(bytes);
+        Ok(true)
+    }
     /// A fresh page with a zeroed body and the given type.
     fn allocate(&mut self, kind: PageType) -> Result<PageNo>;
     /// Give a page back to the space's free list.
@@ -100,6 +130,16 @@ pub trait PageAccess {
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// `len` bytes at `offset` lie in a page body of `page_bytes` (MTR-1).
+fn check_in_body(page_no: PageNo, page_bytes: usize, offset: usize, len: usize) -> Result<()> {
+    match offset.checked_add(len) {
+        Some(end) if offset >= PAGE_BODY_OFFSET && end <= page_bytes => Ok(()),
+        _ => Err(Error::Invalid(format!(
+            "page {page_no}: {len} bytes at {offset} are not in the body (MTR-1)"
+        ))),
+    }
+}
 
 use crate::buffer::{BufferPool, PageRef};
 use crate::error::Error;
@@ -139,6 +179,10 @@ struct MtrPage {
     /// with debug assertions, to check MTR-11. Otherwise the before-image
     /// is the pinned frame itself, which nothing changes until the install.
     before: Option<Vec<u8>>,
+    /// Written in place (MTR-13): the one change, bytes at an offset of
+    /// the pinned frame's image; `image` is then empty until a later access
+    /// makes the copy ([`MtrPage::materialize`]).
+    in_place: Option<(usize, Vec<u8>)>,
 }
 
 thread_local! {
@@ -171,6 +215,9 @@ fn copy_of(bytes: &[u8]) -> Vec<u8> {
 
 /// Keep `buffer` for a later copy, unless the thread has enough (MTR-9).
 fn recycle(buffer: Vec<u8>) {
+    if buffer.capacity() == 0 {
+        return; // the image of an in-place change (MTR-13)
+    }
     SPARE_BUFFERS.with(|spares| {
         // `try_borrow_mut`: a thread-local being torn down is left alone.
         if let Ok(mut spares) = spares.try_borrow_mut()
@@ -208,6 +255,30 @@ impl MtrPage {
                 f(before, true)
             }
             None => handle.read(|frame| f(frame, false)),
+        }
+    }
+}
+
+impl MtrPage {
+    /// The page's image after its change: the frame with the in-place
+    /// bytes over it.
+    fn patched_image(&self) -> Vec<u8> {
+        let (offset, bytes) = self.in_place.as_ref().expect("an in-place change");
+        let handle = self
+            .handle
+            .as_ref()
+            .expect("MTR-5: a written page is pinned");
+        let mut image = handle.read(copy_of);
+        image[*offset..*offset + bytes.len()].copy_from_slice(bytes);
+        image
+    }
+
+    /// Turn an in-place change into a copy of the page (MTR-13), for an
+    /// access that reads the page or writes it again.
+    fn materialize(&mut self) {
+        if self.in_place.is_some() {
+            self.image = self.patched_image();
+            self.in_place = None;
         }
     }
 }
@@ -462,7 +533,9 @@ impl Mtr {
     }
 
     fn load(&mut self, page_no: PageNo) -> Result<&mut MtrPage> {
-        if !self.pages.contains_key(&page_no) {
+        if let Some(p) = self.pages.get_mut(&page_no) {
+            p.materialize();
+        } else {
             self.forget_old_clean_pages();
             let handle = self.pin(page_no)?;
             let image = handle.read(copy_of);
@@ -473,6 +546,7 @@ impl Mtr {
                     image,
                     written: false,
                     before: None,
+                    in_place: None,
                 },
             );
             self.clean.push_back(page_no);
@@ -512,6 +586,7 @@ impl Mtr {
                 image,
                 written: false,
                 before: None,
+                in_place: None,
             },
         );
         Ok(self.pages.get_mut(&page_no).expect("just loaded"))
@@ -549,9 +624,10 @@ impl Mtr {
                     // MTR-1 is checked against a kept copy; a frame's header
                     // may differ from the copy's in fields the pool owns
                     // (the checksum of a page read back after a write-back).
-                    let changed = match copy {
-                        true => diff(before, &p.image),
-                        false => diff_body(before, &p.image),
+                    let changed = match (&p.in_place, copy) {
+                        (Some((offset, bytes)), _) => diff_in_place(before, *offset, bytes),
+                        (None, true) => diff(before, &p.image),
+                        (None, false) => diff_body(before, &p.image),
                     };
                     (changed, page::lsn(before))
                 });
@@ -559,10 +635,10 @@ impl Mtr {
                     return None;
                 }
                 let image = before_lsn <= horizon_lsn && horizon_lsn > 0;
-                let ranges = if image {
-                    nonzero_ranges(&p.image)
-                } else {
-                    changed
+                let ranges = match (image, &p.in_place) {
+                    (true, Some(_)) => nonzero_ranges(&p.patched_image()),
+                    (true, None) => nonzero_ranges(&p.image),
+                    (false, _) => changed,
                 };
                 Some(PageRedo {
                     page: PageId::new(self.space, page_no),
@@ -724,9 +800,14 @@ impl Mtr {
             if keep_before {
                 handle.note_update(txn, end_lsn, before_of(p), &p.image);
             }
-            // The frame takes the copy's buffer; the copy gets the frame's
-            // old one, recycled when the mini-transaction ends (MTR-9).
-            handle.install_owned(&mut p.image, lsn, end_lsn);
+            match &p.in_place {
+                // MTR-13: the bytes go into the frame; there is no copy.
+                Some((offset, bytes)) => handle.install_in_place(*offset, bytes, lsn, end_lsn),
+                // The frame takes the copy's buffer; the copy gets the
+                // frame's old one, recycled when the mini-transaction ends
+                // (MTR-9).
+                None => handle.install_owned(&mut p.image, lsn, end_lsn),
+            }
         }
     }
 }
@@ -750,7 +831,8 @@ impl PageAccess for Mtr {
     /// any other is visited in its frame, under the frame's lock, with the
     /// same pin and unpin a first read makes, and no copy is kept (MTR-10).
     fn visit(&mut self, page_no: PageNo, visit: &mut dyn FnMut(&[u8]) -> Result<()>) -> Result<()> {
-        if let Some(p) = self.pages.get(&page_no) {
+        if let Some(p) = self.pages.get_mut(&page_no) {
+            p.materialize();
             return visit(&p.image);
         }
         let handle = self.pin(page_no)?;
@@ -777,6 +859,60 @@ impl PageAccess for Mtr {
             }
         }
         Ok(&mut p.image)
+    }
+
+    /// MTR-13: a page this mini-transaction has not touched is pinned
+    /// (and, in one-leaf mode, latched, MTR-12) and `locate` runs on its
+    /// frame; the change is kept as the bytes and their offset, and goes
+    /// into the frame at the install. A page already touched, or a store
+    /// that wants every change's before-image (In-Page Logging), takes the
+    /// copy path.
+    fn write_in_place(
+        &mut self,
+        page_no: PageNo,
+        locate: &mut dyn FnMut(&[u8]) -> Result<Option<usize>>,
+        bytes: &[u8],
+    ) -> Result<bool> {
+        // MTR-12: the page is read for writing under its leaf latch.
+        if self.one_leaf.is_some() {
+            self.latch_the_leaf(page_no)?;
+        }
+        if self.keep_before || self.pages.contains_key(&page_no) {
+            let Some(offset) = locate(self.read(page_no)?)? else {
+                return Ok(false);
+            };
+            let page = self.write(page_no)?;
+            check_in_body(page_no, page.len(), offset, bytes.len())?;
+            page[offset..offset + bytes.len()].copy_from_slice(bytes);
+            return Ok(true);
+        }
+        let handle = self.pin(page_no)?;
+        let located = handle.read(|page| -> Result<Option<(usize, Option<Vec<u8>>)>> {
+            let Some(offset) = locate(page)? else {
+                return Ok(None);
+            };
+            check_in_body(page_no, page.len(), offset, bytes.len())?;
+            // With debug assertions the before-image is kept to check
+            // MTR-11, as for a copy.
+            Ok(Some((
+                offset,
+                cfg!(debug_assertions).then(|| copy_of(page)),
+            )))
+        })?;
+        let Some((offset, before)) = located else {
+            return Ok(false);
+        };
+        self.pages.insert(
+            page_no,
+            MtrPage {
+                handle: Some(handle),
+                image: Vec::new(),
+                written: true,
+                before,
+                in_place: Some((offset, bytes.to_vec())),
+            },
+        );
+        Ok(true)
     }
 
     fn allocate(&mut self, kind: PageType) -> Result<PageNo> {
@@ -859,9 +995,28 @@ pub fn nonzero_ranges(after: &[u8]) -> Vec<(u32, Vec<u8>)> {
 /// `before` (`None`: from zeros), gaps of fewer than [`DIFF_GAP_BYTES_MIN`]
 /// unchanged bytes folded into the ranges around them.
 fn changed_ranges(before: Option<&[u8]>, after: &[u8]) -> Vec<(u32, Vec<u8>)> {
+    changed_ranges_from(before, after, PAGE_BODY_OFFSET)
+}
+
+/// The diff of a page whose only change is `bytes` at `offset` of
+/// `before` (MTR-13): the ranges a diff of the whole page would give, found
+/// in the changed window alone (the bytes around it are unchanged, so no
+/// range reaches past it, and the word steps line up with the start of
+/// each range as in a whole-page diff).
+fn diff_in_place(before: &[u8], offset: usize, bytes: &[u8]) -> Vec<(u32, Vec<u8>)> {
+    let window = &before[offset..offset + bytes.len()];
+    let mut ranges = changed_ranges_from(Some(window), bytes, 0);
+    for (start, _) in &mut ranges {
+        *start += offset as u32;
+    }
+    ranges
+}
+
+/// [`changed_ranges`] from byte `from` on.
+fn changed_ranges_from(before: Option<&[u8]>, after: &[u8], from: usize) -> Vec<(u32, Vec<u8>)> {
     let n = after.len();
     let mut ranges: Vec<(u32, Vec<u8>)> = Vec::new();
-    let mut i = PAGE_BODY_OFFSET;
+    let mut i = from;
     while i < n {
         // Most of a page is unchanged: skip it a word at a time.
         i = first_difference(before, after, i);
@@ -1039,6 +1194,37 @@ mod tests {
             i = end;
         }
         ranges
+    }
+
+    #[test]
+    fn an_in_place_diff_matches_a_whole_page_one() {
+        // MTR-13: the window's diff, shifted, is the whole page's, for
+        // windows of every length and alignment and changes at every gap.
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |bound: usize| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            (state % bound as u64) as usize
+        };
+        for _ in 0..2000 {
+            let len = 4096;
+            let before: Vec<u8> = (0..len).map(|_| next(3) as u8).collect();
+            let window = 1 + next(300);
+            let offset = PAGE_BODY_OFFSET + next(len - PAGE_BODY_OFFSET - window + 1);
+            let mut bytes = before[offset..offset + window].to_vec();
+            for _ in 0..next(8) {
+                let at = next(window);
+                bytes[at] = bytes[at].wrapping_add(1 + next(255) as u8);
+            }
+            let mut after = before.clone();
+            after[offset..offset + window].copy_from_slice(&bytes);
+            assert_eq!(
+                diff_in_place(&before, offset, &bytes),
+                diff(&before, &after),
+                "window {window} at {offset}"
+            );
+        }
     }
 
     #[test]

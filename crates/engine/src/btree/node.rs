@@ -352,6 +352,13 @@ impl<'a> Node<'a> {
         cell_value(self.cell(index)?).ok_or_else(|| malformed(self.page_no, "value cut short"))
     }
 
+    /// Where entry `index`'s value lies in the page (leaves only).
+    pub fn value_range(&self, index: usize) -> Result<Range<usize>> {
+        let value_len = self.value(index)?.len();
+        let end = self.cell_range(index)?.end;
+        Ok(end - value_len..end)
+    }
+
     /// Child `c` of an internal node: 0 is the leftmost child, `i + 1` the
     /// child of entry `i`.
     pub fn child_at(&self, c: usize) -> Result<PageNo> {

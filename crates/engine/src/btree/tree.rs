@@ -220,6 +220,28 @@ impl BTree {
             "BTREE-6"
         );
         let LeafPosition { leaf, path, .. } = at;
+        // A value of the same length is overwritten in place (MTR-13):
+        // the only bytes that change are the value's.
+        let mut old = None;
+        let in_place = pages.write_in_place(
+            leaf,
+            &mut |page| {
+                let node = Node::parse(leaf, page)?;
+                let Ok(i) = node.search(key)? else {
+                    return Ok(None);
+                };
+                let range = node.value_range(i)?;
+                if range.len() != value.len() {
+                    return Ok(None);
+                }
+                old = Some(page[range.clone()].to_vec());
+                Ok(Some(range.start))
+            },
+            value,
+        )?;
+        if in_place {
+            return Ok(old);
+        }
         let mut node = NodeMut::new(leaf, pages.write(leaf)?);
         let found = node.view()?.search(key)?;
         let (index, old) = match found {

@@ -554,6 +554,25 @@ impl PageRef {
         self.install_as(new_image, 0, 0, true);
     }
 
+    /// [`PageRef::install_append`] of an image that differs from the frame
+    /// only in `changed` (a record appended to a page the frame already
+    /// holds): only those bytes are copied. Debug builds check the rest.
+    pub fn install_append_range(&self, new_image: &[u8], changed: std::ops::Range<usize>) {
+        self.install_with(new_image.len(), 0, 0, true, |data| {
+            assert!(
+                changed.start >= PAGE_BODY_OFFSET && changed.end <= data.len(),
+                "BUF-10: page {}: an append outside the body",
+                self.id
+            );
+            data[changed.clone()].copy_from_slice(&new_image[changed.clone()]);
+            debug_assert!(
+                data[PAGE_BODY_OFFSET..] == new_image[PAGE_BODY_OFFSET..],
+                "BUF-10: page {}: the frame differs from its append image beyond the record",
+                self.id
+            );
+        });
+    }
+
     /// [`PageRef::install`] of an image the caller owns and gives up: the
     /// frame takes the image's buffer and hands its old one back in
     /// `new_image` (a swap, where an install copies a page). The header
@@ -568,6 +587,21 @@ impl PageRef {
             let header = PAGE_BODY_OFFSET.min(data.len());
             new_image[..header].copy_from_slice(&data[..header]);
             std::mem::swap(data, new_image);
+        });
+    }
+
+    /// [`PageRef::install`] of a change that overwrote `bytes.len()` bytes
+    /// at `offset_bytes` of the page, in the body, and nothing else: the
+    /// bytes are written into the frame, which needs no copy of the page.
+    pub fn install_in_place(&self, offset_bytes: usize, bytes: &[u8], record_lsn: u64, lsn: u64) {
+        self.install_with(self.core.page_bytes, record_lsn, lsn, false, |data| {
+            assert!(
+                offset_bytes >= PAGE_BODY_OFFSET && offset_bytes + bytes.len() <= data.len(),
+                "MTR-1: page {}: {} bytes at {offset_bytes} are not in the body",
+                self.id,
+                bytes.len()
+            );
+            data[offset_bytes..offset_bytes + bytes.len()].copy_from_slice(bytes);
         });
     }
 

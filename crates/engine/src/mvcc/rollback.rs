@@ -64,6 +64,11 @@
 //!    scan of every extent at each end was the largest single cost of a
 //!    simulated TPC-B run). Checked against every extent with debug
 //!    assertions.
+//! 9. A segment's current page in the buffer pool holds the segment's
+//!    image of it from the page's first record on (an eviction writes it
+//!    and a fetch reads it back), so an append after the first copies only
+//!    its record into the frame, not the page. Checked on every append
+//!    with debug assertions.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -460,8 +465,15 @@ impl RollbackSpace {
         image[at..at + 4].copy_from_slice(&(row.len() as u32).to_le_bytes());
         image[at + 4..at + 20].copy_from_slice(&header.encode());
         image[at + 20..at + 20 + row.len()].copy_from_slice(row);
-        // Not logged, and not to be written before it is full (RBS-5).
-        handle.as_ref().expect("pinned").install_append(image);
+        // Not logged, and not to be written before it is full (RBS-5). The
+        // page's first record installs the whole image (the frame may hold
+        // an older page's bytes); after it the frame holds the image but
+        // for the new record (RBS-9).
+        let handle = handle.as_ref().expect("pinned");
+        match at == PAGE_HEADER_BYTES {
+            true => handle.install_append(image),
+            false => handle.install_append_range(image, at..at + record_bytes),
+        }
         seg.offset += record_bytes;
         let address = u64::from(id.page_no) * self.page_bytes as u64 + at as u64;
         self.records_written.fetch_add(1, Ordering::Relaxed);
