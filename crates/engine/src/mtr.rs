@@ -537,8 +537,11 @@ impl Mtr {
             p.materialize();
         } else {
             self.forget_old_clean_pages();
-            let handle = self.pin(page_no)?;
-            let image = handle.read(copy_of);
+            let id = PageId::new(self.space, page_no);
+            let image = match self.pool.visit_resident(id, copy_of) {
+                Some(image) => image,
+                None => self.pin(page_no)?.read(copy_of),
+            };
             self.pages.insert(
                 page_no,
                 MtrPage {
@@ -834,6 +837,10 @@ impl PageAccess for Mtr {
         if let Some(p) = self.pages.get_mut(&page_no) {
             p.materialize();
             return visit(&p.image);
+        }
+        let id = PageId::new(self.space, page_no);
+        if let Some(visited) = self.pool.visit_resident(id, &mut *visit) {
+            return visited;
         }
         let handle = self.pin(page_no)?;
         handle.read(|bytes| visit(bytes))

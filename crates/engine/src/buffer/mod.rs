@@ -376,6 +376,26 @@ impl BufferPool {
         self.core.fetch_resident(id)
     }
 
+    /// Run `f` on page `id`'s bytes if it is resident and ready, pinned and
+    /// under its frame's data lock, as [`BufferPool::fetch_resident`] and
+    /// [`PageRef::read`] would (the same pin, lock and unpin), but with no
+    /// handle: nothing is added to the count of the pool's owners, a line
+    /// every core's page visits would otherwise share. `None`, and `f` not
+    /// run, if the page is not resident; never waits or does I/O.
+    pub fn visit_resident<R>(&self, id: PageId, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
+        let table::Lookup::Pinned(frame) = self.core.hot.pin_if_ready(id) else {
+            return None;
+        };
+        // Unpinned on the way out, a panic of `f` included (BUF-1).
+        let _pin = FramePin {
+            core: &self.core,
+            frame,
+            id,
+        };
+        let data = self.core.data[frame].read();
+        Some(f(&data))
+    }
+
     /// [`BufferPool::fetch_new`] if it needs no I/O (the page is resident or
     /// a clean frame is free); `None` otherwise.
     pub fn fetch_new_no_io(&self, id: PageId) -> Result<Option<PageRef>> {
@@ -656,6 +676,20 @@ fn copy_body(data: &mut [u8], image: &[u8]) {
 }
 
 impl Drop for PageRef {
+    fn drop(&mut self) {
+        self.core.unpin(self.frame, self.id);
+    }
+}
+
+/// A pin held for the length of a borrow of the pool
+/// ([`BufferPool::visit_resident`]).
+struct FramePin<'a> {
+    core: &'a Core,
+    frame: usize,
+    id: PageId,
+}
+
+impl Drop for FramePin<'_> {
     fn drop(&mut self) {
         self.core.unpin(self.frame, self.id);
     }
