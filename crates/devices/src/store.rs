@@ -47,7 +47,7 @@
 //!    current byte. `forget` therefore never touches a chunk a remembered
 //!    write overlaps.
 //! 6. A store whose crash model is off ([`SparseStore::turn_off_crash_model`])
-//!    remembers no write and is never crashed (`assert!`).
+//!    remembers no write and is never crashed or imaged (`assert!`).
 //!
 //! ## Runs that never crash
 //!
@@ -177,6 +177,10 @@ impl SparseStore {
     /// A copy of the durable contents, or `None` while writes are still
     /// unflushed (an image is taken of a flushed, quiet device only).
     pub fn image(&self) -> Option<SparseStore> {
+        assert!(
+            !self.crash_model_off,
+            "STORE-6: a store without a crash model is not imaged (its writes are never unflushed)"
+        );
         if !self.unflushed.is_empty() {
             return None;
         }
@@ -755,7 +759,16 @@ mod tests {
         want[CHUNK_BYTES - 10..CHUNK_BYTES + 10].fill(3);
         assert_eq!(buf, want);
         store.flush();
-        assert!(store.image().is_some(), "nothing is ever unflushed");
+        assert_eq!(store.unflushed_writes(), 0);
+    }
+
+    #[test]
+    #[should_panic(expected = "STORE-6")]
+    fn a_store_without_crash_model_refuses_an_image() {
+        let mut store = SparseStore::new();
+        store.turn_off_crash_model();
+        store.write(0, &[1u8; 512]).unwrap();
+        let _ = store.image();
     }
 
     #[test]

@@ -3,7 +3,8 @@
 //! Structures on pages (B+trees, the space header) never touch the buffer
 //! pool directly. They work through [`PageAccess`]: read a page, write a
 //! page, allocate, free. The engine's implementation, [`Mtr`], keeps a
-//! private copy of every page it writes, whose before-image stays in the
+//! private copy of every page it writes (or, for a change of bytes in
+//! place, only those bytes, MTR-13), whose before-image stays in the
 //! pinned frame (MTR-11); when
 //! the operation is done, the difference between before and after becomes
 //! one log record of byte-range redo covering every page the operation
@@ -39,7 +40,8 @@
 //! 9. A page copy's buffer comes from the thread's spare buffers and goes
 //!    back to them when the copy is dropped; it is always overwritten in
 //!    full before it is read, so a reused buffer never leaks old bytes into
-//!    a copy. An install swaps a written copy's buffer into the frame
+//!    a copy. An install swaps a written copy's buffer into the frame (a
+//!    change in place, MTR-13, has no copy: its bytes are written there)
 //!    (`PageRef::install_owned`, the frame's header bytes carried over)
 //!    and the frame's old buffer takes the copy's place, to go back to the
 //!    spares: page-sized buffers move between frames and copies, and none
@@ -639,7 +641,12 @@ impl Mtr {
                 }
                 let image = before_lsn <= horizon_lsn && horizon_lsn > 0;
                 let ranges = match (image, &p.in_place) {
-                    (true, Some(_)) => nonzero_ranges(&p.patched_image()),
+                    (true, Some(_)) => {
+                        let image = p.patched_image();
+                        let ranges = nonzero_ranges(&image);
+                        recycle(image);
+                        ranges
+                    }
                     (true, None) => nonzero_ranges(&p.image),
                     (false, _) => changed,
                 };
@@ -1203,17 +1210,22 @@ mod tests {
         ranges
     }
 
-    #[test]
-    fn an_in_place_diff_matches_a_whole_page_one() {
-        // MTR-13: the window's diff, shifted, is the whole page's, for
-        // windows of every length and alignment and changes at every gap.
-        let mut state = 0x9e37_79b9_7f4a_7c15u64;
-        let mut next = move |bound: usize| {
+    /// A seeded xorshift: `next(bound)` is below `bound`.
+    fn xorshift(seed: u64) -> impl FnMut(usize) -> usize {
+        let mut state = seed;
+        move |bound: usize| {
             state ^= state << 13;
             state ^= state >> 7;
             state ^= state << 17;
             (state % bound as u64) as usize
-        };
+        }
+    }
+
+    #[test]
+    fn an_in_place_diff_matches_a_whole_page_one() {
+        // MTR-13: the window's diff, shifted, is the whole page's, for
+        // windows of every length and alignment and changes at every gap.
+        let mut next = xorshift(0x9e37_79b9_7f4a_7c15);
         for _ in 0..2000 {
             let len = 4096;
             let before: Vec<u8> = (0..len).map(|_| next(3) as u8).collect();
@@ -1236,13 +1248,7 @@ mod tests {
 
     #[test]
     fn word_skipping_diff_matches_a_bytewise_one() {
-        let mut state = 0x2545_f491_4f6c_dd1du64;
-        let mut next = move |bound: usize| {
-            state ^= state << 13;
-            state ^= state >> 7;
-            state ^= state << 17;
-            (state % bound as u64) as usize
-        };
+        let mut next = xorshift(0x2545_f491_4f6c_dd1d);
         for round in 0..200 {
             let len = [512, 4096, 4099][round % 3];
             let before: Vec<u8> = (0..len).map(|_| next(3) as u8).collect();

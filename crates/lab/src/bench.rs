@@ -664,10 +664,11 @@ fn bench_simulated(
         let tracer = options.trace.then(Tracer::new);
         // A benchmark never crashes its devices: they remember no write
         // for a crash to undo (STORE-6).
-        let (stored, devices) = stored_devices(&config, options.image.as_deref())?;
-        for device in &stored {
+        let stored = stored_devices(&config, options.image.as_deref())?;
+        for device in stored.stores() {
             device.store().lock().expect("store").turn_off_crash_model();
         }
+        let devices = stored.devices;
         let devices = Devices {
             data: devices
                 .data
@@ -719,13 +720,26 @@ impl std::fmt::Debug for DbImage {
     }
 }
 
-/// The simulated devices of `config`, started from `image` if given: every
-/// one, in the order data spaces, log, rollback, temp, and as the database
-/// takes them.
-fn stored_devices(
-    config: &DbConfig,
-    image: Option<&DbImage>,
-) -> Result<(Vec<Arc<dyn StoredDevice>>, Devices), String> {
+/// The simulated devices of a database, as [`stored_devices`] opens them.
+struct StoredDevices {
+    /// The devices an image holds: the data spaces, the log, the rollback
+    /// space, in that order.
+    imaged: Vec<Arc<dyn StoredDevice>>,
+    /// The temp space, never imaged.
+    temp: Option<Arc<dyn StoredDevice>>,
+    /// All of them, as the database takes them.
+    devices: Devices,
+}
+
+impl StoredDevices {
+    /// Every store, imaged or not.
+    fn stores(&self) -> impl Iterator<Item = &Arc<dyn StoredDevice>> {
+        self.imaged.iter().chain(self.temp.iter())
+    }
+}
+
+/// The simulated devices of `config`, started from `image` if given.
+fn stored_devices(config: &DbConfig, image: Option<&DbImage>) -> Result<StoredDevices, String> {
     let open = |name: &str, image: Option<&SparseStore>| {
         let image = image.map(|i| i.image().expect("images are flushed"));
         presets::open_simulated_stored(name, image).map_err(|e| e.to_string())
@@ -746,10 +760,9 @@ fn stored_devices(
         Some(s) => Some(open(&s.device, None)?),
         None => None,
     };
-    let mut all = data.clone();
-    all.push(log.clone());
-    all.extend(rollback.clone());
-    all.extend(temp.clone());
+    let mut imaged = data.clone();
+    imaged.push(log.clone());
+    imaged.extend(rollback.clone());
     let as_ref = |d: &Arc<dyn StoredDevice>| -> DeviceRef { d.clone() };
     let devices = Devices {
         data: data.iter().map(as_ref).collect(),
@@ -757,7 +770,11 @@ fn stored_devices(
         rollback: rollback.as_ref().map(as_ref),
         temp: temp.as_ref().map(as_ref),
     };
-    Ok((all, devices))
+    Ok(StoredDevices {
+        imaged,
+        temp,
+        devices,
+    })
 }
 
 /// Load the database `options` describe in the simulated world, close it
@@ -775,14 +792,15 @@ pub fn load_image(options: &BenchOptions) -> Result<Arc<DbImage>, String> {
     let options = options.clone();
     let (outcome, _) = Sim::run(sim, move |rt| -> Result<DbImage, String> {
         let config = db_config(&options);
-        let (stored, devices) = stored_devices(&config, None)?;
-        let db = Database::open_with(&config, devices).map_err(|e| e.to_string())?;
+        let stored = stored_devices(&config, None)?;
+        let db = Database::open_with(&config, stored.devices).map_err(|e| e.to_string())?;
         let workload =
             build(&options.workload, &workload_options(&options)).ok_or("unknown workload")?;
         let (start_ns, host) = (rt.now_ns(), std::time::Instant::now());
         workload.setup(&db).map_err(|e| format!("loading: {e}"))?;
         db.close().map_err(|e| e.to_string())?;
         let mut images = stored
+            .imaged
             .iter()
             .map(|d| {
                 d.store()

@@ -43,8 +43,9 @@
 //! 6. Every entry has key + value ≤ [`max_entry_bytes`], so at least
 //!    [`ENTRIES_PER_PAGE_MIN`] entries fit a page and both halves of any
 //!    split fit their pages.
-//! 7. The tree changes pages only through `PageAccess::write`, and only
-//!    bytes at or after `PAGE_BODY_OFFSET`.
+//! 7. The tree changes pages only through `PageAccess::write` (or
+//!    `PageAccess::write_in_place`, for a value of the same length), and
+//!    only bytes at or after `PAGE_BODY_OFFSET`.
 //! 8. Pages are never merged or freed by deletes: leaves may be underfull
 //!    or empty, internal nodes never lose children; lookups and scans work
 //!    across empty leaves.

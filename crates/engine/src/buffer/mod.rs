@@ -381,7 +381,8 @@ impl BufferPool {
     /// [`PageRef::read`] would (the same pin, lock and unpin), but with no
     /// handle: nothing is added to the count of the pool's owners, a line
     /// every core's page visits would otherwise share. `None`, and `f` not
-    /// run, if the page is not resident; never waits or does I/O.
+    /// run, if the page is not resident or still loading; it does no I/O
+    /// and waits only for the frame's data lock, as a read does.
     pub fn visit_resident<R>(&self, id: PageId, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
         let table::Lookup::Pinned(frame) = self.core.hot.pin_if_ready(id) else {
             return None;

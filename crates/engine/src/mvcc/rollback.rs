@@ -64,11 +64,13 @@
 //!    scan of every extent at each end was the largest single cost of a
 //!    simulated TPC-B run). Checked against every extent with debug
 //!    assertions.
-//! 9. A segment's current page in the buffer pool holds the segment's
-//!    image of it from the page's first record on (an eviction writes it
-//!    and a fetch reads it back), so an append after the first copies only
-//!    its record into the frame, not the page. Checked on every append
-//!    with debug assertions.
+//! 9. While its owner keeps the segment's page pinned, the frame holds the
+//!    segment's image of the page once one append has installed it whole:
+//!    nothing else writes the frame, and a pinned frame is not evicted. So
+//!    a later append through the same handle copies only its record into
+//!    the frame. A new page, or a handle taken again after a release (the
+//!    frame may have been evicted or dropped meanwhile), starts with a
+//!    whole install. Checked on every append with debug assertions.
 
 use std::collections::{BTreeSet, VecDeque};
 use std::sync::Arc;
@@ -183,6 +185,9 @@ struct Segment {
     /// while a transaction owns the segment (an idle segment pins nothing).
     page: Option<(PageId, Option<PageRef>, Vec<u8>)>,
     offset: usize,
+    /// The pinned handle's frame holds `page`'s image: it was installed
+    /// whole since the handle was taken (RBS-9).
+    frame_holds_image: bool,
     /// The transaction already counted as a writer of `extent`.
     registered: Option<u64>,
     /// The extents the owning transaction is counted as a writer of, so
@@ -389,6 +394,7 @@ impl RollbackSpace {
             if let Some((_, handle, _)) = seg.page.as_mut() {
                 *handle = None; // an idle segment pins no frame
             }
+            seg.frame_holds_image = false;
             std::mem::take(&mut seg.writer_extents)
         };
         let mut st = self.state.lock();
@@ -466,14 +472,14 @@ impl RollbackSpace {
         image[at + 4..at + 20].copy_from_slice(&header.encode());
         image[at + 20..at + 20 + row.len()].copy_from_slice(row);
         // Not logged, and not to be written before it is full (RBS-5). The
-        // page's first record installs the whole image (the frame may hold
-        // an older page's bytes); after it the frame holds the image but
-        // for the new record (RBS-9).
+        // first install through a handle is of the whole image; after it
+        // the frame holds the image but for the new record (RBS-9).
         let handle = handle.as_ref().expect("pinned");
-        match at == PAGE_HEADER_BYTES {
-            true => handle.install_append(image),
-            false => handle.install_append_range(image, at..at + record_bytes),
+        match seg.frame_holds_image {
+            false => handle.install_append(image),
+            true => handle.install_append_range(image, at..at + record_bytes),
         }
+        seg.frame_holds_image = true;
         seg.offset += record_bytes;
         let address = u64::from(id.page_no) * self.page_bytes as u64 + at as u64;
         self.records_written.fetch_add(1, Ordering::Relaxed);
@@ -578,6 +584,7 @@ impl RollbackSpace {
         let mut image = vec![0u8; self.page_bytes];
         page::set_page_type(&mut image, PageType::Rollback);
         seg.page = Some((id, Some(handle), image));
+        seg.frame_holds_image = false;
         seg.offset = PAGE_HEADER_BYTES;
         Ok(filled)
     }
