@@ -116,13 +116,7 @@ pub trait PageAccess {
         locate: &mut dyn FnMut(&[u8]) -> Result<Option<usize>>,
         bytes: &[u8],
     ) -> Result<bool> {
-        let Some(offset) = locate(self.read(page_no)?)? else {
-            return Ok(false);
-        };
-        let page = self.write(page_no)?;
-        check_in_body(page_no, page.len(), offset, bytes.len())?;
-        page[offset..offset + bytes.len()].copy_from_slice(bytes);
-        Ok(true)
+        write_by_copy(self, page_no, locate, bytes)
     }
     /// A fresh page with a zeroed body and the given type.
     fn allocate(&mut self, kind: PageType) -> Result<PageNo>;
@@ -132,6 +126,23 @@ pub trait PageAccess {
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
+
+/// [`PageAccess::write_in_place`] as a read, a write and a copy of the
+/// bytes into the written page.
+fn write_by_copy<P: PageAccess + ?Sized>(
+    pages: &mut P,
+    page_no: PageNo,
+    locate: &mut dyn FnMut(&[u8]) -> Result<Option<usize>>,
+    bytes: &[u8],
+) -> Result<bool> {
+    let Some(offset) = locate(pages.read(page_no)?)? else {
+        return Ok(false);
+    };
+    let page = pages.write(page_no)?;
+    check_in_body(page_no, page.len(), offset, bytes.len())?;
+    page[offset..offset + bytes.len()].copy_from_slice(bytes);
+    Ok(true)
+}
 
 /// `len` bytes at `offset` lie in a page body of `page_bytes` (MTR-1).
 fn check_in_body(page_no: PageNo, page_bytes: usize, offset: usize, len: usize) -> Result<()> {
@@ -892,13 +903,7 @@ impl PageAccess for Mtr {
             self.latch_the_leaf(page_no)?;
         }
         if self.keep_before || self.pages.contains_key(&page_no) {
-            let Some(offset) = locate(self.read(page_no)?)? else {
-                return Ok(false);
-            };
-            let page = self.write(page_no)?;
-            check_in_body(page_no, page.len(), offset, bytes.len())?;
-            page[offset..offset + bytes.len()].copy_from_slice(bytes);
-            return Ok(true);
+            return write_by_copy(self, page_no, locate, bytes);
         }
         let handle = self.pin(page_no)?;
         let located = handle.read(|page| -> Result<Option<(usize, Option<Vec<u8>>)>> {
