@@ -156,23 +156,31 @@ impl Layout {
 
     /// Global block number of member `member` of `unit`.
     pub(crate) fn block(&self, unit: u32, member: u32) -> u64 {
+        self.block_and_plane(unit, member).0
+    }
+
+    /// Global block number of member `member` of `unit`, and its plane.
+    fn block_and_plane(&self, unit: u32, member: u32) -> (u64, u32) {
         let group = unit / self.blocks_per_plane;
         let row = unit % self.blocks_per_plane;
         let plane = group * self.blocks_per_unit + self.member_planes[member as usize];
-        u64::from(plane) * u64::from(self.blocks_per_plane) + u64::from(row)
+        let block = u64::from(plane) * u64::from(self.blocks_per_plane) + u64::from(row);
+        (block, plane)
     }
 
     /// Physical page number of `offset` in `unit`.
     pub(crate) fn ppn(&self, unit: u32, offset: u32) -> u64 {
-        let member = offset % self.blocks_per_unit;
-        let page = offset / self.blocks_per_unit;
-        self.block(unit, member) * u64::from(self.pages_per_block) + u64::from(page)
+        self.ppn_and_die(unit, offset).0
     }
 
-    fn die_of_ppn(&self, ppn: u64) -> u64 {
-        ppn / u64::from(self.pages_per_block)
-            / u64::from(self.blocks_per_plane)
-            / u64::from(self.planes_per_die)
+    /// [`Layout::ppn`] and the die that page is on, with the divisions the
+    /// two share done once (a merge copies every page of a unit).
+    fn ppn_and_die(&self, unit: u32, offset: u32) -> (u64, u32) {
+        let member = offset % self.blocks_per_unit;
+        let page = offset / self.blocks_per_unit;
+        let (block, plane) = self.block_and_plane(unit, member);
+        let ppn = block * u64::from(self.pages_per_block) + u64::from(page);
+        (ppn, plane / self.planes_per_die)
     }
 
     /// The free-pool zone of a unit: the die of its first member.
@@ -345,9 +353,9 @@ impl Flash {
         );
         self.mark_programmed(to.0, to.1);
         self.stats.flash_pages_read += 1;
-        let from_ppn = self.layout.ppn(from.0, from.1);
-        let to_ppn = self.layout.ppn(to.0, to.1);
-        if self.layout.die_of_ppn(from_ppn) == self.layout.die_of_ppn(to_ppn) {
+        let (from_ppn, from_die) = self.layout.ppn_and_die(from.0, from.1);
+        let (to_ppn, to_die) = self.layout.ppn_and_die(to.0, to.1);
+        if from_die == to_die {
             ops.push(FlashOp::CopyBack { from_ppn, to_ppn });
         } else {
             ops.push(FlashOp::Read { ppn: from_ppn });
@@ -671,5 +679,42 @@ pub(crate) mod testing {
     pub(crate) fn waf(ftl: &dyn Ftl) -> f64 {
         let stats = ftl.stats();
         stats.flash_pages_written as f64 / stats.host_pages_written.max(1) as f64
+    }
+}
+
+#[cfg(test)]
+mod layout_tests {
+    use super::*;
+
+    #[test]
+    fn ppn_and_die_match_the_page_number_arithmetic() {
+        // The die found from the plane equals the die of the physical page
+        // number, for every page of units of every width, over several dies.
+        let geometry = Geometry {
+            channels: 2,
+            chips_per_channel: 2,
+            dies_per_chip: 2,
+            planes_per_die: 2,
+            blocks_per_plane: 8,
+            pages_per_block: 4,
+            page_bytes: 2048,
+            over_provisioning: 0.1,
+        };
+        for blocks_per_unit in [1, 2, 3, 4, 8, 16] {
+            let layout = Layout::new(&geometry, blocks_per_unit);
+            for unit in 0..layout.units() {
+                for offset in 0..layout.unit_pages() {
+                    let (ppn, die) = layout.ppn_and_die(unit, offset);
+                    let member = offset % layout.blocks_per_unit();
+                    let page = u64::from(offset / layout.blocks_per_unit());
+                    assert_eq!(ppn, layout.block(unit, member) * 4 + page);
+                    assert_eq!(
+                        u64::from(die),
+                        ppn / 4 / 8 / 2,
+                        "unit {unit} offset {offset}"
+                    );
+                }
+            }
+        }
     }
 }
