@@ -98,6 +98,35 @@ impl Bits {
     }
 }
 
+/// Division of 32-bit numbers by a fixed divisor with a multiplication:
+/// with `m = ceil(2^64 / d)`, `n / d` is the high 64 bits of `m * n` for
+/// every 32-bit `n` and `d` (Lemire, Kaser and Kurz, "Faster remainder by
+/// direct computation", 2019). A merge computes the physical page of every
+/// page it copies; hardware division was most of its time.
+#[derive(Clone, Copy, Debug)]
+struct Divisor {
+    d: u32,
+    m: u64,
+}
+
+impl Divisor {
+    fn new(d: u32) -> Divisor {
+        let d = d.max(1);
+        Divisor {
+            d,
+            m: (u64::MAX / u64::from(d)).wrapping_add(1),
+        }
+    }
+
+    /// `(n / d, n % d)`.
+    fn div_rem(self, n: u32) -> (u32, u32) {
+        let q = ((u128::from(self.m) * u128::from(n)) >> 64) as u32;
+        // d == 1: m wrapped to 0; every n divides into itself.
+        let q = if self.d == 1 { n } else { q };
+        (q, n - q * self.d)
+    }
+}
+
 /// How units, offsets and physical pages relate. See the module docs.
 #[derive(Debug)]
 pub(crate) struct Layout {
@@ -105,6 +134,10 @@ pub(crate) struct Layout {
     blocks_per_plane: u32,
     planes_per_die: u32,
     blocks_per_unit: u32,
+    /// The three divisors above, for [`Layout::ppn_and_die`].
+    by_blocks_per_plane: Divisor,
+    by_planes_per_die: Divisor,
+    by_blocks_per_unit: Divisor,
     units: u32,
     /// Plane of each member, relative to the first plane of its group.
     member_planes: Vec<u32>,
@@ -133,6 +166,9 @@ impl Layout {
             blocks_per_plane: geometry.blocks_per_plane.max(1),
             planes_per_die,
             blocks_per_unit,
+            by_blocks_per_plane: Divisor::new(geometry.blocks_per_plane),
+            by_planes_per_die: Divisor::new(planes_per_die),
+            by_blocks_per_unit: Divisor::new(blocks_per_unit),
             units: groups * geometry.blocks_per_plane,
             member_planes,
             zone_cycle,
@@ -161,8 +197,7 @@ impl Layout {
 
     /// Global block number of member `member` of `unit`, and its plane.
     fn block_and_plane(&self, unit: u32, member: u32) -> (u64, u32) {
-        let group = unit / self.blocks_per_plane;
-        let row = unit % self.blocks_per_plane;
+        let (group, row) = self.by_blocks_per_plane.div_rem(unit);
         let plane = group * self.blocks_per_unit + self.member_planes[member as usize];
         let block = u64::from(plane) * u64::from(self.blocks_per_plane) + u64::from(row);
         (block, plane)
@@ -176,11 +211,10 @@ impl Layout {
     /// [`Layout::ppn`] and the die that page is on, with the divisions the
     /// two share done once (a merge copies every page of a unit).
     fn ppn_and_die(&self, unit: u32, offset: u32) -> (u64, u32) {
-        let member = offset % self.blocks_per_unit;
-        let page = offset / self.blocks_per_unit;
+        let (page, member) = self.by_blocks_per_unit.div_rem(offset);
         let (block, plane) = self.block_and_plane(unit, member);
         let ppn = block * u64::from(self.pages_per_block) + u64::from(page);
-        (ppn, plane / self.planes_per_die)
+        (ppn, self.by_planes_per_die.div_rem(plane).0)
     }
 
     /// The free-pool zone of a unit: the die of its first member.
@@ -685,6 +719,42 @@ pub(crate) mod testing {
 #[cfg(test)]
 mod layout_tests {
     use super::*;
+
+    #[test]
+    fn a_divisor_divides_as_the_hardware_does() {
+        let mut state = 0x2545_f491_4f6c_dd1du64;
+        let mut next = move || {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state as u32
+        };
+        let edges = [
+            0,
+            1,
+            2,
+            3,
+            7,
+            64,
+            1000,
+            u32::MAX / 2,
+            u32::MAX - 1,
+            u32::MAX,
+        ];
+        let mut divisors: Vec<u32> = edges.iter().copied().filter(|&d| d > 0).collect();
+        for _ in 0..200 {
+            let shift = next() % 32;
+            divisors.push((next() >> shift).max(1));
+        }
+        for d in divisors {
+            let divisor = Divisor::new(d);
+            let mut numerators = edges.to_vec();
+            numerators.extend((0..500).map(|_| next()));
+            for n in numerators {
+                assert_eq!(divisor.div_rem(n), (n / d, n % d), "{n} / {d}");
+            }
+        }
+    }
 
     #[test]
     fn ppn_and_die_match_the_page_number_arithmetic() {
