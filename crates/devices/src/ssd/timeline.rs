@@ -55,6 +55,10 @@ impl Timeline {
     /// `[start, start + len_ns)` is free.
     pub fn fit(&self, ready_ns: u64, len_ns: u64) -> u64 {
         let mut t = ready_ns.max(self.floor);
+        // Most work is ready after every reservation: no search.
+        if self.busy.back().is_none_or(|&(_, end)| end <= t) {
+            return t;
+        }
         let first = self.busy.partition_point(|&(_, end)| end <= t);
         for &(start, end) in self.busy.range(first..) {
             if start >= t.saturating_add(len_ns) {
@@ -81,7 +85,13 @@ impl Timeline {
         }
         debug_assert!(start >= self.floor, "TL-2: reserved below the floor");
         debug_assert!(self.conflict(start, end).is_none(), "TL-2: overlap");
-        let i = self.busy.partition_point(|&(s, _)| s < start);
+        // Most reservations go after the last one: no search.
+        let i = match self.busy.back() {
+            Some(&(last_start, _)) if last_start >= start => {
+                self.busy.partition_point(|&(s, _)| s < start)
+            }
+            _ => self.busy.len(),
+        };
         let joins_prev = i > 0 && self.busy[i - 1].1 == start;
         let joins_next = i < self.busy.len() && self.busy[i].0 == end;
         match (joins_prev, joins_next) {
