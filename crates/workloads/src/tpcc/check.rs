@@ -101,7 +101,10 @@ fn check_district(
         )));
     }
     let ol_cnt: i64 = orders.iter().map(|o| int(o, O_OL_CNT)).sum();
-    let lines = rows(txn, &t.order_line, &[i(w), i(d)])?.len() as i64;
+    // Counted, not decoded: ORDER-LINE is the largest table.
+    let lines = txn
+        .scan_prefix(&t.order_line, &encode_key(&[i(w), i(d)]))?
+        .len() as i64;
     if ol_cnt != lines {
         return Ok(Err(format!(
             "condition 4: district ({w}, {d}) sum(O_OL_CNT) = {ol_cnt} but {lines} ORDER-LINE rows"
