@@ -60,12 +60,15 @@
 
 use std::collections::hash_map::Entry;
 use std::collections::{HashMap, VecDeque};
-use std::sync::Mutex;
+use std::sync::{Arc, Mutex};
 
 use crate::device::Device;
 
 /// Allocation unit of the store.
 pub const CHUNK_BYTES: usize = 4096;
+
+/// A chunk of a store's bytes, copied on write when an image shares it.
+type Chunk = Arc<[u8; CHUNK_BYTES]>;
 /// Most bytes that may be written between two flushes (STORE-2).
 pub const UNFLUSHED_BYTES_MAX: u64 = 8 << 30;
 
@@ -149,7 +152,9 @@ impl Unflushed {
 /// Sparse, chunked bytes with before-images of unflushed writes.
 #[derive(Default)]
 pub struct SparseStore {
-    chunks: HashMap<u64, Box<[u8]>>,
+    /// Shared with the images made of this store and the stores started
+    /// from them; a write to a shared chunk copies it first.
+    chunks: HashMap<u64, Chunk>,
     unflushed: VecDeque<Unflushed>,
     unflushed_bytes: u64,
     next_seq: u64,
@@ -175,7 +180,10 @@ impl SparseStore {
     }
 
     /// A copy of the durable contents, or `None` while writes are still
-    /// unflushed (an image is taken of a flushed, quiet device only).
+    /// unflushed (an image is taken of a flushed, quiet device only). The
+    /// copy shares the chunks: each side copies a chunk when it first
+    /// writes it, so a study that starts many runs from one loaded
+    /// database copies only what each run writes.
     pub fn image(&self) -> Option<SparseStore> {
         assert!(
             !self.crash_model_off,
@@ -313,7 +321,7 @@ impl SparseStore {
             } else if let Some(slot) = self.chunks.get_mut(&chunk) {
                 let a = (offset_bytes.max(chunk_start) - chunk_start) as usize;
                 let b = (end.min(chunk_end) - chunk_start) as usize;
-                slot[a..b].fill(0);
+                Arc::make_mut(slot)[a..b].fill(0);
             }
         }
     }
@@ -327,15 +335,16 @@ impl SparseStore {
             let bytes = &data[done..done + n];
             match self.chunks.entry(chunk) {
                 Entry::Occupied(mut slot) => {
-                    slot.get_mut()[within..within + n].copy_from_slice(bytes)
+                    Arc::make_mut(slot.get_mut())[within..within + n].copy_from_slice(bytes)
                 }
                 // A whole new chunk is made from the data, not zeroed first.
                 Entry::Vacant(slot) if n == CHUNK_BYTES => {
-                    slot.insert(bytes.into());
+                    let whole: [u8; CHUNK_BYTES] = bytes.try_into().expect("a whole chunk");
+                    slot.insert(Arc::new(whole));
                 }
                 Entry::Vacant(slot) => {
-                    let mut fresh = vec![0u8; CHUNK_BYTES].into_boxed_slice();
-                    fresh[within..within + n].copy_from_slice(bytes);
+                    let mut fresh = Arc::new([0u8; CHUNK_BYTES]);
+                    Arc::make_mut(&mut fresh)[within..within + n].copy_from_slice(bytes);
                     slot.insert(fresh);
                 }
             }
@@ -543,7 +552,7 @@ impl SparseStore {
             let (chunk, within) = split(at);
             let n = (CHUNK_BYTES - within).min((end - at) as usize);
             if let Some(slot) = self.chunks.get_mut(&chunk) {
-                slot[within..within + n].fill(0);
+                Arc::make_mut(slot)[within..within + n].fill(0);
             }
             at += n as u64;
         }
@@ -778,6 +787,36 @@ mod tests {
         store.turn_off_crash_model();
         store.write(0, &[1u8; 512]).unwrap();
         store.crash();
+    }
+
+    #[test]
+    fn an_image_shares_chunks_until_either_side_writes_them() {
+        let mut store = SparseStore::new();
+        store.write(0, &[1u8; 2 * CHUNK_BYTES]).unwrap();
+        store.flush();
+        let mut image = store.image().expect("flushed");
+        // Each side's writes stay its own.
+        store.write(100, &[2u8; 10]).unwrap();
+        image.write(CHUNK_BYTES as u64 + 100, &[3u8; 10]).unwrap();
+        image.forget(0, 50);
+        let read = |s: &SparseStore, at: u64| {
+            let mut byte = [9u8; 1];
+            s.read(at, &mut byte);
+            byte[0]
+        };
+        assert_eq!((read(&store, 100), read(&image, 100)), (2, 1));
+        assert_eq!(
+            (
+                read(&store, CHUNK_BYTES as u64 + 100),
+                read(&image, CHUNK_BYTES as u64 + 100)
+            ),
+            (1, 3)
+        );
+        assert_eq!((read(&store, 0), read(&image, 0)), (1, 0));
+        // A crash of the original rolls back only its own write.
+        store.crash();
+        assert_eq!(read(&store, 100), 1);
+        assert_eq!(read(&image, CHUNK_BYTES as u64 + 100), 3);
     }
 
     #[test]
