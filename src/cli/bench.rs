@@ -99,6 +99,9 @@ pub struct Args {
     /// --data-store ipl: on (lee2007: a commit forces the space; restart needs no redo of its pages) or off (commits durable by the WAL; restart redoes them).
     #[arg(long, value_name = "on|off")]
     ipl_commit_force: Option<String>,
+    /// --data-store ipl: on (the default; lee2007's selective merges and abort de-application, where a replay shows they change no page) or off (merges apply every record).
+    #[arg(long, value_name = "on|off")]
+    ipl_selection: Option<String>,
     /// on: the background writer's and checkpoints' write-backs go through
     /// an elevator stage that sorts and merges them (as Linux's block layer
     /// does); off (the default): one request each.
@@ -349,6 +352,11 @@ fn options(args: &Args) -> anyhow::Result<BenchOptions> {
             None | Some("on") => false,
             Some("off") => true,
             Some(other) => bail!("--ipl-commit-force '{other}' must be on or off"),
+        },
+        ipl_no_selection: match args.ipl_selection.as_deref() {
+            None | Some("on") => false,
+            Some("off") => true,
+            Some(other) => bail!("--ipl-selection '{other}' must be on or off"),
         },
         data_store: match &args.data_store {
             None => None,

@@ -197,6 +197,10 @@ fn print_summary(s: &Summary) {
             "ipl restarts        {} recoveries of an IPL space: {} redo records of IPL pages applied, {} skipped",
             s.ipl_recoveries, s.ipl_pages_redone, s.ipl_pages_skipped
         );
+        let [merges, discarded, carried, deapplied] = s.ipl_selection;
+        println!(
+            "ipl selection       {merges} selective merges: {discarded} records of aborted transactions left out, {carried} of active ones carried over; {deapplied} de-applied by aborts"
+        );
     }
     println!(
         "log damage          {} seeds with log damage injected: {} recovered, {} refused naming the damage, {} silently lost",

@@ -87,6 +87,11 @@ pub struct DataSpaceConfig {
     /// checkpoint only.
     #[serde(default, skip_serializing_if = "std::ops::Not::not")]
     pub ipl_no_commit_force: bool,
+    /// `store = "ipl"`: merges apply every record and aborts de-apply
+    /// none (the slides' selective merges and abort de-application, IPL-SEL,
+    /// are on by default). Pages read the same either way.
+    #[serde(default, skip_serializing_if = "std::ops::Not::not")]
+    pub ipl_no_selection: bool,
     /// Log-structured spaces: bytes per segment (default
     /// [`crate::store::log_structured::SEGMENT_BYTES_DEFAULT`]).
     #[serde(default, skip_serializing_if = "Option::is_none")]
@@ -282,6 +287,7 @@ impl DbConfig {
                 store: StoreKind::InPlace,
                 ipl_log_segment_bytes: None,
                 ipl_no_commit_force: false,
+                ipl_no_selection: false,
                 segment_bytes: None,
                 cleaning: None,
                 write_through: false,

@@ -74,6 +74,8 @@ pub struct BenchOptions {
     pub ipl_log_segment_bytes: Option<u64>,
     /// `--data-store ipl`: commits do not force their log sectors.
     pub ipl_no_commit_force: bool,
+    /// `--data-store ipl`: no selective merges nor abort de-application.
+    pub ipl_no_selection: bool,
     /// Log-structured data spaces: segment size (`--segment-bytes`).
     pub segment_bytes: Option<u64>,
     /// Log-structured data spaces: segment cleaning (`--cleaning`).
@@ -166,6 +168,7 @@ impl Default for BenchOptions {
             write_scheduler: false,
             ipl_log_segment_bytes: None,
             ipl_no_commit_force: false,
+            ipl_no_selection: false,
             segment_bytes: None,
             cleaning: None,
             write_through: false,
@@ -409,6 +412,9 @@ fn validate_store(options: &BenchOptions) -> Result<(), String> {
     if options.ipl_no_commit_force && !ipl {
         return Err("--ipl-commit-force off needs --data-store ipl".into());
     }
+    if options.ipl_no_selection && !ipl {
+        return Err("--ipl-selection off needs --data-store ipl".into());
+    }
     Ok(())
 }
 
@@ -591,6 +597,7 @@ fn db_config(options: &BenchOptions) -> DbConfig {
             space.store = store;
             space.ipl_log_segment_bytes = options.ipl_log_segment_bytes;
             space.ipl_no_commit_force = options.ipl_no_commit_force;
+            space.ipl_no_selection = options.ipl_no_selection;
         }
     }
     for space in &mut config.data {

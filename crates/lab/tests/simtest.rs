@@ -142,6 +142,10 @@ fn simtest_ipl_seeds_all_pass() {
     assert!(summary.ipl_recoveries >= seeds, "{summary:?}");
     assert_eq!(summary.ipl_pages_redone, 0);
     assert!(summary.ipl_pages_skipped > 0);
+    // IPL-SEL: the seeds' merges carried active transactions' records, and
+    // their aborts left records out, under the same promise.
+    let [merges, _, carried, deapplied] = summary.ipl_selection;
+    assert!(merges > 0 && carried > 0 && deapplied > 0, "{summary:?}");
 }
 
 /// Regression (issue 14, seed 68): a write-back of a page a running force

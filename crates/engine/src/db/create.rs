@@ -64,6 +64,7 @@ pub(crate) fn build_spaces(
             StoreOptions {
                 ipl_log_segment_bytes: space.ipl_log_segment_bytes,
                 ipl_no_commit_force: space.ipl_no_commit_force,
+                ipl_no_selection: space.ipl_no_selection,
                 log_structured: space.log_structured(),
             },
         )?;

@@ -203,6 +203,7 @@ pub fn config_from_manifest(dir: &Path) -> Result<DbConfig> {
             store: s.store.unwrap_or_default(),
             ipl_log_segment_bytes: s.ipl_log_segment_bytes,
             ipl_no_commit_force: false,
+            ipl_no_selection: false,
             segment_bytes: None,
             cleaning: s.cleaning,
             write_through: false,

@@ -303,6 +303,9 @@ pub struct StoreOptions {
     /// commit forces; on by default): durable by the WAL alone, and the
     /// space's pages are redone from the WAL at restart.
     pub ipl_no_commit_force: bool,
+    /// In-Page Logging: no selective merges nor abort de-application
+    /// (IPL-SEL; on by default).
+    pub ipl_no_selection: bool,
     /// Log-structured: segment size and cleaning.
     pub log_structured: LogStructuredOptions,
 }
@@ -354,7 +357,8 @@ pub fn open_store_with(
                 space_name,
                 mode,
             )?
-            .with_commit_force(!options.ipl_no_commit_force),
+            .with_commit_force(!options.ipl_no_commit_force)
+            .with_selection(!options.ipl_no_selection),
         )),
         StoreKind::LogStructured => Ok(Arc::new(LogStructuredStore::open(
             device,

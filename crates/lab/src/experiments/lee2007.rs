@@ -136,7 +136,26 @@ fn run(
     segment_kb: Option<u64>,
     buffer_bytes: u64,
 ) -> Result<Point, String> {
-    run_with(ctx, trace, device, segment_kb, buffer_bytes, true)
+    run_with(
+        ctx,
+        trace,
+        device,
+        segment_kb,
+        buffer_bytes,
+        Variant::Lee2007,
+    )
+}
+
+/// An IPL run as the slides have it, or without one of its recovery
+/// mechanisms.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Variant {
+    Lee2007,
+    /// Commits durable by the WAL alone (`--ipl-commit-force off`).
+    NoCommitForce,
+    /// Merges apply every record, aborts de-apply none
+    /// (`--ipl-selection off`).
+    NoSelection,
 }
 
 fn run_with(
@@ -145,7 +164,7 @@ fn run_with(
     device: &str,
     segment_kb: Option<u64>,
     buffer_bytes: u64,
-    commit_force: bool,
+    variant: Variant,
 ) -> Result<Point, String> {
     let (duration_ns, warmup_ns) = durations(ctx);
     let options = BenchOptions {
@@ -165,7 +184,8 @@ fn run_with(
         },
         data_store: segment_kb.map(|_| StoreKind::Ipl),
         ipl_log_segment_bytes: segment_kb.map(|kb| kb << 10),
-        ipl_no_commit_force: segment_kb.is_some() && !commit_force,
+        ipl_no_commit_force: segment_kb.is_some() && variant == Variant::NoCommitForce,
+        ipl_no_selection: segment_kb.is_some() && variant == Variant::NoSelection,
         buffer_bytes,
         seed: ctx.seed,
         trace: true,
@@ -198,6 +218,19 @@ fn run_with(
     })
 }
 
+/// The store counters of the recovery-support table (IPL-SEL), in its
+/// column order after the trace and segment.
+const SELECTION_COUNTERS: [&str; 8] = [
+    "merges",
+    "selective_merges",
+    "records_discarded",
+    "records_carried",
+    "carried_sectors",
+    "selections_refused",
+    "records_deapplied",
+    "deapply_refused",
+];
+
 fn est_ipl_s(p: &Point) -> f64 {
     p.get("sector_writes") * IPL_SECTOR_WRITE_S + p.get("merges") * IPL_MERGE_S
 }
@@ -221,6 +254,8 @@ pub struct IplRuns {
     buffer_sweep: Vec<(u64, Point)>,
     /// The first trace, commits not forcing their sectors.
     unforced: Point,
+    /// The first trace, merges applying every record.
+    unselective: Point,
     /// The first trace in place through the page- and block-mapping FTLs.
     page: Point,
     block: Point,
@@ -320,7 +355,15 @@ impl Study for Ipl {
             NAND,
             Some(SEGMENT_KB_DEFAULT),
             t1.buffer_bytes,
-            false,
+            Variant::NoCommitForce,
+        )?;
+        let unselective = run_with(
+            ctx,
+            t1,
+            NAND,
+            Some(SEGMENT_KB_DEFAULT),
+            t1.buffer_bytes,
+            Variant::NoSelection,
         )?;
         let page = run(ctx, t1, "ssd-k9wag08u1a-page", None, t1.buffer_bytes)?;
         let block = run(ctx, t1, "ssd-k9wag08u1a-block", None, t1.buffer_bytes)?;
@@ -328,6 +371,7 @@ impl Study for Ipl {
             segment_sweep,
             buffer_sweep,
             unforced,
+            unselective,
             page,
             block,
             duration_ns: durations(ctx).0,
@@ -400,6 +444,11 @@ impl Study for Ipl {
                 &m.unforced,
                 fmt(est_ipl_s(&m.unforced)),
             ),
+            row(
+                "IPL, merges applying every record",
+                &m.unselective,
+                fmt(est_ipl_s(&m.unselective)),
+            ),
             row("in place, page-mapping FTL", &m.page, "-".into()),
             row(
                 "in place, block-mapping FTL",
@@ -411,6 +460,17 @@ impl Study for Ipl {
                 ),
             ),
         ];
+        let sel_rows = m
+            .segment_sweep
+            .iter()
+            .flat_map(|(trace, points)| {
+                points.iter().map(|(kb, p)| {
+                    let mut row = vec![trace.name.to_string(), kb.to_string()];
+                    row.extend(SELECTION_COUNTERS.iter().map(|c| fmt(p.get(c))));
+                    row
+                })
+            })
+            .collect();
         vec![
             Table {
                 title: "Log segment size against merges".into(),
@@ -462,6 +522,24 @@ impl Study for Ipl {
                 .map(String::from)
                 .to_vec(),
                 rows: cmp_rows,
+            },
+            Table {
+                title: "Support for recovery: selective merges and abort de-application".into(),
+                columns: [
+                    "trace",
+                    "segment KB",
+                    "merges",
+                    "selective merges",
+                    "records left out",
+                    "records carried over",
+                    "carried sectors",
+                    "kept by replay",
+                    "records de-applied",
+                    "de-applications kept",
+                ]
+                .map(String::from)
+                .to_vec(),
+                rows: sel_rows,
             },
         ]
     }
@@ -590,7 +668,7 @@ impl Study for Ipl {
                 m.page.flash.map_or(0, |f| f[2]),
                 2
             ),
-            "Recovery as the slides have it, with two departures (ARCHITECTURE.md, \"In-Page Logging\"): a commit is acknowledged once a force of the whole space (its pending log sectors and a flushed force marker) covers it, and restart redoes no IPL page; the WAL keeps the commit and abort records, and aborts are the engine's compensations rather than de-applied records, merges applying every record of the marked state (selective merges would shift physiological records' bytes). The run marked \"commits not forcing their sectors\" is the older design: commits durable by the WAL alone, IPL pages redone at restart.".into(),
+            "Recovery as the slides have it (ARCHITECTURE.md, \"In-Page Logging\"): a commit is acknowledged once a force of the whole space (its pending log sectors and a flushed force marker) covers it, and restart redoes no IPL page; the WAL keeps the commit and abort records. An abort's rollback is the engine's compensations, logged as records of the aborted transaction; the abort then de-applies its records from the in-memory log sectors, and merges are selective (aborted transactions' records left out, active ones' carried into the new log segment), wherever a replay shows that this leaves every page as it is: flashlab's records are physiological byte ranges, and one built on another's bytes cannot be left out alone (IPL-SEL). The last table counts both. The run marked \"commits not forcing their sectors\" is the older design: commits durable by the WAL alone, IPL pages redone at restart.".into(),
         ]
     }
 
@@ -611,6 +689,7 @@ impl Study for Ipl {
             );
         }
         data.insert("ipl-no-commit-force".into(), serde_json::json!(m.unforced));
+        data.insert("ipl-no-selection".into(), serde_json::json!(m.unselective));
         data.insert("in-place-page".into(), serde_json::json!(m.page));
         data.insert("in-place-block".into(), serde_json::json!(m.block));
         serde_json::Value::Object(data)

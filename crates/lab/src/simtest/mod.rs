@@ -623,6 +623,8 @@ pub struct SeedReport {
     pub ipl_recoveries: u64,
     pub ipl_pages_redone: u64,
     pub ipl_pages_skipped: u64,
+    /// IPL-SEL: selective merges, records discarded, carried, de-applied.
+    pub ipl_selection: [u64; 4],
     pub failure: Option<String>,
 }
 
@@ -920,6 +922,7 @@ fn final_check(
         report.ipl_pages_redone,
         report.ipl_pages_skipped,
     ) = (recoveries, redone, skipped);
+    report.ipl_selection = *rig.ipl_selection.lock().expect("ipl selection");
     if redone > 0 {
         return Err(format!(
             "REC-4: recoveries redid {redone} records of In-Page Logging pages"
@@ -1081,6 +1084,7 @@ fn epoch(
             })
             .collect();
         rt.sleep_until(opened_ns + cut_after_open_ns);
+        rig.note_selection(&db);
         rig.power.cut_now();
         rt.sleep_until(u64::MAX / 4);
         drop(tasks);
@@ -1145,6 +1149,8 @@ pub struct Summary {
     pub ipl_recoveries: u64,
     pub ipl_pages_redone: u64,
     pub ipl_pages_skipped: u64,
+    /// IPL-SEL: selective merges, records discarded, carried, de-applied.
+    pub ipl_selection: [u64; 4],
     /// Seeds with damage injected into the log, and what became of them.
     pub log_damage_seeds: u64,
     pub log_damage_recovered: u64,
@@ -1185,6 +1191,9 @@ impl Summary {
         self.ipl_recoveries += r.ipl_recoveries;
         self.ipl_pages_redone += r.ipl_pages_redone;
         self.ipl_pages_skipped += r.ipl_pages_skipped;
+        for (sum, n) in self.ipl_selection.iter_mut().zip(r.ipl_selection) {
+            *sum += n;
+        }
         if !r.passed() {
             self.failed.push(r.clone());
         }

@@ -36,7 +36,18 @@ pub struct Rig {
     /// Recoveries of an In-Page Logging space, and the redo records of its
     /// pages they applied and skipped (REC-4: none applied).
     pub ipl_restarts: Arc<std::sync::Mutex<[u64; 3]>>,
+    /// What IPL spaces' selective merges and aborts did (IPL-SEL), summed
+    /// over the seed's opens: [`IPL_SELECTION_COUNTERS`] in order.
+    pub ipl_selection: Arc<std::sync::Mutex<[u64; 4]>>,
 }
+
+/// The IPL store counters the crash harness sums (IPL-SEL).
+pub const IPL_SELECTION_COUNTERS: [&str; 4] = [
+    "selective_merges",
+    "records_discarded",
+    "records_carried",
+    "records_deapplied",
+];
 
 impl Rig {
     /// Tally what an open's recovery did to IPL pages (REC-4).
@@ -46,6 +57,18 @@ impl Rig {
             t[0] += 1;
             t[1] += r.ipl_pages_redone;
             t[2] += r.ipl_pages_skipped;
+        }
+    }
+
+    /// Tally what an open's IPL spaces left out or carried (before a cut).
+    pub fn note_selection(&self, db: &flashlab_engine::Database) {
+        let mut t = self.ipl_selection.lock().expect("ipl selection");
+        for (_, _, counters) in db.store_counters() {
+            for (name, value) in counters {
+                if let Some(i) = IPL_SELECTION_COUNTERS.iter().position(|c| *c == name) {
+                    t[i] += value as u64;
+                }
+            }
         }
     }
 }
@@ -142,6 +165,7 @@ impl Rig {
             checker,
             page_bytes,
             ipl_restarts: Arc::default(),
+            ipl_selection: Arc::default(),
         })
     }
 

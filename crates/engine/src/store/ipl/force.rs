@@ -103,6 +103,7 @@ impl IplStore {
                     continue;
                 };
                 let records = std::mem::take(&mut p.records);
+                p.undo = Vec::new();
                 captured.push(Captured {
                     page_no,
                     records: (!p.diverged).then_some(records),

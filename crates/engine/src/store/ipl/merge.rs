@@ -1,8 +1,40 @@
 //! Merges: a unit's current pages written to a free erase unit, its
 //! commit sector programmed and read back, the old unit erased (IPL-4,
-//! IPL-7, IPL-8).
+//! IPL-7, IPL-8). A merge is selective (IPL-SEL, [`super::select`]): an
+//! aborted transaction's records are left out and an active one's carried
+//! over into the new log segment when that changes no page.
 
+use std::collections::HashSet;
+
+use super::select::{self, Fate};
 use super::*;
+use sector::SECTOR_PAYLOAD_BYTES;
+
+/// A slot's records carried over by a selective merge: its write group
+/// (the records, then the header record of the page readers see).
+pub(super) struct Carried {
+    slot: u32,
+    group: Vec<Record>,
+}
+
+/// The fates a merge gives transactions: a snapshot of the active and the
+/// aborted ones.
+struct Fates {
+    active: HashSet<u64>,
+    aborted: HashSet<u64>,
+}
+
+impl Fates {
+    fn of(&self, txn: u64) -> Fate {
+        if self.aborted.contains(&txn) {
+            Fate::Discard
+        } else if self.active.contains(&txn) {
+            Fate::Carry
+        } else {
+            Fate::Apply
+        }
+    }
+}
 
 impl IplStore {
     /// Read a slot's image (an erased slot is zeros) and apply `records`.
@@ -40,14 +72,21 @@ impl IplStore {
     /// The current versions of a unit's pages for a merge: each slot's
     /// image with `records` applied, a slot hit by `damage` or unreadable
     /// as a poisoned page (IPL-7), `replace`'s image in its slot.
-    pub(super) fn merged_pages(
+    ///
+    /// With `tag`, selective (IPL-SEL): each page's records are selected by
+    /// their transactions' fates, and the pages' carried write groups
+    /// (their header records tagged `tag`) are returned. `records.1` are
+    /// records of the replaced slot not yet on flash (the write group that
+    /// did not fit).
+    fn merged_pages(
         &self,
         logical: u32,
         st: UnitState,
-        records: &[Record],
+        (records, unflushed): (&[Record], &[Record]),
         replace: &[(u32, &[u8])],
         damage: Option<&LogDamage>,
-    ) -> Result<Vec<u8>> {
+        tag: Option<u64>,
+    ) -> Result<(Vec<u8>, Vec<Carried>)> {
         let l = self.layout;
         let pb = l.page_bytes;
         let mut pages = vec![0u8; pb * l.pages_per_unit as usize];
@@ -65,6 +104,7 @@ impl IplStore {
             }
             Err(e) => return Err(e.into()),
         }
+        let bases = pages.clone();
         let apply = |slot: usize, page: &mut [u8]| -> Result<()> {
             if page.iter().all(|&b| b == 0xFF) {
                 page.fill(0);
@@ -110,7 +150,164 @@ impl IplStore {
         for (slot, image) in replace {
             pages[*slot as usize * pb..(*slot as usize + 1) * pb].copy_from_slice(image);
         }
-        Ok(pages)
+        let carried = match tag.filter(|_| self.selection) {
+            Some(tag) => self.select_pages(
+                (&bases, &mut pages),
+                (records, unflushed),
+                replace,
+                (&unreadable, damage),
+                tag,
+            ),
+            None => Vec::new(),
+        };
+        Ok((pages, carried))
+    }
+
+    /// Select every page's records (IPL-SEL): `bases` are the slots'
+    /// images as read, `pages` the merged pages, changed in place to the
+    /// selected bases. Returns the carried write groups, within
+    /// [`select::CARRY_SHARE_DIV`] of the new unit's log sectors.
+    fn select_pages(
+        &self,
+        (bases, pages): (&[u8], &mut [u8]),
+        (records, unflushed): (&[Record], &[Record]),
+        replace: &[(u32, &[u8])],
+        (unreadable, damage): (&[bool], Option<&LogDamage>),
+        tag: u64,
+    ) -> Vec<Carried> {
+        let l = self.layout;
+        let pb = l.page_bytes;
+        let fates = Fates {
+            active: self
+                .by_txn
+                .lock()
+                .expect("by_txn")
+                .keys()
+                .copied()
+                .collect(),
+            aborted: self.aborted.lock().expect("aborted").set.clone(),
+        };
+        if fates.active.is_empty() && fates.aborted.is_empty() {
+            return Vec::new();
+        }
+        let mut room_sectors = usize::from((l.segment_sectors() - 1) / select::CARRY_SHARE_DIV);
+        let mut carried = Vec::new();
+        let mut selective = false;
+        for slot in 0..l.pages_per_unit {
+            let s = slot as usize;
+            let base = &bases[s * pb..(s + 1) * pb];
+            let lost = unreadable[s] || damage.is_some_and(|d| d.hits(slot));
+            // A never-written slot has no committed version to keep apart.
+            if lost || base.iter().all(|&b| b == 0xFF) {
+                continue;
+            }
+            let mut recs: Vec<Record> = records
+                .iter()
+                .filter(|r| u32::from(r.slot) == slot)
+                .cloned()
+                .collect();
+            if replace.iter().any(|(r, _)| *r == slot) {
+                recs.extend(
+                    unflushed
+                        .iter()
+                        .filter(|r| u32::from(r.slot) == slot)
+                        .cloned(),
+                );
+            }
+            let full = pages[s * pb..(s + 1) * pb].to_vec();
+            let room_bytes = room_sectors * SECTOR_PAYLOAD_BYTES;
+            let Some(mut sel) = select::select(base, &recs, &full, |t| fates.of(t), room_bytes)
+            else {
+                continue;
+            };
+            let header =
+                sector::records_of(slot as u16, tag, &[(0, full[..PAGE_BODY_OFFSET].to_vec())]);
+            let mut group = std::mem::take(&mut sel.carried);
+            let carried_records = group.len() as u64;
+            if !group.is_empty() {
+                group.extend(header);
+                let sectors = sector::pack(&group).len();
+                if sectors > room_sectors {
+                    // Packing lost room: apply this page's records instead.
+                    let no_carry = |t| match fates.of(t) {
+                        Fate::Carry => Fate::Apply,
+                        f => f,
+                    };
+                    sel = select::select(base, &recs, &full, no_carry, 0).unwrap_or_default();
+                    group = Vec::new();
+                } else {
+                    room_sectors -= sectors;
+                }
+            }
+            bump(&self.counters.selections_refused, sel.refused);
+            if sel.base.is_empty() {
+                continue;
+            }
+            bump(&self.counters.records_discarded, sel.discarded);
+            selective |= sel.discarded > 0 || !group.is_empty();
+            pages[s * pb..(s + 1) * pb].copy_from_slice(&sel.base);
+            if !group.is_empty() {
+                bump(&self.counters.records_carried, carried_records);
+                carried.push(Carried { slot, group });
+            }
+        }
+        if selective {
+            bump(&self.counters.selective_merges, 1);
+        }
+        carried
+    }
+
+    /// Program the carried write groups at the start of a merged unit's
+    /// log segment (after its verified commit sector, IPL-8) and flush
+    /// them. Returns the next log sector.
+    fn write_carried(
+        &self,
+        logical: u32,
+        phys: u32,
+        generation: u32,
+        carried: &[Carried],
+    ) -> Result<u16> {
+        let mut next: u16 = 1;
+        let mut spans = Vec::new();
+        for c in carried {
+            let sectors = sector::pack(&c.group);
+            let mut bytes = Vec::with_capacity(sectors.len() * LOG_SECTOR_BYTES);
+            for (i, recs) in sectors.iter().enumerate() {
+                let header = Header {
+                    magic: MAGIC_LOG,
+                    unit: logical,
+                    generation,
+                    index: next + i as u16,
+                    used: 0,
+                    flags: if i + 1 == sectors.len() {
+                        FLAG_GROUP_END
+                    } else {
+                        0
+                    },
+                };
+                bytes.extend(sector::encode(header, &sector::encode_records(recs)));
+            }
+            self.device
+                .write(self.layout.sector_bytes(phys, next), &bytes)?;
+            let n = sectors.len() as u16;
+            spans.push(GroupSpan {
+                first: next,
+                last: next + n - 1,
+                slot: c.slot,
+            });
+            next += n;
+            bump(&self.counters.sector_writes, u64::from(n));
+            bump(&self.counters.carried_sectors, u64::from(n));
+            bump(&self.counters.groups, 1);
+        }
+        if !carried.is_empty() {
+            self.device.flush()?;
+            self.spans
+                .lock()
+                .expect("spans")
+                .insert(logical, (generation, spans));
+        }
+        Ok(next)
     }
 
     /// Merge a logical unit into a free erase unit, with `replace`'s images
@@ -122,7 +319,7 @@ impl IplStore {
         &self,
         logical: u32,
         st: UnitState,
-        records: &[Record],
+        (records, unflushed): (&[Record], &[Record]),
         replace: &[(u32, &[u8])],
         damage: Option<&LogDamage>,
     ) -> Result<()> {
@@ -131,9 +328,16 @@ impl IplStore {
         let start_ns = rt.as_ref().map_or(0, |rt| rt.now_ns());
         let l = self.layout;
         let pb = l.page_bytes;
-        let pages = self.merged_pages(logical, st, records, replace, damage)?;
         let generation = st.generation + 1;
         let tag = self.seq_now.load(Ordering::SeqCst);
+        let (pages, carried) = self.merged_pages(
+            logical,
+            st,
+            (records, unflushed),
+            replace,
+            damage,
+            Some(tag),
+        )?;
         let marked = self.marked.lock().expect("marked").0;
         let mut attempt = 0;
         let target = loop {
@@ -196,12 +400,14 @@ impl IplStore {
             }
         };
         self.spans.lock().expect("spans").remove(&logical);
+        // IPL-SEL: the carried groups are durable before the old copy goes.
+        let log_next = self.write_carried(logical, target, generation, &carried)?;
         self.set_unit(
             logical,
             UnitState {
                 phys: target,
                 generation,
-                log_next: Some(1),
+                log_next: Some(log_next),
                 fresh_from: None,
                 needs_merge: false,
                 tag,
@@ -221,5 +427,36 @@ impl IplStore {
         let end_ns = rt.as_ref().map_or(0, |rt| rt.now_ns());
         bump(&self.counters.merge_ns, end_ns.saturating_sub(start_ns));
         Ok(())
+    }
+}
+
+impl IplStore {
+    /// An abort (IPL-SEL): remember the transaction for merges, and leave
+    /// its records out of the in-memory log of each page it changed where
+    /// they cancel with its rollback's (abort de-application).
+    pub(super) fn aborted(&self, txn: u64, pages: Vec<PageNo>) {
+        self.aborted.lock().expect("aborted").insert(txn);
+        let mut pending = self.pending.lock().expect("pending");
+        for page_no in pages {
+            let Some(log) = pending.get_mut(&page_no) else {
+                continue;
+            };
+            let Some(image) = log.after.as_ref() else {
+                continue; // forced: its records are on flash
+            };
+            if log.diverged || !log.records.iter().any(|r| r.txn == txn) {
+                continue;
+            }
+            match select::deapply(image, &log.records, &log.undo, txn) {
+                Some((records, undo)) => {
+                    let left = (log.records.len() - records.len()) as u64;
+                    bump(&self.counters.records_deapplied, left);
+                    log.records = records;
+                    log.undo = undo;
+                    log.bytes = log.records.iter().map(Record::encoded_bytes).sum();
+                }
+                None => bump(&self.counters.deapply_refused, 1),
+            }
+        }
     }
 }

@@ -46,11 +46,13 @@
 //! its pages and undoes, logically, every transaction that ended at or
 //! beyond `L*` (REC-4). A write group still reaches flash only after the
 //! WAL holds every change in it (a force flushes the WAL to its `L`
-//! first). Aborts need no de-application in flash: the engine's rollback
-//! writes compensating changes, which are logged like any other, and every
-//! merge applies every record (physiological byte ranges cannot be left
-//! out one by one). Where this departs from the slides is written in
-//! ARCHITECTURE.md, "In-Page Logging". With the commit force off
+//! first). An abort is the engine's rollback (compensating changes,
+//! logged as records of the aborted transaction); the store then
+//! de-applies the transaction's records from its in-memory log sectors,
+//! and its merges are selective (aborted transactions' records left out,
+//! active ones' carried into the new log segment), wherever a replay shows
+//! the page reads the same ([`select`], IPL-SEL; ARCHITECTURE.md,
+//! "In-Page Logging", says why it must be checked). With the commit force off
 //! (`ipl_no_commit_force`), commits do not wait for a force and the WAL's
 //! redo brings the space's pages forward at restart, as before issue 14.
 //!
@@ -111,6 +113,10 @@
 //!     `SpaceFull` naming the space.
 //! 13. A commit is acknowledged and made visible only once a marker covers
 //!     its commit record ([`PageStore::transaction_ended`]).
+//! 14. A merge leaves a record out of a slot, or carries it over, only as
+//!     [`select`] decides by replay (IPL-SEL-1); carried write groups are
+//!     programmed after the commit sector reads back sound and flushed
+//!     before the old unit is erased.
 //!
 //! ## Media damage
 //!
@@ -128,6 +134,7 @@ mod merge;
 mod open;
 pub mod sector;
 mod segment;
+pub mod select;
 
 use std::collections::HashMap;
 use std::sync::Arc;
@@ -208,6 +215,20 @@ pub struct IplStats {
     pub markers: u64,
     pub deferred_erases: u64,
     pub open_merges: u64,
+    /// Selective merges (IPL-SEL): merges that left out or carried over
+    /// any record; the records of aborted transactions they left out; the
+    /// records of active transactions they carried into the new log
+    /// segment, and the sectors that took; transactions whose records were
+    /// applied because leaving them out would change the page.
+    pub selective_merges: u64,
+    pub records_discarded: u64,
+    pub records_carried: u64,
+    pub carried_sectors: u64,
+    pub selections_refused: u64,
+    /// Abort de-application: records an abort left out of in-memory log
+    /// sectors, and pages where they did not cancel and stayed.
+    pub records_deapplied: u64,
+    pub deapply_refused: u64,
 }
 
 #[derive(Default)]
@@ -235,6 +256,13 @@ struct Counters {
     markers: AtomicU64,
     deferred_erases: AtomicU64,
     open_merges: AtomicU64,
+    selective_merges: AtomicU64,
+    records_discarded: AtomicU64,
+    records_carried: AtomicU64,
+    carried_sectors: AtomicU64,
+    selections_refused: AtomicU64,
+    records_deapplied: AtomicU64,
+    deapply_refused: AtomicU64,
 }
 
 fn bump(c: &AtomicU64, n: u64) {
@@ -263,6 +291,9 @@ struct PageLog {
     /// crc32c of the body the records lead to.
     expected_crc: u32,
     records: Vec<Record>,
+    /// `undo[i]`: the bytes `records[i]` replaced (in memory only), for
+    /// abort de-application ([`select::deapply`]).
+    undo: Vec<Record>,
     bytes: usize,
     diverged: bool,
     /// The newest image noted and not yet forced, and its page LSN: what a
@@ -277,10 +308,16 @@ struct PageLog {
 }
 
 impl PageLog {
+    fn forget_records(&mut self) {
+        self.records = Vec::new();
+        self.undo = Vec::new();
+    }
+
     fn at(expected_crc: u32) -> PageLog {
         PageLog {
             expected_crc,
             records: Vec::new(),
+            undo: Vec::new(),
             bytes: 0,
             diverged: false,
             after: None,
@@ -330,6 +367,25 @@ enum Identity {
     Unknown,
 }
 
+/// The newest aborted transactions, bounded.
+#[derive(Default)]
+struct AbortedSet {
+    order: std::collections::VecDeque<u64>,
+    set: std::collections::HashSet<u64>,
+}
+
+impl AbortedSet {
+    fn insert(&mut self, txn: u64) {
+        if self.set.insert(txn) {
+            self.order.push_back(txn);
+        }
+        while self.order.len() > select::ABORTED_REMEMBERED_MAX {
+            let old = self.order.pop_front().expect("non-empty");
+            self.set.remove(&old);
+        }
+    }
+}
+
 /// A write group this store programmed: its sectors and its slot.
 #[derive(Clone, Copy, Debug)]
 struct GroupSpan {
@@ -349,12 +405,19 @@ pub struct IplStore {
     stripes: Vec<RtMutex<()>>,
     merging: RtMutex<()>,
     pending: StdMutex<HashMap<PageNo, PageLog>>,
-    /// Pages holding in-memory records of each transaction.
+    /// Pages holding in-memory records of each transaction: the active
+    /// ones, whose records a merge carries over (IPL-SEL).
     by_txn: StdMutex<HashMap<u64, Vec<PageNo>>>,
+    /// Transactions that aborted since the open (the newest
+    /// [`select::ABORTED_REMEMBERED_MAX`]), whose records a merge leaves
+    /// out.
+    aborted: StdMutex<AbortedSet>,
     /// Write groups programmed since the open, by logical unit, with the
     /// unit's generation: what names the slot of a damaged group (IPL-6).
     spans: StdMutex<HashMap<u32, (u32, Vec<GroupSpan>)>>,
     commit_force: bool,
+    /// IPL-SEL: selective merges and abort de-application.
+    selection: bool,
     counters: Counters,
     /// IPL-10: installs into the space's pages hold it shared (from the
     /// WAL append to the install), a force's capture exclusive.
@@ -443,8 +506,10 @@ impl IplStore {
             merging: RtMutex::new(()),
             pending: StdMutex::new(HashMap::new()),
             by_txn: StdMutex::new(HashMap::new()),
+            aborted: StdMutex::new(AbortedSet::default()),
             spans: StdMutex::new(HashMap::new()),
             commit_force: true,
+            selection: true,
             counters: Counters::default(),
             gate: RwLatch::new(),
             forcing: RtMutex::new(()),
@@ -481,6 +546,13 @@ impl IplStore {
         self
     }
 
+    /// Selective merges and abort de-application (IPL-SEL; the default) or
+    /// merges that apply every record.
+    pub fn with_selection(mut self, selection: bool) -> IplStore {
+        self.selection = selection;
+        self
+    }
+
     /// What the store counted.
     pub fn ipl_stats(&self) -> IplStats {
         let c = &self.counters;
@@ -509,6 +581,13 @@ impl IplStore {
             markers: g(&c.markers),
             deferred_erases: g(&c.deferred_erases),
             open_merges: g(&c.open_merges),
+            selective_merges: g(&c.selective_merges),
+            records_discarded: g(&c.records_discarded),
+            records_carried: g(&c.records_carried),
+            carried_sectors: g(&c.carried_sectors),
+            selections_refused: g(&c.selections_refused),
+            records_deapplied: g(&c.records_deapplied),
+            deapply_refused: g(&c.deapply_refused),
         }
     }
 
@@ -655,7 +734,7 @@ impl PageStore for IplStore {
                     p.lsn = lsn;
                     p.sealed = true;
                     p.diverged = true;
-                    p.records.clear();
+                    p.forget_records();
                     false
                 }
                 // The pool's image of the newest noted state: its header
@@ -767,10 +846,11 @@ impl PageStore for IplStore {
         }
         if body_crc(before) != log.expected_crc {
             log.diverged = true;
-            log.records = Vec::new();
+            log.forget_records();
             return;
         }
-        let records = sector::records_of(slot as u16, txn, &diff_body(before, after));
+        let changes = diff_body(before, after);
+        let records = sector::records_of(slot as u16, txn, &changes);
         let bytes: usize = records.iter().map(Record::encoded_bytes).sum();
         bump(&self.counters.records_noted, records.len() as u64);
         bump(&self.counters.record_bytes_noted, bytes as u64);
@@ -778,10 +858,17 @@ impl PageStore for IplStore {
         if log.bytes > self.layout.log_segment_bytes as usize {
             // More than a segment: the force will merge anyway.
             log.diverged = true;
-            log.records = Vec::new();
+            log.forget_records();
             return;
         }
+        let replaced: Vec<(u32, Vec<u8>)> = changes
+            .iter()
+            .map(|(at, b)| (*at, before[*at as usize..*at as usize + b.len()].to_vec()))
+            .collect();
+        log.undo
+            .extend(sector::records_of(slot as u16, txn, &replaced));
         log.records.extend(records);
+        debug_assert_eq!(log.records.len(), log.undo.len());
         log.expected_crc = body_crc(after);
     }
 
@@ -796,7 +883,10 @@ impl PageStore for IplStore {
         end_lsn: u64,
         log: &dyn LogForce,
     ) -> Result<()> {
-        self.by_txn.lock().expect("by_txn").remove(&txn);
+        let pages = self.by_txn.lock().expect("by_txn").remove(&txn);
+        if !committed && self.selection {
+            self.aborted(txn, pages.unwrap_or_default());
+        }
         if !committed || !self.commit_force {
             return Ok(());
         }
@@ -833,6 +923,13 @@ impl PageStore for IplStore {
             ("markers", s.markers as f64),
             ("deferred_erases", s.deferred_erases as f64),
             ("open_merges", s.open_merges as f64),
+            ("selective_merges", s.selective_merges as f64),
+            ("records_discarded", s.records_discarded as f64),
+            ("records_carried", s.records_carried as f64),
+            ("carried_sectors", s.carried_sectors as f64),
+            ("selections_refused", s.selections_refused as f64),
+            ("records_deapplied", s.records_deapplied as f64),
+            ("deapply_refused", s.deapply_refused as f64),
         ]
     }
 }

@@ -270,7 +270,7 @@ impl IplStore {
                 let zeros = vec![0u8; l.page_bytes];
                 let replace: Vec<(u32, &[u8])> =
                     unmarked_slots.iter().map(|&s| (s, &zeros[..])).collect();
-                self.merge(logical, st, &records, &replace, damage.as_ref())?;
+                self.merge(logical, st, (&records, &[]), &replace, damage.as_ref())?;
                 bump(&self.counters.open_merges, 1);
             }
         }

@@ -233,7 +233,7 @@ impl IplStore {
         let sectors = sector::pack(&records);
         let next = st.log_next.expect("read_log knows it");
         if st.needs_merge || usize::from(next) + sectors.len() > usize::from(l.segment_sectors()) {
-            self.merge(logical, st, log, &[(slot, image)], damage)?;
+            self.merge(logical, st, (log, &records), &[(slot, image)], damage)?;
             return Ok(0);
         }
         let mut bytes = Vec::with_capacity(sectors.len() * LOG_SECTOR_BYTES);

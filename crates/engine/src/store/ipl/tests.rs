@@ -672,11 +672,12 @@ fn an_unreadable_commit_sector_is_known_by_the_unit_it_holds() {
         store.write_page(n as u32, p).unwrap();
     }
     // Merge both logical units (updates until the 4 KB segments fill).
+    // Transaction 0: no active transaction's records to carry (IPL-SEL).
     while store.unit(0).generation == 0 || store.unit(1).generation == 0 {
         for n in [0usize, per as usize] {
             let mut next = update(&mut rng, &images[n]);
             crate::page::seal(&mut next);
-            store.note_update(n as u32, 1, 0, &images[n], &next);
+            store.note_update(n as u32, 0, 0, &images[n], &next);
             store.write_page(n as u32, &next).unwrap();
             images[n] = next;
         }
@@ -684,7 +685,7 @@ fn an_unreadable_commit_sector_is_known_by_the_unit_it_holds() {
     // Unit 0 logs again after its merge; unit 1 does not.
     let mut next = update(&mut rng, &images[1]);
     crate::page::seal(&mut next);
-    store.note_update(1, 1, 0, &images[1], &next);
+    store.note_update(1, 0, 0, &images[1], &next);
     store.write_page(1, &next).unwrap();
     images[1] = next;
     assert_eq!(
@@ -713,12 +714,34 @@ fn an_unreadable_commit_sector_is_known_by_the_unit_it_holds() {
     }
 }
 
-/// The stated departure (ARCHITECTURE.md, "Abort and merges"): an aborted
-/// transaction's records and its rollback's compensating records are both
-/// logged, and a merge applies them all in order: the page's body after
-/// the merge is byte-identical to its body before the transaction.
+/// Fill unit 0's log segment with store-own (transaction 0) groups of
+/// page `filler` until it merges; returns the LSN reached.
+fn merge_unit_zero(
+    store: &IplStore,
+    rng: &mut ChaCha8Rng,
+    log: &EndLog,
+    filler: u32,
+    mut lsn: u64,
+) -> u64 {
+    let merges = store.ipl_stats().merges;
+    let mut other = read(store, filler);
+    while store.ipl_stats().merges == merges {
+        let mut next = update(rng, &other);
+        crate::page::seal(&mut next);
+        store.note_update(filler, 0, lsn, &other, &next);
+        log.0.store(lsn, std::sync::atomic::Ordering::SeqCst);
+        store.force(log).unwrap();
+        other = next;
+        lsn += 1;
+    }
+    lsn
+}
+
+/// IPL-SEL (the slides' selective merge): an aborted transaction's records
+/// on flash and its rollback's compensating records are left out when the
+/// unit merges; the page reads byte-identical to before the transaction.
 #[test]
-fn an_aborted_transactions_records_and_compensations_cancel_at_a_merge() {
+fn a_selective_merge_leaves_an_aborted_transactions_records_out() {
     let mut rng = ChaCha8Rng::seed_from_u64(31);
     let (_, device) = nand();
     let store = open(&device, StoreMode::Create, 4 << 10);
@@ -739,19 +762,17 @@ fn an_aborted_transactions_records_and_compensations_cancel_at_a_merge() {
     store.note_update(4, 9, 4, &changed, &restored); // the compensation
     log.0.store(4, std::sync::atomic::Ordering::SeqCst);
     store.transaction_ended(9, false, 0, &log).unwrap();
+    let s = store.ipl_stats();
+    assert_eq!(
+        (s.records_deapplied, s.deapply_refused),
+        (0, 1),
+        "the compensation alone does not cancel: it stays in memory"
+    );
     store.force(&log).unwrap();
-    // Other pages' groups until the unit merges.
-    let merges = store.ipl_stats().merges;
-    let mut other = before[7].clone();
-    let mut lsn = 5;
-    while store.ipl_stats().merges == merges {
-        let next = update(&mut rng, &other);
-        store.note_update(7, 1, lsn, &other, &next);
-        log.0.store(lsn, std::sync::atomic::Ordering::SeqCst);
-        store.force(&log).unwrap();
-        other = next;
-        lsn += 1;
-    }
+    merge_unit_zero(&store, &mut rng, &log, 7, 5);
+    let s = store.ipl_stats();
+    assert_eq!(s.selective_merges, 1);
+    assert!(s.records_discarded >= 3, "{s:?}");
     let after = read(&store, 4);
     assert_eq!(
         &after[PAGE_BODY_OFFSET..],
@@ -762,6 +783,102 @@ fn an_aborted_transactions_records_and_compensations_cancel_at_a_merge() {
         crate::page::lsn(&after),
         4,
         "sealed at the compensation's LSN"
+    );
+}
+
+/// IPL-SEL: an active transaction's records are carried over into the new
+/// unit's log segment; the slot holds the committed version, sealed, and
+/// the page reads with the change, after a reopen too. Once the
+/// transaction commits, the next merge applies them.
+#[test]
+fn a_selective_merge_carries_an_active_transactions_records_over() {
+    let mut rng = ChaCha8Rng::seed_from_u64(32);
+    let (_, device) = nand();
+    let store = open(&device, StoreMode::Create, 4 << 10);
+    let log = EndLog(std::sync::atomic::AtomicU64::new(1));
+    let before: Vec<Vec<u8>> = (0..15).map(|n| sealed_page(&mut rng, n)).collect();
+    for (n, p) in before.iter().enumerate() {
+        store.write_page(n as u32, p).unwrap();
+    }
+    let mut changed = update(&mut rng, &before[5]);
+    crate::page::set_lsn(&mut changed, 2);
+    crate::page::seal(&mut changed);
+    store.note_update(5, 11, 2, &before[5], &changed);
+    log.0.store(2, std::sync::atomic::Ordering::SeqCst);
+    store.force(&log).unwrap();
+    let lsn = merge_unit_zero(&store, &mut rng, &log, 7, 3);
+    let s = store.ipl_stats();
+    assert_eq!(s.selective_merges, 1);
+    assert!(s.records_carried >= 1 && s.carried_sectors >= 1, "{s:?}");
+    let st = store.unit(0);
+    assert!(
+        st.log_next > Some(1),
+        "the carried group is in the new segment"
+    );
+    let mut slot = vec![0u8; PAGE];
+    device
+        .read(store.layout().slot_bytes(st.phys, 5), &mut slot)
+        .unwrap();
+    assert_eq!(
+        &slot[PAGE_BODY_OFFSET..],
+        &before[5][PAGE_BODY_OFFSET..],
+        "the slot holds the committed version"
+    );
+    assert_eq!(
+        crate::page::compute_checksum(&slot),
+        u32::from_le_bytes(slot[0..4].try_into().unwrap()),
+        "sealed"
+    );
+    assert_eq!(read(&store, 5), changed, "read with the active change");
+    drop(store);
+    let store = open(&device, StoreMode::Open, 4 << 10);
+    assert_eq!(read(&store, 5), changed, "after a reopen");
+    // Transaction 11 is not active in this store: the next merge applies
+    // its records to the slot.
+    merge_unit_zero(&store, &mut rng, &log, 7, lsn);
+    let st = store.unit(0);
+    device
+        .read(store.layout().slot_bytes(st.phys, 5), &mut slot)
+        .unwrap();
+    assert_eq!(slot, changed, "applied once no longer active");
+}
+
+/// IPL-SEL: an abort whose records are still in memory de-applies them:
+/// its changes and its compensations leave the page's log sector, and the
+/// force writes only the header record.
+#[test]
+fn an_abort_de_applies_its_in_memory_records() {
+    let mut rng = ChaCha8Rng::seed_from_u64(33);
+    let (_, device) = nand();
+    let store = open(&device, StoreMode::Create, 8 << 10);
+    let log = EndLog(std::sync::atomic::AtomicU64::new(1));
+    let before: Vec<Vec<u8>> = (0..15).map(|n| sealed_page(&mut rng, n)).collect();
+    for (n, p) in before.iter().enumerate() {
+        store.write_page(n as u32, p).unwrap();
+    }
+    let mut other = update(&mut rng, &before[4]);
+    other[PAGE_BODY_OFFSET..PAGE_BODY_OFFSET + 8].copy_from_slice(&[0xAB; 8]);
+    let mut changed = other.clone();
+    changed[4000..4040].copy_from_slice(&[0xCD; 40]);
+    let mut restored = changed.clone();
+    restored[4000..4040].copy_from_slice(&other[4000..4040]);
+    store.note_update(4, 3, 2, &before[4], &other); // transaction 3
+    store.note_update(4, 9, 3, &other, &changed); // 9 changes other bytes
+    store.note_update(4, 9, 4, &changed, &restored); // and rolls back
+    store.transaction_ended(9, false, 0, &log).unwrap();
+    let s = store.ipl_stats();
+    assert_eq!((s.records_deapplied, s.deapply_refused), (2, 0), "{s:?}");
+    log.0.store(4, std::sync::atomic::Ordering::SeqCst);
+    let sectors = store.ipl_stats().sector_writes;
+    store.force(&log).unwrap();
+    assert_eq!(
+        store.ipl_stats().sector_writes - sectors,
+        1,
+        "one sector: 3's records and the header"
+    );
+    assert_eq!(
+        &read(&store, 4)[PAGE_BODY_OFFSET..],
+        &restored[PAGE_BODY_OFFSET..]
     );
 }
 
