@@ -295,6 +295,157 @@ impl IplRuns {
     }
 }
 
+/// A table of `columns` and `rows`.
+fn table(title: String, columns: &[&str], rows: Vec<Vec<String>>) -> Table {
+    Table {
+        title,
+        columns: columns.iter().map(|c| c.to_string()).collect(),
+        rows,
+    }
+}
+
+/// The report's tables.
+impl IplRuns {
+    /// Per trace and segment size, the counters of `cells`.
+    fn segment_rows(&self, cells: impl Fn(&Point) -> Vec<String>) -> Vec<Vec<String>> {
+        self.segment_sweep
+            .iter()
+            .flat_map(|(trace, points)| {
+                points.iter().map(|(kb, p)| {
+                    let mut row = vec![trace.name.to_string(), kb.to_string()];
+                    row.extend(cells(p));
+                    row
+                })
+            })
+            .collect()
+    }
+
+    fn segment_table(&self) -> Table {
+        let rows = self.segment_rows(|p| {
+            vec![
+                fmt(p.get("sector_writes")),
+                fmt(p.get("merges")),
+                fmt(p.get("erases")),
+                fmt(p.committed as f64),
+                fmt(p.tpmc),
+            ]
+        });
+        table(
+            "Log segment size against merges".into(),
+            &[
+                "trace",
+                "segment KB",
+                "sector writes",
+                "merges",
+                "erases",
+                "committed",
+                "tpmC",
+            ],
+            rows,
+        )
+    }
+
+    fn buffer_table(&self) -> Table {
+        let rows = self
+            .buffer_sweep
+            .iter()
+            .map(|(mb, p)| {
+                vec![
+                    mb.to_string(),
+                    fmt(p.get("sector_writes")),
+                    fmt(p.get("merges")),
+                    fmt(est_ipl_s(p)),
+                    fmt(per_txn_count(p.get("sector_writes"), p)),
+                    fmt(per_txn_count(p.get("merges"), p)),
+                    fmt(p.committed as f64),
+                ]
+            })
+            .collect();
+        table(
+            format!(
+                "{}: write performance against buffer size (8 KB segments)",
+                TRACES[0].name
+            ),
+            &[
+                "buffer MB",
+                "sector writes",
+                "merges",
+                "estimated write s",
+                "sectors/txn",
+                "merges/txn",
+                "committed",
+            ],
+            rows,
+        )
+    }
+
+    fn comparison_table(&self) -> Table {
+        // One row: label, the run's counts, and its estimated write time
+        // (a cell of text).
+        let row = |label: &str, p: &Point, estimate: String| {
+            vec![
+                label.to_string(),
+                fmt(p.committed as f64),
+                fmt(p.page_writes),
+                fmt(p.write_busy_s),
+                fmt(per_txn_ms(p.write_busy_s, p)),
+                estimate,
+                fmt(erases_per_txn(p)),
+            ]
+        };
+        let ipl = |label: &str, p: &Point| row(label, p, fmt(est_ipl_s(p)));
+        let (alpha, flash_page_writes) = self.alpha();
+        let block_estimate = format!(
+            "{} (alpha {alpha:.3} per 2 KB flash page)",
+            fmt(alpha * flash_page_writes * IPL_MERGE_S)
+        );
+        let rows = vec![
+            ipl("IPL on raw NAND (8 KB log segments)", self.ipl()),
+            ipl("IPL, commits not forcing their sectors", &self.unforced),
+            ipl("IPL, merges applying every record", &self.unselective),
+            row("in place, page-mapping FTL", &self.page, "-".into()),
+            row("in place, block-mapping FTL", &self.block, block_estimate),
+        ];
+        table(
+            format!(
+                "{}: IPL against in-place writes on FTLs of the same flash",
+                TRACES[0].name
+            ),
+            &[
+                "data space",
+                "committed",
+                "page writes",
+                "measured write s",
+                "write ms/txn",
+                "estimated write s",
+                "erases/txn",
+            ],
+            rows,
+        )
+    }
+
+    fn selection_table(&self) -> Table {
+        let rows =
+            self.segment_rows(|p| SELECTION_COUNTERS.iter().map(|c| fmt(p.get(c))).collect());
+        table(
+            "Support for recovery: selective merges and abort de-application".into(),
+            &[
+                "trace",
+                "segment KB",
+                "merges",
+                "selective merges",
+                "records left out",
+                "records carried over",
+                "carried sectors",
+                "kept by replay",
+                "records de-applied",
+                "de-applications kept",
+            ],
+            rows,
+        )
+    }
+}
+
 fn per_txn_count(v: f64, p: &Point) -> f64 {
     v / (p.committed.max(1) as f64)
 }
@@ -386,161 +537,11 @@ impl Study for Ipl {
     }
 
     fn tables(&self, m: &IplRuns) -> Vec<Table> {
-        let t1 = TRACES[0];
-        let seg_rows = m
-            .segment_sweep
-            .iter()
-            .flat_map(|(trace, points)| {
-                points.iter().map(|(kb, p)| {
-                    vec![
-                        trace.name.to_string(),
-                        kb.to_string(),
-                        fmt(p.get("sector_writes")),
-                        fmt(p.get("merges")),
-                        fmt(p.get("erases")),
-                        fmt(p.committed as f64),
-                        fmt(p.tpmc),
-                    ]
-                })
-            })
-            .collect();
-        let buf_rows = m
-            .buffer_sweep
-            .iter()
-            .map(|(mb, p)| {
-                vec![
-                    mb.to_string(),
-                    fmt(p.get("sector_writes")),
-                    fmt(p.get("merges")),
-                    fmt(est_ipl_s(p)),
-                    fmt(per_txn_count(p.get("sector_writes"), p)),
-                    fmt(per_txn_count(p.get("merges"), p)),
-                    fmt(p.committed as f64),
-                ]
-            })
-            .collect();
-        // One row of the comparison: label, the run's counts, and its
-        // estimated write time (a cell of text).
-        let row = |label: &str, p: &Point, estimate: String| {
-            vec![
-                label.to_string(),
-                fmt(p.committed as f64),
-                fmt(p.page_writes),
-                fmt(p.write_busy_s),
-                fmt(per_txn_ms(p.write_busy_s, p)),
-                estimate,
-                fmt(erases_per_txn(p)),
-            ]
-        };
-        let (alpha, flash_page_writes) = m.alpha();
-        let cmp_rows = vec![
-            row(
-                "IPL on raw NAND (8 KB log segments)",
-                m.ipl(),
-                fmt(est_ipl_s(m.ipl())),
-            ),
-            row(
-                "IPL, commits not forcing their sectors",
-                &m.unforced,
-                fmt(est_ipl_s(&m.unforced)),
-            ),
-            row(
-                "IPL, merges applying every record",
-                &m.unselective,
-                fmt(est_ipl_s(&m.unselective)),
-            ),
-            row("in place, page-mapping FTL", &m.page, "-".into()),
-            row(
-                "in place, block-mapping FTL",
-                &m.block,
-                format!(
-                    "{} (alpha {:.3} per 2 KB flash page)",
-                    fmt(alpha * flash_page_writes * IPL_MERGE_S),
-                    alpha
-                ),
-            ),
-        ];
-        let sel_rows = m
-            .segment_sweep
-            .iter()
-            .flat_map(|(trace, points)| {
-                points.iter().map(|(kb, p)| {
-                    let mut row = vec![trace.name.to_string(), kb.to_string()];
-                    row.extend(SELECTION_COUNTERS.iter().map(|c| fmt(p.get(c))));
-                    row
-                })
-            })
-            .collect();
         vec![
-            Table {
-                title: "Log segment size against merges".into(),
-                columns: [
-                    "trace",
-                    "segment KB",
-                    "sector writes",
-                    "merges",
-                    "erases",
-                    "committed",
-                    "tpmC",
-                ]
-                .map(String::from)
-                .to_vec(),
-                rows: seg_rows,
-            },
-            Table {
-                title: format!(
-                    "{}: write performance against buffer size (8 KB segments)",
-                    t1.name
-                ),
-                columns: [
-                    "buffer MB",
-                    "sector writes",
-                    "merges",
-                    "estimated write s",
-                    "sectors/txn",
-                    "merges/txn",
-                    "committed",
-                ]
-                .map(String::from)
-                .to_vec(),
-                rows: buf_rows,
-            },
-            Table {
-                title: format!(
-                    "{}: IPL against in-place writes on FTLs of the same flash",
-                    t1.name
-                ),
-                columns: [
-                    "data space",
-                    "committed",
-                    "page writes",
-                    "measured write s",
-                    "write ms/txn",
-                    "estimated write s",
-                    "erases/txn",
-                ]
-                .map(String::from)
-                .to_vec(),
-                rows: cmp_rows,
-            },
-            Table {
-                title: "Support for recovery: selective merges and abort de-application".into(),
-                columns: [
-                    "trace",
-                    "segment KB",
-                    "merges",
-                    "selective merges",
-                    "records left out",
-                    "records carried over",
-                    "carried sectors",
-                    "kept by replay",
-                    "records de-applied",
-                    "de-applications kept",
-                ]
-                .map(String::from)
-                .to_vec(),
-                rows: sel_rows,
-            },
+            m.segment_table(),
+            m.buffer_table(),
+            m.comparison_table(),
+            m.selection_table(),
         ]
     }
 
