@@ -128,6 +128,12 @@ fn check_rows_after_repairs(rig: &Rig, version: u32, acked: u32) -> (RecoveryRep
         let db = Database::open_with(&config(), devices).unwrap();
         let repairs: u64 = db.stats().buffers.values().map(|b| b.repairs).sum();
         let recovery = db.recovery_report().expect("opened by recovery");
+        // The losers recovery undid ended: none is still an active
+        // transaction whose records merges would carry (IPL-SEL).
+        for (space, _, counters) in db.store_counters() {
+            let active = counters.iter().find(|(n, _)| *n == "active_transactions");
+            assert_eq!(active.map_or(0.0, |(_, v)| *v), 0.0, "space {space}");
+        }
         let t = db.table("t").unwrap();
         let mut txn = db.begin().unwrap();
         for i in 0..ROWS {

@@ -428,6 +428,12 @@ fn undo(db: &Database, losers: BTreeMap<u64, ActiveTxn>, l_star: Option<u64>) ->
         if undo_next == 0 {
             inner.wal.append(txn, last_lsn, Body::Abort)?;
             todo.remove(&txn);
+            // The stores that keep records per transaction (IPL) learn
+            // that it ended aborted: its records are no longer an active
+            // transaction's (IPL-SEL). Nothing is forced for an abort.
+            for space in inner.spaces.iter().filter(|s| s.store.wants_updates()) {
+                space.store.transaction_ended(txn, false, 0, &*inner.wal)?;
+            }
             continue;
         }
         let record = inner.wal.reader(undo_next).next_record()?.ok_or_else(|| {

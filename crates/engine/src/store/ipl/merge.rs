@@ -215,7 +215,15 @@ impl IplStore {
                 );
             }
             let full = pages[s * pb..(s + 1) * pb].to_vec();
-            let room_bytes = room_sectors * SECTOR_PAYLOAD_BYTES;
+            // A page that fails its own checksum is not carried from: its
+            // base would be sealed over the damage.
+            let sealed = crate::page::compute_checksum(&full)
+                == u32::from_le_bytes(full[0..4].try_into().expect("4"));
+            let room_bytes = if sealed {
+                room_sectors * SECTOR_PAYLOAD_BYTES
+            } else {
+                0
+            };
             let Some(mut sel) = select::select(base, &recs, &full, |t| fates.of(t), room_bytes)
             else {
                 continue;
@@ -233,6 +241,7 @@ impl IplStore {
                         Fate::Carry => Fate::Apply,
                         f => f,
                     };
+                    bump(&self.counters.selections_refused, sel.refused);
                     sel = select::select(base, &recs, &full, no_carry, 0).unwrap_or_default();
                     group = Vec::new();
                 } else {

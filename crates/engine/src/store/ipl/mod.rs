@@ -861,14 +861,17 @@ impl PageStore for IplStore {
             log.forget_records();
             return;
         }
-        let replaced: Vec<(u32, Vec<u8>)> = changes
-            .iter()
-            .map(|(at, b)| (*at, before[*at as usize..*at as usize + b.len()].to_vec()))
-            .collect();
-        log.undo
-            .extend(sector::records_of(slot as u16, txn, &replaced));
+        if self.selection {
+            // The bytes each record replaces, for abort de-application.
+            let replaced: Vec<(u32, Vec<u8>)> = changes
+                .iter()
+                .map(|(at, b)| (*at, before[*at as usize..*at as usize + b.len()].to_vec()))
+                .collect();
+            log.undo
+                .extend(sector::records_of(slot as u16, txn, &replaced));
+        }
         log.records.extend(records);
-        debug_assert_eq!(log.records.len(), log.undo.len());
+        debug_assert!(!self.selection || log.records.len() == log.undo.len());
         log.expected_crc = body_crc(after);
     }
 
@@ -923,6 +926,10 @@ impl PageStore for IplStore {
             ("markers", s.markers as f64),
             ("deferred_erases", s.deferred_erases as f64),
             ("open_merges", s.open_merges as f64),
+            (
+                "active_transactions",
+                self.by_txn.lock().expect("by_txn").len() as f64,
+            ),
             ("selective_merges", s.selective_merges as f64),
             ("records_discarded", s.records_discarded as f64),
             ("records_carried", s.records_carried as f64),

@@ -95,7 +95,7 @@ impl IplStore {
                 Ok(s) => s,
                 Err(problem) => {
                     let problem = format!("commit sector of erase unit {phys}: {problem}");
-                    match self.identify(phys)? {
+                    match self.identify(phys, f_star)? {
                         Identity::Logged(unit, 0) if l.home(unit) == phys => continue,
                         Identity::Logged(unit, generation) if generation > 0 => {
                             committed[phys as usize] = true;
@@ -157,7 +157,8 @@ impl IplStore {
                 continue;
             }
             if alone
-                && (committed[home as usize] || matches!(self.identify(home)?, Identity::Empty))
+                && (committed[home as usize]
+                    || matches!(self.identify(home, f_star)?, Identity::Empty))
             {
                 committed[phys as usize] = true;
                 best[unit as usize] = Some((0, phys));
@@ -278,8 +279,12 @@ impl IplStore {
     }
 
     /// What an erase unit holds, from its first log sector and its slots,
-    /// when its commit sector cannot be read (IPL-9).
-    pub(super) fn identify(&self, phys: u32) -> Result<Identity> {
+    /// when its commit sector cannot be read (IPL-9). A unit known by its
+    /// log must have its first write group marked (force at most
+    /// `f_star`): the copy is then at most as new, so marked. A later
+    /// group (a merge's carried records, IPL-SEL, or a group of the force
+    /// that merged it) may sit in an unmarked copy: not known.
+    pub(super) fn identify(&self, phys: u32, f_star: u64) -> Result<Identity> {
         let l = self.layout;
         let first = match self.read_sector_checked(l.sector_bytes(phys, 1)) {
             Ok(s) => s,
@@ -290,7 +295,10 @@ impl IplStore {
             Decoded::Sound(h, _)
                 if h.magic == MAGIC_LOG && h.unit < l.logical_units && h.index == 1 =>
             {
-                return Ok(Identity::Logged(h.unit, h.generation));
+                return Ok(match self.first_group_seq(phys, h)? {
+                    Some(seq) if seq <= f_star => Identity::Logged(h.unit, h.generation),
+                    _ => Identity::Unknown,
+                });
             }
             Decoded::Erased => {}
             _ => return Ok(Identity::Unknown),
@@ -321,5 +329,38 @@ impl IplStore {
             Some(u) if u < l.logical_units => Identity::Pages(u),
             Some(_) => Identity::Unknown,
         })
+    }
+
+    /// The force sequence of the first write group of a unit's log, whose
+    /// first sector has header `first`; `None` if a sector of the group is
+    /// not sound or belongs elsewhere, or the group does not end.
+    fn first_group_seq(&self, phys: u32, first: Header) -> Result<Option<u64>> {
+        let l = self.layout;
+        let mut group = Vec::new();
+        for index in 1..l.segment_sectors() {
+            let s = match self.read_sector_checked(l.sector_bytes(phys, index)) {
+                Ok(s) => s,
+                Err(Error::Device(DeviceError::ReadFailed { .. })) => return Ok(None),
+                Err(e) => return Err(e),
+            };
+            let Decoded::Sound(h, payload) = sector::decode(&s) else {
+                return Ok(None);
+            };
+            if h.magic != MAGIC_LOG
+                || h.unit != first.unit
+                || h.generation != first.generation
+                || h.index != index
+            {
+                return Ok(None);
+            }
+            let Ok(records) = sector::decode_records(payload) else {
+                return Ok(None);
+            };
+            group.extend(records);
+            if h.flags & FLAG_GROUP_END != 0 {
+                return Ok(Some(sector::group_seq(&group)));
+            }
+        }
+        Ok(None)
     }
 }

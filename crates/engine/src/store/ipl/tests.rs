@@ -919,3 +919,38 @@ fn regression_the_repair_limit_at_a_restart_follows_the_newest_marker() {
         "after recovery: the whole log"
     );
 }
+
+/// Found in review (IPL-SEL): a unit known only by its first log sector
+/// (its commit sector unreadable, IPL-9) was taken as its logical unit's
+/// version whatever force wrote that sector. A merge's carried group sits
+/// there at once, so an unmarked copy (its force cut before its marker)
+/// could win over the marked old copy. Now the first group must be of a
+/// marked force; otherwise the unit is not known (the open refuses).
+#[test]
+fn regression_a_unit_known_by_its_log_needs_a_marked_first_group() {
+    let mut rng = ChaCha8Rng::seed_from_u64(34);
+    let (_, device) = nand();
+    let store = open(&device, StoreMode::Create, 4 << 10);
+    let log = EndLog(std::sync::atomic::AtomicU64::new(1));
+    let before: Vec<Vec<u8>> = (0..15).map(|n| sealed_page(&mut rng, n)).collect();
+    for (n, p) in before.iter().enumerate() {
+        store.write_page(n as u32, p).unwrap();
+    }
+    let mut changed = update(&mut rng, &before[5]);
+    crate::page::seal(&mut changed);
+    store.note_update(5, 11, 2, &before[5], &changed);
+    log.0.store(2, std::sync::atomic::Ordering::SeqCst);
+    store.force(&log).unwrap();
+    merge_unit_zero(&store, &mut rng, &log, 7, 3);
+    assert!(store.ipl_stats().records_carried >= 1);
+    let st = store.unit(0);
+    let f = st.tag;
+    assert!(matches!(
+        store.identify(st.phys, f).unwrap(),
+        Identity::Logged(0, g) if g == st.generation
+    ));
+    assert!(
+        matches!(store.identify(st.phys, f - 1).unwrap(), Identity::Unknown),
+        "a first group of a force after the marker: not known"
+    );
+}
