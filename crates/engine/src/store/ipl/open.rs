@@ -4,6 +4,24 @@
 
 use super::*;
 
+/// What the data units' commit sectors say at open.
+struct Census {
+    /// Per logical unit, the newest version found: (generation, unit).
+    best: Vec<Option<(u32, u32)>>,
+    /// Physical units holding a version of a logical unit.
+    committed: Vec<bool>,
+    /// The force that wrote each unit's commit sector (IPL-12).
+    tags: HashMap<u32, u64>,
+    /// Copies written by merges of forces after the marker: erased at
+    /// open, so that no later marker revives them (IPL-12).
+    unmarked_copies: Vec<u32>,
+    /// Units whose commit sector cannot be read, holding pages of a
+    /// logical unit (IPL-9): (unit, logical unit, the problem).
+    doubtful: Vec<(u32, u32, String)>,
+    /// The highest force sequence in a commit sector.
+    max_seq: u64,
+}
+
 impl IplStore {
     pub(super) fn format(&self) -> Result<()> {
         let s = self.read_sector(0)?;
@@ -63,22 +81,32 @@ impl IplStore {
                 self.layout.physical_units
             )));
         }
-        let l = self.layout;
         // IPL-11: the newest sound marker says which forces are durable.
         let ((f_star, l_star), ring) = self.read_markers()?;
         *self.marked.lock().expect("marked") = (f_star, l_star);
         *self.ring.lock().expect("ring") = ring;
         self.seq_now.store(f_star, Ordering::SeqCst);
-        let mut max_seq = f_star;
-        // Copies written by merges of forces after the marker: erased here,
-        // so that no later marker revives them (IPL-12).
-        let mut unmarked_copies: Vec<u32> = Vec::new();
-        let mut tags: HashMap<u32, u64> = HashMap::new();
-        let mut best: Vec<Option<(u32, u32)>> = vec![None; l.logical_units as usize];
-        let mut committed = vec![false; l.physical_units as usize];
-        // Units whose commit sector cannot be read, holding pages of a
-        // logical unit (IPL-9).
-        let mut doubtful: Vec<(u32, u32, String)> = Vec::new();
+        let mut census = self.census(f_star)?;
+        self.resolve_doubtful(&mut census, f_star)?;
+        self.install_map(&census)?;
+        let seen = self.settle_at_open(l_star)?;
+        // Sequence numbers go on above anything seen (IPL-11).
+        let max_seq = f_star.max(census.max_seq).max(seen);
+        self.next_seq.store(max_seq + 1, Ordering::SeqCst);
+        Ok(())
+    }
+
+    /// Read every data unit's commit sector (IPL-9, IPL-12).
+    fn census(&self, f_star: u64) -> Result<Census> {
+        let l = self.layout;
+        let mut c = Census {
+            best: vec![None; l.logical_units as usize],
+            committed: vec![false; l.physical_units as usize],
+            tags: HashMap::new(),
+            unmarked_copies: Vec::new(),
+            doubtful: Vec::new(),
+            max_seq: 0,
+        };
         for phys in l.data_units() {
             let at = l.sector_bytes(phys, 0);
             let damage = match self.read_sector_checked(at) {
@@ -98,8 +126,8 @@ impl IplStore {
                     match self.identify(phys, f_star)? {
                         Identity::Logged(unit, 0) if l.home(unit) == phys => continue,
                         Identity::Logged(unit, generation) if generation > 0 => {
-                            committed[phys as usize] = true;
-                            let slot = &mut best[unit as usize];
+                            c.committed[phys as usize] = true;
+                            let slot = &mut c.best[unit as usize];
                             if slot.is_none_or(|(g, _)| generation > g) {
                                 *slot = Some((generation, phys));
                             }
@@ -107,7 +135,7 @@ impl IplStore {
                         }
                         Identity::Empty => continue,
                         Identity::Pages(unit) => {
-                            doubtful.push((phys, unit, problem));
+                            c.doubtful.push((phys, unit, problem));
                             continue;
                         }
                         _ => return Err(self.corruption(at, problem)),
@@ -128,40 +156,47 @@ impl IplStore {
                         ));
                     }
                     let tag = sector::decode_tag(p);
-                    max_seq = max_seq.max(tag);
+                    c.max_seq = c.max_seq.max(tag);
                     if tag > f_star {
-                        unmarked_copies.push(phys);
+                        c.unmarked_copies.push(phys);
                         continue;
                     }
-                    tags.insert(phys, tag);
-                    committed[phys as usize] = true;
-                    let slot = &mut best[h.unit as usize];
+                    c.tags.insert(phys, tag);
+                    c.committed[phys as usize] = true;
+                    let slot = &mut c.best[h.unit as usize];
                     if slot.is_none_or(|(g, _)| h.generation > g) {
                         *slot = Some((h.generation, phys));
                     }
                 }
             }
         }
+        Ok(c)
+    }
+
+    /// IPL-9 for the units whose commit sector cannot be read.
+    fn resolve_doubtful(&self, c: &mut Census, f_star: u64) -> Result<()> {
+        let l = self.layout;
         // IPL-9: a doubtful unit is its logical unit's only version if no
         // sound commit sector and no other doubtful unit names that
         // logical unit, and it is the home or the home is empty or holds
         // another unit. Otherwise which version is newer is not known (a
         // stale version lingers after a crash between a merge's commit
         // sector and its erase): the open is refused.
+        let doubtful = std::mem::take(&mut c.doubtful);
         for (phys, unit, problem) in &doubtful {
             let (phys, unit) = (*phys, *unit);
             let home = l.home(unit);
-            let alone = best[unit as usize].is_none()
+            let alone = c.best[unit as usize].is_none()
                 && doubtful.iter().filter(|(_, u, _)| *u == unit).count() == 1;
             if alone && home == phys {
                 continue;
             }
             if alone
-                && (committed[home as usize]
+                && (c.committed[home as usize]
                     || matches!(self.identify(home, f_star)?, Identity::Empty))
             {
-                committed[phys as usize] = true;
-                best[unit as usize] = Some((0, phys));
+                c.committed[phys as usize] = true;
+                c.best[unit as usize] = Some((0, phys));
                 continue;
             }
             return Err(self.corruption(
@@ -171,18 +206,25 @@ impl IplStore {
                 ),
             ));
         }
+        Ok(())
+    }
+
+    /// Install the map the census found; erase the unmarked copies and
+    /// list the free units.
+    fn install_map(&self, c: &Census) -> Result<()> {
+        let l = self.layout;
         let mut used = vec![false; l.physical_units as usize];
         used[0] = true;
         for which in 0..2 {
             used[l.marker_unit(which) as usize] = true;
         }
         let mut units = Vec::with_capacity(l.logical_units as usize);
-        for (logical, b) in best.iter().enumerate() {
+        for (logical, b) in c.best.iter().enumerate() {
             let (generation, phys) = match *b {
                 Some(found) => found,
                 None => {
                     let home = l.home(logical as u32);
-                    if committed[home as usize] {
+                    if c.committed[home as usize] {
                         return Err(self.corruption(
                             l.unit_bytes(home),
                             format!(
@@ -200,11 +242,11 @@ impl IplStore {
                 log_next: None,
                 fresh_from: None,
                 needs_merge: false,
-                tag: tags.get(&phys).copied().unwrap_or(0),
+                tag: c.tags.get(&phys).copied().unwrap_or(0),
             });
         }
         *self.units.lock().expect("units") = units;
-        for &phys in &unmarked_copies {
+        for &phys in &c.unmarked_copies {
             debug_assert!(
                 !used[phys as usize],
                 "IPL-12: an unmarked copy is never used"
@@ -215,12 +257,8 @@ impl IplStore {
         *self.free.lock().expect("free") = l
             .data_units()
             .filter(|&p| !used[p as usize])
-            .map(|p| (p, unmarked_copies.contains(&p)))
+            .map(|p| (p, c.unmarked_copies.contains(&p)))
             .collect();
-        let seen = self.settle_at_open(l_star)?;
-        max_seq = max_seq.max(seen);
-        // Sequence numbers go on above anything seen (IPL-11).
-        self.next_seq.store(max_seq + 1, Ordering::SeqCst);
         Ok(())
     }
 
