@@ -280,22 +280,7 @@ impl IplStore {
         let mut spans = Vec::new();
         for c in carried {
             let sectors = sector::pack(&c.group);
-            let mut bytes = Vec::with_capacity(sectors.len() * LOG_SECTOR_BYTES);
-            for (i, recs) in sectors.iter().enumerate() {
-                let header = Header {
-                    magic: MAGIC_LOG,
-                    unit: logical,
-                    generation,
-                    index: next + i as u16,
-                    used: 0,
-                    flags: if i + 1 == sectors.len() {
-                        FLAG_GROUP_END
-                    } else {
-                        0
-                    },
-                };
-                bytes.extend(sector::encode(header, &sector::encode_records(recs)));
-            }
+            let bytes = sector::encode_group(logical, generation, next, &sectors);
             self.device
                 .write(self.layout.sector_bytes(phys, next), &bytes)?;
             let n = sectors.len() as u16;

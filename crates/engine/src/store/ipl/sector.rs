@@ -246,6 +246,29 @@ fn malformed(problem: &str) -> Error {
     }
 }
 
+/// The log sectors of one write group: `sectors` (from [`pack`]) of
+/// logical unit `unit`, generation `generation`, from log sector `first`
+/// on; the last carries the group-end flag.
+pub fn encode_group(unit: u32, generation: u32, first: u16, sectors: &[Vec<Record>]) -> Vec<u8> {
+    let mut bytes = Vec::with_capacity(sectors.len() * LOG_SECTOR_BYTES);
+    for (i, recs) in sectors.iter().enumerate() {
+        let header = Header {
+            magic: MAGIC_LOG,
+            unit,
+            generation,
+            index: first + i as u16,
+            used: 0,
+            flags: if i + 1 == sectors.len() {
+                FLAG_GROUP_END
+            } else {
+                0
+            },
+        };
+        bytes.extend(encode(header, &encode_records(recs)));
+    }
+    bytes
+}
+
 /// Pack records into sector payloads, in order, none split.
 pub fn pack(records: &[Record]) -> Vec<Vec<Record>> {
     let mut sectors: Vec<Vec<Record>> = Vec::new();

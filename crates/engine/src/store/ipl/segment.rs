@@ -236,22 +236,7 @@ impl IplStore {
             self.merge(logical, st, (log, &records), &[(slot, image)], damage)?;
             return Ok(0);
         }
-        let mut bytes = Vec::with_capacity(sectors.len() * LOG_SECTOR_BYTES);
-        for (i, recs) in sectors.iter().enumerate() {
-            let header = Header {
-                magic: MAGIC_LOG,
-                unit: logical,
-                generation: st.generation,
-                index: next + i as u16,
-                used: 0,
-                flags: if i + 1 == sectors.len() {
-                    FLAG_GROUP_END
-                } else {
-                    0
-                },
-            };
-            bytes.extend(sector::encode(header, &sector::encode_records(recs)));
-        }
+        let bytes = sector::encode_group(logical, st.generation, next, &sectors);
         self.device.write(l.sector_bytes(st.phys, next), &bytes)?;
         {
             let mut spans = self.spans.lock().expect("spans");

@@ -714,6 +714,24 @@ fn an_unreadable_commit_sector_is_known_by_the_unit_it_holds() {
     }
 }
 
+/// A new store with `segment`-byte log segments whose logical unit 0
+/// holds 15 sealed pages (written in place, IPL-5), a log at LSN 1, and
+/// the pages.
+fn unit_of_sealed_pages(
+    seed: u64,
+    segment: u64,
+) -> (ChaCha8Rng, DeviceRef, IplStore, EndLog, Vec<Vec<u8>>) {
+    let mut rng = ChaCha8Rng::seed_from_u64(seed);
+    let (_, device) = nand();
+    let store = open(&device, StoreMode::Create, segment);
+    let log = EndLog(std::sync::atomic::AtomicU64::new(1));
+    let before: Vec<Vec<u8>> = (0..15).map(|n| sealed_page(&mut rng, n)).collect();
+    for (n, p) in before.iter().enumerate() {
+        store.write_page(n as u32, p).unwrap();
+    }
+    (rng, device, store, log, before)
+}
+
 /// Fill unit 0's log segment with store-own (transaction 0) groups of
 /// page `filler` until it merges; returns the LSN reached.
 fn merge_unit_zero(
@@ -742,14 +760,7 @@ fn merge_unit_zero(
 /// unit merges; the page reads byte-identical to before the transaction.
 #[test]
 fn a_selective_merge_leaves_an_aborted_transactions_records_out() {
-    let mut rng = ChaCha8Rng::seed_from_u64(31);
-    let (_, device) = nand();
-    let store = open(&device, StoreMode::Create, 4 << 10);
-    let log = EndLog(std::sync::atomic::AtomicU64::new(1));
-    let before: Vec<Vec<u8>> = (0..15).map(|n| sealed_page(&mut rng, n)).collect();
-    for (n, p) in before.iter().enumerate() {
-        store.write_page(n as u32, p).unwrap();
-    }
+    let (mut rng, _device, store, log, before) = unit_of_sealed_pages(31, 4 << 10);
     // Transaction 9 changes page 4 twice; its rollback restores the body.
     let mid = update(&mut rng, &before[4]);
     let changed = update(&mut rng, &mid);
@@ -792,14 +803,7 @@ fn a_selective_merge_leaves_an_aborted_transactions_records_out() {
 /// transaction commits, the next merge applies them.
 #[test]
 fn a_selective_merge_carries_an_active_transactions_records_over() {
-    let mut rng = ChaCha8Rng::seed_from_u64(32);
-    let (_, device) = nand();
-    let store = open(&device, StoreMode::Create, 4 << 10);
-    let log = EndLog(std::sync::atomic::AtomicU64::new(1));
-    let before: Vec<Vec<u8>> = (0..15).map(|n| sealed_page(&mut rng, n)).collect();
-    for (n, p) in before.iter().enumerate() {
-        store.write_page(n as u32, p).unwrap();
-    }
+    let (mut rng, device, store, log, before) = unit_of_sealed_pages(32, 4 << 10);
     let mut changed = update(&mut rng, &before[5]);
     crate::page::set_lsn(&mut changed, 2);
     crate::page::seal(&mut changed);
@@ -848,14 +852,7 @@ fn a_selective_merge_carries_an_active_transactions_records_over() {
 /// force writes only the header record.
 #[test]
 fn an_abort_de_applies_its_in_memory_records() {
-    let mut rng = ChaCha8Rng::seed_from_u64(33);
-    let (_, device) = nand();
-    let store = open(&device, StoreMode::Create, 8 << 10);
-    let log = EndLog(std::sync::atomic::AtomicU64::new(1));
-    let before: Vec<Vec<u8>> = (0..15).map(|n| sealed_page(&mut rng, n)).collect();
-    for (n, p) in before.iter().enumerate() {
-        store.write_page(n as u32, p).unwrap();
-    }
+    let (mut rng, _device, store, log, before) = unit_of_sealed_pages(33, 8 << 10);
     let mut other = update(&mut rng, &before[4]);
     other[PAGE_BODY_OFFSET..PAGE_BODY_OFFSET + 8].copy_from_slice(&[0xAB; 8]);
     let mut changed = other.clone();
@@ -928,14 +925,7 @@ fn regression_the_repair_limit_at_a_restart_follows_the_newest_marker() {
 /// marked force; otherwise the unit is not known (the open refuses).
 #[test]
 fn regression_a_unit_known_by_its_log_needs_a_marked_first_group() {
-    let mut rng = ChaCha8Rng::seed_from_u64(34);
-    let (_, device) = nand();
-    let store = open(&device, StoreMode::Create, 4 << 10);
-    let log = EndLog(std::sync::atomic::AtomicU64::new(1));
-    let before: Vec<Vec<u8>> = (0..15).map(|n| sealed_page(&mut rng, n)).collect();
-    for (n, p) in before.iter().enumerate() {
-        store.write_page(n as u32, p).unwrap();
-    }
+    let (mut rng, _device, store, log, before) = unit_of_sealed_pages(34, 4 << 10);
     let mut changed = update(&mut rng, &before[5]);
     crate::page::seal(&mut changed);
     store.note_update(5, 11, 2, &before[5], &changed);
