@@ -323,10 +323,15 @@ fn query_reads_a_table_and_refuses_time_travel_past_a_restart() {
 fn tpcc_bad_input_is_one_line_naming_the_option() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    let rows: [(&[&str], &str); 30] = [
+    let rows: [(&[&str], &str); 32] = [
         (
             &["--ipl-commit-force", "maybe"],
             "--ipl-commit-force 'maybe'",
+        ),
+        (&["--ipl-selection", "maybe"], "--ipl-selection 'maybe'"),
+        (
+            &["--ipl-selection", "off"],
+            "--ipl-selection off needs --data-store ipl",
         ),
         (
             &["--ipl-commit-force", "off"],
