@@ -219,7 +219,8 @@ pub struct IplStats {
     /// any record; the records of aborted transactions they left out; the
     /// records of active transactions they carried into the new log
     /// segment, and the sectors that took; transactions whose records were
-    /// applied because leaving them out would change the page.
+    /// applied because leaving them out would change the page, or because
+    /// they would not fit in the room for carried records.
     pub selective_merges: u64,
     pub records_discarded: u64,
     pub records_carried: u64,
