@@ -4,6 +4,41 @@
 
 use super::*;
 
+/// What one log sector turned out to be.
+enum Seen {
+    Erased,
+    Bad(String),
+    /// Sound: whether it ends its write group, and its records.
+    Sound(bool, Vec<Record>),
+}
+
+impl Seen {
+    /// Classify sector `s`, expected at log sector `index` of logical
+    /// unit `logical`, generation `generation` (IPL-S1).
+    fn of(s: &[u8], logical: u32, generation: u32, index: u16) -> Seen {
+        match sector::decode(s) {
+            Decoded::Erased => Seen::Erased,
+            Decoded::Damaged(problem) => Seen::Bad(problem),
+            Decoded::Sound(h, payload) => {
+                if h.magic != MAGIC_LOG
+                    || h.unit != logical
+                    || h.generation != generation
+                    || h.index != index
+                {
+                    return Seen::Bad(format!(
+                        "belongs to unit {} generation {} index {}",
+                        h.unit, h.generation, h.index
+                    ));
+                }
+                match sector::decode_records(payload) {
+                    Ok(records) => Seen::Sound(h.flags & FLAG_GROUP_END != 0, records),
+                    Err(e) => Seen::Bad(e.to_string()),
+                }
+            }
+        }
+    }
+}
+
 impl IplStore {
     /// The log sectors `1..n` of physical unit `phys`; a sector the device
     /// cannot read is `None`.
@@ -58,105 +93,12 @@ impl IplStore {
             st.log_next = Some(1);
             return Ok((Vec::new(), st, None, scan));
         }
-        let at = l.sector_bytes(st.phys, 1);
-        let mut raw = self.read_segment(st.phys, n)?;
-        /// What one log sector turned out to be.
-        enum Seen {
-            Erased,
-            Bad(String),
-            Sound(bool, Vec<Record>),
-        }
-        let mut seen = Vec::with_capacity(raw.len());
-        for (i, s) in raw.iter_mut().enumerate() {
-            let index = i as u16 + 1;
-            let offset = at + i as u64 * LOG_SECTOR_BYTES as u64;
-            let classify = |s: &[u8]| match sector::decode(s) {
-                Decoded::Erased => Seen::Erased,
-                Decoded::Damaged(problem) => Seen::Bad(problem),
-                Decoded::Sound(h, payload) => {
-                    if h.magic != MAGIC_LOG
-                        || h.unit != logical
-                        || h.generation != st.generation
-                        || h.index != index
-                    {
-                        return Seen::Bad(format!(
-                            "belongs to unit {} generation {} index {}",
-                            h.unit, h.generation, h.index
-                        ));
-                    }
-                    match sector::decode_records(payload) {
-                        Ok(records) => Seen::Sound(h.flags & FLAG_GROUP_END != 0, records),
-                        Err(e) => Seen::Bad(e.to_string()),
-                    }
-                }
-            };
-            let mut v = match s {
-                Some(s) => classify(s),
-                None => Seen::Bad("the device cannot read it".into()),
-            };
-            // A flip on the way reads clean the second time.
-            if matches!(v, Seen::Bad(_)) && s.is_some() {
-                for _ in 1..DAMAGED_READS_MAX {
-                    match self.read_sector(offset) {
-                        Ok(again) => {
-                            v = classify(&again);
-                            *s = Some(again);
-                        }
-                        Err(Error::Device(DeviceError::ReadFailed { .. })) => {
-                            v = Seen::Bad("the device cannot read it".into());
-                        }
-                        Err(e) => return Err(e),
-                    }
-                    if !matches!(v, Seen::Bad(_)) {
-                        break;
-                    }
-                }
-            }
-            seen.push(v);
-        }
+        let seen = self.classify_segment(logical, st, n)?;
         let hole_at = seen
             .iter()
             .position(|v| matches!(v, Seen::Erased))
             .unwrap_or(seen.len());
-        // IPL-6: a damaged sector before the first hole loses its group.
-        let mut skip = vec![false; seen.len()];
-        let mut damage: Option<LogDamage> = None;
-        {
-            let spans = self.spans.lock().expect("spans");
-            let known = spans
-                .get(&logical)
-                .filter(|(g, _)| *g == st.generation)
-                .map(|(_, v)| v.as_slice())
-                .unwrap_or(&[]);
-            for (i, v) in seen[..hole_at].iter().enumerate() {
-                let Seen::Bad(problem) = v else { continue };
-                let index = i as u16 + 1;
-                bump(&self.counters.damaged_sectors, 1);
-                let span = known
-                    .iter()
-                    .find(|g| g.first <= index && index <= g.last)
-                    .copied();
-                let d = damage.get_or_insert_with(|| LogDamage {
-                    slots: Some(Vec::new()),
-                    offset_bytes: at + i as u64 * LOG_SECTOR_BYTES as u64,
-                    problem: format!(
-                        "log sector {index} of logical unit {logical} (erase unit {}): {problem}",
-                        st.phys
-                    ),
-                });
-                match span {
-                    Some(g) if usize::from(g.last) <= hole_at => {
-                        for k in g.first..=g.last {
-                            skip[usize::from(k) - 1] = true;
-                        }
-                        if let Some(slots) = d.slots.as_mut() {
-                            slots.push(g.slot);
-                        }
-                    }
-                    _ => d.slots = None,
-                }
-            }
-        }
+        let (skip, damage) = self.damaged_groups(logical, st, &seen[..hole_at]);
         let mut out = Vec::new();
         let mut group = Vec::new();
         for (i, v) in seen[..hole_at].iter().enumerate() {
@@ -192,6 +134,93 @@ impl IplStore {
             st.fresh_from = None;
         }
         Ok((out, st, damage, scan))
+    }
+
+    /// Read log sectors `1..n` of the unit and say what each is; a sector
+    /// that reads damaged is read again (a flip on the way, IPL-6).
+    fn classify_segment(&self, logical: u32, st: UnitState, n: u16) -> Result<Vec<Seen>> {
+        let at = self.layout.sector_bytes(st.phys, 1);
+        let mut raw = self.read_segment(st.phys, n)?;
+        let mut seen = Vec::with_capacity(raw.len());
+        for (i, s) in raw.iter_mut().enumerate() {
+            let index = i as u16 + 1;
+            let offset = at + i as u64 * LOG_SECTOR_BYTES as u64;
+            let classify = |s: &[u8]| Seen::of(s, logical, st.generation, index);
+            let mut v = match s {
+                Some(s) => classify(s),
+                None => Seen::Bad("the device cannot read it".into()),
+            };
+            if matches!(v, Seen::Bad(_)) && s.is_some() {
+                for _ in 1..DAMAGED_READS_MAX {
+                    match self.read_sector(offset) {
+                        Ok(again) => {
+                            v = classify(&again);
+                            *s = Some(again);
+                        }
+                        Err(Error::Device(DeviceError::ReadFailed { .. })) => {
+                            v = Seen::Bad("the device cannot read it".into());
+                        }
+                        Err(e) => return Err(e),
+                    }
+                    if !matches!(v, Seen::Bad(_)) {
+                        break;
+                    }
+                }
+            }
+            seen.push(v);
+        }
+        Ok(seen)
+    }
+
+    /// IPL-6: a damaged sector before the first hole (`seen` ends there)
+    /// loses its write group. Returns the sectors to leave out and the
+    /// damage: the slots hit, when this store wrote the group since it
+    /// opened (its spans), or every slot.
+    fn damaged_groups(
+        &self,
+        logical: u32,
+        st: UnitState,
+        seen: &[Seen],
+    ) -> (Vec<bool>, Option<LogDamage>) {
+        let at = self.layout.sector_bytes(st.phys, 1);
+        let hole_at = seen.len();
+        let mut skip = vec![false; seen.len()];
+        let mut damage: Option<LogDamage> = None;
+        let spans = self.spans.lock().expect("spans");
+        let known = spans
+            .get(&logical)
+            .filter(|(g, _)| *g == st.generation)
+            .map(|(_, v)| v.as_slice())
+            .unwrap_or(&[]);
+        for (i, v) in seen.iter().enumerate() {
+            let Seen::Bad(problem) = v else { continue };
+            let index = i as u16 + 1;
+            bump(&self.counters.damaged_sectors, 1);
+            let span = known
+                .iter()
+                .find(|g| g.first <= index && index <= g.last)
+                .copied();
+            let d = damage.get_or_insert_with(|| LogDamage {
+                slots: Some(Vec::new()),
+                offset_bytes: at + i as u64 * LOG_SECTOR_BYTES as u64,
+                problem: format!(
+                    "log sector {index} of logical unit {logical} (erase unit {}): {problem}",
+                    st.phys
+                ),
+            });
+            match span {
+                Some(g) if usize::from(g.last) <= hole_at => {
+                    for k in g.first..=g.last {
+                        skip[usize::from(k) - 1] = true;
+                    }
+                    if let Some(slots) = d.slots.as_mut() {
+                        slots.push(g.slot);
+                    }
+                }
+                _ => d.slots = None,
+            }
+        }
+        (skip, damage)
     }
 
     /// The error a read of a slot hit by `damage` returns (one line).
