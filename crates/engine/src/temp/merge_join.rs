@@ -27,8 +27,10 @@ use serde::Serialize;
 
 use super::cluster::{IoPool, OUTPUT_CLUSTERS};
 use super::cpu::{CpuMeter, OperatorCosts};
-use super::run::{RunReader, RunWriter};
-use super::sort::{ExternalSort, IO_WORKERS_DEFAULT, RunGeneration, SortConfig, SortStats, spill};
+use super::run::{Run, RunReader, RunWriter};
+use super::sort::{
+    ExternalSort, IO_WORKERS_DEFAULT, RunGeneration, SortConfig, SortStats, SortedStream, spill,
+};
 use super::space::TempSpace;
 use super::tuple::{SortKey, TUPLE_OVERHEAD_BYTES, TupleSource};
 use super::{JoinSink, Result};
@@ -124,70 +126,17 @@ impl MergeJoin {
         let start_ns = rt.now_ns();
         let pool = Arc::new(IoPool::new(&self.space, self.config.io_workers));
         let mut stats = MergeJoinStats::default();
-
-        let mut cpu_l = CpuMeter::new(self.config.costs);
-        let mut stats_l = self.left.new_stats();
-        let fixed_l = left.fixed_len();
-        let generated = self.left.generate(left, &pool, &mut cpu_l, &mut stats_l)?;
-        let mut runs_l = spill(
-            &self.left,
-            generated,
-            fixed_l,
-            &pool,
-            &mut cpu_l,
-            &mut stats_l,
-        )?;
-        stats_l.run_generation_ns = rt.now_ns() - start_ns;
-
-        let right_start = rt.now_ns();
-        let mut cpu_r = CpuMeter::new(self.config.costs);
-        let mut stats_r = self.right.new_stats();
-        let fixed_r = right.fixed_len();
-        let generated = self
-            .right
-            .generate(right, &pool, &mut cpu_r, &mut stats_r)?;
-        let mut runs_r = spill(
-            &self.right,
-            generated,
-            fixed_r,
-            &pool,
-            &mut cpu_r,
-            &mut stats_r,
-        )?;
-        stats_r.run_generation_ns = rt.now_ns() - right_start;
-
-        // Reduce until both final merges fit together.
-        let fan_in = self.left.config().fan_in();
-        let (nl, nr) = (runs_l.len(), runs_r.len());
-        if nl + nr > fan_in {
-            let mut target_l = (fan_in * nl / (nl + nr)).clamp(1, fan_in - 1);
-            let mut target_r = fan_in - target_l;
-            if target_l > nl {
-                target_l = nl;
-                target_r = fan_in - nl;
-            } else if target_r > nr {
-                target_r = nr;
-                target_l = fan_in - nr;
-            }
-            let t = rt.now_ns();
-            self.left
-                .reduce(&mut runs_l, target_l, &pool, &mut cpu_l, &mut stats_l)?;
-            stats_l.intermediate_merge_ns = rt.now_ns() - t;
-            let t = rt.now_ns();
-            self.right
-                .reduce(&mut runs_r, target_r, &pool, &mut cpu_r, &mut stats_r)?;
-            stats_r.intermediate_merge_ns = rt.now_ns() - t;
-        }
+        let mut l = self.sorted_runs(&self.left, left, &pool)?;
+        let mut r = self.sorted_runs(&self.right, right, &pool)?;
+        self.reduce_to_fan_in(&mut l, &mut r, &pool)?;
         stats.sort_ns = rt.now_ns() - start_ns;
 
         let merge_start = rt.now_ns();
-        let mut ls = self.left.stream(runs_l, &pool, cpu_l, stats_l);
-        let mut rs = self.right.stream(runs_r, &pool, cpu_r, stats_r);
+        let mut ls = self.left.stream(l.runs, &pool, l.cpu, l.stats);
+        let mut rs = self.right.stream(r.runs, &pool, r.cpu, r.stats);
         let mut cpu = CpuMeter::new(self.config.costs);
-        let group_bytes = OUTPUT_CLUSTERS * self.config.cluster_bytes;
         let mut l_more = ls.advance()?;
         let mut r_more = rs.advance()?;
-        let mut group: Vec<Vec<u8>> = Vec::new();
         let mut key: Vec<u8> = Vec::new();
         while l_more && r_more {
             cpu.compares(1);
@@ -197,66 +146,10 @@ impl MergeJoin {
                 std::cmp::Ordering::Equal => {
                     key.clear();
                     key.extend_from_slice(rs.key());
-                    // Collect the right group, spilling it if it is too large.
-                    group.clear();
-                    let mut used = 0usize;
-                    let mut spilled: Option<RunWriter> = None;
-                    while r_more && rs.key() == key.as_slice() {
-                        let t = rs.tuple();
-                        cpu.tuples(1, t.len() as u64);
-                        match spilled.as_mut() {
-                            Some(w) => w.push(t, &mut cpu)?,
-                            None if used + t.len() + TUPLE_OVERHEAD_BYTES > group_bytes => {
-                                let mut w = RunWriter::new(
-                                    &self.space,
-                                    &pool,
-                                    self.config.cluster_bytes,
-                                    None,
-                                );
-                                for g in group.drain(..) {
-                                    w.push(&g, &mut cpu)?;
-                                }
-                                w.push(t, &mut cpu)?;
-                                spilled = Some(w);
-                                stats.groups_spilled += 1;
-                            }
-                            None => {
-                                used += t.len() + TUPLE_OVERHEAD_BYTES;
-                                group.push(t.to_vec());
-                            }
-                        }
-                        r_more = rs.advance()?;
-                        cpu.compares(1);
-                    }
-                    match spilled {
-                        None => {
-                            while l_more && ls.key() == key.as_slice() {
-                                for r in &group {
-                                    cpu.tuples(1, (ls.tuple().len() + r.len()) as u64);
-                                    sink(ls.tuple(), r)?;
-                                    stats.output_tuples += 1;
-                                }
-                                l_more = ls.advance()?;
-                                cpu.compares(1);
-                            }
-                        }
-                        Some(w) => {
-                            let run = w.finish(&mut cpu)?;
-                            let mut reader =
-                                RunReader::new(run, &Arc::new(SortKey::bytes(0, 0)), None);
-                            while l_more && ls.key() == key.as_slice() {
-                                reader.rewind();
-                                while reader.advance(&mut cpu)? {
-                                    let r = reader.tuple();
-                                    cpu.tuples(1, (ls.tuple().len() + r.len()) as u64);
-                                    sink(ls.tuple(), r)?;
-                                    stats.output_tuples += 1;
-                                }
-                                l_more = ls.advance()?;
-                                cpu.compares(1);
-                            }
-                        }
-                    }
+                    let group;
+                    (group, r_more) =
+                        self.right_group(&mut rs, &key, &pool, &mut cpu, &mut stats)?;
+                    l_more = join_group(&mut ls, &key, group, &mut cpu, sink, &mut stats)?;
                 }
             }
         }
@@ -268,4 +161,159 @@ impl MergeJoin {
         stats.cpu_ns = stats.left.cpu_ns + stats.right.cpu_ns + cpu.charged_ns;
         Ok(stats)
     }
+
+    /// One input's sorted runs (run generation and spill), with its CPU
+    /// meter and statistics.
+    fn sorted_runs(
+        &self,
+        sort: &ExternalSort,
+        source: &mut dyn TupleSource,
+        pool: &Arc<IoPool>,
+    ) -> Result<SortedSide> {
+        let rt = Rt::current();
+        let start_ns = rt.now_ns();
+        let mut cpu = CpuMeter::new(self.config.costs);
+        let mut stats = sort.new_stats();
+        let fixed = source.fixed_len();
+        let generated = sort.generate(source, pool, &mut cpu, &mut stats)?;
+        let runs = spill(sort, generated, fixed, pool, &mut cpu, &mut stats)?;
+        stats.run_generation_ns = rt.now_ns() - start_ns;
+        Ok(SortedSide { runs, cpu, stats })
+    }
+
+    /// Reduce both sides' runs until their final merges fit together in
+    /// the fan-in, each side's share in proportion to its runs.
+    fn reduce_to_fan_in(
+        &self,
+        l: &mut SortedSide,
+        r: &mut SortedSide,
+        pool: &Arc<IoPool>,
+    ) -> Result<()> {
+        let rt = Rt::current();
+        let fan_in = self.left.config().fan_in();
+        let (nl, nr) = (l.runs.len(), r.runs.len());
+        if nl + nr <= fan_in {
+            return Ok(());
+        }
+        let mut target_l = (fan_in * nl / (nl + nr)).clamp(1, fan_in - 1);
+        let mut target_r = fan_in - target_l;
+        if target_l > nl {
+            target_l = nl;
+            target_r = fan_in - nl;
+        } else if target_r > nr {
+            target_r = nr;
+            target_l = fan_in - nr;
+        }
+        let t = rt.now_ns();
+        self.left
+            .reduce(&mut l.runs, target_l, pool, &mut l.cpu, &mut l.stats)?;
+        l.stats.intermediate_merge_ns = rt.now_ns() - t;
+        let t = rt.now_ns();
+        self.right
+            .reduce(&mut r.runs, target_r, pool, &mut r.cpu, &mut r.stats)?;
+        r.stats.intermediate_merge_ns = rt.now_ns() - t;
+        Ok(())
+    }
+
+    /// Collect the right side's group of tuples with key `key`, spilling it
+    /// to a run if it outgrows its memory. Returns the group and whether
+    /// the right side has more.
+    fn right_group(
+        &self,
+        rs: &mut SortedStream,
+        key: &[u8],
+        pool: &Arc<IoPool>,
+        cpu: &mut CpuMeter,
+        stats: &mut MergeJoinStats,
+    ) -> Result<(Group, bool)> {
+        let group_bytes = OUTPUT_CLUSTERS * self.config.cluster_bytes;
+        let mut group: Vec<Vec<u8>> = Vec::new();
+        let mut used = 0usize;
+        let mut spilled: Option<RunWriter> = None;
+        let mut r_more = true;
+        while r_more && rs.key() == key {
+            let t = rs.tuple();
+            cpu.tuples(1, t.len() as u64);
+            match spilled.as_mut() {
+                Some(w) => w.push(t, cpu)?,
+                None if used + t.len() + TUPLE_OVERHEAD_BYTES > group_bytes => {
+                    let mut w = RunWriter::new(&self.space, pool, self.config.cluster_bytes, None);
+                    for g in group.drain(..) {
+                        w.push(&g, cpu)?;
+                    }
+                    w.push(t, cpu)?;
+                    spilled = Some(w);
+                    stats.groups_spilled += 1;
+                }
+                None => {
+                    used += t.len() + TUPLE_OVERHEAD_BYTES;
+                    group.push(t.to_vec());
+                }
+            }
+            r_more = rs.advance()?;
+            cpu.compares(1);
+        }
+        let group = match spilled {
+            None => Group::Memory(group),
+            Some(w) => Group::Spilled(Box::new(RunReader::new(
+                w.finish(cpu)?,
+                &Arc::new(SortKey::bytes(0, 0)),
+                None,
+            ))),
+        };
+        Ok((group, r_more))
+    }
+}
+
+/// One side of the join after run generation.
+struct SortedSide {
+    runs: Vec<Run>,
+    cpu: CpuMeter,
+    stats: SortStats,
+}
+
+/// The right side's tuples of one key: in memory, or spilled to a run.
+enum Group {
+    Memory(Vec<Vec<u8>>),
+    Spilled(Box<RunReader>),
+}
+
+/// Join every left tuple with key `key` to the right `group`. Returns
+/// whether the left side has more.
+fn join_group(
+    ls: &mut SortedStream,
+    key: &[u8],
+    group: Group,
+    cpu: &mut CpuMeter,
+    sink: &mut JoinSink<'_>,
+    stats: &mut MergeJoinStats,
+) -> Result<bool> {
+    let mut l_more = true;
+    match group {
+        Group::Memory(group) => {
+            while l_more && ls.key() == key {
+                for r in &group {
+                    cpu.tuples(1, (ls.tuple().len() + r.len()) as u64);
+                    sink(ls.tuple(), r)?;
+                    stats.output_tuples += 1;
+                }
+                l_more = ls.advance()?;
+                cpu.compares(1);
+            }
+        }
+        Group::Spilled(mut reader) => {
+            while l_more && ls.key() == key {
+                reader.rewind();
+                while reader.advance(cpu)? {
+                    let r = reader.tuple();
+                    cpu.tuples(1, (ls.tuple().len() + r.len()) as u64);
+                    sink(ls.tuple(), r)?;
+                    stats.output_tuples += 1;
+                }
+                l_more = ls.advance()?;
+                cpu.compares(1);
+            }
+        }
+    }
+    Ok(l_more)
 }
