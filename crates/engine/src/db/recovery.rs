@@ -234,19 +234,7 @@ pub(crate) fn recover_with_report(
     master: Master,
 ) -> Result<(Database, RecoveryReport)> {
     let layout = Wal::layout_of(&devices.log, &master)?;
-    let checkpoint_lsn = if master.checkpoint_lsn == 0 {
-        master.start_lsn
-    } else {
-        master.checkpoint_lsn
-    };
-    if master.start_lsn == 0 || master.start_lsn > checkpoint_lsn {
-        return Err(Error::Open(format!(
-            "log device '{}': the master record's log start {} is not at or before its checkpoint {}",
-            devices.log.name(),
-            master.start_lsn,
-            checkpoint_lsn
-        )));
-    }
+    let checkpoint_lsn = checkpoint_of(&devices, &master)?;
     let analysis = analyse(&devices, layout, checkpoint_lsn)?;
     let redo_lsn = analysis
         .dirty
@@ -281,30 +269,7 @@ pub(crate) fn recover_with_report(
         .iter()
         .filter_map(|s| s.store.restart_lsn())
         .min();
-    let mut losers = analysis.active;
-    // A loser is undone from its last record (REC-4 re-checks its
-    // compensations against L*).
-    for t in losers.values_mut() {
-        if l_star.is_some() {
-            t.undo_next = t.last_lsn;
-        }
-    }
-    let mut ipl_losers = 0;
-    if let Some(l_star) = l_star {
-        for (&txn, &end) in &analysis.ended_at {
-            if end >= l_star {
-                ipl_losers += 1;
-                losers.insert(
-                    txn,
-                    ActiveTxn {
-                        txn,
-                        last_lsn: end,
-                        undo_next: end,
-                    },
-                );
-            }
-        }
-    }
+    let (losers, ipl_losers) = losers_at(analysis.active, &analysis.ended_at, l_star);
     let mut report = RecoveryReport {
         checkpoint_lsn,
         redo_lsn,
@@ -328,18 +293,7 @@ pub(crate) fn recover_with_report(
     db.inner
         .wal
         .set_active(losers.values().map(|t| (t.clone(), master.start_lsn)));
-    // REC-4: the records from a space's own L* on never reached its
-    // pages; a page repaired from the WAL before the closing checkpoint
-    // skips them, this restart's and, if a recovery crashed, the earlier
-    // ones'. One record per space: each has its own marker ring.
-    for space in &db.inner.spaces {
-        if let Some(from_lsn) = space.store.restart_lsn().filter(|&l| l < end_lsn) {
-            let space = space.id;
-            db.inner
-                .wal
-                .append(0, 0, Body::Restart { space, from_lsn })?;
-        }
-    }
+    log_restarts(&db, end_lsn)?;
     report.records_undone = undo(&db, losers, l_star)?;
     crate::db::create::finish_creation(&db)?;
     load_catalog(&db)?;
@@ -352,6 +306,73 @@ pub(crate) fn recover_with_report(
     }
     *db.inner.recovery.lock().expect("recovery") = Some(report.clone());
     Ok((db, report))
+}
+
+/// The checkpoint recovery starts from; the master record's log start
+/// must be at or before it.
+fn checkpoint_of(devices: &Devices, master: &Master) -> Result<u64> {
+    let checkpoint_lsn = if master.checkpoint_lsn == 0 {
+        master.start_lsn
+    } else {
+        master.checkpoint_lsn
+    };
+    if master.start_lsn == 0 || master.start_lsn > checkpoint_lsn {
+        return Err(Error::Open(format!(
+            "log device '{}': the master record's log start {} is not at or before its checkpoint {}",
+            devices.log.name(),
+            master.start_lsn,
+            checkpoint_lsn
+        )));
+    }
+    Ok(checkpoint_lsn)
+}
+
+/// The losers: the transactions active at the log's end and, with IPL
+/// spaces restarting at `l_star`, those that ended at or beyond it
+/// (REC-4; their count is the second value). With `l_star`, a loser is
+/// undone from its last record (REC-4 re-checks its compensations).
+fn losers_at(
+    mut losers: BTreeMap<u64, ActiveTxn>,
+    ended_at: &BTreeMap<u64, u64>,
+    l_star: Option<u64>,
+) -> (BTreeMap<u64, ActiveTxn>, u64) {
+    let Some(l_star) = l_star else {
+        return (losers, 0);
+    };
+    for t in losers.values_mut() {
+        t.undo_next = t.last_lsn;
+    }
+    let mut ipl_losers = 0;
+    for (&txn, &end) in ended_at {
+        if end >= l_star {
+            ipl_losers += 1;
+            losers.insert(
+                txn,
+                ActiveTxn {
+                    txn,
+                    last_lsn: end,
+                    undo_next: end,
+                },
+            );
+        }
+    }
+    (losers, ipl_losers)
+}
+
+/// REC-4: the records from a space's own L* on never reached its pages; a
+/// page repaired from the WAL before the closing checkpoint skips them,
+/// this restart's and, if a recovery crashed, the earlier ones'. One
+/// record per space: each has its own marker ring.
+fn log_restarts(db: &Database, end_lsn: u64) -> Result<()> {
+    for space in &db.inner.spaces {
+        if let Some(from_lsn) = space.store.restart_lsn().filter(|&l| l < end_lsn) {
+            let space = space.id;
+            db.inner
+                .wal
+                .append(0, 0, Body::Restart { space, from_lsn })?;
+        }
+    }
+    Ok(())
 }
 
 /// Redo records applied (all, to In-Page Logging spaces) and skipped.
