@@ -104,7 +104,10 @@ impl IplStore {
             }
             Err(e) => return Err(e.into()),
         }
-        let bases = pages.clone();
+        // The slots as read, kept only when a transaction may have a fate
+        // other than apply (IPL-SEL).
+        let selecting = tag.filter(|_| self.selection && self.any_fates());
+        let bases = selecting.map(|_| pages.clone());
         let apply = |slot: usize, page: &mut [u8]| -> Result<()> {
             if page.iter().all(|&b| b == 0xFF) {
                 page.fill(0);
@@ -150,15 +153,15 @@ impl IplStore {
         for (slot, image) in replace {
             pages[*slot as usize * pb..(*slot as usize + 1) * pb].copy_from_slice(image);
         }
-        let carried = match tag.filter(|_| self.selection) {
-            Some(tag) => self.select_pages(
+        let carried = match (selecting, bases) {
+            (Some(tag), Some(bases)) => self.select_pages(
                 (&bases, &mut pages),
                 (records, unflushed),
                 replace,
                 (&unreadable, damage),
                 tag,
             ),
-            None => Vec::new(),
+            _ => Vec::new(),
         };
         Ok((pages, carried))
     }
@@ -264,6 +267,13 @@ impl IplStore {
             bump(&self.counters.selective_merges, 1);
         }
         carried
+    }
+
+    /// Whether any transaction is active or remembered as aborted: else
+    /// every record is applied and a merge selects nothing.
+    fn any_fates(&self) -> bool {
+        !self.by_txn.lock().expect("by_txn").is_empty()
+            || !self.aborted.lock().expect("aborted").set.is_empty()
     }
 
     /// Program the carried write groups at the start of a merged unit's
