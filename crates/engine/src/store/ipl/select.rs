@@ -177,6 +177,16 @@ pub fn select(
     new_base[..PAGE_BODY_OFFSET].copy_from_slice(&full[..PAGE_BODY_OFFSET]);
     if !moved.is_empty() {
         crate::page::seal(&mut new_base);
+        if cfg!(debug_assertions) {
+            let mut read = new_base.clone();
+            for r in &moved {
+                let _ = r.apply(&mut read);
+            }
+            assert!(
+                read[PAGE_BODY_OFFSET..] == full[PAGE_BODY_OFFSET..],
+                "IPL-SEL-1: the base and the carried records read as the page"
+            );
+        }
     } else {
         debug_assert_eq!(new_base, full, "IPL-SEL-1: a discard changes nothing");
     }
