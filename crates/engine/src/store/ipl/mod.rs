@@ -90,8 +90,9 @@
 //! 9. At open, a unit whose commit sector cannot be read or fails its crc
 //!    is known by its first log sector (logical unit and generation: log
 //!    sectors follow a verified commit sector, IPL-8; generation 0 is a
-//!    home) if its first write group is of a marked force, or else is free if it holds nothing, or else, if it holds
-//!    sealed pages of one logical unit each in its own slot, is that
+//!    home) if its first write group is of a marked force, or else is
+//!    free if it holds nothing, or else, if it holds sealed pages of one
+//!    logical unit each in its own slot, is that
 //!    logical unit's version when no sound commit sector (nor another
 //!    such unit) names it and it is the home or its home is empty or
 //!    holds another unit. Anything else (another unit may hold a newer or
