@@ -568,6 +568,14 @@ fn print_summary(r: &BenchReport) {
         println!("departure           {d}");
     }
     println!("host time           {:.1} s", r.host_seconds);
+    if r.run_transactions > 0 {
+        println!(
+            "host per txn        {:.1} us ({} transactions, warm-up included, in {:.2} host s; load and check excluded)",
+            r.run_host_seconds * 1e6 / r.run_transactions as f64,
+            r.run_transactions,
+            r.run_host_seconds
+        );
+    }
 }
 
 fn print_tpcc(t: &flashlab_workloads::tpcc::TpccSummary) {

@@ -311,6 +311,12 @@ pub struct BenchReport {
     pub data_flash: Option<[u64; 3]>,
     /// Host seconds the whole bench took.
     pub host_seconds: f64,
+    /// Host seconds of the transactions alone: warm-up and measurement,
+    /// clients, writer and checkpoints; the load and the final consistency
+    /// check excluded (the simulator's cost per transaction, issue 12).
+    pub run_host_seconds: f64,
+    /// Transactions committed in that time, warm-up included.
+    pub run_transactions: u64,
     /// What each data space's page store wrote from the end of the load to
     /// the end of the run (warm-up included), by space.
     pub data_stores: Vec<StoreReport>,
@@ -1004,6 +1010,7 @@ fn run_on(
         warmup_ns: options.warmup_ns,
         progress_interval_ns: options.progress_interval_ns,
     };
+    let run_host = std::time::Instant::now();
     let result = flashlab_workloads::driver::run_with_acks(
         db,
         workload.clone(),
@@ -1012,6 +1019,7 @@ fn run_on(
         progress,
     )
     .map_err(|e| e.to_string())?;
+    let run_host_seconds = run_host.elapsed().as_secs_f64();
     if let Some(t) = tracer {
         t.set_enabled(false);
     }
@@ -1033,6 +1041,8 @@ fn run_on(
         trace,
     );
     report.rollback = db.stats().rollback;
+    report.run_host_seconds = run_host_seconds;
+    report.run_transactions = committed_total;
     let own_counters = store_counters_since(&counters_loaded, &db.store_counters());
     report.data_flash = flash_counts(db)
         .zip(flash_loaded)
@@ -1128,6 +1138,8 @@ fn report(
         tpcc: None,
         data_flash: None,
         host_seconds: 0.0,
+        run_host_seconds: 0.0,
+        run_transactions: 0,
         data_stores: Vec::new(),
         trace,
     }
