@@ -32,6 +32,7 @@ fn run_clients(seed: u64, clients: u32) -> (Vec<u8>, String) {
     write_flashlab_csv(&report.trace, &mut csv).unwrap();
     report.host_seconds = 0.0;
     report.load_host_seconds = 0.0;
+    report.run_host_seconds = 0.0;
     report.trace.clear();
     (csv, serde_json::to_string(&report).unwrap())
 }
@@ -80,6 +81,7 @@ fn tpcc_run(seed: u64) -> String {
     let mut report = bench(&options, |_| {}).expect("bench tpcc");
     report.host_seconds = 0.0;
     report.load_host_seconds = 0.0;
+    report.run_host_seconds = 0.0;
     serde_json::to_string(&report).unwrap()
 }
 
@@ -132,6 +134,7 @@ fn runs_from_one_loaded_image_are_identical_and_consistent() {
         .expect("bench from image");
         report.host_seconds = 0.0;
         report.load_host_seconds = 0.0;
+        report.run_host_seconds = 0.0;
         report
     };
     let (a, b) = (run(), run());

@@ -34,6 +34,20 @@
 //! `std::thread::panicking()`: in the simulated world it is true for every
 //! task while any one of them is suspended in the middle of unwinding. Use
 //! [`Rt::is_ending`].
+//!
+//! ## Hot paths touch nothing shared
+//!
+//! Every client thread of the real world holds a clone of one [`Rt`]
+//! handle; cloning it writes the handle's reference count, a cache line
+//! every core then takes from the others. A transaction charges CPU and
+//! reads the clock several times, so these calls skip the handle:
+//!
+//! Invariants (RT-n):
+//! 1. [`Rt::cpu_current`], [`Rt::now_ns_current`] and
+//!    [`Rt::world_current`] write no memory
+//!    shared between threads in the real world: the thread-local start
+//!    instant, set with the current runtime, answers them. In the
+//!    simulated world they are [`Rt::current`]'s `cpu` and `now_ns`.
 
 pub mod cpu;
 pub mod hostlock;
@@ -124,6 +138,12 @@ pub(crate) trait RuntimeImpl: Send + Sync {
     fn is_ending(&self) -> bool {
         false
     }
+    /// The real world's start instant (its clock's zero); `None` in the
+    /// simulated world. Lets [`Rt::now_ns_current`] read the clock without
+    /// touching the runtime's shared handle (RT-1).
+    fn real_start(&self) -> Option<std::time::Instant> {
+        None
+    }
 }
 
 /// A handle to the runtime of the current world. Cheap to clone.
@@ -137,6 +157,8 @@ thread_local! {
     /// True while the running task belongs to a simulation with
     /// preemption on (SIM-8): keeps the lock points free otherwise.
     static PREEMPTIVE: Cell<bool> = const { Cell::new(false) };
+    /// The current runtime's real-world start, if it is a real one (RT-1).
+    static REAL_START: Cell<Option<std::time::Instant>> = const { Cell::new(None) };
 }
 
 /// Install (or clear) the preemption flag of the running task (SIM-8);
@@ -169,7 +191,35 @@ impl Rt {
     }
 
     pub(crate) fn set_current(rt: Option<Rt>) -> Option<Rt> {
+        REAL_START.with(|r| r.set(rt.as_ref().and_then(|rt| rt.inner.real_start())));
         CURRENT.with(|c| std::mem::replace(&mut *c.borrow_mut(), rt))
+    }
+
+    /// [`Rt::cpu`] of the calling task's runtime. In the real world this
+    /// is nothing, and costs nothing: no clone of the shared handle, whose
+    /// reference count every client thread would otherwise write (RT-1).
+    pub fn cpu_current(cost_ns: u64) {
+        if cost_ns > 0 && REAL_START.with(Cell::get).is_none() {
+            Rt::current().cpu(cost_ns);
+        }
+    }
+
+    /// The calling task's world, without the shared handle in the real
+    /// world (RT-1).
+    pub fn world_current() -> World {
+        match REAL_START.with(Cell::get) {
+            Some(_) => World::Real,
+            None => Rt::current().world(),
+        }
+    }
+
+    /// [`Rt::now_ns`] of the calling task's runtime; in the real world read
+    /// from the clock without the shared handle (RT-1).
+    pub fn now_ns_current() -> u64 {
+        match REAL_START.with(Cell::get) {
+            Some(start) => start.elapsed().as_nanos() as u64,
+            None => Rt::current().now_ns(),
+        }
     }
 
     /// The world this runtime belongs to, for reports.

@@ -120,6 +120,10 @@ impl RuntimeImpl for RealRt {
     fn task_name(&self) -> Option<String> {
         std::thread::current().name().map(str::to_string)
     }
+
+    fn real_start(&self) -> Option<Instant> {
+        Some(self.start)
+    }
 }
 
 /// User plus system CPU time of this process.

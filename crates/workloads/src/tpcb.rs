@@ -185,7 +185,7 @@ impl TpcB {
         let hid = self
             .next_hid
             .fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        let mtime = flashlab_runtime::Rt::current().now_ns() as i64;
+        let mtime = flashlab_runtime::Rt::now_ns_current() as i64;
         let row = [hid, tid.into(), bid.into(), aid.into(), delta, mtime].map(Value::Int);
         txn.put_row(&history, &row)?;
         attempting(hid);

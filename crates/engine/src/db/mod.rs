@@ -194,6 +194,44 @@ pub type SpaceStoreCounters = (String, crate::store::StoreKind, Vec<(&'static st
 /// The latch of one tree (DB-1).
 type TreeLatch = Arc<RwLatch>;
 
+/// The CPU costs in force, read by every statement without a lock: each
+/// field is an atomic, so readers on many cores share its cache line
+/// instead of taking it from each other (a lock's word is written by every
+/// reader). A change made while statements run may be seen field by field;
+/// costs change only between runs (loading runs with none).
+struct CpuCostsCell {
+    fields: [AtomicU64; 5],
+}
+
+impl CpuCostsCell {
+    fn new(costs: &crate::config::CpuCosts) -> CpuCostsCell {
+        let cell = CpuCostsCell {
+            fields: Default::default(),
+        };
+        cell.set(costs);
+        cell
+    }
+
+    fn set(&self, c: &crate::config::CpuCosts) {
+        let values = [c.begin_ns, c.get_ns, c.put_ns, c.scan_row_ns, c.commit_ns];
+        for (field, value) in self.fields.iter().zip(values) {
+            field.store(value, Ordering::Relaxed);
+        }
+    }
+
+    fn get(&self) -> crate::config::CpuCosts {
+        let [begin_ns, get_ns, put_ns, scan_row_ns, commit_ns] =
+            std::array::from_fn(|i| self.fields[i].load(Ordering::Relaxed));
+        crate::config::CpuCosts {
+            begin_ns,
+            get_ns,
+            put_ns,
+            scan_row_ns,
+            commit_ns,
+        }
+    }
+}
+
 /// Most dirty pages one checkpoint record lists (16 bytes each, well under
 /// the largest record); with more, the checkpoint writes them back first.
 pub const CHECKPOINT_DIRTY_PAGES_MAX: usize = 200_000;
@@ -224,7 +262,7 @@ pub(crate) struct Inner {
     pub(crate) leaf_latches: Arc<crate::mtr::LeafLatches>,
     pub locks: Arc<LockManager>,
     /// CPU costs in force (loading runs with none).
-    cpu: std::sync::Mutex<crate::config::CpuCosts>,
+    cpu: CpuCostsCell,
     pub next_txn: AtomicU64,
     pub commits: AtomicU64,
     /// Tree operations started over after a miss (DB-5).
@@ -259,7 +297,7 @@ impl Inner {
 
     /// The CPU costs in force.
     pub fn cpu(&self) -> crate::config::CpuCosts {
-        self.cpu.lock().expect("cpu costs").clone()
+        self.cpu.get()
     }
 
     /// Put the database in its failed state for `why` (a commit that could
@@ -411,7 +449,7 @@ impl Database {
                 latches: std::sync::Mutex::new(HashMap::new()),
                 leaf_latches: Arc::new(crate::mtr::LeafLatches::new()),
                 locks,
-                cpu: std::sync::Mutex::new(config.cpu.clone()),
+                cpu: CpuCostsCell::new(&config.cpu),
                 next_txn: AtomicU64::new(next_txn),
                 commits: AtomicU64::new(0),
                 tree_restarts: AtomicU64::new(0),
@@ -492,7 +530,7 @@ impl Database {
     /// Change the CPU costs charged from now on (bulk loads run with
     /// [`crate::config::CpuCosts::free`]).
     pub fn set_cpu_costs(&self, costs: crate::config::CpuCosts) {
-        *self.inner.cpu.lock().expect("cpu costs") = costs;
+        self.inner.cpu.set(&costs);
     }
 
     /// The configuration the database was opened with.
@@ -503,10 +541,9 @@ impl Database {
     /// Start a transaction with a snapshot of every visible commit.
     pub fn begin(&self) -> Result<Transaction> {
         self.inner.check_log()?;
-        Rt::current().cpu(self.inner.cpu().begin_ns);
+        Rt::cpu_current(self.inner.cpu().begin_ns);
         let id = self.inner.next_txn.fetch_add(1, Ordering::SeqCst);
-        self.inner.versions.begin_txn(id);
-        let snapshot = self.inner.versions.snapshot();
+        let snapshot = self.inner.versions.begin_with_snapshot(id);
         Ok(Transaction::new(self.inner.clone(), id, snapshot, false))
     }
 

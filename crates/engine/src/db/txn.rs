@@ -192,7 +192,7 @@ impl Transaction {
     pub fn get(&mut self, table: &Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.check_active()?;
         self.statement_snapshot();
-        Rt::current().cpu(self.db.cpu().get_ns);
+        Rt::cpu_current(self.db.cpu().get_ns);
         match self.db.tree_get(Self::tree(table), key)? {
             Some(stored) => self.visible(&stored),
             None => Ok(None),
@@ -359,16 +359,16 @@ impl Transaction {
     fn write(&mut self, table: &Table, key: &[u8], change: Change<'_>) -> Result<Option<Vec<u8>>> {
         self.lock(table, key, LockMode::Exclusive)?;
         self.db.check_log()?;
-        Rt::current().cpu(self.db.cpu().put_ns);
+        Rt::cpu_current(self.db.cpu().put_ns);
         let tree = Self::tree(table);
         // Make room in the rollback segment now, with no latch held, for a
         // before-image of about the new row's size: the append under the
         // tree latch then finds its page pinned and with room (DB-5).
         if let Some(segment) = &self.segment {
-            let db = self.db.clone();
-            let reclaim = move || Reclaim {
+            let db = &self.db;
+            let reclaim = || Reclaim {
                 oldest_snapshot: db.versions.oldest_snapshot(),
-                now_ns: Rt::current().now_ns(),
+                now_ns: Rt::now_ns_current(),
                 retention_ns: db.config.mvcc.retention_ns,
             };
             let row_bytes = match &change {
@@ -443,10 +443,10 @@ impl Transaction {
             self.segment = Some(self.db.rollback.assign(self.id)?);
         }
         let segment = self.segment.as_ref().expect("assigned above");
-        let db = self.db.clone();
-        let reclaim = move || Reclaim {
+        let db = &self.db;
+        let reclaim = || Reclaim {
             oldest_snapshot: db.versions.oldest_snapshot(),
-            now_ns: Rt::current().now_ns(),
+            now_ns: Rt::now_ns_current(),
             retention_ns: db.config.mvcc.retention_ns,
         };
         self.db
@@ -542,7 +542,7 @@ impl Transaction {
             locked = locked.max(end);
             let n = self.insert_batch(tree, &encoded[at..end])?;
             if n > 0 {
-                Rt::current().cpu(self.db.cpu().put_ns * n as u64);
+                Rt::cpu_current(self.db.cpu().put_ns * n as u64);
             }
             inserted.extend(at..at + n);
             at += n;
@@ -759,7 +759,7 @@ impl Transaction {
         self.check_active()?;
         self.active = false;
         let db = self.db.clone();
-        Rt::current().cpu(db.cpu().commit_ns);
+        Rt::cpu_current(db.cpu().commit_ns);
         if self.undo.is_empty() {
             self.finish(None);
             return Ok(self.snapshot_ts);
@@ -802,7 +802,7 @@ impl Transaction {
                 // no-sync the commit is visible once appended.
                 let visible_lsn = db.wal.flushed_lsn().min(covered).max(end);
                 db.versions
-                    .commits_durable_through(visible_lsn, Rt::current().now_ns());
+                    .commits_durable_through(visible_lsn, Rt::now_ns_current());
                 db.commits.fetch_add(1, Ordering::Relaxed);
                 self.finish(Some(commit_ts));
                 Ok(commit_ts)

@@ -387,7 +387,7 @@ impl RollbackSpace {
     /// (its commit, or for a rollback the latest timestamp handed out):
     /// record it with the extents it wrote.
     pub fn release(&self, segment: &SegmentRef, txn: u64, ended_at_ts: u64) {
-        let now = Rt::current().now_ns();
+        let now = Rt::now_ns_current();
         let written = {
             let mut seg = segment.segment.lock();
             seg.registered = None;
@@ -547,7 +547,7 @@ impl RollbackSpace {
                 let mut st = self.state.lock();
                 let extent = self.take_extent(&mut st, &horizon)?;
                 if let Some(old) = seg.extent {
-                    let now = Rt::current().now_ns();
+                    let now = Rt::now_ns_current();
                     let e = &mut st.extents[old as usize];
                     e.retired = true;
                     e.retired_at_ns = now;

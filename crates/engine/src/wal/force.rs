@@ -27,7 +27,7 @@ impl Wal {
     /// [`Wal::flush_to`]; `commit` if a committer waits for it (its
     /// flusher may wait for its group, WAL-13).
     fn flush_for(&self, lsn: u64, commit: bool) -> Result<()> {
-        let group_wait = commit && self.config.group_wait && Rt::current().world() == World::Real;
+        let group_wait = commit && self.config.group_wait && Rt::world_current() == World::Real;
         let mut st = self.state.lock();
         // Handed the flusher role by the end of the force before (WAL-11).
         let mut granted = false;
@@ -86,10 +86,9 @@ impl Wal {
         drop(st);
 
         let first = self.layout.sector_of(write_start);
-        let rt = Rt::current();
-        let started_ns = rt.now_ns();
+        let started_ns = Rt::now_ns_current();
         let (result, sectors_written) = self.write_chunks(first, &data, durable_lsn, &mut sectors);
-        let elapsed_ns = rt.now_ns() - started_ns;
+        let elapsed_ns = Rt::now_ns_current() - started_ns;
 
         let mut st = self.state.lock();
         let data_is_empty = data.is_empty();
@@ -162,7 +161,7 @@ impl Wal {
         // Every queued waiter still needs a force (the end of a force takes
         // out those it covered), so the heir is the first in the queue.
         let heir = st.flush_waiters.len() == 1;
-        let real = Rt::current().world() == World::Real;
+        let real = Rt::world_current() == World::Real;
         // A few other waiters spin too, so that they run their next
         // transaction at once, in time for the next group (WAL-13).
         let spinner = real

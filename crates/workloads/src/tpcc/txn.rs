@@ -421,7 +421,7 @@ pub fn take_stock(row: &mut [Value], quantity: i64, remote: bool) {
 
 fn now() -> i64 {
     // Dates are runtime nanoseconds; 0 means null, so never stamp 0.
-    (flashlab_runtime::Rt::current().now_ns() as i64).max(1)
+    (flashlab_runtime::Rt::now_ns_current() as i64).max(1)
 }
 
 // ------------------------------------------------------------ Payment
