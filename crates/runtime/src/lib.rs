@@ -40,14 +40,16 @@
 //! Every client thread of the real world holds a clone of one [`Rt`]
 //! handle; cloning it writes the handle's reference count, a cache line
 //! every core then takes from the others. A transaction charges CPU and
-//! reads the clock several times, so these calls skip the handle:
+//! reads the clock several times, so [`Rt::cpu_current`],
+//! [`Rt::now_ns_current`] and [`Rt::world_current`] skip the handle.
 //!
 //! Invariants (RT-n):
-//! 1. [`Rt::cpu_current`], [`Rt::now_ns_current`] and
-//!    [`Rt::world_current`] write no memory
-//!    shared between threads in the real world: the thread-local start
-//!    instant, set with the current runtime, answers them. In the
-//!    simulated world they are [`Rt::current`]'s `cpu` and `now_ns`.
+//! 1. In the real world, [`Rt::cpu_current`], [`Rt::now_ns_current`] and
+//!    [`Rt::world_current`] write no memory shared between threads: a
+//!    thread-local copy of the runtime's start instant, changed only
+//!    together with the current runtime (`Rt::set_current`), answers
+//!    them. In the simulated world they are [`Rt::current`]'s `cpu`,
+//!    `now_ns` and `world`.
 
 pub mod cpu;
 pub mod hostlock;
