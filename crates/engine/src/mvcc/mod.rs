@@ -41,14 +41,12 @@
 //!    above `min_txn`: the map's first key, stored under the lock after
 //!    the last change of each critical section. A creator below the
 //!    `min_txn` its reader loads is not in the map, and reads as an old
-//!    commit without the lock. This rests on three rules:
-//!    (a) an id is entered once, at its begin, and never again after it
-//!        leaves the map (commits and ends change only the caller's own
-//!        entry; a prune keeps every active one);
-//!    (b) it is entered before any version naming it is written;
-//!    (c) a reader finds a version's header under a page latch or pin
-//!        taken after that write.
-//!    The latches order the creator's entry (and the store of `min_txn`
+//!    commit without the lock. This rests on three rules. First, an id
+//!    is entered once, at its begin, and never again after it leaves the
+//!    map (commits and ends change only the caller's own entry; a prune
+//!    keeps every active one). Second, it is entered before any version
+//!    naming it is written. Third, a reader finds a version's header
+//!    under a page latch or pin taken after that write. The latches order the creator's entry (and the store of `min_txn`
 //!    that followed it) before the reader's load, so the load returns
 //!    that store or a later one, and a later one is above the creator only
 //!    once the creator has left. Debug builds check the answer against
