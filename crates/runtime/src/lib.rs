@@ -44,12 +44,13 @@
 //! [`Rt::now_ns_current`] and [`Rt::world_current`] skip the handle.
 //!
 //! Invariants (RT-n):
-//! 1. In the real world, [`Rt::cpu_current`], [`Rt::now_ns_current`] and
-//!    [`Rt::world_current`] write no memory shared between threads: a
+//! 1. In the real world, [`Rt::cpu_current`], [`Rt::now_ns_current`],
+//!    [`Rt::world_current`] and [`Rt::is_ending_current`] write no memory
+//!    shared between threads: a
 //!    thread-local copy of the runtime's start instant, changed only
 //!    together with the current runtime (`Rt::set_current`), answers
 //!    them. In the simulated world they are [`Rt::current`]'s `cpu`,
-//!    `now_ns` and `world`.
+//!    `now_ns`, `world` and `is_ending`.
 
 pub mod cpu;
 pub mod hostlock;
@@ -273,6 +274,15 @@ impl Rt {
     /// dropped by one must still release what it holds.
     pub fn is_ending(&self) -> bool {
         self.inner.is_ending()
+    }
+
+    /// [`Rt::is_ending`] of the calling task's runtime; false outside any
+    /// runtime, and in the real world without the shared handle (RT-1).
+    pub fn is_ending_current() -> bool {
+        if REAL_START.with(Cell::get).is_some() {
+            return false; // the real world never ends a task
+        }
+        Rt::try_current().is_some_and(|rt| rt.is_ending())
     }
 
     /// Start a concurrent task.

@@ -882,7 +882,7 @@ impl Drop for Transaction {
         // Skipped only when the runtime ends the task because the run is
         // over; a transaction dropped by a real panic still rolls back and
         // releases its locks.
-        let ending = Rt::try_current().is_some_and(|rt| rt.is_ending());
+        let ending = Rt::is_ending_current();
         if self.active && !ending {
             let _ = self.rollback();
         }
