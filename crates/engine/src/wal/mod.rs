@@ -750,7 +750,7 @@ impl Wal {
             body,
         };
         record.check_limits()?;
-        let mut bytes = record.encode(0);
+        let mut bytes = record.encode_unsealed(0);
         let size = bytes.len();
         let images: Vec<u64> = record
             .body
@@ -816,12 +816,12 @@ impl Wal {
             body: Body::Commit { commit_ts },
         };
         // Every commit record has the same size, whatever its timestamp.
-        let size = commit(0).encode(0).len();
+        let size = commit(0).encode_unsealed(0).len();
         let mut ts = 0;
         let (lsn, end) = self.append_sized(size, Reserve::Yes, |lsn, link| {
             ts = clock.assign(txn);
             let record = commit(ts);
-            let mut bytes = record.encode(lsn);
+            let mut bytes = record.encode_unsealed(lsn);
             LogRecord::relocate(&mut bytes, lsn, link);
             clock.appended(ts, lsn + bytes.len() as u64);
             (record, bytes)

@@ -146,6 +146,14 @@ impl LogRecord {
     /// Encode with the header, at log position `lsn` (the link is set by
     /// [`LogRecord::relocate`] when the record is appended).
     pub fn encode(&self, lsn: u64) -> Vec<u8> {
+        let mut bytes = self.encode_unsealed(lsn);
+        Self::seal(&mut bytes);
+        bytes
+    }
+
+    /// [`LogRecord::encode`] without the checksum (zero): for a record that
+    /// [`LogRecord::relocate`] will seal at its log position anyway.
+    pub fn encode_unsealed(&self, lsn: u64) -> Vec<u8> {
         let mut w = Writer {
             bytes: Vec::with_capacity(RECORD_HEADER_BYTES + body_bytes_hint(&self.body)),
         };
@@ -164,18 +172,22 @@ impl LogRecord {
         );
         let len = bytes.len() as u32;
         bytes[0..4].copy_from_slice(&len.to_le_bytes());
-        let crc = crc32c::crc32c(&bytes[8..]);
-        bytes[4..8].copy_from_slice(&crc.to_le_bytes());
         bytes
     }
 
-    /// Move an encoded record to log position `lsn`, after the record at
-    /// `link_lsn` (its stored LSN, link and checksum change; nothing else).
+    /// Store the checksum of everything after it.
+    fn seal(bytes: &mut [u8]) {
+        let crc = crc32c::crc32c(&bytes[8..]);
+        bytes[4..8].copy_from_slice(&crc.to_le_bytes());
+    }
+
+    /// Move an encoded record, sealed or not, to log position `lsn`, after
+    /// the record at `link_lsn`, and seal it (its stored LSN, link and
+    /// checksum change; nothing else).
     pub fn relocate(bytes: &mut [u8], lsn: u64, link_lsn: u64) {
         bytes[8..16].copy_from_slice(&lsn.to_le_bytes());
         bytes[16..24].copy_from_slice(&link_lsn.to_le_bytes());
-        let crc = crc32c::crc32c(&bytes[8..]);
-        bytes[4..8].copy_from_slice(&crc.to_le_bytes());
+        Self::seal(bytes);
     }
 
     /// The length field of a record that starts at `bytes`, if readable.
