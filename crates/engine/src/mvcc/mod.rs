@@ -46,11 +46,11 @@
 //!    map (commits and ends change only the caller's own entry; a prune
 //!    keeps every active one). Second, it is entered before any version
 //!    naming it is written. Third, a reader finds a version's header
-//!    under a page latch or pin taken after that write. The latches order the creator's entry (and the store of `min_txn`
-//!    that followed it) before the reader's load, so the load returns
-//!    that store or a later one, and a later one is above the creator only
-//!    once the creator has left. Debug builds check the answer against
-//!    the map.
+//!    under a page latch or pin taken after that write. The latches
+//!    order the creator's entry (and the store of `min_txn` that followed
+//!    it) before the reader's load, so the load returns that store or a
+//!    later one, and a later one is above the creator only once the
+//!    creator has left. Debug builds check the answer against the map.
 //!
 //! The map sits behind one lock that every transaction takes at its
 //! begin, its commit and its end, and that visibility checks take for
@@ -232,21 +232,29 @@ impl Versions {
         }
     }
 
-    pub fn begin_txn(&self, txn: u64) {
-        let mut st = self.lock();
+    /// Enter `txn` as active (MVCC-5's rule one: once, at its begin).
+    fn enter(&self, st: &mut State, txn: u64) {
         st.txns.insert(txn, TxnState::Active);
-        self.note_min(&st);
+        self.note_min(st);
+    }
+
+    /// Register a snapshot at the visible horizon.
+    fn snapshot_at_horizon(st: &mut State) -> u64 {
+        let ts = st.horizon;
+        *st.snapshots.entry(ts).or_insert(0) += 1;
+        ts
+    }
+
+    pub fn begin_txn(&self, txn: u64) {
+        self.enter(&mut self.lock(), txn);
     }
 
     /// [`Versions::begin_txn`] and [`Versions::snapshot`] under one
     /// acquisition of the lock: the transaction's snapshot timestamp.
     pub fn begin_with_snapshot(&self, txn: u64) -> u64 {
         let mut st = self.lock();
-        st.txns.insert(txn, TxnState::Active);
-        self.note_min(&st);
-        let ts = st.horizon;
-        *st.snapshots.entry(ts).or_insert(0) += 1;
-        ts
+        self.enter(&mut st, txn);
+        Self::snapshot_at_horizon(&mut st)
     }
 
     /// Every commit whose record ends at or before `durable_lsn` is
@@ -320,10 +328,7 @@ impl Versions {
 
     /// Take a snapshot at the visible horizon.
     pub fn snapshot(&self) -> u64 {
-        let mut st = self.lock();
-        let ts = st.horizon;
-        *st.snapshots.entry(ts).or_insert(0) += 1;
-        ts
+        Self::snapshot_at_horizon(&mut self.lock())
     }
 
     /// Take a snapshot in the past (time travel), if still retained.
