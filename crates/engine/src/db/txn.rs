@@ -825,13 +825,19 @@ impl Transaction {
             let ended_at = commit_ts.unwrap_or_else(|| db.versions.next_ts().saturating_sub(1));
             db.rollback.release(&segment, self.id, ended_at);
         }
-        match (commit_ts, self.undo.is_empty() && self.last_lsn == 0) {
+        // A transaction that wrote nothing releases its snapshot with its
+        // end, under one acquisition of the versions' lock; the others
+        // release it after their row locks.
+        let read_only = commit_ts.is_none() && self.undo.is_empty() && self.last_lsn == 0;
+        match (commit_ts, read_only) {
             (Some(_), _) => {}
-            (None, true) => db.versions.end_read_only(self.id),
+            (None, true) => db.versions.end_read_only(self.id, self.snapshot_ts),
             (None, false) => db.versions.end_aborted(self.id),
         }
         db.locks.release_all(self.id, &mut self.held);
-        db.versions.release_snapshot(self.snapshot_ts);
+        if !read_only {
+            db.versions.release_snapshot(self.snapshot_ts);
+        }
     }
 
     /// Roll back every change, newest first, then release the locks.

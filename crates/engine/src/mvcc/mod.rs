@@ -319,11 +319,13 @@ impl Versions {
         self.note_min(&st);
     }
 
-    /// A transaction that wrote nothing ended: forget it.
-    pub fn end_read_only(&self, txn: u64) {
+    /// A transaction that wrote nothing ended: forget it, and release its
+    /// snapshot at `snapshot_ts` under the same acquisition of the lock.
+    pub fn end_read_only(&self, txn: u64, snapshot_ts: u64) {
         let mut st = self.lock();
         st.txns.remove(&txn);
         self.note_min(&st);
+        Self::release_snapshot_in(&mut st, snapshot_ts);
     }
 
     /// Take a snapshot at the visible horizon.
@@ -364,7 +366,10 @@ impl Versions {
     }
 
     pub fn release_snapshot(&self, ts: u64) {
-        let mut st = self.lock();
+        Self::release_snapshot_in(&mut self.lock(), ts);
+    }
+
+    fn release_snapshot_in(st: &mut State, ts: u64) {
         if let Some(count) = st.snapshots.get_mut(&ts) {
             *count -= 1;
             if *count == 0 {
@@ -467,7 +472,7 @@ mod tests {
         v.begin_txn(103);
         assert_eq!(bound(&v), 103, "a begin out of id order lowers it");
         assert_eq!(v.state(103), TxnState::Active);
-        v.end_read_only(103);
+        v.end_read_only(103, u64::MAX);
         assert_eq!(bound(&v), 105);
         assert_eq!(v.state(103), TxnState::Committed(0), "left: an old commit");
         v.begin_txn(104);
