@@ -310,7 +310,7 @@ impl Drop for MtrPage {
 pub struct Mtr {
     pool: Arc<BufferPool>,
     space: SpaceId,
-    space_name: String,
+    space_name: Arc<str>,
     capacity_pages: u64,
     pages: BTreeMap<PageNo, MtrPage>,
     /// Pages read but not written, oldest first.
@@ -398,14 +398,14 @@ impl Mtr {
     pub fn new(
         pool: Arc<BufferPool>,
         space: SpaceId,
-        space_name: &str,
+        space_name: Arc<str>,
         capacity_pages: u64,
         allocation: Arc<Latch>,
     ) -> Mtr {
         Mtr {
             pool,
             space,
-            space_name: space_name.to_string(),
+            space_name,
             capacity_pages,
             pages: BTreeMap::new(),
             clean: std::collections::VecDeque::new(),
@@ -451,7 +451,7 @@ impl Mtr {
         let empty = Mtr::new(
             self.pool.clone(),
             self.space,
-            &self.space_name,
+            self.space_name.clone(),
             self.capacity_pages,
             self.allocation.clone(),
         )
@@ -636,30 +636,42 @@ impl Mtr {
             .iter()
             .filter(|(_, p)| p.written)
             .filter_map(|(&page_no, p)| {
-                let (changed, before_lsn) = p.with_before(|before, copy| {
+                let (changed, image) = p.with_before(|before, copy| {
+                    let before_lsn = page::lsn(before);
+                    let image = before_lsn <= horizon_lsn && horizon_lsn > 0;
                     // MTR-1 is checked against a kept copy; a frame's header
                     // may differ from the copy's in fields the pool owns
                     // (the checksum of a page read back after a write-back).
-                    let changed = match (&p.in_place, copy) {
-                        (Some((offset, bytes)), _) => diff_in_place(before, *offset, bytes),
-                        (None, true) => diff(before, &p.image),
-                        (None, false) => diff_body(before, &p.image),
+                    if copy && p.in_place.is_none() {
+                        check_header_kept(before, &p.image);
+                    }
+                    // A full-page image needs only to know that something
+                    // changed, not where.
+                    let changed = match (&p.in_place, image) {
+                        (Some((offset, bytes)), true) => {
+                            Changed::Some(before[*offset..*offset + bytes.len()] != bytes[..])
+                        }
+                        (None, true) => {
+                            Changed::Some(before[PAGE_BODY_OFFSET..] != p.image[PAGE_BODY_OFFSET..])
+                        }
+                        (Some((offset, bytes)), false) => {
+                            Changed::Ranges(diff_in_place(before, *offset, bytes))
+                        }
+                        (None, false) => Changed::Ranges(diff_body(before, &p.image)),
                     };
-                    (changed, page::lsn(before))
+                    (changed, image)
                 });
-                if changed.is_empty() {
-                    return None;
-                }
-                let image = before_lsn <= horizon_lsn && horizon_lsn > 0;
-                let ranges = match (image, &p.in_place) {
-                    (true, Some(_)) => {
+                let ranges = match (changed, &p.in_place) {
+                    (Changed::Some(false), _) => return None,
+                    (Changed::Ranges(ranges), _) if ranges.is_empty() => return None,
+                    (Changed::Ranges(ranges), _) => ranges,
+                    (Changed::Some(true), Some(_)) => {
                         let image = p.patched_image();
                         let ranges = nonzero_ranges(&image);
                         recycle(image);
                         ranges
                     }
-                    (true, None) => nonzero_ranges(&p.image),
-                    (false, _) => changed,
+                    (Changed::Some(true), None) => nonzero_ranges(&p.image),
                 };
                 Some(PageRedo {
                     page: PageId::new(self.space, page_no),
@@ -984,15 +996,27 @@ impl PageAccess for Mtr {
     }
 }
 
-/// The ranges where `after` differs from `before`, from `PAGE_BODY_OFFSET`
-/// on (MTR-1: the header before it is the pool's).
-pub fn diff(before: &[u8], after: &[u8]) -> Vec<(u32, Vec<u8>)> {
+/// What a page's redo needs to know of its change: whether there is one
+/// (a full-page image logs the whole page), or where (a diff).
+enum Changed {
+    Some(bool),
+    Ranges(Vec<(u32, Vec<u8>)>),
+}
+
+/// MTR-1: a structure changed neither the page's size nor its header.
+fn check_header_kept(before: &[u8], after: &[u8]) {
     assert_eq!(before.len(), after.len(), "MTR-1: a page changed size");
     assert_eq!(
         before[..PAGE_BODY_OFFSET],
         after[..PAGE_BODY_OFFSET],
         "MTR-1: a structure changed the page header"
     );
+}
+
+/// The ranges where `after` differs from `before`, from `PAGE_BODY_OFFSET`
+/// on (MTR-1: the header before it is the pool's).
+pub fn diff(before: &[u8], after: &[u8]) -> Vec<(u32, Vec<u8>)> {
+    check_header_kept(before, after);
     changed_ranges(Some(before), after)
 }
 
@@ -1062,6 +1086,20 @@ fn end_of_change(before: Option<&[u8]>, after: &[u8], start: usize) -> usize {
     let mut same = 0;
     let mut j = end;
     while j + WORD_BYTES <= n && same < DIFF_GAP_BYTES_MIN {
+        // A block whose every word changed holds no gap: a gap of
+        // DIFF_GAP_BYTES_MIN bytes covers a whole word. Only the run that
+        // ends at its first change and the one its last change begins count.
+        if let Some(words) = changed_block(before, after, j) {
+            let equal_first = (words[0].trailing_zeros() / 8) as usize;
+            if same + equal_first >= DIFF_GAP_BYTES_MIN {
+                return end;
+            }
+            let equal_last = (words[DIFF_BLOCK_WORDS - 1].leading_zeros() / 8) as usize;
+            end = j + DIFF_BLOCK_BYTES - equal_last;
+            same = equal_last;
+            j += DIFF_BLOCK_BYTES;
+            continue;
+        }
         let differs = word_at(after, j) ^ before.map_or(0, |b| word_at(b, j));
         if differs == 0 {
             same += WORD_BYTES;
@@ -1095,6 +1133,31 @@ const WORD_BYTES: usize = std::mem::size_of::<u64>();
 /// Bytes [`first_difference`] skips at once while nothing changed.
 const DIFF_BLOCK_BYTES: usize = 32;
 
+/// Bytes [`first_difference`] skips at once, with one comparison of two
+/// slices, while nothing changed: most of a page a diff scans is unchanged.
+const DIFF_SPAN_BYTES: usize = 256;
+
+/// Words in a block of [`DIFF_BLOCK_BYTES`].
+const DIFF_BLOCK_WORDS: usize = DIFF_BLOCK_BYTES / WORD_BYTES;
+const _: () = assert!(
+    DIFF_GAP_BYTES_MIN >= 2 * WORD_BYTES,
+    "a gap covers a whole word, so a block of changed words holds none"
+);
+
+/// The differences (`after ^ before`) of the words of the block at `i`, if
+/// every one of them changed (`None`: a block past the end, or one with an
+/// unchanged word).
+fn changed_block(before: Option<&[u8]>, after: &[u8], i: usize) -> Option<[u64; DIFF_BLOCK_WORDS]> {
+    if i + DIFF_BLOCK_BYTES > after.len() {
+        return None;
+    }
+    let words: [u64; DIFF_BLOCK_WORDS] = std::array::from_fn(|k| {
+        let at = i + k * WORD_BYTES;
+        word_at(after, at) ^ before.map_or(0, |b| word_at(b, at))
+    });
+    words.iter().all(|&w| w != 0).then_some(words)
+}
+
 /// True if the block of [`DIFF_BLOCK_BYTES`] at `i` is the same in both
 /// (`None`: all zeros in `after`).
 fn block_unchanged(before: Option<&[u8]>, after: &[u8], i: usize) -> bool {
@@ -1116,8 +1179,16 @@ fn word_at(bytes: &[u8], i: usize) -> u64 {
 fn first_difference(before: Option<&[u8]>, after: &[u8], from: usize) -> usize {
     let n = after.len();
     let mut i = from;
-    // Unchanged blocks are skipped whole: fixed-size arrays compare as
+    // Unchanged spans are skipped whole by the C library's vectorised
+    // comparison, then unchanged blocks: fixed-size arrays compare as
     // vectors, several words per instruction.
+    if let Some(before) = before {
+        while i + DIFF_SPAN_BYTES <= n
+            && before[i..i + DIFF_SPAN_BYTES] == after[i..i + DIFF_SPAN_BYTES]
+        {
+            i += DIFF_SPAN_BYTES;
+        }
+    }
     while i + DIFF_BLOCK_BYTES <= n && block_unchanged(before, after, i) {
         i += DIFF_BLOCK_BYTES;
     }
@@ -1258,14 +1329,20 @@ mod tests {
             let len = [512, 4096, 4099][round % 3];
             let before: Vec<u8> = (0..len).map(|_| next(3) as u8).collect();
             let mut after = before.clone();
+            // Runs of changes with gaps of every length around 16, and
+            // (odd rounds) long dense runs, whose blocks have every word
+            // changed.
+            let (run_max, step_max) = match round % 2 {
+                0 => (12, 2 * DIFF_GAP_BYTES_MIN),
+                _ => (400, WORD_BYTES + 1),
+            };
             for _ in 0..next(40) {
-                // Runs of changes with gaps of every length around 16.
                 let mut at = PAGE_BODY_OFFSET + next(len - PAGE_BODY_OFFSET);
-                for _ in 0..next(12) {
+                for _ in 0..next(run_max) {
                     if at < len {
                         after[at] = after[at].wrapping_add(1 + next(255) as u8);
                     }
-                    at += 1 + next(2 * DIFF_GAP_BYTES_MIN);
+                    at += 1 + next(step_max);
                 }
             }
             assert_eq!(diff(&before, &after), diff_bytewise(&before, &after));

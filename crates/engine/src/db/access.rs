@@ -70,7 +70,7 @@ impl Inner {
         let mtr = Mtr::new(
             s.pool.clone(),
             s.id,
-            &s.name,
+            s.name.clone(),
             s.capacity_pages,
             s.allocation.clone(),
         )

@@ -126,7 +126,8 @@ pub(crate) struct DataSpace {
     pub id: SpaceId,
     /// Serialises allocation in this space (MTR-4).
     pub allocation: Arc<flashlab_runtime::Latch>,
-    pub name: String,
+    /// Shared with every mini-transaction on the space (for its errors).
+    pub name: Arc<str>,
     pub pool: Arc<BufferPool>,
     pub capacity_pages: u64,
     /// Where the space's pages live on its device.
@@ -703,7 +704,7 @@ impl Database {
         self.inner
             .spaces
             .iter()
-            .map(|s| (s.name.clone(), s.store.stats()))
+            .map(|s| (s.name.to_string(), s.store.stats()))
             .collect()
     }
 
@@ -736,7 +737,7 @@ impl Database {
         self.inner
             .spaces
             .iter()
-            .map(|s| (s.name.clone(), s.store.kind(), s.store.counters()))
+            .map(|s| (s.name.to_string(), s.store.kind(), s.store.counters()))
             .collect()
     }
 
