@@ -149,6 +149,29 @@ pub fn cell_key(kind: NodeKind, cell: &[u8]) -> Option<&[u8]> {
     cell.get(start..start.checked_add(key_len)?)
 }
 
+/// Keys in byte order, as `a.cmp(b)`, eight bytes at a time as big-endian
+/// words: keys are short, and a call to the C library's comparison costs
+/// more than comparing them here.
+#[inline]
+fn compare_keys(a: &[u8], b: &[u8]) -> std::cmp::Ordering {
+    let common = a.len().min(b.len());
+    let mut i = 0;
+    while i + 8 <= common {
+        let word = |bytes: &[u8]| u64::from_be_bytes(bytes[i..i + 8].try_into().expect("8 bytes"));
+        let (x, y) = (word(a), word(b));
+        if x != y {
+            return x.cmp(&y);
+        }
+        i += 8;
+    }
+    for k in i..common {
+        if a[k] != b[k] {
+            return a[k].cmp(&b[k]);
+        }
+    }
+    a.len().cmp(&b.len())
+}
+
 /// The value of a leaf cell.
 pub fn cell_value(cell: &[u8]) -> Option<&[u8]> {
     let key_len = read_u16(cell, 0)?;
@@ -298,6 +321,39 @@ impl<'a> Node<'a> {
 
     /// Where entry `index`'s cell lies, checked against the page.
     pub fn cell_range(&self, index: usize) -> Result<Range<usize>> {
+        match self.cell_range_if_sound(index) {
+            Some(range) => Ok(range),
+            None => Err(self
+                .cell_range_or_damage(index)
+                .expect_err("a cell that fails one check fails the other")),
+        }
+    }
+
+    /// [`Node::cell_range`] on the search path: the same checks, and
+    /// `None` for any damage (named by [`Node::cell_range_or_damage`]).
+    #[inline]
+    fn cell_range_if_sound(&self, index: usize) -> Option<Range<usize>> {
+        let h = &self.header;
+        if index >= h.count {
+            return None;
+        }
+        let offset = read_u16(self.page, SLOTS_OFFSET + index * SLOT_BYTES)?;
+        if offset < h.cell_start {
+            return None;
+        }
+        let key_len = read_u16(self.page, offset)?;
+        let value_len = match h.kind {
+            NodeKind::Leaf => read_u16(self.page, offset + 2)?,
+            NodeKind::Internal => 0,
+        };
+        let end = offset + h.kind.cell_header_bytes() + key_len + value_len;
+        (end <= self.page.len()).then_some(offset..end)
+    }
+
+    /// Where entry `index`'s cell lies, or what is wrong with it.
+    #[cold]
+    #[inline(never)]
+    fn cell_range_or_damage(&self, index: usize) -> Result<Range<usize>> {
         let h = &self.header;
         if index >= h.count {
             return Err(malformed(
@@ -340,8 +396,12 @@ impl<'a> Node<'a> {
 
     /// Entry `index`'s key (separator for an internal node).
     pub fn key(&self, index: usize) -> Result<&'a [u8]> {
-        cell_key(self.kind(), self.cell(index)?)
-            .ok_or_else(|| malformed(self.page_no, "key cut short"))
+        let page: &'a [u8] = self.page;
+        let key = match self.cell_range_if_sound(index) {
+            Some(range) => cell_key(self.kind(), &page[range]),
+            None => cell_key(self.kind(), self.cell(index)?),
+        };
+        key.ok_or_else(|| malformed(self.page_no, "key cut short"))
     }
 
     /// Entry `index`'s value (leaves only).
@@ -385,7 +445,7 @@ impl<'a> Node<'a> {
         let (mut lo, mut hi) = (0, self.count());
         while lo < hi {
             let mid = lo + (hi - lo) / 2;
-            match self.key(mid)?.cmp(key) {
+            match compare_keys(self.key(mid)?, key) {
                 std::cmp::Ordering::Less => lo = mid + 1,
                 std::cmp::Ordering::Greater => hi = mid,
                 std::cmp::Ordering::Equal => return Ok(Ok(mid)),
@@ -764,5 +824,62 @@ mod tests {
         let node = Node::parse(1, &page).unwrap();
         assert!(node.key(0).is_err());
         assert!(Node::parse(1, &[0u8; 30]).is_err());
+    }
+
+    #[test]
+    fn keys_compare_in_byte_order() {
+        let mut state = 0x9e37_79b9_7f4a_7c15u64;
+        let mut next = move |bound: u64| {
+            state ^= state << 13;
+            state ^= state >> 7;
+            state ^= state << 17;
+            state % bound
+        };
+        for _ in 0..20_000 {
+            // Short alphabets and lengths around 8 make equal prefixes,
+            // equal first words and keys that are prefixes of others.
+            let mut key = || -> Vec<u8> { (0..next(28)).map(|_| next(3) as u8).collect() };
+            let (a, b) = (key(), key());
+            assert_eq!(compare_keys(&a, &b), a.cmp(&b), "{a:?} against {b:?}");
+        }
+    }
+
+    #[test]
+    fn a_damaged_cell_is_named_on_the_search_path_too() {
+        // Each kind of damage: the cell's range and its key are refused
+        // with the message that names it.
+        let mut page = leaf_page(2048);
+        let mut node = NodeMut::new(1, &mut page);
+        node.insert(0, &leaf_cell(b"key", b"value").unwrap())
+            .unwrap();
+        let offset = read_u16(&page, SLOTS_OFFSET).unwrap();
+        let cases: [(usize, u16, &str); 3] = [
+            (SLOTS_OFFSET, 100, "below the cell area"),
+            (offset, 3000, "past the page end"),
+            (offset + 2, 3000, "past the page end"),
+        ];
+        for (at, value, names) in cases {
+            let mut damaged = page.clone();
+            damaged[at..at + 2].copy_from_slice(&value.to_le_bytes());
+            let node = Node::parse(1, &damaged).unwrap();
+            for error in [
+                node.cell_range(0).unwrap_err(),
+                node.key(0).unwrap_err(),
+                node.search(b"key").unwrap_err(),
+            ] {
+                assert!(
+                    error.to_string().contains(names),
+                    "{error} does not name '{names}'"
+                );
+            }
+        }
+        let node = Node::parse(1, &page).unwrap();
+        assert!(
+            node.cell_range(1)
+                .unwrap_err()
+                .to_string()
+                .contains("entry 1 of 1")
+        );
+        assert_eq!(node.search(b"key").unwrap(), Ok(0));
     }
 }
