@@ -328,10 +328,15 @@ impl Rt {
 
     /// A lock point of the [`sync`] primitives: where the simulated world
     /// may preempt the calling task when asked to (SIM-8).
+    #[inline]
     pub(crate) fn preempt_point() {
-        if !PREEMPTIVE.with(Cell::get) {
-            return;
+        if PREEMPTIVE.with(Cell::get) {
+            Rt::preempt_now();
         }
+    }
+
+    #[cold]
+    fn preempt_now() {
         if let Some(rt) = Rt::try_current() {
             rt.inner.preempt_point();
         }

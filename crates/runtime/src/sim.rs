@@ -361,6 +361,7 @@ thread_local! {
 
 /// True while the calling code runs inside a simulated task: the
 /// [`crate::sync`] primitives then use their deterministic FIFO hand-off.
+#[inline]
 pub(crate) fn in_simulated_task() -> bool {
     TASK_ID.with(|t| t.get()) != usize::MAX
 }
