@@ -853,8 +853,10 @@ mod tests {
         node.insert(0, &leaf_cell(b"key", b"value").unwrap())
             .unwrap();
         let offset = read_u16(&page, SLOTS_OFFSET).unwrap();
-        let cases: [(usize, u16, &str); 3] = [
+        let cases: [(usize, u16, &str); 5] = [
             (SLOTS_OFFSET, 100, "below the cell area"),
+            (SLOTS_OFFSET, 2047, "cell header overruns the page"), // its key length
+            (SLOTS_OFFSET, 2045, "cell header overruns the page"), // its value length
             (offset, 3000, "past the page end"),
             (offset + 2, 3000, "past the page end"),
         ];

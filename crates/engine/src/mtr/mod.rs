@@ -642,8 +642,11 @@ impl Mtr {
                     // MTR-1 is checked against a kept copy; a frame's header
                     // may differ from the copy's in fields the pool owns
                     // (the checksum of a page read back after a write-back).
-                    if copy && p.in_place.is_none() {
-                        check_header_kept(before, &p.image);
+                    if p.in_place.is_none() {
+                        assert_eq!(before.len(), p.image.len(), "MTR-1: a page changed size");
+                        if copy {
+                            check_header_kept(before, &p.image);
+                        }
                     }
                     // A full-page image needs only to know that something
                     // changed, not where.

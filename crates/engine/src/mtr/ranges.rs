@@ -11,8 +11,9 @@
 //! bytes: a shorter gap costs less inside a range than a range header
 //! does. The result is exactly what a byte-by-byte scan gives (the tests
 //! compare the two); the scan only goes faster where it can:
-//! - unchanged spans of [`DIFF_SPAN_BYTES`] are skipped with one slice
-//!   comparison, the C library's vectorised one, and unchanged blocks of
+//! - in a diff against a before-image, unchanged spans of
+//!   [`DIFF_SPAN_BYTES`] are skipped with one slice comparison, the C
+//!   library's vectorised one; in any scan, unchanged blocks of
 //!   [`DIFF_BLOCK_BYTES`] with one array comparison;
 //! - inside a change, a block whose every word changed is taken in one
 //!   step: a gap of [`DIFF_GAP_BYTES_MIN`] covers a whole word, so such a
@@ -47,9 +48,6 @@ pub fn diff(before: &[u8], after: &[u8]) -> Vec<(u32, Vec<u8>)> {
     changed_ranges(Some(before), after)
 }
 
-/// The ranges of a full-page image: where `after`'s body differs from a
-/// zeroed body, as [`diff`] against a copy of `after` with its body zeroed
-/// would give, without building that copy.
 /// Like [`diff`], for a before-image whose header is the pool's (a frame):
 /// only the bodies are compared.
 pub(super) fn diff_body(before: &[u8], after: &[u8]) -> Vec<(u32, Vec<u8>)> {
@@ -57,6 +55,9 @@ pub(super) fn diff_body(before: &[u8], after: &[u8]) -> Vec<(u32, Vec<u8>)> {
     changed_ranges(Some(before), after)
 }
 
+/// The ranges of a full-page image: where `after`'s body differs from a
+/// zeroed body, as [`diff`] against a copy of `after` with its body zeroed
+/// would give, without building that copy.
 pub fn nonzero_ranges(after: &[u8]) -> Vec<(u32, Vec<u8>)> {
     changed_ranges(None, after)
 }
@@ -88,7 +89,7 @@ fn changed_ranges_from(before: Option<&[u8]>, after: &[u8], from: usize) -> Vec<
     let mut ranges: Vec<(u32, Vec<u8>)> = Vec::new();
     let mut i = from;
     while i < n {
-        // Most of a page is unchanged: skip it a word at a time.
+        // Most of a page is unchanged: skip it by spans, blocks, words.
         i = first_difference(before, after, i);
         if i >= n {
             break;
@@ -157,7 +158,8 @@ fn end_of_change(before: Option<&[u8]>, after: &[u8], start: usize) -> usize {
 /// Bytes compared at once by [`first_difference`] and [`end_of_change`].
 const WORD_BYTES: usize = std::mem::size_of::<u64>();
 
-/// Bytes [`first_difference`] skips at once while nothing changed.
+/// Bytes [`first_difference`] skips at once while nothing changed, and
+/// [`end_of_change`] takes at once while every word changes.
 const DIFF_BLOCK_BYTES: usize = 32;
 
 /// Bytes [`first_difference`] skips at once, with one comparison of two
@@ -347,6 +349,23 @@ mod tests {
                 "window {window} at {offset}"
             );
         }
+    }
+
+    /// A range that reaches a block of changed words with 15 unchanged
+    /// bytes behind it, and one more unchanged at the block's start, ends
+    /// there: the gap is complete. The random rounds rarely build this.
+    #[test]
+    fn regression_a_gap_completed_at_a_changed_block_ends_the_range() {
+        let before = vec![0u8; 4096];
+        let mut after = before.clone();
+        after[100] = 1;
+        after[101] = 1; // the word from 101 leaves 7 unchanged bytes; the next word 8 more
+        after[118..149].fill(1); // the block from 117 changes in every word, from its second byte
+        assert_eq!(diff(&before, &after), diff_bytewise(&before, &after));
+        assert_eq!(
+            diff(&before, &after),
+            vec![(100, vec![1, 1]), (118, vec![1; 31])]
+        );
     }
 
     #[test]
