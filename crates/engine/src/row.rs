@@ -662,6 +662,15 @@ impl StoredRow {
             row: row.to_vec(),
         })
     }
+
+    /// [`StoredRow::decode`] of bytes the caller owns: the row keeps their
+    /// allocation, the header taken off in place.
+    pub fn decode_owned(mut bytes: Vec<u8>) -> Result<StoredRow> {
+        let (header, _) = VersionHeader::split(&bytes)?;
+        // The split found the whole header.
+        bytes.drain(..VERSION_HEADER_BYTES);
+        Ok(StoredRow { header, row: bytes })
+    }
 }
 
 #[cfg(test)]
@@ -834,6 +843,8 @@ mod tests {
         let encoded = stored.encode();
         assert_eq!(encoded.len(), VERSION_HEADER_BYTES + 3, "ROW-5");
         assert_eq!(StoredRow::decode(&encoded).unwrap(), stored);
+        assert_eq!(StoredRow::decode_owned(encoded.clone()).unwrap(), stored);
+        assert!(StoredRow::decode_owned(encoded[..15].to_vec()).is_err());
         assert!(matches!(
             StoredRow::decode(&encoded[..15]),
             Err(Error::Malformed {
@@ -880,7 +891,9 @@ mod tests {
             let _ = schema.decode_row(&bytes);
             let _ = schema.decode_index_key(&BY_NAME, &bytes);
             let _ = decode_key(&[Type::FixedStr(3), Type::Int32], &bytes);
-            let _ = StoredRow::decode(&bytes);
+            let borrowed = StoredRow::decode(&bytes);
+            let owned = StoredRow::decode_owned(bytes.clone());
+            prop_assert_eq!(borrowed.ok(), owned.ok());
         }
     }
 }

@@ -150,8 +150,9 @@ impl Transaction {
 
     /// The version of a stored row this transaction's snapshot sees: its
     /// row bytes, or `None` if the row did not exist (or was deleted) then.
-    fn visible(&self, stored: &[u8]) -> Result<Option<Vec<u8>>> {
-        let row = StoredRow::decode(stored)?;
+    /// The current version's row bytes are `stored`'s own allocation.
+    fn visible(&self, stored: Vec<u8>) -> Result<Option<Vec<u8>>> {
+        let row = StoredRow::decode_owned(stored)?;
         let (mut header, mut bytes) = (row.header, row.row);
         let mut steps = 0u64;
         loop {
@@ -194,7 +195,7 @@ impl Transaction {
         self.statement_snapshot();
         Rt::cpu_current(self.db.cpu().get_ns);
         match self.db.tree_get(Self::tree(table), key)? {
-            Some(stored) => self.visible(&stored),
+            Some(stored) => self.visible(stored),
             None => Ok(None),
         }
     }
@@ -216,7 +217,7 @@ impl Transaction {
         let mut out = Vec::with_capacity(entries.len());
         for (key, stored) in entries {
             rt.cpu(cost);
-            if let Some(row) = self.visible(&stored)? {
+            if let Some(row) = self.visible(stored)? {
                 out.push((key, row));
             }
         }
@@ -253,7 +254,7 @@ impl Transaction {
             for (key, stored) in entries {
                 rt.cpu(cost);
                 if out.len() < limit
-                    && let Some(row) = self.visible(&stored)?
+                    && let Some(row) = self.visible(stored)?
                 {
                     out.push((key.clone(), row));
                 }
@@ -386,29 +387,30 @@ impl Transaction {
         // The row lock taken above keeps the key's value: the change may
         // run as a one-leaf change (DB-6).
         let (before, logged) = db.tree_write(tree, key, &ctx, true, |current| {
-            let current = current.map(StoredRow::decode).transpose()?;
-            if let Some(row) = &current {
-                self.check_first_updater(&row.header)?;
+            // The current version, borrowed from the leaf.
+            let current = current.map(VersionHeader::split).transpose()?;
+            if let Some((header, _)) = &current {
+                self.check_first_updater(header)?;
             }
             let deleted = current
                 .as_ref()
-                .is_none_or(|r| r.header.prev & TOMBSTONE != 0);
+                .is_none_or(|(header, _)| header.prev & TOMBSTONE != 0);
             let value = match change {
                 Change::Set(None) if deleted => return Ok(None), // nothing to delete
                 Change::Update(_) if deleted => return Ok(None), // no row to update
                 Change::Set(value) => value.map(<[u8]>::to_vec),
                 Change::Update(update) => {
-                    let row = current.as_ref().expect("a row that is not deleted");
-                    Some(update(&row.row)?)
+                    let (_, row) = current.as_ref().expect("a row that is not deleted");
+                    Some(update(row)?)
                 }
             };
             let tombstone = value.is_none();
-            let prev = match &current {
+            let prev = match current {
                 None => 0,
                 // Our own earlier version: others still see the one before it.
-                Some(row) if row.header.txn_id() == Some(self.id) => row.header.prev & !TOMBSTONE,
-                Some(row) => {
-                    let (pointer, page) = self.keep_before_image(row)?;
+                Some((header, _)) if header.txn_id() == Some(self.id) => header.prev & !TOMBSTONE,
+                Some((header, row)) => {
+                    let (pointer, page) = self.keep_before_image(header, row)?;
                     filled = page;
                     pointer
                 }
@@ -432,13 +434,17 @@ impl Transaction {
         // tree latch released. A failed write leaves the page dirty in the
         // pool, to be written (or reported) by the next write-back.
         let _ = self.db.rollback.write_filled(filled);
-        let before = before.map(|b| StoredRow::decode(&b)).transpose()?;
+        let before = before.map(StoredRow::decode_owned).transpose()?;
         Ok(before.and_then(|row| (row.header.prev & TOMBSTONE == 0).then_some(row.row)))
     }
 
     /// Append a version to this transaction's rollback segment; returns
     /// its pointer and a page it filled.
-    fn keep_before_image(&mut self, row: &StoredRow) -> Result<(u64, Option<crate::page::PageId>)> {
+    fn keep_before_image(
+        &mut self,
+        header: VersionHeader,
+        row: &[u8],
+    ) -> Result<(u64, Option<crate::page::PageId>)> {
         if self.segment.is_none() {
             self.segment = Some(self.db.rollback.assign(self.id)?);
         }
@@ -451,7 +457,7 @@ impl Transaction {
         };
         self.db
             .rollback
-            .append(segment, self.id, row.header, &row.row, &reclaim)
+            .append(segment, self.id, header, row, &reclaim)
     }
 
     fn tree_put(&mut self, tree: TreeRef, key: &[u8], stored: &[u8]) -> Result<Option<Vec<u8>>> {
@@ -696,7 +702,7 @@ impl Transaction {
             let Some(stored) = self.db.tree_get(Self::tree(table), &pk)? else {
                 continue;
             };
-            let Some(bytes) = self.visible(&stored)? else {
+            let Some(bytes) = self.visible(stored)? else {
                 continue;
             };
             let row = schema.decode_row(&bytes)?;
