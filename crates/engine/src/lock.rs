@@ -341,14 +341,8 @@ impl LockManager {
     /// others hold it (LOCK-5), or failing with a retryable deadlock error
     /// if waiting would close a cycle (LOCK-2). A granted row is added to
     /// `held`, which the transaction gives back to [`LockManager::release_all`].
-    pub fn lock(
-        &self,
-        txn: u64,
-        held: &mut HeldLocks,
-        key: &LockKey,
-        mode: LockMode,
-    ) -> Result<()> {
-        let mut shard = self.shard_of(key).lock();
+    pub fn lock(&self, txn: u64, held: &mut HeldLocks, key: LockKey, mode: LockMode) -> Result<()> {
+        let mut shard = self.shard_of(&key).lock();
         if let Some(e) = self.failure() {
             return Err(e);
         }
@@ -358,7 +352,7 @@ impl LockManager {
         if blockers.is_empty() {
             entry.grant(txn, mode);
             if !holds {
-                held.keys.push(key.clone());
+                held.keys.push(key);
             }
             return Ok(());
         }
@@ -370,8 +364,8 @@ impl LockManager {
             if blockers.iter().any(|&holder| graph.reaches(holder, txn)) {
                 drop(graph);
                 self.deaths.fetch_add(1, Ordering::Relaxed);
-                if shard.rows.get(key).is_some_and(Entry::is_unused) {
-                    shard.rows.remove(key);
+                if shard.rows.get(&key).is_some_and(Entry::is_unused) {
+                    shard.rows.remove(&key);
                 }
                 return Err(Error::Deadlock { txn });
             }
@@ -383,16 +377,16 @@ impl LockManager {
             mode,
             slot: slot.clone(),
         };
-        let entry = shard.rows.get_mut(key).expect("row of a wait");
+        let entry = shard.rows.get_mut(&key).expect("row of a wait");
         // An upgrade goes first: the waiters behind it wait for it anyway.
         match holds {
             true => entry.queue.push_front(waiter),
             false => entry.queue.push_back(waiter),
         }
         self.waits.fetch_add(1, Ordering::Relaxed);
-        self.wait_for_grant(shard, txn, key, &slot)?;
+        self.wait_for_grant(shard, txn, &key, &slot)?;
         if !holds {
-            held.keys.push(key.clone());
+            held.keys.push(key);
         }
         Ok(())
     }
@@ -521,7 +515,7 @@ mod tests {
 
         fn lock(&self, txn: u64, key: &LockKey, mode: LockMode) -> Result<()> {
             let mut held = self.held.lock().unwrap().remove(&txn).unwrap_or_default();
-            let result = self.manager.lock(txn, &mut held, key, mode);
+            let result = self.manager.lock(txn, &mut held, key.clone(), mode);
             self.held.lock().unwrap().insert(txn, held);
             result
         }

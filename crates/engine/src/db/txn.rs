@@ -136,7 +136,7 @@ impl Transaction {
 
     fn lock(&mut self, table: &Table, key: &[u8], mode: LockMode) -> Result<()> {
         let lock_key: LockKey = (table.def.id, key.to_vec());
-        self.db.locks.lock(self.id, &mut self.held, &lock_key, mode)
+        self.db.locks.lock(self.id, &mut self.held, lock_key, mode)
     }
 
     fn tree(table: &Table) -> TreeRef {
