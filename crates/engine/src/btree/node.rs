@@ -322,17 +322,18 @@ impl<'a> Node<'a> {
     /// Where entry `index`'s cell lies, checked against the page.
     pub fn cell_range(&self, index: usize) -> Result<Range<usize>> {
         match self.cell_range_if_sound(index) {
-            Some(range) => Ok(range),
+            Some((range, _)) => Ok(range),
             None => Err(self
                 .cell_range_or_damage(index)
                 .expect_err("a cell that fails one check fails the other")),
         }
     }
 
-    /// [`Node::cell_range`] on the search path: the same checks, and
-    /// `None` for any damage (named by [`Node::cell_range_or_damage`]).
+    /// [`Node::cell_range`] on the search path, with the key's length: the
+    /// same checks, and `None` for any damage (named by
+    /// [`Node::cell_range_or_damage`]).
     #[inline]
-    fn cell_range_if_sound(&self, index: usize) -> Option<Range<usize>> {
+    fn cell_range_if_sound(&self, index: usize) -> Option<(Range<usize>, usize)> {
         let h = &self.header;
         if index >= h.count {
             return None;
@@ -347,7 +348,7 @@ impl<'a> Node<'a> {
             NodeKind::Internal => 0,
         };
         let end = offset + h.kind.cell_header_bytes() + key_len + value_len;
-        (end <= self.page.len()).then_some(offset..end)
+        (end <= self.page.len()).then_some((offset..end, key_len))
     }
 
     /// Where entry `index`'s cell lies, or what is wrong with it.
@@ -396,12 +397,14 @@ impl<'a> Node<'a> {
 
     /// Entry `index`'s key (separator for an internal node).
     pub fn key(&self, index: usize) -> Result<&'a [u8]> {
-        let page: &'a [u8] = self.page;
-        let key = match self.cell_range_if_sound(index) {
-            Some(range) => cell_key(self.kind(), &page[range]),
-            None => cell_key(self.kind(), self.cell(index)?),
-        };
-        key.ok_or_else(|| malformed(self.page_no, "key cut short"))
+        if let Some((range, key_len)) = self.cell_range_if_sound(index) {
+            // A sound cell holds its key, behind the cell header.
+            let start = range.start + self.header.kind.cell_header_bytes();
+            let page: &'a [u8] = self.page;
+            return Ok(&page[start..start + key_len]);
+        }
+        cell_key(self.kind(), self.cell(index)?)
+            .ok_or_else(|| malformed(self.page_no, "key cut short"))
     }
 
     /// Entry `index`'s value (leaves only).
