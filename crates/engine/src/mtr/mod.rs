@@ -685,24 +685,31 @@ impl Mtr {
             .collect()
     }
 
-    /// Log `body(redo)` for the current image horizon, building it again if
-    /// a checkpoint moves the horizon meanwhile; `None` if nothing changed
-    /// and `always` is false.
+    /// Log `body(redo)` for the current image horizon, giving the body new
+    /// redo if a checkpoint moves the horizon meanwhile; `None` if nothing
+    /// changed and `always` is false.
     fn log(
         &self,
         wal: &Wal,
         (txn, prev_lsn): (u64, u64),
         always: bool,
-        body: impl Fn(Vec<PageRedo>) -> Body,
+        body: impl FnOnce(Vec<PageRedo>) -> Body,
     ) -> Result<Option<(u64, u64)>> {
+        let mut horizon = wal.image_horizon();
+        let redo = self.redo(horizon);
+        if redo.is_empty() && !always {
+            return Ok(None);
+        }
+        let mut body = body(redo);
         loop {
-            let horizon = wal.image_horizon();
-            let redo = self.redo(horizon);
-            if redo.is_empty() && !always {
-                return Ok(None);
-            }
-            if let Some(lsns) = wal.append_for_horizon(horizon, txn, prev_lsn, body(redo))? {
-                return Ok(Some(lsns));
+            match wal.append_for_horizon(horizon, txn, prev_lsn, body)? {
+                Ok(lsns) => return Ok(Some(lsns)),
+                // The same pages changed: only full images and diffs trade
+                // places, so the redo is never empty here.
+                Err(back) => {
+                    horizon = wal.image_horizon();
+                    body = back.with_redo(self.redo(horizon));
+                }
             }
         }
     }
@@ -722,7 +729,7 @@ impl Mtr {
             .and_then(|s| s.install_gate())
             .map(|g| g.read());
         let logged = self.log(wal, (txn, prev_lsn), false, |redo| Body::Update {
-            undo: undo.clone(),
+            undo,
             redo,
         })?;
         let Some((lsn, end_lsn)) = logged else {

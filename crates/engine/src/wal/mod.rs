@@ -719,20 +719,21 @@ impl Wal {
     /// Append a record; returns its LSN and the LSN just past it.
     pub fn append(&self, txn: u64, prev_lsn: u64, body: Body) -> Result<(u64, u64)> {
         let appended = self.append_at_horizon(None, txn, prev_lsn, body)?;
-        Ok(appended.expect("a record without a horizon is always appended"))
+        Ok(appended
+            .unwrap_or_else(|_| unreachable!("a record without a horizon is always appended")))
     }
 
     /// Append a record with page changes whose full-page images were chosen
     /// for `horizon_lsn` (see [`Wal::image_horizon`]). If a checkpoint has
-    /// moved the horizon since, nothing is appended and `Ok(None)` tells the
-    /// caller to build the record again.
+    /// moved the horizon since, nothing is appended, and the body comes
+    /// back (`Ok(Err(body))`) for the caller to give it new redo.
     pub fn append_for_horizon(
         &self,
         horizon_lsn: u64,
         txn: u64,
         prev_lsn: u64,
         body: Body,
-    ) -> Result<Option<(u64, u64)>> {
+    ) -> Result<std::result::Result<(u64, u64), Body>> {
         self.append_at_horizon(Some(horizon_lsn), txn, prev_lsn, body)
     }
 
@@ -742,7 +743,7 @@ impl Wal {
         txn: u64,
         prev_lsn: u64,
         body: Body,
-    ) -> Result<Option<(u64, u64)>> {
+    ) -> Result<std::result::Result<(u64, u64), Body>> {
         let record = LogRecord {
             lsn: 0,
             txn,
@@ -770,11 +771,19 @@ impl Wal {
             st.stats.page_image_bytes += images.iter().sum::<u64>();
             true
         };
+        // The record goes to the append only if it proceeds.
+        let mut unappended = Some(record);
         let lsns = self.append_checked(size, reserve, proceed, |lsn, link| {
             LogRecord::relocate(&mut bytes, lsn, link);
-            (record, bytes)
+            (unappended.take().expect("appended once"), bytes)
         })?;
-        Ok((!moved).then_some(lsns))
+        Ok(match unappended {
+            Some(record) => {
+                assert!(moved, "WAL-7: only a moved image horizon stops an append");
+                Err(record.body)
+            }
+            None => Ok(lsns),
+        })
     }
 
     /// The horizon for full-page images now: a page whose LSN is at or

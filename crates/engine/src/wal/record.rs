@@ -131,6 +131,14 @@ impl Body {
             _ => &[],
         }
     }
+
+    /// The same body with `new` as its redo (a body without redo keeps none).
+    pub fn with_redo(mut self, new: Vec<PageRedo>) -> Body {
+        if let Body::Update { redo, .. } | Body::Compensation { redo, .. } = &mut self {
+            *redo = new;
+        }
+        self
+    }
 }
 
 /// One log record.

@@ -7,6 +7,7 @@ use flashlab_devices::{Device, DeviceRef};
 use flashlab_runtime::{Sim, SimConfig};
 
 use super::*;
+use crate::wal::record::{PageRedo, Undo};
 
 fn memory_log() -> DeviceRef {
     Arc::new(MemoryDevice::new("log", 64 << 20))
@@ -480,4 +481,62 @@ fn a_repair_at_an_ipl_restart_skips_an_earlier_restarts_hole() {
             (&[0xC3; 4][..], &[0xB2; 4][..])
         );
     });
+}
+
+/// A record built for an image horizon that a checkpoint has moved is not
+/// appended: its body comes back whole (the undo with it), and the caller
+/// appends it with redo for the new horizon.
+#[test]
+fn a_record_for_a_moved_horizon_comes_back_whole() {
+    sim(|_| a_record_for_a_moved_horizon_comes_back_whole_in_a_runtime());
+}
+
+fn a_record_for_a_moved_horizon_comes_back_whole_in_a_runtime() {
+    let wal = Wal::create(memory_log(), WalConfig::default(), 0, None).unwrap();
+    commit(&wal, 1);
+    let old_horizon = wal.image_horizon();
+    wal.checkpoint_begin().unwrap();
+    let horizon = wal.image_horizon();
+    assert_ne!(horizon, old_horizon, "the checkpoint moved the horizon");
+    let undo = Undo {
+        space: 1,
+        root: 2,
+        key: b"key".to_vec(),
+        before: Some(b"before".to_vec()),
+    };
+    let redo = |image| {
+        vec![PageRedo {
+            page: PageId::new(1, 3),
+            image,
+            ranges: vec![(64, vec![7; 8])],
+        }]
+    };
+    let body = Body::Update {
+        undo: Some(undo.clone()),
+        redo: redo(false),
+    };
+    let end_before = wal.end_lsn();
+    let back = wal
+        .append_for_horizon(old_horizon, 5, 0, body.clone())
+        .unwrap()
+        .expect_err("a moved horizon appends nothing");
+    assert_eq!(back, body);
+    assert_eq!(wal.end_lsn(), end_before, "nothing was appended");
+    let again = back.with_redo(redo(true));
+    let (lsn, end) = wal
+        .append_for_horizon(horizon, 5, 0, again)
+        .unwrap()
+        .expect("the horizon in force appends");
+    wal.flush_to(end).unwrap();
+    let appended = all_records(&wal)
+        .into_iter()
+        .find(|r| r.lsn == lsn)
+        .unwrap();
+    assert_eq!(
+        appended.body,
+        Body::Update {
+            undo: Some(undo),
+            redo: redo(true),
+        }
+    );
 }
