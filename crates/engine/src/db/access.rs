@@ -17,9 +17,13 @@
 //! tree's other users.
 
 use std::ops::Bound;
+use std::sync::Arc;
+
+use flashlab_runtime::RwLatch;
 
 use crate::btree::{AppendHint, BTree};
 use crate::db::Inner;
+use crate::db::catalog::{IndexDef, LatchSlot, TableDef};
 use crate::error::Result;
 use crate::mtr::{Logged, Miss, Mtr};
 use crate::page::{PageNo, SpaceId};
@@ -31,11 +35,59 @@ pub(crate) const BATCH_ROWS_MAX: usize = 1024;
 /// leaves split off it, their parent and the space header page).
 pub(crate) const BATCH_PAGES_MAX: usize = 16;
 
-/// A tree of a data space.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(crate) struct TreeRef {
+/// A tree of a data space, with its definition's latch slot if it has one
+/// (DB-8).
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct TreeRef<'a> {
     pub space: SpaceId,
     pub root: PageNo,
+    slot: Option<&'a LatchSlot>,
+}
+
+impl<'a> TreeRef<'a> {
+    /// A tree found by its place alone: its latch is looked up in the
+    /// latch table on every operation.
+    pub fn at(space: SpaceId, root: PageNo) -> TreeRef<'static> {
+        TreeRef {
+            space,
+            root,
+            slot: None,
+        }
+    }
+
+    /// A table's primary tree.
+    pub fn table(def: &'a TableDef) -> TreeRef<'a> {
+        TreeRef {
+            space: def.space,
+            root: def.root,
+            slot: Some(&def.latch),
+        }
+    }
+
+    /// A table's secondary index tree.
+    pub fn index(def: &'a TableDef, index: &'a IndexDef) -> TreeRef<'a> {
+        TreeRef {
+            space: def.space,
+            root: index.root,
+            slot: Some(&index.latch),
+        }
+    }
+}
+
+/// A tree's latch: borrowed from its definition's slot, or looked up.
+enum TreeLatchRef<'a> {
+    Slot(&'a RwLatch),
+    Table(Arc<RwLatch>),
+}
+
+impl std::ops::Deref for TreeLatchRef<'_> {
+    type Target = RwLatch;
+    fn deref(&self) -> &RwLatch {
+        match self {
+            TreeLatchRef::Slot(latch) => latch,
+            TreeLatchRef::Table(latch) => latch,
+        }
+    }
 }
 
 /// Restarts of one tree operation after misses before it runs with I/O
@@ -65,6 +117,18 @@ pub(crate) struct LogCtx {
 }
 
 impl Inner {
+    /// `tree`'s latch: from its definition's slot without a lock when it
+    /// has one filled by this database (DB-8), else from the latch table.
+    fn tree_latch<'t>(&self, tree: &TreeRef<'t>) -> TreeLatchRef<'t> {
+        let from_slot = tree
+            .slot
+            .and_then(|slot| slot.get(self.instance, || self.latch(tree.space, tree.root)));
+        match from_slot {
+            Some(latch) => TreeLatchRef::Slot(latch),
+            None => TreeLatchRef::Table(self.latch(tree.space, tree.root)),
+        }
+    }
+
     pub(crate) fn mtr(&self, space: SpaceId) -> Result<Mtr> {
         let s = self.space(space)?;
         let mtr = Mtr::new(
@@ -94,7 +158,7 @@ impl Inner {
         mut mode: Latching,
         mut op: impl FnMut(&mut Mtr) -> Result<R>,
     ) -> Result<R> {
-        let latch = self.latch(tree.space, tree.root);
+        let latch = self.tree_latch(&tree);
         let mut restarts = 0;
         loop {
             let mut mtr = self.mtr(tree.space)?;
@@ -261,7 +325,7 @@ impl Inner {
         // The bulk-load path keeps the exclusive latch across its I/O (as
         // `latched` does after its restarts, DB-5): a load is the tree's only
         // writer, and a batch's pages are mostly new ones at the right edge.
-        let latch = self.latch(tree.space, tree.root);
+        let latch = self.tree_latch(&tree);
         let _guard = latch.write();
         let mut mtr = self.mtr(tree.space).map_err(|e| (Vec::new(), e))?;
         let btree = BTree::open(tree.root);
@@ -302,10 +366,7 @@ impl Inner {
         undo_next: u64,
     ) -> Result<u64> {
         let tree = BTree::open(undo.root);
-        let at = TreeRef {
-            space: undo.space,
-            root: undo.root,
-        };
+        let at = TreeRef::at(undo.space, undo.root);
         self.latched(at, Latching::Exclusive, |mtr| {
             mtr.set_for_undo();
             match &undo.before {
@@ -345,10 +406,7 @@ mod tests {
             txn.put(&t, b"k1", b"one").unwrap();
             txn.put(&t, b"k2", b"two").unwrap();
             txn.commit().unwrap();
-            let tree = TreeRef {
-                space: t.def.space,
-                root: t.def.root,
-            };
+            let tree = TreeRef::table(&t.def);
             let btree = BTree::open(tree.root);
             let inner = &db.inner;
             let mut mtr = inner.mtr(tree.space).unwrap();
@@ -370,6 +428,41 @@ mod tests {
                 btree.get(&mut read, b"k1").unwrap().as_deref(),
                 Some(&b"raw"[..])
             );
+        })
+        .unwrap()
+        .0
+        .finished()
+        .unwrap();
+    }
+
+    /// DB-8: a statement on a table takes the same latch as an operation
+    /// that finds the tree by its place (a compensation, recovery), and a
+    /// table handle kept from a database that was closed is served by the
+    /// open database's latch table, not by the latch it kept.
+    #[test]
+    fn a_table_handle_takes_the_latch_of_the_database_it_is_used_with() {
+        Sim::run(SimConfig::default(), |_| {
+            let config = DbConfig::simple("memory", "memory", 4096, 64 * 4096);
+            let db = Database::open(&config).unwrap();
+            let t = db.create_table(TableSpec::bytes("t")).unwrap();
+            let mut txn = db.begin().unwrap();
+            txn.put(&t, b"k", b"v").unwrap();
+            txn.commit().unwrap();
+            let same = |inner: &Inner, tree: TreeRef<'_>| {
+                let by_place = inner.latch(tree.space, tree.root);
+                std::ptr::eq(&*inner.tree_latch(&tree), &*by_place)
+            };
+            assert!(same(&db.inner, TreeRef::table(&t.def)));
+            assert!(matches!(
+                db.inner.tree_latch(&TreeRef::table(&t.def)),
+                TreeLatchRef::Slot(_)
+            ));
+            let other = Database::open(&config).unwrap();
+            assert!(same(&other.inner, TreeRef::table(&t.def)));
+            assert!(matches!(
+                other.inner.tree_latch(&TreeRef::table(&t.def)),
+                TreeLatchRef::Table(_)
+            ));
         })
         .unwrap()
         .0

@@ -6,6 +6,9 @@
 //! catalog entry are logged and forced at once, and it cannot be rolled
 //! back (DDL is not transactional in flashlab).
 
+use std::sync::{Arc, OnceLock};
+
+use flashlab_runtime::RwLatch;
 use serde::{Deserialize, Serialize};
 
 use crate::error::{Error, Result};
@@ -21,6 +24,40 @@ pub const NAME_BYTES_MAX: usize = 128;
 /// Most secondary indexes per table.
 pub const INDEXES_MAX: usize = 8;
 
+/// A tree's latch, kept with the definition of the tree once a database
+/// has handed it out, so that a statement finds it without the latch
+/// table's lock (DB-8). Not part of the definition: it compares equal
+/// whatever it holds, is never serialized, and names the database that
+/// filled it, so a definition used with another database falls back to
+/// that database's latch table.
+#[derive(Clone, Default)]
+pub(crate) struct LatchSlot(OnceLock<(u64, Arc<RwLatch>)>);
+
+impl LatchSlot {
+    /// The latch of database `instance`, filled by `latch` on first use;
+    /// `None` if the slot holds another database's latch.
+    pub(crate) fn get(
+        &self,
+        instance: u64,
+        latch: impl FnOnce() -> Arc<RwLatch>,
+    ) -> Option<&RwLatch> {
+        let (owner, latch) = self.0.get_or_init(|| (instance, latch()));
+        (*owner == instance).then_some(&**latch)
+    }
+}
+
+impl PartialEq for LatchSlot {
+    fn eq(&self, _other: &LatchSlot) -> bool {
+        true
+    }
+}
+
+impl std::fmt::Debug for LatchSlot {
+    fn fmt(&self, f: &mut std::fmt::Formatter<'_>) -> std::fmt::Result {
+        f.write_str("LatchSlot")
+    }
+}
+
 /// A secondary index: key = index columns + primary key, value empty.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 pub struct IndexDef {
@@ -28,6 +65,9 @@ pub struct IndexDef {
     /// Column positions in the table's schema.
     pub columns: Vec<usize>,
     pub root: PageNo,
+    /// The index tree's latch (DB-8).
+    #[serde(skip)]
+    pub(crate) latch: LatchSlot,
 }
 
 /// A table as the catalog records it.
@@ -41,6 +81,9 @@ pub struct TableDef {
     /// Typed tables have a schema; byte tables store raw keys and values.
     pub schema: Option<Schema>,
     pub indexes: Vec<IndexDef>,
+    /// The primary tree's latch (DB-8).
+    #[serde(skip)]
+    pub(crate) latch: LatchSlot,
 }
 
 impl TableDef {
@@ -141,5 +184,48 @@ impl TableSpec {
             columns.iter().map(|c| c.to_string()).collect(),
         ));
         self
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    #[test]
+    fn a_latch_slot_serves_only_the_database_that_filled_it() {
+        let slot = LatchSlot::default();
+        let latch = Arc::new(RwLatch::new());
+        let first = slot.get(7, || latch.clone()).expect("filled by database 7");
+        assert!(std::ptr::eq(first, &*latch));
+        let again = slot
+            .get(7, || panic!("DB-8: a filled slot is not filled again"))
+            .expect("database 7 again");
+        assert!(std::ptr::eq(again, &*latch));
+        assert!(
+            slot.get(8, || Arc::new(RwLatch::new())).is_none(),
+            "DB-8: another database's latch is never handed out"
+        );
+    }
+
+    #[test]
+    fn a_latch_slot_is_not_part_of_the_definition() {
+        let def = TableDef {
+            id: 1,
+            name: "t".into(),
+            space: 0,
+            root: 2,
+            schema: None,
+            indexes: Vec::new(),
+            latch: LatchSlot::default(),
+        };
+        let filled = def.clone();
+        filled.latch.get(1, || Arc::new(RwLatch::new()));
+        assert_eq!(def, filled);
+        assert_eq!(TableDef::decode(&filled.encode()).unwrap(), def);
+        assert!(
+            !String::from_utf8(filled.encode())
+                .unwrap()
+                .contains("latch")
+        );
     }
 }

@@ -218,6 +218,7 @@ pub(crate) fn create_table(db: &Database, spec: TableSpec) -> Result<Table> {
             name,
             columns,
             root: new_tree(db, space)?,
+            latch: Default::default(),
         });
     }
     let id = inner
@@ -236,11 +237,9 @@ pub(crate) fn create_table(db: &Database, spec: TableSpec) -> Result<Table> {
         root,
         schema: spec.schema,
         indexes: defs,
+        latch: Default::default(),
     };
-    let catalog = TreeRef {
-        space: 0,
-        root: CATALOG_ROOT,
-    };
+    let catalog = TreeRef::at(0, CATALOG_ROOT);
     let (_, logged) = inner.tree_put(
         catalog,
         &def.key(),

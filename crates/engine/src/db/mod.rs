@@ -56,6 +56,12 @@
 //!    may have changed the rows, but none of them commits before recovery,
 //!    which decides from the log alone. Not used with In-Page Logging
 //!    spaces, whose commits wait for a force marker (IPL-13).
+//! 8. A tree has one latch per open database, in its latch table, never
+//!    removed. A table's or index's definition keeps the latch the table
+//!    handed it, with the database that handed it (`LatchSlot`), so a
+//!    statement on a table takes the tree's latch without the table's lock
+//!    (a lock every core would write); a definition filled by another
+//!    database is not used, and the table is asked instead.
 
 mod access;
 pub mod catalog;
@@ -195,6 +201,9 @@ pub type SpaceStoreCounters = (String, crate::store::StoreKind, Vec<(&'static st
 /// The latch of one tree (DB-1).
 type TreeLatch = Arc<RwLatch>;
 
+/// The next [`Inner::instance`].
+static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
+
 /// The CPU costs in force, read by every statement without a lock: each
 /// field is an atomic, so readers on many cores share its cache line
 /// instead of taking it from each other (a lock's word is written by every
@@ -259,6 +268,9 @@ pub(crate) struct Inner {
     pub devices: Devices,
     pub catalog: RwLock<BTreeMap<String, Arc<TableDef>>>,
     latches: std::sync::Mutex<HashMap<(SpaceId, PageNo), TreeLatch>>,
+    /// This open database among all opened by the process: names the
+    /// owner of a definition's latch slot (DB-8).
+    pub(crate) instance: u64,
     /// The leaves' latches of one-leaf changes (MTR-12, DB-6).
     pub(crate) leaf_latches: Arc<crate::mtr::LeafLatches>,
     pub locks: Arc<LockManager>,
@@ -448,6 +460,7 @@ impl Database {
                 devices,
                 catalog: RwLock::new(BTreeMap::new()),
                 latches: std::sync::Mutex::new(HashMap::new()),
+                instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
                 leaf_latches: Arc::new(crate::mtr::LeafLatches::new()),
                 locks,
                 cpu: CpuCostsCell::new(&config.cpu),

@@ -139,11 +139,8 @@ impl Transaction {
         self.db.locks.lock(self.id, &mut self.held, lock_key, mode)
     }
 
-    fn tree(table: &Table) -> TreeRef {
-        TreeRef {
-            space: table.def.space,
-            root: table.def.root,
-        }
+    fn tree(table: &Table) -> TreeRef<'_> {
+        TreeRef::table(&table.def)
     }
 
     // ---------------------------------------------------------- reading
@@ -559,10 +556,7 @@ impl Transaction {
             }
         }
         for index in &table.def.indexes {
-            let index_tree = TreeRef {
-                space: table.def.space,
-                root: index.root,
-            };
+            let index_tree = TreeRef::index(&table.def, index);
             let empty = StoredRow {
                 header: VersionHeader::uncommitted(self.id, 0),
                 row: Vec::new(),
@@ -675,10 +669,7 @@ impl Transaction {
         self.statement_snapshot();
         let def = table.def.index(index)?;
         let schema = Self::schema(table)?;
-        let tree = TreeRef {
-            space: table.def.space,
-            root: def.root,
-        };
+        let tree = TreeRef::index(&table.def, def);
         let start = crate::row::encode_key(prefix);
         let end = prefix_end(&start);
         let upper = match &end {
@@ -728,10 +719,7 @@ impl Transaction {
     ) -> Result<()> {
         let schema = Self::schema(table)?;
         for index in &table.def.indexes {
-            let tree = TreeRef {
-                space: table.def.space,
-                root: index.root,
-            };
+            let tree = TreeRef::index(&table.def, index);
             let key_of = |row: &[Value]| -> Result<Vec<u8>> {
                 let mut key = schema.index_key(row, &index.columns)?;
                 key.extend_from_slice(pk);
