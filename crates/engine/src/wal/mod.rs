@@ -88,7 +88,9 @@
 //! 6. A record with page changes counts as *uninstalled* from its append
 //!    until the mini-transaction has installed its pages
 //!    ([`Wal::installed`]); a checkpoint waits for those before its begin
-//!    record before it writes pages back.
+//!    record before it writes pages back. The set is a table of atomic
+//!    slots set by the append and cleared by the install without the
+//!    state's lock, with an overflow map under it ([`installs`], INS-n).
 //! 7. Commit timestamps are handed out in log order, and no record that a
 //!    decoder would refuse is accepted ([`LogRecord::check_limits`]).
 //! 8. Each record links to the record before it; the link and every sector
@@ -131,6 +133,7 @@
 pub mod codec;
 mod force;
 pub mod group;
+mod installs;
 pub mod layout;
 pub mod master;
 pub mod reader;
@@ -147,6 +150,8 @@ use serde::{Deserialize, Serialize};
 use crate::buffer::WriterStop;
 use crate::error::{Error, Result};
 use crate::page::{self, PageId};
+pub use installs::INSTALL_SLOTS;
+use installs::Installs;
 pub use layout::LogLayout;
 pub use master::Master;
 pub use reader::{BeyondEnd, LogReader};
@@ -347,9 +352,9 @@ struct TxnEntry {
 
 /// Keep the transaction table, the reservations and the uninstalled set in
 /// step with an appended record of `size` bytes (WAL-5, WAL-6).
-fn track(st: &mut LogState, lsn: u64, size: u64, record: &LogRecord) {
+fn track(st: &mut LogState, installs: &Installs, lsn: u64, size: u64, record: &LogRecord) {
     if !record.body.redo().is_empty() {
-        *st.uninstalled.entry(lsn).or_insert(0) += 1;
+        installs.register(lsn, &mut st.uninstalled_overflow);
     }
     if record.txn == 0 {
         return;
@@ -440,8 +445,9 @@ struct LogState {
     /// Sum of the active transactions' reservations.
     reserved_bytes: u64,
     /// Records with page changes logged but not yet installed in the
-    /// buffer pool: LSN → count (WAL-6).
-    uninstalled: BTreeMap<u64, u32>,
+    /// buffer pool that found no free slot in `Wal::installs`: LSN → count
+    /// (WAL-6, INS-1).
+    uninstalled_overflow: BTreeMap<u64, u32>,
     /// Tasks waiting for a force or a master write to end, in arrival
     /// order: the LSN each needs durable (`u64::MAX`: the flusher role
     /// itself) and where it sleeps (WAL-11).
@@ -506,6 +512,9 @@ pub struct Wal {
     /// Bytes kept back for recovery, images and checkpoints.
     reserve_bytes: u64,
     state: Mutex<LogState>,
+    /// Records appended but not yet installed (WAL-6), with
+    /// `LogState::uninstalled_overflow`.
+    installs: Installs,
     master: Mutex<Master>,
     /// Wakes the checkpointer when the log fills up.
     checkpoint_wanted: WriterStop,
@@ -682,10 +691,11 @@ impl Wal {
                 stats: LogStats::default(),
                 active: BTreeMap::new(),
                 reserved_bytes: 0,
-                uninstalled: BTreeMap::new(),
+                uninstalled_overflow: BTreeMap::new(),
                 flush_waiters: VecDeque::new(),
                 force_buffers: Default::default(),
             }),
+            installs: Installs::new(INSTALL_SLOTS),
             master: Mutex::new(master),
             checkpoint_wanted: WriterStop::new(),
             checking,
@@ -890,7 +900,7 @@ impl Wal {
         st.buf.extend_from_slice(&bytes);
         st.end_lsn = end;
         st.last_record_lsn = lsn;
-        track(&mut st, lsn, size as u64, &record);
+        track(&mut st, &self.installs, lsn, size as u64, &record);
         st.stats.records += 1;
         st.stats.bytes_appended += size as u64;
         if self.layout.sector_of(end) / self.layout.sectors
@@ -970,11 +980,8 @@ impl Wal {
         let older = || st.active.values().filter(|t| t.public.last_lsn < begin_lsn);
         let active = older().map(|t| t.public.clone()).collect();
         let start_lsn = older().map(|t| t.first_lsn).fold(begin_lsn, u64::min);
-        let pending_lsn = st
-            .uninstalled
-            .keys()
-            .next()
-            .copied()
+        let pending_lsn = self
+            .oldest_uninstalled(&st)
             .filter(|&lsn| lsn < begin_lsn)
             .unwrap_or(0);
         Ok(CheckpointStart {
@@ -993,11 +1000,9 @@ impl Wal {
             if let Some(failure) = &st.failed {
                 return Err(Error::LogFailed(failure.clone()));
             }
-            if st
-                .uninstalled
-                .keys()
-                .next()
-                .is_none_or(|&first| first >= lsn)
+            if self
+                .oldest_uninstalled(&st)
+                .is_none_or(|first| first >= lsn)
             {
                 return Ok(());
             }
@@ -1007,13 +1012,28 @@ impl Wal {
     }
 
     /// The mini-transaction of the record at `lsn` has installed its pages.
+    /// Takes the state's lock only for a record that found no slot (INS-1).
     pub fn installed(&self, lsn: u64) {
+        if self.installs.installed(lsn) == installs::Removed::Slot {
+            return;
+        }
         let mut st = self.state.lock();
-        if let Some(count) = st.uninstalled.get_mut(&lsn) {
+        // Absent: a record without page changes, never registered.
+        if let Some(count) = st.uninstalled_overflow.get_mut(&lsn) {
             *count -= 1;
             if *count == 0 {
-                st.uninstalled.remove(&lsn);
+                st.uninstalled_overflow.remove(&lsn);
             }
+        }
+    }
+
+    /// The oldest record appended but not installed, if any (WAL-6); the
+    /// caller holds the state's lock, so no record is being registered.
+    fn oldest_uninstalled(&self, st: &LogState) -> Option<u64> {
+        let overflow = st.uninstalled_overflow.keys().next().copied();
+        match (self.installs.oldest(), overflow) {
+            (Some(a), Some(b)) => Some(a.min(b)),
+            (a, b) => a.or(b),
         }
     }
 

@@ -540,3 +540,35 @@ fn a_record_for_a_moved_horizon_comes_back_whole_in_a_runtime() {
         }
     );
 }
+
+/// WAL-6: a record with page changes is pending for a checkpoint from its
+/// append until its mini-transaction says it installed its pages, and the
+/// checkpoint names the oldest pending one; a record without page changes
+/// is never pending.
+#[test]
+fn a_checkpoint_names_the_oldest_record_not_yet_installed() {
+    sim(|_| a_checkpoint_names_the_oldest_record_not_yet_installed_in_a_runtime());
+}
+
+fn a_checkpoint_names_the_oldest_record_not_yet_installed_in_a_runtime() {
+    let wal = Wal::create(memory_log(), WalConfig::default(), 0, None).unwrap();
+    let update = |page_no| Body::Update {
+        undo: None,
+        redo: vec![PageRedo {
+            page: PageId::new(1, page_no),
+            image: false,
+            ranges: vec![(64, vec![7; 8])],
+        }],
+    };
+    let (first, _) = wal.append(0, 0, update(3)).unwrap();
+    let (second, _) = wal.append(0, 0, update(4)).unwrap();
+    let (bare, _) = wal.append(0, 0, Body::Abort).unwrap();
+    assert_eq!(wal.checkpoint_begin().unwrap().pending_lsn, first);
+    wal.installed(bare);
+    wal.installed(first);
+    let start = wal.checkpoint_begin().unwrap();
+    assert_eq!(start.pending_lsn, second);
+    wal.installed(second);
+    assert_eq!(wal.checkpoint_begin().unwrap().pending_lsn, 0);
+    wal.wait_installed_before(start.begin_lsn).unwrap();
+}
