@@ -97,7 +97,7 @@ pub(crate) const RESTARTS_MAX: u32 = 16;
 
 /// Take the mini-transaction out of the closure's borrow to commit it
 /// (the caller's copy is left empty and dropped).
-fn take_mtr(mtr: &mut Mtr) -> Mtr {
+fn take_mtr<'a>(mtr: &mut Mtr<'a>) -> Mtr<'a> {
     mtr.take()
 }
 
@@ -129,18 +129,12 @@ impl Inner {
         }
     }
 
-    pub(crate) fn mtr(&self, space: SpaceId) -> Result<Mtr> {
+    pub(crate) fn mtr(&self, space: SpaceId) -> Result<Mtr<'_>> {
         let s = self.space(space)?;
-        let mtr = Mtr::new(
-            s.pool.clone(),
-            s.id,
-            s.name.clone(),
-            s.capacity_pages,
-            s.allocation.clone(),
-        )
-        .keeping_before_images(s.store.wants_updates());
+        let mtr = Mtr::new(&s.pool, s.id, &s.name, s.capacity_pages, &s.allocation)
+            .keeping_before_images(s.store.wants_updates());
         Ok(if s.store.install_gate().is_some() {
-            mtr.with_gated_store(s.store.clone())
+            mtr.with_gated_store(&s.store)
         } else {
             mtr
         })
@@ -173,7 +167,7 @@ impl Inner {
                     op(&mut mtr)
                 }
                 Latching::OneLeaf => {
-                    mtr.set_one_leaf(self.leaf_latches.clone());
+                    mtr.set_one_leaf(&self.leaf_latches);
                     let _guard = latch.read();
                     op(&mut mtr)
                 }
@@ -410,7 +404,7 @@ mod tests {
             let btree = BTree::open(tree.root);
             let inner = &db.inner;
             let mut mtr = inner.mtr(tree.space).unwrap();
-            mtr.set_one_leaf(inner.leaf_latches.clone());
+            mtr.set_one_leaf(&inner.leaf_latches);
             // A copy of the leaf (the root of this one-page tree).
             mtr.read(tree.root).unwrap();
             // Another change to the same leaf, installed meanwhile.

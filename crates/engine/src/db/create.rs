@@ -73,7 +73,7 @@ pub(crate) fn build_spaces(
         spaces.push(DataSpace {
             id: i as u32,
             allocation: flashlab_runtime::Latch::new(),
-            name: Arc::from(space.name.as_str()),
+            name: space.name.clone(),
             pool,
             capacity_pages: store.capacity_pages(),
             store,

@@ -132,8 +132,8 @@ pub(crate) struct DataSpace {
     pub id: SpaceId,
     /// Serialises allocation in this space (MTR-4).
     pub allocation: Arc<flashlab_runtime::Latch>,
-    /// Shared with every mini-transaction on the space (for its errors).
-    pub name: Arc<str>,
+    /// Lent to every mini-transaction on the space (for its errors).
+    pub name: String,
     pub pool: Arc<BufferPool>,
     pub capacity_pages: u64,
     /// Where the space's pages live on its device.
@@ -272,7 +272,7 @@ pub(crate) struct Inner {
     /// owner of a definition's latch slot (DB-8).
     pub(crate) instance: u64,
     /// The leaves' latches of one-leaf changes (MTR-12, DB-6).
-    pub(crate) leaf_latches: Arc<crate::mtr::LeafLatches>,
+    pub(crate) leaf_latches: crate::mtr::LeafLatches,
     pub locks: Arc<LockManager>,
     /// CPU costs in force (loading runs with none).
     cpu: CpuCostsCell,
@@ -461,7 +461,7 @@ impl Database {
                 catalog: RwLock::new(BTreeMap::new()),
                 latches: std::sync::Mutex::new(HashMap::new()),
                 instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
-                leaf_latches: Arc::new(crate::mtr::LeafLatches::new()),
+                leaf_latches: crate::mtr::LeafLatches::new(),
                 locks,
                 cpu: CpuCostsCell::new(&config.cpu),
                 next_txn: AtomicU64::new(next_txn),

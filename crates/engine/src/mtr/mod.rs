@@ -307,17 +307,17 @@ impl Drop for MtrPage {
 
 /// A mini-transaction over the pages of one space. See the module
 /// documentation.
-pub struct Mtr {
-    pool: Arc<BufferPool>,
+pub struct Mtr<'a> {
+    pool: &'a BufferPool,
     space: SpaceId,
-    space_name: Arc<str>,
+    space_name: &'a str,
     capacity_pages: u64,
     pages: BTreeMap<PageNo, MtrPage>,
     /// Pages read but not written, oldest first.
     clean: std::collections::VecDeque<PageNo>,
     /// The space's allocation latch, taken at the first touch of the space
     /// header and held until the mini-transaction ends (MTR-4).
-    allocation: Arc<Latch>,
+    allocation: &'a Arc<Latch>,
     allocation_held: Option<LatchGuard>,
     /// An undo step's mini-transaction may use the undo reserve (MTR-7).
     for_undo: bool,
@@ -332,11 +332,11 @@ pub struct Mtr {
     keep_before: bool,
     /// One-leaf mode (MTR-12): the leaf latches, and the one page written
     /// with its latch held.
-    one_leaf: Option<Arc<LeafLatches>>,
+    one_leaf: Option<&'a LeafLatches>,
     leaf_held: Option<(PageNo, LatchGuard)>,
     /// The space's store when it has an install gate (In-Page Logging,
     /// IPL-10): held shared from the record's append to the install.
-    gated: Option<Arc<dyn crate::store::PageStore>>,
+    gated: Option<&'a Arc<dyn crate::store::PageStore>>,
 }
 
 /// What a mini-transaction without I/O could not get (MTR-8), or what a
@@ -392,16 +392,19 @@ pub struct Logged {
     pub end_lsn: u64,
 }
 
-impl Mtr {
+impl<'a> Mtr<'a> {
     /// Start a mini-transaction on `space`, whose device holds
     /// `capacity_pages` pages and whose allocation latch is `allocation`.
+    /// It borrows what it shares with the space's other users: taking a
+    /// count of each (an atomic every core writes) would cost more than
+    /// the pages it changes.
     pub fn new(
-        pool: Arc<BufferPool>,
+        pool: &'a BufferPool,
         space: SpaceId,
-        space_name: Arc<str>,
+        space_name: &'a str,
         capacity_pages: u64,
-        allocation: Arc<Latch>,
-    ) -> Mtr {
+        allocation: &'a Arc<Latch>,
+    ) -> Mtr<'a> {
         Mtr {
             pool,
             space,
@@ -426,13 +429,13 @@ impl Mtr {
     /// afresh under that latch; writing any other page, allocating or
     /// freeing fails with [`Miss::Latch`], for the caller to start over
     /// under the tree's exclusive latch.
-    pub fn set_one_leaf(&mut self, latches: Arc<LeafLatches>) {
+    pub fn set_one_leaf(&mut self, latches: &'a LeafLatches) {
         self.one_leaf = Some(latches);
     }
 
     /// Keep a copy of each written page's before-image, for a store that
     /// is told every change (`PageStore::wants_updates`, In-Page Logging).
-    pub fn keeping_before_images(mut self, keep: bool) -> Mtr {
+    pub fn keeping_before_images(mut self, keep: bool) -> Mtr<'a> {
         self.keep_before = keep;
         self
     }
@@ -440,24 +443,24 @@ impl Mtr {
     /// The space's store, whose install gate this mini-transaction holds
     /// from its record's append to its install (IPL-10); set by the
     /// database for a store that has one.
-    pub fn with_gated_store(mut self, store: Arc<dyn crate::store::PageStore>) -> Mtr {
+    pub fn with_gated_store(mut self, store: &'a Arc<dyn crate::store::PageStore>) -> Mtr<'a> {
         self.gated = Some(store);
         self
     }
 
     /// Take this mini-transaction out, leaving an empty one with nothing
     /// read, written or latched in its place (to commit it from a borrow).
-    pub fn take(&mut self) -> Mtr {
+    pub fn take(&mut self) -> Mtr<'a> {
         let empty = Mtr::new(
-            self.pool.clone(),
+            self.pool,
             self.space,
-            self.space_name.clone(),
+            self.space_name,
             self.capacity_pages,
-            self.allocation.clone(),
+            self.allocation,
         )
         .keeping_before_images(self.keep_before);
         let empty = Mtr {
-            gated: self.gated.clone(),
+            gated: self.gated,
             ..empty
         };
         std::mem::replace(self, empty)
@@ -512,7 +515,7 @@ impl Mtr {
 
     /// This mini-transaction runs an undo step: it may allocate from the
     /// undo reserve (MTR-7).
-    pub fn for_undo(mut self) -> Mtr {
+    pub fn for_undo(mut self) -> Mtr<'a> {
         self.for_undo = true;
         self
     }
@@ -534,7 +537,7 @@ impl Mtr {
             Some((held, _)) if *held == page_no => Ok(()),
             Some(_) => Err(self.miss(Miss::Latch)),
             None => {
-                let latches = self.one_leaf.clone().expect("one-leaf mode");
+                let latches = self.one_leaf.expect("one-leaf mode");
                 let guard = latches.acquire(self.space, page_no);
                 self.leaf_held = Some((page_no, guard));
                 if self.pages.get(&page_no).is_some_and(|p| !p.written) {
@@ -618,8 +621,8 @@ impl Mtr {
                 self.pages.remove(&0);
             }
         }
-        let name = self.space_name.clone();
-        SpaceHeader::decode(&self.load(0)?.image, &name)
+        let name = self.space_name;
+        SpaceHeader::decode(&self.load(0)?.image, name)
     }
 
     fn set_header(&mut self, header: &SpaceHeader) -> Result<()> {
@@ -818,8 +821,8 @@ impl Mtr {
     /// The store whose install gate is held shared from the record's
     /// append to the install (IPL-10), so that an In-Page Logging force
     /// sees every mini-transaction whole or not at all.
-    fn store(&self) -> Option<Arc<dyn crate::store::PageStore>> {
-        self.gated.clone()
+    fn store(&self) -> Option<&'a Arc<dyn crate::store::PageStore>> {
+        self.gated
     }
 
     fn install(mut self, txn: u64, lsn: u64, end_lsn: u64) {
@@ -861,7 +864,7 @@ fn before_of(p: &MtrPage) -> &[u8] {
         .expect("written pages have a before-image")
 }
 
-impl PageAccess for Mtr {
+impl PageAccess for Mtr<'_> {
     fn page_bytes(&self) -> usize {
         self.pool.page_bytes()
     }
