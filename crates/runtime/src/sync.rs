@@ -675,19 +675,6 @@ impl RwLatch {
         }
     }
 
-    /// Take the latch shared if that needs no wait: nobody holds it
-    /// exclusive and nobody is queued (no barging past a queued request,
-    /// as in [`RwLatch::acquire_simulated`]). Not a wait, so not a point
-    /// where the simulated world preempts.
-    fn try_read_simulated(&self) -> bool {
-        let mut st = self.state.lock().expect("latch state");
-        if st.writer || !st.waiters.is_empty() {
-            return false;
-        }
-        st.readers += 1;
-        true
-    }
-
     fn release_simulated(&self, exclusive: bool) {
         let mut st = self.state.lock().expect("latch state");
         if exclusive {
@@ -783,29 +770,6 @@ impl<T> RwLock<T> {
             lock: self,
             data: Some(self.data.read()),
             simulated,
-        }
-    }
-
-    /// Take the lock shared if no one holds or waits for it exclusive;
-    /// `None` at once otherwise. Never waits, so it may be called under a
-    /// lock that ranks after this one.
-    pub fn try_read(&self) -> Option<RwLockReadGuard<'_, T>> {
-        let simulated = crate::sim::in_simulated_task();
-        if simulated && !self.latch.try_read_simulated() {
-            return None;
-        }
-        match self.data.try_read() {
-            Some(data) => Some(RwLockReadGuard {
-                lock: self,
-                data: Some(data),
-                simulated,
-            }),
-            None => {
-                // The simulated world's latch grants before the value's
-                // lock is taken, so that lock is free there (SYNC-2).
-                assert!(!simulated, "SYNC-2: a granted latch's value was held");
-                None
-            }
         }
     }
 

@@ -91,9 +91,8 @@
 //!     oldest dirty pages without a pass over the page table.
 //! 13. Lock order: a frame's data lock, then the metadata lock, then one
 //!     page table shard's lock. A shard lock is held only for a lookup and
-//!     a pin, or for a change of its entries; nothing else is waited for
-//!     under it, nothing but a try of a frame's data lock (17) is taken
-//!     under it, and no task holds two shard locks.
+//!     a pin, or for a change of its entries; nothing else is taken or
+//!     waited for under it, and no task holds two shard locks.
 //! 14. The shards hold exactly the page table: page `id` is in shard
 //!     `shard(id)` with frame `f` exactly when the table maps `id` to `f`,
 //!     and its entry's Ready flag is true exactly when frame `f` is Ready.
@@ -107,12 +106,6 @@
 //!     (load, install, renewal) only under it exclusive; a write-back's copy
 //!     and the metadata it notes are taken under the shared lock, so no
 //!     install falls between them (BUF-7).
-//! 17. A visit ([`BufferPool::visit_resident`]) may read a page without a
-//!     pin: under the page's shard lock, with the entry Ready, it takes the
-//!     frame's data lock shared with a try that never waits, and reads
-//!     under that alone. The frame may be unmapped meanwhile (its pin count
-//!     is 0), but by 16 no one loads another page into it, installs or
-//!     renews it until the read ends. A try that fails pins as a hit does.
 //!
 //! **Checking.** The O(1) checks of these invariants are `assert!`s, on in
 //! every build. [`BufferPool::check`] verifies the whole state (page table
@@ -383,18 +376,16 @@ impl BufferPool {
         self.core.fetch_resident(id)
     }
 
-    /// Run `f` on page `id`'s bytes if it is resident and ready, under its
-    /// frame's data lock, as [`BufferPool::fetch_resident`] and
-    /// [`PageRef::read`] would, but with no handle (nothing is added to the
-    /// count of the pool's owners) and, when the data lock is free, no pin
-    /// (BUF-17): both are lines every core's page visits would share. `None`, and `f` not
+    /// Run `f` on page `id`'s bytes if it is resident and ready, pinned and
+    /// under its frame's data lock, as [`BufferPool::fetch_resident`] and
+    /// [`PageRef::read`] would (the same pin, lock and unpin), but with no
+    /// handle: nothing is added to the count of the pool's owners, a line
+    /// every core's page visits would otherwise share. `None`, and `f` not
     /// run, if the page is not resident or still loading; it does no I/O
     /// and waits only for the frame's data lock, as a read does.
     pub fn visit_resident<R>(&self, id: PageId, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
-        let frame = match self.core.hot.read_if_ready(id, &self.core.data) {
-            table::ReadLookup::Read(data) => return Some(f(&data)),
-            table::ReadLookup::Pinned(frame) => frame,
-            table::ReadLookup::Busy | table::ReadLookup::Absent => return None,
+        let table::Lookup::Pinned(frame) = self.core.hot.pin_if_ready(id) else {
+            return None;
         };
         // Unpinned on the way out, a panic of `f` included (BUF-1).
         let _pin = FramePin {

@@ -11,7 +11,7 @@
 
 use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
 
-use flashlab_runtime::{Mutex, MutexGuard, RwLock, RwLockReadGuard};
+use flashlab_runtime::{Mutex, MutexGuard};
 
 use crate::fast_hash::FastHashMap;
 use crate::page::PageId;
@@ -53,18 +53,6 @@ pub(super) struct FrameHot {
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) enum Lookup {
     /// Resident and Ready: the frame is now pinned for the caller.
-    Pinned(usize),
-    /// Resident but being loaded or evicted.
-    Busy,
-    /// Not resident.
-    Absent,
-}
-
-/// What a visit's hit path found ([`Hot::read_if_ready`]).
-pub(super) enum ReadLookup<'a> {
-    /// Resident and Ready: its bytes, held shared, no pin (BUF-17).
-    Read(RwLockReadGuard<'a, Vec<u8>>),
-    /// Resident and Ready, its data lock busy: pinned for the caller.
     Pinned(usize),
     /// Resident but being loaded or evicted.
     Busy,
@@ -136,43 +124,6 @@ impl Hot {
             }
             Some(_) => Lookup::Busy,
             None => Lookup::Absent,
-        }
-    }
-
-    /// The hit path of a visit (BUF-17): if `id` is resident and Ready and
-    /// its frame's data lock can be had shared at once, take it under the
-    /// shard's lock and pin nothing: the data lock alone keeps the frame's
-    /// bytes those of `id` until the guard drops, because a frame is
-    /// loaded, installed into or renewed only under its data lock
-    /// exclusive (BUF-16). Otherwise pin the frame as
-    /// [`Hot::pin_if_ready`] does, for the caller to wait for the data
-    /// lock with the shard's lock released.
-    pub(super) fn read_if_ready<'a>(
-        &self,
-        id: PageId,
-        data: &'a [RwLock<Vec<u8>>],
-    ) -> ReadLookup<'a> {
-        let shard = self.shard_of(id);
-        let map = shard.map.lock();
-        match map.get(&id) {
-            Some(&Entry { frame, ready: true }) => {
-                let hot = &self.frames[frame];
-                let read = data[frame].try_read();
-                if read.is_none() {
-                    hot.pins.fetch_add(1, Ordering::AcqRel);
-                }
-                if !hot.referenced.load(Ordering::Relaxed) {
-                    hot.referenced.store(true, Ordering::Relaxed);
-                }
-                shard.hits.fetch_add(1, Ordering::Relaxed);
-                drop(map);
-                match read {
-                    Some(guard) => ReadLookup::Read(guard),
-                    None => ReadLookup::Pinned(frame),
-                }
-            }
-            Some(_) => ReadLookup::Busy,
-            None => ReadLookup::Absent,
         }
     }
 

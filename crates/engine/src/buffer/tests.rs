@@ -281,50 +281,6 @@ fn all_pinned_is_an_error_not_a_hang() {
     });
 }
 
-/// BUF-17: a visit pins nothing, so the page it reads may be evicted
-/// meanwhile, but its frame is not given to another page until the visit
-/// has read it: the loader waits for the frame's data lock. (A visit that
-/// pinned would leave no frame to take: "all pinned".)
-#[test]
-fn a_visit_without_a_pin_keeps_its_bytes_until_it_ends() {
-    sim(|rt| {
-        let (pool, _device, _log) = setup(FRAMES_MIN, 0, 0);
-        for n in 0..FRAMES_MIN as PageNo {
-            create(&pool, n, n as u8 + 1, 10 + u64::from(n));
-        }
-        // Every frame pinned but page 0's.
-        let pinned: Vec<PageRef> = (1..FRAMES_MIN as PageNo)
-            .map(|n| pool.fetch(id(n)).unwrap())
-            .collect();
-        let loaded = Arc::new(AtomicBool::new(false));
-        let visited = pool.visit_resident(id(0), |bytes| {
-            let loader = {
-                let (pool, loaded) = (pool.clone(), loaded.clone());
-                rt.spawn("loader", move || {
-                    let page = pool
-                        .fetch_new(id(500))
-                        .expect("page 0's frame is free to take");
-                    loaded.store(true, Ordering::SeqCst);
-                    page.id()
-                })
-            };
-            rt.sleep(NS_PER_MS);
-            assert!(
-                !loaded.load(Ordering::SeqCst),
-                "BUF-17: a frame was loaded while a visit read it"
-            );
-            assert_eq!(page::stored_id(bytes), id(0));
-            assert!(bytes[PAGE_HEADER_BYTES..].iter().all(|&b| b == 1));
-            loader
-        });
-        let loader = visited.expect("page 0 is resident");
-        assert_eq!(loader.join(), id(500));
-        assert!(loaded.load(Ordering::SeqCst));
-        drop(pinned);
-        assert_holds(&pool, 0, 1, 10);
-    });
-}
-
 #[test]
 fn concurrent_fetches_of_one_page_read_it_once() {
     sim(|rt| {
