@@ -322,22 +322,15 @@ impl Transaction {
         Ok(new)
     }
 
-    /// MVCC-4: refuse to overwrite a version committed after the snapshot.
-    fn check_first_updater(&self, header: &VersionHeader) -> Result<()> {
-        if self.isolation != Isolation::Snapshot {
-            return Ok(());
+    /// What a write's `decide` needs of the transaction, apart from the
+    /// database handle, so that a statement need not clone the handle (a
+    /// count every core writes) to run `decide` under the tree's latch.
+    fn writer(&self) -> Writer {
+        Writer {
+            id: self.id,
+            isolation: self.isolation,
+            snapshot_ts: self.snapshot_ts,
         }
-        let creator = header.txn_id().unwrap_or(0);
-        if !self.db.versions.visible(creator, self.id, self.snapshot_ts) {
-            return Err(Error::Serialization {
-                txn: self.id,
-                detail: format!(
-                    "a row it changes was changed by transaction {creator}, which committed after its snapshot (timestamp {})",
-                    self.snapshot_ts
-                ),
-            });
-        }
-        Ok(())
     }
 
     /// Delete `key`; true if it existed.
@@ -378,8 +371,9 @@ impl Transaction {
             let filled = self.db.rollback.prepare(segment, row_bytes, &reclaim)?;
             let _ = self.db.rollback.write_filled(filled);
         }
-        let db = self.db.clone();
         let ctx = self.ctx();
+        let writer = self.writer();
+        let (db, segment) = (&*self.db, &mut self.segment);
         let mut filled = None;
         // The row lock taken above keeps the key's value: the change may
         // run as a one-leaf change (DB-6).
@@ -387,7 +381,7 @@ impl Transaction {
             // The current version, borrowed from the leaf.
             let current = current.map(VersionHeader::split).transpose()?;
             if let Some((header, _)) = &current {
-                self.check_first_updater(header)?;
+                writer.check_first_updater(db, header)?;
             }
             let deleted = current
                 .as_ref()
@@ -405,15 +399,15 @@ impl Transaction {
             let prev = match current {
                 None => 0,
                 // Our own earlier version: others still see the one before it.
-                Some((header, _)) if header.txn_id() == Some(self.id) => header.prev & !TOMBSTONE,
+                Some((header, _)) if header.txn_id() == Some(writer.id) => header.prev & !TOMBSTONE,
                 Some((header, row)) => {
-                    let (pointer, page) = self.keep_before_image(header, row)?;
+                    let (pointer, page) = writer.keep_before_image(db, segment, header, row)?;
                     filled = page;
                     pointer
                 }
             };
             let header =
-                VersionHeader::uncommitted(self.id, prev | if tombstone { TOMBSTONE } else { 0 });
+                VersionHeader::uncommitted(writer.id, prev | if tombstone { TOMBSTONE } else { 0 });
             Ok(Some(
                 StoredRow {
                     header,
@@ -433,28 +427,6 @@ impl Transaction {
         let _ = self.db.rollback.write_filled(filled);
         let before = before.map(StoredRow::decode_owned).transpose()?;
         Ok(before.and_then(|row| (row.header.prev & TOMBSTONE == 0).then_some(row.row)))
-    }
-
-    /// Append a version to this transaction's rollback segment; returns
-    /// its pointer and a page it filled.
-    fn keep_before_image(
-        &mut self,
-        header: VersionHeader,
-        row: &[u8],
-    ) -> Result<(u64, Option<crate::page::PageId>)> {
-        if self.segment.is_none() {
-            self.segment = Some(self.db.rollback.assign(self.id)?);
-        }
-        let segment = self.segment.as_ref().expect("assigned above");
-        let db = &self.db;
-        let reclaim = || Reclaim {
-            oldest_snapshot: db.versions.oldest_snapshot(),
-            now_ns: Rt::now_ns_current(),
-            retention_ns: db.config.mvcc.retention_ns,
-        };
-        self.db
-            .rollback
-            .append(segment, self.id, header, row, &reclaim)
     }
 
     fn tree_put(&mut self, tree: TreeRef, key: &[u8], stored: &[u8]) -> Result<Option<Vec<u8>>> {
@@ -752,7 +724,8 @@ impl Transaction {
     pub fn commit_with_ts(mut self) -> Result<u64> {
         self.check_active()?;
         self.active = false;
-        let db = self.db.clone();
+        // Borrowed, not cloned: a clone's count is a line every core writes.
+        let db = &*self.db;
         Rt::cpu_current(db.cpu().commit_ns);
         if self.undo.is_empty() {
             self.finish(None);
@@ -874,6 +847,57 @@ impl Transaction {
             db.wal.append(self.id, self.last_lsn, Body::Abort)?;
         }
         Ok(())
+    }
+}
+
+/// A transaction's identity for the checks and before-images of a write
+/// ([`Transaction::writer`]).
+#[derive(Clone, Copy)]
+struct Writer {
+    id: u64,
+    isolation: Isolation,
+    snapshot_ts: u64,
+}
+
+impl Writer {
+    /// MVCC-4, snapshot isolation's first-updater rule: refuse to
+    /// overwrite a version committed after the snapshot.
+    fn check_first_updater(self, db: &Inner, header: &VersionHeader) -> Result<()> {
+        if self.isolation != Isolation::Snapshot {
+            return Ok(());
+        }
+        let creator = header.txn_id().unwrap_or(0);
+        if !db.versions.visible(creator, self.id, self.snapshot_ts) {
+            return Err(Error::Serialization {
+                txn: self.id,
+                detail: format!(
+                    "a row it changes was changed by transaction {creator}, which committed after its snapshot (timestamp {})",
+                    self.snapshot_ts
+                ),
+            });
+        }
+        Ok(())
+    }
+
+    /// Append a version to the transaction's rollback segment (assigned at
+    /// its first before-image); returns its pointer and a page it filled.
+    fn keep_before_image(
+        self,
+        db: &Inner,
+        segment: &mut Option<SegmentRef>,
+        header: VersionHeader,
+        row: &[u8],
+    ) -> Result<(u64, Option<crate::page::PageId>)> {
+        if segment.is_none() {
+            *segment = Some(db.rollback.assign(self.id)?);
+        }
+        let segment = segment.as_ref().expect("assigned above");
+        let reclaim = || Reclaim {
+            oldest_snapshot: db.versions.oldest_snapshot(),
+            now_ns: Rt::now_ns_current(),
+            retention_ns: db.config.mvcc.retention_ns,
+        };
+        db.rollback.append(segment, self.id, header, row, &reclaim)
     }
 }
 
