@@ -15,23 +15,23 @@
 //! the same way and clears it with one store, under no lock; a checkpoint
 //! reads every slot. In the rare case that every slot is taken (more
 //! mini-transactions between append and install than there are slots),
-//! the record goes to an overflow map under the log's lock instead, and
+//! the record goes to an overflow set under the log's lock instead, and
 //! its removal takes that lock, as before.
 //!
 //! Invariant (INS-1): a slot is set only under the log's lock, by the
 //! append of the record it names, and cleared only by that record's
 //! [`Installs::installed`]; a record with page changes is in exactly one
-//! slot or in the overflow map from its append until its removal.
+//! slot or in the overflow set from its append until its removal.
 
-use std::collections::BTreeMap;
+use std::collections::BTreeSet;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 /// Slots for uninstalled records: more than the tasks that can be between
 /// an append and its install at once in any run the lab makes (4,096
-/// clients and the background tasks), so the overflow map stays empty.
+/// clients and the background tasks), so the overflow set stays empty.
 pub const INSTALL_SLOTS: usize = 8192;
 
-/// The uninstalled records: slots, plus the overflow map the caller keeps
+/// The uninstalled records: slots, plus the overflow set the caller keeps
 /// under the log's lock.
 pub(super) struct Installs {
     slots: Box<[AtomicU64]>,
@@ -42,7 +42,7 @@ pub(super) struct Installs {
 pub(super) enum Removed {
     /// In a slot, now cleared.
     Slot,
-    /// Not in a slot: the caller removes it from the overflow map if it is
+    /// Not in a slot: the caller removes it from the overflow set if it is
     /// there (a compensation that changed no page was never registered).
     Elsewhere,
 }
@@ -63,7 +63,7 @@ impl Installs {
 
     /// Register `lsn`, appended just now: under the log's lock, which also
     /// guards `overflow` (INS-1).
-    pub(super) fn register(&self, lsn: u64, overflow: &mut BTreeMap<u64, u32>) {
+    pub(super) fn register(&self, lsn: u64, overflow: &mut BTreeSet<u64>) {
         assert!(lsn != 0, "INS-1: LSN 0 marks a free slot");
         let n = self.slots.len();
         let home = self.home(lsn);
@@ -76,7 +76,7 @@ impl Installs {
                 return;
             }
         }
-        *overflow.entry(lsn).or_insert(0) += 1;
+        overflow.insert(lsn);
     }
 
     /// Remove `lsn`, whose pages are installed, if it has a slot. Called by
@@ -99,7 +99,7 @@ impl Installs {
     }
 
     /// The oldest registered record in a slot, if any (the caller adds the
-    /// overflow map's).
+    /// overflow set's).
     pub(super) fn oldest(&self) -> Option<u64> {
         self.slots
             .iter()
@@ -116,7 +116,7 @@ mod tests {
     #[test]
     fn records_come_and_go_through_their_slots() {
         let installs = Installs::new(64);
-        let mut overflow = BTreeMap::new();
+        let mut overflow = BTreeSet::new();
         for lsn in [4096, 4160, 8192] {
             installs.register(lsn, &mut overflow);
         }
@@ -134,7 +134,7 @@ mod tests {
     #[test]
     fn a_record_behind_a_freed_slot_is_found() {
         let installs = Installs::new(4);
-        let mut overflow = BTreeMap::new();
+        let mut overflow = BTreeSet::new();
         let lsns: Vec<u64> = (1..=4).collect();
         for &lsn in &lsns {
             installs.register(lsn, &mut overflow);
@@ -151,11 +151,11 @@ mod tests {
     #[test]
     fn records_beyond_the_slots_overflow_and_come_back() {
         let installs = Installs::new(2);
-        let mut overflow = BTreeMap::new();
+        let mut overflow = BTreeSet::new();
         for lsn in [10, 20, 30, 40] {
             installs.register(lsn, &mut overflow);
         }
-        assert_eq!(overflow.keys().copied().collect::<Vec<_>>(), vec![30, 40]);
+        assert_eq!(overflow.iter().copied().collect::<Vec<_>>(), vec![30, 40]);
         assert_eq!(installs.oldest(), Some(10));
         assert_eq!(installs.installed(10), Removed::Slot);
         assert_eq!(installs.installed(40), Removed::Elsewhere);
@@ -170,7 +170,7 @@ mod tests {
     #[test]
     fn a_record_never_registered_is_looked_for_elsewhere() {
         let installs = Installs::new(8);
-        let mut overflow = BTreeMap::new();
+        let mut overflow = BTreeSet::new();
         installs.register(5, &mut overflow);
         assert_eq!(installs.installed(77), Removed::Elsewhere);
         assert_eq!(

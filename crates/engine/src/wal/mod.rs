@@ -90,7 +90,7 @@
 //!    ([`Wal::installed`]); a checkpoint waits for those before its begin
 //!    record before it writes pages back. The set is a table of atomic
 //!    slots set by the append and cleared by the install without the
-//!    state's lock, with an overflow map under it ([`installs`], INS-n).
+//!    state's lock, with an overflow set under it ([`installs`], INS-1).
 //! 7. Commit timestamps are handed out in log order, and no record that a
 //!    decoder would refuse is accepted ([`LogRecord::check_limits`]).
 //! 8. Each record links to the record before it; the link and every sector
@@ -140,7 +140,7 @@ pub mod reader;
 pub mod record;
 mod repair;
 
-use std::collections::{BTreeMap, VecDeque};
+use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::sync::Arc;
 
 use flashlab_devices::DeviceRef;
@@ -445,9 +445,9 @@ struct LogState {
     /// Sum of the active transactions' reservations.
     reserved_bytes: u64,
     /// Records with page changes logged but not yet installed in the
-    /// buffer pool that found no free slot in `Wal::installs`: LSN → count
-    /// (WAL-6, INS-1).
-    uninstalled_overflow: BTreeMap<u64, u32>,
+    /// buffer pool that found no free slot in `Wal::installs` (WAL-6,
+    /// INS-1).
+    uninstalled_overflow: BTreeSet<u64>,
     /// Tasks waiting for a force or a master write to end, in arrival
     /// order: the LSN each needs durable (`u64::MAX`: the flusher role
     /// itself) and where it sleeps (WAL-11).
@@ -691,7 +691,7 @@ impl Wal {
                 stats: LogStats::default(),
                 active: BTreeMap::new(),
                 reserved_bytes: 0,
-                uninstalled_overflow: BTreeMap::new(),
+                uninstalled_overflow: BTreeSet::new(),
                 flush_waiters: VecDeque::new(),
                 force_buffers: Default::default(),
             }),
@@ -1017,24 +1017,15 @@ impl Wal {
         if self.installs.installed(lsn) == installs::Removed::Slot {
             return;
         }
-        let mut st = self.state.lock();
         // Absent: a record without page changes, never registered.
-        if let Some(count) = st.uninstalled_overflow.get_mut(&lsn) {
-            *count -= 1;
-            if *count == 0 {
-                st.uninstalled_overflow.remove(&lsn);
-            }
-        }
+        self.state.lock().uninstalled_overflow.remove(&lsn);
     }
 
     /// The oldest record appended but not installed, if any (WAL-6); the
     /// caller holds the state's lock, so no record is being registered.
     fn oldest_uninstalled(&self, st: &LogState) -> Option<u64> {
-        let overflow = st.uninstalled_overflow.keys().next().copied();
-        match (self.installs.oldest(), overflow) {
-            (Some(a), Some(b)) => Some(a.min(b)),
-            (a, b) => a.or(b),
-        }
+        let overflow = st.uninstalled_overflow.first().copied();
+        self.installs.oldest().into_iter().chain(overflow).min()
     }
 
     /// Seed the transaction table with recovery's losers (before they are
