@@ -385,6 +385,14 @@ impl Default for LeafLatches {
     }
 }
 
+/// A record [`Mtr::log`] appended.
+struct Appended {
+    lsn: u64,
+    end_lsn: u64,
+    /// It has page changes (redo), so the log counts it uninstalled.
+    changed: bool,
+}
+
 /// A logged, installed mini-transaction.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct Logged {
@@ -697,16 +705,23 @@ impl<'a> Mtr<'a> {
         (txn, prev_lsn): (u64, u64),
         always: bool,
         body: impl FnOnce(Vec<PageRedo>) -> Body,
-    ) -> Result<Option<(u64, u64)>> {
+    ) -> Result<Option<Appended>> {
         let mut horizon = wal.image_horizon();
         let redo = self.redo(horizon);
-        if redo.is_empty() && !always {
+        let changed = !redo.is_empty();
+        if !changed && !always {
             return Ok(None);
         }
         let mut body = body(redo);
         loop {
             match wal.append_for_horizon(horizon, txn, prev_lsn, body)? {
-                Ok(lsns) => return Ok(Some(lsns)),
+                Ok((lsn, end_lsn)) => {
+                    return Ok(Some(Appended {
+                        lsn,
+                        end_lsn,
+                        changed,
+                    }));
+                }
                 // The same pages changed: only full images and diffs trade
                 // places, so the redo is never empty here.
                 Err(back) => {
@@ -735,12 +750,10 @@ impl<'a> Mtr<'a> {
             undo,
             redo,
         })?;
-        let Some((lsn, end_lsn)) = logged else {
+        let Some(appended) = logged else {
             return Ok(None);
         };
-        self.install(txn, lsn, end_lsn);
-        wal.installed(lsn);
-        Ok(Some(Logged { lsn, end_lsn }))
+        Ok(Some(self.install_appended(wal, txn, appended)))
     }
 
     /// Pages this mini-transaction has written so far.
@@ -807,15 +820,29 @@ impl<'a> Mtr<'a> {
             .and_then(|s| s.install_gate())
             .map(|g| g.read());
         // A step that changed nothing is still logged, so undo moves on.
-        let (lsn, end_lsn) = self
+        let appended = self
             .log(wal, (txn, prev_lsn), true, |redo| Body::Compensation {
                 undo_next,
                 redo,
             })?
             .expect("always logged");
+        Ok(self.install_appended(wal, txn, appended))
+    }
+
+    /// Install the pages of an appended record, and tell the log so if the
+    /// record has page changes: a record without them was never counted as
+    /// uninstalled (WAL-6), and looking for it would read every slot.
+    fn install_appended(self, wal: &Wal, txn: u64, appended: Appended) -> Logged {
+        let Appended {
+            lsn,
+            end_lsn,
+            changed,
+        } = appended;
         self.install(txn, lsn, end_lsn);
-        wal.installed(lsn);
-        Ok(Logged { lsn, end_lsn })
+        if changed {
+            wal.installed(lsn);
+        }
+        Logged { lsn, end_lsn }
     }
 
     /// The store whose install gate is held shared from the record's

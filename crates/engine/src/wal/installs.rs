@@ -82,8 +82,7 @@ impl Installs {
     /// Remove `lsn`, whose pages are installed, if it has a slot. Called by
     /// the task that appended it, without the log's lock: the store
     /// releases the installs to the checkpoint that reads the slot. A
-    /// record in no slot costs a look at every slot; that happens only for
-    /// an overflow and for a record with no page changes.
+    /// record in no slot (an overflow) costs a look at every slot.
     pub(super) fn installed(&self, lsn: u64) -> Removed {
         let n = self.slots.len();
         let home = self.home(lsn);

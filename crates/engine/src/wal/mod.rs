@@ -1017,7 +1017,8 @@ impl Wal {
         if self.installs.installed(lsn) == installs::Removed::Slot {
             return;
         }
-        // Absent: a record without page changes, never registered.
+        // Absent: a record without page changes, never registered (its
+        // mini-transaction does not call this; a caller that did is harmless).
         self.state.lock().uninstalled_overflow.remove(&lsn);
     }
 
