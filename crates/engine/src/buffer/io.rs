@@ -7,8 +7,8 @@
 
 use std::sync::Arc;
 
+use super::meta::Lookup;
 use super::meta::{FrameState, Space, Victim, Want, WriteState};
-use super::table::Lookup;
 use super::{Core, PageRef};
 use crate::error::{Error, Result};
 use crate::page::{self, PageId};
@@ -48,9 +48,9 @@ pub(super) enum Wait {
 impl Core {
     /// Pin `id`, loading it from `source` on a miss.
     pub(super) fn fetch(self: &Arc<Self>, id: PageId, source: Source) -> Result<PageRef> {
-        // A hit takes only its shard's lock (BUF-15); a page is resident
-        // only in a registered space.
-        if let Lookup::Pinned(frame) = self.hot.pin_if_ready(id) {
+        // A hit takes no lock (BUF-15); a page is resident only in a
+        // registered space.
+        if let Some(frame) = self.hot.pin_if_ready(id) {
             let page = self.page_ref(frame, id);
             if source == Source::Zero {
                 self.renew(&page)?;
@@ -99,10 +99,8 @@ impl Core {
     /// Pin `id` if it is resident and ready; never waits, never does I/O
     /// (a tree operation under its latch, DB-2).
     pub(super) fn fetch_resident(self: &Arc<Self>, id: PageId) -> Option<PageRef> {
-        match self.hot.pin_if_ready(id) {
-            Lookup::Pinned(frame) => Some(self.page_ref(frame, id)),
-            Lookup::Busy | Lookup::Absent => None,
-        }
+        let frame = self.hot.pin_if_ready(id)?;
+        Some(self.page_ref(frame, id))
     }
 
     /// `fetch(id, Source::Zero)` if it needs no I/O: the page is resident,
@@ -110,7 +108,7 @@ impl Core {
     pub(super) fn fetch_new_no_io(self: &Arc<Self>, id: PageId) -> Result<Option<PageRef>> {
         let space = self.space_of(id)?;
         let mut meta = self.meta.lock();
-        match self.hot.pin_if_ready(id) {
+        match meta.pin_resident(id) {
             Lookup::Pinned(frame) => {
                 drop(meta);
                 let page = self.page_ref(frame, id);
@@ -171,7 +169,7 @@ impl Core {
     fn claim(&self, id: PageId) -> Result<Claim> {
         let mut meta = self.meta.lock();
         loop {
-            match self.hot.pin_if_ready(id) {
+            match meta.pin_resident(id) {
                 Lookup::Pinned(frame) => return Ok(Claim::Resident(frame)),
                 Lookup::Busy => {
                     meta = self.changed.wait(meta);

@@ -2,13 +2,12 @@
 //! CLOCK hand and the counters.
 //!
 //! Everything here runs under the pool's metadata lock and never blocks
-//! (BUF-4): no I/O, no frame data locks, no waits; the only lock taken
-//! under it is a page table shard's (BUF-13). The page table is a
-//! `BTreeMap` so that iterating it (dirty page table, flush order) is
-//! deterministic and sorted by page id; the sharded hash index beside it
-//! (`table.rs`) answers lookups, hits included, and is never iterated in
-//! an order anything depends on. Pins and reference bits live there too,
-//! as atomics (BUF-15).
+//! (BUF-4): no I/O, no frame data locks, no waits, no other lock (BUF-13).
+//! The page table is a `BTreeMap` so that iterating it (dirty page table,
+//! flush order) is deterministic and sorted by page id, and it is exact:
+//! the lock-free index beside it (`table.rs`), which hits ask, is a hint
+//! that this lock's holder keeps in step (BUF-14). Pins, Ready bits and
+//! reference bits live there too, as atomics (BUF-15).
 
 use std::collections::{BTreeMap, BTreeSet};
 use std::sync::Arc;
@@ -16,7 +15,7 @@ use std::sync::Arc;
 use crate::store::PageStore;
 
 use super::BufferStats;
-use super::table::{Entry, Hot, ShardMap};
+use super::table::Hot;
 use crate::page::PageId;
 
 /// Sweeps of the CLOCK hand over every frame before a miss gives up: the
@@ -111,6 +110,17 @@ pub(super) struct Space {
     pub(super) last_miss: std::sync::atomic::AtomicU64,
 }
 
+/// What the exact lookup found ([`Meta::pin_resident`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) enum Lookup {
+    /// Resident and Ready: the frame is now pinned for the caller.
+    Pinned(usize),
+    /// Resident but being loaded or evicted.
+    Busy,
+    /// Not resident.
+    Absent,
+}
+
 /// What a CLOCK sweep does with the victim it finds.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Want {
@@ -156,8 +166,8 @@ pub(super) enum Victim {
 pub(super) struct Meta {
     pub(super) frames: Vec<FrameMeta>,
     table: BTreeMap<PageId, usize>,
-    /// The same mapping as `table` in shards, for lookups (BUF-3, BUF-14),
-    /// and the frames' pins and reference bits (BUF-15).
+    /// The same mapping as `table` in a lock-free index, for hits (BUF-3,
+    /// BUF-14), and the frames' pin words and reference bits (BUF-15).
     hot: Arc<Hot>,
     /// The dirty frames as (rec_lsn, page, frame), oldest change first
     /// (BUF-12).
@@ -192,29 +202,27 @@ impl Meta {
                 self.frames.len()
             ));
         }
-        let mut sharded = 0;
-        let mut shard_error = None;
-        self.hot.for_each_shard(|shard| {
-            sharded += shard.len();
-            for (&id, entry) in shard {
-                let ready = self
-                    .frames
-                    .get(entry.frame)
-                    .is_some_and(|f| f.state == FrameState::Ready);
-                if self.table.get(&id) != Some(&entry.frame) || entry.ready != ready {
-                    shard_error.get_or_insert(format!(
-                        "BUF-14: shard maps {id} to {entry:?}, the table to {:?} (Ready: {ready})",
-                        self.table.get(&id)
-                    ));
-                }
+        for (&id, &frame) in &self.table {
+            let ready = self
+                .frames
+                .get(frame)
+                .is_some_and(|f| f.state == FrameState::Ready);
+            if self.hot.indexed(id) != Some(frame)
+                || self.hot.page_key(frame) != Some(Hot::key(id))
+                || self.hot.is_ready(frame) != ready
+            {
+                return Err(format!(
+                    "BUF-14: the index maps {id} to {:?}, the table to frame {frame} (naming {:?}, Ready: {ready}, pin word Ready: {})",
+                    self.hot.indexed(id),
+                    self.hot.page_key(frame),
+                    self.hot.is_ready(frame)
+                ));
             }
-        });
-        if let Some(e) = shard_error {
-            return Err(e);
         }
-        if sharded != self.table.len() {
+        if self.hot.indexed_len() != self.table.len() as u64 {
             return Err(format!(
-                "BUF-3: the shards hold {sharded} pages, the table {}",
+                "BUF-14: the index holds {} pages, the table {}",
+                self.hot.indexed_len(),
                 self.table.len()
             ));
         }
@@ -231,6 +239,14 @@ impl Meta {
         let mut dirty = 0;
         for (frame, f) in self.frames.iter().enumerate() {
             check_frame(frame, f, self.hot.pins(frame))?;
+            if f.page.is_none() && (self.hot.page_key(frame).is_some() || self.hot.is_ready(frame))
+            {
+                return Err(format!(
+                    "BUF-14: free frame {frame} still names page key {:?} (Ready: {})",
+                    self.hot.page_key(frame),
+                    self.hot.is_ready(frame)
+                ));
+            }
             if f.dirty {
                 dirty += 1;
                 let entry = f.page.map(|id| (f.rec_lsn, id, frame));
@@ -285,24 +301,23 @@ impl Meta {
         }
     }
 
-    /// Set the state of frame `frame`, which holds a page, and whether its
-    /// shard lets hits pin it (BUF-14).
+    /// Set the state of frame `frame`, which holds a page, and its pin
+    /// word's Ready bit with it (BUF-14). A frame leaves Ready only through
+    /// [`Hot::unready_if_unpinned`], which the caller has done (BUF-15).
     fn set_state(&mut self, frame: usize, state: FrameState) {
-        let id = self.frames[frame]
-            .page
-            .expect("BUF-3: a state change of a frame holding no page");
-        let hot = self.hot.clone();
-        let mut shard = hot.shard(id);
-        self.set_state_in(&mut shard, frame, id, state);
-    }
-
-    /// [`Meta::set_state`] with `id`'s shard locked by the caller.
-    fn set_state_in(&mut self, shard: &mut ShardMap, frame: usize, id: PageId, state: FrameState) {
-        let entry = shard
-            .get_mut(&id)
-            .expect("BUF-14: a page held by a frame is in its shard");
-        assert_eq!(entry.frame, frame, "BUF-14: shard and frame disagree");
-        entry.ready = state == FrameState::Ready;
+        assert!(
+            self.frames[frame].page.is_some(),
+            "BUF-3: a state change of a frame holding no page"
+        );
+        let was_ready = self.frames[frame].state == FrameState::Ready;
+        match (was_ready, state == FrameState::Ready) {
+            (false, true) => self.hot.set_ready(frame),
+            (true, false) => assert!(
+                !self.hot.is_ready(frame),
+                "BUF-15: frame {frame} left Ready with hits still allowed"
+            ),
+            _ => {}
+        }
         self.frames[frame].state = state;
     }
 
@@ -325,12 +340,25 @@ impl Meta {
 
     /// The frame holding `id`, if any.
     pub(super) fn lookup(&self, id: PageId) -> Option<usize> {
-        self.hot.shard(id).get(&id).map(|entry| entry.frame)
+        self.table.get(&id).copied()
+    }
+
+    /// The exact lookup, under this lock: pin `id`'s frame if it is Ready
+    /// (a hit), or tell whether it is resident but busy, or absent.
+    pub(super) fn pin_resident(&self, id: PageId) -> Lookup {
+        match self.table.get(&id) {
+            None => Lookup::Absent,
+            Some(&frame) if self.frames[frame].state == FrameState::Ready => {
+                self.hot.pin_ready(frame);
+                Lookup::Pinned(frame)
+            }
+            Some(_) => Lookup::Busy,
+        }
     }
 
     /// Run the CLOCK hand: skip pinned and busy frames, give referenced
     /// frames a second chance (BUF-1). The victim is secured under its
-    /// page's shard lock, where its pin count is 0 (BUF-15): a clean one
+    /// pin word, taken out of Ready with no pin held (BUF-15): a clean one
     /// is unmapped if `want.take_clean`, a dirty one made Evicting if
     /// `want.evict_dirty`; a hit that pinned it first makes the hand go on.
     pub(super) fn pick_victim(&mut self, want: Want) -> Victim {
@@ -371,20 +399,17 @@ impl Meta {
                     Victim::Clean(frame)
                 };
             }
-            let mut shard = hot.shard(id);
-            if hot.pins(frame) > 0 {
+            if !hot.unready_if_unpinned(frame) {
                 // A hit pinned it since the look above (real world only).
                 continue;
             }
             if dirty {
-                self.set_state_in(&mut shard, frame, id, FrameState::Evicting);
-                drop(shard);
+                self.set_state(frame, FrameState::Evicting);
                 self.changed();
                 return Victim::Dirty(frame, id);
             }
             self.stats.evictions += 1;
-            self.unmap_in(&mut shard, frame);
-            drop(shard);
+            self.unmap(frame);
             self.changed();
             return Victim::Clean(frame);
         }
@@ -403,7 +428,6 @@ impl Meta {
             FrameState::Free,
             "BUF-1: reuse of a frame not freed"
         );
-        assert_eq!(self.hot.pins(frame), 0, "BUF-1: reuse of a pinned frame");
         // O(log n) in the page table: as cheap as the insert below.
         assert!(
             !self.table.contains_key(&id),
@@ -413,48 +437,27 @@ impl Meta {
         let f = &mut self.frames[frame];
         f.page = Some(id);
         f.state = FrameState::Loading;
-        self.hot.start_loading(frame);
-        let previous = self.hot.shard(id).insert(
-            id,
-            Entry {
-                frame,
-                ready: false,
-            },
-        );
-        assert!(previous.is_none(), "BUF-3: page {id} in its shard twice");
+        // BUF-1: asserts the frame holds no pin.
+        self.hot.map(frame, id);
         self.stats.misses += 1;
         self.changed();
     }
 
-    /// Free a frame and drop its page from the table.
+    /// Free a frame (not Ready) and drop its page from the table and the
+    /// index.
     fn unmap(&mut self, frame: usize) {
-        match self.frames[frame].page {
-            Some(id) => {
-                let hot = self.hot.clone();
-                let mut shard = hot.shard(id);
-                self.unmap_in(&mut shard, frame);
-            }
-            None => {
-                self.frames[frame].clear();
-                self.hot.reset(frame);
-            }
-        }
-    }
-
-    /// [`Meta::unmap`] of a frame holding a page, whose shard the caller
-    /// locked.
-    fn unmap_in(&mut self, shard: &mut ShardMap, frame: usize) {
         if self.frames[frame].dirty {
             self.set_dirty(frame, None);
         }
-        if let Some(old) = self.frames[frame].page {
-            let removed = self.table.remove(&old);
-            assert_eq!(removed, Some(frame), "BUF-3: table and frame disagree");
-            let removed = shard.remove(&old).map(|entry| entry.frame);
-            assert_eq!(removed, Some(frame), "BUF-14: shard and frame disagree");
+        match self.frames[frame].page {
+            Some(old) => {
+                let removed = self.table.remove(&old);
+                assert_eq!(removed, Some(frame), "BUF-3: table and frame disagree");
+                self.hot.unmap(frame, old);
+            }
+            None => self.hot.reset(frame),
         }
         self.frames[frame].clear();
-        self.hot.reset(frame);
     }
 
     /// A load finished and verified (BUF-5).
@@ -641,12 +644,11 @@ impl Meta {
             let Some(id) = self.frames[frame].page else {
                 continue;
             };
-            // Under the shard lock, so that no hit pins it meanwhile (BUF-15).
-            let mut shard = hot.shard(id);
-            if hot.pins(frame) > 0 || self.frames[frame].is_busy() {
+            // Out of Ready first, so that no hit pins it meanwhile (BUF-15).
+            if self.frames[frame].is_busy() || !hot.unready_if_unpinned(frame) {
                 kept.push(id);
             } else {
-                self.unmap_in(&mut shard, frame);
+                self.unmap(frame);
             }
         }
         kept.sort_unstable();

@@ -32,23 +32,24 @@
 //! and re-locks to publish the page; other fetches of the same page wait on
 //! a runtime condition variable for that one read.
 //!
-//! A hit and an unpin do not take the metadata lock: they are the common
-//! case, and with one pool-wide lock sixteen clients queued on it. The page
-//! table is also kept in [`PAGE_TABLE_SHARDS`] shards (`table.rs`), each a
-//! hash map behind its own runtime mutex, whose entries say which frame
-//! holds a page and whether it is Ready; pins and CLOCK reference bits are
-//! per-frame atomics. A hit locks its page's shard, finds the frame Ready
-//! and increments its pin count there; an unpin decrements it, with no lock
-//! at all. What keeps a hit from pinning a frame being taken away is that
-//! every change of a mapping or of its Ready flag is made under the
-//! metadata lock *and* the page's shard lock, and a victim is secured only
-//! under its shard lock with its pin count at 0: a hit racing an eviction
-//! either finds the page gone (and misses) or holds a pin the CLOCK hand
-//! sees (and skips). A pin count that drops to 0 without any lock only ever
-//! makes a frame evictable sooner, never later, so the evictor needs no
-//! more. The misses' slow path still runs under the metadata lock, and
-//! looks the page up again in its shard there, so no two misses of one
-//! page both load it.
+//! A hit and an unpin take no lock at all: they are the common case, and
+//! with one pool-wide lock sixteen clients queued on it; with a lock per
+//! shard of the page table, the cores still took each other's lock lines
+//! on every visit of a tree's root. A lock-free index (`table.rs`, open
+//! addressing over atomic words, written only under the metadata lock)
+//! names the frame a page is probably in, and each frame has a *pin word*:
+//! its pin count, a Ready bit and a generation that grows each time the
+//! frame is given to a page. A hit checks that the frame is Ready and
+//! names its page, then pins with one compare-and-swap of the word it
+//! read, which fails if the frame left Ready or changed page meanwhile; an
+//! unpin decrements the count. An eviction takes a frame out of Ready with
+//! a swap that expects no pins, so a hit racing an eviction either holds a
+//! pin the evictor's swap sees (and the hand goes on) or fails its own
+//! swap (and misses). A pin count that drops to 0 without any lock only
+//! ever makes a frame evictable sooner, never later. A miss, and any hit
+//! that found nothing, runs under the metadata lock and looks the page up
+//! in the exact page table there, so no two misses of one page both load
+//! it.
 //!
 //! Page bytes live behind a runtime reader-writer lock per frame:
 //! [`PageRef::read`] takes it shared (sixteen clients descending a B+tree
@@ -89,19 +90,22 @@
 //! 12. The metadata's age index holds exactly the dirty frames, each once,
 //!     under its current rec_lsn, so the background writer finds the
 //!     oldest dirty pages without a pass over the page table.
-//! 13. Lock order: a frame's data lock, then the metadata lock, then one
-//!     page table shard's lock. A shard lock is held only for a lookup and
-//!     a pin, or for a change of its entries; nothing else is taken or
-//!     waited for under it, and no task holds two shard locks.
-//! 14. The shards hold exactly the page table: page `id` is in shard
-//!     `shard(id)` with frame `f` exactly when the table maps `id` to `f`,
-//!     and its entry's Ready flag is true exactly when frame `f` is Ready.
-//!     Entries change only under both the metadata lock and the shard lock.
-//! 15. A pin is taken only under the page's shard lock, with the entry
-//!     Ready (a hit), or by the loader when the page is mapped; it is
-//!     dropped with no lock. A frame leaves its page or Ready state (for
-//!     eviction or a discard) only under the page's shard lock with a pin
-//!     count of 0, so BUF-1 holds without the metadata lock on the hit path.
+//! 13. Lock order: a frame's data lock, then the metadata lock. Nothing
+//!     else is taken under the metadata lock; a hit and an unpin take no
+//!     lock.
+//! 14. Under the metadata lock, the index holds exactly the page table
+//!     (page `id` at frame `f` exactly when the table maps `id` to `f`),
+//!     frame `f` names `id` in its pin word's page, and its Ready bit is set
+//!     exactly when frame `f` is Ready. Only the metadata lock's holder
+//!     changes any of them; a hit reads them as a hint and trusts only its
+//!     compare-and-swap of the pin word.
+//! 15. A pin is taken only on a Ready frame, by a compare-and-swap of the
+//!     pin word that expects the generation read with the frame's page name
+//!     (a hit), under the metadata lock (the exact lookup), or by the
+//!     loader when the page is mapped; it is dropped with no lock. A frame
+//!     leaves Ready (for eviction or a discard) only by a swap that expects
+//!     0 pins, so BUF-1 holds without the metadata lock on the hit path, and
+//!     a frame that is not Ready has an exact pin count.
 //! 16. A frame's bytes are read under its data lock shared, and changed
 //!     (load, install, renewal) only under it exclusive; a write-back's copy
 //!     and the metadata it notes are taken under the shared lock, so no
@@ -109,7 +113,7 @@
 //!
 //! **Checking.** The O(1) checks of these invariants are `assert!`s, on in
 //! every build. [`BufferPool::check`] verifies the whole state (page table
-//! and its shards against frames, pins, dirty state, write-backs, the CLOCK
+//! and its index against frames, pins, dirty state, write-backs, the CLOCK
 //! hand); in the simulated world with debug assertions on (the `crash`
 //! profile, debug builds) the pool runs it after every state change and
 //! unpin. Release builds in either world never run it on their own: it is
@@ -138,7 +142,7 @@ use io::{Source, Wait};
 use meta::{Meta, Space};
 pub use read_ahead::READ_AHEAD_BYTES_MAX;
 use table::Hot;
-pub use table::PAGE_TABLE_SHARDS;
+pub use table::INDEX_SLOTS_PER_FRAME;
 pub use writer::{WRITER_INTERVAL_MIN_NS, WriterReport, WriterStop};
 
 /// The smallest pool, in frames: a B+tree split pins a handful of pages.
@@ -212,7 +216,7 @@ pub struct BufferPool {
 struct Core {
     page_bytes: usize,
     meta: Mutex<Meta>,
-    /// The sharded page table, pins and reference bits: what a hit and an
+    /// The lock-free page index, pin words and reference bits: what a hit and an
     /// unpin touch, without the metadata lock (BUF-14, BUF-15). The
     /// metadata holds the same.
     hot: Arc<Hot>,
@@ -384,9 +388,7 @@ impl BufferPool {
     /// run, if the page is not resident or still loading; it does no I/O
     /// and waits only for the frame's data lock, as a read does.
     pub fn visit_resident<R>(&self, id: PageId, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
-        let table::Lookup::Pinned(frame) = self.core.hot.pin_if_ready(id) else {
-            return None;
-        };
+        let frame = self.core.hot.pin_if_ready(id)?;
         // Unpinned on the way out, a panic of `f` included (BUF-1).
         let _pin = FramePin {
             core: &self.core,
@@ -477,8 +479,8 @@ impl BufferPool {
     }
 
     /// Verify the pool's whole state: the page table maps each page to the
-    /// one frame holding it (BUF-3), and so do its shards, whose Ready flags
-    /// match the frames (BUF-14); free frames hold nothing; loading
+    /// one frame holding it (BUF-3), and so does the lock-free index, with
+    /// Ready bits that match the frames (BUF-14); free frames hold nothing; loading
     /// frames are pinned and evicting ones are not (BUF-1); only dirty
     /// frames have a write-back in flight (BUF-6); a dirty frame's rec_lsn
     /// is not after its page LSN, a clean one has none (BUF-7, the part of

@@ -1,143 +1,288 @@
-//! The part of the pool a hit and an unpin touch: the page table, split
-//! into shards, and each frame's pin count and CLOCK reference bit, as
-//! atomics. None of it needs the metadata lock to read (BUF-13..16).
+//! The part of the pool a hit and an unpin touch, with no lock at all: a
+//! page index that says where a page probably is, and each frame's pin
+//! word, which says for certain (BUF-13..16).
 //!
-//! A shard maps the pages that hash to it to their frames, with a flag that
-//! says whether the frame may be pinned by a hit (it is Ready). Only a
-//! task holding the metadata lock changes a mapping or its flag, and it
-//! does so under the shard's lock (BUF-14); a hit takes only the shard's
-//! lock, so two hits of pages in different shards never meet, and two hits
-//! in one shard meet for a hash probe and an atomic increment.
+//! **The index** is an open-addressing hash table of atomic words, written
+//! only by a task holding the metadata lock (one writer at a time) and read
+//! by every hit without a lock. A reader may see it mid-change: a page
+//! being moved by a deletion's backward shift, or a slot being reused. So
+//! what it answers is a hint, a frame number to try; a page it does not
+//! find is looked up again under the metadata lock, in the page table
+//! there, which is exact.
+//!
+//! **The pin word** of a frame packs its pin count (low 32 bits), a Ready
+//! bit, and a generation that grows each time the frame is given to a page.
+//! Next to it the frame names its page. A hit reads the word, checks Ready
+//! and the page name, and pins with one compare-and-swap of the word it
+//! read: the swap succeeds only if the frame has not left Ready, nor been
+//! given to another page, since that read (the generation would differ).
+//! An eviction takes the frame out of Ready with a swap that expects no
+//! pins, so a hit and an eviction cannot both win: the hit holds a pin the
+//! evictor's swap sees, or the evictor's change makes the hit's swap fail.
+//! No pin is ever taken on a frame that is not Ready, even for an instant,
+//! so a frame's pin count is exact whenever it is not Ready.
+//!
+//! Before this, the index was a hash map in 64 shards, each behind a mutex
+//! a hit locked: every hit of a tree's root wrote the line of its shard's
+//! lock, and the cores took that line from each other.
 
-use std::sync::atomic::{AtomicBool, AtomicU32, AtomicU64, Ordering};
+use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
-use flashlab_runtime::{Mutex, MutexGuard};
-
-use crate::fast_hash::FastHashMap;
 use crate::page::PageId;
 
-/// Shards of the page table: enough that 16 to 64 clients seldom hit one
-/// shard at once; each is a small hash map behind its own runtime lock.
-pub const PAGE_TABLE_SHARDS: usize = 64;
+/// Index slots per frame: the index is at most half full, so a probe ends
+/// at an empty slot within a few steps.
+pub const INDEX_SLOTS_PER_FRAME: usize = 2;
 
-/// A page's entry in its shard.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) struct Entry {
-    pub(super) frame: usize,
-    /// The frame is Ready: a hit may pin it (BUF-14).
-    pub(super) ready: bool,
+/// The key of an empty index slot (no page id packs to it: see `key_of`).
+const EMPTY_KEY: u64 = u64::MAX;
+
+/// A frame's page name while it holds none.
+const NO_PAGE: u64 = u64::MAX;
+
+/// Pin word: the pin count's bits.
+const PINS_MASK: u64 = 0xffff_ffff;
+/// Pin word: the frame is Ready (a hit may pin it).
+const READY_BIT: u64 = 1 << 32;
+/// Pin word: one step of the generation, in the bits above Ready.
+const GENERATION_STEP: u64 = 1 << 33;
+
+/// A page id as one word (space in the high half).
+fn key_of(id: PageId) -> u64 {
+    let key = (u64::from(id.space) << 32) | u64::from(id.page_no);
+    assert_ne!(key, EMPTY_KEY, "BUF-14: page {id} has the empty key");
+    key
 }
 
-/// One shard's map.
-pub(super) type ShardMap = FastHashMap<PageId, Entry>;
-
-/// A shard on a cache line of its own, so that locking one does not slow
-/// its neighbours' users; its hit count shares the line its lock already
-/// writes (one count for the pool would bounce between every core).
-#[repr(align(128))]
-struct Shard {
-    map: Mutex<ShardMap>,
-    /// Fetches that found a page of this shard resident.
-    hits: AtomicU64,
+/// One slot of the index.
+struct Slot {
+    key: AtomicU64,
+    frame: AtomicU64,
 }
 
-/// A frame's pin count and reference bit, on a cache line of their own.
+/// The lock-free page index (BUF-14): a hint from page to frame.
+struct Index {
+    slots: Box<[Slot]>,
+    mask: usize,
+    /// Bits of a key's hash that pick its home slot.
+    shift: u32,
+    /// Pages in the index (the writer's count).
+    len: AtomicU64,
+}
+
+impl Index {
+    fn new(frames: usize) -> Index {
+        let capacity = (frames.max(8) * INDEX_SLOTS_PER_FRAME).next_power_of_two();
+        Index {
+            slots: (0..capacity)
+                .map(|_| Slot {
+                    key: AtomicU64::new(EMPTY_KEY),
+                    frame: AtomicU64::new(0),
+                })
+                .collect(),
+            mask: capacity - 1,
+            shift: 64 - capacity.trailing_zeros(),
+            len: AtomicU64::new(0),
+        }
+    }
+
+    /// The slot a probe for `key` starts at: Fibonacci hashing, whose high
+    /// bits spread neighbouring page numbers over the table.
+    fn home(&self, key: u64) -> usize {
+        (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> self.shift) as usize
+    }
+
+    /// The frame the index names for `key`, if it finds it. Lock-free; a
+    /// hint only (see the module documentation). Probes at most every slot.
+    fn find(&self, key: u64) -> Option<usize> {
+        let mut i = self.home(key);
+        for _ in 0..self.slots.len() {
+            let slot = &self.slots[i];
+            match slot.key.load(Ordering::Acquire) {
+                k if k == key => return Some(slot.frame.load(Ordering::Acquire) as usize),
+                EMPTY_KEY => return None,
+                _ => i = (i + 1) & self.mask,
+            }
+        }
+        None
+    }
+
+    /// The slot holding `key` (the writer only: exact, as nobody else
+    /// writes).
+    fn slot_of(&self, key: u64) -> Option<usize> {
+        let mut i = self.home(key);
+        for _ in 0..self.slots.len() {
+            match self.slots[i].key.load(Ordering::Relaxed) {
+                k if k == key => return Some(i),
+                EMPTY_KEY => return None,
+                _ => i = (i + 1) & self.mask,
+            }
+        }
+        None
+    }
+
+    /// Add `key` at `frame` (metadata lock held). The frame is stored before
+    /// the key, so a reader that sees the key sees its frame.
+    fn insert(&self, key: u64, frame: usize) {
+        assert!(
+            self.slot_of(key).is_none(),
+            "BUF-3: a page mapped twice in the index"
+        );
+        let mut i = self.home(key);
+        while self.slots[i].key.load(Ordering::Relaxed) != EMPTY_KEY {
+            i = (i + 1) & self.mask;
+        }
+        self.slots[i].frame.store(frame as u64, Ordering::Release);
+        self.slots[i].key.store(key, Ordering::Release);
+        self.len.fetch_add(1, Ordering::Relaxed);
+    }
+
+    /// Remove `key` (metadata lock held), returning its frame. Linear
+    /// probing's backward shift: each later entry of the cluster that may
+    /// move closer to its home slot does, so no tombstones pile up. A
+    /// reader racing the shift may miss a page; it then asks the exact
+    /// table under the metadata lock.
+    fn remove(&self, key: u64) -> Option<usize> {
+        let mut hole = self.slot_of(key)?;
+        let frame = self.slots[hole].frame.load(Ordering::Relaxed) as usize;
+        let mut next = hole;
+        loop {
+            next = (next + 1) & self.mask;
+            let moving = self.slots[next].key.load(Ordering::Relaxed);
+            if moving == EMPTY_KEY {
+                break;
+            }
+            // The entry at `next` may fill the hole if its home slot is not
+            // cyclically within (hole, next].
+            let home = self.home(moving);
+            let distance_to_hole = hole.wrapping_sub(home) & self.mask;
+            let distance_to_next = next.wrapping_sub(home) & self.mask;
+            if distance_to_hole < distance_to_next {
+                let moved = self.slots[next].frame.load(Ordering::Relaxed);
+                self.slots[hole].frame.store(moved, Ordering::Release);
+                self.slots[hole].key.store(moving, Ordering::Release);
+                hole = next;
+            }
+        }
+        self.slots[hole].key.store(EMPTY_KEY, Ordering::Release);
+        self.len.fetch_sub(1, Ordering::Relaxed);
+        Some(frame)
+    }
+}
+
+/// A frame's pin word, page name, reference bit and hit count, on a cache
+/// line of their own: a hit writes only this line.
 #[repr(align(64))]
-#[derive(Default)]
-pub(super) struct FrameHot {
-    pins: AtomicU32,
+struct FrameHot {
+    /// Pins, Ready and generation (see the module documentation).
+    word: AtomicU64,
+    /// The key of the page the frame holds, or `NO_PAGE`.
+    page: AtomicU64,
     referenced: AtomicBool,
-}
-
-/// What a hit found.
-#[derive(Clone, Copy, Debug, PartialEq, Eq)]
-pub(super) enum Lookup {
-    /// Resident and Ready: the frame is now pinned for the caller.
-    Pinned(usize),
-    /// Resident but being loaded or evicted.
-    Busy,
-    /// Not resident.
-    Absent,
+    /// Hits that pinned this frame, whatever page it held (never reset).
+    hits: AtomicU64,
 }
 
 /// The lock-free half of the pool's state, shared by the pool and its
 /// metadata.
 pub(super) struct Hot {
-    shards: Vec<Shard>,
+    index: Index,
     frames: Vec<FrameHot>,
 }
 
 impl Hot {
     pub(super) fn new(frames: usize) -> Hot {
         Hot {
-            shards: (0..PAGE_TABLE_SHARDS)
-                .map(|_| Shard {
-                    map: Mutex::new(ShardMap::default()),
+            index: Index::new(frames),
+            frames: (0..frames)
+                .map(|_| FrameHot {
+                    word: AtomicU64::new(0),
+                    page: AtomicU64::new(NO_PAGE),
+                    referenced: AtomicBool::new(false),
                     hits: AtomicU64::new(0),
                 })
                 .collect(),
-            frames: (0..frames).map(|_| FrameHot::default()).collect(),
         }
     }
 
-    /// The shard page `id` belongs to.
-    fn shard_of(&self, id: PageId) -> &Shard {
-        let key = (u64::from(id.space) << 32) | u64::from(id.page_no);
-        // Fibonacci hashing: the high bits of the product spread
-        // neighbouring page numbers over every shard.
-        let index = (key.wrapping_mul(0x9e37_79b9_7f4a_7c15) >> 32) as usize % PAGE_TABLE_SHARDS;
-        &self.shards[index]
-    }
-
-    /// Lock the shard of page `id` (BUF-13: after the metadata lock, if
-    /// that is held, and never while waiting for anything else).
-    pub(super) fn shard(&self, id: PageId) -> MutexGuard<'_, ShardMap> {
-        self.shard_of(id).map.lock()
-    }
-
-    /// Every shard, locked in turn ([`super::BufferPool::check`]).
-    pub(super) fn for_each_shard(&self, mut f: impl FnMut(&ShardMap)) {
-        for shard in &self.shards {
-            f(&shard.map.lock());
+    /// The hit path (BUF-15): pin `id`'s frame if it is resident and Ready,
+    /// setting its reference bit and counting a hit. Takes no lock; `None`
+    /// does not prove the page absent (ask [`super::meta::Meta`]).
+    pub(super) fn pin_if_ready(&self, id: PageId) -> Option<usize> {
+        let key = key_of(id);
+        let frame = self.index.find(key)?;
+        let hot = self.frames.get(frame)?;
+        let mut word = hot.word.load(Ordering::Acquire);
+        if word & READY_BIT == 0 || hot.page.load(Ordering::Acquire) != key {
+            return None;
         }
-    }
-
-    /// The hit path: pin `id`'s frame if it is resident and Ready, setting
-    /// its reference bit and counting a hit. Takes only the shard's lock
-    /// (BUF-15).
-    pub(super) fn pin_if_ready(&self, id: PageId) -> Lookup {
-        let shard = self.shard_of(id);
-        let map = shard.map.lock();
-        match map.get(&id) {
-            Some(&Entry { frame, ready: true }) => {
-                let hot = &self.frames[frame];
-                hot.pins.fetch_add(1, Ordering::AcqRel);
-                // Written only if clear: the root of a tree is hit by every
-                // descent, and a store would take its line from the other
-                // cores each time.
-                if !hot.referenced.load(Ordering::Relaxed) {
-                    hot.referenced.store(true, Ordering::Relaxed);
-                }
-                shard.hits.fetch_add(1, Ordering::Relaxed);
-                drop(map);
-                Lookup::Pinned(frame)
+        // The page name was read after `word`: if the swap below finds the
+        // same word, the frame kept that generation, and so that page,
+        // from the read to the pin.
+        loop {
+            assert!(word & PINS_MASK < PINS_MASK, "BUF-1: pin count overflow");
+            match hot.word.compare_exchange_weak(
+                word,
+                word + 1,
+                Ordering::AcqRel,
+                Ordering::Acquire,
+            ) {
+                Ok(_) => break,
+                // Only the pin count moved: try again.
+                Err(now) if now & !PINS_MASK == word & !PINS_MASK => word = now,
+                Err(_) => return None,
             }
-            Some(_) => Lookup::Busy,
-            None => Lookup::Absent,
         }
+        self.touch(frame);
+        Some(frame)
+    }
+
+    /// Pin `frame`, Ready, with the metadata lock held (nothing can take it
+    /// out of Ready meanwhile): the exact lookup's pin.
+    pub(super) fn pin_ready(&self, frame: usize) {
+        let before = self.frames[frame].word.fetch_add(1, Ordering::AcqRel);
+        assert!(
+            before & READY_BIT != 0,
+            "BUF-15: a pin of frame {frame}, not Ready"
+        );
+        self.touch(frame);
+    }
+
+    /// A hit of `frame`: its reference bit and its hit count.
+    fn touch(&self, frame: usize) {
+        let hot = &self.frames[frame];
+        // Written only if clear: the root of a tree is hit by every descent.
+        if !hot.referenced.load(Ordering::Relaxed) {
+            hot.referenced.store(true, Ordering::Relaxed);
+        }
+        // The line is this task's already: the pin wrote it.
+        hot.hits.fetch_add(1, Ordering::Relaxed);
     }
 
     /// Drop one pin of `frame` (BUF-15: no lock).
     pub(super) fn unpin(&self, frame: usize) {
-        let before = self.frames[frame].pins.fetch_sub(1, Ordering::AcqRel);
-        assert!(before > 0, "BUF-1: unpin of an unpinned frame {frame}");
+        let before = self.frames[frame].word.fetch_sub(1, Ordering::AcqRel);
+        assert!(
+            before & PINS_MASK > 0,
+            "BUF-1: unpin of an unpinned frame {frame}"
+        );
     }
 
-    /// The pin count of `frame` now. Stable only while the frame's page is
-    /// not Ready in its shard, or under its shard's lock when it is 0
-    /// (BUF-15).
+    /// The pin count of `frame` now. Exact while the frame is not Ready;
+    /// while it is, hits may pin it at any moment (BUF-15).
     pub(super) fn pins(&self, frame: usize) -> u32 {
-        self.frames[frame].pins.load(Ordering::Acquire)
+        (self.frames[frame].word.load(Ordering::Acquire) & PINS_MASK) as u32
+    }
+
+    /// Whether `frame` is Ready in its pin word.
+    pub(super) fn is_ready(&self, frame: usize) -> bool {
+        self.frames[frame].word.load(Ordering::Acquire) & READY_BIT != 0
+    }
+
+    /// The page `frame` names, if any.
+    pub(super) fn page_key(&self, frame: usize) -> Option<u64> {
+        let key = self.frames[frame].page.load(Ordering::Acquire);
+        (key != NO_PAGE).then_some(key)
     }
 
     /// Clear `frame`'s reference bit; true if it was set (CLOCK).
@@ -145,25 +290,155 @@ impl Hot {
         self.frames[frame].referenced.swap(false, Ordering::Relaxed)
     }
 
-    /// A frame given to a page: pinned once by its loader, referenced.
-    pub(super) fn start_loading(&self, frame: usize) {
-        self.frames[frame].pins.store(1, Ordering::Release);
-        self.frames[frame].referenced.store(true, Ordering::Relaxed);
+    /// Give free `frame` to `id` (metadata lock held): a new generation, not
+    /// Ready, pinned once by its loader, referenced; and into the index.
+    pub(super) fn map(&self, frame: usize, id: PageId) {
+        let hot = &self.frames[frame];
+        let word = hot.word.load(Ordering::Acquire);
+        assert_eq!(
+            word & (PINS_MASK | READY_BIT),
+            0,
+            "BUF-1: frame {frame} given to {id} while pinned or Ready"
+        );
+        let key = key_of(id);
+        hot.page.store(key, Ordering::Release);
+        let generation = (word & !(PINS_MASK | READY_BIT)).wrapping_add(GENERATION_STEP);
+        hot.word.store(generation | 1, Ordering::Release);
+        hot.referenced.store(true, Ordering::Relaxed);
+        self.index.insert(key, frame);
     }
 
-    /// A frame freed: no pins, no reference.
+    /// Make `frame` Ready (metadata lock held): hits may pin it from now on.
+    pub(super) fn set_ready(&self, frame: usize) {
+        let before = self.frames[frame]
+            .word
+            .fetch_or(READY_BIT, Ordering::AcqRel);
+        assert_eq!(
+            before & READY_BIT,
+            0,
+            "BUF-14: frame {frame} made Ready twice"
+        );
+    }
+
+    /// Take `frame` out of Ready if nobody holds a pin (metadata lock held):
+    /// true if done. From then on no hit can pin it (BUF-15).
+    pub(super) fn unready_if_unpinned(&self, frame: usize) -> bool {
+        let word = &self.frames[frame].word;
+        let now = word.load(Ordering::Acquire);
+        now & READY_BIT != 0
+            && now & PINS_MASK == 0
+            && word
+                .compare_exchange(now, now & !READY_BIT, Ordering::AcqRel, Ordering::Acquire)
+                .is_ok()
+    }
+
+    /// Take `frame`, holding `id`, out of the index and forget its page
+    /// (metadata lock held; the frame is not Ready). Drops every pin left:
+    /// only the loader's of a load that failed can be.
+    pub(super) fn unmap(&self, frame: usize, id: PageId) {
+        let removed = self.index.remove(key_of(id));
+        assert_eq!(removed, Some(frame), "BUF-14: index and frame disagree");
+        self.reset(frame);
+    }
+
+    /// A frame freed: no page, no pins, no reference.
     pub(super) fn reset(&self, frame: usize) {
-        self.frames[frame].pins.store(0, Ordering::Release);
-        self.frames[frame]
-            .referenced
-            .store(false, Ordering::Relaxed);
+        let hot = &self.frames[frame];
+        let word = hot.word.load(Ordering::Acquire);
+        assert_eq!(word & READY_BIT, 0, "BUF-15: a Ready frame {frame} freed");
+        hot.word.store(word & !PINS_MASK, Ordering::Release);
+        hot.page.store(NO_PAGE, Ordering::Release);
+        hot.referenced.store(false, Ordering::Relaxed);
+    }
+
+    /// The frame the index names for `id` (the writer's exact view, or a
+    /// check).
+    pub(super) fn indexed(&self, id: PageId) -> Option<usize> {
+        self.index.find(key_of(id))
+    }
+
+    /// Pages in the index.
+    pub(super) fn indexed_len(&self) -> u64 {
+        self.index.len.load(Ordering::Relaxed)
+    }
+
+    /// The key `id` is named by in a frame.
+    pub(super) fn key(id: PageId) -> u64 {
+        key_of(id)
     }
 
     /// Hits so far.
     pub(super) fn hits(&self) -> u64 {
-        self.shards
+        self.frames
             .iter()
-            .map(|shard| shard.hits.load(Ordering::Relaxed))
+            .map(|hot| hot.hits.load(Ordering::Relaxed))
             .sum()
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    fn page(n: u32) -> PageId {
+        PageId::new(1, n)
+    }
+
+    #[test]
+    fn the_index_finds_what_it_holds_after_removals_shift_clusters() {
+        let index = Index::new(8);
+        // Every key into a 16-slot table: clusters and wrap-around.
+        for n in 0..12 {
+            index.insert(key_of(page(n)), n as usize);
+        }
+        for n in (0..12).step_by(3) {
+            assert_eq!(index.remove(key_of(page(n))), Some(n as usize));
+        }
+        for n in 0..12 {
+            let expect = (n % 3 != 0).then_some(n as usize);
+            assert_eq!(index.find(key_of(page(n))), expect, "page {n}");
+        }
+        assert_eq!(index.len.load(Ordering::Relaxed), 8);
+        assert_eq!(index.remove(key_of(page(0))), None);
+    }
+
+    #[test]
+    fn a_hit_pins_only_a_ready_frame_of_its_page() {
+        let hot = Hot::new(8);
+        hot.map(3, page(7));
+        // Loading: pinned by its loader only, no hit.
+        assert_eq!(hot.pin_if_ready(page(7)), None);
+        assert_eq!(hot.pins(3), 1);
+        hot.set_ready(3);
+        hot.unpin(3);
+        assert_eq!(hot.pin_if_ready(page(7)), Some(3));
+        assert_eq!(hot.pin_if_ready(page(8)), None);
+        // Pinned: an eviction gives up.
+        assert!(!hot.unready_if_unpinned(3));
+        hot.unpin(3);
+        assert!(hot.unready_if_unpinned(3));
+        assert_eq!(hot.pin_if_ready(page(7)), None);
+        assert_eq!(hot.pins(3), 0);
+        hot.unmap(3, page(7));
+        assert_eq!(hot.indexed(page(7)), None);
+        assert_eq!(hot.hits(), 1);
+    }
+
+    #[test]
+    fn a_frame_given_to_another_page_turns_away_a_hit_for_the_old_one() {
+        let hot = Hot::new(8);
+        hot.map(2, page(1));
+        hot.set_ready(2);
+        hot.unpin(2);
+        let generation = hot.frames[2].word.load(Ordering::Relaxed) & !PINS_MASK;
+        assert!(hot.unready_if_unpinned(2));
+        hot.unmap(2, page(1));
+        hot.map(2, page(9));
+        hot.set_ready(2);
+        hot.unpin(2);
+        let now = hot.frames[2].word.load(Ordering::Relaxed) & !PINS_MASK;
+        assert_ne!(now, generation, "a new page, a new generation");
+        assert_eq!(hot.pin_if_ready(page(1)), None);
+        assert_eq!(hot.pin_if_ready(page(9)), Some(2));
     }
 }

@@ -794,7 +794,7 @@ fn hits_and_unpins_race_evictions_on_real_threads() {
 }
 
 /// The same races in the simulated world with seeded preemption at every
-/// runtime lock point (shard locks included): each seed checks the pages
+/// runtime lock point: each seed checks the pages
 /// and the whole state, and runs the same twice.
 #[test]
 fn hits_and_unpins_race_evictions_with_preemption() {
