@@ -78,8 +78,17 @@ impl Wal {
         let write_end = st.end_lsn;
         let durable_lsn = st.flushed_lsn;
         let (mut data, mut sectors) = std::mem::take(&mut st.force_buffers);
+        // The force takes the buffer whole and leaves in its place only the
+        // bytes of its last, partial sector, which the next force writes
+        // again (WAL-3): appenders wait for a copy of at most one sector
+        // under this lock, not of everything appended since the last force.
         data.clear();
-        data.extend_from_slice(&st.buf);
+        std::mem::swap(&mut data, &mut st.buf);
+        let keep_from = self.layout.sector_lsn(self.layout.sector_of(write_end));
+        st.buf
+            .extend_from_slice(&data[(keep_from - write_start) as usize..]);
+        st.buf_start_lsn = keep_from;
+        st.writing_end_lsn = write_end;
         let commits = std::mem::take(&mut st.commits_pending);
         self.group.set_pending(0);
         let rewrite = write_start < st.last_write_end_lsn && !data.is_empty();
@@ -91,6 +100,7 @@ impl Wal {
         let elapsed_ns = Rt::now_ns_current() - started_ns;
 
         let mut st = self.state.lock();
+        st.writing_end_lsn = 0;
         let data_is_empty = data.is_empty();
         if data.capacity() + sectors.capacity() <= FORCE_BUFFERS_KEPT_BYTES_MAX {
             st.force_buffers = (data, sectors);
@@ -115,10 +125,6 @@ impl Wal {
         self.flushed_seen
             .store(write_end, std::sync::atomic::Ordering::Release);
         st.last_write_end_lsn = write_end;
-        let keep_from = self.layout.sector_lsn(self.layout.sector_of(write_end));
-        let drained = (keep_from - st.buf_start_lsn) as usize;
-        st.buf.drain(..drained);
-        st.buf_start_lsn = keep_from;
         if !data_is_empty {
             st.stats.writes += 1;
             st.stats.sectors_written += sectors_written;

@@ -72,8 +72,11 @@
 //!    flush.
 //! 2. At most one force is in flight, and no master-record write runs
 //!    beside it: one flush of the log device at a time.
-//! 3. The buffer starts at a sector boundary at or below `flushed_lsn` and
-//!    holds every byte from there to `end_lsn`.
+//! 3. The buffer starts at a sector boundary and holds every byte from
+//!    there to `end_lsn`. It starts at or below `flushed_lsn`, or, while a
+//!    force is in flight, at or below the end of its write: the force took
+//!    the bytes before it (and leaves a failed log if it cannot write
+//!    them, WAL-4).
 //! 4. After a failed write or flush the log accepts nothing more: a failed
 //!    fsync is never retried, because the kernel may have dropped the data.
 //!    A failed flush of the master record or of a data device fails the log
@@ -424,6 +427,9 @@ struct LogState {
     /// Bytes from `buf_start_lsn` to `end_lsn` (WAL-3).
     buf: Vec<u8>,
     buf_start_lsn: u64,
+    /// The end of the write of the force in flight, which holds the bytes
+    /// before `buf_start_lsn` that are not durable yet (WAL-3); 0 if none.
+    writing_end_lsn: u64,
     end_lsn: u64,
     flushed_lsn: u64,
     /// The oldest LSN recovery may need, as the durable master says (WAL-9).
@@ -679,6 +685,7 @@ impl Wal {
             state: Mutex::new(LogState {
                 buf: tail,
                 buf_start_lsn,
+                writing_end_lsn: 0,
                 end_lsn: end.end_lsn,
                 flushed_lsn: end.end_lsn,
                 start_lsn: master.start_lsn,
@@ -1310,8 +1317,8 @@ impl Wal {
             "WAL-3: buffer not at a sector"
         );
         assert!(
-            st.buf_start_lsn <= st.flushed_lsn,
-            "WAL-3: buffer starts past the durable end"
+            st.buf_start_lsn <= st.flushed_lsn.max(st.writing_end_lsn) || st.failed.is_some(),
+            "WAL-3: buffer starts past the durable end and the force in flight"
         );
         assert_eq!(
             st.buf_start_lsn + st.buf.len() as u64,
