@@ -266,7 +266,20 @@ impl HeldLocks {
     pub fn is_empty(&self) -> bool {
         self.keys.is_empty()
     }
+
+    /// Keep `key`; the first one reserves room for
+    /// [`HELD_LOCKS_RESERVED`], so a short transaction allocates once.
+    fn keep(&mut self, key: LockKey) {
+        if self.keys.capacity() == 0 {
+            self.keys.reserve(HELD_LOCKS_RESERVED);
+        }
+        self.keys.push(key);
+    }
 }
+
+/// Row locks a transaction's first lock makes room for: a TPC-B
+/// transaction takes five, a TPC-C New-Order about thirty.
+const HELD_LOCKS_RESERVED: usize = 8;
 
 /// Counts of waits and deadlock aborts.
 #[derive(Clone, Debug, Default, PartialEq, serde::Serialize)]
@@ -352,7 +365,7 @@ impl LockManager {
         if blockers.is_empty() {
             entry.grant(txn, mode);
             if !holds {
-                held.keys.push(key);
+                held.keep(key);
             }
             return Ok(());
         }
@@ -386,7 +399,7 @@ impl LockManager {
         self.waits.fetch_add(1, Ordering::Relaxed);
         self.wait_for_grant(shard, txn, &key, &slot)?;
         if !holds {
-            held.keys.push(key);
+            held.keep(key);
         }
         Ok(())
     }

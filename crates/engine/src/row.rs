@@ -423,7 +423,13 @@ impl Schema {
     /// columns, then the primary key's), type-checked and encoded (ROW-2).
     pub fn index_key(&self, row: &[Value], columns: &[usize]) -> Result<Vec<u8>> {
         self.check_arity(row)?;
-        let mut out = Vec::new();
+        // Sized once: a key grew through two or three reallocations.
+        let len = columns
+            .iter()
+            .filter_map(|&i| row.get(i))
+            .map(key_len_hint)
+            .sum();
+        let mut out = Vec::with_capacity(len);
         for &i in columns {
             let (column, value) = self.columns.get(i).zip(row.get(i)).ok_or_else(|| {
                 Error::Invalid(format!(
@@ -469,11 +475,20 @@ impl Schema {
 /// decimals take 8 bytes; compare only keys whose columns have the same
 /// types.
 pub fn encode_key(values: &[Value]) -> Vec<u8> {
-    let mut out = Vec::new();
+    let mut out = Vec::with_capacity(values.iter().map(key_len_hint).sum());
     for value in values {
         encode_key_into(&mut out, value);
     }
     out
+}
+
+/// The bytes of `value`'s key encoding, exact unless a string holds zero
+/// bytes (each takes one more).
+fn key_len_hint(value: &Value) -> usize {
+    match value {
+        Value::Int(_) | Value::Decimal(_) => KEY_INT_BYTES,
+        Value::Str(s) => s.len() + 2,
+    }
 }
 
 /// Append one value's key encoding to `out`.

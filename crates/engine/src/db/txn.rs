@@ -49,6 +49,10 @@ pub const TOMBSTONE: u64 = 1 << 63;
 /// Longest version chain a read follows before declaring the data corrupt.
 pub const CHAIN_STEPS_MAX: u64 = 1 << 20;
 
+/// Undo entries a transaction's first change makes room for (a TPC-B
+/// transaction makes four).
+const UNDO_ENTRIES_RESERVED: usize = 8;
+
 /// One logged change not yet compensated.
 struct UndoEntry {
     prev_lsn: u64,
@@ -448,6 +452,10 @@ impl Transaction {
     /// Record a logged change in the undo list (DB-2).
     fn logged(&mut self, lsn: u64, tree: TreeRef, key: &[u8], before: Option<Vec<u8>>) {
         debug_assert!(lsn > self.last_lsn, "DB-2: records chain forward");
+        if self.undo.capacity() == 0 {
+            // One allocation for a short transaction, not two or three.
+            self.undo.reserve(UNDO_ENTRIES_RESERVED);
+        }
         self.undo.push(UndoEntry {
             prev_lsn: self.last_lsn,
             undo: Undo {
