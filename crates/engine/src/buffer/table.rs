@@ -424,6 +424,90 @@ mod tests {
         assert_eq!(hot.hits(), 1);
     }
 
+    /// BUF-15 on real threads: readers pin pages at random while one
+    /// writer (the metadata lock's role) evicts frames and gives them to
+    /// other pages. A pinned frame always names the page it was pinned for
+    /// and stays Ready, an eviction never succeeds under a pin, and no pin
+    /// is left or lost at the end.
+    #[test]
+    fn hits_race_remaps_and_never_pin_the_wrong_page() {
+        use std::sync::atomic::AtomicBool;
+        const FRAMES: usize = 8;
+        const PAGES: u32 = 24;
+        const READERS: usize = 3;
+        let hot = Hot::new(FRAMES);
+        // The writer's own view: which page each frame holds.
+        let mut held: Vec<Option<u32>> = vec![None; FRAMES];
+        for (frame, page_no) in held.iter_mut().enumerate() {
+            hot.map(frame, page(frame as u32));
+            hot.set_ready(frame);
+            hot.unpin(frame);
+            *page_no = Some(frame as u32);
+        }
+        let stop = AtomicBool::new(false);
+        // Hits so far, so that the writer goes on until the readers raced
+        // it for long enough.
+        let hits = AtomicU64::new(0);
+        let pins: u64 = std::thread::scope(|scope| {
+            let readers: Vec<_> = (0..READERS)
+                .map(|r| {
+                    let (hot, stop, hits) = (&hot, &stop, &hits);
+                    scope.spawn(move || {
+                        let mut x = r as u32 + 1;
+                        let mut pinned = 0u64;
+                        while !stop.load(Ordering::Relaxed) {
+                            x = x.wrapping_mul(1_664_525).wrapping_add(1_013_904_223);
+                            let id = page((x >> 8) % PAGES);
+                            if let Some(frame) = hot.pin_if_ready(id) {
+                                pinned += 1;
+                                hits.fetch_add(1, Ordering::Relaxed);
+                                assert_eq!(hot.page_key(frame), Some(key_of(id)), "BUF-15");
+                                assert!(hot.is_ready(frame), "BUF-15: pinned, not Ready");
+                                std::hint::spin_loop();
+                                assert_eq!(hot.page_key(frame), Some(key_of(id)), "BUF-1");
+                                hot.unpin(frame);
+                            }
+                        }
+                        pinned
+                    })
+                })
+                .collect();
+            // The writer: evict a frame if nobody pins it and give it to a
+            // page not resident.
+            let mut next = 0u32;
+            let mut remaps = 0;
+            while remaps < 20_000 || hits.load(Ordering::Relaxed) < 20_000 {
+                let frame = next as usize % FRAMES;
+                next = next.wrapping_add(7);
+                if !hot.unready_if_unpinned(frame) {
+                    continue;
+                }
+                assert_eq!(hot.pins(frame), 0, "BUF-15: exact once not Ready");
+                let old = held[frame].take().expect("mapped");
+                hot.unmap(frame, page(old));
+                let resident: Vec<u32> = held.iter().flatten().copied().collect();
+                let new = (0..PAGES)
+                    .map(|k| (old + 1 + k + next) % PAGES)
+                    .find(|p| !resident.contains(p))
+                    .expect("more pages than frames");
+                hot.map(frame, page(new));
+                hot.set_ready(frame);
+                hot.unpin(frame);
+                held[frame] = Some(new);
+                remaps += 1;
+            }
+            stop.store(true, Ordering::Relaxed);
+            readers.into_iter().map(|r| r.join().unwrap()).sum()
+        });
+        assert!(pins >= 20_000, "{pins} hits");
+        for (frame, page_no) in held.iter().enumerate() {
+            assert_eq!(hot.pins(frame), 0, "BUF-1: a pin left on frame {frame}");
+            let id = page(page_no.expect("mapped"));
+            assert_eq!(hot.indexed(id), Some(frame), "BUF-14");
+        }
+        assert_eq!(hot.indexed_len(), FRAMES as u64);
+    }
+
     #[test]
     fn a_frame_given_to_another_page_turns_away_a_hit_for_the_old_one() {
         let hot = Hot::new(8);
