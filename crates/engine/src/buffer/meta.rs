@@ -363,7 +363,6 @@ impl Meta {
     /// `want.evict_dirty`; a hit that pinned it first makes the hand go on.
     pub(super) fn pick_victim(&mut self, want: Want) -> Victim {
         let n = self.frames.len();
-        let hot = self.hot.clone();
         let mut busy = false;
         for step in 0..n * CLOCK_SWEEPS {
             // The last sweep gives no second chance: a hit may set a bit the
@@ -376,14 +375,14 @@ impl Meta {
             if f.state == FrameState::Free {
                 return Victim::Clean(frame);
             }
-            if hot.pins(frame) > 0 {
+            if self.hot.pins(frame) > 0 {
                 continue;
             }
             if f.is_busy() {
                 busy = true;
                 continue;
             }
-            if hot.take_referenced(frame) && !last_sweep {
+            if self.hot.take_referenced(frame) && !last_sweep {
                 continue;
             }
             let id = f.page.expect("BUF-3: a frame in use holds a page");
@@ -399,7 +398,7 @@ impl Meta {
                     Victim::Clean(frame)
                 };
             }
-            if !hot.unready_if_unpinned(frame) {
+            if !self.hot.unready_if_unpinned(frame) {
                 // A hit pinned it since the look above (real world only).
                 continue;
             }
@@ -639,13 +638,12 @@ impl Meta {
     /// pinned or have I/O in flight (BUF-1).
     pub(super) fn discard_idle(&mut self) -> Vec<PageId> {
         let mut kept = Vec::new();
-        let hot = self.hot.clone();
         for frame in 0..self.frames.len() {
             let Some(id) = self.frames[frame].page else {
                 continue;
             };
             // Out of Ready first, so that no hit pins it meanwhile (BUF-15).
-            if self.frames[frame].is_busy() || !hot.unready_if_unpinned(frame) {
+            if self.frames[frame].is_busy() || !self.hot.unready_if_unpinned(frame) {
                 kept.push(id);
             } else {
                 self.unmap(frame);
