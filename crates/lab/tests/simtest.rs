@@ -99,6 +99,19 @@ fn regression_seed_2241_a_rollback_that_meets_damage_fails_the_database() {
     assert!(report.passed(), "{:?}", report.failure);
 }
 
+/// Seed 3163 (bank, LogMedia profile, preempted): a bit flipped on the
+/// write of the newer master-record copy, in its version byte, was taken
+/// for a database of another log format, and the final open refused it
+/// without naming any damage. The master record's checksum now covers its
+/// version (log format 3), so that copy is damaged and the older one
+/// serves (`wal::master`'s
+/// `regression_a_flipped_bit_in_a_master_copys_header_is_damage_not_another_format`).
+#[test]
+fn regression_seed_3163_a_flipped_master_version_is_damage() {
+    let report = run_seed(3163, "mixed");
+    assert!(report.passed(), "{:?}", report.failure);
+}
+
 /// The three engine bugs the first seeds found have targeted regression
 /// tests in crates/engine/tests/faults.rs (torn pages rebuilt from the log;
 /// a failed data flush stops the database; a failed master-record flush

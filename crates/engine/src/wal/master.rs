@@ -10,8 +10,8 @@
 //! | offset | size | field |
 //! |-------:|-----:|-------|
 //! | 0 | 8 | magic `b"FLSHLOG\0"` |
-//! | 8 | 4 | format version (2) |
-//! | 12 | 4 | crc32c of bytes 16..512 |
+//! | 8 | 4 | format version (3) |
+//! | 12 | 4 | crc32c of bytes 0..12 and 16..512 |
 //! | 16 | 8 | sequence number |
 //! | 24 | 8 | LSN of the last complete checkpoint's begin record (0: none) |
 //! | 32 | 8 | log start: the oldest LSN recovery may need |
@@ -20,6 +20,12 @@
 //! | 48 | 8 | database identity (0: not recorded) |
 //! | 56 | 8 | log bytes: the log's size on its device, fixed at creation |
 //! | 64 | 448 | zero |
+//!
+//! The checksum covers the magic and the version too (format 3; format 2
+//! checked bytes 16..512 only). A bit flipped in a copy's version then
+//! makes that copy damaged, so the other copy serves, instead of the
+//! database being refused as "another format" (simtest seed 3163 found
+//! it).
 
 use crate::error::{Error, Result};
 pub use crate::wal::layout::LOG_MASTER_AREA_BYTES;
@@ -29,7 +35,16 @@ pub const MASTER_BYTES: usize = 512;
 /// Magic number of a master record.
 pub const LOG_MAGIC: &[u8; 8] = b"FLSHLOG\0";
 /// Version of the log format.
-pub const LOG_FORMAT_VERSION: u32 = 2;
+pub const LOG_FORMAT_VERSION: u32 = 3;
+/// The format before the checksum covered the version: recognised only to
+/// name it in the refusal.
+const LOG_FORMAT_VERSION_UNSEALED_HEADER: u32 = 2;
+
+/// The checksum of a master record: every byte of it but the checksum's
+/// own (format 3).
+fn seal(sector: &[u8]) -> u32 {
+    crc32c::crc32c_append(crc32c::crc32c(&sector[0..12]), &sector[16..MASTER_BYTES])
+}
 
 /// The decoded master record.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
@@ -58,27 +73,35 @@ impl Master {
         sector[44..48].copy_from_slice(&self.sector_bytes.to_le_bytes());
         sector[48..56].copy_from_slice(&self.database_id.to_le_bytes());
         sector[56..64].copy_from_slice(&self.capacity_bytes.to_le_bytes());
-        let crc = crc32c::crc32c(&sector[16..MASTER_BYTES]);
+        let crc = seal(&sector);
         sector[12..16].copy_from_slice(&crc.to_le_bytes());
         sector
     }
 
-    /// Decode one copy; `None` if it is not a valid master record.
-    /// A valid record of another format version is an error.
+    /// Decode one copy; `None` if it is not a valid master record (no
+    /// magic, or a checksum that fails: a torn or damaged copy). A valid
+    /// record of another format version is an error.
     pub fn decode(sector: &[u8]) -> Result<Option<Master>> {
         if sector.len() < MASTER_BYTES || &sector[0..8] != LOG_MAGIC {
             return Ok(None);
         }
         let le32 = |at: usize| u32::from_le_bytes(sector[at..at + 4].try_into().expect("4 bytes"));
         let le64 = |at: usize| u64::from_le_bytes(sector[at..at + 8].try_into().expect("8 bytes"));
-        if crc32c::crc32c(&sector[16..MASTER_BYTES]) != le32(12) {
-            return Ok(None);
-        }
         let version = le32(8);
-        if version != LOG_FORMAT_VERSION {
-            return Err(Error::Open(format!(
+        let unsupported = || {
+            Err(Error::Open(format!(
                 "log format version {version} is not supported (this build reads version {LOG_FORMAT_VERSION})"
-            )));
+            )))
+        };
+        if seal(sector) != le32(12) {
+            // A format-2 copy is sealed without its version: name that
+            // format, as nothing else would pass its checksum so.
+            let format_2 = version == LOG_FORMAT_VERSION_UNSEALED_HEADER
+                && crc32c::crc32c(&sector[16..MASTER_BYTES]) == le32(12);
+            return if format_2 { unsupported() } else { Ok(None) };
+        }
+        if version != LOG_FORMAT_VERSION {
+            return unsupported();
         }
         Ok(Some(Master {
             sequence: le64(16),
@@ -133,17 +156,57 @@ mod tests {
         assert_eq!(Master::newest([Some(a), None]), Some(a));
     }
 
+    /// A sealed record of another version: `seal` as a later build would.
+    fn sealed_as(version: u32) -> Vec<u8> {
+        let mut sector = Master::default().encode(512);
+        sector[8..12].copy_from_slice(&version.to_le_bytes());
+        let crc = seal(&sector);
+        sector[12..16].copy_from_slice(&crc.to_le_bytes());
+        sector
+    }
+
     #[test]
     fn other_version_is_an_error() {
+        let error = Master::decode(&sealed_as(99)).unwrap_err().to_string();
+        assert!(error.contains("version 99"), "{error}");
+        // Format 2 sealed bytes 16..512 only.
         let mut sector = Master::default().encode(512);
-        sector[8..12].copy_from_slice(&99u32.to_le_bytes());
+        sector[8..12].copy_from_slice(&2u32.to_le_bytes());
         let crc = crc32c::crc32c(&sector[16..512]);
         sector[12..16].copy_from_slice(&crc.to_le_bytes());
-        assert!(
-            Master::decode(&sector)
-                .unwrap_err()
-                .to_string()
-                .contains("version 99")
-        );
+        let error = Master::decode(&sector).unwrap_err().to_string();
+        assert!(error.contains("version 2 is not supported"), "{error}");
+    }
+
+    /// simtest seed 3163: a bit flipped on the write of a master copy's
+    /// version byte (2 became 130) was taken for another format, and the
+    /// database refused to open as if it were one. Every bit of the magic,
+    /// the version and the checksum now makes the copy damaged: the other
+    /// copy serves.
+    #[test]
+    fn regression_a_flipped_bit_in_a_master_copys_header_is_damage_not_another_format() {
+        let master = Master {
+            sequence: 7,
+            checkpoint_lsn: 4096,
+            start_lsn: 1024,
+            salt: 5,
+            sector_bytes: 512,
+            database_id: 9,
+            capacity_bytes: 1 << 20,
+        };
+        let sector = master.encode(512);
+        for bit in 0..16 * 8 {
+            let mut flipped = sector.clone();
+            flipped[bit / 8] ^= 1 << (bit % 8);
+            assert_eq!(Master::decode(&flipped).unwrap(), None, "bit {bit}");
+        }
+        let older = Master {
+            sequence: 6,
+            ..master
+        };
+        let mut flipped = sector.clone();
+        flipped[8] ^= 0x80;
+        let copies = [&older.encode(512), &flipped].map(|c| Master::decode(c).unwrap());
+        assert_eq!(Master::newest(copies), Some(older));
     }
 }
