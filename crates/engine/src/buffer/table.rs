@@ -26,6 +26,11 @@
 //! a hit locked: every hit of a tree's root wrote the line of its shard's
 //! lock, and the cores took that line from each other.
 
+// The model checker's atomics under `--features loom`, which only the
+// model below runs with (see `loom_model`).
+#[cfg(feature = "loom")]
+use loom::sync::atomic::{AtomicBool, AtomicU64, Ordering};
+#[cfg(not(feature = "loom"))]
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
 use crate::page::PageId;
@@ -376,7 +381,10 @@ impl Hot {
     }
 }
 
-#[cfg(test)]
+#[cfg(all(test, feature = "loom"))]
+mod loom_model;
+
+#[cfg(all(test, not(feature = "loom")))]
 mod tests {
     use super::*;
 
