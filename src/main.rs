@@ -11,7 +11,7 @@ use clap::Parser;
 /// The allocator: the engine allocates and frees page-sized buffers and
 /// small records at a high rate from many threads, where glibc's malloc
 /// spent a fifth of a simulated TPC-B run consolidating and unlinking
-/// chunks (README, "The allocator").
+/// chunks (docs/PERFORMANCE-HISTORY.md, "The allocator").
 #[global_allocator]
 static ALLOCATOR: mimalloc::MiMalloc = mimalloc::MiMalloc;
 

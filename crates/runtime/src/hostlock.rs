@@ -32,8 +32,8 @@
 //! `parking_lot`.
 //!
 //! The limits were chosen by paired runs of real TPC-B at 16 clients
-//! (README, "Spinning without yielding"): pause-only spinning (no yields)
-//! was 8% faster than `parking_lot` without fsync but 5% slower with
+//! (docs/PERFORMANCE-HISTORY.md, "Spinning without yielding"): pause-only
+//! spinning (no yields) was 8% faster than `parking_lot` without fsync but 5% slower with
 //! durable commits, where a waiter for the log's lock often shares its
 //! core with the preempted holder; three yields after the pauses kept the
 //! gain without fsync and lost nothing with it.
