@@ -963,6 +963,62 @@ fn device_named(
     }
 }
 
+/// What the database held and had done when its load (or resume) ended:
+/// the baseline a run's own counters are measured from.
+struct Loaded {
+    /// Transactions the database held before this run (a kept database).
+    earlier: u64,
+    counters: Vec<flashlab_engine::db::SpaceStoreCounters>,
+    /// The first data device's host pages written, flash pages written
+    /// and erases, if it is a modelled SSD.
+    flash: Option<[u64; 3]>,
+    stores: Vec<(String, flashlab_engine::store::StoreStats)>,
+    seconds: f64,
+    host_seconds: f64,
+}
+
+/// The first data device's flash counters, if it models flash.
+fn flash_counts(db: &Database) -> Option<[u64; 3]> {
+    db.devices()
+        .data
+        .first()
+        .and_then(|d| d.model_stats())
+        .map(|m| [m.host_pages_written, m.flash_pages_written, m.erases])
+}
+
+/// Load the workload's data (or resume a kept database) and flush it.
+fn load_phase(
+    db: &Database,
+    workload: &dyn flashlab_workloads::Workload,
+    options: &BenchOptions,
+    existing: bool,
+) -> Result<Loaded, String> {
+    let rt = flashlab_runtime::Rt::current();
+    let (start_ns, host) = (rt.now_ns(), std::time::Instant::now());
+    let earlier = if existing {
+        workload
+            .resume(db)
+            .map_err(|e| format!("continuing on the existing database: {e}"))?
+    } else {
+        workload.setup(db).map_err(|e| format!("loading: {e}"))?;
+        0
+    };
+    db.flush().map_err(|e| e.to_string())?;
+    let counters = db.store_counters();
+    let flash = flash_counts(db);
+    if let Some(hook) = &options.on_loaded {
+        (hook.0)();
+    }
+    Ok(Loaded {
+        earlier,
+        counters,
+        flash,
+        seconds: (rt.now_ns() - start_ns) as f64 / NS_PER_S as f64,
+        host_seconds: host.elapsed().as_secs_f64(),
+        stores: db.store_stats(),
+    })
+}
+
 fn run_on(
     db: &Database,
     options: &BenchOptions,
@@ -974,33 +1030,7 @@ fn run_on(
 ) -> Result<BenchReport, String> {
     let workload: Arc<dyn flashlab_workloads::Workload> =
         Arc::from(build(&options.workload, &workload_options(options)).ok_or("unknown workload")?);
-    // Transactions the database held before this run (a kept database).
-    let rt = flashlab_runtime::Rt::current();
-    let (load_start_ns, load_host) = (rt.now_ns(), std::time::Instant::now());
-    let earlier = if existing {
-        workload
-            .resume(db)
-            .map_err(|e| format!("continuing on the existing database: {e}"))?
-    } else {
-        workload.setup(db).map_err(|e| format!("loading: {e}"))?;
-        0
-    };
-    db.flush().map_err(|e| e.to_string())?;
-    let counters_loaded = db.store_counters();
-    let flash_counts = |db: &Database| {
-        db.devices()
-            .data
-            .first()
-            .and_then(|d| d.model_stats())
-            .map(|m| [m.host_pages_written, m.flash_pages_written, m.erases])
-    };
-    let flash_loaded = flash_counts(db);
-    if let Some(hook) = &options.on_loaded {
-        (hook.0)();
-    }
-    let load_seconds = (rt.now_ns() - load_start_ns) as f64 / NS_PER_S as f64;
-    let load_host_seconds = load_host.elapsed().as_secs_f64();
-    let stores_loaded = db.store_stats();
+    let loaded = load_phase(db, workload.as_ref(), options, existing)?;
     if let Some(t) = tracer {
         t.set_enabled(true);
     }
@@ -1023,15 +1053,15 @@ fn run_on(
     if let Some(t) = tracer {
         t.set_enabled(false);
     }
+    let committed_total = result.committed_total;
     let consistency = match workload
-        .check(db, earlier + result.committed_total)
+        .check(db, loaded.earlier + committed_total)
         .map_err(|e| e.to_string())?
     {
         Ok(()) => "ok".to_string(),
         Err(violation) => violation,
     };
     let trace = tracer.map(|t| t.records()).unwrap_or_default();
-    let committed_total = result.committed_total;
     let mut report = report(
         options,
         world,
@@ -1043,11 +1073,25 @@ fn run_on(
     report.rollback = db.stats().rollback;
     report.run_host_seconds = run_host_seconds;
     report.run_transactions = committed_total;
-    let own_counters = store_counters_since(&counters_loaded, &db.store_counters());
+    add_store_reports(&mut report, db, &loaded, committed_total);
+    (report.load_seconds, report.load_host_seconds) = match &options.image {
+        Some(image) => (image.load_seconds, image.load_host_seconds),
+        None => (loaded.seconds, loaded.host_seconds),
+    };
+    if options.workload == "tpcc" {
+        add_tpcc_summary(&mut report, options, workload.as_ref());
+    }
+    Ok(report)
+}
+
+/// The data spaces' page-store work and flash counts of the run alone.
+fn add_store_reports(report: &mut BenchReport, db: &Database, loaded: &Loaded, commits: u64) {
+    let own_counters = store_counters_since(&loaded.counters, &db.store_counters());
     report.data_flash = flash_counts(db)
-        .zip(flash_loaded)
+        .zip(loaded.flash)
         .map(|(a, b)| [a[0] - b[0], a[1] - b[1], a[2] - b[2]]);
-    report.data_stores = stores_loaded
+    report.data_stores = loaded
+        .stores
         .iter()
         .zip(db.store_stats())
         .zip(&db.config().data)
@@ -1060,25 +1104,24 @@ fn run_on(
                 .find(|(s, _)| s == space)
                 .map(|(_, c)| c.clone())
                 .unwrap_or_default(),
-            commits: committed_total,
+            commits,
         })
         .collect();
-    (report.load_seconds, report.load_host_seconds) = match &options.image {
-        Some(image) => (image.load_seconds, image.load_host_seconds),
-        None => (load_seconds, load_host_seconds),
-    };
-    if options.workload == "tpcc" {
-        report.tpcc = Some(flashlab_workloads::tpcc::TpccSummary::new(
-            options.tpcc.warehouses,
-            report.duration_s,
-            workload.transaction_types(),
-        ));
-        report.retries += report
-            .tpcc
-            .as_ref()
-            .map_or(0, |t| t.transactions.iter().map(|x| x.retries).sum());
-    }
-    Ok(report)
+}
+
+/// TPC-C's per-type summary, and its retries in the report's count.
+fn add_tpcc_summary(
+    report: &mut BenchReport,
+    options: &BenchOptions,
+    workload: &dyn flashlab_workloads::Workload,
+) {
+    let summary = flashlab_workloads::tpcc::TpccSummary::new(
+        options.tpcc.warehouses,
+        report.duration_s,
+        workload.transaction_types(),
+    );
+    report.retries += summary.transactions.iter().map(|x| x.retries).sum::<u64>();
+    report.tpcc = Some(summary);
 }
 
 fn report(
