@@ -489,6 +489,26 @@ fn print_summary(r: &BenchReport) {
         l.p50, l.p95, l.p99, l.max
     );
     println!("CPU utilization     {:.1}%", r.cpu_utilization * 100.0);
+    print_log(r);
+    println!(
+        "load                {:.1} s ({} world), {:.1} s host",
+        r.load_seconds, r.world, r.load_host_seconds
+    );
+    print_stores(r);
+    if let Some(t) = &r.tpcc {
+        print_tpcc(t);
+    }
+    print_store_counters(r);
+    println!("consistency         {}", r.consistency);
+    for d in &r.departures {
+        println!("departure           {d}");
+    }
+    print_host(r);
+}
+
+/// The log and rollback lines: lee2008 Table 3's log figures, group
+/// commit, log volume, before-images.
+fn print_log(r: &BenchReport) {
     println!(
         "log (lee2008 T3)    {} writes, {:.2} commits/write, {:.1} sectors/write, {:.3} ms/write, {} tail rewrites",
         r.log.writes,
@@ -519,10 +539,10 @@ fn print_summary(r: &BenchReport) {
         r.rollback.chains,
         r.rollback.chain_max
     );
-    println!(
-        "load                {:.1} s ({} world), {:.1} s host",
-        r.load_seconds, r.world, r.load_host_seconds
-    );
+}
+
+/// One line per data space: what its page store wrote during the run.
+fn print_stores(r: &BenchReport) {
     for s in &r.data_stores {
         let st = &s.stats;
         let per = |x: u64| x as f64 / s.commits.max(1) as f64;
@@ -541,9 +561,10 @@ fn print_summary(r: &BenchReport) {
             st.map_checkpoints
         );
     }
-    if let Some(t) = &r.tpcc {
-        print_tpcc(t);
-    }
+}
+
+/// One line per data space with counters of its own store kind.
+fn print_store_counters(r: &BenchReport) {
     for st in r.data_stores.iter().filter(|s| !s.counters.is_empty()) {
         let fields: Vec<String> = st
             .counters
@@ -563,10 +584,10 @@ fn print_summary(r: &BenchReport) {
             fields.join(", ")
         );
     }
-    println!("consistency         {}", r.consistency);
-    for d in &r.departures {
-        println!("departure           {d}");
-    }
+}
+
+/// What the run cost the host.
+fn print_host(r: &BenchReport) {
     println!("host time           {:.1} s", r.host_seconds);
     if r.run_transactions > 0 {
         println!(
