@@ -321,11 +321,7 @@ fn options(args: &Args) -> anyhow::Result<BenchOptions> {
         page_bytes: args.page_bytes,
         buffer_bytes: buffer_bytes(args.buffer_mb)?,
         durability,
-        isolation: match args.isolation.as_str() {
-            "read-committed" => flashlab_engine::mvcc::Isolation::ReadCommitted,
-            "snapshot" => flashlab_engine::mvcc::Isolation::Snapshot,
-            other => bail!("--isolation '{other}' must be read-committed or snapshot"),
-        },
+        isolation: parse_isolation(&args.isolation)?,
         commit_delay_ns: args.commit_delay_us * 1_000,
         early_lock_release: args.early_lock_release,
         group_wait: !args.no_group_wait,
@@ -348,41 +344,55 @@ fn options(args: &Args) -> anyhow::Result<BenchOptions> {
         rollback_aged_span_bytes: 0,
         write_scheduler: on_off("--write-scheduler", &args.write_scheduler)?,
         ipl_log_segment_bytes: args.ipl_log_segment_kb.map(|kb| kb.saturating_mul(1024)),
-        ipl_no_commit_force: match args.ipl_commit_force.as_deref() {
-            None | Some("on") => false,
-            Some("off") => true,
-            Some(other) => bail!("--ipl-commit-force '{other}' must be on or off"),
-        },
-        ipl_no_selection: match args.ipl_selection.as_deref() {
-            None | Some("on") => false,
-            Some("off") => true,
-            Some(other) => bail!("--ipl-selection '{other}' must be on or off"),
-        },
-        data_store: match &args.data_store {
-            None => None,
-            Some(name) => Some(flashlab_engine::store::StoreKind::parse(name).ok_or_else(
-                || {
-                    anyhow::anyhow!(
-                        "--data-store '{name}': no such page store (known: {})",
-                        flashlab_engine::store::StoreKind::names().join(", ")
-                    )
-                },
-            )?),
-        },
+        ipl_no_commit_force: !on_unless_off("--ipl-commit-force", &args.ipl_commit_force)?,
+        ipl_no_selection: !on_unless_off("--ipl-selection", &args.ipl_selection)?,
+        data_store: args
+            .data_store
+            .as_deref()
+            .map(parse_data_store)
+            .transpose()?,
         segment_bytes: args.segment_bytes,
         write_through: on_off("--write-through", &args.write_through)?,
-        cleaning: match &args.cleaning {
-            None => None,
-            Some(name) => Some(
-                flashlab_engine::store::Cleaning::parse(name).ok_or_else(|| {
-                    anyhow::anyhow!(
-                        "--cleaning '{name}': no such policy (known: {})",
-                        flashlab_engine::store::Cleaning::names().join(", ")
-                    )
-                })?,
-            ),
-        },
+        cleaning: args.cleaning.as_deref().map(parse_cleaning).transpose()?,
     })
+}
+
+/// `--isolation`: read-committed or snapshot.
+fn parse_isolation(name: &str) -> anyhow::Result<flashlab_engine::mvcc::Isolation> {
+    match name {
+        "read-committed" => Ok(flashlab_engine::mvcc::Isolation::ReadCommitted),
+        "snapshot" => Ok(flashlab_engine::mvcc::Isolation::Snapshot),
+        other => bail!("--isolation '{other}' must be read-committed or snapshot"),
+    }
+}
+
+/// `--data-store`: a page store's name.
+fn parse_data_store(name: &str) -> anyhow::Result<flashlab_engine::store::StoreKind> {
+    flashlab_engine::store::StoreKind::parse(name).ok_or_else(|| {
+        anyhow::anyhow!(
+            "--data-store '{name}': no such page store (known: {})",
+            flashlab_engine::store::StoreKind::names().join(", ")
+        )
+    })
+}
+
+/// `--cleaning`: a segment-cleaning policy's name.
+fn parse_cleaning(name: &str) -> anyhow::Result<flashlab_engine::store::Cleaning> {
+    flashlab_engine::store::Cleaning::parse(name).ok_or_else(|| {
+        anyhow::anyhow!(
+            "--cleaning '{name}': no such policy (known: {})",
+            flashlab_engine::store::Cleaning::names().join(", ")
+        )
+    })
+}
+
+/// An optional `on` or `off` for `flag`, on when not given.
+fn on_unless_off(flag: &str, value: &Option<String>) -> anyhow::Result<bool> {
+    match value.as_deref() {
+        None | Some("on") => Ok(true),
+        Some("off") => Ok(false),
+        Some(other) => bail!("{flag} '{other}' must be on or off"),
+    }
 }
 
 /// `on` or `off` for `flag`.
