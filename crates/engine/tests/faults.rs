@@ -449,3 +449,42 @@ fn regression_a_failed_log_structured_write_fails_the_database() {
         db.close().unwrap();
     });
 }
+
+/// simtest seed 16004 (LogMedia profile): bits flipped on the writes of
+/// both master-record copies. The open took the log for one never used,
+/// went on to create a database, and stopped only because the data space
+/// was not empty, with "is the log device the right one?". Copies that
+/// carry the magic but fail their checksums are damage (WAL-14): the open
+/// refuses naming it, and creates nothing over the database.
+#[test]
+fn regression_both_master_copies_damaged_is_refused_as_damage_never_recreated() {
+    let rig = Rig::new(FaultPlan::none(21), FaultPlan::none(22));
+    load(&rig);
+    let flip = |rig: &Rig| {
+        let store = rig.log.inner().store();
+        let mut store = store.lock().unwrap();
+        for offset in [0u64, 512] {
+            let mut sector = vec![0u8; 512];
+            store.read(offset, &mut sector);
+            assert_eq!(&sector[..8], b"FLSHLOG\0", "a master copy at {offset}");
+            sector[300] ^= 0x04;
+            store.write(offset, &sector).unwrap();
+        }
+        store.flush();
+    };
+    flip(&rig);
+    let devices = rig.devices();
+    let err = run(move || {
+        Database::open_with(&config(), devices)
+            .err()
+            .expect("a log without a valid master copy must not open")
+            .to_string()
+    });
+    assert!(
+        err.contains("log damaged") && err.contains("both copies of the master record"),
+        "{err}"
+    );
+    // Nothing was written: the same flips undone, every row is there.
+    flip(&rig);
+    check_rows(&rig, 0, 0);
+}

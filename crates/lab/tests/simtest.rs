@@ -112,6 +112,33 @@ fn regression_seed_3163_a_flipped_master_version_is_damage() {
     assert!(report.passed(), "{:?}", report.failure);
 }
 
+/// Seeds 5,000 to 35,000, run once in the `crash` profile, found these:
+/// - 10799, 17950 (mixed), 31421 and 32713 (tpcb), Misdirect profile: a
+///   page written back, evicted and read again came back older (the
+///   device lost the write), and a mini-transaction that had seen the
+///   newer page panicked on an invariant (DB-1, MTR-11). It is damage,
+///   reported as a lost write (MTR-14).
+/// - 6413 and 15263 (Misdirect): a rollback met such damage and failed
+///   the database naming it, as it must; the harness expected that only
+///   of the media profiles.
+/// - 16004 (LogMedia): bits flipped in both master-record copies; the open
+///   took the log for an unused one (WAL-14: now refused as damage).
+#[test]
+fn regression_seeds_from_the_35000_seed_sweep() {
+    for (seed, workload) in [
+        (6413, "mixed"),
+        (10799, "mixed"),
+        (15263, "mixed"),
+        (16004, "mixed"),
+        (17950, "mixed"),
+        (31421, "tpcb"),
+        (32713, "tpcb"),
+    ] {
+        let report = run_seed(seed, workload);
+        assert!(report.passed(), "seed {seed}: {:?}", report.failure);
+    }
+}
+
 /// The three engine bugs the first seeds found have targeted regression
 /// tests in crates/engine/tests/faults.rs (torn pages rebuilt from the log;
 /// a failed data flush stops the database; a failed master-record flush

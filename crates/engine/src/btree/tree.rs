@@ -68,6 +68,8 @@ pub struct LeafPosition {
     path: Vec<Step>,
     /// The key's value when the leaf was visited.
     value: Option<Vec<u8>>,
+    /// The leaf's page LSN when it was visited.
+    leaf_lsn: u64,
 }
 
 impl LeafPosition {
@@ -75,6 +77,16 @@ impl LeafPosition {
     /// (`None`: absent), taken out.
     pub fn take_value(&mut self) -> Option<Vec<u8>> {
         self.value.take()
+    }
+
+    /// The leaf's page number.
+    pub fn leaf(&self) -> PageNo {
+        self.leaf
+    }
+
+    /// The leaf's page LSN when [`BTree::seek`] visited it.
+    pub fn leaf_lsn(&self) -> u64 {
+        self.leaf_lsn
     }
 }
 
@@ -188,6 +200,7 @@ impl BTree {
             leaf,
             path,
             value: None,
+            leaf_lsn: 0,
         };
         self.put_at(pages, at, key, value)
     }
@@ -199,9 +212,15 @@ impl BTree {
     /// cannot change (the caller's latch keeps splits out).
     pub fn seek<P: PageAccess + ?Sized>(&self, pages: &mut P, key: &[u8]) -> Result<LeafPosition> {
         let mut path = Vec::new();
-        let mut value = None;
-        let leaf = self.descend_to(pages, Target::Key(key), Some(&mut path), Some(&mut value))?;
-        Ok(LeafPosition { leaf, path, value })
+        let mut seen = (None, 0);
+        let leaf = self.descend_to(pages, Target::Key(key), Some(&mut path), Some(&mut seen))?;
+        let (value, leaf_lsn) = seen;
+        Ok(LeafPosition {
+            leaf,
+            path,
+            value,
+            leaf_lsn,
+        })
     }
 
     /// Store `value` under `key` in the leaf `at` found for it, returning
@@ -452,7 +471,7 @@ impl BTree {
         pages: &mut P,
         target: Target,
         mut path: Option<&mut Vec<Step>>,
-        mut leaf_value: Option<&mut Option<Vec<u8>>>,
+        mut leaf_value: Option<&mut (Option<Vec<u8>>, u64)>,
     ) -> Result<PageNo> {
         let copy_leaf = leaf_value.is_none();
         let mut page_no = self.root;
@@ -463,10 +482,11 @@ impl BTree {
                 let node = node_at_level(page_no, bytes, expected_level)?;
                 if node.kind() == NodeKind::Leaf {
                     if let (Some(out), Target::Key(key)) = (leaf_value.as_mut(), target) {
-                        **out = match node.search(key)? {
+                        out.0 = match node.search(key)? {
                             Ok(i) => Some(node.value(i)?.to_vec()),
                             Err(_) => None,
                         };
+                        out.1 = crate::page::lsn(bytes);
                     }
                     return Ok(());
                 }

@@ -834,3 +834,36 @@ fn hits_and_unpins_race_evictions_with_preemption() {
         assert_eq!(run(seed), first, "seed {seed}: same seed, same run");
     }
 }
+
+/// simtest seeds 10799, 17950, 31421 and 32713 (Misdirect profile): a page
+/// the pool wrote back, evicted and read again came back older, because
+/// the device had not kept the write (a misdirected write). A
+/// mini-transaction that had read the page before the eviction and wrote
+/// it after panicked on an invariant (MTR-11, or DB-1 in a one-descent
+/// write). It is damage, and MTR-14 now reports it as corruption naming
+/// the page and both LSNs.
+#[test]
+fn regression_a_page_read_back_older_than_it_was_is_a_lost_write_not_a_panic() {
+    sim(|_| {
+        let (pool, device, _log) = setup(16, 0, 0);
+        create(&pool, 1, 1, 10);
+        assert!(pool.write_back_page(id(1)).unwrap());
+        let older = device.raw(1);
+        pool.fetch(id(1)).unwrap().install(&image(2), 20, 20);
+        assert!(pool.write_back_page(id(1)).unwrap());
+        let latch = flashlab_runtime::Latch::new();
+        let mut mtr = crate::mtr::Mtr::new(&pool, SPACE, "data", 64, &latch);
+        use crate::mtr::PageAccess;
+        assert_eq!(page::lsn(mtr.read(1).unwrap()), 20);
+        // The device loses the second write; the pool forgets the page.
+        device.inner.write(PAGE_BYTES as u64, &older).unwrap();
+        pool.discard_all().unwrap();
+        let err = mtr.write(1).map(|_| ()).unwrap_err().to_string();
+        assert!(
+            err.contains("corruption in space 'data' page 1")
+                && err.contains("a lost write")
+                && err.contains("LSN 10, older than the LSN 20"),
+            "{err}"
+        );
+    });
+}

@@ -263,6 +263,7 @@ impl Inner {
             // tree's structure (a split escalates and runs this again).
             let mut at = btree.seek(mtr, key)?;
             let current = at.take_value();
+            let (leaf, seen_lsn) = (at.leaf(), at.leaf_lsn());
             match &decided {
                 // DB-6: the row lock kept the value `decide` saw.
                 Some((seen, _)) => assert_eq!(
@@ -285,6 +286,14 @@ impl Inner {
             // still need I/O (DB-5).
             mtr.set_no_io(false);
             let before = btree.put_at(mtr, at, key, stored)?;
+            // A leaf evicted since the seek and read back older: the device
+            // lost a write (MTR-14), damage and not a broken DB-1.
+            if &before != seen {
+                let now_lsn = crate::page::lsn(crate::mtr::PageAccess::read(mtr, leaf)?);
+                if now_lsn < seen_lsn {
+                    return Err(mtr.lost_write(leaf, seen_lsn, now_lsn));
+                }
+            }
             // DB-1 (DB-6 in one-leaf mode): the latch, or the row lock, kept
             // the key's value from the read to the write under the leaf's
             // latch.

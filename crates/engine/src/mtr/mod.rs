@@ -84,6 +84,16 @@
 //!     an ordinary copy. A store that wants every change (In-Page Logging)
 //!     takes the copy path.
 //!
+//! 14. A page read back from the device older than it was when this
+//!     mini-transaction (or, for [`crate::db`]'s one-descent writes, the
+//!     seek before it under the same latch) first saw it is a **lost
+//!     write**: the device did not keep a write-back the pool made (a
+//!     misdirected write, say). Only a page evicted in between can be read
+//!     back, and only damage can make it older, so it is reported as
+//!     corruption naming the page and both LSNs ([`lost_write`]), never
+//!     taken as a broken invariant: the first write of a copied page
+//!     compares the LSN of the frame it pins with the copy's.
+//!
 //! MTR-3 and MTR-5 are checked with `assert!` (each O(1)) in every build;
 //! MTR-1 (O(header)) wherever a before-image copy is kept, so in every
 //! build with debug assertions, and MTR-11 there too.
@@ -178,6 +188,27 @@ pub const MTR_SPARE_BUFFERS_MAX: usize = 64;
 /// compensation can split a page), so that a rollback never fails for want
 /// of space; a quarter of the space if that is less (MTR-7).
 pub const UNDO_RESERVE_PAGES: u64 = 64;
+
+/// MTR-14: page `page_no` of `space` was seen at `seen_lsn` and read back
+/// from the device at the older `now_lsn`. The offset is where an in-place
+/// space keeps the page.
+pub fn lost_write(
+    space: &str,
+    page_no: PageNo,
+    page_bytes: usize,
+    seen_lsn: u64,
+    now_lsn: u64,
+) -> Error {
+    Error::Corruption {
+        space: space.to_string(),
+        page_no: u64::from(page_no),
+        offset_bytes: u64::from(page_no) * page_bytes as u64,
+        problem: format!(
+            "a lost write: the page was read back from the device at LSN {now_lsn}, \
+             older than the LSN {seen_lsn} it had in memory (MTR-14)"
+        ),
+    }
+}
 
 /// One page a mini-transaction has touched.
 struct MtrPage {
@@ -519,6 +550,17 @@ impl<'a> Mtr<'a> {
             Some(handle) => Ok(handle),
             None => Err(self.miss(Miss::Page(page_no))),
         }
+    }
+
+    /// MTR-14's error for `page_no` of this mini-transaction's space.
+    pub fn lost_write(&self, page_no: PageNo, seen_lsn: u64, now_lsn: u64) -> Error {
+        lost_write(
+            self.space_name,
+            page_no,
+            self.pool.page_bytes(),
+            seen_lsn,
+            now_lsn,
+        )
     }
 
     /// This mini-transaction runs an undo step: it may allocate from the
@@ -923,8 +965,19 @@ impl PageAccess for Mtr<'_> {
         let needs_pin = self.load(page_no)?.handle.is_none();
         if needs_pin && !self.pages[&page_no].written {
             // Pin the page now, so installing after logging cannot fail.
-            // The tree latch keeps the frame's image equal to our copy.
+            // The tree latch keeps the frame's image equal to our copy,
+            // unless the page was evicted meanwhile and the device lost
+            // its write (MTR-14).
             let handle = self.pin(page_no)?;
+            let copy_lsn = page::lsn(&self.pages[&page_no].image);
+            let frame_lsn = handle.read(page::lsn);
+            if frame_lsn < copy_lsn {
+                return Err(self.lost_write(page_no, copy_lsn, frame_lsn));
+            }
+            debug_assert_eq!(
+                frame_lsn, copy_lsn,
+                "MTR-11: page {page_no} changed in its frame between its copy and its pin"
+            );
             self.pages.get_mut(&page_no).expect("loaded").handle = Some(handle);
         }
         let keep_before = self.keep_before || cfg!(debug_assertions);

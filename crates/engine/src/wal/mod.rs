@@ -130,6 +130,10 @@
 //!     data: the force still covers exactly what was appended when it
 //!     starts, and the wait ends after at most [`group::GROUP_WAIT_NS_MAX`]
 //!     or at once if the log has failed.
+//! 14. A log device whose master-record copies carry the magic but all
+//!     fail their checksums is damaged, never taken for a device without
+//!     a log ([`Wal::read_master`]): opening it refuses naming the damage,
+//!     and never creates a new database over it.
 //!
 //! [`Device::forget`]: flashlab_devices::Device::forget
 
@@ -1271,13 +1275,28 @@ impl Wal {
     }
 
     /// Read the master record of a log device (`None`: neither copy is a
-    /// valid master record).
+    /// master record, as on a device never used for a log). Copies that
+    /// carry the magic but all fail their checksums are damage: the log
+    /// was written, and cannot say where recovery starts (WAL-14).
     pub fn read_master(device: &DeviceRef) -> Result<Option<Master>> {
         let sector = layout::LOG_SECTOR_BYTES_MIN.max(u64::from(device.sector_bytes())) as usize;
         let mut copies = vec![0u8; 2 * sector];
         device.read(0, &mut copies)?;
         let (a, b) = copies.split_at(sector);
-        Ok(Master::newest([Master::decode(a)?, Master::decode(b)?]))
+        let newest = Master::newest([Master::decode(a)?, Master::decode(b)?]);
+        let written = [a, b]
+            .iter()
+            .any(|copy| copy.starts_with(master::LOG_MAGIC));
+        if newest.is_none() && written {
+            return Err(Error::LogDamaged {
+                lsn: 0,
+                offset_bytes: 0,
+                problem: "both copies of the master record (log sectors 0 and 1) fail their \
+                          checksums: where recovery starts is unknown"
+                    .into(),
+            });
+        }
+        Ok(newest)
     }
 
     /// Read records from `lsn` (a record's start) on.

@@ -1101,7 +1101,8 @@ fn record_error(state: &Mutex<EpochState>, profile: Profile, e: &Error, who: &st
         // only where a flush or log write can fail.
         // So does a rollback that met damage no copy can restore.
         Error::LogFailed(why) => {
-            profile == Profile::IoError || (profile.may_refuse() && names_damage(why))
+            profile == Profile::IoError
+                || ((profile.may_refuse() || profile == Profile::Misdirect) && names_damage(why))
         }
         Error::SpaceFull(_) => profile == Profile::IoError,
         Error::Device(d) => match d {
@@ -1112,7 +1113,7 @@ fn record_error(state: &Mutex<EpochState>, profile: Profile, e: &Error, who: &st
             }
             _ => profile == Profile::Misdirect,
         },
-        Error::Corruption { .. } | Error::LogDamaged { .. } => {
+        Error::Corruption { .. } | Error::LogDamaged { .. } | Error::Damaged(_) => {
             profile.may_refuse() || profile == Profile::Misdirect
         }
         // LIMIT (lost writes): after a misdirected write, a stale page can

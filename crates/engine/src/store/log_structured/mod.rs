@@ -324,6 +324,19 @@ impl LogStructuredStore {
             return Ok(());
         }
         let st = self.lock_state();
+        if !st.unclean.is_empty() {
+            // Full because damage at rest keeps segments from being
+            // cleaned: the damage is the cause, and is named.
+            return Err(Error::Damaged(format!(
+                "data space '{}': log-structured store damaged: {} of its {} segments hold live \
+                 pages that cannot be read (read errors), so cleaning cannot reclaim them, and \
+                 the rest are full ({} pages mapped)",
+                self.space,
+                st.unclean.len(),
+                self.geo.segments,
+                st.mapped_pages()
+            )));
+        }
         Err(Error::SpaceFull(format!(
             "data space '{}' (log-structured): all {} segments hold live pages ({} pages mapped){}",
             self.space,
