@@ -68,6 +68,11 @@
 //! 7. A failed device write stops the store until a reopen and fails the
 //!    engine's log (WAL-4): no commit is acknowledged after it, and recovery
 //!    rebuilds what the partial segment in doubt held from the log.
+//! 8. With cleaning on, an ordinary append never takes the last
+//!    [`CLEAN_COPY_RESERVE_SEGMENTS`] reusable segments: only the cleaner's
+//!    copies do. A store whose cleaning fell behind (segments it cannot
+//!    read) then refuses writes while the cleaner still has room, and a
+//!    reopen can clean again (simtest log-structured seed 3392).
 
 mod check;
 mod clean;
@@ -104,6 +109,10 @@ pub const LIVE_PERCENT_MAX: u64 = 80;
 /// Most bytes of pages gathered in the open partial segment before it is
 /// written (one device request).
 pub const PARTIAL_SEGMENT_BYTES_MAX: usize = 1 << 20;
+/// Reusable segments only the cleaner's copies may take (LFS-8): without
+/// one, a store whose cleaning fell behind (segments it cannot read, say)
+/// could fill its last block and never clean again, not even in recovery.
+pub const CLEAN_COPY_RESERVE_SEGMENTS: usize = 1;
 /// Cleaning starts when this few segments are reusable.
 pub const CLEAN_START_SEGMENTS: usize = 3;
 /// Most victims one cleaning pass copies before its map checkpoint.
@@ -306,9 +315,15 @@ impl LogStructuredStore {
     /// segment, or making room). Writer lock held.
     fn ensure_open(&self) -> Result<()> {
         loop {
-            if self.lock_state().place_open(&self.geo) {
+            let mut st = self.lock_state();
+            // LFS-8: ordinary appends leave the last reusable segment to
+            // the cleaner's copies.
+            let kept = usize::from(self.cleaning != Cleaning::Off && !st.cleaning_now)
+                * CLEAN_COPY_RESERVE_SEGMENTS;
+            if st.place_open(&self.geo, kept) {
                 return Ok(());
             }
+            drop(st);
             self.make_room()?;
         }
     }

@@ -175,11 +175,16 @@ impl State {
     /// Give the open partial segment its place: at the head, or at the
     /// start of the next reusable segment when the head's has no room for a
     /// summary and a page. False if no segment is reusable.
-    pub fn place_open(&mut self, geo: &Superblock) -> bool {
+    /// `kept_for_cleaning`: reusable segments this placement may not take
+    /// (LFS-8).
+    pub fn place_open(&mut self, geo: &Superblock, kept_for_cleaning: usize) -> bool {
         if self.open_placed {
             return true;
         }
         if geo.b() - self.head_offset.min(geo.b()) < 2 {
+            if self.reusable.len() <= kept_for_cleaning {
+                return false;
+            }
             let Some(next) = State::next_segment(&self.reusable, self.head_segment) else {
                 return false;
             };
