@@ -399,6 +399,23 @@ impl BufferPool {
         Some(f(&data))
     }
 
+    /// [`BufferPool::visit_resident`], with the residency it visited
+    /// ([`PageRef::residency`]).
+    pub fn visit_resident_tagged<R>(
+        &self,
+        id: PageId,
+        f: impl FnOnce(&[u8]) -> R,
+    ) -> Option<(R, u64)> {
+        let frame = self.core.hot.pin_if_ready(id)?;
+        let _pin = FramePin {
+            core: &self.core,
+            frame,
+            id,
+        };
+        let data = self.core.data[frame].read();
+        Some((f(&data), self.core.hot.residency(frame)))
+    }
+
     /// [`BufferPool::fetch_new`] if it needs no I/O (the page is resident or
     /// a clean frame is free); `None` otherwise.
     pub fn fetch_new_no_io(&self, id: PageId) -> Result<Option<PageRef>> {
@@ -526,6 +543,13 @@ pub struct PageRef {
 }
 
 impl PageRef {
+    /// This residency of the page: its frame and the frame's generation.
+    /// Two pins of the page with the same residency saw the same load of
+    /// it; an eviction and a read back between them give another.
+    pub fn residency(&self) -> u64 {
+        self.core.hot.residency(self.frame)
+    }
+
     /// The page's id.
     pub fn id(&self) -> PageId {
         self.id

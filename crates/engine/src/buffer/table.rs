@@ -279,6 +279,14 @@ impl Hot {
         (self.frames[frame].word.load(Ordering::Acquire) & PINS_MASK) as u32
     }
 
+    /// Which residency of a page `frame` holds: the frame and its
+    /// generation. It cannot change while the caller holds a pin (a new
+    /// generation needs 0 pins, BUF-15).
+    pub(super) fn residency(&self, frame: usize) -> u64 {
+        let word = self.frames[frame].word.load(Ordering::Acquire);
+        (word & !(PINS_MASK | READY_BIT)) | frame as u64
+    }
+
     /// Whether `frame` is Ready in its pin word.
     pub(super) fn is_ready(&self, frame: usize) -> bool {
         self.frames[frame].word.load(Ordering::Acquire) & READY_BIT != 0

@@ -92,7 +92,10 @@
 //!     back, and only damage can make it older, so it is reported as
 //!     corruption naming the page and both LSNs ([`lost_write`]), never
 //!     taken as a broken invariant: the first write of a copied page
-//!     compares the LSN of the frame it pins with the copy's.
+//!     compares the LSN of the frame it pins with the copy's, unless the
+//!     pin finds the same residency the copy was taken from (the same
+//!     frame and generation, [`PageRef::residency`]: no eviction between,
+//!     so nothing to compare and no frame lock to take).
 //!
 //! MTR-3 and MTR-5 are checked with `assert!` (each O(1)) in every build;
 //! MTR-1 (O(header)) wherever a before-image copy is kept, so in every
@@ -223,6 +226,10 @@ struct MtrPage {
     /// with debug assertions, to check MTR-11. Otherwise the before-image
     /// is the pinned frame itself, which nothing changes until the install.
     before: Option<Vec<u8>>,
+    /// The residency of the page the image was copied from
+    /// ([`PageRef::residency`]; 0: none, a new page's zeros or an in-place
+    /// change): a pin of the same residency needs no MTR-14 check.
+    residency: u64,
     /// Written in place (MTR-13): the one change, bytes at an offset of
     /// the pinned frame's image; `image` is then empty until a later access
     /// makes the copy ([`MtrPage::materialize`]).
@@ -604,9 +611,12 @@ impl<'a> Mtr<'a> {
         } else {
             self.forget_old_clean_pages();
             let id = PageId::new(self.space, page_no);
-            let image = match self.pool.visit_resident(id, copy_of) {
-                Some(image) => image,
-                None => self.pin(page_no)?.read(copy_of),
+            let (image, residency) = match self.pool.visit_resident_tagged(id, copy_of) {
+                Some(copied) => copied,
+                None => {
+                    let handle = self.pin(page_no)?;
+                    (handle.read(copy_of), handle.residency())
+                }
             };
             self.pages.insert(
                 page_no,
@@ -615,6 +625,7 @@ impl<'a> Mtr<'a> {
                     image,
                     written: false,
                     before: None,
+                    residency,
                     in_place: None,
                 },
             );
@@ -655,6 +666,7 @@ impl<'a> Mtr<'a> {
                 image,
                 written: false,
                 before: None,
+                residency: 0,
                 in_place: None,
             },
         );
@@ -969,15 +981,19 @@ impl PageAccess for Mtr<'_> {
             // unless the page was evicted meanwhile and the device lost
             // its write (MTR-14).
             let handle = self.pin(page_no)?;
-            let copy_lsn = page::lsn(&self.pages[&page_no].image);
-            let frame_lsn = handle.read(page::lsn);
-            if frame_lsn < copy_lsn {
-                return Err(self.lost_write(page_no, copy_lsn, frame_lsn));
+            let p = &self.pages[&page_no];
+            // Pinned where it was copied from: no eviction in between.
+            if handle.residency() != p.residency {
+                let copy_lsn = page::lsn(&p.image);
+                let frame_lsn = handle.read(page::lsn);
+                if frame_lsn < copy_lsn {
+                    return Err(self.lost_write(page_no, copy_lsn, frame_lsn));
+                }
+                debug_assert_eq!(
+                    frame_lsn, copy_lsn,
+                    "MTR-11: page {page_no} changed in its frame between its copy and its pin"
+                );
             }
-            debug_assert_eq!(
-                frame_lsn, copy_lsn,
-                "MTR-11: page {page_no} changed in its frame between its copy and its pin"
-            );
             self.pages.get_mut(&page_no).expect("loaded").handle = Some(handle);
         }
         let keep_before = self.keep_before || cfg!(debug_assertions);
@@ -1033,6 +1049,7 @@ impl PageAccess for Mtr<'_> {
                 image: Vec::new(),
                 written: true,
                 before,
+                residency: 0,
                 in_place: Some((offset, bytes.to_vec())),
             },
         );
