@@ -388,15 +388,7 @@ impl BufferPool {
     /// run, if the page is not resident or still loading; it does no I/O
     /// and waits only for the frame's data lock, as a read does.
     pub fn visit_resident<R>(&self, id: PageId, f: impl FnOnce(&[u8]) -> R) -> Option<R> {
-        let frame = self.core.hot.pin_if_ready(id)?;
-        // Unpinned on the way out, a panic of `f` included (BUF-1).
-        let _pin = FramePin {
-            core: &self.core,
-            frame,
-            id,
-        };
-        let data = self.core.data[frame].read();
-        Some(f(&data))
+        self.visit_frame(id, |data, _| f(data))
     }
 
     /// [`BufferPool::visit_resident`], with the residency it visited
@@ -406,14 +398,21 @@ impl BufferPool {
         id: PageId,
         f: impl FnOnce(&[u8]) -> R,
     ) -> Option<(R, u64)> {
+        self.visit_frame(id, |data, frame| (f(data), self.core.hot.residency(frame)))
+    }
+
+    /// Pin `id`'s frame if it is resident and Ready, and run `f` on its
+    /// bytes (and its frame number) under the frame's data lock.
+    fn visit_frame<R>(&self, id: PageId, f: impl FnOnce(&[u8], usize) -> R) -> Option<R> {
         let frame = self.core.hot.pin_if_ready(id)?;
+        // Unpinned on the way out, a panic of `f` included (BUF-1).
         let _pin = FramePin {
             core: &self.core,
             frame,
             id,
         };
         let data = self.core.data[frame].read();
-        Some((f(&data), self.core.hot.residency(frame)))
+        Some(f(&data, frame))
     }
 
     /// [`BufferPool::fetch_new`] if it needs no I/O (the page is resident or

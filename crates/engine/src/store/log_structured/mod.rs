@@ -318,8 +318,10 @@ impl LogStructuredStore {
             let mut st = self.lock_state();
             // LFS-8: ordinary appends leave the last reusable segment to
             // the cleaner's copies.
-            let kept = usize::from(self.cleaning != Cleaning::Off && !st.cleaning_now)
-                * CLEAN_COPY_RESERVE_SEGMENTS;
+            let kept = match self.cleaning != Cleaning::Off && !st.cleaning_now {
+                true => CLEAN_COPY_RESERVE_SEGMENTS,
+                false => 0,
+            };
             if st.place_open(&self.geo, kept) {
                 return Ok(());
             }
