@@ -296,6 +296,55 @@ fn truncated_or_missing_files_and_unknown_versions_are_bad_input() {
     );
 }
 
+/// The offsets of the log's master-record copies in `log.wal` (log
+/// sectors 0 and 1, whatever the sector size).
+fn master_copies(log: &[u8]) -> Vec<usize> {
+    (0..log.len().min(1 << 16))
+        .step_by(512)
+        .filter(|&at| log[at..].starts_with(b"FLSHLOG\0"))
+        .collect()
+}
+
+/// Both master-record copies damaged, and a log of format 2 (whose
+/// checksum left out the version): `check` names each, exits 2, and writes
+/// nothing. (A directory's log is checked before the open, `db::roles`;
+/// devices opened directly meet WAL-14.)
+#[test]
+fn a_log_without_a_valid_master_record_is_refused_naming_why() {
+    let dir = tempfile::tempdir().unwrap();
+    make_database(dir.path());
+    let db_dir = dir.path().display().to_string();
+    let log = dir.path().join("log.wal");
+    let healthy = std::fs::read(&log).unwrap();
+    let copies = master_copies(&healthy);
+    assert_eq!(copies.len(), 2, "two master copies");
+    let mut damaged = healthy.clone();
+    for &at in &copies {
+        damaged[at + 300] ^= 0x04;
+    }
+    std::fs::write(&log, &damaged).unwrap();
+    assert_bad_input(
+        &flashlab(&["check", &db_dir]),
+        &[
+            "log.wal",
+            "neither copy of the log's master record is valid",
+        ],
+    );
+    assert_eq!(std::fs::read(&log).unwrap(), damaged, "check wrote the log");
+    // Format 2: version 2, sealed over bytes 16..512 only.
+    let mut old = healthy.clone();
+    for &at in &copies {
+        old[at + 8..at + 12].copy_from_slice(&2u32.to_le_bytes());
+        let crc = crc32c::crc32c(&old[at + 16..at + 512]);
+        old[at + 12..at + 16].copy_from_slice(&crc.to_le_bytes());
+    }
+    std::fs::write(&log, &old).unwrap();
+    assert_bad_input(
+        &flashlab(&["check", &db_dir]),
+        &["log format version 2 is not supported"],
+    );
+}
+
 #[test]
 fn query_reads_a_table_and_refuses_time_travel_past_a_restart() {
     let dir = tempfile::tempdir().unwrap();
