@@ -417,14 +417,7 @@ fn real_sort(
     let input_path = scratch.join("input");
     let output_path = scratch.join("output");
     let t = Instant::now();
-    {
-        let mut generator = SortRecords::new(args.seed, records);
-        let mut out = BufWriter::with_capacity(1 << 20, std::fs::File::create(&input_path)?);
-        while let Some(r) = generator.next_tuple()? {
-            out.write_all(r)?;
-        }
-        out.flush()?;
-    }
+    write_sort_input(&input_path, args.seed, records)?;
     let generate_s = t.elapsed().as_secs_f64();
     let input_sum = validate(&input_path, records)?;
 
@@ -450,48 +443,19 @@ fn real_sort(
     if space.used_bytes() != 0 {
         verified = format!("temp space not freed ({} bytes)", space.used_bytes());
     }
-    let gnu = if args.gnu_sort {
-        let gnu_path = scratch.join("output-gnu");
-        let memory_arg = format!("{}K", memory >> 10);
-        let command = format!(
-            "LC_ALL=C sort -S {memory_arg} -T {} -o OUTPUT INPUT",
-            scratch.display()
-        );
-        let t = Instant::now();
-        let status = std::process::Command::new("sort")
-            .env("LC_ALL", "C")
-            .arg("-S")
-            .arg(&memory_arg)
-            .arg("-T")
-            .arg(scratch)
-            .arg("-o")
-            .arg(&gnu_path)
-            .arg(&input_path)
-            .spawn()
-            .context("running GNU sort")?;
-        let status = {
-            // A signal to flashlab alone (SIGTERM) also stops GNU sort.
-            let _on_signal = super::interrupt::kill_on_interrupt(status.id());
-            let mut child = status;
-            child.wait().context("running GNU sort")?
-        };
-        let gnu_s = t.elapsed().as_secs_f64();
-        if !status.success() {
-            bail!("GNU sort failed: {status}");
+    let gnu = match args.gnu_sort {
+        true => {
+            let paths = (input_path.as_path(), output_path.as_path());
+            let (gnu, gnu_check) = gnu_sort(scratch, paths, &input_sum, memory, records)?;
+            if gnu_check != "ok" {
+                verified = format!("GNU sort's output: {gnu_check}");
+            }
+            Some(GnuSort {
+                mb_per_s: mb / gnu.elapsed_s,
+                ..gnu
+            })
         }
-        let gnu_sum = validate(&gnu_path, records)?;
-        let gnu_check = check_sorted(&gnu_sum, &input_sum);
-        if gnu_check != "ok" {
-            verified = format!("GNU sort's output: {gnu_check}");
-        }
-        Some(GnuSort {
-            command,
-            elapsed_s: gnu_s,
-            mb_per_s: mb / gnu_s,
-            identical_output: files_identical(&output_path, &gnu_path)?,
-        })
-    } else {
-        None
+        false => None,
     };
     Ok(Report {
         workload: "sort".into(),
@@ -516,6 +480,67 @@ fn real_sort(
         }),
         gnu_sort: gnu,
     })
+}
+
+/// Write `records` generated records (the sort benchmark's, from `seed`)
+/// to the file `path`.
+fn write_sort_input(path: &Path, seed: u64, records: u64) -> anyhow::Result<()> {
+    let mut generator = SortRecords::new(seed, records);
+    let mut out = BufWriter::with_capacity(1 << 20, std::fs::File::create(path)?);
+    while let Some(r) = generator.next_tuple()? {
+        out.write_all(r)?;
+    }
+    out.flush()?;
+    Ok(())
+}
+
+/// Sort `input_path` with GNU sort in `memory` bytes, its temporary files
+/// in `scratch`, and check its output against the input's checksum
+/// (`input_sum`) and flashlab's output (`output_path`). Returns the comparison (its `mb_per_s` left for the
+/// caller) and the check of GNU sort's output ("ok" if sorted and whole).
+fn gnu_sort(
+    scratch: &Path,
+    (input_path, output_path): (&Path, &Path),
+    input_sum: &Checksum,
+    memory: usize,
+    records: u64,
+) -> anyhow::Result<(GnuSort, String)> {
+    let gnu_path = scratch.join("output-gnu");
+    let memory_arg = format!("{}K", memory >> 10);
+    let command = format!(
+        "LC_ALL=C sort -S {memory_arg} -T {} -o OUTPUT INPUT",
+        scratch.display()
+    );
+    let t = Instant::now();
+    let child = std::process::Command::new("sort")
+        .env("LC_ALL", "C")
+        .arg("-S")
+        .arg(&memory_arg)
+        .arg("-T")
+        .arg(scratch)
+        .arg("-o")
+        .arg(&gnu_path)
+        .arg(input_path)
+        .spawn()
+        .context("running GNU sort")?;
+    let status = {
+        // A signal to flashlab alone (SIGTERM) also stops GNU sort.
+        let _on_signal = super::interrupt::kill_on_interrupt(child.id());
+        let mut child = child;
+        child.wait().context("running GNU sort")?
+    };
+    let elapsed_s = t.elapsed().as_secs_f64();
+    if !status.success() {
+        bail!("GNU sort failed: {status}");
+    }
+    let gnu_check = check_sorted(&validate(&gnu_path, records)?, input_sum);
+    let gnu = GnuSort {
+        command,
+        elapsed_s,
+        mb_per_s: 0.0,
+        identical_output: files_identical(output_path, &gnu_path)?,
+    };
+    Ok((gnu, gnu_check))
 }
 
 fn check_sorted(out: &Checksum, input: &Checksum) -> String {

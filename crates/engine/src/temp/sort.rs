@@ -483,27 +483,17 @@ impl ExternalSort {
         stats: &mut SortStats,
     ) -> Result<Generated> {
         let key = &self.config.key;
-        let fixed_len = input.fixed_len();
         let budget = self.config.load_bytes();
         let size = |item: &RsItem| item.tuple.len() + item.key.len() + RS_TUPLE_OVERHEAD_BYTES;
         let mut heap: BinaryHeap<RsItem> = BinaryHeap::new();
         let mut used = 0usize;
         let mut seq = 0u64;
-        let mut runs = Vec::new();
-        let mut writer: Option<RunWriter> = None;
-        let mut current_run = 0u64;
-        let mut last_key: Option<Vec<u8>> = None;
-        let log2 = |n: usize| u64::from(usize::BITS - n.max(1).leading_zeros());
-        let mut make = |t: &[u8], run: u64| -> Result<RsItem> {
-            let k = key.normalize(t)?;
-            seq += 1;
-            Ok(RsItem {
-                run,
-                prefix: key_prefix(&k),
-                key: k,
-                seq,
-                tuple: t.to_vec(),
-            })
+        let mut output = RsOutput {
+            writer: None,
+            current_run: 0,
+            last_key: None,
+            runs: Vec::new(),
+            fixed_len: input.fixed_len(),
         };
         // The load's tuples go in first, in input order, then the one that
         // did not fit, then the rest of the input.
@@ -513,114 +503,45 @@ impl ExternalSort {
         drop(load);
         stash.extend(pending.take());
         let mut stash = stash.into_iter();
-        loop {
-            let next: Option<Vec<u8>> = match stash.next() {
-                Some(t) => Some(t),
-                None => match input.next_tuple()? {
-                    Some(t) => {
-                        stats.input_tuples += 1;
-                        stats.input_bytes += t.len() as u64;
-                        cpu.tuples(1, t.len() as u64);
-                        Some(t.to_vec())
-                    }
-                    None => None,
-                },
+        while let Some(t) = next_rs_input(&mut stash, input, cpu, stats)? {
+            let k = key.normalize(&t)?;
+            seq += 1;
+            let mut item = RsItem {
+                run: output.current_run,
+                prefix: key_prefix(&k),
+                key: k,
+                seq,
+                tuple: t,
             };
-            let Some(t) = next else { break };
-            let mut item = make(&t, current_run)?;
             if size(&item) > budget {
                 return Err(TempError::Memory(format!(
                     "a tuple of {} bytes does not fit in the {budget} bytes left for tuples",
-                    t.len()
+                    item.tuple.len()
                 )));
             }
             // Make room by writing out the smallest tuples.
             while used + size(&item) > budget {
                 let Some(out) = heap.pop() else { break };
-                cpu.compares(2 * log2(heap.len()));
+                cpu.compares(2 * log2_ceil(heap.len()));
                 used -= size(&out);
-                self.rs_emit(
-                    out,
-                    &mut writer,
-                    &mut current_run,
-                    &mut last_key,
-                    &mut runs,
-                    fixed_len,
-                    pool,
-                    cpu,
-                    stats,
-                )?;
+                output.emit(self, out, pool, cpu, stats)?;
             }
             // A key below the last one written waits for the next run.
-            if let Some(last) = &last_key
-                && item.key.as_slice() < last.as_slice()
-            {
-                item.run = current_run + 1;
-            } else {
-                item.run = current_run;
-            }
+            item.run = match &output.last_key {
+                Some(last) if item.key.as_slice() < last.as_slice() => output.current_run + 1,
+                _ => output.current_run,
+            };
             used += size(&item);
-            cpu.compares(log2(heap.len()));
+            cpu.compares(log2_ceil(heap.len()));
             heap.push(item);
         }
         while let Some(out) = heap.pop() {
-            cpu.compares(2 * log2(heap.len()));
-            self.rs_emit(
-                out,
-                &mut writer,
-                &mut current_run,
-                &mut last_key,
-                &mut runs,
-                fixed_len,
-                pool,
-                cpu,
-                stats,
-            )?;
+            cpu.compares(2 * log2_ceil(heap.len()));
+            output.emit(self, out, pool, cpu, stats)?;
         }
-        if let Some(w) = writer.take() {
-            let run = w.finish(cpu)?;
-            stats.runs += 1;
-            stats.clusters_written += run.clusters;
-            runs.push(run);
-        }
+        output.finish_run(cpu, stats)?;
         stats.compares = cpu.compares;
-        Ok(Generated::Runs(runs))
-    }
-
-    #[allow(clippy::too_many_arguments)]
-    fn rs_emit(
-        &self,
-        out: RsItem,
-        writer: &mut Option<RunWriter>,
-        current_run: &mut u64,
-        last_key: &mut Option<Vec<u8>>,
-        runs: &mut Vec<Run>,
-        fixed_len: Option<usize>,
-        pool: &Arc<IoPool>,
-        cpu: &mut CpuMeter,
-        stats: &mut SortStats,
-    ) -> Result<()> {
-        if writer.is_none() || out.run != *current_run {
-            if let Some(w) = writer.take() {
-                let run = w.finish(cpu)?;
-                stats.runs += 1;
-                stats.clusters_written += run.clusters;
-                runs.push(run);
-            }
-            *current_run = out.run;
-            *writer = Some(RunWriter::new(
-                &self.space,
-                pool,
-                self.config.cluster_bytes,
-                fixed_len,
-            ));
-        }
-        cpu.tuples(1, out.tuple.len() as u64);
-        if let Some(w) = writer.as_mut() {
-            w.push(&out.tuple, cpu)?;
-        }
-        *last_key = Some(out.key);
-        Ok(())
+        Ok(Generated::Runs(output.runs))
     }
 
     /// Intermediate merge steps until at most `target` runs are left.
@@ -677,6 +598,83 @@ impl ExternalSort {
             stats.compares = cpu.compares;
             drop(merge);
             runs.insert(best, out);
+        }
+        Ok(())
+    }
+}
+
+/// The next tuple replacement selection takes: the stashed ones (the
+/// load's, and the one that did not fit), then the rest of the input,
+/// counted and charged as it is read.
+fn next_rs_input(
+    stash: &mut std::vec::IntoIter<Vec<u8>>,
+    input: &mut dyn TupleSource,
+    cpu: &mut CpuMeter,
+    stats: &mut SortStats,
+) -> Result<Option<Vec<u8>>> {
+    if let Some(t) = stash.next() {
+        return Ok(Some(t));
+    }
+    Ok(input.next_tuple()?.map(|t| {
+        stats.input_tuples += 1;
+        stats.input_bytes += t.len() as u64;
+        cpu.tuples(1, t.len() as u64);
+        t.to_vec()
+    }))
+}
+
+/// The compares a heap of `n` entries charges per level: the bits of `n`.
+fn log2_ceil(n: usize) -> u64 {
+    u64::from(usize::BITS - n.max(1).leading_zeros())
+}
+
+/// Where replacement selection writes: the run being written and the
+/// runs finished.
+struct RsOutput {
+    writer: Option<RunWriter>,
+    current_run: u64,
+    /// The key last written to the current run.
+    last_key: Option<Vec<u8>>,
+    runs: Vec<Run>,
+    fixed_len: Option<usize>,
+}
+
+impl RsOutput {
+    /// Write the heap's smallest entry `out`, starting its run first if it
+    /// belongs to the next one.
+    fn emit(
+        &mut self,
+        sorter: &ExternalSort,
+        out: RsItem,
+        pool: &Arc<IoPool>,
+        cpu: &mut CpuMeter,
+        stats: &mut SortStats,
+    ) -> Result<()> {
+        if self.writer.is_none() || out.run != self.current_run {
+            self.finish_run(cpu, stats)?;
+            self.current_run = out.run;
+            self.writer = Some(RunWriter::new(
+                &sorter.space,
+                pool,
+                sorter.config.cluster_bytes,
+                self.fixed_len,
+            ));
+        }
+        cpu.tuples(1, out.tuple.len() as u64);
+        if let Some(w) = self.writer.as_mut() {
+            w.push(&out.tuple, cpu)?;
+        }
+        self.last_key = Some(out.key);
+        Ok(())
+    }
+
+    /// Finish the run being written, if any.
+    fn finish_run(&mut self, cpu: &mut CpuMeter, stats: &mut SortStats) -> Result<()> {
+        if let Some(w) = self.writer.take() {
+            let run = w.finish(cpu)?;
+            stats.runs += 1;
+            stats.clusters_written += run.clusters;
+            self.runs.push(run);
         }
         Ok(())
     }

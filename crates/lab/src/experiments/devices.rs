@@ -14,8 +14,8 @@
 
 use flashlab_devices::IoKind;
 use flashlab_devices::characterize::{
-    Characterization, CharacterizeOptions, SPEEDUP_BLOCKS_KB, SPEEDUP_WARMUP_BYTES_DEFAULT,
-    SpeedupPoint, characterize, measure_point, speedups,
+    Characterization, CharacterizeOptions, PointResult, SPEEDUP_BLOCKS_KB,
+    SPEEDUP_WARMUP_BYTES_DEFAULT, SpeedupPoint, characterize, measure_point, speedups,
 };
 use flashlab_devices::presets;
 
@@ -481,9 +481,7 @@ fn fresh_sequential_write_ms(name: &str) -> Option<f64> {
 /// so throughput and latency are checked together.
 fn array_checks(ctx: &RunContext) -> Result<Vec<Check>, String> {
     let table = "devices.ssd_array_2010";
-    let device = "ssd-array-2010";
-    let paper = "petrov2010 Table 3";
-    let mut model = presets::build_model(device).map_err(|e| e.to_string())?;
+    let mut model = presets::build_model(ARRAY_DEVICE).map_err(|e| e.to_string())?;
     let region = model.capacity_bytes();
     let requests = if ctx.quick { 1_000 } else { 4_000 };
     let mut now_ns = 0;
@@ -551,37 +549,67 @@ fn array_checks(ctx: &RunContext) -> Result<Vec<Check>, String> {
             )
             .map_err(|e| e.to_string())?;
             now_ns = point.end_ns;
-            let op = if kind == IoKind::Read {
-                "read"
-            } else {
-                "write"
+            let row = ArrayRow {
+                pattern,
+                sequential,
+                kind,
+                kb: *kb,
+                depth,
             };
-            let (measured, unit) = if sequential {
-                (point.mb_s, "MB/s")
-            } else {
-                (point.iops, "IOPS")
-            };
-            let id = format!("devices.{device}.{pattern}_{op}_{kb}k");
-            let what = format!("{device}: {pattern} {op} {kb} KB at QD {depth}");
-            let mut check = calibration(Check::value(&id, paper, &what, unit, rate, measured));
-            if sequential && kind == IoKind::Write && *kb <= 16.0 && !check.pass {
-                check = check.with_note(
-                    "the model's cache appends a write that continues the previous one to its open stripe at 15 us per command (write_append_command_ns, fitted to the 8 KB row), against 42 us for other writes",
-                );
-            }
-            checks.push(check);
-            let lat_id = format!("devices.{device}.{pattern}_{op}_{kb}k_latency_ms");
-            checks.push(calibration(Check::value(
-                &lat_id,
-                paper,
-                &format!("{what}: latency"),
-                "ms",
-                latency_ms,
-                point.latency_ms,
-            )));
+            checks.extend(array_row_checks(&row, (rate, latency_ms), &point));
         }
     }
     Ok(checks)
+}
+
+/// The device preset of petrov2010 Table 3.
+const ARRAY_DEVICE: &str = "ssd-array-2010";
+
+/// One row of petrov2010 Table 3 as measured: the pattern ("seq" or
+/// "rand"), the request kind and size, and the queue depth it ran at.
+struct ArrayRow {
+    pattern: &'static str,
+    sequential: bool,
+    kind: IoKind,
+    kb: f64,
+    depth: u32,
+}
+
+/// The two calibration checks of an array row: its throughput (MB/s
+/// sequential, IOPS random) and its latency, against the `published`
+/// (rate, latency in ms).
+fn array_row_checks(row: &ArrayRow, published: (f64, f64), point: &PointResult) -> [Check; 2] {
+    let (device, paper) = (ARRAY_DEVICE, "petrov2010 Table 3");
+    let (rate, latency_ms) = published;
+    let (pattern, kb, depth) = (row.pattern, row.kb, row.depth);
+    let op = if row.kind == IoKind::Read {
+        "read"
+    } else {
+        "write"
+    };
+    let (measured, unit) = if row.sequential {
+        (point.mb_s, "MB/s")
+    } else {
+        (point.iops, "IOPS")
+    };
+    let id = format!("devices.{device}.{pattern}_{op}_{kb}k");
+    let what = format!("{device}: {pattern} {op} {kb} KB at QD {depth}");
+    let mut check = calibration(Check::value(&id, paper, &what, unit, rate, measured));
+    if row.sequential && row.kind == IoKind::Write && kb <= 16.0 && !check.pass {
+        check = check.with_note(
+            "the model's cache appends a write that continues the previous one to its open stripe at 15 us per command (write_append_command_ns, fitted to the 8 KB row), against 42 us for other writes",
+        );
+    }
+    let lat_id = format!("devices.{device}.{pattern}_{op}_{kb}k_latency_ms");
+    let latency = calibration(Check::value(
+        &lat_id,
+        paper,
+        &format!("{what}: latency"),
+        "ms",
+        latency_ms,
+        point.latency_ms,
+    ));
+    [check, latency]
 }
 
 fn table_for(c: &Characterization) -> Table {

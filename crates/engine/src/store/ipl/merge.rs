@@ -204,62 +204,17 @@ impl IplStore {
             if lost || base.iter().all(|&b| b == 0xFF) {
                 continue;
             }
-            let mut recs: Vec<Record> = records
-                .iter()
-                .filter(|r| u32::from(r.slot) == slot)
-                .cloned()
-                .collect();
-            if replace.iter().any(|(r, _)| *r == slot) {
-                recs.extend(
-                    unflushed
-                        .iter()
-                        .filter(|r| u32::from(r.slot) == slot)
-                        .cloned(),
-                );
-            }
-            let full = pages[s * pb..(s + 1) * pb].to_vec();
-            // A page that fails its own checksum is not carried from: its
-            // base would be sealed over the damage.
-            let sealed = crate::page::compute_checksum(&full)
-                == u32::from_le_bytes(full[0..4].try_into().expect("4"));
-            let room_bytes = if sealed {
-                room_sectors * SECTOR_PAYLOAD_BYTES
-            } else {
-                0
-            };
-            let Some(mut sel) = select::select(base, &recs, &full, |t| fates.of(t), room_bytes)
+            let recs = slot_records((records, unflushed), replace, slot);
+            let full = &pages[s * pb..(s + 1) * pb];
+            let Some((sel, group)) =
+                self.select_slot(slot, (base, &recs, full), &fates, tag, &mut room_sectors)
             else {
                 continue;
             };
-            let header =
-                sector::records_of(slot as u16, tag, &[(0, full[..PAGE_BODY_OFFSET].to_vec())]);
-            let mut group = std::mem::take(&mut sel.carried);
-            let carried_records = group.len() as u64;
-            if !group.is_empty() {
-                group.extend(header);
-                let sectors = sector::pack(&group).len();
-                if sectors > room_sectors {
-                    // Packing lost room: apply this page's records instead.
-                    let no_carry = |t| match fates.of(t) {
-                        Fate::Carry => Fate::Apply,
-                        f => f,
-                    };
-                    bump(&self.counters.selections_refused, sel.refused);
-                    sel = select::select(base, &recs, &full, no_carry, 0).unwrap_or_default();
-                    group = Vec::new();
-                } else {
-                    room_sectors -= sectors;
-                }
-            }
-            bump(&self.counters.selections_refused, sel.refused);
-            if sel.base.is_empty() {
-                continue;
-            }
             bump(&self.counters.records_discarded, sel.discarded);
             selective |= sel.discarded > 0 || !group.is_empty();
             pages[s * pb..(s + 1) * pb].copy_from_slice(&sel.base);
             if !group.is_empty() {
-                bump(&self.counters.records_carried, carried_records);
                 carried.push(Carried { slot, group });
             }
         }
@@ -267,6 +222,59 @@ impl IplStore {
             bump(&self.counters.selective_merges, 1);
         }
         carried
+    }
+
+    /// Select one slot's records (`base` its image, `recs` its records,
+    /// `full` the merged page), carrying at most `room_sectors` of log
+    /// sectors (reduced by what is carried). Returns the selection and the
+    /// write group to carry (empty if none); `None` if the page is merged
+    /// whole.
+    fn select_slot(
+        &self,
+        slot: u32,
+        (base, recs, full): (&[u8], &[Record], &[u8]),
+        fates: &Fates,
+        tag: u64,
+        room_sectors: &mut usize,
+    ) -> Option<(select::Selection, Vec<Record>)> {
+        // A page that fails its own checksum is not carried from: its
+        // base would be sealed over the damage.
+        let sealed = crate::page::compute_checksum(full)
+            == u32::from_le_bytes(full[0..4].try_into().expect("4"));
+        let room_bytes = if sealed {
+            *room_sectors * SECTOR_PAYLOAD_BYTES
+        } else {
+            0
+        };
+        let mut sel = select::select(base, recs, full, |t| fates.of(t), room_bytes)?;
+        let mut group = std::mem::take(&mut sel.carried);
+        let carried_records = group.len() as u64;
+        if !group.is_empty() {
+            let header =
+                sector::records_of(slot as u16, tag, &[(0, full[..PAGE_BODY_OFFSET].to_vec())]);
+            group.extend(header);
+            let sectors = sector::pack(&group).len();
+            if sectors > *room_sectors {
+                // Packing lost room: apply this page's records instead.
+                let no_carry = |t| match fates.of(t) {
+                    Fate::Carry => Fate::Apply,
+                    f => f,
+                };
+                bump(&self.counters.selections_refused, sel.refused);
+                sel = select::select(base, recs, full, no_carry, 0).unwrap_or_default();
+                group = Vec::new();
+            } else {
+                *room_sectors -= sectors;
+            }
+        }
+        bump(&self.counters.selections_refused, sel.refused);
+        if sel.base.is_empty() {
+            return None;
+        }
+        if !group.is_empty() {
+            bump(&self.counters.records_carried, carried_records);
+        }
+        Some((sel, group))
     }
 
     /// Whether any transaction is active or remembered as aborted: else
@@ -330,8 +338,6 @@ impl IplStore {
         let _merging = self.merging.lock();
         let rt = Rt::try_current();
         let start_ns = rt.as_ref().map_or(0, |rt| rt.now_ns());
-        let l = self.layout;
-        let pb = l.page_bytes;
         let generation = st.generation + 1;
         let tag = self.seq_now.load(Ordering::SeqCst);
         let (pages, carried) = self.merged_pages(
@@ -343,9 +349,35 @@ impl IplStore {
             Some(tag),
         )?;
         let marked = self.marked.lock().expect("marked").0;
-        let mut attempt = 0;
-        let target = loop {
-            attempt += 1;
+        let target = self.write_new_copy(logical, generation, tag, &pages)?;
+        self.spans.lock().expect("spans").remove(&logical);
+        // IPL-SEL: the carried groups are durable before the old copy goes.
+        let log_next = self.write_carried(logical, target, generation, &carried)?;
+        self.set_unit(
+            logical,
+            UnitState {
+                phys: target,
+                generation,
+                log_next: Some(log_next),
+                fresh_from: None,
+                needs_merge: false,
+                tag,
+            },
+        );
+        self.retire_old_copy(st, tag, marked)?;
+        bump(&self.counters.merges, 1);
+        let end_ns = rt.as_ref().map_or(0, |rt| rt.now_ns());
+        bump(&self.counters.merge_ns, end_ns.saturating_sub(start_ns));
+        Ok(())
+    }
+
+    /// Write a merge's `pages` into a free erase unit, then its commit
+    /// sector, and read that back (IPL-8): a unit whose commit sector
+    /// reads back damaged is erased, freed and the next one tried, up to
+    /// [`MERGE_ATTEMPTS_MAX`] times. Returns the unit written.
+    fn write_new_copy(&self, logical: u32, generation: u32, tag: u64, pages: &[u8]) -> Result<u32> {
+        let l = self.layout;
+        for attempt in 1.. {
             let (target, erased) = self.free.lock().expect("free").pop().ok_or_else(|| {
                 Error::SpaceFull(format!(
                     "space '{}': no free erase unit for a merge ({} merges of this force wait for its marker to erase their old copies; FORCE_MERGES_RESERVE is {}, IPL-12)",
@@ -358,7 +390,7 @@ impl IplStore {
                 self.device.trim(l.unit_bytes(target), ERASE_UNIT_BYTES)?;
                 bump(&self.counters.erases, 1);
             }
-            for (slot, page) in pages.chunks(pb).enumerate() {
+            for (slot, page) in pages.chunks(l.page_bytes).enumerate() {
                 if page.iter().any(|&b| b != 0) {
                     self.device.write(l.slot_bytes(target, slot as u32), page)?;
                 }
@@ -376,18 +408,8 @@ impl IplStore {
             self.device
                 .write(at, &sector::encode(header, &tag.to_le_bytes()))?;
             self.device.flush()?;
-            // IPL-8: the commit sector reads back sound before the old
-            // unit is erased.
-            let back = match self.read_sector_checked(at) {
-                Ok(s) => Some(s),
-                Err(Error::Device(DeviceError::ReadFailed { .. })) => None,
-                Err(e) => return Err(e),
-            };
-            if back
-                .as_deref()
-                .is_some_and(|s| matches!(sector::decode(s), Decoded::Sound(h, p) if Header { used: 0, ..h } == header && sector::decode_tag(p) == tag))
-            {
-                break target;
+            if self.commit_sector_reads_back(at, header, tag)? {
+                return Ok(target);
             }
             bump(&self.counters.commit_sector_retries, 1);
             self.device.trim(l.unit_bytes(target), ERASE_UNIT_BYTES)?;
@@ -402,34 +424,34 @@ impl IplStore {
                     ),
                 ));
             }
+        }
+        unreachable!("the attempts end with a unit or an error")
+    }
+
+    /// IPL-8: the commit sector at `at` reads back sound, as written.
+    fn commit_sector_reads_back(&self, at: u64, header: Header, tag: u64) -> Result<bool> {
+        let back = match self.read_sector_checked(at) {
+            Ok(s) => s,
+            Err(Error::Device(DeviceError::ReadFailed { .. })) => return Ok(false),
+            Err(e) => return Err(e),
         };
-        self.spans.lock().expect("spans").remove(&logical);
-        // IPL-SEL: the carried groups are durable before the old copy goes.
-        let log_next = self.write_carried(logical, target, generation, &carried)?;
-        self.set_unit(
-            logical,
-            UnitState {
-                phys: target,
-                generation,
-                log_next: Some(log_next),
-                fresh_from: None,
-                needs_merge: false,
-                tag,
-            },
-        );
+        Ok(matches!(sector::decode(&back),
+            Decoded::Sound(h, p) if Header { used: 0, ..h } == header && sector::decode_tag(p) == tag))
+    }
+
+    /// The old copy of a merged unit: erased and freed at once, unless it
+    /// is the marked state and this force's marker is not yet durable
+    /// (IPL-12), when its erase waits for the marker.
+    fn retire_old_copy(&self, st: UnitState, tag: u64, marked: u64) -> Result<()> {
         if st.tag <= marked && tag > marked {
-            // IPL-12: the old copy is the marked state until this force's
-            // marker is durable.
             self.deferred.lock().expect("deferred").push(st.phys);
             bump(&self.counters.deferred_erases, 1);
         } else {
+            let l = self.layout;
             self.device.trim(l.unit_bytes(st.phys), ERASE_UNIT_BYTES)?;
             bump(&self.counters.erases, 1);
             self.free.lock().expect("free").push((st.phys, true));
         }
-        bump(&self.counters.merges, 1);
-        let end_ns = rt.as_ref().map_or(0, |rt| rt.now_ns());
-        bump(&self.counters.merge_ns, end_ns.saturating_sub(start_ns));
         Ok(())
     }
 }
@@ -463,4 +485,19 @@ impl IplStore {
             }
         }
     }
+}
+
+/// The records of `slot`, in order: those of the unit's log, then, if the
+/// slot's page is replaced, the unflushed ones.
+fn slot_records(
+    (records, unflushed): (&[Record], &[Record]),
+    replace: &[(u32, &[u8])],
+    slot: u32,
+) -> Vec<Record> {
+    let of_slot = |r: &&Record| u32::from(r.slot) == slot;
+    let mut recs: Vec<Record> = records.iter().filter(of_slot).cloned().collect();
+    if replace.iter().any(|(r, _)| *r == slot) {
+        recs.extend(unflushed.iter().filter(of_slot).cloned());
+    }
+    recs
 }

@@ -107,14 +107,7 @@ pub fn select(
     fate: impl Fn(u64) -> Fate,
     carry_bytes_max: usize,
 ) -> Option<Selection> {
-    let mut candidates: Vec<(u64, Fate)> = Vec::new();
-    for r in records.iter().filter(|r| is_body(r) && r.txn != 0) {
-        let f = fate(r.txn);
-        if f != Fate::Apply && !candidates.iter().any(|(t, _)| *t == r.txn) {
-            candidates.push((r.txn, f));
-        }
-    }
-    candidates.truncate(SELECT_CANDIDATES_MAX);
+    let candidates = candidates(records, fate);
     if candidates.is_empty() {
         return None;
     }
@@ -124,44 +117,12 @@ pub fn select(
     if scratch.len() != full.len() || scratch[PAGE_BODY_OFFSET..] != full[PAGE_BODY_OFFSET..] {
         return None;
     }
-    let mut discarded: Vec<u64> = Vec::new();
-    let mut carried: Vec<u64> = Vec::new();
-    let mut refused = 0;
-    // The base and carried records if `discard` and `carry` are left out.
-    let split = |discard: &[u64], carry: &[u64]| {
-        let kept: Vec<&Record> = records
-            .iter()
-            .filter(|r| !is_body(r) || !(discard.contains(&r.txn) || carry.contains(&r.txn)))
-            .collect();
-        let moved: Vec<&Record> = records
-            .iter()
-            .filter(|r| is_body(r) && carry.contains(&r.txn))
-            .collect();
-        (kept, moved)
+    let page = SlotLog {
+        base,
+        records,
+        full,
     };
-    for &(txn, f) in &candidates {
-        let (mut d, mut c) = (discarded.clone(), carried.clone());
-        match f {
-            Fate::Discard => d.push(txn),
-            Fate::Carry => c.push(txn),
-            Fate::Apply => unreachable!("filtered"),
-        }
-        let (kept, moved) = split(&d, &c);
-        let moved_bytes: usize = moved.iter().map(|r| r.encoded_bytes()).sum();
-        let mut fits = moved_bytes <= carry_bytes_max;
-        if fits {
-            replay(base, &kept, &mut scratch);
-            for r in &moved {
-                let _ = r.apply(&mut scratch);
-            }
-            fits = scratch[PAGE_BODY_OFFSET..] == full[PAGE_BODY_OFFSET..];
-        }
-        if fits {
-            (discarded, carried) = (d, c);
-        } else {
-            refused += 1;
-        }
-    }
+    let (discarded, carried, refused) = page.choose(&candidates, carry_bytes_max, &mut scratch);
     if discarded.is_empty() && carried.is_empty() {
         return (refused > 0).then(|| Selection {
             base: full.to_vec(),
@@ -169,37 +130,125 @@ pub fn select(
             ..Selection::default()
         });
     }
-    let (kept, moved) = split(&discarded, &carried);
-    let mut new_base = Vec::new();
-    replay(base, &kept, &mut new_base);
-    // The header as the full replay left it; resealed when records are
-    // carried (the base's body lacks them).
-    new_base[..PAGE_BODY_OFFSET].copy_from_slice(&full[..PAGE_BODY_OFFSET]);
-    if !moved.is_empty() {
-        crate::page::seal(&mut new_base);
-        if cfg!(debug_assertions) {
-            let mut read = new_base.clone();
-            for r in &moved {
-                let _ = r.apply(&mut read);
-            }
-            assert!(
-                read[PAGE_BODY_OFFSET..] == full[PAGE_BODY_OFFSET..],
-                "IPL-SEL-1: the base and the carried records read as the page"
-            );
+    let mut selection = page.selection(&discarded, &carried);
+    selection.refused = refused;
+    Some(selection)
+}
+
+/// The transactions of `records` whose fate is not to be applied, in the
+/// order of their first record, at most [`SELECT_CANDIDATES_MAX`].
+fn candidates(records: &[Record], fate: impl Fn(u64) -> Fate) -> Vec<(u64, Fate)> {
+    let mut candidates: Vec<(u64, Fate)> = Vec::new();
+    for r in records.iter().filter(|r| is_body(r) && r.txn != 0) {
+        let f = fate(r.txn);
+        if f != Fate::Apply && !candidates.iter().any(|(t, _)| *t == r.txn) {
+            candidates.push((r.txn, f));
         }
-    } else {
-        debug_assert_eq!(new_base, full, "IPL-SEL-1: a discard changes nothing");
     }
-    let discarded_records = records
-        .iter()
-        .filter(|r| is_body(r) && discarded.contains(&r.txn))
-        .count() as u64;
-    Some(Selection {
-        base: new_base,
-        carried: moved.into_iter().cloned().collect(),
-        discarded: discarded_records,
-        refused,
-    })
+    candidates.truncate(SELECT_CANDIDATES_MAX);
+    candidates
+}
+
+/// One slot's image, its records in order, and the page they lead to.
+struct SlotLog<'a> {
+    base: &'a [u8],
+    records: &'a [Record],
+    full: &'a [u8],
+}
+
+impl<'a> SlotLog<'a> {
+    /// The records kept in the base and those carried, if the records of
+    /// `discard` and `carry` are left out of the base.
+    fn split(&self, discard: &[u64], carry: &[u64]) -> (Vec<&'a Record>, Vec<&'a Record>) {
+        let kept = self
+            .records
+            .iter()
+            .filter(|r| !is_body(r) || !(discard.contains(&r.txn) || carry.contains(&r.txn)))
+            .collect();
+        let moved = self
+            .records
+            .iter()
+            .filter(|r| is_body(r) && carry.contains(&r.txn))
+            .collect();
+        (kept, moved)
+    }
+
+    /// Take the candidates in turn, greedily: each one's records are left
+    /// out (discarded or carried) if, with those chosen before, the base
+    /// and the carried records still read as the page and the carried ones
+    /// fit in `carry_bytes_max`. Returns the discarded and carried
+    /// transactions and how many candidates were refused.
+    fn choose(
+        &self,
+        candidates: &[(u64, Fate)],
+        carry_bytes_max: usize,
+        scratch: &mut Vec<u8>,
+    ) -> (Vec<u64>, Vec<u64>, u64) {
+        let mut discarded: Vec<u64> = Vec::new();
+        let mut carried: Vec<u64> = Vec::new();
+        let mut refused = 0;
+        for &(txn, f) in candidates {
+            let (mut d, mut c) = (discarded.clone(), carried.clone());
+            match f {
+                Fate::Discard => d.push(txn),
+                Fate::Carry => c.push(txn),
+                Fate::Apply => unreachable!("filtered"),
+            }
+            let (kept, moved) = self.split(&d, &c);
+            let moved_bytes: usize = moved.iter().map(|r| r.encoded_bytes()).sum();
+            let mut fits = moved_bytes <= carry_bytes_max;
+            if fits {
+                replay(self.base, &kept, scratch);
+                for r in &moved {
+                    let _ = r.apply(scratch);
+                }
+                fits = scratch[PAGE_BODY_OFFSET..] == self.full[PAGE_BODY_OFFSET..];
+            }
+            if fits {
+                (discarded, carried) = (d, c);
+            } else {
+                refused += 1;
+            }
+        }
+        (discarded, carried, refused)
+    }
+
+    /// The new base and carried records once `discarded` and `carried`
+    /// are left out (IPL-SEL-1 checked in debug builds).
+    fn selection(&self, discarded: &[u64], carried: &[u64]) -> Selection {
+        let (kept, moved) = self.split(discarded, carried);
+        let mut new_base = Vec::new();
+        replay(self.base, &kept, &mut new_base);
+        // The header as the full replay left it; resealed when records are
+        // carried (the base's body lacks them).
+        new_base[..PAGE_BODY_OFFSET].copy_from_slice(&self.full[..PAGE_BODY_OFFSET]);
+        if !moved.is_empty() {
+            crate::page::seal(&mut new_base);
+            if cfg!(debug_assertions) {
+                let mut read = new_base.clone();
+                for r in &moved {
+                    let _ = r.apply(&mut read);
+                }
+                assert!(
+                    read[PAGE_BODY_OFFSET..] == self.full[PAGE_BODY_OFFSET..],
+                    "IPL-SEL-1: the base and the carried records read as the page"
+                );
+            }
+        } else {
+            debug_assert_eq!(new_base, self.full, "IPL-SEL-1: a discard changes nothing");
+        }
+        let discarded_records = self
+            .records
+            .iter()
+            .filter(|r| is_body(r) && discarded.contains(&r.txn))
+            .count() as u64;
+        Selection {
+            base: new_base,
+            carried: moved.into_iter().cloned().collect(),
+            discarded: discarded_records,
+            refused: 0,
+        }
+    }
 }
 
 /// Leave transaction `txn`'s records out of a page's in-memory log if that

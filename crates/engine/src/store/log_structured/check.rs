@@ -17,33 +17,76 @@ use crate::error::Result;
 const PROBLEMS_MAX: usize = 100;
 
 pub(super) fn check(store: &LogStructuredStore) -> Result<Vec<String>> {
+    let mut problems = Problems(Vec::new());
+    let summaries = read_summaries(store, &mut problems);
+    let (map, live) = {
+        let st = store.lock_state();
+        (st.map[..st.hwm as usize].to_vec(), st.live.clone())
+    };
+    let (mapped_lsn, counted) = check_mapped(store, &summaries, &map, &mut problems);
+    check_no_newer_version(store, &summaries, &mapped_lsn, &mut problems);
+    for (s, (&c, &l)) in counted.iter().zip(&live).enumerate() {
+        if c != l {
+            problems.push(format!(
+                "segment {s}: {l} live pages counted, the map has {c}"
+            ));
+        }
+    }
+    Ok(problems.0)
+}
+
+/// The problems found, at most [`PROBLEMS_MAX`] of them.
+struct Problems(Vec<String>);
+
+impl Problems {
+    fn push(&mut self, text: String) {
+        if self.0.len() < PROBLEMS_MAX {
+            self.0.push(text);
+        }
+    }
+}
+
+/// What the segments' chains of summaries describe.
+struct Summaries {
+    /// Each described block's entry (the first summary to name it wins).
+    described: HashMap<u64, Entry>,
+    /// Segments whose chain a read error or a damaged summary cut, from
+    /// that block on.
+    unreadable: HashMap<u32, u64>,
+}
+
+/// Follow every segment's chain of partial segments, from its first block,
+/// to the first block that is not a summary continuing it. A summary that
+/// cannot be read, or is damaged, is a problem if the segment holds live
+/// pages.
+fn read_summaries(store: &LogStructuredStore, problems: &mut Problems) -> Summaries {
     let geo = store.geo;
-    let page_bytes = store.page_bytes;
     let b = geo.blocks_per_segment;
-    let mut problems = Vec::new();
-    let mut described: HashMap<u64, Entry> = HashMap::new();
-    let mut block = vec![0u8; page_bytes];
-    // Segments whose chain of summaries a read error cut, from that block.
-    let mut unreadable: HashMap<u32, u64> = HashMap::new();
+    let mut block = vec![0u8; store.page_bytes];
+    let mut found = Summaries {
+        described: HashMap::new(),
+        unreadable: HashMap::new(),
+    };
+    let has_live = |segment: u32| store.lock_state().live[segment as usize] > 0;
     for segment in 0..geo.segments {
         let mut offset = 0;
         while b - offset >= 2 {
             let at = geo.block(segment, offset);
-            if let Err(e) = store.device.read(at * page_bytes as u64, &mut block) {
-                if store.lock_state().live[segment as usize] > 0 {
+            if let Err(e) = store.device.read(at * store.page_bytes as u64, &mut block) {
+                if has_live(segment) {
                     problems.push(format!(
                         "segment {segment}: the summary at block {at} cannot be read ({e})"
                     ));
                 }
-                unreadable.insert(segment, at);
+                found.unreadable.insert(segment, at);
                 break;
             }
             let Some(summary) = Summary::decode(&block) else {
                 // A summary's magic with a checksum that fails: damage at
                 // rest (a torn one would not be followed by mapped pages).
                 if &block[4..8] == layout::SUMMARY_MAGIC {
-                    unreadable.insert(segment, at);
-                    if store.lock_state().live[segment as usize] > 0 {
+                    found.unreadable.insert(segment, at);
+                    if has_live(segment) {
                         problems.push(format!(
                             "segment {segment}: summary damaged at block {at} (checksum mismatch)"
                         ));
@@ -56,75 +99,85 @@ pub(super) fn check(store: &LogStructuredStore) -> Result<Vec<String>> {
                 break;
             }
             for (i, e) in summary.entries.iter().enumerate() {
-                described.entry(at + 1 + i as u64).or_insert(*e);
+                found.described.entry(at + 1 + i as u64).or_insert(*e);
             }
             offset += 1 + n;
         }
     }
-    let (map, live) = {
-        let st = store.lock_state();
-        (st.map[..st.hwm as usize].to_vec(), st.live.clone())
-    };
+    found
+}
+
+/// Every mapped page must be at a block a summary describes as that page,
+/// holding the version it names (LFS-1). Returns each such page's LSN and
+/// the mapped pages counted per segment.
+fn check_mapped(
+    store: &LogStructuredStore,
+    summaries: &Summaries,
+    map: &[u32],
+    problems: &mut Problems,
+) -> (HashMap<u32, u64>, Vec<u32>) {
+    let geo = store.geo;
+    let mut block = vec![0u8; store.page_bytes];
     let mut counted = vec![0u32; geo.segments as usize];
     let mut mapped_lsn: HashMap<u32, u64> = HashMap::new();
-    let mut problem = |text: String| {
-        if problems.len() < PROBLEMS_MAX {
-            problems.push(text);
-        }
-    };
     for (p, &blk) in map.iter().enumerate() {
         if blk == 0 {
             continue;
         }
         let blk = u64::from(blk);
         counted[geo.segment_of(blk) as usize] += 1;
-        let cut = unreadable
+        let cut = summaries
+            .unreadable
             .get(&geo.segment_of(blk))
             .is_some_and(|&from| blk > from);
-        let Some(entry) = described.get(&blk).filter(|e| e.page_no == p as u32) else {
-            if cut {
-                // Reported with its segment's unreadable summary.
-                continue;
+        let described = summaries.described.get(&blk);
+        let Some(entry) = described.filter(|e| e.page_no == p as u32) else {
+            if !cut {
+                // (A cut one is reported with its segment's summary.)
+                problems.push(format!(
+                    "page {p} is mapped to block {blk}, which no segment summary describes as page {p}"
+                ));
             }
-            problem(format!(
-                "page {p} is mapped to block {blk}, which no segment summary describes as page {p}"
-            ));
             continue;
         };
-        match store.device.read(blk * page_bytes as u64, &mut block) {
+        match store.device.read(blk * store.page_bytes as u64, &mut block) {
             Ok(()) if layout::block_holds(&block, entry) => {
                 mapped_lsn.insert(p as u32, entry.lsn);
             }
-            Ok(()) => problem(format!(
+            Ok(()) => problems.push(format!(
                 "page {p}: block {blk} does not hold the version its summary names (LSN {}): torn or overwritten",
                 entry.lsn
             )),
-            Err(e) => problem(format!("page {p}: block {blk} unreadable: {e}")),
+            Err(e) => problems.push(format!("page {p}: block {blk} unreadable: {e}")),
         }
     }
-    for (&blk, entry) in &described {
+    (mapped_lsn, counted)
+}
+
+/// No block may hold a valid version of a mapped page newer than the
+/// mapped one (the map lost a write).
+fn check_no_newer_version(
+    store: &LogStructuredStore,
+    summaries: &Summaries,
+    mapped_lsn: &HashMap<u32, u64>,
+    problems: &mut Problems,
+) {
+    let mut block = vec![0u8; store.page_bytes];
+    for (&blk, entry) in &summaries.described {
         let Some(&lsn) = mapped_lsn.get(&entry.page_no) else {
             continue;
         };
         if entry.lsn > lsn
             && store
                 .device
-                .read(blk * page_bytes as u64, &mut block)
+                .read(blk * store.page_bytes as u64, &mut block)
                 .is_ok()
             && layout::block_holds(&block, entry)
         {
-            problem(format!(
+            problems.push(format!(
                 "page {}: block {blk} holds a newer valid version (LSN {}) than the mapped one (LSN {lsn})",
                 entry.page_no, entry.lsn
             ));
         }
     }
-    for (s, (&c, &l)) in counted.iter().zip(&live).enumerate() {
-        if c != l {
-            problem(format!(
-                "segment {s}: {l} live pages counted, the map has {c}"
-            ));
-        }
-    }
-    Ok(problems)
 }
