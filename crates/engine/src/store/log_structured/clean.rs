@@ -80,7 +80,24 @@ impl LogStructuredStore {
                 .device
                 .read(self.block_offset(first), &mut segment)
                 .is_ok();
-            let mut stuck = false;
+            // Every live page must be sound before any is copied: a victim
+            // that cannot be emptied must not take free blocks (LFS-10).
+            let mut sound = true;
+            for &(page_no, block) in &live {
+                let at = (block - first) as usize * page_bytes;
+                let image = &mut segment[at..at + page_bytes];
+                if !self.read_live_page(block, page_no, image, whole) {
+                    sound = false;
+                    break;
+                }
+            }
+            if !sound {
+                // Damage at rest: the pages stay where they are (a read
+                // reports them, the pool may rebuild them from the log and
+                // write them anew); the segment is not chosen again.
+                self.lock_state().unclean.insert(victim);
+                continue;
+            }
             for (page_no, block) in live {
                 // Copy only if the page is still there: a newer version
                 // written since makes this one dead.
@@ -88,25 +105,8 @@ impl LogStructuredStore {
                     continue;
                 }
                 let at = (block - first) as usize * page_bytes;
-                if !whole
-                    && self
-                        .device
-                        .read(self.block_offset(block), &mut segment[at..at + page_bytes])
-                        .is_err()
-                {
-                    // Damage at rest: the page stays where it is (a read
-                    // reports it, the pool may rebuild it from the log and
-                    // write it anew); the segment is not chosen again.
-                    stuck = true;
-                    continue;
-                }
-                let image = segment[at..at + page_bytes].to_vec();
-                self.append(page_no, &image)?;
+                self.append(page_no, &segment[at..at + page_bytes])?;
                 self.counters.pages_copied.fetch_add(1, Ordering::Relaxed);
-            }
-            if stuck {
-                self.lock_state().unclean.insert(victim);
-                continue;
             }
             debug_assert_eq!(self.lock_state().live[victim as usize], 0);
             self.counters
@@ -115,5 +115,24 @@ impl LogStructuredStore {
             cleaned += 1;
         }
         Ok(cleaned)
+    }
+
+    /// Have a sound copy of live page `page_no` at `block` in `image`:
+    /// its own checksum verifies and it names the page (LFS-10). `whole`:
+    /// the segment's read already filled `image`; a copy that is not
+    /// sound is read once more on its own (a flip on the way reads clean
+    /// the second time). False if the block cannot be read, or holds a
+    /// damaged page: copying that would carry the damage, and its garbled
+    /// LSN, to a new block as if it were a page version.
+    fn read_live_page(&self, block: u64, page_no: u32, image: &mut [u8], whole: bool) -> bool {
+        let sound = |image: &[u8]| {
+            crate::page::compute_checksum(image)
+                == u32::from_le_bytes(image[0..4].try_into().expect("4 bytes"))
+                && crate::page::stored_id(image).page_no == page_no
+        };
+        if whole && sound(image) {
+            return true;
+        }
+        self.device.read(self.block_offset(block), image).is_ok() && sound(image)
     }
 }

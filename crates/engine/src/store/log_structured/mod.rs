@@ -73,6 +73,20 @@
 //!    copies do. A store whose cleaning fell behind (segments it cannot
 //!    read) then refuses writes while the cleaner still has room, and a
 //!    reopen can clean again (simtest log-structured seed 3392).
+//! 9. A map checkpoint is written first into a slot that does not hold the
+//!    newest valid checkpoint: while one slot is being written, the other
+//!    holds a whole copy of the newest durable checkpoint. After an open
+//!    that found one slot torn, damaged or older, that slot is written
+//!    first; writing the other slot first would leave, if cut, no valid
+//!    copy at all (simtest log-structured seed 14766).
+//! 10. The cleaner copies only sound pages, and a victim only whole: every
+//!     live page of a victim is read and verified (its checksum, its page
+//!     number; read twice) before any is copied. A victim with a page that
+//!     cannot be read or fails is left as it is and not chosen again (a
+//!     copy would pass damage, and a garbled LSN, off as a new page
+//!     version: simtest log-structured seed 10550; copying part of a
+//!     victim spends free blocks without freeing one, and recoveries then
+//!     found every segment holding live pages: seeds 22585 and 32531).
 
 mod check;
 mod clean;
@@ -346,7 +360,7 @@ impl LogStructuredStore {
             // cleaned: the damage is the cause, and is named.
             return Err(Error::Damaged(format!(
                 "data space '{}': log-structured store damaged: {} of its {} segments hold live \
-                 pages that cannot be read (read errors), so cleaning cannot reclaim them, and \
+                 pages that cannot be read or fail their checksums, so cleaning cannot reclaim them, and \
                  the rest are full ({} pages mapped)",
                 self.space,
                 st.unclean.len(),
@@ -380,7 +394,8 @@ impl LogStructuredStore {
     }
 
     /// Make everything written durable and write a map checkpoint, one
-    /// copy into each slot, slot 0 first, each flushed before the next:
+    /// copy into each slot, each flushed before the next, a slot without
+    /// the newest valid checkpoint first (LFS-9):
     /// when this returns both slots hold it, so damage to one copy at rest
     /// leaves the other, and a crash between them leaves one whole copy of
     /// this or of the previous checkpoint (whose sync never returned).
@@ -394,11 +409,16 @@ impl LogStructuredStore {
             bytes.len() as u64 <= u64::from(self.geo.map_blocks) * self.page_bytes as u64,
             "a map checkpoint fits its slot"
         );
-        for slot in 0..MAP_SLOTS {
+        // LFS-9: a slot without the newest valid checkpoint goes first.
+        let first = self.lock_state().stale_map_slot.unwrap_or(0);
+        for slot in [first, MAP_SLOTS - 1 - first] {
             self.device_write(self.slot_block(slot), &bytes, bytes.len())?;
             self.flush_device()?;
         }
-        self.lock_state().checkpointed(&self.geo, checkpoint.seq);
+        let mut st = self.lock_state();
+        st.stale_map_slot = None;
+        st.checkpointed(&self.geo, checkpoint.seq);
+        drop(st);
         self.counters
             .map_checkpoints
             .fetch_add(1, Ordering::Relaxed);

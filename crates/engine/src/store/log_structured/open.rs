@@ -111,8 +111,9 @@ pub(super) fn open(
     let (state, found) = match mode {
         StoreMode::Create => (State::from_checkpoint(&geo, &fresh), None),
         StoreMode::Open => {
-            let (cp, newest_seq) = newest_checkpoint(&device, &geo, space)?;
+            let (cp, newest_seq, stale_slot) = newest_checkpoint(&device, &geo, space)?;
             let mut st = State::from_checkpoint(&geo, &cp);
+            st.stale_map_slot = stale_slot;
             let rolled = roll_forward(&device, &geo, &cp, &mut st)?;
             if std::env::var("FLASHLAB_LFS_TRACE").is_ok() {
                 eprintln!(
@@ -173,16 +174,20 @@ fn read_twice(device: &DeviceRef, offset: u64, buf: &mut [u8], ok: impl Fn(&[u8]
     false
 }
 
-/// The valid map checkpoint of the higher sequence number, and the highest
-/// sequence number either slot's header shows (valid body or not).
+/// The valid map checkpoint of the higher sequence number, the highest
+/// sequence number either slot's header shows (valid body or not), and a
+/// slot that does not hold a valid copy of the chosen checkpoint, if one
+/// does not (LFS-9).
 fn newest_checkpoint(
     device: &DeviceRef,
     geo: &Superblock,
     space: &str,
-) -> Result<(MapCheckpoint, u64)> {
+) -> Result<(MapCheckpoint, u64, Option<u64>)> {
     let page_bytes = geo.page_bytes as usize;
     let slot_bytes = geo.map_blocks as usize * page_bytes;
     let mut best: Option<MapCheckpoint> = None;
+    // The sequence number of each slot's valid checkpoint.
+    let mut valid_seq: [Option<u64>; 2] = [None, None];
     let mut newest_seq = 0;
     let mut seen = Vec::new();
     let mut blank_slots = 0;
@@ -212,6 +217,7 @@ fn newest_checkpoint(
         });
         match MapCheckpoint::decode(&bytes, page_bytes) {
             Some(cp) if cp.ages.len() == geo.segments as usize => {
+                valid_seq[slot as usize] = Some(cp.seq);
                 if best.as_ref().is_none_or(|b| b.seq < cp.seq) {
                     best = Some(cp);
                 }
@@ -234,7 +240,8 @@ fn newest_checkpoint(
                     cp.seq
                 )));
             }
-            Ok((cp, newest_seq))
+            let stale_slot = (0..2u64).find(|&slot| valid_seq[slot as usize] != Some(cp.seq));
+            Ok((cp, newest_seq, stale_slot))
         }
         // Creation was cut between the superblock and the first map
         // checkpoint: nothing was ever mapped.
@@ -249,6 +256,7 @@ fn newest_checkpoint(
                 map: Vec::new(),
             },
             0,
+            None,
         )),
         None => Err(Error::Damaged(format!(
             "data space '{space}': log-structured store damaged: no valid map checkpoint ({}); nothing was changed",

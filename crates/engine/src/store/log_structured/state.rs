@@ -74,6 +74,10 @@ pub(super) struct State {
     pub next_seq: u64,
     /// Sequence number of the last durable map checkpoint.
     pub epoch: u64,
+    /// The map-checkpoint slot the open found without a valid copy of the
+    /// newest checkpoint (torn, damaged or older), written first by the
+    /// next map checkpoint (LFS-9); `None` once both slots hold one.
+    pub stale_map_slot: Option<u64>,
     /// The open partial segment: its pages (number, image), back to back.
     pub open_pages: Vec<PageNo>,
     pub open_images: Vec<u8>,
@@ -119,6 +123,7 @@ impl State {
             head_offset: cp.head_offset_blocks,
             next_seq: cp.next_partial_seq,
             epoch: cp.seq,
+            stale_map_slot: None,
             open_pages: Vec::new(),
             open_images: Vec::new(),
             open_placed: false,
