@@ -51,10 +51,13 @@ fn simtest_log_structured_seeds_all_pass() {
 /// a victim with an unreadable page, spending free blocks without freeing
 /// the segment, until a recovery found every segment holding live pages
 /// and refused with "space full" (fixed: LFS-10 verifies a victim's every
-/// page before copying any).
+/// page before copying any). 109120 (bank, seen under `--store mixed`)
+/// outgrew its 80 usable pages: the allocator's "space full" is a right
+/// answer, which the harness now accepts, with `verify` checking that no
+/// page leaked (VERIFY-1).
 #[test]
 fn regression_log_structured_seeds() {
-    for seed in [44, 83, 103, 289, 3392, 10550, 14766, 22585, 32531] {
+    for seed in [44, 83, 103, 289, 3392, 10550, 14766, 22585, 32531, 109120] {
         let report = run_seed_with(seed, "mixed", StoreChoice::LogStructured);
         assert!(report.passed(), "seed {seed}: {:?}", report.failure);
     }

@@ -58,12 +58,20 @@ impl BTree {
     /// Verify the tree's structure and return its statistics. Any violation
     /// is `Error::Malformed` naming the page; never a panic (BTREE-9).
     pub fn check<P: PageAccess + ?Sized>(&self, pages: &mut P) -> Result<TreeStats> {
+        self.check_pages(pages).map(|(stats, _)| stats)
+    }
+
+    /// [`BTree::check`], and the pages of the tree (root included).
+    pub fn check_pages<P: PageAccess + ?Sized>(
+        &self,
+        pages: &mut P,
+    ) -> Result<(TreeStats, HashSet<PageNo>)> {
         let root_level = Node::parse(self.root(), pages.read(self.root())?)?.level();
         let mut checker = Checker::default();
         checker.stats.height = usize::from(root_level) + 1;
         checker.node(pages, self.root(), root_level, None, None)?;
         checker.sibling_chain(pages)?;
-        Ok(checker.stats)
+        Ok((checker.stats, checker.visited))
     }
 
     /// Free every page of the tree, the root included; returns how many.

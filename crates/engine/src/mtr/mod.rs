@@ -192,6 +192,12 @@ pub const MTR_SPARE_BUFFERS_MAX: usize = 64;
 /// of space; a quarter of the space if that is less (MTR-7).
 pub const UNDO_RESERVE_PAGES: u64 = 64;
 
+/// The words of the "space full" error a data space's page allocator
+/// gives once every page below its limit is in use (every page is then
+/// accounted for, VERIFY-1 checks; a harness tells it from a store's
+/// own "space full" by them).
+pub const SPACE_PAGES_IN_USE: &str = "pages are in use";
+
 /// MTR-14: page `page_no` of `space` was seen at `seen_lsn` and read back
 /// from the device at the older `now_lsn`. The offset is where an in-place
 /// space keeps the page.
@@ -1069,7 +1075,7 @@ impl PageAccess for Mtr<'_> {
         } else {
             if u64::from(header.page_count) >= self.allocation_limit_pages() {
                 return Err(Error::SpaceFull(format!(
-                    "data space '{}' is full: all {} pages are in use ({} kept for undo)",
+                    "data space '{}' is full: all {} {SPACE_PAGES_IN_USE} ({} kept for undo)",
                     self.space_name,
                     self.capacity_pages,
                     self.capacity_pages - self.allocation_limit_pages()
