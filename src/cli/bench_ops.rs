@@ -450,10 +450,7 @@ fn real_sort(
             if gnu_check != "ok" {
                 verified = format!("GNU sort's output: {gnu_check}");
             }
-            Some(GnuSort {
-                mb_per_s: mb / gnu.elapsed_s,
-                ..gnu
-            })
+            Some(gnu)
         }
         false => None,
     };
@@ -496,8 +493,9 @@ fn write_sort_input(path: &Path, seed: u64, records: u64) -> anyhow::Result<()> 
 
 /// Sort `input_path` with GNU sort in `memory` bytes, its temporary files
 /// in `scratch`, and check its output against the input's checksum
-/// (`input_sum`) and flashlab's output (`output_path`). Returns the comparison (its `mb_per_s` left for the
-/// caller) and the check of GNU sort's output ("ok" if sorted and whole).
+/// (`input_sum`) and flashlab's output (`output_path`). Returns the
+/// comparison and the check of GNU sort's output ("ok" if sorted and
+/// whole).
 fn gnu_sort(
     scratch: &Path,
     (input_path, output_path): (&Path, &Path),
@@ -533,11 +531,12 @@ fn gnu_sort(
     if !status.success() {
         bail!("GNU sort failed: {status}");
     }
+    let mb = (records * RECORD_BYTES as u64) as f64 / (1 << 20) as f64;
     let gnu_check = check_sorted(&validate(&gnu_path, records)?, input_sum);
     let gnu = GnuSort {
         command,
         elapsed_s,
-        mb_per_s: 0.0,
+        mb_per_s: mb / elapsed_s,
         identical_output: files_identical(output_path, &gnu_path)?,
     };
     Ok((gnu, gnu_check))

@@ -522,7 +522,7 @@ impl ExternalSort {
             // Make room by writing out the smallest tuples.
             while used + size(&item) > budget {
                 let Some(out) = heap.pop() else { break };
-                cpu.compares(2 * log2_ceil(heap.len()));
+                cpu.compares(2 * heap_levels(heap.len()));
                 used -= size(&out);
                 output.emit(self, out, pool, cpu, stats)?;
             }
@@ -532,11 +532,11 @@ impl ExternalSort {
                 _ => output.current_run,
             };
             used += size(&item);
-            cpu.compares(log2_ceil(heap.len()));
+            cpu.compares(heap_levels(heap.len()));
             heap.push(item);
         }
         while let Some(out) = heap.pop() {
-            cpu.compares(2 * log2_ceil(heap.len()));
+            cpu.compares(2 * heap_levels(heap.len()));
             output.emit(self, out, pool, cpu, stats)?;
         }
         output.finish_run(cpu, stats)?;
@@ -623,8 +623,9 @@ fn next_rs_input(
     }))
 }
 
-/// The compares a heap of `n` entries charges per level: the bits of `n`.
-fn log2_ceil(n: usize) -> u64 {
+/// The levels of a binary heap of `n` entries (the bits of `n`): the
+/// compares a push charges, half of what a pop does.
+fn heap_levels(n: usize) -> u64 {
     u64::from(usize::BITS - n.max(1).leading_zeros())
 }
 
