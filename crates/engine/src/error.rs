@@ -27,6 +27,18 @@ pub enum Error {
     /// A device or file has no room left.
     #[error("space full: {0}")]
     SpaceFull(String),
+    /// A data space's page allocator found every page below its limit in
+    /// use: unlike a store's own [`Error::SpaceFull`], every page is then
+    /// accounted for (VERIFY-1 checks it), so a harness may accept it.
+    #[error(
+        "space full: data space '{space}' is full: all {capacity_pages} pages are in use \
+         ({undo_reserve_pages} kept for undo)"
+    )]
+    PagesInUse {
+        space: String,
+        capacity_pages: u64,
+        undo_reserve_pages: u64,
+    },
     /// The transaction lost a conflict and must be retried.
     #[error("transaction {txn} chosen as a deadlock victim; retry it")]
     Deadlock { txn: u64 },
@@ -102,7 +114,7 @@ impl Error {
     /// True for "no room left" errors, from the engine or a device.
     pub fn is_space_full(&self) -> bool {
         match self {
-            Error::SpaceFull(_) => true,
+            Error::SpaceFull(_) | Error::PagesInUse { .. } => true,
             Error::Device(e) => e.is_full(),
             _ => false,
         }

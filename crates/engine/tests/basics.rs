@@ -234,6 +234,12 @@ fn full_data_device_fails_the_transaction_and_the_database_stays_usable() {
         let failure = failure.expect("the device fills up");
         assert!(failure.is_space_full(), "{failure}");
         assert!(failure.to_string().contains("space full"), "{failure}");
+        // The page allocator's own refusal, typed: every page is in use.
+        assert!(
+            matches!(&failure, flashlab_engine::Error::PagesInUse { space, capacity_pages, .. }
+                if space == "data" && *capacity_pages == 40),
+            "{failure:?}"
+        );
         // Still usable: reads work, and the committed batches are all there.
         let mut txn = db.begin().unwrap();
         let rows = txn.scan(&t, Bound::Unbounded, Bound::Unbounded).unwrap();

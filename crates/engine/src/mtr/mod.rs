@@ -192,12 +192,6 @@ pub const MTR_SPARE_BUFFERS_MAX: usize = 64;
 /// of space; a quarter of the space if that is less (MTR-7).
 pub const UNDO_RESERVE_PAGES: u64 = 64;
 
-/// The words of the "space full" error a data space's page allocator
-/// gives once every page below its limit is in use (every page is then
-/// accounted for, VERIFY-1 checks; a harness tells it from a store's
-/// own "space full" by them).
-pub const SPACE_PAGES_IN_USE: &str = "pages are in use";
-
 /// MTR-14: page `page_no` of `space` was seen at `seen_lsn` and read back
 /// from the device at the older `now_lsn`. The offset is where an in-place
 /// space keeps the page.
@@ -1074,12 +1068,11 @@ impl PageAccess for Mtr<'_> {
             page_no
         } else {
             if u64::from(header.page_count) >= self.allocation_limit_pages() {
-                return Err(Error::SpaceFull(format!(
-                    "data space '{}' is full: all {} {SPACE_PAGES_IN_USE} ({} kept for undo)",
-                    self.space_name,
-                    self.capacity_pages,
-                    self.capacity_pages - self.allocation_limit_pages()
-                )));
+                return Err(Error::PagesInUse {
+                    space: self.space_name.to_string(),
+                    capacity_pages: self.capacity_pages,
+                    undo_reserve_pages: self.capacity_pages - self.allocation_limit_pages(),
+                });
             }
             let page_no = header.page_count;
             header.page_count += 1;

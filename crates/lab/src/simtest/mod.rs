@@ -1107,11 +1107,11 @@ fn record_error(state: &Mutex<EpochState>, profile: Profile, e: &Error, who: &st
         // The page allocator's "every page is in use" is a right answer
         // in any profile (a long seed outgrows a small space: bank seed
         // 109120 on a log-structured space); the final `verify` fails the
-        // seed if a page leaked (VERIFY-1). A store's own "space full"
-        // (no segment to clean into) stays a failure outside IoError.
-        Error::SpaceFull(why) => {
-            profile == Profile::IoError || why.contains(flashlab_engine::mtr::SPACE_PAGES_IN_USE)
-        }
+        // seed if a page leaked (VERIFY-1).
+        Error::PagesInUse { .. } => true,
+        // A store's own "space full" (no segment to clean into) stays a
+        // failure outside IoError.
+        Error::SpaceFull(_) => profile == Profile::IoError,
         Error::Device(d) => match d {
             flashlab_devices::DeviceError::FlushFailed { .. }
             | flashlab_devices::DeviceError::Full { .. } => profile == Profile::IoError,
