@@ -148,6 +148,10 @@ pub struct SimConfig {
     /// point in [`PREEMPT_ONE_IN`] (seeded), so the windows between lock
     /// sections get interleaved too (SIM-8).
     pub preempt: bool,
+    /// How long the host thread may go without reaching the scheduler
+    /// before the watchdog reports the run as hung and aborts (SIM-7);
+    /// [`HOST_STALL_LIMIT`] unless a test wants its report sooner.
+    pub host_stall_limit: Duration,
 }
 
 impl Default for SimConfig {
@@ -158,6 +162,7 @@ impl Default for SimConfig {
             deadline_ns: None,
             shuffle: false,
             preempt: false,
+            host_stall_limit: HOST_STALL_LIMIT,
         }
     }
 }
@@ -245,7 +250,7 @@ impl Sim {
         drop(rt);
         let host = HostContext::save();
         let end = {
-            let _watchdog = Watchdog::start(shared.clone());
+            let _watchdog = Watchdog::start(shared.clone(), config.host_stall_limit);
             let mut executor = Executor::default();
             executor.run(&shared);
             let end = shared.end();
@@ -893,12 +898,12 @@ struct Watchdog {
 }
 
 impl Watchdog {
-    fn start(shared: Arc<SimShared>) -> Watchdog {
+    fn start(shared: Arc<SimShared>, stall_limit: Duration) -> Watchdog {
         let done = Arc::new(AtomicBool::new(false));
         let stop = done.clone();
         let thread = std::thread::Builder::new()
             .name("sim-watchdog".into())
-            .spawn(move || watch(&shared, &stop))
+            .spawn(move || watch(&shared, &stop, stall_limit))
             .ok();
         Watchdog { done, thread }
     }
@@ -914,7 +919,7 @@ impl Drop for Watchdog {
     }
 }
 
-fn watch(shared: &SimShared, done: &AtomicBool) {
+fn watch(shared: &SimShared, done: &AtomicBool, stall_limit: Duration) {
     let mut last = shared.progress.load(Ordering::Relaxed);
     let mut still = Duration::ZERO;
     while !done.load(Ordering::Relaxed) {
@@ -926,14 +931,14 @@ fn watch(shared: &SimShared, done: &AtomicBool) {
             continue;
         }
         still += WATCHDOG_PERIOD;
-        if still >= HOST_STALL_LIMIT && !done.load(Ordering::Relaxed) {
-            report_stall(shared);
+        if still >= stall_limit && !done.load(Ordering::Relaxed) {
+            report_stall(shared, still);
         }
     }
 }
 
-/// The host thread has not reached the scheduler for [`HOST_STALL_LIMIT`].
-fn report_stall(shared: &SimShared) -> ! {
+/// The host thread has not reached the scheduler for `still`.
+fn report_stall(shared: &SimShared, still: Duration) -> ! {
     // The scheduler lock is free unless the stall is inside the scheduler
     // itself; do not wait for it.
     let tasks = match shared.state.try_lock() {
@@ -944,9 +949,9 @@ fn report_stall(shared: &SimShared) -> ! {
         Err(_) => "(scheduler lock held)".to_string(),
     };
     eprintln!(
-        "flashlab simulation hung: no task switch for {} s (SIM-7: a std lock held \
+        "flashlab simulation hung: no task switch for {:.1} s (SIM-7: a std lock held \
          across a blocking runtime call deadlocks the one host thread). {tasks}",
-        HOST_STALL_LIMIT.as_secs()
+        still.as_secs_f64()
     );
     std::process::abort();
 }

@@ -518,3 +518,69 @@ fn preemption_at_lock_points_is_seeded() {
     assert_eq!((a.clone(), switches_a), (b, switches_b), "SIM-8: seeded");
     assert_ne!(plain, a, "preemption interleaved the workers");
 }
+
+/// Set in the child process of
+/// [`a_std_mutex_held_across_a_block_is_reported_not_hung`].
+const STALL_CHILD_ENV: &str = "FLASHLAB_TEST_STALL_CHILD";
+
+/// The child half of the next test: a task holds a `std` mutex across a
+/// runtime sleep, and the root task then takes it, which blocks the one
+/// host thread for good. Does nothing unless the parent test ran it.
+#[test]
+fn stall_child_std_mutex_across_a_block() {
+    if std::env::var_os(STALL_CHILD_ENV).is_none() {
+        return;
+    }
+    let config = SimConfig {
+        host_stall_limit: std::time::Duration::from_millis(500),
+        ..SimConfig::default()
+    };
+    let _ = Sim::run(config, |rt| {
+        let lock = Arc::new(std::sync::Mutex::new(()));
+        let held = lock.clone();
+        let holder_rt = rt.clone();
+        let holder = rt.spawn("holder", move || {
+            let _guard = held.lock().expect("first lock");
+            holder_rt.sleep(1_000);
+        });
+        rt.sleep(10);
+        let _guard = lock.lock().expect("second lock");
+        holder.join();
+    });
+    unreachable!("the root task cannot take a lock its suspended holder keeps");
+}
+
+/// SIM-7: a `std` lock held across a blocking runtime call would hang the
+/// process; the watchdog reports it with the tasks' names and aborts.
+#[test]
+fn a_std_mutex_held_across_a_block_is_reported_not_hung() {
+    let mut child = std::process::Command::new(std::env::current_exe().expect("test binary"))
+        .args([
+            "--exact",
+            "stall_child_std_mutex_across_a_block",
+            "--nocapture",
+        ])
+        .env(STALL_CHILD_ENV, "1")
+        .stdout(std::process::Stdio::null())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .expect("child test process");
+    let deadline = std::time::Instant::now() + std::time::Duration::from_secs(60);
+    let status = loop {
+        if let Some(status) = child.try_wait().expect("child status") {
+            break status;
+        }
+        if std::time::Instant::now() > deadline {
+            let _ = child.kill();
+            panic!("the hung simulation was not reported within 60 s");
+        }
+        std::thread::sleep(std::time::Duration::from_millis(50));
+    };
+    let mut stderr = String::new();
+    std::io::Read::read_to_string(&mut child.stderr.take().expect("stderr"), &mut stderr)
+        .expect("child stderr");
+    assert!(!status.success(), "the child ended normally: {stderr}");
+    assert!(stderr.contains("flashlab simulation hung"), "{stderr}");
+    assert!(stderr.contains("running task: root"), "{stderr}");
+    assert!(stderr.contains("holder ("), "{stderr}");
+}

@@ -783,6 +783,7 @@ impl Epoch<'_> {
             deadline_ns: Some(EPOCH_DEADLINE_NS),
             shuffle: true,
             preempt: sc.preempt,
+            ..SimConfig::default()
         };
         let run = EpochRun {
             sim,
