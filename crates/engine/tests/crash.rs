@@ -96,6 +96,7 @@ fn workload(rig: &Rig, seed: u64, cut_ns: u64, acked: Arc<Mutex<BTreeMap<u32, u6
         deadline_ns: Some(cut_ns),
         shuffle: true,
         preempt: false,
+        ..SimConfig::default()
     };
     let (outcome, _) = Sim::run(sim_config, move |rt: Rt| {
         let db = Database::open_with(&config(), devices).unwrap();
