@@ -57,13 +57,9 @@ pub(super) struct FrameMeta {
     pub(super) state: FrameState,
     pub(super) dirty: bool,
     /// LSN of the earliest change not yet written (BUF-7); 0 when clean.
+    /// (The page LSN and the install count, which installs into an open
+    /// frame change without this lock, are in the frame's hot line.)
     pub(super) rec_lsn: u64,
-    /// The highest page LSN installed since the page was loaded (0 if
-    /// none): what the pool knows of the page LSN without its data lock.
-    pub(super) page_lsn: u64,
-    /// Counts installs; a write-back compares it to tell whether the page
-    /// changed after its copy was taken.
-    pub(super) version: u64,
     pub(super) write: WriteState,
     /// An append page still being filled (BUF-10): dirty, but left alone
     /// by the background writer and `flush_all` until its owner seals it.
@@ -77,8 +73,6 @@ impl FrameMeta {
             state: FrameState::Free,
             dirty: false,
             rec_lsn: 0,
-            page_lsn: 0,
-            version: 0,
             write: WriteState::Idle,
             appending: false,
         }
@@ -90,11 +84,14 @@ impl FrameMeta {
             || self.write != WriteState::Idle
     }
 
-    /// Forget the page (the version counter keeps counting).
+    /// Forget the page.
     fn clear(&mut self) {
-        let version = self.version;
         *self = FrameMeta::free();
-        self.version = version;
+    }
+
+    /// Whether an install may skip the metadata lock (BUF-17).
+    fn is_open(&self) -> bool {
+        self.state == FrameState::Ready && self.dirty && self.write == WriteState::Idle
     }
 }
 
@@ -238,7 +235,14 @@ impl Meta {
         }
         let mut dirty = 0;
         for (frame, f) in self.frames.iter().enumerate() {
-            check_frame(frame, f, self.hot.pins(frame))?;
+            check_frame(frame, f, self.hot.pins(frame), self.hot.page_lsn(frame))?;
+            if self.hot.open_state(frame) != (f.is_open(), f.is_open() && f.appending) {
+                return Err(format!(
+                    "BUF-17: frame {frame} is open to installs {:?}, its state says {:?}",
+                    self.hot.open_state(frame),
+                    (f.is_open(), f.appending)
+                ));
+            }
             if f.page.is_none() && (self.hot.page_key(frame).is_some() || self.hot.is_ready(frame))
             {
                 return Err(format!(
@@ -290,6 +294,14 @@ impl Meta {
         if let Some(rec_lsn) = rec_lsn {
             self.dirty_by_age.insert((rec_lsn, id, frame));
         }
+        self.reopen(frame);
+    }
+
+    /// Open or close `frame` to installs without this lock, after a change
+    /// of its state, dirty state, write-back or append mark (BUF-17).
+    fn reopen(&self, frame: usize) {
+        let f = &self.frames[frame];
+        self.hot.set_open(frame, f.is_open(), f.appending);
     }
 
     /// After a state change: check the whole state if asked to.
@@ -319,6 +331,7 @@ impl Meta {
             _ => {}
         }
         self.frames[frame].state = state;
+        self.reopen(frame);
     }
 
     /// The write of a dirty victim failed: the page stays, dirty.
@@ -335,6 +348,7 @@ impl Meta {
             "BUF-6: a second write of frame {frame}"
         );
         f.write = WriteState::Claimed;
+        self.reopen(frame);
         self.changed();
     }
 
@@ -483,9 +497,7 @@ impl Meta {
         );
         self.set_dirty(frame, Some(rec_lsn));
         self.set_state(frame, FrameState::Ready);
-        let f = &mut self.frames[frame];
-        f.version += 1;
-        f.page_lsn = f.page_lsn.max(rec_lsn);
+        self.hot.count_install(frame, rec_lsn);
         self.stats.reads += 1;
         self.stats.repairs += 1;
         self.changed();
@@ -515,8 +527,9 @@ impl Meta {
     }
 
     /// An install of a change logged from `record_lsn` to `lsn` changed
-    /// the page (caller holds the frame's data lock). `appending` marks an
-    /// append page still being filled (BUF-10).
+    /// the page (caller holds the frame's data lock), and the frame was not
+    /// open to it ([`Hot::install_if_open`]). `appending` marks an append
+    /// page still being filled (BUF-10).
     pub(super) fn note_install(
         &mut self,
         frame: usize,
@@ -531,9 +544,8 @@ impl Meta {
             self.hot.pins(frame) > 0,
             "BUF-1: install into an unpinned frame"
         );
+        self.hot.count_install(frame, lsn);
         let f = &mut self.frames[frame];
-        f.version += 1;
-        f.page_lsn = f.page_lsn.max(lsn);
         f.appending |= appending;
         if let WriteState::Copied {
             next_rec_lsn: next @ None,
@@ -542,7 +554,11 @@ impl Meta {
         {
             *next = Some(record_lsn);
         }
-        assert!(f.rec_lsn <= f.page_lsn, "BUF-7: rec_lsn after the page LSN");
+        assert!(
+            f.rec_lsn <= self.hot.page_lsn(frame),
+            "BUF-7: rec_lsn after the page LSN"
+        );
+        self.reopen(frame);
         self.changed();
     }
 
@@ -550,6 +566,7 @@ impl Meta {
     /// is written like any dirty page.
     pub(super) fn seal_append(&mut self, frame: usize) {
         self.frames[frame].appending = false;
+        self.reopen(frame);
         self.changed();
     }
 
@@ -562,7 +579,7 @@ impl Meta {
             "BUF-6: copy for a write that was not claimed"
         );
         f.write = WriteState::Copied {
-            version: f.version,
+            version: self.hot.installs(frame),
             lsn,
             next_rec_lsn: None,
         };
@@ -574,9 +591,11 @@ impl Meta {
     /// nothing changed since the copy, else the first change since the copy
     /// is the new rec_lsn (BUF-7).
     pub(super) fn finish_write(&mut self, frame: usize, forced_to: Option<u64>) {
+        let installs = self.hot.installs(frame);
         let f = &mut self.frames[frame];
         let write = std::mem::replace(&mut f.write, WriteState::Idle);
         let Some(forced_to) = forced_to else {
+            self.reopen(frame);
             self.changed();
             return;
         };
@@ -592,13 +611,14 @@ impl Meta {
                 "BUF-2: page {:?} of LSN {lsn} written with the log forced to {forced_to} only",
                 f.page
             );
-            if version == f.version {
+            if version == installs {
                 f.appending = false;
                 self.set_dirty(frame, None);
             } else if let Some(lsn) = next_rec_lsn {
                 self.set_dirty(frame, Some(lsn));
             }
         }
+        self.reopen(frame);
         self.changed();
     }
 
@@ -656,7 +676,7 @@ impl Meta {
 }
 
 /// The invariants one frame keeps on its own (BUF-1, BUF-6, BUF-7, BUF-10).
-fn check_frame(frame: usize, f: &FrameMeta, pins: u32) -> Result<(), String> {
+fn check_frame(frame: usize, f: &FrameMeta, pins: u32, page_lsn: u64) -> Result<(), String> {
     let broken = |what: &str| Err(format!("{what} (frame {frame}, page {:?})", f.page));
     if f.state == FrameState::Free {
         let idle = f.page.is_none() && pins == 0 && !f.dirty && f.write == WriteState::Idle;
@@ -678,7 +698,7 @@ fn check_frame(frame: usize, f: &FrameMeta, pins: u32) -> Result<(), String> {
     if f.write != WriteState::Idle && !f.dirty {
         return broken("BUF-6: a write-back of a clean frame");
     }
-    if f.dirty && f.rec_lsn > f.page_lsn {
+    if f.dirty && f.rec_lsn > page_lsn {
         return broken("BUF-7: rec_lsn after the page LSN");
     }
     if !f.dirty && (f.rec_lsn != 0 || f.appending) {

@@ -91,8 +91,8 @@
 //!     under its current rec_lsn, so the background writer finds the
 //!     oldest dirty pages without a pass over the page table.
 //! 13. Lock order: a frame's data lock, then the metadata lock. Nothing
-//!     else is taken under the metadata lock; a hit and an unpin take no
-//!     lock.
+//!     else is taken under the metadata lock; a hit, an unpin and an
+//!     install into an open frame (BUF-17) take no lock.
 //! 14. Under the metadata lock, the index holds exactly the page table
 //!     (page `id` at frame `f` exactly when the table maps `id` to `f`),
 //!     frame `f` names `id` in its pin word's page, and its Ready bit is set
@@ -110,6 +110,16 @@
 //!     (load, install, renewal) only under it exclusive; a write-back's copy
 //!     and the metadata it notes are taken under the shared lock, so no
 //!     install falls between them (BUF-7).
+//! 17. A frame is *open* (its hot line's open word) exactly when it is
+//!     Ready, dirty and has no write-back claimed or in flight, as the
+//!     metadata lock's holder last set it. An install into an open frame
+//!     only counts itself and raises the page LSN in the hot line, without
+//!     the metadata lock: its rec_lsn stays, being the earliest. A
+//!     write-back closes the frame when it claims it, then copies under the
+//!     data lock shared, which waits for any install that saw the frame
+//!     open, so the copy's install count includes that install; every
+//!     install after the claim takes the metadata lock and so reaches the
+//!     write's `next_rec_lsn` (BUF-7).
 //!
 //! **Checking.** The O(1) checks of these invariants are `assert!`s, on in
 //! every build. [`BufferPool::check`] verifies the whole state (page table
@@ -685,11 +695,15 @@ impl PageRef {
         page::set_id(&mut data, self.id);
         page::set_lsn(&mut data, lsn.max(page_lsn));
         // The rec_lsn is where the record starts, so that redo from it
-        // replays the record; the page LSN is where it ends.
-        self.core
-            .meta
-            .lock()
-            .note_install(self.frame, record_lsn, lsn, appending);
+        // replays the record; the page LSN is where it ends. A frame that
+        // is dirty already and not being written keeps its rec_lsn, and the
+        // install is only counted (BUF-17).
+        if !self.core.hot.install_if_open(self.frame, lsn, appending) {
+            self.core
+                .meta
+                .lock()
+                .note_install(self.frame, record_lsn, lsn, appending);
+        }
     }
 }
 

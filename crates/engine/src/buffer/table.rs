@@ -186,7 +186,23 @@ struct FrameHot {
     referenced: AtomicBool,
     /// Hits that pinned this frame, whatever page it held (never reset).
     hits: AtomicU64,
+    /// Installs into the frame, whatever page it held (never reset): a
+    /// write-back compares it to tell whether the page changed after its
+    /// copy (BUF-7).
+    installs: AtomicU64,
+    /// The highest page LSN installed since the page was mapped (0 if
+    /// none): what the pool knows of the page LSN without its data lock.
+    page_lsn: AtomicU64,
+    /// `OPEN`, and `APPENDING` with it, as the metadata lock's holder last
+    /// set them (BUF-17).
+    open: AtomicU64,
 }
+
+/// Open word: an install may skip the metadata lock (BUF-17): the frame is
+/// Ready, dirty, and no write-back of it is claimed or in flight.
+const OPEN: u64 = 1;
+/// Open word: the frame holds an append page still being filled (BUF-10).
+const APPENDING: u64 = 2;
 
 /// The lock-free half of the pool's state, shared by the pool and its
 /// metadata.
@@ -205,6 +221,9 @@ impl Hot {
                     page: AtomicU64::new(NO_PAGE),
                     referenced: AtomicBool::new(false),
                     hits: AtomicU64::new(0),
+                    installs: AtomicU64::new(0),
+                    page_lsn: AtomicU64::new(0),
+                    open: AtomicU64::new(0),
                 })
                 .collect(),
         }
@@ -362,6 +381,65 @@ impl Hot {
         hot.word.store(word & !PINS_MASK, Ordering::Release);
         hot.page.store(NO_PAGE, Ordering::Release);
         hot.referenced.store(false, Ordering::Relaxed);
+        hot.page_lsn.store(0, Ordering::Release);
+        hot.open.store(0, Ordering::Release);
+    }
+
+    /// An install of a change ending at page LSN `lsn` into `frame`, which
+    /// the caller pins and holds the data lock of exclusively, counted
+    /// without the metadata lock if the frame is open (BUF-17): true if
+    /// counted. An append install (`appending`) needs a frame that already
+    /// holds an append page, since only the metadata lock's holder marks
+    /// one.
+    pub(super) fn install_if_open(&self, frame: usize, lsn: u64, appending: bool) -> bool {
+        let hot = &self.frames[frame];
+        let open = hot.open.load(Ordering::Acquire);
+        if open & OPEN == 0 || (appending && open & APPENDING == 0) {
+            return false;
+        }
+        assert!(
+            hot.word.load(Ordering::Acquire) & PINS_MASK > 0,
+            "BUF-1: install into an unpinned frame {frame}"
+        );
+        self.count_install(frame, lsn);
+        true
+    }
+
+    /// Count an install into `frame` ending at page LSN `lsn` (the caller
+    /// holds the frame's data lock exclusively).
+    pub(super) fn count_install(&self, frame: usize, lsn: u64) {
+        let hot = &self.frames[frame];
+        hot.installs.fetch_add(1, Ordering::AcqRel);
+        hot.page_lsn.fetch_max(lsn, Ordering::AcqRel);
+    }
+
+    /// Installs into `frame` so far. Exact for a caller holding the frame's
+    /// data lock, or the metadata lock while the frame is not open.
+    pub(super) fn installs(&self, frame: usize) -> u64 {
+        self.frames[frame].installs.load(Ordering::Acquire)
+    }
+
+    /// The highest page LSN installed since `frame` was given its page.
+    pub(super) fn page_lsn(&self, frame: usize) -> u64 {
+        self.frames[frame].page_lsn.load(Ordering::Acquire)
+    }
+
+    /// Open or close `frame` to installs without the metadata lock (the
+    /// metadata lock held; BUF-17), marking it as an append page or not.
+    /// A closed frame keeps no append mark.
+    pub(super) fn set_open(&self, frame: usize, open: bool, appending: bool) {
+        let word = match (open, appending) {
+            (false, _) => 0,
+            (true, false) => OPEN,
+            (true, true) => OPEN | APPENDING,
+        };
+        self.frames[frame].open.store(word, Ordering::Release);
+    }
+
+    /// Whether `frame` is open, and whether as an append page (a check).
+    pub(super) fn open_state(&self, frame: usize) -> (bool, bool) {
+        let word = self.frames[frame].open.load(Ordering::Acquire);
+        (word & OPEN != 0, word & APPENDING != 0)
     }
 
     /// The frame the index names for `id` (the writer's exact view, or a
