@@ -167,47 +167,73 @@ fn loom_model_a_hit_during_a_backward_shift_pins_only_its_page() {
     });
 }
 
-/// An install into an open frame (BUF-17) racing a write-back of it: the
-/// frame is dirty from LSN 10, one task installs the change ending at LSN
-/// 20 while another claims, copies and finishes a write-back. Whichever
-/// order loom picks, the install is in the image written or the frame
-/// stays dirty from LSN 20 (BUF-7): it is never lost. The page's bytes are
-/// one number here, its LSN, behind loom's reader-writer lock as a frame's
-/// are behind its data lock; the metadata is the pool's own, behind loom's
-/// mutex.
+/// The pool's metadata, behind loom's mutex, with page 1 in frame 0: Ready,
+/// pinned once (the installer's pin), dirty from the change logged from
+/// LSN 5 to 10, and so open to installs (BUF-17).
+fn dirty_from_ten(hot: &std::sync::Arc<Hot>) -> Arc<loom::sync::Mutex<super::super::meta::Meta>> {
+    use super::super::meta::Meta;
+    let mut meta = Meta::new(1, hot.clone(), true);
+    meta.map(0, page(1));
+    meta.loaded(0, true);
+    meta.note_install(0, 5, 10, false);
+    assert_eq!(hot.open_state(0), (true, false), "BUF-17: not opened");
+    Arc::new(loom::sync::Mutex::new(meta))
+}
+
+/// An install as `PageRef::install_with` does it: the page's bytes (here
+/// one number, its page LSN) changed under the data lock held exclusively,
+/// counted without the metadata lock if the frame is open.
+fn install(
+    hot: &Hot,
+    meta: &loom::sync::Mutex<super::super::meta::Meta>,
+    data: &loom::sync::RwLock<u64>,
+    (record_lsn, lsn): (u64, u64),
+) {
+    let mut bytes = data.write().unwrap();
+    *bytes = lsn;
+    if !hot.install_if_open(0, lsn, false) {
+        meta.lock().unwrap().note_install(0, record_lsn, lsn, false);
+    }
+}
+
+/// A write-back as `copy_for_write` and `finish_write` do it: claim, copy
+/// under the data lock shared, finish (`written` false: the write failed).
+/// Returns the page LSN of the image copied.
+fn write_back(
+    meta: &loom::sync::Mutex<super::super::meta::Meta>,
+    data: &loom::sync::RwLock<u64>,
+    written: bool,
+) -> u64 {
+    meta.lock().unwrap().claim_write(0);
+    let copied = {
+        let bytes = data.read().unwrap();
+        meta.lock().unwrap().note_copy(0, *bytes);
+        *bytes
+    };
+    meta.lock()
+        .unwrap()
+        .finish_write(0, written.then_some(copied));
+    copied
+}
+
+/// An install into an open frame (BUF-17) racing a write-back of it: one
+/// task installs the change logged from LSN 15 to 20 while another claims,
+/// copies and finishes a write-back. Whichever order loom picks, the
+/// install is in the image written or the frame stays dirty from LSN 15,
+/// where its record starts (BUF-7): it is never lost. The metadata is the
+/// pool's own; loom's mutex and reader-writer lock stand for the metadata
+/// lock and the frame's data lock.
 #[test]
 fn loom_model_an_install_racing_a_write_back_is_written_or_stays_dirty() {
-    use super::super::meta::Meta;
-    use loom::sync::{Mutex, RwLock};
-
     model(|| {
         let hot = std::sync::Arc::new(Hot::new(1));
-        let meta = Arc::new(Mutex::new(Meta::new(1, hot.clone(), true)));
-        let data = Arc::new(RwLock::new(10_u64));
-        {
-            let mut meta = meta.lock().unwrap();
-            meta.map(0, page(1)); // pinned once: the installer's pin
-            meta.loaded(0, true);
-            meta.note_install(0, 10, 10, false);
-            assert_eq!(hot.open_state(0), (true, false), "BUF-17: not opened");
-        }
+        let meta = dirty_from_ten(&hot);
+        let data = Arc::new(loom::sync::RwLock::new(10_u64));
         let installer = {
             let (hot, meta, data) = (hot.clone(), meta.clone(), data.clone());
-            thread::spawn(move || {
-                let mut bytes = data.write().unwrap();
-                *bytes = 20;
-                if !hot.install_if_open(0, 20, false) {
-                    meta.lock().unwrap().note_install(0, 20, 20, false);
-                }
-            })
+            thread::spawn(move || install(&hot, &meta, &data, (15, 20)))
         };
-        meta.lock().unwrap().claim_write(0);
-        let written = {
-            let bytes = data.read().unwrap();
-            meta.lock().unwrap().note_copy(0, *bytes);
-            *bytes
-        };
-        meta.lock().unwrap().finish_write(0, Some(written));
+        let written = write_back(&meta, &data, true);
         installer.join().unwrap();
 
         let meta = meta.lock().unwrap();
@@ -219,9 +245,49 @@ fn loom_model_an_install_racing_a_write_back_is_written_or_stays_dirty() {
             );
         } else {
             assert!(frame.dirty, "BUF-7: an install lost by a write-back");
-            assert_eq!(frame.rec_lsn, 20, "BUF-7: the wrong rec_lsn");
+            assert_eq!(frame.rec_lsn, 15, "BUF-7: the wrong rec_lsn");
         }
         assert_eq!(hot.page_lsn(0), 20);
         meta.check().unwrap();
     });
+}
+
+/// Two installs, the second after the first, racing a write-back that
+/// fails or succeeds: the frame ends dirty from the start of the first
+/// change the image written lacks, or clean if it has both; a failed write
+/// leaves it dirty from LSN 5, as before the write (BUF-7, BUF-17).
+#[test]
+fn loom_model_two_installs_and_a_write_back_keep_the_earliest_unwritten_change() {
+    for written_ok in [true, false] {
+        model(move || {
+            let hot = std::sync::Arc::new(Hot::new(1));
+            let meta = dirty_from_ten(&hot);
+            let data = Arc::new(loom::sync::RwLock::new(10_u64));
+            let installer = {
+                let (hot, meta, data) = (hot.clone(), meta.clone(), data.clone());
+                thread::spawn(move || {
+                    install(&hot, &meta, &data, (15, 20));
+                    install(&hot, &meta, &data, (25, 30));
+                })
+            };
+            let written = write_back(&meta, &data, written_ok);
+            installer.join().unwrap();
+
+            let meta = meta.lock().unwrap();
+            let frame = &meta.frames[0];
+            let want = match (written_ok, written) {
+                (false, _) => Some(5),
+                (true, 10) => Some(15),
+                (true, 20) => Some(25),
+                (true, _) => None,
+            };
+            assert_eq!(
+                frame.dirty.then_some(frame.rec_lsn),
+                want,
+                "BUF-7: image of LSN {written} written ({written_ok})"
+            );
+            assert_eq!(hot.open_state(0).0, frame.dirty, "BUF-17");
+            meta.check().unwrap();
+        });
+    }
 }
