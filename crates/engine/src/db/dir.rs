@@ -359,7 +359,10 @@ fn build(staging: &Path, config: &DbConfig, manifest: &Manifest) -> Result<()> {
     let mut devices = Vec::new();
     for space in &manifest.spaces {
         let path = space_path(staging, space)?;
-        let device = FileDevice::create(&path, space.capacity_bytes, FileOptions::default())?;
+        let mut device = FileDevice::create(&path, space.capacity_bytes, FileOptions::default())?;
+        if let Some(options) = log_direct(space, &path) {
+            device = FileDevice::open(&path, options)?;
+        }
         let device = zeroed_ahead(space, config, device)?;
         devices.push((space.kind.clone(), medium(space, Arc::new(device))?));
     }
@@ -544,6 +547,19 @@ fn zeroed_ahead(
     }
 }
 
+/// The log's file is written around the page cache (`O_DIRECT`, FILE-2)
+/// where the file system allows it at the log's own 512-byte sectors, so
+/// the device and the log's layout are the same either way: a log force
+/// then copies nothing into the page cache (a tenth of the CPU of real
+/// TPC-B at two clients without fsync) and its fdatasync has no dirty
+/// pages to write, only the device's cache to flush. Elsewhere (tmpfs, a
+/// file system asking for coarser alignment), and for every other space,
+/// the page cache. `None`: buffered.
+fn log_direct(space: &ManifestSpace, path: &Path) -> Option<FileOptions> {
+    (space.kind == "log" && flashlab_devices::file::direct_at_file_sector(path))
+        .then_some(FileOptions { direct: true })
+}
+
 fn open_file(
     dir: &Path,
     space: &ManifestSpace,
@@ -572,7 +588,8 @@ fn open_file(
     }
     let file: DeviceRef = match access {
         Access::Write => {
-            let device = FileDevice::open(&path, FileOptions::default())?;
+            let options = log_direct(space, &path).unwrap_or_default();
+            let device = FileDevice::open(&path, options)?;
             Arc::new(zeroed_ahead(space, config, device)?)
         }
         Access::ReadOnly => Arc::new(OverlayDevice::new(Arc::new(FileDevice::open_read_only(
