@@ -479,6 +479,20 @@ impl AlignedBuf {
         }
     }
 
+    /// An aligned copy of `data`, without zeroing the buffer first (a log
+    /// force's write is bounced through one).
+    fn copy_of(data: &[u8]) -> AlignedBuf {
+        let mut storage: Vec<u8> = Vec::with_capacity(data.len() + DIRECT_ALIGN_BYTES);
+        let start = storage.as_ptr().align_offset(DIRECT_ALIGN_BYTES);
+        storage.resize(start, 0);
+        storage.extend_from_slice(data);
+        AlignedBuf {
+            storage,
+            start,
+            len: data.len(),
+        }
+    }
+
     fn as_slice(&self) -> &[u8] {
         &self.storage[self.start..self.start + self.len]
     }
@@ -520,8 +534,7 @@ impl Device for FileDevice {
         self.check(IoKind::Write, offset_bytes, data.len() as u64)?;
         self.reserve(offset_bytes, data.len() as u64)?;
         if self.options.direct {
-            let mut bounce = AlignedBuf::new(data.len());
-            bounce.as_mut_slice().copy_from_slice(data);
+            let bounce = AlignedBuf::copy_of(data);
             return self
                 .file
                 .write_all_at(bounce.as_slice(), offset_bytes)
