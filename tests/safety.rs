@@ -611,3 +611,29 @@ fn data_files_swapped_among_themselves_are_named() {
     );
     assert_unchanged(&before, dir.path(), "check of swapped data files");
 }
+
+/// FILE-2: a log file whose length is not whole 512-byte sectors stays in
+/// the page cache. Opened with `O_DIRECT`, zeroing ahead could not write
+/// its last piece, and the first force reaching it failed the log (found
+/// in review, before any release).
+#[test]
+fn regression_a_log_file_of_ragged_length_takes_commits_and_reopens() {
+    let dir = tempfile::tempdir().unwrap();
+    let mut config = config();
+    config.log.capacity_bytes = Some((4 << 20) + 256);
+    let rt = RealRuntime::new(1);
+    let _enter = RealRuntime::enter(&rt);
+    let db = Database::open_or_create_dir(dir.path(), &config).unwrap();
+    fill(&db, 0..200);
+    db.close().unwrap();
+    let db = Database::open_dir(dir.path(), &config).unwrap();
+    fill(&db, 200..400);
+    let t = db.table("kv").unwrap();
+    let mut txn = db.begin().unwrap();
+    for i in [0, 199, 200, 399] {
+        let key = format!("{i:05}");
+        assert!(txn.get(&t, key.as_bytes()).unwrap().is_some(), "row {i}");
+    }
+    drop(txn);
+    db.close().unwrap();
+}

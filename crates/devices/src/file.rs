@@ -380,12 +380,15 @@ impl FileDevice {
 /// takes `O_DIRECT` and states (`statx`, `STATX_DIOALIGN`) an offset
 /// alignment of at most that. Such a file gives the same device in either
 /// mode, sector size included, so a format laid out in its sectors (the
-/// log's) reads the same either way.
+/// log's) reads the same either way. The file's length must be a multiple
+/// of the sector too: zeroing ahead (FILE-1) writes up to its end.
 pub fn direct_at_file_sector(path: &Path) -> bool {
     let Ok(file) = open_options(FileOptions { direct: true }).open(path) else {
         return false;
     };
-    direct_offset_align_bytes(&file).is_some_and(|align| align <= FILE_SECTOR_BYTES)
+    let whole_sectors = device_size(&file).is_ok_and(|len| len % u64::from(FILE_SECTOR_BYTES) == 0);
+    whole_sectors
+        && direct_offset_align_bytes(&file).is_some_and(|align| align <= FILE_SECTOR_BYTES)
 }
 
 /// The offset alignment `O_DIRECT` needs on `file`, if the file system
@@ -914,6 +917,11 @@ mod tests {
         let path = dir.path().join("log");
         let capacity = 2 * GROWTH_CHUNK_BYTES;
         drop(FileDevice::create(&path, capacity, FileOptions::default()).unwrap());
+        // A file of a length that is not whole sectors stays buffered:
+        // its last zeros could not be written around the page cache.
+        let ragged = dir.path().join("ragged");
+        drop(FileDevice::create(&ragged, capacity - 256, FileOptions::default()).unwrap());
+        assert!(!direct_at_file_sector(&ragged));
         let direct = FileOptions { direct: true };
         if !direct_at_file_sector(&path) {
             if let Ok(dev) = FileDevice::open(&path, direct) {
