@@ -614,9 +614,11 @@ fn zero_ahead_thread(zero: &ZeroAhead, file: &File, capacity_bytes: u64) {
 /// or an unwritten extent, reads as zeros) but leaves every block written;
 /// data is never touched. Where the file system cannot tell holes from
 /// data, allocate the chunk as [`FileDevice::reserve`] does. True if
-/// anything was zeroed. The zeros are pushed to the device piece by piece
-/// (`sync_file_range`), so the page cache never holds much of them for a
-/// log force's fdatasync to write, and made durable with the extents'
+/// anything was zeroed. On a buffered device the zeros are pushed to the
+/// device piece by piece (`sync_file_range`), so the page cache never holds
+/// much of them for a log force's fdatasync to write; on an `O_DIRECT` one
+/// (FILE-2) they bypass the cache, from an aligned buffer, and the call
+/// does nothing. Either way they are made durable with the extents'
 /// metadata by one fdatasync at the end.
 fn prepare_chunk(
     file: &File,
