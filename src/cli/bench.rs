@@ -541,6 +541,12 @@ fn print_log(r: &BenchReport) {
         r.log.wraps,
         r.log.log_full
     );
+    if r.log.room_forces + r.log.latched_forces > 0 {
+        println!(
+            "log buffer full     {} forces before latching, {} under latches",
+            r.log.room_forces, r.log.latched_forces
+        );
+    }
     println!(
         "rollback (MVCC)     {} before-images written, {} pages read in {:.3} s, {} chains walked (longest {})",
         r.rollback.records_written,

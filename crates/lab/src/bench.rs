@@ -213,6 +213,10 @@ pub struct LogColumns {
     pub group_waits: u64,
     pub group_waits_filled: u64,
     pub group_wait_us_mean: f64,
+    /// Forces that emptied a full log buffer, before latching and under
+    /// latches (WAL-15).
+    pub room_forces: u64,
+    pub latched_forces: u64,
 }
 
 /// Estimated write time of In-Page Logging, lee2007: a sector write.
@@ -1171,6 +1175,8 @@ fn report(
             group_waits: r.log.group_waits,
             group_waits_filled: r.log.group_waits_filled,
             group_wait_us_mean: r.log.group_wait_us_mean,
+            room_forces: r.log.room_forces,
+            latched_forces: r.log.latched_forces,
         },
         consistency,
         rollback: Default::default(),

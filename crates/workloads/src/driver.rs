@@ -79,6 +79,10 @@ pub struct LogSummary {
     pub group_waits: u64,
     pub group_waits_filled: u64,
     pub group_wait_us_mean: f64,
+    /// Forces that emptied a full log buffer: made before a writer latched
+    /// anything, and made under latches (WAL-15).
+    pub room_forces: u64,
+    pub latched_forces: u64,
 }
 
 impl LogSummary {
@@ -99,6 +103,8 @@ impl LogSummary {
             group_wait_us_mean: stats.group_wait_ns_total as f64
                 / 1e3
                 / (stats.group_waits_filled + stats.group_waits_timed_out).max(1) as f64,
+            room_forces: stats.room_forces,
+            latched_forces: stats.latched_forces,
         }
     }
 }

@@ -14,7 +14,8 @@
 //! operation drops its copies and the latch, loads the page (or frees a
 //! frame) with no latch held, and starts over. Readers of one tree
 //! therefore overlap on its device, and a writer's miss does not stop the
-//! tree's other users.
+//! tree's other users. A writer also makes room in the log buffer before
+//! it latches (WAL-15), so its record's append never forces the log.
 
 use std::ops::Bound;
 use std::sync::Arc;
@@ -155,6 +156,9 @@ impl Inner {
         let latch = self.tree_latch(&tree);
         let mut restarts = 0;
         loop {
+            if !matches!(mode, Latching::Shared) {
+                self.wal.make_buffer_room()?; // WAL-15: before any latch
+            }
             let mut mtr = self.mtr(tree.space)?;
             mtr.set_no_io(restarts < RESTARTS_MAX);
             let result = match mode {
@@ -328,6 +332,7 @@ impl Inner {
         // The bulk-load path keeps the exclusive latch across its I/O (as
         // `latched` does after its restarts, DB-5): a load is the tree's only
         // writer, and a batch's pages are mostly new ones at the right edge.
+        self.wal.make_buffer_room().map_err(|e| (Vec::new(), e))?; // WAL-15
         let latch = self.tree_latch(&tree);
         let _guard = latch.write();
         let mut mtr = self.mtr(tree.space).map_err(|e| (Vec::new(), e))?;

@@ -835,7 +835,7 @@ impl<'a> Mtr<'a> {
         let mut lsns = Vec::with_capacity(undos.len() + 1);
         let mut prev = prev_lsn;
         for undo in undos {
-            match wal.append(
+            match wal.append_latched(
                 txn,
                 prev,
                 Body::Update {

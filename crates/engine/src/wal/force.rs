@@ -88,6 +88,7 @@ impl Wal {
         st.buf
             .extend_from_slice(&data[(keep_from - write_start) as usize..]);
         st.buf_start_lsn = keep_from;
+        self.note_buffer_len(&st);
         st.writing_end_lsn = write_end;
         let commits = std::mem::take(&mut st.commits_pending);
         self.group.set_pending(0);

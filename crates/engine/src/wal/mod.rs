@@ -54,6 +54,17 @@
 //! In the real world a flusher that forces for a commit also waits,
 //! spinning, for the group it expects, at most half a force ([`group`]).
 //!
+//! ## The log buffer (WAL-15)
+//!
+//! Appends go to a buffer that a force takes whole. A buffer that reaches
+//! its size (`buffer_bytes`) is forced out by whoever finds it full, but
+//! never by a mini-transaction holding page or tree latches (DB-5): a
+//! writer makes room *before* it latches anything ([`Wal::make_buffer_room`],
+//! InnoDB's `log_free_check`), and an append under latches lets the buffer
+//! grow past its size. Only a buffer [`LATCHED_BUFFER_FACTOR`] times its
+//! size is forced by an append under latches, so memory stays bounded; the
+//! stats count both kinds of force (`room_forces`, `latched_forces`).
+//!
 //! ## Sectors
 //!
 //! Log writes cover whole log sectors (512 bytes, or the device's sector).
@@ -134,6 +145,10 @@
 //!     fail their checksums is damaged, never taken for a device without
 //!     a log ([`Wal::read_master`]): opening it refuses naming the damage,
 //!     and never creates a new database over it.
+//! 15. A writer makes room in the log buffer before it takes a latch, so
+//!     an append under latches forces the log only when the buffer holds
+//!     [`LATCHED_BUFFER_FACTOR`] times its size ([`LogStats::latched_forces`];
+//!     zero in the tests that fill the buffer, see the module essay).
 //!
 //! [`Device::forget`]: flashlab_devices::Device::forget
 
@@ -170,6 +185,12 @@ pub const LOG_BUFFER_BYTES_DEFAULT: usize = 4 << 20;
 pub const LOG_BUFFER_BYTES_MIN: usize = 64 << 10;
 /// Largest log buffer accepted.
 pub const LOG_BUFFER_BYTES_MAX: usize = 16 << 20;
+/// An append under latches (a mini-transaction's record) forces the log
+/// only once the buffer holds this many times `buffer_bytes` (WAL-15):
+/// writers make room before they latch, so such an append only finds a
+/// buffer past its size when appends from writers already latched came in
+/// between.
+pub const LATCHED_BUFFER_FACTOR: usize = 2;
 /// How often the log is forced in the background under `no-sync`.
 pub const NO_SYNC_FLUSH_INTERVAL_NS: u64 = 10_000_000;
 /// Longest commit delay accepted (a longer one is surely a unit mistake).
@@ -310,6 +331,12 @@ pub struct LogStats {
     pub group_waits_filled: u64,
     pub group_waits_timed_out: u64,
     pub group_wait_ns_total: u64,
+    /// Forces made to empty a full log buffer: by a writer before it
+    /// latched anything (`room_forces`), and by an append under latches
+    /// that found the buffer at [`LATCHED_BUFFER_FACTOR`] times its size
+    /// (`latched_forces`, WAL-15).
+    pub room_forces: u64,
+    pub latched_forces: u64,
 }
 
 impl LogStats {
@@ -343,6 +370,8 @@ impl LogStats {
             group_waits_filled: self.group_waits_filled - earlier.group_waits_filled,
             group_waits_timed_out: self.group_waits_timed_out - earlier.group_waits_timed_out,
             group_wait_ns_total: self.group_wait_ns_total - earlier.group_wait_ns_total,
+            room_forces: self.room_forces - earlier.room_forces,
+            latched_forces: self.latched_forces - earlier.latched_forces,
         }
     }
 }
@@ -544,6 +573,10 @@ pub struct Wal {
     /// paths that only read them take no lock (WAL-12).
     failed_seen: std::sync::atomic::AtomicBool,
     image_horizon_seen: std::sync::atomic::AtomicU64,
+    /// Whether the buffer holds `buffer_bytes` or more, stored under the
+    /// state's lock wherever the buffer changes (WAL-15): writers look at
+    /// it before they latch, without the lock.
+    buffer_full_seen: std::sync::atomic::AtomicBool,
     /// A copy of `LogState::flushed_lsn`, likewise (WAL-12).
     flushed_seen: std::sync::atomic::AtomicU64,
     /// The real-world flusher's wait for its group (WAL-13).
@@ -715,6 +748,7 @@ impl Wal {
             old_master_race: std::sync::atomic::AtomicBool::new(false),
             failed_seen: std::sync::atomic::AtomicBool::new(false),
             image_horizon_seen: std::sync::atomic::AtomicU64::new(0),
+            buffer_full_seen: std::sync::atomic::AtomicBool::new(false),
             flushed_seen: std::sync::atomic::AtomicU64::new(end.end_lsn),
             group: group::GroupWait::default(),
             spinners: std::sync::atomic::AtomicUsize::new(0),
@@ -739,9 +773,39 @@ impl Wal {
 
     /// Append a record; returns its LSN and the LSN just past it.
     pub fn append(&self, txn: u64, prev_lsn: u64, body: Body) -> Result<(u64, u64)> {
-        let appended = self.append_at_horizon(None, txn, prev_lsn, body)?;
+        let appended = self.append_at_horizon(None, false, txn, prev_lsn, body)?;
         Ok(appended
             .unwrap_or_else(|_| unreachable!("a record without a horizon is always appended")))
+    }
+
+    /// [`Wal::append`] for a caller holding latches (a mini-transaction):
+    /// a full buffer does not make it force the log (WAL-15).
+    pub fn append_latched(&self, txn: u64, prev_lsn: u64, body: Body) -> Result<(u64, u64)> {
+        let appended = self.append_at_horizon(None, true, txn, prev_lsn, body)?;
+        Ok(appended
+            .unwrap_or_else(|_| unreachable!("a record without a horizon is always appended")))
+    }
+
+    /// Make room in the log buffer before taking any latch (WAL-15,
+    /// InnoDB's `log_free_check`): if the buffer is full, force it out
+    /// now, so that the appends of the latched work that follows do not.
+    /// One atomic load when the buffer has room.
+    pub fn make_buffer_room(&self) -> Result<()> {
+        use std::sync::atomic::Ordering;
+        while self.buffer_full_seen.load(Ordering::Acquire) {
+            let mut st = self.state.lock();
+            if let Some(failure) = &st.failed {
+                return Err(Error::LogFailed(failure.clone()));
+            }
+            if st.buf.len() < self.config.buffer_bytes {
+                return Ok(());
+            }
+            st.stats.room_forces += 1;
+            let end = st.end_lsn;
+            drop(st);
+            self.flush_to(end)?;
+        }
+        Ok(())
     }
 
     /// Append a record with page changes whose full-page images were chosen
@@ -755,12 +819,15 @@ impl Wal {
         prev_lsn: u64,
         body: Body,
     ) -> Result<std::result::Result<(u64, u64), Body>> {
-        self.append_at_horizon(Some(horizon_lsn), txn, prev_lsn, body)
+        self.append_at_horizon(Some(horizon_lsn), true, txn, prev_lsn, body)
     }
 
+    /// Append `body`, for the image horizon `horizon_lsn` if given;
+    /// `latched`: the caller holds latches (WAL-15).
     fn append_at_horizon(
         &self,
         horizon_lsn: Option<u64>,
+        latched: bool,
         txn: u64,
         prev_lsn: u64,
         body: Body,
@@ -794,7 +861,7 @@ impl Wal {
         };
         // The record goes to the append only if it proceeds.
         let mut unappended = Some(record);
-        let lsns = self.append_checked(size, reserve, proceed, |lsn, link| {
+        let lsns = self.append_checked(size, reserve, latched, proceed, |lsn, link| {
             LogRecord::relocate(&mut bytes, lsn, link);
             (unappended.take().expect("appended once"), bytes)
         })?;
@@ -805,6 +872,13 @@ impl Wal {
             }
             None => Ok(lsns),
         })
+    }
+
+    /// Store whether the buffer is full (WAL-15), under the state's lock.
+    fn note_buffer_len(&self, st: &LogState) {
+        let full = st.buf.len() >= self.config.buffer_bytes;
+        self.buffer_full_seen
+            .store(full, std::sync::atomic::Ordering::Release);
     }
 
     /// The horizon for full-page images now: a page whose LSN is at or
@@ -865,7 +939,7 @@ impl Wal {
         reserve: Reserve,
         make: impl FnOnce(u64, u64) -> (LogRecord, Vec<u8>),
     ) -> Result<(u64, u64)> {
-        self.append_checked(size, reserve, |_| true, make)
+        self.append_checked(size, reserve, false, |_| true, make)
     }
 
     /// Append a record of `size` bytes that `make(lsn, link)` builds, under
@@ -875,6 +949,7 @@ impl Wal {
         &self,
         size: usize,
         reserve: Reserve,
+        latched: bool,
         proceed: impl FnOnce(&mut LogState) -> bool,
         make: impl FnOnce(u64, u64) -> (LogRecord, Vec<u8>),
     ) -> Result<(u64, u64)> {
@@ -884,13 +959,22 @@ impl Wal {
                 record::RECORD_BYTES_MAX
             )));
         }
+        // WAL-15: under latches, only a buffer far past its size is forced.
+        let buffer_max = match latched {
+            true => self.config.buffer_bytes * LATCHED_BUFFER_FACTOR,
+            false => self.config.buffer_bytes,
+        };
         let mut st = loop {
-            let st = self.state.lock();
+            let mut st = self.state.lock();
             if let Some(failure) = &st.failed {
                 return Err(Error::LogFailed(failure.clone()));
             }
-            if st.buf.len() < self.config.buffer_bytes {
+            if st.buf.len() < buffer_max {
                 break st;
+            }
+            match latched {
+                true => st.stats.latched_forces += 1,
+                false => st.stats.room_forces += 1,
             }
             let end = st.end_lsn;
             drop(st);
@@ -909,6 +993,7 @@ impl Wal {
         );
         let end = lsn + bytes.len() as u64;
         st.buf.extend_from_slice(&bytes);
+        self.note_buffer_len(&st);
         st.end_lsn = end;
         st.last_record_lsn = lsn;
         track(&mut st, &self.installs, lsn, size as u64, &record);
