@@ -489,11 +489,10 @@ fn seeded_preemption_finds_the_old_master_failure_race() {
 /// with it every reader and writer of that leaf) waited for the log
 /// device's write and flush; in real TPC-B without fsync, during the burst
 /// of full-page images after a checkpoint, a client was traced asleep in
-/// such a force for 112 ms. Now a writer
-/// makes room before it latches anything. One transaction writes 4,000
-/// rows (about 30 times the smallest log buffer) with no commit record in
-/// between to force it: every force of the full buffer comes before a
-/// latch, none under one.
+/// such a force for 112 ms. Now a writer makes room before it latches
+/// anything. One transaction writes 4,000 rows (about 30 times the
+/// smallest log buffer) with no commit record in between to force it:
+/// every force of the full buffer comes before a latch, none under one.
 #[test]
 fn regression_a_full_log_buffer_is_forced_before_latching_not_under_latches() {
     sim(|_| {
