@@ -331,8 +331,9 @@ pub struct LogStats {
     pub group_waits_filled: u64,
     pub group_waits_timed_out: u64,
     pub group_wait_ns_total: u64,
-    /// Forces made to empty a full log buffer: by a writer before it
-    /// latched anything (`room_forces`), and by an append under latches
+    /// Forces made to empty a full log buffer: by a task holding no latch
+    /// (`room_forces`: a writer before it latches, or an unlatched append
+    /// such as a commit record), and by an append under latches
     /// that found the buffer at [`LATCHED_BUFFER_FACTOR`] times its size
     /// (`latched_forces`, WAL-15).
     pub room_forces: u64,
@@ -773,15 +774,23 @@ impl Wal {
 
     /// Append a record; returns its LSN and the LSN just past it.
     pub fn append(&self, txn: u64, prev_lsn: u64, body: Body) -> Result<(u64, u64)> {
-        let appended = self.append_at_horizon(None, false, txn, prev_lsn, body)?;
-        Ok(appended
-            .unwrap_or_else(|_| unreachable!("a record without a horizon is always appended")))
+        self.append_without_horizon(false, txn, prev_lsn, body)
     }
 
     /// [`Wal::append`] for a caller holding latches (a mini-transaction):
     /// a full buffer does not make it force the log (WAL-15).
     pub fn append_latched(&self, txn: u64, prev_lsn: u64, body: Body) -> Result<(u64, u64)> {
-        let appended = self.append_at_horizon(None, true, txn, prev_lsn, body)?;
+        self.append_without_horizon(true, txn, prev_lsn, body)
+    }
+
+    fn append_without_horizon(
+        &self,
+        latched: bool,
+        txn: u64,
+        prev_lsn: u64,
+        body: Body,
+    ) -> Result<(u64, u64)> {
+        let appended = self.append_at_horizon(None, latched, txn, prev_lsn, body)?;
         Ok(appended
             .unwrap_or_else(|_| unreachable!("a record without a horizon is always appended")))
     }
