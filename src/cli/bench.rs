@@ -543,7 +543,7 @@ fn print_log(r: &BenchReport) {
     );
     if r.log.room_forces + r.log.latched_forces > 0 {
         println!(
-            "log buffer full     {} forces before latching, {} under latches",
+            "log buffer full     {} forces with no latch held, {} under latches",
             r.log.room_forces, r.log.latched_forces
         );
     }
