@@ -54,6 +54,7 @@
 
 pub mod cpu;
 pub mod hostlock;
+pub mod hostrw;
 mod park;
 pub mod real;
 pub mod sim;

@@ -581,13 +581,14 @@ impl Drop for LatchGuard {
 /// exclusive holder. The worlds differ in fairness, not in meaning (SYNC-4):
 /// the simulated world queues requests in FIFO order and grants the front
 /// of the queue on release (a writer alone, or every reader up to the next
-/// writer), deterministically; the real world is a `parking_lot` `RwLock`
-/// (barging, a short spin, then park).
+/// writer), deterministically; the real world is a
+/// [`crate::hostrw::RawReaderSlots`]: readers count on per-core lines, so
+/// that shared holds on two cores do not move one line between them.
 #[derive(Default)]
 pub struct RwLatch {
     /// The simulated world's state and queue.
     state: std::sync::Mutex<RwState>,
-    real: parking_lot::RwLock<()>,
+    real: crate::hostrw::RawReaderSlots,
 }
 
 #[derive(Default)]
@@ -601,13 +602,17 @@ struct RwState {
 /// A shared hold of an [`RwLatch`]; released on drop.
 pub struct RwLatchReadGuard<'a> {
     latch: &'a RwLatch,
-    real: Option<parking_lot::RwLockReadGuard<'a, ()>>,
+    /// The real world's reader slot, given back on drop; `None` in the
+    /// simulated world.
+    real: Option<usize>,
 }
 
 /// The exclusive hold of an [`RwLatch`]; released on drop.
 pub struct RwLatchWriteGuard<'a> {
     latch: &'a RwLatch,
-    real: Option<parking_lot::RwLockWriteGuard<'a, ()>>,
+    /// The real world's hold, given back on drop; `None` in the
+    /// simulated world.
+    real: Option<crate::hostrw::WriteHold>,
 }
 
 impl RwLatch {
@@ -620,7 +625,7 @@ impl RwLatch {
         if !crate::sim::in_simulated_task() {
             return RwLatchReadGuard {
                 latch: self,
-                real: Some(self.real.read()),
+                real: Some(self.real.lock_shared()),
             };
         }
         self.acquire_simulated(false);
@@ -635,7 +640,7 @@ impl RwLatch {
         if !crate::sim::in_simulated_task() {
             return RwLatchWriteGuard {
                 latch: self,
-                real: Some(self.real.write()),
+                real: Some(self.real.lock_exclusive()),
             };
         }
         self.acquire_simulated(true);
@@ -708,16 +713,18 @@ impl RwLatch {
 
 impl Drop for RwLatchReadGuard<'_> {
     fn drop(&mut self) {
-        if self.real.take().is_none() {
-            self.latch.release_simulated(false);
+        match self.real.take() {
+            Some(slot) => self.latch.real.unlock_shared(slot),
+            None => self.latch.release_simulated(false),
         }
     }
 }
 
 impl Drop for RwLatchWriteGuard<'_> {
     fn drop(&mut self) {
-        if self.real.take().is_none() {
-            self.latch.release_simulated(true);
+        match self.real.take() {
+            Some(hold) => self.latch.real.unlock_exclusive(hold),
+            None => self.latch.release_simulated(true),
         }
     }
 }
