@@ -79,36 +79,33 @@ impl Guarded {
     }
 }
 
+/// A reader thread making `reads` shared holds races this thread's one
+/// exclusive hold; the values the reader saw, in order.
+fn reader_against_one_write(reads: usize) -> Vec<u64> {
+    let g = Guarded::new();
+    let reader = {
+        let g = g.clone();
+        thread::spawn(move || (0..reads).map(|_| g.read()).collect::<Vec<u64>>())
+    };
+    g.add_one();
+    let seen = reader.join().unwrap();
+    assert_eq!(g.read(), 1, "the writer's write is seen after it");
+    assert!(!g.latch.readers_in(), "HOSTRW-2: every slot back at zero");
+    seen
+}
+
 #[test]
 fn loom_model_a_reader_and_a_writer_exclude_each_other() {
     model(|| {
-        let g = Guarded::new();
-        let reader = {
-            let g = g.clone();
-            thread::spawn(move || g.read())
-        };
-        g.add_one();
-        let seen = reader.join().unwrap();
-        assert!(seen <= 1, "a reader saw {seen} writes of one");
-        assert_eq!(g.read(), 1, "the writer's write is seen after it");
-        assert!(!g.latch.readers_in(), "HOSTRW-2: every slot back at zero");
+        let seen = reader_against_one_write(1);
+        assert!(seen[0] <= 1, "a reader saw {seen:?} writes of one");
     });
 }
 
 #[test]
 fn loom_model_a_reader_twice_and_a_writer_exclude_each_other() {
     model(|| {
-        let g = Guarded::new();
-        let reader = {
-            let g = g.clone();
-            thread::spawn(move || (g.read(), g.read()))
-        };
-        g.add_one();
-        let (first, second) = reader.join().unwrap();
-        assert!(
-            first <= second && second <= 1,
-            "reads {first} then {second}"
-        );
-        assert!(!g.latch.readers_in(), "HOSTRW-2: every slot back at zero");
+        let seen = reader_against_one_write(2);
+        assert!(seen[0] <= seen[1] && seen[1] <= 1, "reads {seen:?}");
     });
 }
