@@ -54,7 +54,6 @@
 
 pub mod cpu;
 pub mod hostlock;
-pub mod hostrw;
 mod park;
 pub mod real;
 pub mod sim;

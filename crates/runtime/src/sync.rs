@@ -581,21 +581,13 @@ impl Drop for LatchGuard {
 /// exclusive holder. The worlds differ in fairness, not in meaning (SYNC-4):
 /// the simulated world queues requests in FIFO order and grants the front
 /// of the queue on release (a writer alone, or every reader up to the next
-/// writer), deterministically; the real world is a
-/// [`crate::hostrw::RawReaderSlots`]: readers count on per-core lines, so
-/// that shared holds on two cores do not move one line between them.
+/// writer), deterministically; the real world is a `parking_lot` `RwLock`
+/// (barging, a short spin, then park).
 #[derive(Default)]
 pub struct RwLatch {
-    sim: SimRwQueue,
-    real: crate::hostrw::RawReaderSlots,
-}
-
-/// The simulated world's reader-writer state and FIFO queue, shared by
-/// [`RwLatch`] and [`RwLock`] (which needs no reader slots: it is one per
-/// buffer frame).
-#[derive(Default)]
-struct SimRwQueue {
+    /// The simulated world's state and queue.
     state: std::sync::Mutex<RwState>,
+    real: parking_lot::RwLock<()>,
 }
 
 #[derive(Default)]
@@ -609,17 +601,13 @@ struct RwState {
 /// A shared hold of an [`RwLatch`]; released on drop.
 pub struct RwLatchReadGuard<'a> {
     latch: &'a RwLatch,
-    /// The real world's reader slot, given back on drop; `None` in the
-    /// simulated world.
-    real: Option<usize>,
+    real: Option<parking_lot::RwLockReadGuard<'a, ()>>,
 }
 
 /// The exclusive hold of an [`RwLatch`]; released on drop.
 pub struct RwLatchWriteGuard<'a> {
     latch: &'a RwLatch,
-    /// The real world's hold, given back on drop; `None` in the
-    /// simulated world.
-    real: Option<crate::hostrw::WriteHold>,
+    real: Option<parking_lot::RwLockWriteGuard<'a, ()>>,
 }
 
 impl RwLatch {
@@ -632,10 +620,10 @@ impl RwLatch {
         if !crate::sim::in_simulated_task() {
             return RwLatchReadGuard {
                 latch: self,
-                real: Some(self.real.lock_shared()),
+                real: Some(self.real.read()),
             };
         }
-        self.sim.acquire_simulated(false);
+        self.acquire_simulated(false);
         RwLatchReadGuard {
             latch: self,
             real: None,
@@ -647,18 +635,16 @@ impl RwLatch {
         if !crate::sim::in_simulated_task() {
             return RwLatchWriteGuard {
                 latch: self,
-                real: Some(self.real.lock_exclusive()),
+                real: Some(self.real.write()),
             };
         }
-        self.sim.acquire_simulated(true);
+        self.acquire_simulated(true);
         RwLatchWriteGuard {
             latch: self,
             real: None,
         }
     }
-}
 
-impl SimRwQueue {
     fn acquire_simulated(&self, exclusive: bool) {
         Rt::preempt_point();
         let waiter = {
@@ -722,33 +708,31 @@ impl SimRwQueue {
 
 impl Drop for RwLatchReadGuard<'_> {
     fn drop(&mut self) {
-        match self.real.take() {
-            Some(slot) => self.latch.real.unlock_shared(slot),
-            None => self.latch.sim.release_simulated(false),
+        if self.real.take().is_none() {
+            self.latch.release_simulated(false);
         }
     }
 }
 
 impl Drop for RwLatchWriteGuard<'_> {
     fn drop(&mut self) {
-        match self.real.take() {
-            Some(hold) => self.latch.real.unlock_exclusive(hold),
-            None => self.latch.sim.release_simulated(true),
+        if self.real.take().is_none() {
+            self.latch.release_simulated(true);
         }
     }
 }
 
 /// A reader-writer lock over a value: any number of shared guards, or one
 /// exclusive guard. The worlds differ in fairness, not in meaning (SYNC-4),
-/// as for [`RwLatch`], whose simulated queue it shares: FIFO grants in the
+/// as for [`RwLatch`], whose simulated queue it uses: FIFO grants in the
 /// simulated world; a `parking_lot` `RwLock` (barging, a short spin, then
 /// park) in the real world. In the simulated world the value's own
 /// `parking_lot` lock is taken only once the latch granted the request, so
 /// it never waits (SYNC-2).
 #[derive(Default)]
 pub struct RwLock<T> {
-    /// The simulated world's queue.
-    latch: SimRwQueue,
+    /// The simulated world's queue (its `real` half is unused).
+    latch: RwLatch,
     data: parking_lot::RwLock<T>,
 }
 
@@ -771,7 +755,7 @@ pub struct RwLockWriteGuard<'a, T> {
 impl<T> RwLock<T> {
     pub fn new(value: T) -> RwLock<T> {
         RwLock {
-            latch: SimRwQueue::default(),
+            latch: RwLatch::new(),
             data: parking_lot::RwLock::new(value),
         }
     }
@@ -843,23 +827,5 @@ impl<T> Drop for RwLockWriteGuard<'_, T> {
         if self.simulated {
             self.lock.latch.release_simulated(true);
         }
-    }
-}
-
-#[cfg(all(test, not(feature = "loom")))]
-mod tests {
-    use super::*;
-
-    /// The buffer pool keeps an [`RwLock`] per frame (65,536 in a 512 MB
-    /// pool), so it must not carry an [`RwLatch`]'s reader slots: with
-    /// them, a simulated TPC-B run's peak memory grew from 128 to 205 MB.
-    #[test]
-    fn an_rwlock_carries_no_reader_slots() {
-        let lock_bytes = std::mem::size_of::<RwLock<Vec<u8>>>();
-        let slots_bytes = std::mem::size_of::<crate::hostrw::RawReaderSlots>();
-        assert!(
-            lock_bytes < slots_bytes / 4,
-            "RwLock is {lock_bytes} bytes, reader slots {slots_bytes}"
-        );
     }
 }
