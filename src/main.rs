@@ -4,6 +4,21 @@
 //! as one line (`flashlab: error: ...`) with exit code 2; nothing the user
 //! types or any file's contents may cause a panic.
 
+// The standard library's printing macros panic when the write fails (a
+// closed pipe, a full disk). These replace them in the whole program, and
+// route every failure to `cli::output`, which stops the run cleanly.
+macro_rules! println {
+    () => { $crate::cli::output::stdout(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::cli::output::stdout(format_args!("{}\n", format_args!($($arg)*))) };
+}
+macro_rules! print {
+    ($($arg:tt)*) => { $crate::cli::output::stdout(format_args!($($arg)*)) };
+}
+macro_rules! eprintln {
+    () => { $crate::cli::output::stderr(format_args!("\n")) };
+    ($($arg:tt)*) => { $crate::cli::output::stderr(format_args!("{}\n", format_args!($($arg)*))) };
+}
+
 mod cli;
 
 use clap::Parser;

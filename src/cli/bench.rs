@@ -275,11 +275,7 @@ fn options(args: &Args) -> anyhow::Result<BenchOptions> {
         anyhow::anyhow!("--durability '{}' must be sync or no-sync", args.durability)
     })?;
     let config = match &args.config {
-        Some(path) => {
-            let text = std::fs::read_to_string(path)
-                .with_context(|| format!("--config {}", path.display()))?;
-            Some(DbConfig::from_toml(&text, &path.display().to_string())?)
-        }
+        Some(path) => Some(DbConfig::from_file(path)?),
         None => None,
     };
     if !(args.progress.is_finite() && args.progress >= 0.0) {
@@ -421,6 +417,11 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     }
     let mut options = options(&args)?;
     flashlab_lab::bench::validate(&options).map_err(anyhow::Error::msg)?;
+    let trace_out = args
+        .trace
+        .as_deref()
+        .map(|path| super::output::OutputFile::create("--trace", path))
+        .transpose()?;
     let _on_signal = on_signal(&mut options);
     let bar = progress_bar(&options);
     let bar_for_lines = bar.clone();
@@ -447,15 +448,22 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }
-    if let Some(path) = &args.trace {
-        let file =
-            std::fs::File::create(path).with_context(|| format!("--trace {}", path.display()))?;
-        write_flashlab_csv(&report.trace, std::io::BufWriter::new(file))?;
+    if let Some(mut out) = trace_out {
+        write_flashlab_csv(&report.trace, std::io::BufWriter::new(out.file()))?;
+        out.finish()?;
     }
     if args.json {
         super::print_json(&report)?;
     } else {
         print_summary(&report);
+    }
+    if let Some(failure) = &report.failure {
+        bail!(
+            "the run stopped after {:.1} of {:.1} measured seconds, {} transactions committed (warm-up included): {failure}",
+            report.duration_s,
+            options.duration_ns as f64 / NS_PER_S as f64,
+            report.run_transactions
+        );
     }
     if report.consistency != "ok" {
         bail!("CONSISTENCY VIOLATION: {}", report.consistency);
@@ -480,10 +488,14 @@ fn progress_bar(options: &BenchOptions) -> Option<indicatif::ProgressBar> {
 
 fn print_summary(r: &BenchReport) {
     println!("workload            {} ({} world)", r.workload, r.world);
-    println!(
-        "clients / cores     {} / {} at {:.2} GHz",
-        r.clients, r.cores, r.cpu_ghz
-    );
+    if r.world == "real" {
+        println!("clients             {} on this machine's cores", r.clients);
+    } else {
+        println!(
+            "clients / cores     {} / {} simulated at {:.2} GHz",
+            r.clients, r.cores, r.cpu_ghz
+        );
+    }
     println!(
         "devices             log {}, data {}; durability {}",
         r.log_device, r.data_device, r.durability
@@ -498,7 +510,9 @@ fn print_summary(r: &BenchReport) {
         "latency ms          p50 {:.3}  p95 {:.3}  p99 {:.3}  max {:.3}",
         l.p50, l.p95, l.p99, l.max
     );
-    println!("CPU utilization     {:.1}%", r.cpu_utilization * 100.0);
+    if r.world != "real" {
+        println!("CPU utilization     {:.1}%", r.cpu_utilization * 100.0);
+    }
     print_log(r);
     println!(
         "load                {:.1} s ({} world), {:.1} s host",

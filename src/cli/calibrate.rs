@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::Context;
 use flashlab_lab::calibrate::{Calibration, calibrate, in_use_ns};
 
 #[derive(clap::Args, Debug)]
@@ -27,6 +26,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     if !(1_000..=10_000_000).contains(&args.tuples) {
         anyhow::bail!("--tuples {}: must be 1,000 to 10,000,000", args.tuples);
     }
+    let out = super::output::OutputFile::create("--out", &args.out)?;
     let c = calibrate(args.rounds, args.tuples, |line| eprintln!("{line}"))
         .map_err(anyhow::Error::msg)?;
     println!(
@@ -58,9 +58,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.out.display()
         );
     }
-    let tmp = args.out.with_extension("partial");
-    std::fs::write(&tmp, &json).with_context(|| tmp.display().to_string())?;
-    std::fs::rename(&tmp, &args.out).with_context(|| args.out.display().to_string())?;
+    out.write_all_and_finish(&json)?;
     println!("wrote {}", args.out.display());
     Ok(())
 }

@@ -123,6 +123,8 @@ fn run_file(path: &std::path::Path, args: &Args) -> anyhow::Result<()> {
         queue_depth: args.queue_depth,
         seed: args.seed,
     };
+    // The test file did not exist before (checked above): a signal removes it.
+    let _on_signal = super::interrupt::remove_on_interrupt(path);
     let result =
         characterize_file(path, &options).with_context(|| format!("--file {}", path.display()))?;
     if args.json {

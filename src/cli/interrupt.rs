@@ -80,8 +80,14 @@ pub fn install() -> anyhow::Result<()> {
     Ok(())
 }
 
-/// Clean up and exit (on the signal thread).
-fn stop(signal: i32) -> ! {
+/// Held by the one caller that cleans up and exits; a second caller (a
+/// signal during a failed write, say) waits here until the process ends.
+static STOPPING: Mutex<()> = Mutex::new(());
+
+/// Stop the registered children, remove and name the registered paths:
+/// the clean-up every early exit shares. Returns what was removed and
+/// what was kept, each as one phrase.
+fn clean_up() -> (String, String) {
     let paths = match PATHS.lock() {
         Ok(paths) => paths.clone(),
         Err(poisoned) => poisoned.into_inner().clone(),
@@ -112,11 +118,6 @@ fn stop(signal: i32) -> ! {
             Fate::Keep => kept.push(path.display().to_string()),
         }
     }
-    let name = if signal == SIGINT {
-        "SIGINT"
-    } else {
-        "SIGTERM"
-    };
     let list = |v: &[String]| {
         if v.is_empty() {
             "nothing".to_string()
@@ -124,10 +125,46 @@ fn stop(signal: i32) -> ! {
             v.join(", ")
         }
     };
-    eprintln!(
-        "flashlab: interrupted by {name}: removed {}; kept {}",
-        list(&removed),
-        list(&kept)
-    );
+    (list(&removed), list(&kept))
+}
+
+/// Clean up and exit (on the signal thread).
+fn stop(signal: i32) -> ! {
+    let _stopping = STOPPING.lock();
+    let (removed, kept) = clean_up();
+    let name = if signal == SIGINT {
+        "SIGINT"
+    } else {
+        "SIGTERM"
+    };
+    // Written directly: a failed write here must not start another stop.
+    let line = format!("flashlab: interrupted by {name}: removed {removed}; kept {kept}\n");
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
     std::process::exit(128 + signal);
+}
+
+/// The reader of standard output went away: clean up and die of SIGPIPE,
+/// quietly, as `cat` does.
+pub fn stop_for_closed_pipe() -> ! {
+    let _stopping = STOPPING.lock();
+    let _ = clean_up();
+    // SAFETY: signal and raise take plain integers; restoring SIGPIPE's
+    // default action and raising it ends the process at once.
+    unsafe {
+        libc::signal(libc::SIGPIPE, libc::SIG_DFL);
+        libc::raise(libc::SIGPIPE);
+    }
+    std::process::exit(128 + libc::SIGPIPE);
+}
+
+/// Output could not be written: clean up, say so in one line, exit 2.
+pub fn stop_for_error(problem: &str) -> ! {
+    let _stopping = STOPPING.lock();
+    let (removed, kept) = clean_up();
+    let line = match (removed.as_str(), kept.as_str()) {
+        ("nothing", "nothing") => format!("flashlab: error: {problem}\n"),
+        _ => format!("flashlab: error: {problem}; removed {removed}; kept {kept}\n"),
+    };
+    let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
+    std::process::exit(2);
 }

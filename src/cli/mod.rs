@@ -7,6 +7,7 @@ mod characterize;
 mod check;
 mod devices;
 pub mod interrupt;
+pub mod output;
 mod plot;
 mod query;
 mod replay;

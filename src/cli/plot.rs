@@ -18,11 +18,12 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    let out = super::output::OutputFile::create("--out", &args.out)?;
     let records = read_flashlab_file(&args.trace)?;
     let title = args
         .title
         .unwrap_or_else(|| format!("I/O pattern of {}", args.trace.display()));
-    plot_trace(&records, &title, &args.out)
+    plot_trace(&records, &title, out.tmp_path())
         .map_err(|e| anyhow::anyhow!("--out {}: {e}", args.out.display()))?;
-    Ok(())
+    out.finish()
 }

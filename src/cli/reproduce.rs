@@ -2,7 +2,6 @@
 
 use std::path::PathBuf;
 
-use anyhow::bail;
 use flashlab_lab::reproduce::{ReproduceOptions, reproduce};
 
 #[derive(clap::Args, Debug)]
@@ -22,12 +21,7 @@ pub struct Args {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
-    if args.out.exists() && !args.out.is_dir() {
-        bail!(
-            "--out {}: exists and is not a directory",
-            args.out.display()
-        );
-    }
+    super::output::check_dir("--out", &args.out)?;
     let options = ReproduceOptions {
         quick: args.quick,
         seed: args.seed,

@@ -1,8 +1,7 @@
 //! `flashlab trace convert|summary|generate`
 
-use std::fs::File;
 use std::io::{BufWriter, Write};
-use std::path::{Path, PathBuf};
+use std::path::PathBuf;
 use std::sync::Arc;
 
 use anyhow::{Context, bail};
@@ -14,6 +13,8 @@ use flashlab_devices::trace::formats::{
 };
 use flashlab_devices::trace::summary::{render_table, summarize};
 use flashlab_devices::{Space, TraceRecord};
+
+use super::output::OutputFile;
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
@@ -77,8 +78,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             to,
             out,
         } => {
+            let output = OutputFile::create("--out", &out)?;
             let requests = read_trace_file(&input, from)?;
-            write_requests(&requests, to, &out)
+            write_stream(requests.into_iter(), to, output)
         }
         Command::Summary { input, json } => {
             let records = read_flashlab_file(&input)?;
@@ -114,6 +116,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 iops,
                 span_bytes,
             )?;
+            let output = OutputFile::create("--out", &out)?;
             let requests = random_requests(
                 seed,
                 count,
@@ -122,7 +125,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
                 span_bytes,
                 iops,
             );
-            write_stream(requests, to, &out)
+            write_stream(requests, to, output)
         }
     }
 }
@@ -132,24 +135,18 @@ pub const TRACE_REQUESTS_MAX: u64 = 1_000_000_000;
 /// Largest address range of a generated trace, in GB (1 PB).
 pub const SPAN_GB_MAX: u64 = 1 << 20;
 
-fn write_requests(requests: &[TraceRequest], to: TraceFormat, out: &Path) -> anyhow::Result<()> {
-    write_stream(requests.iter().copied(), to, out)
-}
-
-/// Write to a temporary name, then rename: no half-written output. The
-/// requests are written as they come, never held.
+/// Write `requests` to `output` as they come (never held), then rename it
+/// over its path: no half-written output.
 fn write_stream(
     requests: impl Iterator<Item = TraceRequest>,
     to: TraceFormat,
-    out: &Path,
+    mut output: OutputFile,
 ) -> anyhow::Result<()> {
-    let tmp = out.with_extension("partial");
     if !matches!(to, TraceFormat::Mqsim | TraceFormat::Flashlab) {
         bail!("cannot write {to} traces (write flashlab or mqsim)");
     }
-    let file = File::create(&tmp).with_context(|| format!("--out {}", tmp.display()))?;
-    let _on_signal = super::interrupt::remove_on_interrupt(&tmp);
-    let mut w = BufWriter::new(file);
+    let out = output.path().to_path_buf();
+    let mut w = BufWriter::new(output.file());
     let written = match to {
         TraceFormat::Mqsim => write_mqsim_stream(requests, &mut w).map_err(anyhow::Error::from),
         _ => {
@@ -167,10 +164,7 @@ fn write_stream(
         }
     };
     let finished = written.and_then(|()| w.flush().map_err(anyhow::Error::from));
-    if let Err(e) = finished {
-        let _ = std::fs::remove_file(&tmp);
-        return Err(e.context(format!("--out {}", out.display())));
-    }
-    std::fs::rename(&tmp, out).with_context(|| format!("--out {}", out.display()))?;
-    Ok(())
+    drop(w);
+    finished.with_context(|| format!("--out {}", out.display()))?;
+    output.finish()
 }

@@ -102,11 +102,28 @@ fn bad(path: &Path, problem: impl Into<String>) -> DeviceError {
     }
 }
 
+/// Longest time a description may give one device operation (a page
+/// read, a program, an erase, a seek, the controller's overhead): one
+/// second, a thousand times a slow disk's seek, and small enough that a
+/// run's sums of such times cannot overflow.
+pub const OPERATION_NS_MAX: u64 = 1_000_000_000;
+
+/// `value` in units of `scale` nanoseconds, checked against
+/// [`OPERATION_NS_MAX`].
 fn ns(path: &Path, what: &str, value: f64, scale: f64) -> Result<u64, DeviceError> {
-    if !value.is_finite() || value < 0.0 || value * scale > 1e15 {
+    if !value.is_finite() || value < 0.0 {
         return Err(bad(
             path,
-            format!("{what} = {value} is not a sensible non-negative number"),
+            format!("{what} = {value} is not a non-negative number"),
+        ));
+    }
+    if value * scale > OPERATION_NS_MAX as f64 {
+        return Err(bad(
+            path,
+            format!(
+                "{what} = {value} is more than the limit of {} s for one operation",
+                OPERATION_NS_MAX / 1_000_000_000
+            ),
         ));
     }
     Ok((value * scale).round() as u64)
@@ -129,14 +146,11 @@ pub fn build_from_file(path: &Path) -> Result<Box<dyn DeviceModel>, DeviceError>
         op: "read",
         source,
     };
-    let len = std::fs::metadata(path).map_err(io)?.len();
-    if len > SPEC_BYTES_MAX {
-        return Err(bad(
-            path,
-            format!("{len} bytes is too large for a device description"),
-        ));
-    }
-    let text = std::fs::read_to_string(path).map_err(io)?;
+    let text = match flashlab_runtime::text::read_text_file(path, SPEC_BYTES_MAX) {
+        Ok(text) => text,
+        Err(flashlab_runtime::text::TextFileError::Io(e)) => return Err(io(e)),
+        Err(e) => return Err(bad(path, format!("{e} for a device description"))),
+    };
     build_from_toml(&text, path)
 }
 

@@ -161,6 +161,14 @@ pub struct CpuCosts {
     pub commit_ns: u64,
 }
 
+/// Largest configuration file read (a whole database's layout is a few KB).
+pub const CONFIG_BYTES_MAX: u64 = 1 << 20;
+/// Largest CPU cost of one operation (one second): far above any real
+/// statement's, and low enough that sums over a run cannot overflow.
+pub const CPU_COST_NS_MAX: u64 = 1_000_000_000;
+/// Longest interval or delay a configuration may set (one day).
+pub const INTERVAL_NS_MAX: u64 = 86_400_000_000_000;
+
 /// Clock of the CPU the costs were calibrated on (lee2008 section 3).
 pub const REFERENCE_CPU_GHZ: f64 = 1.86;
 /// CPU time of one SQL statement at the reference clock (see [`CpuCosts`]).
@@ -181,6 +189,7 @@ impl Default for CpuCosts {
 impl CpuCosts {
     /// The same work on a CPU clocked at `ghz` (costs scale with 1/clock).
     pub fn at_ghz(&self, ghz: f64) -> CpuCosts {
+        // `as` saturates: a cost at the limit on a slow clock stays finite.
         let scale = |ns: u64| (ns as f64 * REFERENCE_CPU_GHZ / ghz.max(0.01)).round() as u64;
         CpuCosts {
             begin_ns: scale(self.begin_ns),
@@ -189,6 +198,25 @@ impl CpuCosts {
             scan_row_ns: scale(self.scan_row_ns),
             commit_ns: scale(self.commit_ns),
         }
+    }
+
+    /// Check every cost against [`CPU_COST_NS_MAX`], naming the key.
+    pub fn validate(&self) -> Result<()> {
+        let costs = [
+            ("begin_ns", self.begin_ns),
+            ("get_ns", self.get_ns),
+            ("put_ns", self.put_ns),
+            ("scan_row_ns", self.scan_row_ns),
+            ("commit_ns", self.commit_ns),
+        ];
+        for (key, ns) in costs {
+            if ns > CPU_COST_NS_MAX {
+                return Err(Error::Config(format!(
+                    "[cpu] {key} = {ns} is more than the limit of {CPU_COST_NS_MAX} ns"
+                )));
+            }
+        }
+        Ok(())
     }
 
     /// No CPU charges (for tests and loading).
@@ -309,12 +337,24 @@ impl DbConfig {
         }
     }
 
-    /// Parse TOML; `source` names the input in errors.
+    /// Parse TOML; `source` names the input in every error.
     pub fn from_toml(text: &str, source: &str) -> Result<DbConfig> {
         let config: DbConfig = toml::from_str(text)
             .map_err(|e| Error::Config(format!("{source}: {}", e.message())))?;
-        config.validate()?;
+        config.validate().map_err(|e| match e {
+            Error::Config(problem) => Error::Config(format!("{source}: {problem}")),
+            other => other,
+        })?;
         Ok(config)
+    }
+
+    /// Read and parse the configuration file at `path` (at most
+    /// [`CONFIG_BYTES_MAX`]).
+    pub fn from_file(path: &std::path::Path) -> Result<DbConfig> {
+        let shown = path.display().to_string();
+        let text = flashlab_runtime::text::read_text_file(path, CONFIG_BYTES_MAX)
+            .map_err(|e| Error::Config(format!("{shown}: {e}")))?;
+        DbConfig::from_toml(&text, &shown)
     }
 
     /// Check everything that can be checked without devices.
@@ -381,6 +421,18 @@ impl DbConfig {
             }
         }
         validate_buffers(&self.data)?;
+        self.cpu.validate()?;
+        for (key, ns) in [
+            ("checkpoint_interval_ns", self.checkpoint_interval_ns),
+            ("writer_interval_ns", self.writer_interval_ns),
+            ("[mvcc] retention_ns", self.mvcc.retention_ns),
+        ] {
+            if ns > INTERVAL_NS_MAX {
+                return Err(Error::Config(format!(
+                    "{key} = {ns} is more than the limit of {INTERVAL_NS_MAX} ns (a day)"
+                )));
+            }
+        }
         self.wal.validate()
     }
 

@@ -324,6 +324,10 @@ pub struct BenchReport {
     /// What each data space's page store wrote from the end of the load to
     /// the end of the run (warm-up included), by space.
     pub data_stores: Vec<StoreReport>,
+    /// The error that stopped the run before its end (the figures above
+    /// are as far as it got), or none.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
     #[serde(skip)]
     pub trace: Vec<TraceRecord>,
 }
@@ -877,6 +881,9 @@ fn bench_real(
     let rt = RealRuntime::new(options.seed);
     let _enter = RealRuntime::enter(&rt);
     let existing = options.keep && dir.join(MANIFEST_FILE).exists();
+    if let Some(path) = &options.acks {
+        check_acks_path(path)?;
+    }
     let db_dir = if options.keep {
         dir.to_path_buf()
     } else {
@@ -885,37 +892,73 @@ fn bench_real(
         fresh
     };
     let config = real_config(options);
-    let acks = match &options.acks {
-        Some(path) => Some(ack_sink(path)?),
-        None => None,
-    };
-    let mut created = false;
+    let (mut created, mut loaded) = (false, false);
     let result = (|| {
         if !existing {
             Database::create_dir(&db_dir, &config).map_err(|e| e.to_string())?;
             created = true;
         }
         let db = Database::open_dir(&db_dir, &config).map_err(|e| e.to_string())?;
-        let report = run_on(&db, options, "real", None, existing, acks, progress)?;
-        db.close().map_err(|e| e.to_string())?;
-        Ok(report)
+        let acks = options.acks.as_deref().map(ack_sink).transpose()?;
+        let workload = build_workload(options)?;
+        let load = load_phase(&db, workload.as_ref(), options, existing)?;
+        loaded = true;
+        let run = Run {
+            world: "real",
+            tracer: None,
+            acks,
+        };
+        let report = run_loaded(&db, options, &workload, &load, run, progress)?;
+        match db.close() {
+            // A failed run's database refuses a clean close; the report
+            // already names the failure, and recovery mends the rest.
+            Err(_) if report.failure.is_some() => Ok(report),
+            Err(e) => Err(e.to_string()),
+            Ok(()) => Ok(report),
+        }
     })();
     if !options.keep {
         let _ = std::fs::remove_dir_all(&db_dir);
-    } else if created && result.is_err() {
-        // A database this run created and could not load is of no use, and
-        // would make every retry continue on it: remove it.
-        match flashlab_engine::db::dir::remove_created(&db_dir) {
-            Ok(()) => {}
-            Err(e) => return result.map_err(|r| format!("{r} (and removing it: {e})")),
+    } else if created && !loaded {
+        // A database this run created and could not load holds nothing
+        // acknowledged, and would make every retry continue on it. Once
+        // loaded, a database is the user's: never removed, whatever fails.
+        if let Err(problem) = result {
+            return Err(match flashlab_engine::db::dir::remove_created(&db_dir) {
+                Ok(()) => format!(
+                    "{problem}; removed the half-loaded database in {} (nothing was acknowledged in it)",
+                    db_dir.display()
+                ),
+                Err(e) => format!("{problem} (and removing the half-loaded database: {e})"),
+            });
         }
     }
     result
 }
 
+/// `--acks PATH`, before any database is made: its directory must exist.
+fn check_acks_path(path: &Path) -> Result<(), String> {
+    let parent = match path.parent() {
+        Some(p) if !p.as_os_str().is_empty() => p,
+        _ => Path::new("."),
+    };
+    match std::fs::metadata(path) {
+        Ok(meta) if !meta.is_file() => {
+            Err(format!("--acks {}: not a regular file", path.display()))
+        }
+        _ if !parent.is_dir() => Err(format!(
+            "--acks {}: no directory {}",
+            path.display(),
+            parent.display()
+        )),
+        _ => Ok(()),
+    }
+}
+
 /// Appends acknowledged ids to `path`, one line each, written (not
 /// buffered) as each arrives: a process killed right after an
-/// acknowledgement has it in the file.
+/// acknowledgement has it in the file. The file is evidence: a failed
+/// write fails the run (the driver stops it).
 fn ack_sink(path: &Path) -> Result<AckSink, String> {
     use std::io::Write;
     let file = std::fs::OpenOptions::new()
@@ -924,11 +967,11 @@ fn ack_sink(path: &Path) -> Result<AckSink, String> {
         .open(path)
         .map_err(|e| format!("--acks {}: {e}", path.display()))?;
     let file = std::sync::Mutex::new(file);
+    let shown = path.display().to_string();
     Ok(Arc::new(move |id: i64| {
-        let mut file = file.lock().expect("acks file");
-        // A failed write loses an acknowledgement from the file, which can
-        // only make a later check more lenient, never wrong.
-        let _ = file.write_all(format!("{id}\n").as_bytes());
+        let mut file = file.lock().unwrap_or_else(|p| p.into_inner());
+        file.write_all(format!("{id}\n").as_bytes())
+            .map_err(|e| format!("--acks {shown}: acknowledged commit {id} not recorded: {e}"))
     }))
 }
 
@@ -1032,10 +1075,43 @@ fn run_on(
     acks: Option<AckSink>,
     progress: impl FnMut(&Progress) + Send,
 ) -> Result<BenchReport, String> {
-    let workload: Arc<dyn flashlab_workloads::Workload> =
-        Arc::from(build(&options.workload, &workload_options(options)).ok_or("unknown workload")?);
+    let workload = build_workload(options)?;
     let loaded = load_phase(db, workload.as_ref(), options, existing)?;
-    if let Some(t) = tracer {
+    let run = Run {
+        world,
+        tracer,
+        acks,
+    };
+    run_loaded(db, options, &workload, &loaded, run, progress)
+}
+
+/// The workload `options` name.
+fn build_workload(options: &BenchOptions) -> Result<Arc<dyn flashlab_workloads::Workload>, String> {
+    let workload =
+        build(&options.workload, &workload_options(options)).ok_or("unknown workload")?;
+    Ok(Arc::from(workload))
+}
+
+/// Where a loaded run goes: its world, its tracer, its acknowledgements.
+struct Run<'a> {
+    world: &'a str,
+    tracer: Option<&'a Tracer>,
+    acks: Option<AckSink>,
+}
+
+/// Run the clients on a loaded database and build the report. A run a
+/// client's failure stopped is reported as far as it got, with the
+/// failure ([`BenchReport::failure`]) and without the consistency check,
+/// which a failed database cannot answer.
+fn run_loaded(
+    db: &Database,
+    options: &BenchOptions,
+    workload: &Arc<dyn flashlab_workloads::Workload>,
+    loaded: &Loaded,
+    run: Run<'_>,
+    progress: impl FnMut(&Progress) + Send,
+) -> Result<BenchReport, String> {
+    if let Some(t) = run.tracer {
         t.set_enabled(true);
     }
     let run_config = RunConfig {
@@ -1049,35 +1125,31 @@ fn run_on(
         db,
         workload.clone(),
         &run_config,
-        acks,
+        run.acks,
         progress,
-    )
-    .map_err(|e| e.to_string())?;
+    );
     let run_host_seconds = run_host.elapsed().as_secs_f64();
-    if let Some(t) = tracer {
+    if let Some(t) = run.tracer {
         t.set_enabled(false);
     }
     let committed_total = result.committed_total;
-    let consistency = match workload
-        .check(db, loaded.earlier + committed_total)
-        .map_err(|e| e.to_string())?
-    {
-        Ok(()) => "ok".to_string(),
-        Err(violation) => violation,
+    let consistency = match &result.failure {
+        Some(_) => "not checked: the run failed".to_string(),
+        None => match workload
+            .check(db, loaded.earlier + committed_total)
+            .map_err(|e| e.to_string())?
+        {
+            Ok(()) => "ok".to_string(),
+            Err(violation) => violation,
+        },
     };
-    let trace = tracer.map(|t| t.records()).unwrap_or_default();
-    let mut report = report(
-        options,
-        world,
-        result,
-        consistency,
-        workload.departures(),
-        trace,
-    );
+    let trace = run.tracer.map(|t| t.records()).unwrap_or_default();
+    let departures = workload.departures();
+    let mut report = report(options, run.world, result, consistency, departures, trace);
     report.rollback = db.stats().rollback;
     report.run_host_seconds = run_host_seconds;
     report.run_transactions = committed_total;
-    add_store_reports(&mut report, db, &loaded, committed_total);
+    add_store_reports(&mut report, db, loaded, committed_total);
     (report.load_seconds, report.load_host_seconds) = match &options.image {
         Some(image) => (image.load_seconds, image.load_host_seconds),
         None => (loaded.seconds, loaded.host_seconds),
@@ -1189,6 +1261,7 @@ fn report(
         host_seconds: 0.0,
         run_host_seconds: 0.0,
         run_transactions: 0,
+        failure: r.failure,
         data_stores: Vec::new(),
         trace,
     }

@@ -58,6 +58,7 @@ mod park;
 pub mod real;
 pub mod sim;
 pub mod sync;
+pub mod text;
 
 use std::cell::{Cell, RefCell};
 use std::sync::Arc;

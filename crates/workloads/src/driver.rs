@@ -127,6 +127,12 @@ pub struct RunResult {
     /// Every transaction committed, warm-up included (for consistency checks).
     pub committed_total: u64,
     pub progress: Vec<Progress>,
+    /// The error that stopped the run early, if one did: a client's
+    /// transaction failed in a way no retry mends (the database entered
+    /// its failed state, a space is full). The run's other figures say how
+    /// far it got: measured time is then the time until the failure.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub failure: Option<String>,
 }
 
 #[derive(Default)]
@@ -144,28 +150,43 @@ fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, LATENCY_US_MAX, 3).expect("valid histogram bounds")
 }
 
-/// Told of every acknowledged transaction's id ([`Workload::transaction_acked`]).
-pub type AckSink = Arc<dyn Fn(i64) + Send + Sync>;
+/// Told of every acknowledged transaction's id ([`Workload::transaction_acked`]);
+/// an error (the id could not be recorded) stops the run as a client's
+/// failure does.
+pub type AckSink = Arc<dyn Fn(i64) -> std::result::Result<(), String> + Send + Sync>;
+
+/// How often the real world's driver looks for a failed client while it
+/// waits for the run's end (the simulated world looks at each progress
+/// line, so that a run's events do not depend on it).
+const FAILURE_POLL_NS: u64 = 50_000_000;
 
 /// Run `config.clients` clients of `workload` on `db` (from a runtime task).
+/// A client's failure is an error.
 pub fn run(
     db: &Database,
     workload: Arc<dyn Workload>,
     config: &RunConfig,
     progress: impl FnMut(&Progress) + Send,
 ) -> Result<RunResult> {
-    run_with_acks(db, workload, config, None, progress)
+    let result = run_with_acks(db, workload, config, None, progress);
+    match result.failure {
+        Some(failure) => Err(flashlab_engine::Error::Invalid(format!(
+            "a client failed: {failure}"
+        ))),
+        None => Ok(result),
+    }
 }
 
 /// [`run`], telling `acks` the id of every transaction acknowledged, right
-/// after its commit returned.
+/// after its commit returned. A client's failure stops every client and
+/// ends the run at once; the result names it ([`RunResult::failure`]).
 pub fn run_with_acks(
     db: &Database,
     workload: Arc<dyn Workload>,
     config: &RunConfig,
     acks: Option<AckSink>,
     mut progress: impl FnMut(&Progress) + Send,
-) -> Result<RunResult> {
+) -> RunResult {
     let rt = Rt::current();
     let start_ns = rt.now_ns();
     let measure_ns = start_ns + config.warmup_ns;
@@ -178,7 +199,7 @@ pub fn run_with_acks(
     let clients: Vec<_> = (0..config.clients.clamp(1, CLIENTS_MAX))
         .map(|client| spawn_client(&rt, db, &workload, client, end_ns, &shared, &acks))
         .collect();
-    rt.sleep_until(measure_ns);
+    sleep_unless_failed(&rt, measure_ns, &shared);
     workload.measuring(true);
     let (log_start, cpu_start) = begin_measuring(db, &rt, &shared);
     let progress_lines = report_progress(
@@ -189,7 +210,8 @@ pub fn run_with_acks(
         workload.as_ref(),
         &mut progress,
     );
-    rt.sleep_until(end_ns);
+    sleep_unless_failed(&rt, end_ns, &shared);
+    let stopped_ns = rt.now_ns().clamp(measure_ns, end_ns);
     let log_end = db.wal().stats();
     let cpu_end = rt.cpu_report();
     shared.lock().expect("shared").measuring = false;
@@ -198,14 +220,9 @@ pub fn run_with_acks(
         client.join();
     }
     let shared = shared.lock().expect("shared");
-    if let Some(failure) = &shared.failure {
-        return Err(flashlab_engine::Error::Invalid(format!(
-            "a client failed: {failure}"
-        )));
-    }
-    let measured_s = config.duration_ns as f64 / NS_PER_S as f64;
+    let measured_s = (stopped_ns - measure_ns) as f64 / NS_PER_S as f64;
     let (utilization, per_core) = cpu_between(&cpu_start, &cpu_end);
-    Ok(RunResult {
+    RunResult {
         workload: workload.name().to_string(),
         clients: config.clients,
         committed: shared.committed,
@@ -218,7 +235,27 @@ pub fn run_with_acks(
         log: LogSummary::from_stats(&log_end.since(&log_start)),
         committed_total: shared.committed_total,
         progress: progress_lines,
-    })
+        failure: shared.failure.clone(),
+    }
+}
+
+/// True once a client has failed.
+fn failed(shared: &Mutex<Shared>) -> bool {
+    shared.lock().expect("shared").failure.is_some()
+}
+
+/// Sleep until `deadline_ns`; in the real world, return early once a
+/// client has failed.
+fn sleep_unless_failed(rt: &Rt, deadline_ns: u64, shared: &Mutex<Shared>) {
+    if rt.world() != flashlab_runtime::World::Real {
+        if !failed(shared) {
+            rt.sleep_until(deadline_ns);
+        }
+        return;
+    }
+    while !failed(shared) && rt.now_ns() < deadline_ns {
+        rt.sleep_until(deadline_ns.min(rt.now_ns() + FAILURE_POLL_NS));
+    }
 }
 
 fn spawn_client(
@@ -239,17 +276,26 @@ fn spawn_client(
     );
     rt.spawn(&format!("client{client}"), move || {
         let mut rng = task_rt.fork_rng();
-        while task_rt.now_ns() < end_ns {
+        while task_rt.now_ns() < end_ns && !failed(&shared) {
             let started_ns = task_rt.now_ns();
             let outcome = match &acks {
                 None => workload.transaction(&db, client, &mut rng).map(|()| None),
                 Some(_) => workload.transaction_acked(&db, client, &mut rng),
             };
+            let recorded = match (&acks, &outcome) {
+                (Some(acks), Ok(Some(id))) => acks(*id),
+                _ => Ok(()),
+            };
+            if let Err(problem) = recorded {
+                shared
+                    .lock()
+                    .expect("shared")
+                    .failure
+                    .get_or_insert(problem);
+                return;
+            }
             match outcome {
-                Ok(id) => {
-                    if let (Some(acks), Some(id)) = (&acks, id) {
-                        acks(id);
-                    }
+                Ok(_) => {
                     let latency_us = ((task_rt.now_ns() - started_ns) / 1_000).max(1);
                     let mut s = shared.lock().expect("shared");
                     s.committed_total += 1;
@@ -306,7 +352,10 @@ fn report_progress(
     let mut tick_ns = measure_ns;
     while tick_ns + config.progress_interval_ns <= end_ns {
         tick_ns += config.progress_interval_ns;
-        rt.sleep_until(tick_ns);
+        sleep_unless_failed(rt, tick_ns, shared);
+        if failed(shared) {
+            break;
+        }
         let mut s = shared.lock().expect("shared");
         let committed = s.committed;
         let interval = s.interval.as_mut().expect("interval histogram");

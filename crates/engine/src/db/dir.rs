@@ -124,19 +124,20 @@ impl Manifest {
     /// Read and check `DIR/flashlab.manifest`.
     pub fn read(dir: &Path) -> Result<Option<Manifest>> {
         let path = dir.join(MANIFEST_FILE);
-        let meta = match std::fs::metadata(&path) {
-            Ok(meta) => meta,
-            Err(e) if e.kind() == std::io::ErrorKind::NotFound => return Ok(None),
-            Err(e) => return Err(io(&path, e)),
+        use flashlab_runtime::text::{TextFileError, read_text_file};
+        let text = match read_text_file(&path, MANIFEST_BYTES_MAX) {
+            Ok(text) => text,
+            Err(TextFileError::Io(e)) if e.kind() == std::io::ErrorKind::NotFound => {
+                return Ok(None);
+            }
+            Err(TextFileError::Io(e)) => return Err(io(&path, e)),
+            Err(e) => {
+                return Err(Error::Open(format!(
+                    "{}: {e} for a manifest",
+                    path.display()
+                )));
+            }
         };
-        if meta.len() > MANIFEST_BYTES_MAX {
-            return Err(Error::Open(format!(
-                "{}: {} bytes is too large for a manifest",
-                path.display(),
-                meta.len()
-            )));
-        }
-        let text = std::fs::read_to_string(&path).map_err(|e| io(&path, e))?;
         let manifest: Manifest = toml::from_str(&text)
             .map_err(|e| Error::Open(format!("{}: {}", path.display(), e.message())))?;
         if manifest.format_version != DIR_FORMAT_VERSION {

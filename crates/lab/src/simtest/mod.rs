@@ -1295,10 +1295,14 @@ fn run_batch(
             .map(|seed| run_seed_with(seed, workload, store))
             .collect();
     }
-    let next = std::sync::atomic::AtomicU64::new(seeds.start);
+    // Workers take an index into the range, not a seed: the index grows
+    // past the range's length by at most one a worker, so it cannot wrap
+    // even when the range ends at u64::MAX.
+    let taken = std::sync::atomic::AtomicU64::new(0);
+    let count = seeds.end - seeds.start;
     let take = || {
-        let seed = next.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
-        (seed < seeds.end).then_some(seed)
+        let index = taken.fetch_add(1, std::sync::atomic::Ordering::Relaxed);
+        (index < count).then(|| seeds.start + index)
     };
     let mut reports: Vec<SeedReport> = std::thread::scope(|scope| {
         let workers: Vec<_> = (0..jobs)
