@@ -61,12 +61,30 @@ fn cut(message: &str) -> String {
     }
 }
 
+/// The error and its causes on one line, each cause once: an error whose
+/// own text already ends with its source's (a file error that names the
+/// OS error) does not print that source again.
+fn one_line(error: &anyhow::Error) -> String {
+    let mut message = String::new();
+    for cause in error.chain() {
+        let text = cause.to_string().replace('\n', " ");
+        if message.contains(&text) {
+            continue;
+        }
+        if !message.is_empty() {
+            message.push_str(": ");
+        }
+        message.push_str(&text);
+    }
+    message
+}
+
 fn main() {
     tune_allocator();
     let args = cli::Cli::parse();
     let result = cli::interrupt::install().and_then(|()| cli::run(args));
     if let Err(error) = result {
-        let message = format!("{error:#}").replace('\n', " ");
+        let message = one_line(&error);
         eprintln!("flashlab: error: {}", cut(&message));
         std::process::exit(2);
     }

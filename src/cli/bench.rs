@@ -14,7 +14,7 @@ const DEFAULT_CLIENTS: u32 = 20;
 /// Largest log accepted by `--log-mb` (1 TiB).
 const LOG_MB_MAX: u64 = 1 << 20;
 
-use anyhow::{Context, bail};
+use anyhow::bail;
 use flashlab_devices::trace::formats::write_flashlab_csv;
 use flashlab_engine::{DbConfig, Durability};
 use std::sync::{Arc, Mutex};
@@ -31,33 +31,33 @@ pub struct Args {
     /// Clients running transactions back to back (default 20).
     #[arg(long)]
     clients: Option<u32>,
-    /// tpcc: warehouses.
-    #[arg(long, default_value_t = 1)]
-    warehouses: u32,
+    /// tpcc: warehouses (default 1).
+    #[arg(long)]
+    warehouses: Option<u32>,
     /// tpcc: terminals (the clients; default 10 per warehouse).
     #[arg(long)]
     terminals: Option<u32>,
-    /// tpcc: percent of new-order, payment, order-status, delivery, stock-level.
-    #[arg(long, default_value = "45,43,4,4,4")]
-    mix: String,
-    /// tpcc: items and stock rows per warehouse (the specification's 100,000).
-    #[arg(long, default_value_t = flashlab_workloads::tpcc::ITEMS)]
-    items: u32,
-    /// tpcc: customers and initial orders per district (the specification's 3,000).
-    #[arg(long, default_value_t = flashlab_workloads::tpcc::CUSTOMERS_PER_DISTRICT)]
-    customers_per_district: u32,
+    /// tpcc: percent of new-order, payment, order-status, delivery, stock-level (default 45,43,4,4,4).
+    #[arg(long)]
+    mix: Option<String>,
+    /// tpcc: items and stock rows per warehouse (default the specification's 100,000).
+    #[arg(long)]
+    items: Option<u32>,
+    /// tpcc: customers and initial orders per district (default the specification's 3,000).
+    #[arg(long)]
+    customers_per_district: Option<u32>,
     /// tpcc: keying and think times (off by default: maximum throughput).
     #[arg(long)]
     think: bool,
-    /// tpcc: divide keying and think times by this (a scaled-down study).
-    #[arg(long, default_value_t = 1.0)]
-    think_divisor: f64,
+    /// tpcc with --think: divide keying and think times by this (a scaled-down study; default 1).
+    #[arg(long)]
+    think_divisor: Option<f64>,
     /// tpcc: terminals work on the first N of the loaded warehouses (default all).
-    #[arg(long, default_value_t = 0)]
-    active_warehouses: u32,
+    #[arg(long)]
+    active_warehouses: Option<u32>,
     /// tpcc: database connections the terminals share, as DBT2's 20 (default: one per terminal).
-    #[arg(long, default_value_t = 0)]
-    connections: u32,
+    #[arg(long)]
+    connections: Option<u32>,
     /// Simulated CPU cores.
     #[arg(long, default_value_t = 2)]
     cores: u32,
@@ -70,19 +70,21 @@ pub struct Args {
     /// Warm-up before measuring.
     #[arg(long, default_value = "1s")]
     warmup: String,
+    /// Device of the log: a preset of `flashlab devices` (simulated world).
     #[arg(long, default_value = "ssd-2008")]
     log_device: String,
+    /// Device of the data spaces: a preset of `flashlab devices` (simulated world).
     #[arg(long, default_value = "memory")]
     data_device: String,
     /// Device of the rollback space (MVCC before-images).
     #[arg(long, default_value = "memory")]
     rollback_device: String,
-    /// TPC-B branches (update-commit: thousands of rows).
-    #[arg(long, default_value_t = 1)]
-    scale: u32,
-    /// TPC-B accounts per branch (the specification's 100,000 by default).
-    #[arg(long, default_value_t = flashlab_workloads::tpcb::ACCOUNTS_PER_BRANCH)]
-    accounts_per_branch: u32,
+    /// tpcb: branches; update-commit: thousands of rows (default 1).
+    #[arg(long)]
+    scale: Option<u32>,
+    /// tpcb: accounts per branch (default the specification's 100,000).
+    #[arg(long)]
+    accounts_per_branch: Option<u32>,
     /// Data page size in bytes.
     #[arg(long, default_value_t = 8192)]
     page_bytes: usize,
@@ -281,26 +283,8 @@ fn options(args: &Args) -> anyhow::Result<BenchOptions> {
     if !(args.progress.is_finite() && args.progress >= 0.0) {
         bail!("--progress must be a number of seconds");
     }
-    let tpcc = flashlab_workloads::tpcc::TpccOptions {
-        warehouses: args.warehouses,
-        items: args.items,
-        customers_per_district: args.customers_per_district,
-        mix: flashlab_workloads::tpcc::Mix::parse(&args.mix).map_err(anyhow::Error::msg)?,
-        think: args.think,
-        think_divisor: args.think_divisor,
-        active_warehouses: args.active_warehouses,
-        connections: args.connections,
-        seed: args.seed,
-    };
-    let clients = match (args.workload.as_str(), args.terminals, args.clients) {
-        ("tpcc", Some(_), Some(_)) => bail!("--clients: give tpcc --terminals instead"),
-        ("tpcc", terminals, clients) => terminals.or(clients).unwrap_or_else(|| {
-            tpcc.active()
-                .saturating_mul(flashlab_workloads::tpcc::TERMINALS_PER_WAREHOUSE)
-        }),
-        (_, Some(_), _) => bail!("--terminals needs the tpcc workload (others take --clients)"),
-        (_, None, clients) => clients.unwrap_or(DEFAULT_CLIENTS),
-    };
+    let tpcc = tpcc_options(args)?;
+    let clients = clients(args, &tpcc)?;
     Ok(BenchOptions {
         workload: args.workload.clone(),
         clients,
@@ -312,8 +296,10 @@ fn options(args: &Args) -> anyhow::Result<BenchOptions> {
         log_device: args.log_device.clone(),
         data_device: args.data_device.clone(),
         rollback_device: args.rollback_device.clone(),
-        scale: args.scale,
-        accounts_per_branch: args.accounts_per_branch,
+        scale: args.scale.unwrap_or(1),
+        accounts_per_branch: args
+            .accounts_per_branch
+            .unwrap_or(flashlab_workloads::tpcb::ACCOUNTS_PER_BRANCH),
         page_bytes: args.page_bytes,
         buffer_bytes: buffer_bytes(args.buffer_mb)?,
         durability,
@@ -351,6 +337,98 @@ fn options(args: &Args) -> anyhow::Result<BenchOptions> {
         write_through: on_off("--write-through", &args.write_through)?,
         cleaning: args.cleaning.as_deref().map(parse_cleaning).transpose()?,
     })
+}
+
+/// Flags of one workload given to another are refused, naming the flag:
+/// a flag that silently does nothing misleads whoever reads the command.
+fn refuse_irrelevant(args: &Args) -> anyhow::Result<()> {
+    let workload = args.workload.as_str();
+    let tpcc_only = [
+        ("--warehouses", args.warehouses.is_some()),
+        ("--mix", args.mix.is_some()),
+        ("--items", args.items.is_some()),
+        (
+            "--customers-per-district",
+            args.customers_per_district.is_some(),
+        ),
+        ("--think", args.think),
+        ("--active-warehouses", args.active_warehouses.is_some()),
+        ("--connections", args.connections.is_some()),
+        ("--terminals", args.terminals.is_some()),
+    ];
+    for (flag, given) in tpcc_only {
+        if given && workload != "tpcc" {
+            bail!("{flag} is an option of the tpcc workload, not of {workload}");
+        }
+    }
+    let operator_only = [
+        ("--size", args.size.is_some()),
+        ("--memory", args.memory.is_some()),
+        ("--cluster", args.cluster.is_some()),
+        ("--gnu-sort", args.gnu_sort),
+        ("--read-ahead", args.read_ahead),
+    ];
+    let operator = super::bench_ops::WORKLOADS.contains(&workload);
+    for (flag, given) in operator_only {
+        if given && !operator {
+            bail!(
+                "{flag} is an option of the temp-space operators (sort, hash-join, merge-join), not of {workload}"
+            );
+        }
+    }
+    if args.think_divisor.is_some() && !args.think {
+        bail!("--think-divisor divides the think times of --think, which is not given");
+    }
+    if args.accounts_per_branch.is_some() && workload != "tpcb" {
+        bail!("--accounts-per-branch is an option of the tpcb workload, not of {workload}");
+    }
+    if args.scale.is_some() && workload == "tpcc" {
+        bail!("--scale is not an option of tpcc (give --warehouses)");
+    }
+    if args.clients.is_some() && workload == "tpcc" {
+        bail!("--clients: give tpcc --terminals instead");
+    }
+    Ok(())
+}
+
+/// TPC-C's options from the command line, defaults where not given.
+fn tpcc_options(args: &Args) -> anyhow::Result<flashlab_workloads::tpcc::TpccOptions> {
+    use flashlab_workloads::tpcc::{CUSTOMERS_PER_DISTRICT, ITEMS, Mix, TpccOptions};
+    Ok(TpccOptions {
+        warehouses: args.warehouses.unwrap_or(1),
+        items: args.items.unwrap_or(ITEMS),
+        customers_per_district: args
+            .customers_per_district
+            .unwrap_or(CUSTOMERS_PER_DISTRICT),
+        mix: Mix::parse(args.mix.as_deref().unwrap_or("45,43,4,4,4"))
+            .map_err(anyhow::Error::msg)?,
+        think: args.think,
+        think_divisor: args.think_divisor.unwrap_or(1.0),
+        active_warehouses: args.active_warehouses.unwrap_or(0),
+        connections: args.connections.unwrap_or(0),
+        seed: args.seed,
+    })
+}
+
+/// The run's clients: --clients, or tpcc's --terminals (default 10 for
+/// each active warehouse, which must then be within the driver's limit).
+fn clients(args: &Args, tpcc: &flashlab_workloads::tpcc::TpccOptions) -> anyhow::Result<u32> {
+    use flashlab_workloads::driver::CLIENTS_MAX;
+    use flashlab_workloads::tpcc::TERMINALS_PER_WAREHOUSE;
+    if args.workload != "tpcc" {
+        return Ok(args.clients.unwrap_or(DEFAULT_CLIENTS));
+    }
+    if let Some(terminals) = args.terminals {
+        return Ok(terminals);
+    }
+    let terminals = u64::from(tpcc.active()) * u64::from(TERMINALS_PER_WAREHOUSE);
+    if terminals > u64::from(CLIENTS_MAX) {
+        bail!(
+            "--warehouses {} means {terminals} terminals ({TERMINALS_PER_WAREHOUSE} a warehouse), more than the limit of {CLIENTS_MAX}: give --terminals, or --active-warehouses",
+            tpcc.warehouses
+        );
+    }
+    Ok(terminals as u32)
 }
 
 /// `--isolation`: read-committed or snapshot.
@@ -401,6 +479,7 @@ fn on_off(flag: &str, value: &str) -> anyhow::Result<bool> {
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
+    refuse_irrelevant(&args)?;
     if super::bench_ops::WORKLOADS.contains(&args.workload.as_str()) {
         return super::bench_ops::run(super::bench_ops::OpsArgs {
             workload: args.workload,
@@ -423,7 +502,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         .map(|path| super::output::OutputFile::create("--trace", path))
         .transpose()?;
     let _on_signal = on_signal(&mut options);
-    let bar = progress_bar(&options);
+    let bar = progress_bar(&mut options);
     let bar_for_lines = bar.clone();
     let quiet = args.json;
     let report = bench(&options, move |p| {
@@ -471,7 +550,13 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     Ok(())
 }
 
-fn progress_bar(options: &BenchOptions) -> Option<indicatif::ProgressBar> {
+/// How often a terminal's progress bar is redrawn while nothing else moves
+/// it (the load, which reports no steps).
+const BAR_TICK: std::time::Duration = std::time::Duration::from_millis(200);
+
+/// On a terminal: a bar of the measured time, which says "loading" (with
+/// the host time passing) until the load ends, as pgbench's -i does.
+fn progress_bar(options: &mut BenchOptions) -> Option<indicatif::ProgressBar> {
     if !std::io::stderr().is_terminal() || options.progress_interval_ns == 0 {
         return None;
     }
@@ -479,10 +564,19 @@ fn progress_bar(options: &BenchOptions) -> Option<indicatif::ProgressBar> {
     let bar = indicatif::ProgressBar::new(tenths);
     bar.set_style(
         indicatif::ProgressStyle::with_template(
-            "{bar:40} {pos}/{len} tenths of a second ({elapsed} host)",
+            "{spinner} {msg:8} {bar:40} {pos}/{len} tenths of a second ({elapsed} host)",
         )
         .unwrap_or_else(|_| indicatif::ProgressStyle::default_bar()),
     );
+    bar.set_message("loading");
+    bar.enable_steady_tick(BAR_TICK);
+    let (loaded_bar, earlier) = (bar.clone(), options.on_loaded.take());
+    options.on_loaded = Some(LoadedHook(Arc::new(move || {
+        if let Some(hook) = &earlier {
+            (hook.0)();
+        }
+        loaded_bar.set_message("running");
+    })));
     Some(bar)
 }
 

@@ -17,6 +17,7 @@ use flashlab_runtime::RealRuntime;
 pub struct Args {
     /// The database directory.
     dir: PathBuf,
+    /// The table to read (an unknown name lists the tables).
     #[arg(long)]
     table: String,
     /// A commit timestamp to read as of.
@@ -29,8 +30,10 @@ pub struct Args {
     /// Keys starting with this text.
     #[arg(long)]
     prefix: Option<String>,
+    /// Most rows shown (the total is counted whatever the limit).
     #[arg(long, default_value_t = 100)]
     limit: usize,
+    /// Print one JSON object instead of text.
     #[arg(long)]
     json: bool,
 }
@@ -117,14 +120,43 @@ fn key_text(schema: &Schema, row: &[Value]) -> String {
     schema
         .key()
         .iter()
-        .map(|&i| match (&row[i], schema.columns()[i].ty) {
-            (Value::Int(v), _) => v.to_string(),
-            (Value::Str(s), _) => s.clone(),
-            (Value::Decimal(v), Type::Decimal { scale }) => decimal_text(*v, scale),
-            (other, _) => format!("{other:?}"),
-        })
+        .map(|&i| value_text(&row[i], schema.columns()[i].ty))
         .collect::<Vec<_>>()
         .join(",")
+}
+
+/// One value as `--key` takes it: an integer, a decimal with its scale's
+/// digits (12.50), or the text itself.
+fn value_text(value: &Value, ty: Type) -> String {
+    match (value, ty) {
+        (Value::Decimal(v), Type::Decimal { scale }) => decimal_text(*v, scale),
+        (Value::Int(v) | Value::Decimal(v), _) => v.to_string(),
+        (Value::Str(s), _) => s.clone(),
+    }
+}
+
+/// A typed row as text: `column=value`, comma-separated.
+fn row_text(schema: &Schema, row: &[Value]) -> String {
+    schema
+        .columns()
+        .iter()
+        .zip(row)
+        .map(|(c, v)| format!("{}={}", c.name, value_text(v, c.ty)))
+        .collect::<Vec<_>>()
+        .join(", ")
+}
+
+/// A typed row as a JSON object: integers as numbers, decimals as their
+/// text (exact), strings as strings.
+fn row_json(schema: &Schema, row: &[Value]) -> serde_json::Value {
+    let fields = schema.columns().iter().zip(row).map(|(c, v)| {
+        let value = match v {
+            Value::Int(i) => serde_json::Value::from(*i),
+            other => serde_json::Value::from(value_text(other, c.ty)),
+        };
+        (c.name.clone(), value)
+    });
+    serde_json::Value::Object(fields.collect())
 }
 
 /// 1250 at scale 2 is "12.50" (what [`parse_decimal`] reads back).
@@ -141,6 +173,42 @@ fn decimal_text(value: i64, scale: u8) -> String {
 
 fn text(bytes: &[u8]) -> String {
     String::from_utf8_lossy(bytes).into_owned()
+}
+
+/// One row as `query` shows it: its key, and its value as text and JSON.
+struct ShownRow {
+    key: String,
+    text: String,
+    json: serde_json::Value,
+}
+
+/// Decode one stored row; a row that does not decode is damage, reported
+/// as an error (never shown as if it were a value).
+fn shown_row(
+    table: &str,
+    schema: Option<&Schema>,
+    key: &[u8],
+    value: &[u8],
+) -> anyhow::Result<ShownRow> {
+    let Some(schema) = schema else {
+        let shown = text(value);
+        return Ok(ShownRow {
+            key: text(key),
+            json: serde_json::Value::from(shown.clone()),
+            text: shown,
+        });
+    };
+    let row = schema.decode_row(value).map_err(|e| {
+        anyhow::anyhow!(
+            "table {table}: the row of key {} does not decode: {e}",
+            cut(&text(key))
+        )
+    })?;
+    Ok(ShownRow {
+        key: key_text(schema, &row),
+        text: row_text(schema, &row),
+        json: row_json(schema, &row),
+    })
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -166,20 +234,18 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let snapshot = txn.snapshot_ts();
     txn.commit()?;
     let schema = table.def().schema.clone();
-    let shown: Vec<(String, String)> = rows
+    let shown = rows
         .iter()
         .take(args.limit)
-        .map(|(k, v)| match &schema {
-            Some(s) => match s.decode_row(v) {
-                Ok(row) => (key_text(s, &row), format!("{row:?}")),
-                Err(e) => (text(k), format!("<{e}>")),
-            },
-            None => (text(k), text(v)),
-        })
-        .collect();
+        .map(|(k, v)| shown_row(&args.table, schema.as_ref(), k, v))
+        .collect::<anyhow::Result<Vec<ShownRow>>>()?;
     if args.json {
+        let rows_json: Vec<_> = shown
+            .iter()
+            .map(|r| serde_json::json!([r.key, r.json]))
+            .collect();
         super::print_json(
-            &serde_json::json!({"table": args.table, "snapshot_ts": snapshot, "rows": shown, "total": rows.len()}),
+            &serde_json::json!({"table": args.table, "snapshot_ts": snapshot, "rows": rows_json, "total": rows.len()}),
         )?;
     } else {
         println!(
@@ -187,8 +253,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.table,
             rows.len()
         );
-        for (k, v) in &shown {
-            println!("{k}\t{v}");
+        for row in &shown {
+            println!("{}\t{}", row.key, row.text);
         }
     }
     db.close()?;

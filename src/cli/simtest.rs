@@ -11,12 +11,12 @@ use flashlab_lab::simtest::{self, SeedReport, Summary};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// How many seeds to run.
-    #[arg(long, default_value_t = 100)]
-    seeds: u64,
-    /// The first seed of the run.
-    #[arg(long, default_value_t = 0)]
-    first: u64,
+    /// How many seeds to run (default 100).
+    #[arg(long)]
+    seeds: Option<u64>,
+    /// The first seed of the run (default 0).
+    #[arg(long)]
+    first: Option<u64>,
     /// Run this one seed and describe it (replays a failure exactly).
     #[arg(long)]
     seed: Option<u64>,
@@ -42,6 +42,8 @@ pub struct Args {
 
 /// Exit code when a seed fails (bad input exits 2).
 pub const EXIT_FAILED: i32 = 1;
+/// Seeds a run takes when --seeds is not given.
+const SEEDS_DEFAULT: u64 = 100;
 /// Most seeds one run may ask for.
 pub const SEEDS_MAX: u64 = 100_000_000;
 
@@ -59,13 +61,15 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             args.store
         );
     };
-    if args.seeds == 0 || args.seeds > SEEDS_MAX {
-        bail!("--seeds must be 1 to {SEEDS_MAX}");
-    }
-    let (first, seeds) = match args.seed {
-        Some(seed) => (seed, 1),
-        None => (args.first, args.seeds),
+    let (first, seeds) = match (args.seed, args.first, args.seeds) {
+        (Some(_), Some(_), _) => bail!("--first: --seed runs one seed; give one or the other"),
+        (Some(_), _, Some(_)) => bail!("--seeds: --seed runs one seed; give one or the other"),
+        (Some(seed), None, None) => (seed, 1),
+        (None, first, seeds) => (first.unwrap_or(0), seeds.unwrap_or(SEEDS_DEFAULT)),
     };
+    if seeds == 0 || seeds > SEEDS_MAX {
+        bail!("--seeds {seeds} must be 1 to {SEEDS_MAX}");
+    }
     if first.checked_add(seeds).is_none() {
         bail!(
             "--first {first} with --seeds {seeds}: seeds end below {}; at most {} seeds from there",

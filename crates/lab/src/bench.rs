@@ -390,6 +390,36 @@ fn validate_size(options: &BenchOptions) -> Result<(), String> {
     Ok(())
 }
 
+/// Raw NAND is for an In-Page Logging data space only: the log and the
+/// rollback space overwrite their sectors, which program-once flash
+/// without an FTL cannot do.
+fn validate_log_devices(options: &BenchOptions) -> Result<(), String> {
+    let mut devices = vec![
+        ("--log-device", options.log_device.clone()),
+        ("--rollback-device", options.rollback_device.clone()),
+    ];
+    if let Some(config) = &options.config {
+        devices.push(("--config [log] device", config.log.device.clone()));
+        let others = [
+            ("--config [rollback] device", &config.rollback),
+            ("--config [temp] device", &config.temp),
+        ];
+        for (key, space) in others {
+            if let Some(space) = space {
+                devices.push((key, space.device.clone()));
+            }
+        }
+    }
+    for (flag, device) in devices {
+        if presets::is_raw_nand(&device) {
+            return Err(format!(
+                "{flag} {device} is raw NAND (program-once, erase units): only an In-Page Logging data space can use it; give the log and rollback space an SSD, a disk or memory"
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// Log segment sizes `--ipl-log-segment-kb` accepts.
 pub const IPL_LOG_SEGMENT_KB_ALLOWED: [u64; 4] = [4, 8, 16, 32];
 
@@ -483,6 +513,7 @@ pub fn validate(options: &BenchOptions) -> Result<(), String> {
     }
     validate_size(options)?;
     validate_store(options)?;
+    validate_log_devices(options)?;
     if options.real_dir.is_none() {
         for device in [
             &options.log_device,
@@ -512,8 +543,13 @@ pub fn validate(options: &BenchOptions) -> Result<(), String> {
 
 fn validate_tpcc(options: &BenchOptions) -> Result<(), String> {
     options.tpcc.validate()?;
-    if options.keep {
-        return Err("--keep: the tpcc workload cannot continue on an existing database".into());
+    if let Some(dir) = options.real_dir.as_ref().filter(|_| options.keep) {
+        if dir.join(MANIFEST_FILE).exists() {
+            return Err(format!(
+                "--keep: {} holds a database, and the tpcc workload cannot continue on one (it loads a fresh database)",
+                dir.display()
+            ));
+        }
     }
     let schemas = flashlab_workloads::tpcc::schema::all();
     let tables: Vec<&str> = schemas.iter().map(|(name, _)| *name).collect();
@@ -564,8 +600,16 @@ fn validate_tpcc(options: &BenchOptions) -> Result<(), String> {
         .unwrap_or(0);
     let needed = entry_bytes(widest);
     if flashlab_engine::btree::max_entry_bytes(page_bytes) < needed {
+        let whose = match &options.config {
+            Some(c) => {
+                let space = c.data.iter().find(|d| d.page_bytes == page_bytes);
+                let name = space.map_or("?", |d| d.name.as_str());
+                format!("--config: data space '{name}' has pages of {page_bytes} bytes, which is")
+            }
+            None => format!("--page-bytes {page_bytes} is"),
+        };
         return Err(format!(
-            "--page-bytes {page_bytes} is too small for TPC-C's rows ({needed} bytes per entry)"
+            "{whose} too small for TPC-C's rows ({needed} bytes per entry)"
         ));
     }
     Ok(())

@@ -1046,18 +1046,20 @@ impl Wal {
         }
         st.stats.log_full += 1;
         self.checkpoint_wanted.request();
-        let holder = st
-            .active
-            .values()
-            .min_by_key(|t| t.first_lsn)
-            .filter(|t| t.first_lsn <= st.start_lsn);
-        let why = match holder {
-            Some(t) => format!(
+        // A checkpoint can move the log start up to the oldest open
+        // transaction's first record, no further: name that transaction.
+        let oldest = st.active.values().min_by_key(|t| t.first_lsn);
+        let why = match oldest {
+            Some(t) if t.first_lsn <= st.start_lsn => format!(
                 "transaction {} started at LSN {} holds the log",
                 t.public.txn, t.first_lsn
             ),
+            Some(t) => format!(
+                "the log start at LSN {} waits for a checkpoint, which can free the log only up to LSN {}, where the oldest open transaction {} started",
+                st.start_lsn, t.first_lsn, t.public.txn
+            ),
             None => format!(
-                "the log start at LSN {} waits for a checkpoint",
+                "the log start at LSN {} waits for a checkpoint (no transaction is open)",
                 st.start_lsn
             ),
         };
