@@ -232,6 +232,155 @@ const ROWS: &[Row] = &[
         exit: 2,
         message: &["not a flashlab database"],
     },
+    // Issue 42: limits on files read, costs and times.
+    Row {
+        what: "a configuration file that never ends",
+        args: &["bench", "update-commit", "--config", "/dev/zero"],
+        files: &[],
+        exit: 2,
+        message: &["/dev/zero", "limit of 1048576 bytes"],
+    },
+    Row {
+        what: "a CPU cost that would overflow",
+        args: &["bench", "update-commit", "--config", "{dir}/cpu.toml"],
+        files: &[(
+            "cpu.toml",
+            "[[data]]\nname = \"data\"\npage_bytes = 8192\ndevice = \"memory\"\n\n\
+             [log]\ndevice = \"memory\"\n\n[cpu]\ncommit_ns = 18446744073709551615\n",
+        )],
+        exit: 2,
+        message: &["cpu.toml", "[cpu] commit_ns", "limit"],
+    },
+    Row {
+        what: "a configuration error names the file as well as the space",
+        args: &["bench", "update-commit", "--config", "{dir}/buf.toml"],
+        files: &[(
+            "buf.toml",
+            "[[data]]\nname = \"tables\"\npage_bytes = 8192\nbuffer_bytes = 8192\n\
+             device = \"memory\"\n\n[log]\ndevice = \"memory\"\n",
+        )],
+        exit: 2,
+        message: &["buf.toml", "data space 'tables'"],
+    },
+    Row {
+        what: "a device time that would overflow",
+        args: &["bench", "tpcb", "--log-device", "{dir}/slow.toml"],
+        files: &[(
+            "slow.toml",
+            "kind = \"ssd\"\nname = \"slow\"\nchannels = 2\nchips_per_channel = 1\n\
+             dies_per_chip = 1\nplanes_per_die = 1\nblocks_per_plane = 64\npage_bytes = 4096\n\
+             erase_unit_bytes = 262144\nover_provisioning = 0.1\npage_read_us = 50.0\n\
+             page_program_us = 500.0\nblock_erase_ms = 3.0\nchannel_mb_s = 200.0\n\
+             host_mb_s = 300.0\ncontroller_overhead_us = 1e12\n",
+        )],
+        exit: 2,
+        message: &["slow.toml", "controller_overhead_us", "limit"],
+    },
+    // Issue 42: messages that name the option the user gave.
+    Row {
+        what: "more warehouses than default terminals allow",
+        args: &["bench", "tpcc", "--warehouses", "1001"],
+        files: &[],
+        exit: 2,
+        message: &["--warehouses 1001", "terminals"],
+    },
+    Row {
+        what: "a configured data space too small for TPC-C",
+        args: &["bench", "tpcc", "--config", "{dir}/stock.toml"],
+        files: &[(
+            "stock.toml",
+            "[[data]]\nname = \"data\"\npage_bytes = 8192\ndevice = \"memory\"\n\n\
+             [[data]]\nname = \"stock\"\npage_bytes = 2048\ndevice = \"memory\"\n\n\
+             [log]\ndevice = \"memory\"\n",
+        )],
+        exit: 2,
+        message: &["--config", "data space 'stock'", "2048"],
+    },
+    Row {
+        what: "raw NAND as the log device",
+        args: &["bench", "tpcb", "--log-device", "nand-k9wag08u1a"],
+        files: &[],
+        exit: 2,
+        message: &["--log-device nand-k9wag08u1a", "raw NAND"],
+    },
+    Row {
+        what: "raw NAND as the rollback device",
+        args: &["bench", "tpcb", "--rollback-device", "nand-k9wag08u1a"],
+        files: &[],
+        exit: 2,
+        message: &["--rollback-device nand-k9wag08u1a", "raw NAND"],
+    },
+    Row {
+        what: "an acks path in no directory leaves no scratch directory",
+        args: &[
+            "bench",
+            "tpcb",
+            "--real",
+            "{dir}",
+            "--acks",
+            "{dir}/no/such/acks",
+        ],
+        files: &[],
+        exit: 2,
+        message: &["--acks", "no directory"],
+    },
+    Row {
+        what: "an unreadable config file is named once",
+        args: &["bench", "tpcb", "--config", "{dir}/missing.toml"],
+        files: &[],
+        exit: 2,
+        message: &["missing.toml", "No such file or directory"],
+    },
+    // Issue 42: a flag of another workload, or without the flag it needs.
+    Row {
+        what: "--think-divisor without --think",
+        args: &["bench", "tpcc", "--think-divisor", "3"],
+        files: &[],
+        exit: 2,
+        message: &["--think-divisor", "--think"],
+    },
+    Row {
+        what: "--scale on tpcc",
+        args: &["bench", "tpcc", "--scale", "3"],
+        files: &[],
+        exit: 2,
+        message: &["--scale", "tpcc"],
+    },
+    Row {
+        what: "--warehouses on tpcb",
+        args: &["bench", "tpcb", "--warehouses", "3"],
+        files: &[],
+        exit: 2,
+        message: &["--warehouses", "tpcb"],
+    },
+    Row {
+        what: "--accounts-per-branch on update-commit",
+        args: &["bench", "update-commit", "--accounts-per-branch", "5"],
+        files: &[],
+        exit: 2,
+        message: &["--accounts-per-branch", "update-commit"],
+    },
+    Row {
+        what: "--size on tpcb",
+        args: &["bench", "tpcb", "--size", "1GB"],
+        files: &[],
+        exit: 2,
+        message: &["--size", "tpcb"],
+    },
+    Row {
+        what: "--seeds with --seed",
+        args: &["simtest", "--seed", "3", "--seeds", "10"],
+        files: &[],
+        exit: 2,
+        message: &["--seeds", "--seed"],
+    },
+    Row {
+        what: "--first with --seed",
+        args: &["simtest", "--seed", "3", "--first", "10"],
+        files: &[],
+        exit: 2,
+        message: &["--first", "--seed"],
+    },
 ];
 
 fn run(row: &Row) {
@@ -354,4 +503,56 @@ fn query_finds_integer_keys_and_an_unknown_table_lists_the_tables() {
         &common::flashlab(&["query", &d, "--table", "nope"]),
         &["'nope'", "tables: accounts, notes"],
     );
+    // Rows as column=value, not Rust's debug format; JSON rows as objects.
+    let out = common::flashlab(&["query", &d, "--table", "accounts"]);
+    let text = common::stdout(&out);
+    assert!(text.contains("42\tid=42, balance=42.00"), "{text}");
+    assert!(!text.contains("Int("), "{text}");
+    let row = &json["rows"][0][1];
+    assert_eq!(row["id"], -7);
+    assert_eq!(row["balance"], "-7.00");
+}
+
+/// Every option of every command says what it is for in `-h`.
+#[test]
+fn every_option_has_help_text() {
+    let commands = [
+        "reproduce",
+        "bench",
+        "devices",
+        "characterize",
+        "replay",
+        "trace convert",
+        "trace summary",
+        "trace generate",
+        "plot",
+        "check",
+        "query",
+        "simtest",
+        "calibrate",
+    ];
+    for command in commands {
+        let mut args: Vec<&str> = command.split(' ').collect();
+        args.push("-h");
+        let help = common::stdout(&common::flashlab(&args));
+        let lines: Vec<&str> = help.lines().collect();
+        let indent = |l: &str| l.len() - l.trim_start().len();
+        for (i, line) in lines.iter().enumerate() {
+            let option = line.trim_start();
+            if !option.starts_with("--") || option.starts_with("--help") {
+                continue;
+            }
+            // The description follows on the same line, or (when clap
+            // lays long help out below the flags) on the next, indented.
+            let same_line = option
+                .split_once("  ")
+                .is_some_and(|(_, d)| !d.trim().is_empty());
+            let below = lines.get(i + 1).is_some_and(|next| {
+                !next.trim().is_empty()
+                    && !next.trim_start().starts_with('-')
+                    && indent(next) > indent(line)
+            });
+            assert!(same_line || below, "{command}: no help for '{option}'");
+        }
+    }
 }

@@ -95,13 +95,13 @@ pub struct Args {
     /// layout (see `flashlab devices` and ARCHITECTURE.md).
     #[arg(long, value_name = "STORE")]
     data_store: Option<String>,
-    /// --data-store ipl: KB of each erase unit's log segment (4, 8, 16 or 32; default 8).
+    /// With --data-store ipl: KB of each erase unit's log segment (4, 8, 16 or 32; default 8).
     #[arg(long, value_name = "KB")]
     ipl_log_segment_kb: Option<u64>,
-    /// --data-store ipl: on (lee2007: a commit forces the space; restart needs no redo of its pages) or off (commits durable by the WAL; restart redoes them).
+    /// With --data-store ipl: on (lee2007: a commit forces the space; restart needs no redo of its pages) or off (commits durable by the WAL; restart redoes them).
     #[arg(long, value_name = "on|off")]
     ipl_commit_force: Option<String>,
-    /// --data-store ipl: on (the default; lee2007's selective merges and abort de-application, where a replay shows they change no page) or off (merges apply every record).
+    /// With --data-store ipl: on (the default; lee2007's selective merges and abort de-application, where a replay shows they change no page) or off (merges apply every record).
     #[arg(long, value_name = "on|off")]
     ipl_selection: Option<String>,
     /// on: the background writer's and checkpoints' write-backs go through

@@ -51,20 +51,25 @@ enum Command {
         /// Number of requests.
         #[arg(long)]
         count: u64,
+        /// Share of the requests that are reads (0 to 1).
         #[arg(long, default_value_t = 0.7)]
         read_fraction: f64,
+        /// Size of each request in KB.
         #[arg(long, default_value_t = 4)]
         block_kb: u64,
         /// Address range in GB.
         #[arg(long, default_value_t = 16)]
         span_gb: u64,
+        /// Arrival rate, requests per second (Poisson arrivals).
         #[arg(long, default_value_t = 20_000.0)]
         iops: f64,
+        /// Seed of the addresses, kinds and arrival times.
         #[arg(long, default_value_t = 1)]
         seed: u64,
         /// Output format: flashlab or mqsim.
         #[arg(long, default_value = "mqsim")]
         to: TraceFormat,
+        /// Output file (written beside it, then renamed over it).
         #[arg(long)]
         out: PathBuf,
     },

@@ -980,23 +980,24 @@ fn bench_real(
     result
 }
 
-/// `--acks PATH`, before any database is made: its directory must exist.
+/// `--acks PATH`, before any database is made: not a directory, and in
+/// one that exists (the file itself is opened once the database is).
 fn check_acks_path(path: &Path) -> Result<(), String> {
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
-    match std::fs::metadata(path) {
-        Ok(meta) if !meta.is_file() => {
-            Err(format!("--acks {}: not a regular file", path.display()))
-        }
-        _ if !parent.is_dir() => Err(format!(
+    if path.is_dir() {
+        return Err(format!("--acks {}: is a directory", path.display()));
+    }
+    if !parent.is_dir() {
+        return Err(format!(
             "--acks {}: no directory {}",
             path.display(),
             parent.display()
-        )),
-        _ => Ok(()),
+        ));
     }
+    Ok(())
 }
 
 /// Appends acknowledged ids to `path`, one line each, written (not
