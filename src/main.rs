@@ -61,14 +61,19 @@ fn cut(message: &str) -> String {
     }
 }
 
-/// The error and its causes on one line, each cause once: an error whose
-/// own text already ends with its source's (a file error that names the
-/// OS error) does not print that source again.
+/// The error and its causes on one line, each said once: a cause whose
+/// text the line already holds (a file error that names its OS error) is
+/// left out, and a cause that repeats the context and says more replaces it.
 fn one_line(error: &anyhow::Error) -> String {
     let mut message = String::new();
     for cause in error.chain() {
         let text = cause.to_string().replace('\n', " ");
         if message.contains(&text) {
+            continue;
+        }
+        if text.contains(&message) {
+            // The cause repeats the context and says more: it alone.
+            message = text;
             continue;
         }
         if !message.is_empty() {

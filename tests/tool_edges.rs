@@ -334,3 +334,19 @@ fn tpcc_keeps_a_database_it_creates_in_an_empty_directory() {
     // A second run cannot continue on it, and says so naming the directory.
     assert_bad_input(&flashlab(&args), &[&d, "holds a database", "tpcc"]);
 }
+
+#[test]
+fn an_error_says_each_thing_once() {
+    let dir = tempfile::tempdir().unwrap();
+    let missing = dir.path().join("missing.csv").display().to_string();
+    for args in [
+        vec!["bench", "tpcb", "--config", &missing],
+        vec!["replay", "--device", "ssd-2010", "--trace", &missing],
+    ] {
+        let out = flashlab(&args);
+        assert_bad_input(&out, &["No such file or directory"]);
+        let err = stderr(&out);
+        assert_eq!(err.matches(&missing).count(), 1, "{err}");
+        assert_eq!(err.matches("No such file").count(), 1, "{err}");
+    }
+}

@@ -191,6 +191,41 @@ fn a_full_log_refuses_new_work_but_keeps_a_reserve() {
     });
 }
 
+/// A full log whose start no open transaction holds names the oldest open
+/// transaction anyway: a checkpoint can free the log only up to its start.
+#[test]
+fn a_full_log_names_the_oldest_open_transaction() {
+    sim(|_| {
+        let device: DeviceRef = Arc::new(MemoryDevice::new("log", 1 << 20));
+        let wal = Wal::create(device, WalConfig::default(), 0, None).unwrap();
+        let update = |txn| Body::Update {
+            undo: Some(record::Undo {
+                space: 0,
+                root: 1,
+                key: vec![1; 8],
+                before: Some(vec![txn as u8; 200]),
+            }),
+            redo: Vec::new(),
+        };
+        // Transaction 1 commits at the log's start; 2 then fills the log.
+        wal.append(1, 0, update(1)).unwrap();
+        wal.append(1, 0, Body::Commit { commit_ts: 1 }).unwrap();
+        let err = loop {
+            match wal.append(2, 0, update(2)) {
+                Ok(_) => {}
+                Err(e) => break e,
+            }
+        };
+        let text = err.to_string();
+        assert!(matches!(err, Error::LogFull(_)), "{text}");
+        assert!(
+            text.contains("waits for a checkpoint")
+                && text.contains("oldest open transaction 2 started"),
+            "{text}"
+        );
+    });
+}
+
 /// One flipped bit before the durable end is damage, named by LSN and
 /// offset: never an end of the log (regression: the old reader took any
 /// bad record for the end and the log resumed over acknowledged commits).
