@@ -543,13 +543,12 @@ pub fn validate(options: &BenchOptions) -> Result<(), String> {
 
 fn validate_tpcc(options: &BenchOptions) -> Result<(), String> {
     options.tpcc.validate()?;
-    if let Some(dir) = options.real_dir.as_ref().filter(|_| options.keep) {
-        if dir.join(MANIFEST_FILE).exists() {
-            return Err(format!(
-                "--keep: {} holds a database, and the tpcc workload cannot continue on one (it loads a fresh database)",
-                dir.display()
-            ));
-        }
+    let kept = options.real_dir.as_ref().filter(|_| options.keep);
+    if let Some(dir) = kept.filter(|dir| dir.join(MANIFEST_FILE).exists()) {
+        return Err(format!(
+            "--keep: {} holds a database, and the tpcc workload cannot continue on one (it loads a fresh database)",
+            dir.display()
+        ));
     }
     let schemas = flashlab_workloads::tpcc::schema::all();
     let tables: Vec<&str> = schemas.iter().map(|(name, _)| *name).collect();
