@@ -25,6 +25,8 @@
 //!   transactions, checkpoints, recovery, the database directory, and the
 //!   verifier behind `flashlab check`.
 
+#![forbid(unsafe_code)]
+
 pub mod btree;
 pub mod buffer;
 pub mod config;

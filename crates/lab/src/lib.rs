@@ -19,6 +19,8 @@
 //! - [`experiments`]: what `flashlab reproduce` runs;
 //! - [`simtest`]: the seeded crash-recovery harness behind `flashlab simtest`.
 
+#![forbid(unsafe_code)]
+
 pub mod bench;
 pub mod calibrate;
 pub mod chart;

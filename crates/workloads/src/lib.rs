@@ -13,6 +13,8 @@
 //! - [`tpcc`]: TPC-C (revision 5.11): nine tables, five transactions,
 //!   consistency conditions 1 to 4, tpmC per type.
 
+#![forbid(unsafe_code)]
+
 pub mod driver;
 pub mod tpcb;
 pub mod tpcc;
