@@ -371,6 +371,13 @@ impl LockManager {
     /// if waiting would close a cycle (LOCK-2). A granted row is added to
     /// `held`, which the transaction gives back to [`LockManager::release_all`].
     pub fn lock(&self, txn: u64, held: &mut HeldLocks, key: LockKey, mode: LockMode) -> Result<()> {
+        let result = self.lock_row(txn, held, key, mode);
+        self.checked();
+        result
+    }
+
+    /// [`LockManager::lock`] without the whole-state check.
+    fn lock_row(&self, txn: u64, held: &mut HeldLocks, key: LockKey, mode: LockMode) -> Result<()> {
         let mut shard = self.shard_of(&key).lock();
         if let Some(e) = self.failure() {
             return Err(e);
@@ -519,6 +526,21 @@ impl LockManager {
             drop(shard);
             wake(wakes);
         }
+        self.checked();
+    }
+
+    /// In the simulated world's debug builds (the `crash` profile), check
+    /// the whole table after a change, as `BufferPool::check` and
+    /// `Wal::check` are run; a broken invariant is the engine's bug.
+    fn checked(&self) {
+        if !cfg!(debug_assertions) {
+            return;
+        }
+        let simulated = flashlab_runtime::Rt::try_current()
+            .is_some_and(|rt| rt.world() == flashlab_runtime::World::Simulated);
+        if simulated && let Err(broken) = self.check() {
+            panic!("lock table state broken: {broken}");
+        }
     }
 
     pub fn stats(&self) -> LockStats {
@@ -527,6 +549,87 @@ impl LockManager {
             deaths: self.deaths.load(Ordering::Relaxed),
         }
     }
+
+    /// Check the whole lock table against LOCK-1, 2, 5, 6 and 7: every
+    /// row's holders, every queue's front, and the waits-for graph against
+    /// the queues. Takes every shard's lock in order, then the graph's (a
+    /// task holding one shard never waits for another, LOCK-8, so this
+    /// cannot deadlock); for tests and the simulated world's checks. An
+    /// upgrade granted since its waiter was queued may briefly sit at a
+    /// queue's front (LOCK-10: it is marked granted before it is woken),
+    /// which the check allows.
+    ///
+    /// [`LockManager::checked`] runs it after every change in the
+    /// simulated world's debug builds.
+    pub fn check(&self) -> std::result::Result<(), String> {
+        let shards: Vec<_> = self.shards.iter().map(|s| s.lock()).collect();
+        let graph = self.graph.lock();
+        let mut queued = BTreeSet::new();
+        for shard in &shards {
+            for (key, entry) in &shard.rows {
+                check_entry(key, entry, &graph)?;
+                queued.extend(entry.queue.iter().map(|w| w.txn));
+            }
+        }
+        if let Some(txn) = graph.waits_for.keys().find(|t| !queued.contains(t)) {
+            return Err(format!(
+                "LOCK-6: transaction {txn} has waits-for edges but waits in no queue"
+            ));
+        }
+        for &txn in graph.waits_for.keys() {
+            let blockers = &graph.waits_for[&txn];
+            if blockers.iter().any(|&b| graph.reaches(b, txn)) {
+                return Err(format!(
+                    "LOCK-2: the waits-for graph has a cycle through {txn}"
+                ));
+            }
+        }
+        Ok(())
+    }
+}
+
+/// One row of [`LockManager::check`]: LOCK-1, LOCK-5, LOCK-6, LOCK-7.
+fn check_entry(key: &LockKey, entry: &Entry, graph: &Graph) -> std::result::Result<(), String> {
+    let exclusive = entry.holders.iter().any(|(_, m)| m == LockMode::Exclusive);
+    if exclusive && entry.holders.0.len() > 1 {
+        return Err(format!(
+            "LOCK-1: row {key:?} has an exclusive holder beside others"
+        ));
+    }
+    if entry.is_unused() {
+        return Err(format!("row {key:?} is kept with no holder and no waiter"));
+    }
+    if let Some(front) = entry.queue.front()
+        && !front.slot.granted.load(Ordering::Acquire)
+        && conflicts(&entry.holders, front.txn, front.mode).is_empty()
+    {
+        return Err(format!(
+            "LOCK-5: transaction {} waits at the front of row {key:?} with no conflict",
+            front.txn
+        ));
+    }
+    for (i, waiter) in entry.queue.iter().enumerate() {
+        let Some(edges) = graph.waits_for.get(&waiter.txn) else {
+            return Err(format!(
+                "LOCK-6: transaction {} waits for row {key:?} without waits-for edges",
+                waiter.txn
+            ));
+        };
+        // An upgrade queued in front after this waiter's edges were set
+        // is the one edge they may lack (see the module's essay).
+        let expected = entry.blockers(waiter.txn, waiter.mode, i);
+        let upgrading =
+            |t: &u64| entry.holders.contains(*t) && entry.queue.iter().any(|w| w.txn == *t);
+        let missing = expected.iter().any(|t| !edges.contains(t) && !upgrading(t));
+        let extra = edges.iter().any(|t| !expected.contains(t));
+        if missing || extra {
+            return Err(format!(
+                "LOCK-7: transaction {}'s edges {edges:?} for row {key:?} should be {expected:?}",
+                waiter.txn
+            ));
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]
@@ -722,5 +825,47 @@ mod tests {
     fn rt_sleep_and_release(locks: &Locks, txn: u64) {
         flashlab_runtime::Rt::current().sleep(1_000);
         locks.release_all(txn);
+    }
+
+    /// The whole-state check passes on a table with waiters, and names the
+    /// invariant a broken table breaks.
+    #[test]
+    fn the_whole_state_check_sees_a_broken_table() {
+        Sim::run(SimConfig::default(), |_| broken_tables_are_seen())
+            .unwrap()
+            .0
+            .finished()
+            .unwrap();
+    }
+
+    fn broken_tables_are_seen() {
+        let manager = LockManager::new();
+        let mut entry = Entry::default();
+        entry.holders.0.push((1, LockMode::Exclusive));
+        entry.holders.0.push((2, LockMode::Exclusive));
+        manager
+            .shard_of(&key("a"))
+            .try_lock()
+            .unwrap()
+            .rows
+            .insert(key("a"), entry);
+        assert!(manager.check().unwrap_err().contains("LOCK-1"));
+        let manager = LockManager::new();
+        let slot = Arc::new(WaitSlot::default());
+        let mut entry = Entry::default();
+        entry.holders.0.push((1, LockMode::Shared));
+        entry.queue.push_back(Waiter {
+            txn: 2,
+            mode: LockMode::Shared,
+            slot,
+        });
+        manager
+            .shard_of(&key("b"))
+            .try_lock()
+            .unwrap()
+            .rows
+            .insert(key("b"), entry);
+        let err = manager.check().unwrap_err();
+        assert!(err.contains("LOCK-5"), "{err}");
     }
 }
