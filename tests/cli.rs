@@ -469,7 +469,7 @@ fn tpcc_bad_input_is_one_line_naming_the_option() {
             "too small for customer rows",
         ),
         (&["--active-warehouses", "2"], "--active-warehouses 2"),
-        (&["--think-divisor", "0"], "--think-divisor 0"),
+        (&["--think", "--think-divisor", "0"], "--think-divisor 0"),
         (&["--connections", "1000000"], "--connections 1000000"),
     ];
     for (extra, option) in rows {

@@ -34,6 +34,13 @@ fn wait(mut child: Child) -> std::process::Output {
     child.wait_with_output().unwrap()
 }
 
+/// `flashlab bench tpcb` with `args`.
+fn bench_tpcb(args: &[&str]) -> std::process::Output {
+    let mut all = vec!["bench", "tpcb"];
+    all.extend_from_slice(args);
+    flashlab(&all)
+}
+
 fn write(dir: &Path, name: &str, text: &str) -> String {
     let path = dir.join(name);
     std::fs::write(&path, text).unwrap();
@@ -69,9 +76,7 @@ fn a_kept_database_that_acknowledged_commits_survives_a_failed_run() {
     let db = dir.path().join("db");
     std::fs::create_dir(&db).unwrap();
     let acks = dir.path().join("acks");
-    let out = flashlab(&[
-        "bench",
-        "tpcb",
+    let out = bench_tpcb(&[
         "--real",
         db.to_str().unwrap(),
         "--keep",
@@ -120,9 +125,7 @@ fn a_half_loaded_database_is_removed_and_the_message_says_so() {
     let db = dir.path().join("db");
     std::fs::create_dir(&db).unwrap();
     let d = db.display().to_string();
-    let out = flashlab(&[
-        "bench",
-        "tpcb",
+    let out = bench_tpcb(&[
         "--real",
         &d,
         "--keep",
@@ -145,9 +148,7 @@ fn a_failed_simulated_run_stops_at_once_and_reports_how_far_it_got() {
         "[[data]]\nname = \"data\"\npage_bytes = 8192\ndevice = \"memory\"\n\
          capacity_bytes = 4194304\n\n[log]\ndevice = \"ssd-2008\"\n",
     );
-    let out = flashlab(&[
-        "bench",
-        "tpcb",
+    let out = bench_tpcb(&[
         "--config",
         &config,
         "--duration",
@@ -169,9 +170,7 @@ fn a_failed_simulated_run_stops_at_once_and_reports_how_far_it_got() {
 fn an_acks_file_that_cannot_be_written_fails_the_run() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().display().to_string();
-    let out = flashlab(&[
-        "bench",
-        "tpcb",
+    let out = bench_tpcb(&[
         "--real",
         &d,
         "--accounts-per-branch",
@@ -305,9 +304,7 @@ fn a_refused_second_writer_creates_no_acks_file() {
     let db = Database::open_or_create_dir(dir.path(), &config).unwrap();
     let acks = dir.path().join("acks");
     let d = dir.path().display().to_string();
-    let out = flashlab(&[
-        "bench",
-        "tpcb",
+    let out = bench_tpcb(&[
         "--real",
         &d,
         "--keep",

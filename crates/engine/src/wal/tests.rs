@@ -140,29 +140,42 @@ fn the_log_is_recycled_and_bounded() {
     });
 }
 
+/// An update record of transaction `txn` with a 200-byte before-image.
+fn small_update(txn: u64) -> Body {
+    Body::Update {
+        undo: Some(record::Undo {
+            space: 0,
+            root: 1,
+            key: vec![1; 8],
+            before: Some(vec![txn as u8; 200]),
+        }),
+        redo: Vec::new(),
+    }
+}
+
+/// A log of 1 MB with no checkpoints.
+fn small_log() -> Arc<Wal> {
+    let device: DeviceRef = Arc::new(MemoryDevice::new("log", 1 << 20));
+    Wal::create(device, WalConfig::default(), 0, None).unwrap()
+}
+
+/// Append updates of `txn` until the log refuses one; that refusal.
+fn fill_log(wal: &Wal, txn: u64) -> Error {
+    loop {
+        if let Err(e) = wal.append(txn, 0, small_update(txn)) {
+            return e;
+        }
+    }
+}
+
 /// Without checkpoints the log fills and says what holds it; records that
 /// finish work (commit, abort, compensation) still fit in the reserve.
 #[test]
 fn a_full_log_refuses_new_work_but_keeps_a_reserve() {
     sim(|_| {
-        let device: DeviceRef = Arc::new(MemoryDevice::new("log", 1 << 20));
-        let wal = Wal::create(device, WalConfig::default(), 0, None).unwrap();
-        let update = |txn| Body::Update {
-            undo: Some(record::Undo {
-                space: 0,
-                root: 1,
-                key: vec![1; 8],
-                before: Some(vec![txn as u8; 200]),
-            }),
-            redo: Vec::new(),
-        };
-        wal.append(1, 0, update(1)).unwrap();
-        let err = loop {
-            match wal.append(2, 0, update(2)) {
-                Ok(_) => {}
-                Err(e) => break e,
-            }
-        };
+        let wal = small_log();
+        wal.append(1, 0, small_update(1)).unwrap();
+        let err = fill_log(&wal, 2);
         assert!(
             matches!(err, Error::LogFull(_)) && err.is_retryable(),
             "{err}"
@@ -196,26 +209,11 @@ fn a_full_log_refuses_new_work_but_keeps_a_reserve() {
 #[test]
 fn a_full_log_names_the_oldest_open_transaction() {
     sim(|_| {
-        let device: DeviceRef = Arc::new(MemoryDevice::new("log", 1 << 20));
-        let wal = Wal::create(device, WalConfig::default(), 0, None).unwrap();
-        let update = |txn| Body::Update {
-            undo: Some(record::Undo {
-                space: 0,
-                root: 1,
-                key: vec![1; 8],
-                before: Some(vec![txn as u8; 200]),
-            }),
-            redo: Vec::new(),
-        };
+        let wal = small_log();
         // Transaction 1 commits at the log's start; 2 then fills the log.
-        wal.append(1, 0, update(1)).unwrap();
+        wal.append(1, 0, small_update(1)).unwrap();
         wal.append(1, 0, Body::Commit { commit_ts: 1 }).unwrap();
-        let err = loop {
-            match wal.append(2, 0, update(2)) {
-                Ok(_) => {}
-                Err(e) => break e,
-            }
-        };
+        let err = fill_log(&wal, 2);
         let text = err.to_string();
         assert!(matches!(err, Error::LogFull(_)), "{text}");
         assert!(
