@@ -31,10 +31,11 @@
 //! itself.
 //!
 //! The zeros go the way the device's writes go. Zeros written around the
-//! page cache under a buffered writer were tried: they cost the thread
-//! almost no CPU, but the fresh blocks were then not cached, and a force's
-//! first buffered write into a new 4 KB page read it back from the device
-//! first (15 to 20% fewer commits at one client).
+//! page cache under a buffered writer would cost the thread almost no CPU,
+//! but would leave the fresh blocks uncached, and a force's first buffered
+//! write into a new 4 KB page would read it back from the device first
+//! (measured: docs/PERFORMANCE-HISTORY.md, "Lock words, before-images,
+//! extents and zeros").
 //!
 //! `O_DIRECT` at the file's sector (FILE-2, [`direct_at_file_sector`]):
 //! where the file system states (`statx`, `STATX_DIOALIGN`) that it takes
@@ -209,7 +210,8 @@ impl FileDevice {
     /// unwritten extents), as PostgreSQL's pre-zeroed WAL segments. Only
     /// chunks that are holes through and through are zeroed, so data
     /// already in the file is never touched; any other chunk is allocated
-    /// as before. A chunk is written by the device only once it is ready.
+    /// as on a device without zeroing ahead. A chunk is written by the
+    /// device only once it is ready.
     pub fn zero_ahead(mut self) -> Result<FileDevice, DeviceError> {
         if self.zero_ahead.is_some() {
             return Ok(self);

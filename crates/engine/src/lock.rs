@@ -7,18 +7,18 @@
 //! Before it waits, the lock manager adds its edges to the *waits-for
 //! graph* and searches for a cycle through it; if waiting would close one,
 //! the requester is the victim and gets a retryable deadlock error instead
-//! (the cheapest choice: it has not started to wait). An earlier version
-//! used wait-die, which never waits for an older transaction; under TPC-B's
-//! hot branch rows it aborted and retried most transactions, burning CPU
-//! that the papers' servers spent on useful work.
+//! (the cheapest choice: it has not started to wait). It is not wait-die,
+//! which never waits for an older transaction: under TPC-B's hot branch
+//! rows wait-die aborts and retries most transactions, burning CPU that the
+//! papers' servers spend on useful work.
 //!
 //! Each locked row has its own FIFO queue of waiters, and each waiter its
 //! own condition variable. A release grants the row to the waiters at the
 //! front of its queue that no longer conflict, in arrival order, and wakes
-//! only those; the others sleep on. An earlier version had one condition
-//! variable for the whole table: every release woke every waiter of every
-//! row to re-check its request, and with 1,024 TPC-B clients the host spent
-//! its time on wake-ups that found the lock still held. Grants in arrival
+//! only those; the others sleep on. One condition variable for the whole
+//! table would make every release wake every waiter of every row to
+//! re-check its request, and with many clients the host would spend its
+//! time on wake-ups that find the lock still held. Grants in arrival
 //! order also keep a stream of shared readers from starving a writer, and
 //! keep the order of wake-ups deterministic in the simulated world.
 //!
@@ -51,9 +51,8 @@
 //!    they name only those up to the nearest exclusive waiter ahead: that
 //!    one's edges reach every waiter ahead of it, by the same rule. So the
 //!    graph has a row's queue as a chain, O(queue) edges where naming every
-//!    conflicting waiter took O(queue^2) (with 1,024 TPC-B clients on 32
-//!    branches, each release rebuilt about 500 edges), and every cycle
-//!    search finds what it found before.
+//!    conflicting waiter would take O(queue^2), and a cycle search finds a
+//!    cycle exactly when it would with every conflicting waiter named.
 //! 8. The rows are split over [`LOCK_SHARDS`] shards by a hash of the key,
 //!    each behind its own mutex; a row's entry, its queue and its holders
 //!    change only under its shard's lock. No task holds two shards' locks
@@ -65,18 +64,18 @@
 //!    the graph's lock.
 //! 10. A granted waiter is marked granted under its shard's lock and
 //!     woken after the releaser has let go of that lock; it returns
-//!     without taking the lock again. (It used to be woken under the lock
-//!     and to take it again, only to see it was granted: with 16 real
-//!     clients on 2 cores, the woken waiter spun and yielded on the lock
-//!     its waker still held.)
+//!     without taking the lock again. (Woken under the lock, it would take
+//!     the lock again only to see it was granted, spinning and yielding on
+//!     a lock its waker still holds.)
 //!
-//! **Sharding.** An earlier version kept every row under one mutex; with 16
-//! real clients it was where a sixth of all context switches happened, a
-//! client parked behind another's lock of an unrelated row. Now a lock or a
-//! release takes one shard's mutex per row, and the graph's mutex only when
-//! someone waits. What a transaction holds is kept by the transaction
-//! ([`HeldLocks`]), not in a table-wide index, and released in key order
-//! (the order the table-wide index gave, so simulated runs did not change).
+//! **Sharding.** A lock or a release takes one shard's mutex per row, and
+//! the graph's mutex only when someone waits, so a client does not park
+//! behind another's lock of an unrelated row, as it would with one mutex
+//! for every row (docs/PERFORMANCE-HISTORY.md, "Lock table shards, hits
+//! without the pool's lock, early lock release"). What a transaction holds
+//! is kept by the transaction ([`HeldLocks`]), not in a table-wide index,
+//! and released in key order, so the order of releases (and of the
+//! simulated world's wake-ups) does not depend on the shards.
 
 use std::collections::{BTreeMap, BTreeSet, VecDeque};
 use std::hash::{Hash, Hasher};

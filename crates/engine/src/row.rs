@@ -17,7 +17,7 @@
 //!   primary key columns (TPC-C's customer-by-name index: w_id, d_id,
 //!   c_last, c_first, c_id).
 //! - **Stored rows** ([`StoredRow`]) put a fixed [`VersionHeader`] before
-//!   the row, reserved now for multi-version concurrency control: who
+//!   the row, for multi-version concurrency control: who
 //!   created this version and where its predecessor lives in the rollback
 //!   space.
 //!

@@ -41,12 +41,11 @@
 //! set from a single published row is named on that row's check with
 //! [`Check::fitted`], whether the check passes or not.
 //!
-//! # Older constructors
+//! # Constructors with explicit bounds
 //!
-//! [`Check::within_pct`] and [`Check::in_range`] are kept so experiments
-//! written before the rule still compile; both now apply the rule to the
-//! published value and ignore their explicit bounds (use [`Check::value`] or
-//! [`Check::ratio`] in new code).
+//! [`Check::within_pct`] and [`Check::in_range`] take explicit bounds but
+//! apply the rule to the published value and ignore the bounds; new code
+//! uses [`Check::value`] or [`Check::ratio`].
 
 use serde::Serialize;
 

@@ -4,9 +4,9 @@
 //! 1, 2 and 4), then calls `sched_yield` up to seven times. With more
 //! client threads than cores that is the wrong balance: most yields hand
 //! the core to another runnable client, which mostly wants the same lock,
-//! and every yield is a context switch. At 16 TPC-B clients on 2 cores without
-//! fsync, `sched_yield` from that spin was 15% of all CPU samples and
-//! most of the 86,000 involuntary context switches a second.
+//! and every yield is a context switch (what that costs real TPC-B:
+//! docs/PERFORMANCE-HISTORY.md, "Spinning without yielding, and what a
+//! second core costs").
 //!
 //! [`RawSpinPark`] is the classic three-state futex mutex (Drepper,
 //! "Futexes Are Tricky", mutex 3: the exchange loop) over
@@ -31,12 +31,12 @@
 //! skip the spin and every unlock wakes one sleeper, as with
 //! `parking_lot`.
 //!
-//! The limits were chosen by paired runs of real TPC-B at 16 clients
-//! (docs/PERFORMANCE-HISTORY.md, "Spinning without yielding"): pause-only
-//! spinning (no yields) was 8% faster than `parking_lot` without fsync but 5% slower with
-//! durable commits, where a waiter for the log's lock often shares its
-//! core with the preempted holder; three yields after the pauses kept the
-//! gain without fsync and lost nothing with it.
+//! The limits come from paired runs of real TPC-B at 16 clients (the same
+//! section of docs/PERFORMANCE-HISTORY.md). The pauses wait out a short
+//! critical section on the other core without a context switch; the few
+//! yields after them are for durable commits, where a waiter for the log's
+//! lock often shares its core with the preempted holder, and a yield lets
+//! the holder run.
 //!
 //! Invariants (HOSTLOCK-n):
 //! 1. The word is `UNLOCKED` exactly when no thread holds the lock.

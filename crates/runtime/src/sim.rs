@@ -15,16 +15,16 @@
 //!
 //! Engine code stays ordinary synchronous Rust: a blocking call deep inside
 //! a B+tree split suspends the whole call stack, which a stackless `async`
-//! design could not do without colouring every function. Earlier versions
-//! ran each task on an OS thread and passed a baton between them; a
-//! hand-over then cost 2.5 to 11 us of kernel time, where a coroutine
-//! switch costs tens of nanoseconds, and host time grew with the number of
-//! clients instead of with the work.
+//! design could not do without colouring every function. A hand-over is a
+//! stack switch on the host thread, not a kernel wake-up of another OS
+//! thread, so host time grows with the work, not with the number of
+//! clients (against one OS thread per task, measured:
+//! docs/PERFORMANCE-HISTORY.md, "Simulated tasks as coroutines").
 //!
 //! ## Per-task state
 //!
-//! What used to be a thread-local of the task's thread is now per-coroutine
-//! state: the task id, the current [`Rt`] and the coroutine's yielder live in
+//! What engine code reads as thread-local is per-coroutine state: the task
+//! id, the current [`Rt`] and the coroutine's yielder live in
 //! host thread-locals that each coroutine installs when it starts and again
 //! every time it is resumed (the values are kept on the coroutine's own
 //! stack while it is suspended, see `suspend_task`). The task's name is kept
@@ -69,8 +69,9 @@
 //! 4. A task in a CPU charge or a sleep is not woken by an unpark (the
 //!    unpark is kept as a token for its next park).
 //! 5. The task that stops running chooses its successor under the scheduler
-//!    lock, at the same point as the thread-based scheduler did, so the
-//!    order of events is the same as before the coroutines.
+//!    lock, in the runtime call where it blocks, yields or ends, so the
+//!    order of events depends only on virtual time, FIFO order and the
+//!    seed, not on how tasks are suspended and resumed.
 //! 6. A resumed coroutine reinstalls its own task id, runtime and yielder
 //!    before it returns to engine code; no task ever sees another's.
 //! 7. The scheduler lock (a host `std` mutex) is never held across a
@@ -80,8 +81,8 @@
 //!    reports such a hang with the tasks' names (see [`HOST_STALL_LIMIT`]).
 //! 8. With [`SimConfig::preempt`], a task may also be preempted at the
 //!    acquire and release of a runtime lock; the choice comes from a
-//!    generator of its own, seeded from the run's seed, so runs without the
-//!    option draw exactly the same random numbers as before.
+//!    generator of its own, seeded from the run's seed, so the run's other
+//!    random numbers are exactly the same with the option and without it.
 //! 9. A task's stack is reused for a later task only once its coroutine
 //!    has returned (corosensei's `into_stack` asserts it): no frame of the
 //!    earlier task is live on it. At most [`SPARE_STACKS_MAX`] are kept.
@@ -116,9 +117,10 @@ pub const TASKS_MAX: usize = 100_000;
 /// their touched pages resident. An overflow hits the guard page below the
 /// stack (a segmentation fault, never silent corruption).
 pub const TASK_STACK_BYTES: usize = 1 << 20;
-/// Stacks of finished tasks a host thread keeps for its next tasks (SIM-9):
-/// mapping and unmapping 1 MiB per task was a fixed cost of every seed of
-/// a simtest. Kept stacks hold their touched pages (a few each).
+/// Stacks of finished tasks a host thread keeps for its next tasks (SIM-9),
+/// so that mapping and unmapping 1 MiB per task is not a fixed cost of
+/// every seed of a simtest. Kept stacks hold their touched pages (a few
+/// each).
 pub const SPARE_STACKS_MAX: usize = 64;
 /// Preemption at a runtime lock point happens once in this many points
 /// when [`SimConfig::preempt`] is on: often enough to interleave most lock

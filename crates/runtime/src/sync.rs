@@ -507,9 +507,9 @@ impl<T> Drop for Receiver<T> {
 /// (SYNC-4): the simulated world serves waiters in FIFO order; the real
 /// world is a [`RawSpinPark`] (barging, a short spin, a few yields, then
 /// park), for a latch is held for microseconds, and a waiter that parks at
-/// once costs two context switches per hand-over (the leaf that every
-/// TPC-B history insert latches was a sixth of all context switches at 16
-/// clients).
+/// once costs two context switches per hand-over (on the leaf that every
+/// TPC-B history insert latches, many of them: docs/PERFORMANCE-HISTORY.md,
+/// "Lock table shards, hits without the pool's lock, early lock release").
 pub struct Latch {
     held: Mutex<bool>,
     released: Condvar,

@@ -22,9 +22,10 @@
 //! No pin is ever taken on a frame that is not Ready, even for an instant,
 //! so a frame's pin count is exact whenever it is not Ready.
 //!
-//! Before this, the index was a hash map in 64 shards, each behind a mutex
-//! a hit locked: every hit of a tree's root wrote the line of its shard's
-//! lock, and the cores took that line from each other.
+//! Why no lock: with a hash map behind a mutex (or one per shard), every
+//! hit of a tree's root would write the line of its lock, and the cores
+//! would take that line from each other (docs/PERFORMANCE-HISTORY.md, "A
+//! hit without a lock").
 
 // The model checker's atomics under `--features loom`, which only the
 // model below runs with (see `loom_model`).

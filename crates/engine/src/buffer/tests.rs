@@ -840,8 +840,8 @@ fn hits_and_unpins_race_evictions_with_preemption() {
 /// the device had not kept the write (a misdirected write). A
 /// mini-transaction that had read the page before the eviction and wrote
 /// it after panicked on an invariant (MTR-11, or DB-1 in a one-descent
-/// write). It is damage, and MTR-14 now reports it as corruption naming
-/// the page and both LSNs.
+/// write). It is damage, and MTR-14 reports it as corruption naming the
+/// page and both LSNs.
 #[test]
 fn regression_a_page_read_back_older_than_it_was_is_a_lost_write_not_a_panic() {
     sim(|_| {

@@ -53,17 +53,17 @@
 //!    buffer fetch, a device write or the reclaim horizon's computation.
 //!    Lock order: a segment's lock, then the space's. The owner reaches
 //!    its segment through the [`SegmentRef`] that `assign` gave it, so an
-//!    append or a release takes the space's lock only for bookkeeping (a
-//!    TPC-B transaction took it seven times to look its segment up).
+//!    append or a release takes the space's lock only for bookkeeping, not
+//!    to look its segment up (seven times a TPC-B transaction).
 //! 7. Fresh extents are taken each once, in address order, or in an aged
 //!    space in a fixed shuffled order of its first `aged_span_bytes`
 //!    (then in address order): an extent number is never taken fresh twice.
 //! 8. A transaction is counted as a writer only of extents its segment
 //!    records for it, so its end visits those alone: the cost of a commit
-//!    does not grow with the extents of the space (with 1,024 clients the
-//!    scan of every extent at each end was the largest single cost of a
-//!    simulated TPC-B run). Checked against every extent with debug
-//!    assertions.
+//!    does not grow with the extents of the space, which grow with the
+//!    clients (a scan of every extent at each end: docs/PERFORMANCE-HISTORY.md,
+//!    "Lock words, before-images, extents and zeros"). Checked against
+//!    every extent with debug assertions.
 //! 9. While its owner keeps the segment's page pinned, the frame holds the
 //!    segment's image of the page once one append has installed it whole:
 //!    nothing else writes the frame, and a pinned frame is not evicted. So

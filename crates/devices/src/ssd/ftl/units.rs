@@ -102,7 +102,9 @@ impl Bits {
 /// with `m = ceil(2^64 / d)`, `n / d` is the high 64 bits of `m * n` for
 /// every 32-bit `n` and `d` (Lemire, Kaser and Kurz, "Faster remainder by
 /// direct computation", 2019). A merge computes the physical page of every
-/// page it copies; hardware division was most of its time.
+/// page it copies, so a hardware division per page would be most of its
+/// time (docs/PERFORMANCE-HISTORY.md, "The device models and `reproduce
+/// --quick`").
 #[derive(Clone, Copy, Debug)]
 struct Divisor {
     d: u32,
