@@ -53,8 +53,10 @@
 //!
 //! A benchmark or an experiment never crashes its devices, yet a data
 //! device is flushed only at checkpoints, so its store would keep the
-//! before-image of every page written back in between: hundreds of MB
-//! and most of the host time a simulated write costs. Such a run turns
+//! before-image of every page written back in between, a copy per write
+//! held until the next checkpoint (what that costs:
+//! docs/PERFORMANCE-HISTORY.md, "Benchmarks without a crash model, changes
+//! in place, visits without a handle"). Such a run turns
 //! the crash model off: a write goes straight to the chunks, and every
 //! byte written counts as durable. Crash tests keep it on.
 

@@ -484,13 +484,13 @@ fn seeded_preemption_finds_the_old_master_failure_race() {
 }
 
 /// DB-5 and WAL-15: a mini-transaction never forces the log while it holds
-/// latches. A full log buffer used to be forced by whichever append found
-/// it full, the append of a mini-transaction included, so a row's leaf (and
-/// with it every reader and writer of that leaf) waited for the log
-/// device's write and flush; in real TPC-B without fsync, during the burst
-/// of full-page images after a checkpoint, a client was traced asleep in
-/// such a force for 112 ms. Now a writer makes room before it latches
-/// anything. One transaction writes 4,000 rows (about 30 times the
+/// latches. If whichever append found the log buffer full forced it, the
+/// append of a mini-transaction included, a row's leaf (and with it every
+/// reader and writer of that leaf) would wait for the log device's write
+/// and flush, as in the burst of full-page images after a checkpoint
+/// (docs/PERFORMANCE-HISTORY.md, "A full log buffer under latches"). So a
+/// writer makes room before it latches anything. One transaction writes
+/// 4,000 rows (about 30 times the
 /// smallest log buffer) with no commit record in between to force it:
 /// every force of the full buffer comes before a latch, none under one.
 #[test]
