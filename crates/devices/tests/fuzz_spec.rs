@@ -116,7 +116,7 @@ proptest! {
 /// Found by the fuzz test above: `channels = 65536` with
 /// `chips_per_channel = 4294967295` overflowed a `u32` product in
 /// `Geometry::dies` (a panic in debug builds, a wrapped garbage geometry in
-/// release). Validation now multiplies checked, first, and bounds the pages
+/// release). Validation multiplies checked, first, and bounds the pages
 /// a model may have (`PHYSICAL_PAGES_MAX`).
 #[test]
 fn regression_huge_geometry_is_an_error_not_an_overflow() {

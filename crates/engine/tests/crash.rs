@@ -290,22 +290,22 @@ fn scenario(seed: u64) {
 /// 1. a checkpoint trusted pages the background writer had written but the
 ///    device had not made durable; the crash lost them while the checkpoint
 ///    said they needed no redo (a B+tree page came back with a cell offset
-///    of 0). Checkpoints now flush the data devices after taking the dirty
+///    of 0). Checkpoints flush the data devices after taking the dirty
 ///    page table;
 /// 2. recovery started redo at a dirty page's recovery LSN, which the buffer
 ///    pool recorded as the *end* of the first record that dirtied it; that
 ///    record (a split creating page 6) was skipped and the page came back
-///    empty. The recovery LSN is now the record's start;
+///    empty. The recovery LSN is the record's start;
 /// 3. a modelled device kept its timelines across simulations, so after the
 ///    cut the next run's requests waited for the old run's virtual time and
-///    opening never finished. `SimDevice` now resumes the model's clock.
+///    opening never finished. `SimDevice` resumes the model's clock.
 ///
-/// And, once MVCC came, a fourth:
+/// And a fourth, with MVCC:
 ///
 /// 4. rollback pages (never logged, page LSN 0) entered the checkpoint's
 ///    dirty page table with a recovery LSN of 0, so redo started at LSN 0,
 ///    found no record there and redid nothing: committed changes were lost
-///    (money went missing). Checkpoints now list logged pages only and redo
+///    (money went missing). Checkpoints list logged pages only and redo
 ///    never starts before the first log record.
 #[test]
 fn regression_seed_0_checkpoint_flush_redo_start_device_clock_rollback_pages() {

@@ -269,7 +269,7 @@ fn committed_updates_survive_a_crash_that_tears_unflushed_programs() {
 /// Issue 14: a page damaged on the medium is rebuilt from the WAL during a
 /// restart without redo, from the records before the newest marker's L*
 /// only (BUF-9, REC-4): the page's state in the marked state, neither older
-/// nor newer than its neighbours. Before, the open refused it. Here the
+/// nor newer than its neighbours; the open does not refuse it. Here the
 /// damage is in the leaf of row 0, which recovery must read to undo the
 /// last, uncommitted change to row 0 (the marker covers it).
 #[test]
@@ -393,9 +393,9 @@ fn a_power_cut_during_recovery_loses_no_acknowledged_commit() {
 
 /// Regression (issue 14): a table's creation is acknowledged when its
 /// catalog record is durable in the WAL (transaction 0, no commit record);
-/// with no redo of IPL pages at restart, a crash before the next force lost
-/// the acknowledged table. `create_table` now waits for a force marker
-/// covering its records (IPL-13).
+/// with no redo of IPL pages at restart, a crash before the next force
+/// would lose the acknowledged table, so `create_table` waits for a force
+/// marker covering its records (IPL-13).
 #[test]
 fn a_created_table_survives_a_crash_right_after_its_creation() {
     let drop_all = FaultPlan {

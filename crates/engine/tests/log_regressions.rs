@@ -34,9 +34,10 @@ fn memory_config() -> DbConfig {
 }
 
 /// Issue 10, defect 2: 400 commits acknowledged, one bit flipped halfway
-/// through the durable log, power cut: the database used to reopen with no
-/// error and 191 of the 400 rows, and the log resumed over the rest. Now
-/// the open is refused, naming the LSN and the device offset.
+/// through the durable log, power cut. Taken for the log's end, the flip
+/// would reopen the database with no error and 191 of the 400 rows, and
+/// the log would resume over the rest; the open is refused instead,
+/// naming the LSN and the device offset.
 #[test]
 fn regression_one_flipped_log_bit_refuses_the_open_instead_of_losing_commits() {
     sim(|_| {
@@ -148,10 +149,10 @@ impl Device for FailingLog {
     }
 }
 
-/// Issue 10, defect 3: a commit that could not be logged returned its
-/// error but kept the transaction's locks for ever and left the database
-/// accepting work: a second writer of the same key stayed blocked. Now the
-/// database fails: the waiter is woken with the error, and new
+/// Issue 10, defect 3: a commit that cannot be logged must not return its
+/// error, keep the transaction's locks for ever and leave the database
+/// accepting work (a second writer of the same key would stay blocked).
+/// The database fails: the waiter is woken with the error, and new
 /// transactions are refused.
 #[test]
 fn regression_a_commit_that_cannot_be_logged_fails_the_database_and_wakes_waiters() {
@@ -185,8 +186,8 @@ fn regression_a_commit_that_cannot_be_logged_fails_the_database_and_wakes_waiter
     });
 }
 
-/// Issue 10, defect 4: undo went through the B+tree, could split a page
-/// and hit a full data space; the rollback then stopped half-way. Now undo
+/// Issue 10, defect 4: undo goes through the B+tree, can split a page and
+/// so could hit a full data space, stopping the rollback half-way. Undo
 /// steps may allocate from a reserve that nothing else may use.
 #[test]
 fn regression_a_rollback_never_fails_for_want_of_data_space() {

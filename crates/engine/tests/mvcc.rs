@@ -340,9 +340,9 @@ fn recovery_rebuilds_from_the_log_and_discards_rollback_segments() {
 }
 
 /// Issue 10, item 7 (RBS-5, BUF-10): a rollback page is written once, when
-/// its segment has filled it. Rollback pages used to be installed as
-/// ordinary dirty pages with rec_lsn 0, so every background-writer round
-/// wrote each segment's still-filling page first, and a page reached the
+/// its segment has filled it. Installed as ordinary dirty pages with
+/// rec_lsn 0, rollback pages would be written first by every
+/// background-writer round while still filling, and a page would reach the
 /// device as many times as rounds passed while it filled. Here four
 /// writers update rows slowly while a background writer runs every
 /// millisecond; the trace of the rollback device must show every extent

@@ -35,7 +35,7 @@ fn simtest_log_structured_seeds_all_pass() {
 /// when a latent read error made cleaning fail on the same victim again
 /// and again (fixed: the victim's live blocks are read one by one and a
 /// segment that cannot be read is not chosen again); 44 had a summary
-/// damaged at rest reported as a map error (now named as damage); 3392
+/// damaged at rest reported as a map error (fixed: named as damage); 3392
 /// (found by a 4,000-seed sweep) filled its last free block while read
 /// errors kept cleaning from reclaiming segments, and its recovery then
 /// refused with "space full" (fixed: LFS-8 keeps a segment for the
@@ -53,7 +53,7 @@ fn simtest_log_structured_seeds_all_pass() {
 /// and refused with "space full" (fixed: LFS-10 verifies a victim's every
 /// page before copying any). 109120 (bank, seen under `--store mixed`)
 /// outgrew its 80 usable pages: the allocator's "space full" is a right
-/// answer, which the harness now accepts, with `verify` checking that no
+/// answer, which the harness accepts, with `verify` checking that no
 /// page leaked (VERIFY-1).
 #[test]
 fn regression_log_structured_seeds() {
@@ -99,7 +99,7 @@ fn a_seed_replays_exactly() {
 /// Seed 2153 (tpcb, Media profile) found that `verify` reported as damage a
 /// space-header page it had itself just rebuilt from the log (read through
 /// the pool first, so the device copy was still the damaged one). Verify
-/// now counts a damaged page whose repaired copy awaits write-back as
+/// counts a damaged page whose repaired copy awaits write-back as
 /// repaired.
 #[test]
 fn regression_seed_2153_verify_counts_a_page_it_repaired_itself() {
@@ -121,7 +121,7 @@ fn regression_seed_2241_a_rollback_that_meets_damage_fails_the_database() {
 /// Seed 3163 (bank, LogMedia profile, preempted): a bit flipped on the
 /// write of the newer master-record copy, in its version byte, was taken
 /// for a database of another log format, and the final open refused it
-/// without naming any damage. The master record's checksum now covers its
+/// without naming any damage. The master record's checksum covers its
 /// version (log format 3), so that copy is damaged and the older one
 /// serves (`wal::master`'s
 /// `regression_a_flipped_bit_in_a_master_copys_header_is_damage_not_another_format`).
@@ -141,7 +141,7 @@ fn regression_seed_3163_a_flipped_master_version_is_damage() {
 ///   the database naming it, as it must; the harness expected that only
 ///   of the media profiles.
 /// - 16004 (LogMedia): bits flipped in both master-record copies; the open
-///   took the log for an unused one (WAL-14: now refused as damage).
+///   took the log for an unused one (WAL-14: refused as damage).
 #[test]
 fn regression_seeds_from_the_35000_seed_sweep() {
     for (seed, workload) in [
@@ -211,7 +211,7 @@ fn simtest_ipl_seeds_all_pass() {
 /// had captured returned before that force wrote it; the pool evicted the
 /// page and read its older version back, and the next force logged a
 /// header over the older body (a checksum mismatch after a merge). A
-/// write-back now waits for the running force (IPL-10).
+/// write-back waits for the running force (IPL-10).
 #[test]
 fn regression_ipl_write_back_waits_for_the_force_that_captured_the_page() {
     let r = run_seed_with(68, "mixed", StoreChoice::Ipl);
@@ -223,10 +223,10 @@ fn regression_ipl_write_back_waits_for_the_force_that_captured_the_page() {
 /// Regression (issue 14, Media seeds 1084 and 1608 of the 2000-seed run):
 /// (1) at open, an in-place slot (IPL-5) whose header read back flipped
 /// looked unmarked (page LSN beyond L*) and was erased: a marked page
-/// lost; now only a sealed page is judged by its LSN (IPL-11); (2) a page
+/// lost; only a sealed page is judged by its LSN (IPL-11); (2) a page
 /// damaged on the medium was repaired from the WAL during recovery, to
 /// the WAL's end, past L*: a B+tree root pointing at a child its space
-/// never received; now, until recovery's closing checkpoint, an IPL page
+/// never received; until recovery's closing checkpoint, an IPL page
 /// is rebuilt from the WAL records before L* only, skipping every earlier
 /// restart's hole (REC-4), or the open refuses naming the damage.
 #[test]
