@@ -61,13 +61,16 @@ pub const FILE_CAPACITY_BYTES_DEFAULT: u64 = 1 << 30;
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct DataSpaceConfig {
+    /// The space's name (letters, digits, `-`, `_`), unique in the database.
     pub name: String,
     #[serde(default = "default_page_bytes")]
+    /// Page size in bytes: a power of two from 2 KB to 64 KB.
     pub page_bytes: usize,
     /// Size of the buffer pool of this page size (spaces of one page size
     /// share one pool; its size is the largest they ask for).
     #[serde(default = "default_buffer_bytes")]
     pub buffer_bytes: u64,
+    /// Where the space lives: a device preset, `memory`, or `file` in a directory.
     pub device: String,
     /// Capacity of the space's device; defaults to the device's own.
     #[serde(default)]
@@ -122,8 +125,10 @@ impl DataSpaceConfig {
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct SpaceConfig {
+    /// Where the space lives: a device preset, `memory`, or `file` in a directory.
     pub device: String,
     #[serde(default)]
+    /// Bytes of the device the space may use (default: all of it, or the file size default).
     pub capacity_bytes: Option<u64>,
 }
 
@@ -237,12 +242,16 @@ impl CpuCosts {
 pub struct DbConfig {
     /// Data spaces; the first holds the catalog.
     pub data: Vec<DataSpaceConfig>,
+    /// The write-ahead log.
     pub log: SpaceConfig,
     #[serde(default)]
+    /// The rollback space for MVCC before-images (default: in memory).
     pub rollback: Option<SpaceConfig>,
     #[serde(default)]
+    /// The temp space for sorts and joins (default: none).
     pub temp: Option<SpaceConfig>,
     #[serde(default)]
+    /// Durability, group commit and the log buffer.
     pub wal: WalConfig,
     /// Take a fuzzy checkpoint this often (0: only at open and close).
     #[serde(default = "default_checkpoint_interval_ns")]
@@ -263,6 +272,7 @@ pub struct DbConfig {
     #[serde(default)]
     pub write_scheduler: bool,
     #[serde(default)]
+    /// CPU prices of the simulated world (the lab's; ignored in the real world).
     pub cpu: CpuCosts,
     /// Isolation, rollback extents, retention.
     #[serde(default)]

@@ -19,9 +19,13 @@ pub enum Error {
         "corruption in space '{space}' page {page_no} at device offset {offset_bytes}: {problem}"
     )]
     Corruption {
+        /// The data space.
         space: String,
+        /// The page's number in its space.
         page_no: u64,
+        /// Where the page lies on its device.
         offset_bytes: u64,
+        /// What is wrong.
         problem: String,
     },
     /// A device or file has no room left.
@@ -35,17 +39,28 @@ pub enum Error {
          ({undo_reserve_pages} kept for undo)"
     )]
     PagesInUse {
+        /// The data space.
         space: String,
+        /// Pages the space can hold.
         capacity_pages: u64,
+        /// Pages kept back for undo.
         undo_reserve_pages: u64,
     },
     /// The transaction lost a conflict and must be retried.
     #[error("transaction {txn} chosen as a deadlock victim; retry it")]
-    Deadlock { txn: u64 },
+    Deadlock {
+        /// The victim.
+        txn: u64,
+    },
     /// Snapshot isolation: another transaction committed a change to a row
     /// this one is changing after this one's snapshot (first updater wins).
     #[error("transaction {txn} could not serialize: {detail}; retry it")]
-    Serialization { txn: u64, detail: String },
+    Serialization {
+        /// The transaction that lost.
+        txn: u64,
+        /// What it conflicted with.
+        detail: String,
+    },
     /// A version the read needs is no longer kept (Oracle's ORA-01555).
     #[error("snapshot too old: {0}")]
     SnapshotTooOld(String),
@@ -64,7 +79,12 @@ pub enum Error {
     Damaged(String),
     /// A malformed record, page or row (decoders never panic).
     #[error("malformed {what}: {problem}")]
-    Malformed { what: &'static str, problem: String },
+    Malformed {
+        /// What was being decoded.
+        what: &'static str,
+        /// What is wrong.
+        problem: String,
+    },
     /// A table or index that does not exist, or already does.
     #[error("{0}")]
     Catalog(String),
@@ -83,8 +103,11 @@ pub enum Error {
     /// acknowledged commits, so the database is not opened.
     #[error("log damaged at LSN {lsn} (device offset {offset_bytes}): {problem}")]
     LogDamaged {
+        /// Where in the log the damage lies.
         lsn: u64,
+        /// Where on the log device.
         offset_bytes: u64,
+        /// What is wrong.
         problem: String,
     },
     /// A transaction used after it ended, or a similar misuse.
@@ -96,13 +119,55 @@ pub enum Error {
     /// An operating-system error on a database file.
     #[error("{path}: {source}")]
     Io {
+        /// The file.
         path: String,
         #[source]
+        /// The operating system's error.
         source: std::io::Error,
     },
 }
 
+/// What an application can do about an error ([`Error::kind`]).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum ErrorKind {
+    /// Run the transaction again ([`crate::Database::transact`] does).
+    Retryable,
+    /// A file or page is damaged: the database refuses to serve it.
+    Damaged,
+    /// A space or device has no room left.
+    Full,
+    /// Another process holds the database directory.
+    Locked,
+    /// The request or the configuration cannot work as given (a missing
+    /// table, a value too large, a snapshot no longer kept, a directory
+    /// that is not a database).
+    InvalidInput,
+    /// The log could not be made durable: the database accepts no commit
+    /// until it is closed and opened again (recovery).
+    Failed,
+    /// The operating system or a device failed an operation.
+    Io,
+}
+
 impl Error {
+    /// What kind of error this is; see [`ErrorKind`].
+    pub fn kind(&self) -> ErrorKind {
+        match self {
+            Error::Deadlock { .. } | Error::Serialization { .. } | Error::LogFull(_) => {
+                ErrorKind::Retryable
+            }
+            Error::Corruption { .. }
+            | Error::Damaged(_)
+            | Error::Malformed { .. }
+            | Error::LogDamaged { .. } => ErrorKind::Damaged,
+            e if e.is_space_full() => ErrorKind::Full,
+            Error::Locked(_) => ErrorKind::Locked,
+            Error::LogFailed(_) => ErrorKind::Failed,
+            Error::Device(_) | Error::Io { .. } => ErrorKind::Io,
+            _ => ErrorKind::InvalidInput,
+        }
+    }
+
     /// True when running the transaction again may succeed.
     pub fn is_retryable(&self) -> bool {
         matches!(

@@ -81,10 +81,13 @@ const KEY_STRING_END: u8 = 0x00;
 /// A column type. Lengths are in bytes of UTF-8.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Type {
+    /// A 32-bit signed integer.
     Int32,
+    /// A 64-bit signed integer.
     Int64,
     /// A fixed-point number stored as an i64 scaled by 10^scale.
     Decimal {
+        /// Digits after the decimal point.
         scale: u8,
     },
     /// A string of at most `n` bytes stored in exactly `n` (no NUL inside).
@@ -125,12 +128,16 @@ fn length_prefix_bytes(max_len: u16) -> usize {
 /// scaled integer (12.34 in a scale-2 column is `Decimal(1234)`).
 #[derive(Clone, Debug, PartialEq, Eq, Hash, Serialize, Deserialize)]
 pub enum Value {
+    /// An integer (of an `Int32` or `Int64` column).
     Int(i64),
+    /// A decimal, as an integer scaled by its column's 10^scale.
     Decimal(i64),
+    /// A string.
     Str(String),
 }
 
 impl Value {
+    /// The integer, if this is one.
     pub fn as_int(&self) -> Option<i64> {
         match self {
             Value::Int(v) => Some(*v),
@@ -138,6 +145,7 @@ impl Value {
         }
     }
 
+    /// The scaled decimal, if this is one.
     pub fn as_decimal(&self) -> Option<i64> {
         match self {
             Value::Decimal(v) => Some(*v),
@@ -145,6 +153,7 @@ impl Value {
         }
     }
 
+    /// The string, if this is one.
     pub fn as_str(&self) -> Option<&str> {
         match self {
             Value::Str(s) => Some(s),
@@ -164,11 +173,14 @@ impl Value {
 /// A named, typed column.
 #[derive(Clone, Debug, PartialEq, Eq, Serialize, Deserialize)]
 pub struct Column {
+    /// The column's name.
     pub name: String,
+    /// The column's type.
     pub ty: Type,
 }
 
 impl Column {
+    /// A column called `name` of type `ty`.
     pub fn new(name: impl Into<String>, ty: Type) -> Column {
         Column {
             name: name.into(),
@@ -364,6 +376,7 @@ impl Schema {
         Ok(Schema { columns, key })
     }
 
+    /// The columns, in row order.
     pub fn columns(&self) -> &[Column] {
         &self.columns
     }
@@ -657,12 +670,14 @@ impl VersionHeader {
 /// A row version as stored in a table's B+tree: header, then row bytes.
 #[derive(Clone, Debug, Default, PartialEq, Eq)]
 pub struct StoredRow {
+    /// The version header: who wrote this version, and where the older one is.
     pub header: VersionHeader,
     /// The row as [`Schema::encode_row`] made it.
     pub row: Vec<u8>,
 }
 
 impl StoredRow {
+    /// The bytes stored in a B+tree.
     pub fn encode(&self) -> Vec<u8> {
         let mut out = Vec::with_capacity(VERSION_HEADER_BYTES + self.row.len());
         out.extend_from_slice(&self.header.encode());
@@ -670,6 +685,7 @@ impl StoredRow {
         out
     }
 
+    /// Read the bytes stored in a B+tree.
     pub fn decode(bytes: &[u8]) -> Result<StoredRow> {
         let (header, row) = VersionHeader::split(bytes)?;
         Ok(StoredRow {

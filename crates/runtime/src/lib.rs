@@ -189,9 +189,16 @@ impl Rt {
         )
     }
 
-    /// The runtime of the calling task, if any.
+    /// The runtime of the calling task, if any: the one it entered, or
+    /// else the process's default real-world runtime once something made
+    /// it ([`RealRuntime::default_runtime`]), which the thread then keeps.
     pub fn try_current() -> Option<Rt> {
-        CURRENT.with(|c| c.borrow().clone())
+        if let Some(rt) = CURRENT.with(|c| c.borrow().clone()) {
+            return Some(rt);
+        }
+        let rt = real::default_if_made()?;
+        Rt::set_current(Some(rt.clone()));
+        Some(rt)
     }
 
     pub(crate) fn set_current(rt: Option<Rt>) -> Option<Rt> {

@@ -46,6 +46,22 @@ impl RealRuntime {
             previous: Rt::set_current(Some(rt.clone())),
         }
     }
+
+    /// The process's default real-world runtime, made on first use: what
+    /// [`Rt::current`] gives a thread that entered none (an application's
+    /// own threads calling an embedded database). Every call returns the
+    /// same runtime.
+    pub fn default_runtime() -> Rt {
+        DEFAULT_REAL.get_or_init(|| RealRuntime::new(0)).clone()
+    }
+}
+
+/// See [`RealRuntime::default_runtime`].
+static DEFAULT_REAL: std::sync::OnceLock<Rt> = std::sync::OnceLock::new();
+
+/// The default runtime if one was made, for [`Rt::current`]'s fallback.
+pub(crate) fn default_if_made() -> Option<Rt> {
+    DEFAULT_REAL.get().cloned()
 }
 
 struct RealRt {

@@ -64,12 +64,15 @@
 //!    database is not used, and the table is asked instead.
 
 mod access;
+mod builder;
 pub mod catalog;
 mod create;
 pub mod dir;
 pub mod dirlock;
 pub mod recovery;
 mod roles;
+mod rows;
+mod transact;
 mod txn;
 pub mod verify;
 
@@ -91,7 +94,10 @@ use crate::page::{PageNo, SpaceId};
 use crate::wal::record::Body;
 use crate::wal::{LogStats, Wal};
 
+pub use builder::Builder;
 pub use catalog::{IndexDef, TableDef, TableSpec};
+pub use rows::{ROWS_CHUNK, Rows, TypedRows};
+pub use transact::TRANSACT_ATTEMPTS_MAX;
 pub use txn::Transaction;
 
 /// The devices of a database, one per storage space.
@@ -356,6 +362,12 @@ pub struct Database {
 }
 
 impl Database {
+    /// A database of files in `dir`, in the real world: set its layout,
+    /// then create or open it ([`Builder`]).
+    pub fn builder(dir: impl AsRef<std::path::Path>) -> Builder {
+        Builder::new(dir.as_ref())
+    }
+
     /// Open (creating if new, recovering if it exists) a database whose
     /// devices are the presets and `memory` devices its configuration names.
     /// For files in a directory, use [`Database::open_dir`].

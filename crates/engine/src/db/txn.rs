@@ -70,7 +70,7 @@ enum Change<'a> {
 
 /// A transaction. Commit or abort it; dropping it aborts.
 pub struct Transaction {
-    db: Arc<Inner>,
+    pub(super) db: Arc<Inner>,
     id: u64,
     isolation: Isolation,
     snapshot_ts: u64,
@@ -111,7 +111,13 @@ impl Transaction {
         self.snapshot_ts
     }
 
-    fn check_active(&self) -> Result<()> {
+    /// This transaction, refusing writes from now on.
+    pub(super) fn read_only(mut self) -> Transaction {
+        self.read_only = true;
+        self
+    }
+
+    pub(super) fn check_active(&self) -> Result<()> {
         if !self.active {
             return Err(Error::Invalid(format!("transaction {} has ended", self.id)));
         }
@@ -122,7 +128,7 @@ impl Transaction {
         self.check_active()?;
         if self.read_only {
             return Err(Error::Invalid(format!(
-                "transaction {} reads a past snapshot and cannot write",
+                "transaction {} is read-only (a read or a past snapshot) and cannot write",
                 self.id
             )));
         }
@@ -130,7 +136,7 @@ impl Transaction {
     }
 
     /// Read committed: a fresh snapshot for each statement.
-    fn statement_snapshot(&mut self) {
+    pub(super) fn statement_snapshot(&mut self) {
         if self.isolation == Isolation::ReadCommitted && !self.read_only {
             let fresh = self.db.versions.snapshot();
             self.db.versions.release_snapshot(self.snapshot_ts);
@@ -143,7 +149,7 @@ impl Transaction {
         self.db.locks.lock(self.id, &mut self.held, lock_key, mode)
     }
 
-    fn tree(table: &Table) -> TreeRef<'_> {
+    pub(super) fn tree(table: &Table) -> TreeRef<'_> {
         TreeRef::table(&table.def)
     }
 
@@ -152,7 +158,7 @@ impl Transaction {
     /// The version of a stored row this transaction's snapshot sees: its
     /// row bytes, or `None` if the row did not exist (or was deleted) then.
     /// The current version's row bytes are `stored`'s own allocation.
-    fn visible(&self, stored: Vec<u8>) -> Result<Option<Vec<u8>>> {
+    pub(super) fn visible(&self, stored: Vec<u8>) -> Result<Option<Vec<u8>>> {
         let row = StoredRow::decode_owned(stored)?;
         let (mut header, mut bytes) = (row.header, row.row);
         let mut steps = 0u64;
@@ -470,7 +476,7 @@ impl Transaction {
 
     // ---------------------------------------------------------- typed rows
 
-    fn schema(table: &Table) -> Result<&crate::row::Schema> {
+    pub(super) fn schema(table: &Table) -> Result<&crate::row::Schema> {
         table.def.schema.as_ref().ok_or_else(|| {
             Error::Invalid(format!(
                 "table '{}' has no schema: use the byte API",

@@ -1,0 +1,138 @@
+//! Streaming scans: [`Rows`] reads a key range of a table a chunk of
+//! entries at a time, as of the transaction's snapshot. Between chunks it
+//! holds no latch, only the next key to read from, so a caller may stop
+//! at any row at no cost, and a range of any size takes memory for one
+//! chunk. [`TypedRows`] decodes a typed table's rows as it goes.
+
+use std::collections::VecDeque;
+use std::ops::Bound;
+
+use flashlab_runtime::Rt;
+
+use super::{Table, Transaction};
+use crate::error::Result;
+use crate::row::Value;
+
+/// Entries read from the tree in one step (one latched descent).
+pub const ROWS_CHUNK: usize = 64;
+
+/// The visible rows of a key range, in key order: `(key, value)`.
+pub struct Rows<'t> {
+    txn: &'t mut Transaction,
+    table: &'t Table,
+    from: Bound<Vec<u8>>,
+    upper: Bound<Vec<u8>>,
+    ready: VecDeque<(Vec<u8>, Vec<u8>)>,
+    exhausted: bool,
+    started: bool,
+}
+
+impl<'t> Rows<'t> {
+    pub(super) fn new(
+        txn: &'t mut Transaction,
+        table: &'t Table,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+    ) -> Rows<'t> {
+        Rows {
+            txn,
+            table,
+            from: lower.map(<[u8]>::to_vec),
+            upper: upper.map(<[u8]>::to_vec),
+            ready: VecDeque::new(),
+            exhausted: false,
+            started: false,
+        }
+    }
+
+    /// Read chunks until one yields a visible row or the range ends.
+    fn refill(&mut self) -> Result<()> {
+        if !self.started {
+            self.txn.check_active()?;
+            self.txn.statement_snapshot();
+            self.started = true;
+        }
+        let cost = self.txn.db.cpu().scan_row_ns;
+        while self.ready.is_empty() && !self.exhausted {
+            let entries = self.txn.db.tree_scan(
+                Transaction::tree(self.table),
+                self.from.as_ref().map(Vec::as_slice),
+                self.upper.as_ref().map(Vec::as_slice),
+                ROWS_CHUNK,
+            )?;
+            self.exhausted = entries.len() < ROWS_CHUNK;
+            for (key, stored) in entries {
+                Rt::cpu_current(cost);
+                self.from = Bound::Excluded(key.clone());
+                if let Some(row) = self.txn.visible(stored)? {
+                    self.ready.push_back((key, row));
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Iterator for Rows<'_> {
+    type Item = Result<(Vec<u8>, Vec<u8>)>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.ready.is_empty()
+            && let Err(e) = self.refill()
+        {
+            self.exhausted = true;
+            return Some(Err(e));
+        }
+        self.ready.pop_front().map(Ok)
+    }
+}
+
+/// The rows of a typed table's key range, decoded, in key order.
+pub struct TypedRows<'t> {
+    rows: Rows<'t>,
+}
+
+impl Iterator for TypedRows<'_> {
+    type Item = Result<Vec<Value>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        let (_, bytes) = match self.rows.next()? {
+            Ok(entry) => entry,
+            Err(e) => return Some(Err(e)),
+        };
+        Some(Transaction::schema(self.rows.table).and_then(|s| s.decode_row(&bytes)))
+    }
+}
+
+impl Transaction {
+    /// The rows with `lower <= key < upper` (as the bounds say), streamed;
+    /// see the module documentation.
+    pub fn range<'t>(
+        &'t mut self,
+        table: &'t Table,
+        lower: Bound<&[u8]>,
+        upper: Bound<&[u8]>,
+    ) -> Rows<'t> {
+        Rows::new(self, table, lower, upper)
+    }
+
+    /// The rows whose key starts with `prefix`, streamed.
+    pub fn prefix<'t>(&'t mut self, table: &'t Table, prefix: &[u8]) -> Rows<'t> {
+        let end = crate::row::prefix_end(prefix);
+        let upper = match &end {
+            Some(end) => Bound::Excluded(end.as_slice()),
+            None => Bound::Unbounded,
+        };
+        Rows::new(self, table, Bound::Included(prefix), upper)
+    }
+
+    /// A typed table's rows whose key columns lie from `lower` on (the
+    /// first key columns' values; empty: from the start), decoded and
+    /// streamed in key order.
+    pub fn rows_from<'t>(&'t mut self, table: &'t Table, lower: &[Value]) -> TypedRows<'t> {
+        let start = crate::row::encode_key(lower);
+        TypedRows {
+            rows: Rows::new(self, table, Bound::Included(&start), Bound::Unbounded),
+        }
+    }
+}
