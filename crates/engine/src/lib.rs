@@ -106,7 +106,8 @@ pub mod wal;
 
 pub use config::{DataSpaceConfig, DbConfig, SpaceConfig};
 pub use db::{
-    Builder, Database, Rows, TRANSACT_ATTEMPTS_MAX, Table, TableSpec, Transaction, TypedRows,
+    Builder, Database, IndexRows, Rows, TRANSACT_ATTEMPTS_MAX, Table, TableSpec, Transaction,
+    TypedRows,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use mvcc::Isolation;

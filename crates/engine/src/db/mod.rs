@@ -96,7 +96,7 @@ use crate::wal::{LogStats, Wal};
 
 pub use builder::Builder;
 pub use catalog::{IndexDef, TableDef, TableSpec};
-pub use rows::{ROWS_CHUNK, Rows, TypedRows};
+pub use rows::{IndexRows, ROWS_CHUNK, Rows, TypedRows};
 pub use transact::TRANSACT_ATTEMPTS_MAX;
 pub use txn::Transaction;
 

@@ -9,9 +9,10 @@ use std::ops::Bound;
 
 use flashlab_runtime::Rt;
 
-use super::{Table, Transaction};
+use super::access::TreeRef;
+use super::{IndexDef, Table, Transaction};
 use crate::error::Result;
-use crate::row::Value;
+use crate::row::{Type, Value};
 
 /// Entries read from the tree in one step (one latched descent).
 pub const ROWS_CHUNK: usize = 64;
@@ -104,7 +105,100 @@ impl Iterator for TypedRows<'_> {
     }
 }
 
+/// A typed table's rows through one of its indexes, in index order.
+pub struct IndexRows<'t> {
+    txn: &'t mut Transaction,
+    table: &'t Table,
+    index: &'t IndexDef,
+    /// The index key's column types, then the primary key's.
+    types: Vec<Type>,
+    from: Bound<Vec<u8>>,
+    upper: Bound<Vec<u8>>,
+    ready: VecDeque<Vec<Value>>,
+    exhausted: bool,
+}
+
+impl IndexRows<'_> {
+    /// Read index chunks until one yields a row the snapshot sees.
+    fn refill(&mut self) -> Result<()> {
+        let schema = Transaction::schema(self.table)?;
+        while self.ready.is_empty() && !self.exhausted {
+            let entries = self.txn.db.tree_scan(
+                TreeRef::index(&self.table.def, self.index),
+                self.from.as_ref().map(Vec::as_slice),
+                self.upper.as_ref().map(Vec::as_slice),
+                ROWS_CHUNK,
+            )?;
+            self.exhausted = entries.len() < ROWS_CHUNK;
+            for (index_key, _) in entries {
+                self.from = Bound::Excluded(index_key.clone());
+                let values = crate::row::decode_key(&self.types, &index_key)?;
+                let pk = crate::row::encode_key(&values[self.index.columns.len()..]);
+                let stored = self.txn.db.tree_get(Transaction::tree(self.table), &pk)?;
+                let Some(bytes) = stored.map(|s| self.txn.visible(s)).transpose()?.flatten() else {
+                    continue;
+                };
+                let row = schema.decode_row(&bytes)?;
+                // Index entries of replaced versions stay for older
+                // snapshots: keep the row only if the version this snapshot
+                // sees has this entry's index values.
+                let own = schema.index_key(&row, &self.index.columns)?;
+                if own == index_key[..index_key.len() - pk.len()] {
+                    self.ready.push_back(row);
+                }
+            }
+        }
+        Ok(())
+    }
+}
+
+impl Iterator for IndexRows<'_> {
+    type Item = Result<Vec<Value>>;
+
+    fn next(&mut self) -> Option<Self::Item> {
+        if self.ready.is_empty()
+            && let Err(e) = self.refill()
+        {
+            self.exhausted = true;
+            return Some(Err(e));
+        }
+        self.ready.pop_front().map(Ok)
+    }
+}
+
 impl Transaction {
+    /// A typed table's rows whose `index` columns start with the `prefix`
+    /// values, in index order, streamed (see the module documentation).
+    pub fn index_rows<'t>(
+        &'t mut self,
+        table: &'t Table,
+        index: &str,
+        prefix: &[Value],
+    ) -> Result<IndexRows<'t>> {
+        self.check_active()?;
+        self.statement_snapshot();
+        let def = table.def.index(index)?;
+        let schema = Transaction::schema(table)?;
+        let mut types: Vec<Type> = def
+            .columns
+            .iter()
+            .map(|&c| schema.columns()[c].ty)
+            .collect();
+        types.extend(schema.key().iter().map(|&c| schema.columns()[c].ty));
+        let start = crate::row::encode_key(prefix);
+        let upper = crate::row::prefix_end(&start).map_or(Bound::Unbounded, Bound::Excluded);
+        Ok(IndexRows {
+            txn: self,
+            table,
+            index: def,
+            types,
+            from: Bound::Included(start),
+            upper,
+            ready: VecDeque::new(),
+            exhausted: false,
+        })
+    }
+
     /// The rows with `lower <= key < upper` (as the bounds say), streamed;
     /// see the module documentation.
     pub fn range<'t>(
