@@ -30,6 +30,7 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{DbConfig, FILE_CAPACITY_BYTES_DEFAULT, SpaceConfig};
 use crate::db::dirlock::{DirLock, LOCK_FILE};
+use crate::db::gate::WriteGate;
 use crate::db::{Database, Devices};
 use crate::error::{Error, Result};
 
@@ -231,7 +232,22 @@ pub enum Access {
 
 /// Open the devices of an existing database directory. Never creates:
 /// a directory without a manifest is not a database (see [`create`]).
+/// For writing, the files are gated: see [`open_devices_gated`].
 pub fn open_devices(dir: &Path, config: &DbConfig, access: Access) -> Result<Devices> {
+    let (devices, gate) = open_devices_gated(dir, config, access)?;
+    if let Some(gate) = gate {
+        gate.release()?;
+    }
+    Ok(devices)
+}
+
+/// [`open_devices`], whose files, for writing, are behind a write gate
+/// (OPEN-1) that the caller releases once the open passed every check.
+pub(crate) fn open_devices_gated(
+    dir: &Path,
+    config: &DbConfig,
+    access: Access,
+) -> Result<(Devices, Option<Arc<WriteGate>>)> {
     config.validate()?;
     if !dir.is_dir() {
         return Err(Error::Open(format!("{}: not a directory", dir.display())));
@@ -246,9 +262,11 @@ pub fn open_devices(dir: &Path, config: &DbConfig, access: Access) -> Result<Dev
     };
     let manifest = Manifest::read(dir)?.ok_or_else(|| not_a_database(dir))?;
     check_against(dir, &manifest, &Manifest::for_config(config))?;
+    let gate = (access == Access::Write).then(WriteGate::new);
     let mut devices = Vec::new();
     for space in &manifest.spaces {
-        devices.push((space.kind.clone(), open_file(dir, space, config, access)?));
+        let file = open_file(dir, space, config, access, gate.as_ref())?;
+        devices.push((space.kind.clone(), file));
     }
     super::roles::check(dir, &manifest, &devices)?;
     let take = |kind: &str| {
@@ -261,12 +279,13 @@ pub fn open_devices(dir: &Path, config: &DbConfig, access: Access) -> Result<Dev
     let log = take("log")
         .pop()
         .ok_or_else(|| Error::Open(format!("{}: the manifest lists no log", dir.display())))?;
-    Ok(Devices {
+    let devices = Devices {
         data: take("data"),
         log: hold(log, lock),
         rollback: take("rollback").pop(),
         temp: take("temp").pop(),
-    })
+    };
+    Ok((devices, gate))
 }
 
 fn not_a_database(dir: &Path) -> Error {
@@ -278,7 +297,11 @@ fn not_a_database(dir: &Path) -> Error {
 
 /// Open an existing database on the devices of its directory: recovery,
 /// never creation. A log without a valid master record is damage.
-pub(crate) fn open_existing(config: &DbConfig, devices: Devices) -> Result<Database> {
+pub(crate) fn open_existing(
+    config: &DbConfig,
+    devices: Devices,
+    gate: Option<Arc<WriteGate>>,
+) -> Result<Database> {
     let Some(master) = crate::wal::Wal::read_master(&devices.log)? else {
         return Err(Error::Damaged(format!(
             "{}: neither copy of the log's master record is valid",
@@ -286,6 +309,10 @@ pub(crate) fn open_existing(config: &DbConfig, devices: Devices) -> Result<Datab
         )));
     };
     let db = super::recovery::recover(config, devices, master)?;
+    // OPEN-1: recovery passed every check; its writes reach the files now.
+    if let Some(gate) = gate {
+        gate.release()?;
+    }
     db.start_background();
     Ok(db)
 }
@@ -565,6 +592,7 @@ fn open_file(
     space: &ManifestSpace,
     config: &DbConfig,
     access: Access,
+    gate: Option<&Arc<WriteGate>>,
 ) -> Result<DeviceRef> {
     let path = space_path(dir, space)?;
     let len = match std::fs::metadata(&path) {
@@ -590,7 +618,11 @@ fn open_file(
         Access::Write => {
             let options = log_direct(space, &path).unwrap_or_default();
             let device = FileDevice::open(&path, options)?;
-            Arc::new(zeroed_ahead(space, config, device)?)
+            let file: DeviceRef = Arc::new(zeroed_ahead(space, config, device)?);
+            match gate {
+                Some(gate) => gate.wrap(file),
+                None => file,
+            }
         }
         Access::ReadOnly => Arc::new(OverlayDevice::new(Arc::new(FileDevice::open_read_only(
             &path,

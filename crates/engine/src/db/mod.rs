@@ -68,6 +68,7 @@ pub mod catalog;
 mod create;
 pub mod dir;
 pub mod dirlock;
+mod gate;
 pub mod recovery;
 mod roles;
 mod txn;
@@ -147,6 +148,16 @@ impl LogForce for Wal {
 
     fn end_lsn(&self) -> u64 {
         Wal::end_lsn(self)
+    }
+
+    fn past_end(&self, lsn: u64) -> Option<(u64, String)> {
+        // The durable end is an atomic (WAL-12); only a page past it asks
+        // for the end under the log's lock.
+        if lsn <= self.flushed_lsn() {
+            return None;
+        }
+        let end = Wal::end_lsn(self);
+        (lsn > end).then(|| (end, format!("log device '{}'", self.device().name())))
     }
 
     fn flush_device(&self, device: &DeviceRef) -> Result<()> {
@@ -387,8 +398,8 @@ impl Database {
     /// database is dropped, and runs recovery. Never creates; see
     /// [`Database::create_dir`] and [`dir`] for the manifest.
     pub fn open_dir(dir: &std::path::Path, config: &DbConfig) -> Result<Database> {
-        let devices = dir::open_devices(dir, config, dir::Access::Write)?;
-        dir::open_existing(config, devices)
+        let (devices, gate) = dir::open_devices_gated(dir, config, dir::Access::Write)?;
+        dir::open_existing(config, devices, gate)
     }
 
     /// Open the existing database in `dir` read-only: a shared lock, and
@@ -396,7 +407,7 @@ impl Database {
     /// byte of them changes. Commits succeed but are lost at close.
     pub fn open_dir_read_only(dir: &std::path::Path, config: &DbConfig) -> Result<Database> {
         let devices = dir::open_devices(dir, config, dir::Access::ReadOnly)?;
-        dir::open_existing(config, devices)
+        dir::open_existing(config, devices, None)
     }
 
     /// Create a new database in `dir`, atomically (see [`dir::create`]).

@@ -1,0 +1,271 @@
+//! Damage at rest (issue 41): a database made by the engine in a directory,
+//! closed or crashed, damaged by the test while no one has it open, then
+//! opened. Each case must be refused with one line naming the damage, and
+//! a refused open must leave every file's bytes and length as they were
+//! (OPEN-1), or the open must find every acknowledged commit.
+
+use std::collections::BTreeMap;
+use std::ops::Bound;
+use std::path::Path;
+
+use flashlab_engine::config::SpaceConfig;
+use flashlab_engine::store::StoreKind;
+use flashlab_engine::{Database, DbConfig, TableSpec};
+use flashlab_runtime::RealRuntime;
+
+const PAGE: usize = 4096;
+
+fn config(store: StoreKind) -> DbConfig {
+    // A small pool, so that pages are written back between checkpoints.
+    let mut config = DbConfig::simple("file", "file", PAGE, 16 * PAGE as u64);
+    config.data[0].capacity_bytes = Some(4 << 20);
+    config.data[0].store = store;
+    if store == StoreKind::LogStructured {
+        config.data[0].segment_bytes = Some(128 << 10);
+    }
+    config.log.capacity_bytes = Some(4 << 20);
+    config.rollback = Some(SpaceConfig {
+        device: "file".into(),
+        // The data file's size: a swap is then found by what the files
+        // hold, not by their lengths.
+        capacity_bytes: Some(4 << 20),
+    });
+    // Checkpoints only when a test asks for one.
+    config.checkpoint_interval_ns = 3_600_000_000_000;
+    config
+}
+
+fn in_runtime<T>(f: impl FnOnce() -> T) -> T {
+    let rt = RealRuntime::new(1);
+    let _enter = RealRuntime::enter(&rt);
+    f()
+}
+
+/// Commit rows `keys` of table `kv`, one transaction per `per` rows.
+fn fill(db: &Database, keys: std::ops::Range<u32>, per: u32) {
+    let t = match db.table("kv") {
+        Ok(t) => t,
+        Err(_) => db.create_table(TableSpec::bytes("kv")).unwrap(),
+    };
+    let mut i = keys.start;
+    while i < keys.end {
+        let mut txn = db.begin().unwrap();
+        for k in i..(i + per).min(keys.end) {
+            txn.put(&t, &key(k), &[(k % 251) as u8; 100]).unwrap();
+        }
+        txn.commit().unwrap();
+        i += per;
+    }
+}
+
+fn key(k: u32) -> Vec<u8> {
+    format!("{k:06}").into_bytes()
+}
+
+/// A database with `rows` rows of `kv`, closed cleanly.
+fn make(dir: &Path, config: &DbConfig, rows: u32) {
+    in_runtime(|| {
+        Database::create_dir(dir, config).unwrap();
+        let db = Database::open_dir(dir, config).unwrap();
+        fill(&db, 0..rows, 20);
+        db.close().unwrap();
+    });
+}
+
+/// Every file in `dir` (name, contents), the lock file aside (a writer
+/// records its pid there; it is the lock, not the database).
+fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
+    std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap())
+        .filter(|e| e.file_type().unwrap().is_file())
+        .filter(|e| e.file_name() != "flashlab.lock")
+        .map(|e| {
+            let name = e.file_name().to_string_lossy().into_owned();
+            (name, std::fs::read(e.path()).unwrap())
+        })
+        .collect()
+}
+
+/// Copy every file of `from` into `to` (a crash image when `from` is open).
+fn copy_files(from: &Path, to: &Path) {
+    for (name, bytes) in snapshot(from) {
+        std::fs::write(to.join(name), bytes).unwrap();
+    }
+}
+
+/// Opening `dir` (for writing, then read-only) must be refused with a
+/// message holding every one of `words`, and change no file.
+fn assert_refused(dir: &Path, config: &DbConfig, words: &[&str]) -> String {
+    let before = snapshot(dir);
+    let mut last = String::new();
+    for read_only in [false, true] {
+        let err = in_runtime(|| {
+            let opened = if read_only {
+                Database::open_dir_read_only(dir, config)
+            } else {
+                Database::open_dir(dir, config)
+            };
+            match opened {
+                Ok(db) => {
+                    db.abandon();
+                    None
+                }
+                Err(e) => Some(e.to_string()),
+            }
+        });
+        let err = err.unwrap_or_else(|| panic!("the damaged database was opened"));
+        for word in words {
+            assert!(err.contains(word), "{err:?} does not say {word:?}");
+        }
+        assert!(!err.contains('\n'), "not one line: {err}");
+        assert_unchanged(&before, dir, &err);
+        last = err;
+    }
+    last
+}
+
+fn assert_unchanged(before: &BTreeMap<String, Vec<u8>>, dir: &Path, what: &str) {
+    let after = snapshot(dir);
+    assert_eq!(
+        before.keys().collect::<Vec<_>>(),
+        after.keys().collect::<Vec<_>>(),
+        "a refused open ({what}) created or removed files"
+    );
+    for (name, bytes) in before {
+        assert_eq!(bytes.len(), after[name].len(), "{what}: {name}'s length");
+        assert!(
+            after[name] == *bytes,
+            "a refused open ({what}) wrote {name}"
+        );
+    }
+}
+
+/// The rows of `kv` that an open of `dir` finds, or its error.
+fn rows(dir: &Path, config: &DbConfig) -> Result<Vec<u32>, String> {
+    in_runtime(|| {
+        let db = Database::open_dir_read_only(dir, config).map_err(|e| e.to_string())?;
+        let t = db.table("kv").map_err(|e| e.to_string())?;
+        let mut txn = db.begin().map_err(|e| e.to_string())?;
+        let found = txn
+            .scan(&t, Bound::Unbounded, Bound::Unbounded)
+            .map_err(|e| e.to_string())?;
+        let keys = found
+            .iter()
+            .map(|(k, _)| std::str::from_utf8(k).unwrap().parse().unwrap())
+            .collect();
+        drop(txn);
+        db.abandon();
+        Ok(keys)
+    })
+}
+
+fn overwrite(path: &Path, offset: u64, bytes: &[u8]) {
+    use std::os::unix::fs::FileExt;
+    let file = std::fs::OpenOptions::new().write(true).open(path).unwrap();
+    file.write_all_at(bytes, offset).unwrap();
+}
+
+fn u64_at(bytes: &[u8], at: usize) -> u64 {
+    u64::from_le_bytes(bytes[at..at + 8].try_into().unwrap())
+}
+
+/// The newest master-record copy's (checkpoint LSN, log start).
+fn master(log: &[u8]) -> (u64, u64) {
+    let copies = [&log[0..512], &log[512..1024]];
+    let newest = copies.iter().max_by_key(|c| u64_at(c, 16)).unwrap();
+    (u64_at(newest, 24), u64_at(newest, 32))
+}
+
+/// Device offset of the log sector holding stream byte `lsn` (4 KB master
+/// area, 512-byte sectors of 488 payload bytes, no wrap in these logs).
+fn log_offset(lsn: u64) -> u64 {
+    4096 + (lsn / 488) * 512
+}
+
+/// Case 1: an older copy of the log, put back after later commits were
+/// checkpointed into the data file.
+#[test]
+fn regression_an_older_copy_of_the_log_is_refused_naming_both_positions() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(StoreKind::InPlace);
+    make(dir.path(), &config, 200);
+    let old_log = std::fs::read(dir.path().join("log.wal")).unwrap();
+    in_runtime(|| {
+        let db = Database::open_dir(dir.path(), &config).unwrap();
+        fill(&db, 200..1200, 10);
+        db.checkpoint().unwrap();
+        fill(&db, 1200..1300, 10);
+        db.close().unwrap();
+    });
+    std::fs::write(dir.path().join("log.wal"), &old_log).unwrap();
+    let err = assert_refused(
+        dir.path(),
+        &config,
+        &[
+            "log.wal",
+            "the log lost its tail",
+            "has LSN",
+            "the log ends at",
+        ],
+    );
+    eprintln!("{err}");
+}
+
+/// Case 2: a crashed database whose log is zeroed from 100 sectors past
+/// its checkpoint's: data pages written since carry LSNs past the end
+/// that recovery finds (this panicked with "BUF-7: install ... behind").
+#[test]
+fn regression_a_zeroed_log_tail_is_refused_not_a_panic() {
+    let live = tempfile::tempdir().unwrap();
+    let image = tempfile::tempdir().unwrap();
+    let config = config(StoreKind::InPlace);
+    make(live.path(), &config, 200);
+    in_runtime(|| {
+        let db = Database::open_dir(live.path(), &config).unwrap();
+        db.checkpoint().unwrap();
+        fill(&db, 200..3000, 10);
+        copy_files(live.path(), image.path());
+        db.abandon();
+    });
+    let log_path = image.path().join("log.wal");
+    let log = std::fs::read(&log_path).unwrap();
+    let (checkpoint, _) = master(&log);
+    let from = log_offset(checkpoint) + 100 * 512;
+    assert!(from < log.len() as u64);
+    overwrite(&log_path, from, &vec![0u8; log.len() - from as usize]);
+    let err = assert_refused(image.path(), &config, &["the log lost its tail", "has LSN"]);
+    eprintln!("{err}");
+}
+
+/// Case 5: the data file and the rollback space swapped. Every open is
+/// refused naming both files, and none writes: swapped back, the database
+/// is whole.
+#[test]
+fn regression_swapped_data_and_rollback_files_are_named_and_left_alone() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(StoreKind::InPlace);
+    make(dir.path(), &config, 300);
+    let (data, rollback) = (
+        dir.path().join("data.data"),
+        dir.path().join("rollback.seg"),
+    );
+    let swap = dir.path().join("swap");
+    let exchange = || {
+        std::fs::rename(&data, &swap).unwrap();
+        std::fs::rename(&rollback, &data).unwrap();
+        std::fs::rename(&swap, &rollback).unwrap();
+    };
+    exchange();
+    let err = assert_refused(
+        dir.path(),
+        &config,
+        &["data.data", "rollback.seg", "swapped"],
+    );
+    eprintln!("{err}");
+    exchange();
+    assert_eq!(
+        rows(dir.path(), &config).unwrap(),
+        (0..300).collect::<Vec<_>>()
+    );
+}
