@@ -114,6 +114,7 @@ impl DataSpaceConfig {
             segment_bytes: self.segment_bytes.unwrap_or(default.segment_bytes),
             cleaning: self.cleaning.unwrap_or(default.cleaning),
             write_through: self.write_through,
+            created: false,
         }
     }
 }

@@ -269,3 +269,95 @@ fn regression_swapped_data_and_rollback_files_are_named_and_left_alone() {
         (0..300).collect::<Vec<_>>()
     );
 }
+
+/// Case 4, in place: page 0 (the space header) of a cleanly closed
+/// database zeroed. Its zeros were read as a fresh space ("1 page").
+#[test]
+fn regression_a_zeroed_space_header_is_refused_naming_page_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(StoreKind::InPlace);
+    make(dir.path(), &config, 300);
+    overwrite(&dir.path().join("data.data"), 0, &[0u8; PAGE]);
+    let err = assert_refused(
+        dir.path(),
+        &config,
+        &["data.data", "page 0", "space header", "all zeros"],
+    );
+    eprintln!("{err}");
+}
+
+/// Case 4, log-structured: the superblock (block 0) zeroed. Its zeros were
+/// taken for a store whose creation was cut short, and formatted anew.
+#[test]
+fn regression_a_zeroed_log_structured_superblock_is_refused_naming_block_0() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(StoreKind::LogStructured);
+    make(dir.path(), &config, 300);
+    overwrite(&dir.path().join("data.data"), 0, &[0u8; PAGE]);
+    let err = assert_refused(
+        dir.path(),
+        &config,
+        &["data.data", "block 0", "superblock", "all zeros"],
+    );
+    eprintln!("{err}");
+}
+
+/// Case 4, log-structured: both map-checkpoint headers zeroed.
+#[test]
+fn regression_zeroed_map_checkpoint_headers_are_refused_naming_the_blocks() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(StoreKind::LogStructured);
+    make(dir.path(), &config, 300);
+    let data = dir.path().join("data.data");
+    let block0 = std::fs::read(&data).unwrap();
+    // The superblock's blocks per map-checkpoint slot M, at offset 44.
+    let m = u32::from_le_bytes(block0[44..48].try_into().unwrap()) as u64;
+    for block in [1, 1 + m] {
+        overwrite(&data, block * PAGE as u64, &[0u8; PAGE]);
+    }
+    let err = assert_refused(
+        dir.path(),
+        &config,
+        &["data.data", "map-checkpoint headers", "all zeros"],
+    );
+    eprintln!("{err}");
+}
+
+/// Case 3: the last log sector of a crashed database zeroed after its
+/// flush, with nothing written after it. With one copy of the log this
+/// cannot be told from a torn tail (the limit the README states): the
+/// open either refuses naming the lost tail (a data page already carries
+/// a later LSN) or finds every commit but those of that sector. It never
+/// panics, and what it finds is a prefix of the commits.
+#[test]
+fn regression_a_zeroed_last_log_sector_loses_at_most_that_sector() {
+    let live = tempfile::tempdir().unwrap();
+    let image = tempfile::tempdir().unwrap();
+    let config = config(StoreKind::InPlace);
+    make(live.path(), &config, 200);
+    in_runtime(|| {
+        let db = Database::open_dir(live.path(), &config).unwrap();
+        fill(&db, 200..260, 1);
+        copy_files(live.path(), image.path());
+        db.abandon();
+    });
+    let log_path = image.path().join("log.wal");
+    let log = std::fs::read(&log_path).unwrap();
+    // The last written sector: the last non-zero one of the region.
+    let last = (4096..log.len())
+        .step_by(512)
+        .rfind(|&at| log[at..at + 512].iter().any(|&b| b != 0))
+        .unwrap();
+    overwrite(&log_path, last as u64, &[0u8; 512]);
+    match rows(image.path(), &config) {
+        Ok(found) => {
+            assert!(
+                found.len() >= 250,
+                "more than one sector's commits lost: {}",
+                found.len()
+            );
+            assert_eq!(found, (0..found.len() as u32).collect::<Vec<_>>());
+        }
+        Err(e) => assert!(e.contains("the log lost its tail"), "{e}"),
+    }
+}

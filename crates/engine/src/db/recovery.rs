@@ -64,6 +64,11 @@
 //!    from the WAL records before the space's newest marker that lie in
 //!    none of its restarts' holes `[L*, restart record)`
 //!    ([`Wal::rebuild_page`]), its state in the marked state.
+//! 5. Once the master record names a checkpoint (creation took its
+//!    first), every data space has its header and space 0 its catalog
+//!    root: one that redo leaves all zeros is damage, named with its page
+//!    and device offset, never formatted anew (a zeroed page 0 read as a
+//!    fresh space wrecked the catalog at the next write).
 
 use std::collections::BTreeMap;
 
@@ -246,13 +251,21 @@ pub(crate) fn recover_with_report(
         .min(checkpoint_lsn)
         .max(master.start_lsn);
     let end_lsn = analysis.end.end_lsn;
+    // The master names a checkpoint only once creation took its first one.
+    let created = master.checkpoint_lsn != 0;
     let wal = Wal::resume(
         devices.log.clone(),
         config.wal.clone(),
         master,
         &analysis.end,
     )?;
-    let (spaces, pools) = build_spaces(config, &devices, &wal, crate::store::StoreMode::Open)?;
+    let (spaces, pools) = build_spaces(
+        config,
+        &devices,
+        &wal,
+        crate::store::StoreMode::Open,
+        created,
+    )?;
     let db = Database::from_parts(
         config,
         spaces,
@@ -295,7 +308,7 @@ pub(crate) fn recover_with_report(
         .set_active(losers.values().map(|t| (t.clone(), master.start_lsn)));
     log_restarts(&db, end_lsn)?;
     report.records_undone = undo(&db, losers, l_star)?;
-    crate::db::create::finish_creation(&db)?;
+    crate::db::create::finish_creation(&db, created)?;
     load_catalog(&db)?;
     db.inner.wal.flush_all()?;
     db.flush()?;
