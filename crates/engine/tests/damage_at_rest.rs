@@ -361,3 +361,29 @@ fn regression_a_zeroed_last_log_sector_loses_at_most_that_sector() {
         Err(e) => assert!(e.contains("the log lost its tail"), "{e}"),
     }
 }
+
+/// Case 1 without an allocation: the later run only updates rows, so only
+/// the anchor that each checkpoint stamps into page 0 (DB-9) proves that
+/// the log put back is older than the data file.
+#[test]
+fn regression_an_older_log_is_refused_by_the_checkpoint_anchor() {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(StoreKind::InPlace);
+    make(dir.path(), &config, 200);
+    let old_log = std::fs::read(dir.path().join("log.wal")).unwrap();
+    in_runtime(|| {
+        let db = Database::open_dir(dir.path(), &config).unwrap();
+        let t = db.table("kv").unwrap();
+        let mut txn = db.begin().unwrap();
+        txn.put(&t, &key(7), &[9u8; 100]).unwrap();
+        txn.commit().unwrap();
+        db.close().unwrap();
+    });
+    std::fs::write(dir.path().join("log.wal"), &old_log).unwrap();
+    let err = assert_refused(
+        dir.path(),
+        &config,
+        &["the log lost its tail", "page 0:0", "the log ends at"],
+    );
+    eprintln!("{err}");
+}

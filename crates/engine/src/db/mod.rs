@@ -62,6 +62,15 @@
 //!    statement on a table takes the tree's latch without the table's lock
 //!    (a lock every core would write); a definition filled by another
 //!    database is not used, and the table is asked instead.
+//! 9. The log's end is anchored outside the log (DB-9): before each
+//!    checkpoint's begin record, page 0 of every data space records the
+//!    log's end (the *anchor*, [`crate::space::ANCHOR_OFFSET`]) through a
+//!    logged change, so the checkpoint writes page 0 with a page LSN past
+//!    it. An older or truncated copy of the log that ends before it is then
+//!    refused when recovery reads page 0 (BUF-18), as PostgreSQL's
+//!    `pg_control` refuses a log older than its checkpoint. A log too full
+//!    for the stamp's record skips it for that checkpoint (the checkpoint
+//!    is what frees the log).
 
 mod access;
 pub mod catalog;
@@ -639,6 +648,9 @@ impl Database {
         let inner = &self.inner;
         let _ddl = inner.ddl.lock();
         inner.check_log()?;
+        for space in &inner.spaces {
+            self.anchor(space)?;
+        }
         let start = inner.wal.checkpoint_begin()?;
         inner.wal.wait_installed_before(start.begin_lsn)?;
         // One force now covers the page LSNs of nearly every page the loop
@@ -684,6 +696,20 @@ impl Database {
         inner.wal.flush_to(end)?;
         inner.wal.write_master(start.begin_lsn, start.start_lsn)?;
         Ok(start.begin_lsn)
+    }
+
+    /// DB-9: record the log's end in page 0 of `space`, a logged change
+    /// under the space's allocation latch (MTR-4). Page 0 is pinned first,
+    /// so the latch is never held across its read.
+    fn anchor(&self, space: &DataSpace) -> Result<()> {
+        let inner = &self.inner;
+        let _pinned = space.pool.fetch(crate::page::PageId::new(space.id, 0))?;
+        let mut mtr = inner.mtr(space.id)?;
+        mtr.stamp_anchor(inner.wal.end_lsn())?;
+        match mtr.commit(&inner.wal, 0, 0, None) {
+            Err(Error::LogFull(_)) => Ok(()),
+            other => other.map(|_| ()),
+        }
     }
 
     /// Write every dirty page and checkpoint, so the next open has nothing
