@@ -126,6 +126,12 @@ pub struct SpaceConfig {
     pub device: String,
     #[serde(default)]
     pub capacity_bytes: Option<u64>,
+    /// The log only: a second copy of the log (`[log] mirror`), a device
+    /// preset in the simulated world, a file path in a directory's
+    /// database. Every force writes and flushes both; reads repair a
+    /// sector one copy lost from the other ([`crate::wal::mirror`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mirror: Option<String>,
 }
 
 /// CPU cost of engine operations, charged in the simulated world by
@@ -296,6 +302,7 @@ impl DbConfig {
             log: SpaceConfig {
                 device: log_device.into(),
                 capacity_bytes: None,
+                mirror: None,
             },
             rollback: None,
             temp: None,

@@ -30,6 +30,7 @@ fn config(store: StoreKind) -> DbConfig {
         // The data file's size: a swap is then found by what the files
         // hold, not by their lengths.
         capacity_bytes: Some(4 << 20),
+        mirror: None,
     });
     // Checkpoints only when a test asks for one.
     config.checkpoint_interval_ns = 3_600_000_000_000;

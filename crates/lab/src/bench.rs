@@ -623,6 +623,7 @@ fn db_config(options: &BenchOptions) -> DbConfig {
         config.rollback = Some(flashlab_engine::config::SpaceConfig {
             device: options.rollback_device.clone(),
             capacity_bytes: None,
+            mirror: None,
         });
     }
     if options.write_scheduler {

@@ -189,6 +189,7 @@ pub fn config_from_manifest(dir: &Path) -> Result<DbConfig> {
             .map(|s| SpaceConfig {
                 device: crate::config::FILE_DEVICE.into(),
                 capacity_bytes: Some(s.capacity_bytes),
+                mirror: None,
             })
     };
     let data = manifest

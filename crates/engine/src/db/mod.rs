@@ -126,7 +126,13 @@ impl Devices {
                 .iter()
                 .map(|s| open(&s.device))
                 .collect::<Result<_>>()?,
-            log: open(&config.log.device)?,
+            log: match &config.log.mirror {
+                Some(mirror) => Arc::new(crate::wal::mirror::MirroredLog::new(
+                    open(&config.log.device)?,
+                    open(mirror)?,
+                )),
+                None => open(&config.log.device)?,
+            },
             rollback: config
                 .rollback
                 .as_ref()
