@@ -133,3 +133,74 @@ fn regression_a_zeroed_last_sector_of_the_primary_is_repaired_from_the_mirror() 
 fn regression_a_zeroed_last_sector_of_the_mirror_is_repaired_from_the_primary() {
     zero_the_last_sector_of(|rig| rig.mirror.clone(), false);
 }
+
+/// A database directory whose log has a mirror on another path (`[log]
+/// mirror = PATH`): the manifest records it, a crash image whose log lost
+/// its last flushed sector opens with every commit, from the mirror.
+#[test]
+fn regression_a_directorys_log_mirror_repairs_a_zeroed_last_sector() {
+    use flashlab_runtime::RealRuntime;
+    let dir = tempfile::tempdir().unwrap();
+    let elsewhere = tempfile::tempdir().unwrap();
+    let image = tempfile::tempdir().unwrap();
+    let image_mirror = tempfile::tempdir().unwrap();
+    let mirror = elsewhere.path().join("log.mirror");
+    let mut config = DbConfig::simple("file", "file", 4096, 64 * 4096);
+    config.data[0].capacity_bytes = Some(4 << 20);
+    config.log.capacity_bytes = Some(4 << 20);
+    config.log.mirror = Some(mirror.display().to_string());
+    config.checkpoint_interval_ns = 3_600_000_000_000;
+    let rt = RealRuntime::new(1);
+    let _enter = RealRuntime::enter(&rt);
+    Database::create_dir(dir.path(), &config).unwrap();
+    let manifest = std::fs::read_to_string(dir.path().join("flashlab.manifest")).unwrap();
+    assert!(manifest.contains("log.mirror"), "{manifest}");
+    let db = Database::open_dir(dir.path(), &config).unwrap();
+    let t = db.create_table(TableSpec::bytes("kv")).unwrap();
+    for i in 0..50u32 {
+        let mut txn = db.begin().unwrap();
+        txn.put(&t, format!("{i:05}").as_bytes(), &[1u8; 60])
+            .unwrap();
+        txn.commit().unwrap();
+    }
+    // A crash image of both paths, taken while the database is open.
+    for entry in std::fs::read_dir(dir.path()).unwrap() {
+        let entry = entry.unwrap();
+        if entry.file_type().unwrap().is_file() {
+            std::fs::copy(entry.path(), image.path().join(entry.file_name())).unwrap();
+        }
+    }
+    let copied_mirror = image_mirror.path().join("log.mirror");
+    std::fs::copy(&mirror, &copied_mirror).unwrap();
+    db.abandon();
+    let log_path = image.path().join("log.wal");
+    let log = std::fs::read(&log_path).unwrap();
+    let last = (4096..log.len())
+        .step_by(512)
+        .rfind(|&at| log[at..at + 512].iter().any(|&b| b != 0))
+        .unwrap();
+    let mut zeroed = log.clone();
+    zeroed[last..last + 512].fill(0);
+    std::fs::write(&log_path, &zeroed).unwrap();
+    // The image's manifest names the original mirror: point it at the copy.
+    let manifest = manifest.replace(
+        &mirror.display().to_string(),
+        &copied_mirror.display().to_string(),
+    );
+    std::fs::write(image.path().join("flashlab.manifest"), manifest).unwrap();
+    config.log.mirror = Some(copied_mirror.display().to_string());
+    let db = Database::open_dir(image.path(), &config).unwrap();
+    let t = db.table("kv").unwrap();
+    let mut txn = db.begin().unwrap();
+    let rows = txn
+        .scan(&t, std::ops::Bound::Unbounded, std::ops::Bound::Unbounded)
+        .unwrap();
+    assert_eq!(rows.len(), 50, "acknowledged commits lost");
+    drop(txn);
+    db.close().unwrap();
+    let repaired = std::fs::read(&log_path).unwrap();
+    assert!(
+        repaired[last..last + 512].iter().any(|&b| b != 0),
+        "not repaired"
+    );
+}

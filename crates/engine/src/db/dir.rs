@@ -33,6 +33,7 @@ use crate::db::dirlock::{DirLock, LOCK_FILE};
 use crate::db::gate::WriteGate;
 use crate::db::{Database, Devices};
 use crate::error::{Error, Result};
+use crate::wal::mirror::MirroredLog;
 
 /// The manifest's file name.
 pub const MANIFEST_FILE: &str = "flashlab.manifest";
@@ -61,6 +62,11 @@ pub struct ManifestSpace {
     /// An In-Page Logging space's log segment (absent: the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ipl_log_segment_bytes: Option<u64>,
+    /// The log only: the path of its mirror, a second copy of the log file
+    /// of the same size (`[log] mirror`; relative to the directory unless
+    /// absolute). Absent: one copy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mirror: Option<String>,
 }
 
 /// The manifest of a database directory.
@@ -91,6 +97,7 @@ impl Manifest {
                 store: (s.store != crate::store::StoreKind::InPlace).then_some(s.store),
                 cleaning: s.cleaning,
                 ipl_log_segment_bytes: s.ipl_log_segment_bytes,
+                mirror: None,
             })
             .collect();
         let other = |kind: &str, file: &str, s: &SpaceConfig| ManifestSpace {
@@ -102,6 +109,7 @@ impl Manifest {
             store: None,
             cleaning: None,
             ipl_log_segment_bytes: None,
+            mirror: s.mirror.clone(),
         };
         spaces.push(other("log", "log.wal", &config.log));
         if let Some(s) = &config.rollback {
@@ -189,7 +197,7 @@ pub fn config_from_manifest(dir: &Path) -> Result<DbConfig> {
             .map(|s| SpaceConfig {
                 device: crate::config::FILE_DEVICE.into(),
                 capacity_bytes: Some(s.capacity_bytes),
-                mirror: None,
+                mirror: s.mirror.clone(),
             })
     };
     let data = manifest
@@ -364,13 +372,21 @@ fn create_locked(
         )));
     }
     refuse_existing_files(dir, manifest)?;
+    if let Some(mirror) = log_mirror(dir, manifest).filter(|p| p.exists()) {
+        return Err(Error::Open(format!(
+            "{}: the log's mirror exists already; refusing to overwrite it",
+            mirror.display()
+        )));
+    }
     let staging = dir.join(STAGING_DIR);
     // We hold the exclusive lock: a staging directory is a dead creator's.
     if staging.exists() {
         std::fs::remove_dir_all(&staging).map_err(|e| io(&staging, e))?;
     }
     std::fs::create_dir(&staging).map_err(|e| io(&staging, e))?;
-    build(&staging, config, manifest)?;
+    let mirror = log_mirror(dir, manifest);
+    published.extend(mirror.clone());
+    build(&staging, mirror.as_deref(), config, manifest)?;
     for space in &manifest.spaces {
         let from = space_path(&staging, space)?;
         let to = space_path(dir, space)?;
@@ -382,17 +398,23 @@ fn create_locked(
     manifest.write(dir)
 }
 
-/// Create the files and the database on them in `staging`, then close it.
-fn build(staging: &Path, config: &DbConfig, manifest: &Manifest) -> Result<()> {
+/// Create the files and the database on them in `staging` (the log's
+/// mirror, if any, at `mirror`), then close it.
+fn build(
+    staging: &Path,
+    mirror: Option<&Path>,
+    config: &DbConfig,
+    manifest: &Manifest,
+) -> Result<()> {
     let mut devices = Vec::new();
     for space in &manifest.spaces {
         let path = space_path(staging, space)?;
-        let mut device = FileDevice::create(&path, space.capacity_bytes, FileOptions::default())?;
-        if let Some(options) = log_direct(space, &path) {
-            device = FileDevice::open(&path, options)?;
+        let mut device: DeviceRef = Arc::new(create_file(&path, space, config)?);
+        if let (Some(mirror), "log") = (mirror, space.kind.as_str()) {
+            let copy = create_file(mirror, space, config)?;
+            device = Arc::new(MirroredLog::new(device, Arc::new(copy)));
         }
-        let device = zeroed_ahead(space, config, device)?;
-        devices.push((space.kind.clone(), medium(space, Arc::new(device))?));
+        devices.push((space.kind.clone(), medium(space, device)?));
     }
     let take = |kind: &str| {
         devices
@@ -414,6 +436,21 @@ fn build(staging: &Path, config: &DbConfig, manifest: &Manifest) -> Result<()> {
         super::roles::stamp(&db, id)?;
     }
     db.close()
+}
+
+/// A new space file of `space`'s size at `path`, as the engine writes it.
+fn create_file(path: &Path, space: &ManifestSpace, config: &DbConfig) -> Result<FileDevice> {
+    let mut device = FileDevice::create(path, space.capacity_bytes, FileOptions::default())?;
+    if let Some(options) = log_direct(space, path) {
+        device = FileDevice::open(path, options)?;
+    }
+    zeroed_ahead(space, config, device)
+}
+
+/// Where the manifest's log keeps its mirror, if it has one.
+fn log_mirror(dir: &Path, manifest: &Manifest) -> Option<PathBuf> {
+    let log = manifest.spaces.iter().find(|s| s.kind == "log")?;
+    log.mirror.as_ref().map(|m| dir.join(m))
 }
 
 /// Remove what a failed creation made: the staging directory, and the
@@ -444,6 +481,9 @@ pub fn remove_created(dir: &Path) -> Result<()> {
     for space in &manifest.spaces {
         let path = space_path(dir, space)?;
         std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
+    }
+    if let Some(mirror) = log_mirror(dir, &manifest) {
+        std::fs::remove_file(&mirror).map_err(|e| io(&mirror, e))?;
     }
     let _ = std::fs::remove_file(dir.join(LOCK_FILE));
     sync_dir(dir)
@@ -596,6 +636,24 @@ fn open_file(
     gate: Option<&Arc<WriteGate>>,
 ) -> Result<DeviceRef> {
     let path = space_path(dir, space)?;
+    let file = open_one(&path, space, config, access, gate)?;
+    let Some(mirror) = space.mirror.as_ref().filter(|_| space.kind == "log") else {
+        return medium(space, file);
+    };
+    let copy = open_one(&dir.join(mirror), space, config, access, gate)?;
+    Ok(Arc::new(MirroredLog::new(file, copy)))
+}
+
+/// One file of a space: checked against the manifest's size, gated for a
+/// writer (OPEN-1), a copy-on-write view for a reader.
+fn open_one(
+    path: &Path,
+    space: &ManifestSpace,
+    config: &DbConfig,
+    access: Access,
+    gate: Option<&Arc<WriteGate>>,
+) -> Result<DeviceRef> {
+    let path = path.to_path_buf();
     let len = match std::fs::metadata(&path) {
         Ok(meta) => meta.len(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -629,7 +687,7 @@ fn open_file(
             &path,
         )?))),
     };
-    medium(space, file)
+    Ok(file)
 }
 
 /// The device a space's store sees in its file: the file itself, or for
