@@ -282,6 +282,7 @@ pub(crate) fn recover_with_report(
         .iter()
         .filter_map(|s| s.store.restart_lsn())
         .min();
+    check_ipl_within_log(&db, end_lsn)?;
     let (losers, ipl_losers) = losers_at(analysis.active, &analysis.ended_at, l_star);
     let mut report = RecoveryReport {
         checkpoint_lsn,
@@ -319,6 +320,24 @@ pub(crate) fn recover_with_report(
     }
     *db.inner.recovery.lock().expect("recovery") = Some(report.clone());
     Ok((db, report))
+}
+
+/// BUF-18 for In-Page Logging spaces: a force marker is written only once
+/// the WAL is durable to its `L` (IPL-10), so an `L*` past the end of the
+/// log that recovery found proves that the log lost its tail.
+fn check_ipl_within_log(db: &Database, end_lsn: u64) -> Result<()> {
+    for (space, device) in db.inner.spaces.iter().zip(&db.inner.devices.data) {
+        if let Some(l_star) = space.store.restart_lsn().filter(|&l| l > end_lsn) {
+            return Err(Error::Damaged(format!(
+                "log device '{}': the log lost its tail: data space '{}' ({}) is forced to LSN \
+                 {l_star}, the log ends at {end_lsn} (an older or truncated copy of the log?)",
+                db.inner.devices.log.name(),
+                space.name,
+                device.name()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The checkpoint recovery starts from; the master record's log start
