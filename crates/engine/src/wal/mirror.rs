@@ -20,7 +20,8 @@
 //!    contents of an unflushed write (a legal crash outcome either way) or
 //!    a flushed sector one copy lost, which the other holds.
 //! 3. The sector taken is written back over the copy that differed (a
-//!    repair, counted), so both copies agree again before the log goes on;
+//!    repair, counted) and flushed before the read returns, so both copies
+//!    hold, durably, what recovery found before the log goes on;
 //!    each request holds the mirror's order lock across its two copies, so
 //!    a repair never lands between a write's two halves.
 //!
@@ -89,6 +90,7 @@ impl MirroredLog {
     /// that lacked it (MIRROR-2, MIRROR-3).
     fn reconcile(&self, offset: u64, buf: &mut [u8], other: &[u8]) -> Result<(), DeviceError> {
         let sector = self.sector() as usize;
+        let (mut primary_written, mut mirror_written) = (false, false);
         for (i, (mine, theirs)) in buf.chunks_mut(sector).zip(other.chunks(sector)).enumerate() {
             if mine == theirs {
                 continue;
@@ -102,10 +104,20 @@ impl MirroredLog {
             if take_mirror {
                 mine.copy_from_slice(theirs);
                 self.primary.write(at, mine)?;
+                primary_written = true;
             } else {
                 self.mirror.write(at, mine)?;
+                mirror_written = true;
             }
             self.repaired.fetch_add(1, Ordering::Relaxed);
+        }
+        // A repair is durable before the read returns: the log may count
+        // what it read as durable (its end), and write pages on it.
+        if primary_written {
+            self.primary.flush()?;
+        }
+        if mirror_written {
+            self.mirror.flush()?;
         }
         Ok(())
     }

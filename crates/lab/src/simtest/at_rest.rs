@@ -29,6 +29,18 @@ use super::rig::Rig;
 /// devices; larger sectors are found from the device).
 const LOG_MASTER_AREA_BYTES: u64 = 4096;
 
+/// Whether a seed is damaged at rest, and how many copies its log has.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum AtRest {
+    #[default]
+    Off,
+    /// Damage at rest, the log in one copy: a lost tail is the stated limit.
+    OneLogCopy,
+    /// Damage at rest, the log mirrored (`[log] mirror`); only the log's
+    /// first copy is damaged, and no loss is within any limit.
+    MirroredLog,
+}
+
 /// What was damaged.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub enum Damage {
@@ -42,8 +54,9 @@ pub enum Damage {
 impl Damage {
     /// Whether a loss of acknowledged commits after this damage is the
     /// stated limit (a lost tail of a log kept in one copy), not a failure.
-    pub fn loss_is_the_stated_limit(self) -> bool {
-        matches!(self, Damage::ZeroedLogTail { .. } | Damage::StaleLog)
+    pub fn loss_is_the_stated_limit(self, at_rest: AtRest) -> bool {
+        at_rest == AtRest::OneLogCopy
+            && matches!(self, Damage::ZeroedLogTail { .. } | Damage::StaleLog)
     }
 }
 

@@ -660,7 +660,7 @@ pub fn run_seed(seed: u64, workload: &str) -> SeedReport {
 
 /// [`run_seed`] with the data space's page store chosen by `store`.
 pub fn run_seed_with(seed: u64, workload: &str, store: StoreChoice) -> SeedReport {
-    run_seed_damaged(seed, workload, store, false)
+    run_seed_damaged(seed, workload, store, at_rest::AtRest::Off)
 }
 
 /// [`run_seed_with`], and with `at_rest`, damage at rest before the final
@@ -669,7 +669,7 @@ pub fn run_seed_damaged(
     seed: u64,
     workload: &str,
     store: StoreChoice,
-    at_rest: bool,
+    at_rest: at_rest::AtRest,
 ) -> SeedReport {
     let scenario = match Scenario::from_seed_store(seed, workload, store.store_of(seed)) {
         Ok(s) => s,
@@ -710,8 +710,12 @@ fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
-fn run_scenario(sc: &Scenario, report: &mut SeedReport, at_rest: bool) -> Result<(), String> {
-    let rig = Arc::new(Rig::new(
+fn run_scenario(
+    sc: &Scenario,
+    report: &mut SeedReport,
+    at_rest: at_rest::AtRest,
+) -> Result<(), String> {
+    let rig = Rig::new(
         &sc.data_device,
         &sc.log_device,
         sc.page_bytes,
@@ -719,7 +723,12 @@ fn run_scenario(sc: &Scenario, report: &mut SeedReport, at_rest: bool) -> Result
         sc.log_plan.clone(),
         sc.store,
         sc.ipl_log_segment_bytes,
-    )?);
+    )?;
+    let rig = Arc::new(match at_rest {
+        at_rest::AtRest::MirroredLog => rig.with_log_mirror(&sc.log_device)?,
+        _ => rig,
+    });
+    let damaged = at_rest != at_rest::AtRest::Off;
     let workload: Arc<dyn CrashWorkload> = Arc::from(
         workloads::build(&sc.workload, sc.tpcb_accounts)
             .ok_or_else(|| format!("unknown workload {}", sc.workload))?,
@@ -728,7 +737,7 @@ fn run_scenario(sc: &Scenario, report: &mut SeedReport, at_rest: bool) -> Result
     let mut rng = ChaCha8Rng::seed_from_u64(sc.seed ^ 0x5eed);
 
     setup(&rig, &config, &workload)?;
-    let stale = at_rest.then(|| at_rest::snapshot(&rig)).flatten();
+    let stale = damaged.then(|| at_rest::snapshot(&rig)).flatten();
     let mut depth = 0u64;
     for cut in &sc.cuts {
         let epoch = Epoch {
@@ -742,8 +751,9 @@ fn run_scenario(sc: &Scenario, report: &mut SeedReport, at_rest: bool) -> Result
             return Ok(());
         }
     }
-    let damage = at_rest.then(|| at_rest::inject(sc.seed, &rig, sc.store, stale.as_ref()));
+    let damage = damaged.then(|| at_rest::inject(sc.seed, &rig, sc.store, stale.as_ref()));
     report.at_rest = damage.map(|d| format!("{d:?}"));
+    let damage = damage.map(|d| (d, at_rest));
     final_check(sc, &rig, &config, &workload, &mut rng, report, damage)
 }
 
@@ -897,7 +907,7 @@ fn final_check(
     workload: &Arc<dyn CrashWorkload>,
     rng: &mut ChaCha8Rng,
     report: &mut SeedReport,
-    damage: Option<at_rest::Damage>,
+    damage: Option<(at_rest::Damage, at_rest::AtRest)>,
 ) -> Result<(), String> {
     rig.set_active(false);
     rig.power.arm(None);
@@ -961,7 +971,7 @@ fn final_check(
         if may_refuse && named && !e.contains("LOST COMMITS") {
             report.refused = Some(e);
         } else if e.contains("LOST COMMITS")
-            && damage.is_some_and(at_rest::Damage::loss_is_the_stated_limit)
+            && damage.is_some_and(|(d, at_rest)| d.loss_is_the_stated_limit(at_rest))
         {
             report.at_rest_limit_lost = 1;
         } else if sc.profile == Profile::Misdirect {
