@@ -70,6 +70,22 @@ fn with_a_mirrored_log_damage_at_rest_loses_nothing() {
     check(&PLAN, AtRest::MirroredLog);
 }
 
+/// Seeds a 2,000-seed sweep found: a zeroed log tail whose later pages
+/// came in by read-ahead, which skipped BUF-18 (a BUG-7 panic, and TPC-B
+/// balances that disagreed).
+#[test]
+fn regression_seeds_of_the_first_sweep() {
+    for seed in [10_020, 10_116, 10_947, 11_114, 11_999] {
+        let report = run_seed_damaged(seed, "mixed", StoreChoice::InPlace, AtRest::OneLogCopy);
+        assert!(report.passed(), "seed {seed}: {:?}", report.failure);
+    }
+    // A mirror's repair flushed a copy whose flush had failed (WAL-4).
+    for seed in [10_401, 10_783, 11_063] {
+        let report = run_seed_damaged(seed, "mixed", StoreChoice::InPlace, AtRest::MirroredLog);
+        assert!(report.passed(), "seed {seed}: {:?}", report.failure);
+    }
+}
+
 /// A longer sweep, by hand: `FLASHLAB_AT_REST_SEEDS=N cargo test --release
 /// -p flashlab-lab --test simtest_at_rest -- --ignored --nocapture`.
 #[test]

@@ -69,6 +69,10 @@
 //!    root: one that redo leaves all zeros is damage, named with its page
 //!    and device offset, never formatted anew (a zeroed page 0 read as a
 //!    fresh space wrecked the catalog at the next write).
+//! 6. The master record names a checkpoint only once the checkpoint's end
+//!    record is durable: analysis must read that end record, or the log
+//!    lost its tail (damage, naming both positions), since the active
+//!    transactions it lists would otherwise never be undone.
 
 use std::collections::BTreeMap;
 
@@ -126,6 +130,8 @@ struct Analysis {
     next_commit_ts: u64,
     end: LogEnd,
     records: u64,
+    /// The end record of the checkpoint analysis starts from was read.
+    checkpoint_end_seen: bool,
 }
 
 fn analyse(devices: &Devices, layout: LogLayout, start_lsn: u64) -> Result<Analysis> {
@@ -143,10 +149,14 @@ fn analyse(devices: &Devices, layout: LogLayout, start_lsn: u64) -> Result<Analy
             beyond: Default::default(),
         },
         records: 0,
+        checkpoint_end_seen: false,
     };
     let mut reader = LogReader::new(devices.log.clone(), layout, start_lsn, None);
     while let Some(record) = reader.next_record()? {
         a.records += 1;
+        if matches!(record.body, Body::CheckpointEnd { begin_lsn, .. } if begin_lsn == start_lsn) {
+            a.checkpoint_end_seen = true;
+        }
         analyse_record(&mut a, &record);
     }
     let beyond = reader.check_beyond_end(beyond_window_sectors(&layout))?;
@@ -241,6 +251,7 @@ pub(crate) fn recover_with_report(
     let layout = Wal::layout_of(&devices.log, &master)?;
     let checkpoint_lsn = checkpoint_of(&devices, &master)?;
     let analysis = analyse(&devices, layout, checkpoint_lsn)?;
+    check_checkpoint_end(&devices, &master, &analysis)?;
     let redo_lsn = analysis
         .dirty
         .values()
@@ -320,6 +331,23 @@ pub(crate) fn recover_with_report(
     }
     *db.inner.recovery.lock().expect("recovery") = Some(report.clone());
     Ok((db, report))
+}
+
+/// REC-6: the master record names a checkpoint only once its end record
+/// is durable, so a log that ends before that record lost its tail (and
+/// with it the transactions the checkpoint listed as active, whose undo
+/// recovery would skip).
+fn check_checkpoint_end(devices: &Devices, master: &Master, analysis: &Analysis) -> Result<()> {
+    if master.checkpoint_lsn == 0 || analysis.checkpoint_end_seen {
+        return Ok(());
+    }
+    Err(Error::Damaged(format!(
+        "log device '{}': the log lost its tail: the master record names the checkpoint at \
+         LSN {}, whose end record is missing; the log ends at {}",
+        devices.log.name(),
+        master.checkpoint_lsn,
+        analysis.end.end_lsn
+    )))
 }
 
 /// BUF-18 for In-Page Logging spaces: a force marker is written only once

@@ -43,6 +43,10 @@ pub struct MirroredLog {
     /// never lands between a write's two copies (a runtime lock: it is
     /// held across I/O).
     order: flashlab_runtime::Mutex<()>,
+    /// A write or flush of either copy failed: no repair writes or
+    /// flushes again (WAL-4: nothing is flushed after a failed flush);
+    /// reads still merge the copies in memory.
+    failed: std::sync::atomic::AtomicBool,
 }
 
 impl MirroredLog {
@@ -53,6 +57,7 @@ impl MirroredLog {
             mirror,
             repaired: AtomicU64::new(0),
             order: flashlab_runtime::Mutex::new(()),
+            failed: std::sync::atomic::AtomicBool::new(false),
         }
     }
 
@@ -103,10 +108,15 @@ impl MirroredLog {
             };
             if take_mirror {
                 mine.copy_from_slice(theirs);
-                self.primary.write(at, mine)?;
+            }
+            if self.failed.load(Ordering::SeqCst) {
+                continue;
+            }
+            if take_mirror {
+                self.watch(self.primary.write(at, mine))?;
                 primary_written = true;
             } else {
-                self.mirror.write(at, mine)?;
+                self.watch(self.mirror.write(at, mine))?;
                 mirror_written = true;
             }
             self.repaired.fetch_add(1, Ordering::Relaxed);
@@ -114,12 +124,20 @@ impl MirroredLog {
         // A repair is durable before the read returns: the log may count
         // what it read as durable (its end), and write pages on it.
         if primary_written {
-            self.primary.flush()?;
+            self.watch(self.primary.flush())?;
         }
         if mirror_written {
-            self.mirror.flush()?;
+            self.watch(self.mirror.flush())?;
         }
         Ok(())
+    }
+
+    /// Note a failed request of either copy (see `failed`).
+    fn watch(&self, result: Result<(), DeviceError>) -> Result<(), DeviceError> {
+        if result.is_err() {
+            self.failed.store(true, Ordering::SeqCst);
+        }
+        result
     }
 }
 
@@ -157,20 +175,20 @@ impl Device for MirroredLog {
 
     fn write(&self, offset_bytes: u64, data: &[u8]) -> Result<(), DeviceError> {
         let _order = self.order.lock();
-        self.primary.write(offset_bytes, data)?;
-        self.mirror.write(offset_bytes, data)
+        self.watch(self.primary.write(offset_bytes, data))?;
+        self.watch(self.mirror.write(offset_bytes, data))
     }
 
     fn flush(&self) -> Result<(), DeviceError> {
         let _order = self.order.lock();
-        self.primary.flush()?;
-        self.mirror.flush()
+        self.watch(self.primary.flush())?;
+        self.watch(self.mirror.flush())
     }
 
     fn trim(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
         let _order = self.order.lock();
-        self.primary.trim(offset_bytes, len_bytes)?;
-        self.mirror.trim(offset_bytes, len_bytes)
+        self.watch(self.primary.trim(offset_bytes, len_bytes))?;
+        self.watch(self.mirror.trim(offset_bytes, len_bytes))
     }
 
     fn model_stats(&self) -> Option<flashlab_devices::ModelStats> {

@@ -174,8 +174,10 @@ impl Rig {
     }
 
     /// Keep the log in two copies (`[log] mirror`): the mirror is a device
-    /// of the log's preset with the log's fault plan, reseeded. Its writes
-    /// follow the log's, so the WAL checker watches the log's copy alone.
+    /// of the log's preset with the log's fault plan, reseeded, but for the
+    /// one I/O error of an IoError seed, which stays the first copy's. Its
+    /// writes follow the log's, so the WAL checker watches the log's copy
+    /// alone.
     pub fn with_log_mirror(mut self, log_preset: &str) -> Result<Rig, String> {
         let plan = self.log.plan();
         let mirror = FaultyDevice::new(
@@ -183,6 +185,8 @@ impl Rig {
             Role::Log,
             FaultPlan {
                 seed: plan.seed ^ 0x3141,
+                flush_error_at: None,
+                full_after_writes: None,
                 ..plan
             },
         )
