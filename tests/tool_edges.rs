@@ -6,7 +6,6 @@
 mod common;
 
 use std::collections::BTreeSet;
-use std::io::Read;
 use std::os::unix::fs::FileTypeExt;
 use std::os::unix::process::ExitStatusExt;
 use std::path::Path;
@@ -185,28 +184,50 @@ fn an_acks_file_that_cannot_be_written_fails_the_run() {
     assert_bad_input(&out, &["--acks /dev/full", "not recorded", "No space left"]);
 }
 
+/// A pipe whose reader has already gone, as after `head -1` read its line.
+fn closed_pipe() -> std::os::fd::OwnedFd {
+    use std::os::fd::FromRawFd;
+    let mut fds = [0; 2];
+    // SAFETY: pipe fills two fds; closing the read end leaves the write
+    // end, which we own from here on.
+    unsafe {
+        assert_eq!(libc::pipe(fds.as_mut_ptr()), 0);
+        libc::close(fds[0]);
+        std::os::fd::OwnedFd::from_raw_fd(fds[1])
+    }
+}
+
 #[test]
 fn a_closed_pipe_ends_the_program_quietly() {
     for args in [
         &["devices"][..],
+        &["simtest", "--seeds", "3", "--jobs", "1"][..],
         &["bench", "tpcb", "--duration", "2s", "--progress", "0.1"][..],
     ] {
-        let mut child = Command::new(env!("CARGO_BIN_EXE_flashlab"))
+        let child = Command::new(env!("CARGO_BIN_EXE_flashlab"))
             .args(args)
-            .stdout(Stdio::piped())
+            .stdout(closed_pipe())
             .stderr(Stdio::piped())
             .spawn()
             .unwrap();
-        // Read one byte, then close the pipe, as `head -c 1` does.
-        let mut stdout = child.stdout.take().unwrap();
-        let mut byte = [0u8; 1];
-        let _ = stdout.read(&mut byte);
-        drop(stdout);
         let out = wait(child);
         let err = stderr(&out);
         assert!(!err.contains("panicked"), "{args:?}: {err}");
         assert_eq!(out.status.signal(), Some(libc::SIGPIPE), "{args:?}: {err}");
     }
+    // Progress on standard error into the same closed pipe (`2>&1 | head -1`).
+    let pipe = closed_pipe();
+    let child = Command::new(env!("CARGO_BIN_EXE_flashlab"))
+        .args(["bench", "tpcb", "--duration", "2s", "--progress", "0.1"])
+        .stdout(pipe.try_clone().unwrap())
+        .stderr(pipe)
+        .spawn()
+        .unwrap();
+    assert_eq!(
+        wait(child).status.signal(),
+        Some(libc::SIGPIPE),
+        "no panic (exit 101)"
+    );
 }
 
 #[test]

@@ -117,6 +117,7 @@ impl DataSpaceConfig {
             segment_bytes: self.segment_bytes.unwrap_or(default.segment_bytes),
             cleaning: self.cleaning.unwrap_or(default.cleaning),
             write_through: self.write_through,
+            created: false,
         }
     }
 }
@@ -130,6 +131,12 @@ pub struct SpaceConfig {
     #[serde(default)]
     /// Bytes of the device the space may use (default: all of it, or the file size default).
     pub capacity_bytes: Option<u64>,
+    /// The log only: a second copy of the log (`[log] mirror`), a device
+    /// preset in the simulated world, a file path in a directory's
+    /// database. Every force writes and flushes both; reads repair a
+    /// sector one copy lost from the other ([`crate::wal::mirror`]).
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mirror: Option<String>,
 }
 
 /// CPU cost of engine operations, charged in the simulated world by
@@ -333,6 +340,7 @@ impl DbConfig {
             log: SpaceConfig {
                 device: log_device.into(),
                 capacity_bytes: None,
+                mirror: None,
             },
             rollback: None,
             temp: None,

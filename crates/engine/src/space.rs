@@ -18,6 +18,8 @@
 //! | 36 | 4 | space id |
 //! | 40 | 4 | page count (high-water mark, header included) |
 //! | 44 | 4 | first free page (0: none) |
+//! | 48 | 8 | database identity (`db::roles`) |
+//! | 56 | 8 | anchor: the log's end when the newest checkpoint began (DB-9) |
 
 use crate::error::{Error, Result};
 use crate::page::{PAGE_HEADER_BYTES, PageNo, SpaceId};
@@ -26,6 +28,9 @@ const MAGIC: &[u8; 4] = b"FLSP";
 /// Version of the space header format.
 pub const SPACE_FORMAT_VERSION: u32 = 1;
 const FREE_NEXT_OFFSET: usize = PAGE_HEADER_BYTES;
+/// Offset in page 0 of the anchor (u64 LE): the end of the log when the
+/// newest checkpoint that wrote this header began (DB-9).
+pub const ANCHOR_OFFSET: usize = 56;
 
 /// The decoded header page of a data space.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

@@ -242,6 +242,7 @@ fn retention_and_snapshot_too_old() {
         cfg.rollback = Some(flashlab_engine::SpaceConfig {
             device: "memory".into(),
             capacity_bytes: Some(64 * 4096),
+            mirror: None,
         });
         let db = Database::open(&cfg).unwrap();
         let t = db.create_table(TableSpec::bytes("kv")).unwrap();

@@ -51,6 +51,10 @@ fn open(kind: StoreKind, medium: &Medium, mode: StoreMode) -> Result<Arc<dyn Pag
     let options = StoreOptions {
         log_structured: LogStructuredOptions {
             segment_bytes: SEGMENT_BYTES,
+            // Opening says the database exists (its manifest does): zeros
+            // where the store's metadata should be are then damage, not a
+            // creation cut short (REC-2).
+            created: mode == StoreMode::Open,
             ..LogStructuredOptions::default()
         },
         ..StoreOptions::default()

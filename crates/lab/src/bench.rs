@@ -670,6 +670,7 @@ fn db_config(options: &BenchOptions) -> DbConfig {
         config.rollback = Some(flashlab_engine::config::SpaceConfig {
             device: options.rollback_device.clone(),
             capacity_bytes: None,
+            mirror: None,
         });
     }
     if options.write_scheduler {
@@ -828,9 +829,22 @@ fn stored_devices(config: &DbConfig, image: Option<&DbImage>) -> Result<StoredDe
     imaged.push(log.clone());
     imaged.extend(rollback.clone());
     let as_ref = |d: &Arc<dyn StoredDevice>| -> DeviceRef { d.clone() };
+    // `[log] mirror`: a second copy of the log on a device of its own
+    // (never imaged; a benchmark remembers no write for a crash to undo).
+    let log_device = match &config.log.mirror {
+        Some(name) => {
+            let mirror = open(name, None)?;
+            mirror.store().lock().expect("store").turn_off_crash_model();
+            Arc::new(flashlab_engine::wal::mirror::MirroredLog::new(
+                as_ref(&log),
+                as_ref(&mirror),
+            ))
+        }
+        None => as_ref(&log),
+    };
     let devices = Devices {
         data: data.iter().map(as_ref).collect(),
-        log: as_ref(&log),
+        log: log_device,
         rollback: rollback.as_ref().map(as_ref),
         temp: temp.as_ref().map(as_ref),
     };

@@ -61,6 +61,9 @@
 //!     splits drops the hint. By 3 and 4 the rightmost leaf holds every key
 //!     above its last one, so an insert of such a key goes there without a
 //!     descent, to the same slot a descent would find.
+//! 11. A tree links only to pages it wrote, so a page of zeros where a
+//!     node should be was zeroed at rest: `Error::Damaged` naming the page,
+//!     never a "malformed" node or an empty one.
 
 mod check;
 pub mod node;

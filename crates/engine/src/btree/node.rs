@@ -234,6 +234,13 @@ impl<'a> Node<'a> {
         let kind = match PageType::from_u8(type_byte) {
             Some(PageType::BTreeLeaf) => NodeKind::Leaf,
             Some(PageType::BTreeInternal) => NodeKind::Internal,
+            // BTREE-11: a tree never links to a page it has not written,
+            // so a page of zeros there was zeroed at rest: damage.
+            _ if page.iter().all(|&b| b == 0) => {
+                return Err(Error::Damaged(format!(
+                    "page {page_no} is all zeros, but a B+tree links to it (zeroed at rest)"
+                )));
+            }
             _ => {
                 return Err(malformed(
                     page_no,

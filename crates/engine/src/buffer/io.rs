@@ -225,9 +225,9 @@ impl Core {
                 // A flip on the way (not on the medium) reads clean the
                 // second time: read a damaged page once more first.
                 let damage = match read_verified(&mut data)? {
-                    None => return Ok(Loaded::Clean),
+                    None => return self.within_log(&data, id, space, offset_bytes),
                     Some(_) => match read_verified(&mut data)? {
-                        None => return Ok(Loaded::Clean),
+                        None => return self.within_log(&data, id, space, offset_bytes),
                         Some(e) => e,
                     },
                 };
@@ -244,6 +244,27 @@ impl Core {
                     _ => Err(damage),
                 }
             }
+        }
+    }
+
+    /// BUF-18: a logged page read from its device has a page LSN at or
+    /// before the end of the log (the WAL rule wrote it only once the log
+    /// was durable that far). A page past the end proves the log lost its
+    /// tail (an older copy of the log, a truncated or zeroed tail): damage,
+    /// never a page to change, since a change at the log's end would land
+    /// behind its page LSN.
+    fn within_log(&self, data: &[u8], id: PageId, space: &Space, offset: u64) -> Result<Loaded> {
+        let page_lsn = page::lsn(data);
+        if !space.logged {
+            return Ok(Loaded::Clean);
+        }
+        match self.log.past_end(page_lsn) {
+            None => Ok(Loaded::Clean),
+            Some((end, log)) => Err(Error::Damaged(format!(
+                "{log}: the log lost its tail: page {id} of data space '{}' (device offset {offset}) \
+                 has LSN {page_lsn}, the log ends at {end} (an older or truncated copy of the log?)",
+                space.name
+            ))),
         }
     }
 

@@ -120,6 +120,13 @@
 //!     open, so the copy's install count includes that install; every
 //!     install after the claim takes the metadata lock and so reaches the
 //!     write's `next_rec_lsn` (BUF-7).
+//! 18. A logged page read from its device never has a page LSN past the
+//!     end of the log: the WAL rule wrote it only once the log was durable
+//!     that far, so such a page proves that the log lost its tail (an older
+//!     copy of the log, a zeroed or truncated tail). The read is refused as
+//!     damage naming the page, its LSN and the log's end, and so no install
+//!     can land behind a page LSN read from disk (BUF-7's assertion is the
+//!     engine's own logic again, never what a file holds).
 //!
 //! **Checking.** The O(1) checks of these invariants are `assert!`s, on in
 //! every build. [`BufferPool::check`] verifies the whole state (page table
@@ -167,6 +174,13 @@ pub trait LogForce: Send + Sync {
     /// say): where an In-Page Logging force captures its state (IPL-10).
     fn end_lsn(&self) -> u64 {
         0
+    }
+
+    /// If `lsn` lies past the end of the log: that end and the log's
+    /// name (BUF-18). `None` for a log that does not say.
+    fn past_end(&self, lsn: u64) -> Option<(u64, String)> {
+        let _ = lsn;
+        None
     }
 
     /// Flush a data device of this pool (checkpoint, shutdown). The log

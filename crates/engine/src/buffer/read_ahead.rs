@@ -89,8 +89,13 @@ impl Core {
             // A page never written (all zeros) is past the space's end:
             // not worth a frame.
             let written = image.iter().any(|&b| b != 0);
-            let good =
-                read.is_ok() && written && page::verify(image, page, &space.name, location).is_ok();
+            // BUF-18: a page past the log's end is left for the fetch that
+            // needs it, which reports it.
+            let within_log = !space.logged || self.log.past_end(page::lsn(image)).is_none();
+            let good = read.is_ok()
+                && written
+                && within_log
+                && page::verify(image, page, &space.name, location).is_ok();
             if good {
                 let mut data = self.data[frame].write();
                 data.clear();

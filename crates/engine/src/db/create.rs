@@ -31,6 +31,7 @@ pub(crate) fn build_spaces(
     devices: &Devices,
     wal: &Arc<Wal>,
     mode: StoreMode,
+    created: bool,
 ) -> Result<(Vec<DataSpace>, Pools)> {
     let mut pools: BTreeMap<usize, Arc<BufferPool>> = BTreeMap::new();
     for space in &config.data {
@@ -65,7 +66,10 @@ pub(crate) fn build_spaces(
                 ipl_log_segment_bytes: space.ipl_log_segment_bytes,
                 ipl_no_commit_force: space.ipl_no_commit_force,
                 ipl_no_selection: space.ipl_no_selection,
-                log_structured: space.log_structured(),
+                log_structured: crate::store::LogStructuredOptions {
+                    created,
+                    ..space.log_structured()
+                },
             },
         )?;
         store.attach_log(wal.clone());
@@ -90,7 +94,7 @@ pub(crate) fn create(config: &DbConfig, devices: Devices) -> Result<Database> {
         0,
         config.log.capacity_bytes,
     )?;
-    let (spaces, pools) = build_spaces(config, &devices, &wal, StoreMode::Create)?;
+    let (spaces, pools) = build_spaces(config, &devices, &wal, StoreMode::Create, false)?;
     let db = Database::from_parts(config, spaces, pools, wal, devices, 1, 1)?;
     for space in &db.inner.spaces {
         format_space(&db, space)?;
@@ -111,8 +115,11 @@ pub(crate) fn create(config: &DbConfig, devices: Devices) -> Result<Database> {
 
 /// Finish a creation that a crash cut short: the master record is written
 /// first, so recovery may find spaces without a header or no catalog yet.
-/// Format what is missing (REC-2 for creation).
-pub(crate) fn finish_creation(db: &Database) -> Result<bool> {
+/// Format what is missing (REC-2 for creation). Once the database is
+/// `created` (its first checkpoint is in the master record), a header or
+/// catalog root that redo left all zeros is damage, never formatted anew
+/// (REC-5).
+pub(crate) fn finish_creation(db: &Database, created: bool) -> Result<bool> {
     let mut finished = false;
     for space in &db.inner.spaces {
         let page = space.pool.fetch(PageId::new(space.id, 0))?;
@@ -123,6 +130,9 @@ pub(crate) fn finish_creation(db: &Database) -> Result<bool> {
                     .all(|&b| b == 0)
         });
         drop(page);
+        if missing && created {
+            return Err(zeroed_page(db, space, 0, "the space header"));
+        }
         if missing {
             format_space(db, space)?;
             finished = true;
@@ -137,6 +147,14 @@ pub(crate) fn finish_creation(db: &Database) -> Result<bool> {
             .all(|&b| b == 0)
     });
     drop(catalog);
+    if no_catalog && created {
+        return Err(zeroed_page(
+            db,
+            &db.inner.spaces[0],
+            CATALOG_ROOT,
+            "the catalog root",
+        ));
+    }
     if no_catalog {
         let mut mtr = db.inner.mtr(0)?;
         let tree = BTree::create(&mut mtr)?;
@@ -150,6 +168,17 @@ pub(crate) fn finish_creation(db: &Database) -> Result<bool> {
         finished = true;
     }
     Ok(finished)
+}
+
+/// REC-5: a page of an existing database that must hold `what` is zeros.
+fn zeroed_page(db: &Database, space: &DataSpace, page_no: u32, what: &str) -> Error {
+    let device = db.inner.devices.data[space.id as usize].name().to_string();
+    Error::Damaged(format!(
+        "{device}: data space '{}': page {page_no} ({what}, device offset {}) is all zeros, \
+         but the database exists; nothing was changed",
+        space.name,
+        space.store.location_of(page_no)
+    ))
 }
 
 /// Write the space header of a new data space.

@@ -30,8 +30,10 @@ use serde::{Deserialize, Serialize};
 
 use crate::config::{DbConfig, FILE_CAPACITY_BYTES_DEFAULT, SpaceConfig};
 use crate::db::dirlock::{DirLock, LOCK_FILE};
+use crate::db::gate::WriteGate;
 use crate::db::{Database, Devices};
 use crate::error::{Error, Result};
+use crate::wal::mirror::MirroredLog;
 
 /// The manifest's file name.
 pub const MANIFEST_FILE: &str = "flashlab.manifest";
@@ -60,6 +62,11 @@ pub struct ManifestSpace {
     /// An In-Page Logging space's log segment (absent: the default).
     #[serde(default, skip_serializing_if = "Option::is_none")]
     pub ipl_log_segment_bytes: Option<u64>,
+    /// The log only: the path of its mirror, a second copy of the log file
+    /// of the same size (`[log] mirror`; relative to the directory unless
+    /// absolute). Absent: one copy.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub mirror: Option<String>,
 }
 
 /// The manifest of a database directory.
@@ -90,6 +97,7 @@ impl Manifest {
                 store: (s.store != crate::store::StoreKind::InPlace).then_some(s.store),
                 cleaning: s.cleaning,
                 ipl_log_segment_bytes: s.ipl_log_segment_bytes,
+                mirror: None,
             })
             .collect();
         let other = |kind: &str, file: &str, s: &SpaceConfig| ManifestSpace {
@@ -101,6 +109,7 @@ impl Manifest {
             store: None,
             cleaning: None,
             ipl_log_segment_bytes: None,
+            mirror: s.mirror.clone(),
         };
         spaces.push(other("log", "log.wal", &config.log));
         if let Some(s) = &config.rollback {
@@ -189,6 +198,7 @@ pub fn config_from_manifest(dir: &Path) -> Result<DbConfig> {
             .map(|s| SpaceConfig {
                 device: crate::config::FILE_DEVICE.into(),
                 capacity_bytes: Some(s.capacity_bytes),
+                mirror: s.mirror.clone(),
             })
     };
     let data = manifest
@@ -232,7 +242,22 @@ pub enum Access {
 
 /// Open the devices of an existing database directory. Never creates:
 /// a directory without a manifest is not a database (see [`create`]).
+/// For writing, the files are gated: see [`open_devices_gated`].
 pub fn open_devices(dir: &Path, config: &DbConfig, access: Access) -> Result<Devices> {
+    let (devices, gate) = open_devices_gated(dir, config, access)?;
+    if let Some(gate) = gate {
+        gate.release()?;
+    }
+    Ok(devices)
+}
+
+/// [`open_devices`], whose files, for writing, are behind a write gate
+/// (OPEN-1) that the caller releases once the open passed every check.
+pub(crate) fn open_devices_gated(
+    dir: &Path,
+    config: &DbConfig,
+    access: Access,
+) -> Result<(Devices, Option<Arc<WriteGate>>)> {
     config.validate()?;
     if !dir.is_dir() {
         return Err(Error::Open(format!("{}: not a directory", dir.display())));
@@ -247,9 +272,11 @@ pub fn open_devices(dir: &Path, config: &DbConfig, access: Access) -> Result<Dev
     };
     let manifest = Manifest::read(dir)?.ok_or_else(|| not_a_database(dir))?;
     check_against(dir, &manifest, &Manifest::for_config(config))?;
+    let gate = (access == Access::Write).then(WriteGate::new);
     let mut devices = Vec::new();
     for space in &manifest.spaces {
-        devices.push((space.kind.clone(), open_file(dir, space, config, access)?));
+        let file = open_file(dir, space, config, access, gate.as_ref())?;
+        devices.push((space.kind.clone(), file));
     }
     super::roles::check(dir, &manifest, &devices)?;
     let take = |kind: &str| {
@@ -262,12 +289,13 @@ pub fn open_devices(dir: &Path, config: &DbConfig, access: Access) -> Result<Dev
     let log = take("log")
         .pop()
         .ok_or_else(|| Error::Open(format!("{}: the manifest lists no log", dir.display())))?;
-    Ok(Devices {
+    let devices = Devices {
         data: take("data"),
         log: hold(log, lock),
         rollback: take("rollback").pop(),
         temp: take("temp").pop(),
-    })
+    };
+    Ok((devices, gate))
 }
 
 fn not_a_database(dir: &Path) -> Error {
@@ -279,7 +307,11 @@ fn not_a_database(dir: &Path) -> Error {
 
 /// Open an existing database on the devices of its directory: recovery,
 /// never creation. A log without a valid master record is damage.
-pub(crate) fn open_existing(config: &DbConfig, devices: Devices) -> Result<Database> {
+pub(crate) fn open_existing(
+    config: &DbConfig,
+    devices: Devices,
+    gate: Option<Arc<WriteGate>>,
+) -> Result<Database> {
     let Some(master) = crate::wal::Wal::read_master(&devices.log)? else {
         return Err(Error::Damaged(format!(
             "{}: neither copy of the log's master record is valid",
@@ -287,6 +319,10 @@ pub(crate) fn open_existing(config: &DbConfig, devices: Devices) -> Result<Datab
         )));
     };
     let db = super::recovery::recover(config, devices, master)?;
+    // OPEN-1: recovery passed every check; its writes reach the files now.
+    if let Some(gate) = gate {
+        gate.release()?;
+    }
     db.start_background();
     Ok(db)
 }
@@ -337,13 +373,21 @@ fn create_locked(
         )));
     }
     refuse_existing_files(dir, manifest)?;
+    if let Some(mirror) = log_mirror(dir, manifest).filter(|p| p.exists()) {
+        return Err(Error::Open(format!(
+            "{}: the log's mirror exists already; refusing to overwrite it",
+            mirror.display()
+        )));
+    }
     let staging = dir.join(STAGING_DIR);
     // We hold the exclusive lock: a staging directory is a dead creator's.
     if staging.exists() {
         std::fs::remove_dir_all(&staging).map_err(|e| io(&staging, e))?;
     }
     std::fs::create_dir(&staging).map_err(|e| io(&staging, e))?;
-    build(&staging, config, manifest)?;
+    let mirror = log_mirror(dir, manifest);
+    published.extend(mirror.clone());
+    build(&staging, mirror.as_deref(), config, manifest)?;
     for space in &manifest.spaces {
         let from = space_path(&staging, space)?;
         let to = space_path(dir, space)?;
@@ -355,17 +399,23 @@ fn create_locked(
     manifest.write(dir)
 }
 
-/// Create the files and the database on them in `staging`, then close it.
-fn build(staging: &Path, config: &DbConfig, manifest: &Manifest) -> Result<()> {
+/// Create the files and the database on them in `staging` (the log's
+/// mirror, if any, at `mirror`), then close it.
+fn build(
+    staging: &Path,
+    mirror: Option<&Path>,
+    config: &DbConfig,
+    manifest: &Manifest,
+) -> Result<()> {
     let mut devices = Vec::new();
     for space in &manifest.spaces {
         let path = space_path(staging, space)?;
-        let mut device = FileDevice::create(&path, space.capacity_bytes, FileOptions::default())?;
-        if let Some(options) = log_direct(space, &path) {
-            device = FileDevice::open(&path, options)?;
+        let mut device: DeviceRef = Arc::new(create_file(&path, space, config)?);
+        if let (Some(mirror), "log") = (mirror, space.kind.as_str()) {
+            let copy = create_file(mirror, space, config)?;
+            device = Arc::new(MirroredLog::new(device, Arc::new(copy)));
         }
-        let device = zeroed_ahead(space, config, device)?;
-        devices.push((space.kind.clone(), medium(space, Arc::new(device))?));
+        devices.push((space.kind.clone(), medium(space, device)?));
     }
     let take = |kind: &str| {
         devices
@@ -387,6 +437,21 @@ fn build(staging: &Path, config: &DbConfig, manifest: &Manifest) -> Result<()> {
         super::roles::stamp(&db, id)?;
     }
     db.close()
+}
+
+/// A new space file of `space`'s size at `path`, as the engine writes it.
+fn create_file(path: &Path, space: &ManifestSpace, config: &DbConfig) -> Result<FileDevice> {
+    let mut device = FileDevice::create(path, space.capacity_bytes, FileOptions::default())?;
+    if let Some(options) = log_direct(space, path) {
+        device = FileDevice::open(path, options)?;
+    }
+    zeroed_ahead(space, config, device)
+}
+
+/// Where the manifest's log keeps its mirror, if it has one.
+fn log_mirror(dir: &Path, manifest: &Manifest) -> Option<PathBuf> {
+    let log = manifest.spaces.iter().find(|s| s.kind == "log")?;
+    log.mirror.as_ref().map(|m| dir.join(m))
 }
 
 /// Remove what a failed creation made: the staging directory, and the
@@ -417,6 +482,9 @@ pub fn remove_created(dir: &Path) -> Result<()> {
     for space in &manifest.spaces {
         let path = space_path(dir, space)?;
         std::fs::remove_file(&path).map_err(|e| io(&path, e))?;
+    }
+    if let Some(mirror) = log_mirror(dir, &manifest) {
+        std::fs::remove_file(&mirror).map_err(|e| io(&mirror, e))?;
     }
     let _ = std::fs::remove_file(dir.join(LOCK_FILE));
     sync_dir(dir)
@@ -566,8 +634,27 @@ fn open_file(
     space: &ManifestSpace,
     config: &DbConfig,
     access: Access,
+    gate: Option<&Arc<WriteGate>>,
 ) -> Result<DeviceRef> {
     let path = space_path(dir, space)?;
+    let file = open_one(&path, space, config, access, gate)?;
+    let Some(mirror) = space.mirror.as_ref().filter(|_| space.kind == "log") else {
+        return medium(space, file);
+    };
+    let copy = open_one(&dir.join(mirror), space, config, access, gate)?;
+    Ok(Arc::new(MirroredLog::new(file, copy)))
+}
+
+/// One file of a space: checked against the manifest's size, gated for a
+/// writer (OPEN-1), a copy-on-write view for a reader.
+fn open_one(
+    path: &Path,
+    space: &ManifestSpace,
+    config: &DbConfig,
+    access: Access,
+    gate: Option<&Arc<WriteGate>>,
+) -> Result<DeviceRef> {
+    let path = path.to_path_buf();
     let len = match std::fs::metadata(&path) {
         Ok(meta) => meta.len(),
         Err(e) if e.kind() == std::io::ErrorKind::NotFound => {
@@ -591,13 +678,17 @@ fn open_file(
         Access::Write => {
             let options = log_direct(space, &path).unwrap_or_default();
             let device = FileDevice::open(&path, options)?;
-            Arc::new(zeroed_ahead(space, config, device)?)
+            let file: DeviceRef = Arc::new(zeroed_ahead(space, config, device)?);
+            match gate {
+                Some(gate) => gate.wrap(file),
+                None => file,
+            }
         }
         Access::ReadOnly => Arc::new(OverlayDevice::new(Arc::new(FileDevice::open_read_only(
             &path,
         )?))),
     };
-    medium(space, file)
+    Ok(file)
 }
 
 /// The device a space's store sees in its file: the file itself, or for

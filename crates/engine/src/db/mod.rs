@@ -62,6 +62,15 @@
 //!    statement on a table takes the tree's latch without the table's lock
 //!    (a lock every core would write); a definition filled by another
 //!    database is not used, and the table is asked instead.
+//! 9. The log's end is anchored outside the log (DB-9): before each
+//!    checkpoint's begin record, page 0 of every data space records the
+//!    log's end (the *anchor*, [`crate::space::ANCHOR_OFFSET`]) through a
+//!    logged change, so the checkpoint writes page 0 with a page LSN past
+//!    it. An older or truncated copy of the log that ends before it is then
+//!    refused when recovery reads page 0 (BUF-18), as PostgreSQL's
+//!    `pg_control` refuses a log older than its checkpoint. A log too full
+//!    for the stamp's record skips it for that checkpoint (the checkpoint
+//!    is what frees the log).
 
 mod access;
 mod builder;
@@ -69,6 +78,7 @@ pub mod catalog;
 mod create;
 pub mod dir;
 pub mod dirlock;
+mod gate;
 pub mod recovery;
 mod roles;
 mod rows;
@@ -122,7 +132,13 @@ impl Devices {
                 .iter()
                 .map(|s| open(&s.device))
                 .collect::<Result<_>>()?,
-            log: open(&config.log.device)?,
+            log: match &config.log.mirror {
+                Some(mirror) => Arc::new(crate::wal::mirror::MirroredLog::new(
+                    open(&config.log.device)?,
+                    open(mirror)?,
+                )),
+                None => open(&config.log.device)?,
+            },
             rollback: config
                 .rollback
                 .as_ref()
@@ -153,6 +169,16 @@ impl LogForce for Wal {
 
     fn end_lsn(&self) -> u64 {
         Wal::end_lsn(self)
+    }
+
+    fn past_end(&self, lsn: u64) -> Option<(u64, String)> {
+        // The durable end is an atomic (WAL-12); only a page past it asks
+        // for the end under the log's lock.
+        if lsn <= self.flushed_lsn() {
+            return None;
+        }
+        let end = Wal::end_lsn(self);
+        (lsn > end).then(|| (end, format!("log device '{}'", self.device().name())))
     }
 
     fn flush_device(&self, device: &DeviceRef) -> Result<()> {
@@ -399,8 +425,8 @@ impl Database {
     /// database is dropped, and runs recovery. Never creates; see
     /// [`Database::create_dir`] and [`dir`] for the manifest.
     pub fn open_dir(dir: &std::path::Path, config: &DbConfig) -> Result<Database> {
-        let devices = dir::open_devices(dir, config, dir::Access::Write)?;
-        dir::open_existing(config, devices)
+        let (devices, gate) = dir::open_devices_gated(dir, config, dir::Access::Write)?;
+        dir::open_existing(config, devices, gate)
     }
 
     /// Open the existing database in `dir` read-only: a shared lock, and
@@ -408,7 +434,7 @@ impl Database {
     /// byte of them changes. Commits succeed but are lost at close.
     pub fn open_dir_read_only(dir: &std::path::Path, config: &DbConfig) -> Result<Database> {
         let devices = dir::open_devices(dir, config, dir::Access::ReadOnly)?;
-        dir::open_existing(config, devices)
+        dir::open_existing(config, devices, None)
     }
 
     /// Create a new database in `dir`, atomically (see [`dir::create`]).
@@ -640,6 +666,9 @@ impl Database {
         let inner = &self.inner;
         let _ddl = inner.ddl.lock();
         inner.check_log()?;
+        for space in &inner.spaces {
+            self.anchor(space)?;
+        }
         let start = inner.wal.checkpoint_begin()?;
         inner.wal.wait_installed_before(start.begin_lsn)?;
         // One force now covers the page LSNs of nearly every page the loop
@@ -685,6 +714,20 @@ impl Database {
         inner.wal.flush_to(end)?;
         inner.wal.write_master(start.begin_lsn, start.start_lsn)?;
         Ok(start.begin_lsn)
+    }
+
+    /// DB-9: record the log's end in page 0 of `space`, a logged change
+    /// under the space's allocation latch (MTR-4). Page 0 is pinned first,
+    /// so the latch is never held across its read.
+    fn anchor(&self, space: &DataSpace) -> Result<()> {
+        let inner = &self.inner;
+        let _pinned = space.pool.fetch(crate::page::PageId::new(space.id, 0))?;
+        let mut mtr = inner.mtr(space.id)?;
+        mtr.stamp_anchor(inner.wal.end_lsn())?;
+        match mtr.commit(&inner.wal, 0, 0, None) {
+            Err(Error::LogFull(_)) => Ok(()),
+            other => other.map(|_| ()),
+        }
     }
 
     /// Write every dirty page and checkpoint, so the next open has nothing

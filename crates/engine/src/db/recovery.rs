@@ -64,6 +64,15 @@
 //!    from the WAL records before the space's newest marker that lie in
 //!    none of its restarts' holes `[L*, restart record)`
 //!    ([`Wal::rebuild_page`]), its state in the marked state.
+//! 5. Once the master record names a checkpoint (creation took its
+//!    first), every data space has its header and space 0 its catalog
+//!    root: one that redo leaves all zeros is damage, named with its page
+//!    and device offset, never formatted anew (a zeroed page 0 read as a
+//!    fresh space wrecked the catalog at the next write).
+//! 6. The master record names a checkpoint only once the checkpoint's end
+//!    record is durable: analysis must read that end record, or the log
+//!    lost its tail (damage, naming both positions), since the active
+//!    transactions it lists would otherwise never be undone.
 
 use std::collections::BTreeMap;
 
@@ -121,6 +130,8 @@ struct Analysis {
     next_commit_ts: u64,
     end: LogEnd,
     records: u64,
+    /// The end record of the checkpoint analysis starts from was read.
+    checkpoint_end_seen: bool,
 }
 
 fn analyse(devices: &Devices, layout: LogLayout, start_lsn: u64) -> Result<Analysis> {
@@ -138,10 +149,14 @@ fn analyse(devices: &Devices, layout: LogLayout, start_lsn: u64) -> Result<Analy
             beyond: Default::default(),
         },
         records: 0,
+        checkpoint_end_seen: false,
     };
     let mut reader = LogReader::new(devices.log.clone(), layout, start_lsn, None);
     while let Some(record) = reader.next_record()? {
         a.records += 1;
+        if matches!(record.body, Body::CheckpointEnd { begin_lsn, .. } if begin_lsn == start_lsn) {
+            a.checkpoint_end_seen = true;
+        }
         analyse_record(&mut a, &record);
     }
     let beyond = reader.check_beyond_end(beyond_window_sectors(&layout))?;
@@ -236,6 +251,7 @@ pub(crate) fn recover_with_report(
     let layout = Wal::layout_of(&devices.log, &master)?;
     let checkpoint_lsn = checkpoint_of(&devices, &master)?;
     let analysis = analyse(&devices, layout, checkpoint_lsn)?;
+    check_checkpoint_end(&devices, &master, &analysis)?;
     let redo_lsn = analysis
         .dirty
         .values()
@@ -246,13 +262,21 @@ pub(crate) fn recover_with_report(
         .min(checkpoint_lsn)
         .max(master.start_lsn);
     let end_lsn = analysis.end.end_lsn;
+    // The master names a checkpoint only once creation took its first one.
+    let created = master.checkpoint_lsn != 0;
     let wal = Wal::resume(
         devices.log.clone(),
         config.wal.clone(),
         master,
         &analysis.end,
     )?;
-    let (spaces, pools) = build_spaces(config, &devices, &wal, crate::store::StoreMode::Open)?;
+    let (spaces, pools) = build_spaces(
+        config,
+        &devices,
+        &wal,
+        crate::store::StoreMode::Open,
+        created,
+    )?;
     let db = Database::from_parts(
         config,
         spaces,
@@ -269,6 +293,7 @@ pub(crate) fn recover_with_report(
         .iter()
         .filter_map(|s| s.store.restart_lsn())
         .min();
+    check_ipl_within_log(&db, end_lsn)?;
     let (losers, ipl_losers) = losers_at(analysis.active, &analysis.ended_at, l_star);
     let mut report = RecoveryReport {
         checkpoint_lsn,
@@ -295,7 +320,7 @@ pub(crate) fn recover_with_report(
         .set_active(losers.values().map(|t| (t.clone(), master.start_lsn)));
     log_restarts(&db, end_lsn)?;
     report.records_undone = undo(&db, losers, l_star)?;
-    crate::db::create::finish_creation(&db)?;
+    crate::db::create::finish_creation(&db, created)?;
     load_catalog(&db)?;
     db.inner.wal.flush_all()?;
     db.flush()?;
@@ -306,6 +331,41 @@ pub(crate) fn recover_with_report(
     }
     *db.inner.recovery.lock().expect("recovery") = Some(report.clone());
     Ok((db, report))
+}
+
+/// REC-6: the master record names a checkpoint only once its end record
+/// is durable, so a log that ends before that record lost its tail (and
+/// with it the transactions the checkpoint listed as active, whose undo
+/// recovery would skip).
+fn check_checkpoint_end(devices: &Devices, master: &Master, analysis: &Analysis) -> Result<()> {
+    if master.checkpoint_lsn == 0 || analysis.checkpoint_end_seen {
+        return Ok(());
+    }
+    Err(Error::Damaged(format!(
+        "log device '{}': the log lost its tail: the master record names the checkpoint at \
+         LSN {}, whose end record is missing; the log ends at {}",
+        devices.log.name(),
+        master.checkpoint_lsn,
+        analysis.end.end_lsn
+    )))
+}
+
+/// BUF-18 for In-Page Logging spaces: a force marker is written only once
+/// the WAL is durable to its `L` (IPL-10), so an `L*` past the end of the
+/// log that recovery found proves that the log lost its tail.
+fn check_ipl_within_log(db: &Database, end_lsn: u64) -> Result<()> {
+    for (space, device) in db.inner.spaces.iter().zip(&db.inner.devices.data) {
+        if let Some(l_star) = space.store.restart_lsn().filter(|&l| l > end_lsn) {
+            return Err(Error::Damaged(format!(
+                "log device '{}': the log lost its tail: data space '{}' ({}) is forced to LSN \
+                 {l_star}, the log ends at {end_lsn} (an older or truncated copy of the log?)",
+                db.inner.devices.log.name(),
+                space.name,
+                device.name()
+            )));
+        }
+    }
+    Ok(())
 }
 
 /// The checkpoint recovery starts from; the master record's log start

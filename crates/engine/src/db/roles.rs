@@ -45,6 +45,8 @@ use crate::wal::master::{LOG_MAGIC, Master};
 const SPACE_MAGIC: &[u8; 4] = b"FLSP";
 /// Offset of the space header's magic in page 0.
 const SPACE_MAGIC_OFFSET: usize = PAGE_HEADER_BYTES;
+/// Magic of the rollback space's metadata page, at the same offset.
+const ROLLBACK_MAGIC: &[u8; 4] = b"FLRB";
 
 /// Offset in page 0 of a data space of the database identity (u64 LE):
 /// spare bytes after the space header's fields (which end at 48).
@@ -142,6 +144,8 @@ enum Role {
     Data,
     /// A log-structured data space's superblock.
     LogStructuredData,
+    /// The rollback space's metadata page (`FLRB` at offset 24).
+    Rollback,
     Zeros,
     Unknown,
 }
@@ -153,6 +157,8 @@ fn role_of(first: &[u8]) -> Role {
         Role::Data
     } else if &first[SUPER_MAGIC_OFFSET..SUPER_MAGIC_OFFSET + 4] == SUPER_MAGIC {
         Role::LogStructuredData
+    } else if &first[SPACE_MAGIC_OFFSET..SPACE_MAGIC_OFFSET + 4] == ROLLBACK_MAGIC {
+        Role::Rollback
     } else if first.iter().all(|&b| b == 0) {
         Role::Zeros
     } else {
@@ -194,6 +200,7 @@ pub(crate) fn check(
             .map(|(_, file, _, _)| *file)
             .collect()
     };
+    check_swapped_pairs(dir, &heads)?;
     for &(kind, file, role, _) in &heads {
         if kind != "log" && role == Role::Log {
             return Err(swapped(
@@ -231,6 +238,43 @@ pub(crate) fn check(
                 check_log_structured_identity(dir, manifest, file, data_index, &head(device)?)?;
             }
             data_index += 1;
+        }
+    }
+    Ok(())
+}
+
+/// The kind of file a role belongs to, and what it holds, in words.
+fn role_kind(role: Role) -> Option<(&'static str, &'static str)> {
+    match role {
+        Role::Log => Some(("log", "a log master record (FLSHLOG)")),
+        Role::Data => Some(("data", "a data space header (FLSP)")),
+        Role::LogStructuredData => Some(("data", "a log-structured superblock (FLLS)")),
+        Role::Rollback => Some(("rollback", "a rollback space (FLRB)")),
+        Role::Zeros | Role::Unknown => None,
+    }
+}
+
+/// Two files each holding what the other's kind holds: named as a swap.
+fn check_swapped_pairs(dir: &Path, heads: &[(&str, &str, Role, &DeviceRef)]) -> Result<()> {
+    for (i, &(kind_a, file_a, role_a, _)) in heads.iter().enumerate() {
+        let Some((holds_a, what_a)) = role_kind(role_a).filter(|(k, _)| *k != kind_a) else {
+            continue;
+        };
+        for &(kind_b, file_b, role_b, _) in &heads[i + 1..] {
+            let Some((holds_b, what_b)) = role_kind(role_b) else {
+                continue;
+            };
+            if holds_a == kind_b && holds_b == kind_a {
+                return Err(Error::Damaged(format!(
+                    "{} and {} look swapped: {file_a} holds {what_a}, {file_b} holds {what_b}; \
+                     nothing was changed",
+                    dir.join(file_a).display(),
+                    dir.join(file_b).display()
+                )));
+            }
+        }
+        if kind_a == "rollback" || holds_a == "rollback" {
+            return Err(swapped(dir, file_a, what_a, &[]));
         }
     }
     Ok(())

@@ -16,6 +16,10 @@
 //!   free list. A page in two places is damage; a page in none leaked
 //!   (allocated, then lost track of), which a space that fills up would
 //!   otherwise hide.
+//! - no tree reaches a page at or beyond its space header's page count
+//!   (VERIFY-2): the header (read through the pool, so its checksum and id
+//!   are verified) must account for every page the trees use, or it is a
+//!   stale or damaged header, never trusted for how much there is to check.
 //!
 //! It reports every problem it finds rather than stopping at the first.
 
@@ -70,6 +74,7 @@ pub fn verify(db: &Database) -> Result<VerifyReport> {
     verify_log(db, &mut report)?;
     verify_pages(db, &mut report)?;
     let owners = verify_trees(db, &mut report)?;
+    verify_reach(db, &mut report, &owners)?;
     verify_page_use(db, &mut report, &owners)?;
     if report.pages_repaired > 0 {
         db.flush()?;
@@ -219,6 +224,28 @@ fn verify_trees(db: &Database, report: &mut VerifyReport) -> Result<PageOwners> 
     Ok(owners)
 }
 
+/// VERIFY-2: the highest page any tree reaches lies below its space
+/// header's page count.
+fn verify_reach(db: &Database, report: &mut VerifyReport, owners: &PageOwners) -> Result<()> {
+    for space in &db.inner.spaces {
+        let Some((&highest, tree)) = owners.get(&space.id).and_then(|o| o.iter().max()) else {
+            continue;
+        };
+        let page = space.pool.fetch(PageId::new(space.id, 0))?;
+        let Ok(header) = page.read(|bytes| SpaceHeader::decode(bytes, &space.name)) else {
+            continue; // reported by verify_pages
+        };
+        if highest >= header.page_count {
+            report.problem(format!(
+                "data space '{}': {tree} reaches page {highest}, but the space header counts {} \
+                 pages (a stale or damaged header)",
+                space.name, header.page_count
+            ));
+        }
+    }
+    Ok(())
+}
+
 /// VERIFY-1: every page below a data space's high-water mark is its
 /// header, a page of one tree (`owners`), or on the free list, once.
 /// Skipped once anything else was reported: a broken tree's pages are not
@@ -341,6 +368,29 @@ mod tests {
                     .iter()
                     .any(|p| p
                         .contains(&format!("page {root} is on the free list and in table 't'"))),
+                "{:?}",
+                report.problems
+            );
+        })
+        .unwrap();
+    }
+    /// VERIFY-2: a header whose page count is below a page a tree uses (a
+    /// stale header) is reported, naming the tree and both numbers.
+    #[test]
+    fn a_tree_beyond_the_headers_page_count_is_reported() {
+        Sim::run(SimConfig::default(), |_| {
+            let db = database();
+            let mut mtr = db.inner.mtr(0).unwrap();
+            let mut header = SpaceHeader::decode(mtr.read(0).unwrap(), "data").unwrap();
+            header.page_count = 2;
+            header.encode(mtr.write(0).unwrap());
+            mtr.commit(&db.inner.wal, 0, 0, None).unwrap();
+            let report = verify(&db).unwrap();
+            assert!(
+                report
+                    .problems
+                    .iter()
+                    .any(|p| p.contains("but the space header counts 2 pages")),
                 "{:?}",
                 report.problems
             );

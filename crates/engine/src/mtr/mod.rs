@@ -687,6 +687,16 @@ impl<'a> Mtr<'a> {
         SpaceHeader::decode(&self.load(0)?.image, name)
     }
 
+    /// Record `lsn` as the anchor of the space header (DB-9), under the
+    /// allocation latch like any change of the header (MTR-4).
+    pub(crate) fn stamp_anchor(&mut self, lsn: u64) -> Result<()> {
+        self.header()?;
+        let page = self.write(0)?;
+        let at = crate::space::ANCHOR_OFFSET;
+        page[at..at + 8].copy_from_slice(&lsn.to_le_bytes());
+        Ok(())
+    }
+
     fn set_header(&mut self, header: &SpaceHeader) -> Result<()> {
         header.encode(self.write(0)?);
         Ok(())

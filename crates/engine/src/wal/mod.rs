@@ -158,6 +158,7 @@ pub mod group;
 mod installs;
 pub mod layout;
 pub mod master;
+pub mod mirror;
 pub mod reader;
 pub mod record;
 mod repair;

@@ -197,6 +197,7 @@ fn config(device: &str) -> DbConfig {
     config.rollback = Some(flashlab_engine::config::SpaceConfig {
         device: "memory".into(),
         capacity_bytes: None,
+        mirror: None,
     });
     config.checkpoint_interval_ns = 0;
     let scan_row_ns = flashlab_engine::cpu_calibration::scan_row_ns();

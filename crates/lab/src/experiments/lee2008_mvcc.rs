@@ -101,6 +101,7 @@ fn scenario(rt: &Rt, device: &str, rows: u64, buffer_bytes: u64) -> Result<Table
     config.rollback = Some(SpaceConfig {
         device: device.to_string(),
         capacity_bytes: None,
+        mirror: None,
     });
     config.checkpoint_interval_ns = 0;
     config.mvcc.aged_span_bytes = AGED_ROLLBACK_SPAN_BYTES;

@@ -86,6 +86,7 @@
 //! 2. A failing seed says what failed in one line, and re-running that seed
 //!    alone reproduces it.
 
+pub mod at_rest;
 pub mod rig;
 pub mod workloads;
 
@@ -142,6 +143,7 @@ impl Profile {
 /// damaged log, an unreadable sector).
 pub fn names_damage(e: &str) -> bool {
     [
+        "database damaged",
         "corruption in space",
         "log damaged",
         "read error",
@@ -625,6 +627,12 @@ pub struct SeedReport {
     pub ipl_pages_skipped: u64,
     /// IPL-SEL: selective merges, records discarded, carried, de-applied.
     pub ipl_selection: [u64; 4],
+    /// The damage at rest injected before the final check, if any
+    /// ([`at_rest`]).
+    pub at_rest: Option<String>,
+    /// Acknowledged commits lost after damage at rest that is the stated
+    /// limit (a lost tail of a log kept in one copy): counted, not failed.
+    pub at_rest_limit_lost: u64,
     pub failure: Option<String>,
 }
 
@@ -652,6 +660,17 @@ pub fn run_seed(seed: u64, workload: &str) -> SeedReport {
 
 /// [`run_seed`] with the data space's page store chosen by `store`.
 pub fn run_seed_with(seed: u64, workload: &str, store: StoreChoice) -> SeedReport {
+    run_seed_damaged(seed, workload, store, at_rest::AtRest::Off)
+}
+
+/// [`run_seed_with`], and with `at_rest`, damage at rest before the final
+/// check ([`at_rest`]).
+pub fn run_seed_damaged(
+    seed: u64,
+    workload: &str,
+    store: StoreChoice,
+    at_rest: at_rest::AtRest,
+) -> SeedReport {
     let scenario = match Scenario::from_seed_store(seed, workload, store.store_of(seed)) {
         Ok(s) => s,
         Err(e) => {
@@ -669,8 +688,9 @@ pub fn run_seed_with(seed: u64, workload: &str, store: StoreChoice) -> SeedRepor
         profile: format!("{:?}", scenario.profile),
         ..SeedReport::default()
     };
-    let result =
-        std::panic::catch_unwind(AssertUnwindSafe(|| run_scenario(&scenario, &mut report)));
+    let result = std::panic::catch_unwind(AssertUnwindSafe(|| {
+        run_scenario(&scenario, &mut report, at_rest)
+    }));
     let failure = match result {
         Ok(Ok(())) => None,
         Ok(Err(e)) => Some(e),
@@ -690,8 +710,12 @@ fn panic_text(panic: &Box<dyn std::any::Any + Send>) -> String {
     }
 }
 
-fn run_scenario(sc: &Scenario, report: &mut SeedReport) -> Result<(), String> {
-    let rig = Arc::new(Rig::new(
+fn run_scenario(
+    sc: &Scenario,
+    report: &mut SeedReport,
+    at_rest: at_rest::AtRest,
+) -> Result<(), String> {
+    let rig = Rig::new(
         &sc.data_device,
         &sc.log_device,
         sc.page_bytes,
@@ -699,7 +723,12 @@ fn run_scenario(sc: &Scenario, report: &mut SeedReport) -> Result<(), String> {
         sc.log_plan.clone(),
         sc.store,
         sc.ipl_log_segment_bytes,
-    )?);
+    )?;
+    let rig = Arc::new(match at_rest {
+        at_rest::AtRest::MirroredLog => rig.with_log_mirror(&sc.log_device)?,
+        _ => rig,
+    });
+    let damaged = at_rest != at_rest::AtRest::Off;
     let workload: Arc<dyn CrashWorkload> = Arc::from(
         workloads::build(&sc.workload, sc.tpcb_accounts)
             .ok_or_else(|| format!("unknown workload {}", sc.workload))?,
@@ -708,6 +737,7 @@ fn run_scenario(sc: &Scenario, report: &mut SeedReport) -> Result<(), String> {
     let mut rng = ChaCha8Rng::seed_from_u64(sc.seed ^ 0x5eed);
 
     setup(&rig, &config, &workload)?;
+    let stale = damaged.then(|| at_rest::snapshot(&rig)).flatten();
     let mut depth = 0u64;
     for cut in &sc.cuts {
         let epoch = Epoch {
@@ -721,7 +751,10 @@ fn run_scenario(sc: &Scenario, report: &mut SeedReport) -> Result<(), String> {
             return Ok(());
         }
     }
-    final_check(sc, &rig, &config, &workload, &mut rng, report)
+    let damage = damaged.then(|| at_rest::inject(sc.seed, &rig, sc.store, stale.as_ref()));
+    report.at_rest = damage.map(|d| format!("{d:?}"));
+    let damage = damage.map(|d| (d, at_rest));
+    final_check(sc, &rig, &config, &workload, &mut rng, report, damage)
 }
 
 /// Step 1: set the database up, without faults.
@@ -874,6 +907,7 @@ fn final_check(
     workload: &Arc<dyn CrashWorkload>,
     rng: &mut ChaCha8Rng,
     report: &mut SeedReport,
+    damage: Option<(at_rest::Damage, at_rest::AtRest)>,
 ) -> Result<(), String> {
     rig.set_active(false);
     rig.power.arm(None);
@@ -930,8 +964,16 @@ fn final_check(
         ));
     }
     if let Err(e) = checked {
-        if sc.profile.may_refuse() && names_damage(&e) && !e.contains("LOST COMMITS") {
+        let may_refuse = sc.profile.may_refuse() || damage.is_some();
+        // Damage at rest that only verify sees (a zeroed free page leaves
+        // pages on no list) is named by verify's problems.
+        let named = names_damage(&e) || (damage.is_some() && e.starts_with("verify found damage"));
+        if may_refuse && named && !e.contains("LOST COMMITS") {
             report.refused = Some(e);
+        } else if e.contains("LOST COMMITS")
+            && damage.is_some_and(|(d, at_rest)| d.loss_is_the_stated_limit(at_rest))
+        {
+            report.at_rest_limit_lost = 1;
         } else if sc.profile == Profile::Misdirect {
             // LIMIT (lost writes): a misdirected write may leave a stale
             // page that no check can tell from a current one.
@@ -1167,11 +1209,20 @@ pub struct Summary {
     pub log_damage_silently_lost: u64,
     /// Seeds that refused to open or read, naming the damage.
     pub refused: u64,
+    /// Seeds damaged at rest ([`at_rest`]), and what became of them: every
+    /// acknowledged commit present, a refusal naming the damage, commits
+    /// lost within the stated limit, and silently lost (must be 0).
+    pub at_rest_seeds: u64,
+    pub at_rest_recovered: u64,
+    pub at_rest_refused: u64,
+    pub at_rest_limit_lost: u64,
+    pub at_rest_silently_lost: u64,
     pub host_seconds: f64,
 }
 
 impl Summary {
-    fn add(&mut self, r: &SeedReport) {
+    /// Count one seed's report.
+    pub fn add(&mut self, r: &SeedReport) {
         self.seeds += 1;
         self.refused += u64::from(r.refused.is_some());
         if r.log_damage > 0 {
@@ -1180,6 +1231,16 @@ impl Summary {
                 (Some(_), _) => self.log_damage_refused += 1,
                 (None, 0) if r.passed() => self.log_damage_recovered += 1,
                 (None, _) => self.log_damage_silently_lost += 1,
+            }
+        }
+        if r.at_rest.is_some() {
+            self.at_rest_seeds += 1;
+            match (&r.refused, r.at_rest_limit_lost, r.passed()) {
+                (Some(_), _, _) => self.at_rest_refused += 1,
+                (None, 1, true) => self.at_rest_limit_lost += 1,
+                (None, _, true) => self.at_rest_recovered += 1,
+                (None, _, false) if r.lost_commits > 0 => self.at_rest_silently_lost += 1,
+                (None, _, false) => {} // failed otherwise: listed with the failures
             }
         }
         self.crashes += r.crashes;

@@ -28,6 +28,9 @@ pub const MEMORY_DATA_BYTES: u64 = 256 << 20;
 pub struct Rig {
     pub data: Arc<FaultyDevice>,
     pub log: Arc<FaultyDevice>,
+    /// A second copy of the log (`[log] mirror`), with the same fault plan
+    /// drawn anew, on the same power switch; `None`: one copy.
+    pub log_mirror: Option<Arc<FaultyDevice>>,
     /// The MVCC rollback space (not logged: recovery discards it).
     pub rollback: Arc<FaultyDevice>,
     pub power: Arc<PowerSwitch>,
@@ -160,6 +163,7 @@ impl Rig {
         Ok(Rig {
             data: Arc::new(data),
             log: Arc::new(log),
+            log_mirror: None,
             rollback: Arc::new(rollback),
             power,
             checker,
@@ -169,11 +173,44 @@ impl Rig {
         })
     }
 
+    /// Keep the log in two copies (`[log] mirror`): the mirror is a device
+    /// of the log's preset with the log's fault plan, reseeded, but for the
+    /// one I/O error of an IoError seed, which stays the first copy's. Its
+    /// writes follow the log's, so the WAL checker watches the log's copy
+    /// alone.
+    pub fn with_log_mirror(mut self, log_preset: &str) -> Result<Rig, String> {
+        let plan = self.log.plan();
+        let mirror = FaultyDevice::new(
+            stored(log_preset, "log mirror")?,
+            Role::Log,
+            FaultPlan {
+                seed: plan.seed ^ 0x3141,
+                flush_error_at: None,
+                full_after_writes: None,
+                ..plan
+            },
+        )
+        .with_power(self.power.clone());
+        self.log_mirror = Some(Arc::new(mirror));
+        Ok(self)
+    }
+
+    /// The log as the engine sees it: one copy, or both as one device.
+    fn log_device(&self) -> DeviceRef {
+        match &self.log_mirror {
+            Some(mirror) => Arc::new(flashlab_engine::wal::mirror::MirroredLog::new(
+                self.log.clone(),
+                mirror.clone(),
+            )),
+            None => self.log.clone(),
+        }
+    }
+
     /// The engine's view of the devices.
     pub fn devices(&self) -> Devices {
         Devices {
             data: vec![self.data.clone() as DeviceRef],
-            log: self.log.clone(),
+            log: self.log_device(),
             rollback: Some(self.rollback.clone() as DeviceRef),
             temp: None,
         }
@@ -183,6 +220,9 @@ impl Rig {
     pub fn set_active(&self, active: bool) {
         self.data.set_active(active);
         self.log.set_active(active);
+        if let Some(mirror) = &self.log_mirror {
+            mirror.set_active(active);
+        }
     }
 
     /// Power failure: both devices decide the fate of their unflushed
@@ -190,15 +230,20 @@ impl Rig {
     pub fn crash(&self) {
         self.data.crash();
         self.log.crash();
+        if let Some(mirror) = &self.log_mirror {
+            mirror.crash();
+        }
         self.rollback.crash();
         self.power.restore();
     }
 
     /// Faults injected on both devices.
     pub fn counts(&self) -> FaultCounts {
+        let mirror = self.log_mirror.as_ref().map(|m| m.counts());
         self.data
             .counts()
             .plus(&self.log.counts())
+            .plus(&mirror.unwrap_or_default())
             .plus(&self.rollback.counts())
     }
 
@@ -211,6 +256,9 @@ impl Rig {
             .map(|r| (self.data.role(), r))
             .collect();
         out.extend(self.log.take_records().into_iter().map(|r| (Role::Log, r)));
+        if let Some(mirror) = &self.log_mirror {
+            out.extend(mirror.take_records().into_iter().map(|r| (Role::Log, r)));
+        }
         out
     }
 }

@@ -87,6 +87,10 @@
 //!     version: simtest log-structured seed 10550; copying part of a
 //!     victim spends free blocks without freeing one, and recoveries then
 //!     found every segment holding live pages: seeds 22585 and 32531).
+//! 11. Zeros are damage once the database exists: an open of a store
+//!     whose database finished its creation refuses an all-zero superblock
+//!     or two all-zero map-checkpoint headers, naming the block, instead
+//!     of formatting the store anew (which lost every table).
 
 mod check;
 mod clean;
@@ -183,6 +187,11 @@ pub struct LogStructuredOptions {
     /// I/O). Off: pages gather up to [`PARTIAL_SEGMENT_BYTES_MAX`].
     /// Durability still comes at `sync` either way.
     pub write_through: bool,
+    /// The database finished its creation (its first checkpoint is in the
+    /// master record), so this store's superblock and first map
+    /// checkpoint were written and flushed: zeros there are damage
+    /// (LFS-11), never a creation cut short.
+    pub created: bool,
 }
 
 impl Default for LogStructuredOptions {
@@ -191,6 +200,7 @@ impl Default for LogStructuredOptions {
             segment_bytes: SEGMENT_BYTES_DEFAULT,
             cleaning: Cleaning::default(),
             write_through: false,
+            created: false,
         }
     }
 }

@@ -77,7 +77,15 @@ pub(super) fn open(
         device.read(0, &mut block)?;
     }
     // A device whose creation was cut before its superblock (all zeros):
-    // formatted as new; the engine finishes the creation (REC-2).
+    // formatted as new; the engine finishes the creation (REC-2). Once the
+    // database exists, zeros are damage (LFS-11).
+    if mode == StoreMode::Open && options.created && block.iter().all(|&b| b == 0) {
+        return Err(Error::Damaged(format!(
+            "{}: data space '{space}': block 0 (the log-structured superblock, device offset 0) \
+             is all zeros, but the database exists; nothing was changed",
+            device.name()
+        )));
+    }
     let mode = if block.iter().all(|&b| b == 0) {
         StoreMode::Create
     } else {
@@ -111,7 +119,8 @@ pub(super) fn open(
     let (state, found) = match mode {
         StoreMode::Create => (State::from_checkpoint(&geo, &fresh), None),
         StoreMode::Open => {
-            let (cp, newest_seq, stale_slot) = newest_checkpoint(&device, &geo, space)?;
+            let (cp, newest_seq, stale_slot) =
+                newest_checkpoint(&device, &geo, space, options.created)?;
             let mut st = State::from_checkpoint(&geo, &cp);
             st.stale_map_slot = stale_slot;
             let rolled = roll_forward(&device, &geo, &cp, &mut st)?;
@@ -182,6 +191,7 @@ fn newest_checkpoint(
     device: &DeviceRef,
     geo: &Superblock,
     space: &str,
+    created: bool,
 ) -> Result<(MapCheckpoint, u64, Option<u64>)> {
     let page_bytes = geo.page_bytes as usize;
     let slot_bytes = geo.map_blocks as usize * page_bytes;
@@ -244,7 +254,14 @@ fn newest_checkpoint(
             Ok((cp, newest_seq, stale_slot))
         }
         // Creation was cut between the superblock and the first map
-        // checkpoint: nothing was ever mapped.
+        // checkpoint: nothing was ever mapped. Once the database exists,
+        // two blank headers are damage (LFS-11).
+        None if blank_slots == 2 && created => Err(Error::Damaged(format!(
+            "{}: data space '{space}': both map-checkpoint headers (blocks 1 and {}) are all \
+             zeros, but the database exists; nothing was changed",
+            device.name(),
+            1 + geo.map_blocks
+        ))),
         None if blank_slots == 2 => Ok((
             MapCheckpoint {
                 seq: 0,
