@@ -181,8 +181,7 @@ pub const CPU_COST_NS_MAX: u64 = 1_000_000_000;
 /// Longest interval or delay a configuration may set (one day).
 pub const INTERVAL_NS_MAX: u64 = 86_400_000_000_000;
 
-/// Clock of the CPU the costs were calibrated on (lee2008 section 3).
-pub const REFERENCE_CPU_GHZ: f64 = 1.86;
+pub use crate::cpu_calibration::REFERENCE_CPU_GHZ;
 /// CPU time of one SQL statement at the reference clock (see [`CpuCosts`]).
 pub const STATEMENT_NS: u64 = 147_000;
 

@@ -24,8 +24,6 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use crate::temp::OperatorCosts;
-
 /// The committed calibration, compiled in.
 pub const CALIBRATION_JSON: &str = include_str!("../data/cpu-calibration.json");
 /// Where it lives in the repository (what `flashlab calibrate --out` takes).
@@ -151,6 +149,52 @@ pub fn operator_costs() -> OperatorCosts {
         tuple_ns: c.price_ns(PriceKey::Tuple),
         hash_ns: c.price_ns(PriceKey::Hash),
         copy_ns_per_kb: c.price_ns(PriceKey::CopyPerKb),
+    }
+}
+
+/// Clock of the CPU the costs were calibrated on (lee2008 section 3).
+pub const REFERENCE_CPU_GHZ: f64 = 1.86;
+
+/// Per-operation CPU prices at [`REFERENCE_CPU_GHZ`], in nanoseconds.
+#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
+pub struct OperatorCosts {
+    /// One key comparison (sort, merge, join), normalised keys.
+    pub compare_ns: f64,
+    /// Taking one tuple in or passing one on: bookkeeping, key extraction.
+    pub tuple_ns: f64,
+    /// Hashing one key and choosing its partition or bucket.
+    pub hash_ns: f64,
+    /// Copying one KB of tuple bytes (memcpy, CRC of clusters).
+    pub copy_ns_per_kb: f64,
+}
+
+impl Default for OperatorCosts {
+    /// The calibrated prices ([`crate::cpu_calibration::operator_costs`]).
+    fn default() -> Self {
+        operator_costs()
+    }
+}
+
+impl OperatorCosts {
+    /// The same work on a CPU clocked at `ghz`.
+    pub fn at_ghz(&self, ghz: f64) -> OperatorCosts {
+        let s = REFERENCE_CPU_GHZ / ghz.max(0.01);
+        OperatorCosts {
+            compare_ns: self.compare_ns * s,
+            tuple_ns: self.tuple_ns * s,
+            hash_ns: self.hash_ns * s,
+            copy_ns_per_kb: self.copy_ns_per_kb * s,
+        }
+    }
+
+    /// No charges (tests that only care about results).
+    pub fn free() -> OperatorCosts {
+        OperatorCosts {
+            compare_ns: 0.0,
+            tuple_ns: 0.0,
+            hash_ns: 0.0,
+            copy_ns_per_kb: 0.0,
+        }
     }
 }
 

@@ -87,6 +87,8 @@ pub mod error;
 #[doc(hidden)]
 pub mod fast_hash;
 #[doc(hidden)]
+pub mod force;
+#[doc(hidden)]
 pub mod lock;
 #[doc(hidden)]
 pub mod mtr;

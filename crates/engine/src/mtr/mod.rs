@@ -175,9 +175,10 @@ use crate::wal::Wal;
 use crate::wal::record::{Body, PageRedo, Undo};
 
 mod ranges;
+pub use crate::wal::record::{apply_ranges, apply_redo};
 use flashlab_runtime::{Latch, LatchGuard};
-pub use ranges::{apply_ranges, apply_redo, diff, nonzero_ranges};
 use ranges::{check_header_kept, diff_body, diff_in_place};
+pub use ranges::{diff, nonzero_ranges};
 
 /// Most pages a mini-transaction keeps copies of without having written
 /// them; older ones are dropped (a scan reads any number of pages, one at a

@@ -5,7 +5,8 @@
 //! changed ([`diff`]), or, for the first change after a checkpoint, as a
 //! full-page image: the ranges of its body that are not zero
 //! ([`nonzero_ranges`]), applied over a zeroed body. Recovery and page
-//! repair apply them ([`apply_redo`], [`apply_ranges`]).
+//! repair apply them (`wal::record::apply_redo`, `wal::record::apply_ranges`,
+//! beside the record format they read).
 //!
 //! A range ends before the first run of [`DIFF_GAP_BYTES_MIN`] unchanged
 //! bytes: a shorter gap costs less inside a range than a range header
@@ -23,9 +24,7 @@
 //! The log's bytes therefore do not depend on how the scan is done, and
 //! neither does any simulated result.
 
-use crate::error::{Error, Result};
-use crate::page::{PAGE_BODY_OFFSET, PageId};
-use crate::wal::record::PageRedo;
+use crate::page::PAGE_BODY_OFFSET;
 
 /// Gaps of unchanged bytes shorter than this are folded into one range:
 /// a range header costs about as much.
@@ -235,41 +234,11 @@ fn first_difference(before: Option<&[u8]>, after: &[u8], from: usize) -> usize {
     i
 }
 
-/// Apply one page's redo to its image: a full-page image first resets the
-/// body to zeros.
-pub fn apply_redo(image: &mut [u8], redo: &PageRedo) -> Result<()> {
-    if redo.image {
-        image[PAGE_BODY_OFFSET..].fill(0);
-    }
-    apply_ranges(image, &redo.ranges, redo.page)
-}
-
-/// Apply redo ranges to a page image; errors if a range falls outside it.
-pub fn apply_ranges(image: &mut [u8], ranges: &[(u32, Vec<u8>)], page: PageId) -> Result<()> {
-    for (offset, bytes) in ranges {
-        let start = *offset as usize;
-        let end = start
-            .checked_add(bytes.len())
-            .filter(|&end| end <= image.len() && start >= PAGE_BODY_OFFSET);
-        match end {
-            Some(end) => image[start..end].copy_from_slice(bytes),
-            None => {
-                return Err(Error::malformed(
-                    "log record",
-                    format!(
-                        "redo range at offset {start} of {} bytes does not fit page {page}",
-                        bytes.len()
-                    ),
-                ));
-            }
-        }
-    }
-    Ok(())
-}
-
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::page::PageId;
+    use crate::wal::record::apply_ranges;
 
     #[test]
     fn diff_finds_changed_ranges_and_applies_back() {

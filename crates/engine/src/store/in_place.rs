@@ -9,8 +9,8 @@ use std::sync::atomic::{AtomicU64, Ordering};
 use flashlab_devices::DeviceRef;
 
 use super::{PageStore, StoreKind, StoreStats};
-use crate::buffer::LogForce;
 use crate::error::Result;
+use crate::force::LogForce;
 use crate::page::PageNo;
 
 /// See the module documentation.

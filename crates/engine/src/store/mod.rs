@@ -41,8 +41,8 @@ use std::sync::Arc;
 use flashlab_devices::{DeviceError, DeviceRef};
 use serde::{Deserialize, Serialize};
 
-use crate::buffer::LogForce;
 use crate::error::Result;
+use crate::force::LogForce;
 use crate::page::PageNo;
 
 pub use in_place::InPlaceStore;

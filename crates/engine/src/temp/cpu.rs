@@ -22,52 +22,8 @@
 //! once per cluster rather than once per tuple.
 
 use flashlab_runtime::Rt;
-use serde::{Deserialize, Serialize};
 
-use crate::config::REFERENCE_CPU_GHZ;
-
-/// Per-operation CPU prices at [`REFERENCE_CPU_GHZ`], in nanoseconds.
-#[derive(Clone, Copy, Debug, PartialEq, Serialize, Deserialize)]
-pub struct OperatorCosts {
-    /// One key comparison (sort, merge, join), normalised keys.
-    pub compare_ns: f64,
-    /// Taking one tuple in or passing one on: bookkeeping, key extraction.
-    pub tuple_ns: f64,
-    /// Hashing one key and choosing its partition or bucket.
-    pub hash_ns: f64,
-    /// Copying one KB of tuple bytes (memcpy, CRC of clusters).
-    pub copy_ns_per_kb: f64,
-}
-
-impl Default for OperatorCosts {
-    /// The calibrated prices ([`crate::cpu_calibration::operator_costs`]).
-    fn default() -> Self {
-        crate::cpu_calibration::operator_costs()
-    }
-}
-
-impl OperatorCosts {
-    /// The same work on a CPU clocked at `ghz`.
-    pub fn at_ghz(&self, ghz: f64) -> OperatorCosts {
-        let s = REFERENCE_CPU_GHZ / ghz.max(0.01);
-        OperatorCosts {
-            compare_ns: self.compare_ns * s,
-            tuple_ns: self.tuple_ns * s,
-            hash_ns: self.hash_ns * s,
-            copy_ns_per_kb: self.copy_ns_per_kb * s,
-        }
-    }
-
-    /// No charges (tests that only care about results).
-    pub fn free() -> OperatorCosts {
-        OperatorCosts {
-            compare_ns: 0.0,
-            tuple_ns: 0.0,
-            hash_ns: 0.0,
-            copy_ns_per_kb: 0.0,
-        }
-    }
-}
+pub use crate::cpu_calibration::OperatorCosts;
 
 /// Accumulates an operator's CPU work and charges it in batches.
 pub struct CpuMeter {

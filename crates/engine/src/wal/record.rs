@@ -25,7 +25,7 @@
 //! change, and logged as a compensation record). See docs/FORMAT.md.
 
 use crate::error::{Error, Result};
-use crate::page::{PageId, PageNo, SpaceId};
+use crate::page::{PAGE_BODY_OFFSET, PageId, PageNo, SpaceId};
 use crate::wal::codec::{Reader, Writer};
 
 /// Bytes of the fixed record header.
@@ -500,6 +500,38 @@ fn decode_body(r: &mut Reader, kind: u8) -> Result<Body> {
             ));
         }
     })
+}
+
+/// Apply one page's redo to its image: a full-page image first resets the
+/// body to zeros.
+pub fn apply_redo(image: &mut [u8], redo: &PageRedo) -> Result<()> {
+    if redo.image {
+        image[PAGE_BODY_OFFSET..].fill(0);
+    }
+    apply_ranges(image, &redo.ranges, redo.page)
+}
+
+/// Apply redo ranges to a page image; errors if a range falls outside it.
+pub fn apply_ranges(image: &mut [u8], ranges: &[(u32, Vec<u8>)], page: PageId) -> Result<()> {
+    for (offset, bytes) in ranges {
+        let start = *offset as usize;
+        let end = start
+            .checked_add(bytes.len())
+            .filter(|&end| end <= image.len() && start >= PAGE_BODY_OFFSET);
+        match end {
+            Some(end) => image[start..end].copy_from_slice(bytes),
+            None => {
+                return Err(Error::malformed(
+                    "log record",
+                    format!(
+                        "redo range at offset {start} of {} bytes does not fit page {page}",
+                        bytes.len()
+                    ),
+                ));
+            }
+        }
+    }
+    Ok(())
 }
 
 #[cfg(test)]

@@ -84,7 +84,7 @@ impl Wal {
                     image = Some(fresh);
                 }
                 if let Some(image) = image.as_mut() {
-                    crate::mtr::apply_ranges(image, &redo.ranges, id)?;
+                    crate::wal::record::apply_ranges(image, &redo.ranges, id)?;
                     last = (record.lsn, reader.end_lsn());
                 }
             }

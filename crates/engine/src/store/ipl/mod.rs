@@ -147,8 +147,8 @@ use flashlab_runtime::{Mutex as RtMutex, Rt, RwLatch};
 use serde::Serialize;
 
 use super::{PageStore, StoreKind, StoreMode, StoreStats};
-use crate::buffer::LogForce;
 use crate::error::{Error, Result};
+use crate::force::LogForce;
 use crate::page::{PAGE_BODY_OFFSET, PageNo};
 use layout::{ERASE_UNIT_BYTES, LOG_SECTOR_BYTES, Layout};
 use sector::{

@@ -105,8 +105,8 @@ use flashlab_devices::DeviceRef;
 use serde::{Deserialize, Serialize};
 
 use super::{PageStore, StoreKind, StoreMode, StoreStats};
-use crate::buffer::LogForce;
 use crate::error::{Error, Result};
+use crate::force::LogForce;
 use crate::page::PageNo;
 use layout::Superblock;
 use state::State;
