@@ -82,7 +82,7 @@ use crate::db::{Database, Devices};
 use crate::error::{Error, Result};
 use crate::mtr::apply_redo;
 use crate::page::{self, PageId};
-use crate::wal::record::{ActiveTxn, Body, LogRecord};
+use crate::wal::record::{ActiveTxn, Body, LogRecord, TxnEffect};
 use crate::wal::{FORCE_SECTORS_MAX, LogEnd, LogLayout, LogReader, Master, Wal};
 
 /// What recovery found and did, for reports and tests.
@@ -175,37 +175,25 @@ fn analyse_record(a: &mut Analysis, record: &LogRecord) {
     for redo in record.body.redo() {
         a.dirty.entry(redo.page).or_insert(record.lsn);
     }
+    match record.txn_effect(record.lsn) {
+        TxnEffect::Active { undo_next } => {
+            let t = ActiveTxn {
+                txn: record.txn,
+                last_lsn: record.lsn,
+                undo_next,
+            };
+            a.active.insert(record.txn, t);
+        }
+        TxnEffect::Ended => {
+            a.active.remove(&record.txn);
+            a.ended.insert(record.txn);
+            a.ended_at.insert(record.txn, record.lsn);
+        }
+        TxnEffect::Nothing => {}
+    }
     match &record.body {
-        Body::Update { undo, .. } if record.txn != 0 && undo.is_some() => {
-            a.active.insert(
-                record.txn,
-                ActiveTxn {
-                    txn: record.txn,
-                    last_lsn: record.lsn,
-                    undo_next: record.lsn,
-                },
-            );
-        }
-        Body::Compensation { undo_next, .. } if record.txn != 0 => {
-            a.active.insert(
-                record.txn,
-                ActiveTxn {
-                    txn: record.txn,
-                    last_lsn: record.lsn,
-                    undo_next: *undo_next,
-                },
-            );
-        }
         Body::Commit { commit_ts } => {
-            a.active.remove(&record.txn);
-            a.ended.insert(record.txn);
-            a.ended_at.insert(record.txn, record.lsn);
             a.next_commit_ts = a.next_commit_ts.max(commit_ts + 1);
-        }
-        Body::Abort => {
-            a.active.remove(&record.txn);
-            a.ended.insert(record.txn);
-            a.ended_at.insert(record.txn, record.lsn);
         }
         Body::CheckpointEnd {
             next_txn,

@@ -394,19 +394,20 @@ fn track(st: &mut LogState, installs: &Installs, lsn: u64, size: u64, record: &L
     if !record.body.redo().is_empty() {
         installs.register(lsn, &mut st.uninstalled_overflow);
     }
-    if record.txn == 0 {
-        return;
-    }
-    let (undo_next, reserve) = match &record.body {
-        Body::Update { undo: Some(_), .. } => (lsn, size + UNDO_RESERVE_SLACK_BYTES),
-        Body::Compensation { undo_next, .. } => (*undo_next, 0),
-        Body::Commit { .. } | Body::Abort => {
+    let undo_next = match record.txn_effect(lsn) {
+        record::TxnEffect::Nothing => return,
+        record::TxnEffect::Ended => {
             if let Some(t) = st.active.remove(&record.txn) {
                 st.reserved_bytes -= t.reserved_bytes;
             }
             return;
         }
-        _ => return,
+        record::TxnEffect::Active { undo_next } => undo_next,
+    };
+    // An update reserves room for its compensation; a compensation uses it.
+    let reserve = match &record.body {
+        Body::Update { .. } => size + UNDO_RESERVE_SLACK_BYTES,
+        _ => 0,
     };
     let entry = st.active.entry(record.txn).or_insert_with(|| TxnEntry {
         public: ActiveTxn {

@@ -150,7 +150,33 @@ pub struct LogRecord {
     pub body: Body,
 }
 
+/// What a record does to the transaction table: the one rule the log's
+/// live table (`wal::track`) and recovery's analysis both follow.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub enum TxnEffect {
+    /// The record names no transaction, or does not change its entry.
+    Nothing,
+    /// The transaction is (still) active; undo continues at `undo_next`
+    /// (an update undoes itself; a compensation says where undo resumes).
+    Active { undo_next: u64 },
+    /// The transaction ended (commit or abort).
+    Ended,
+}
+
 impl LogRecord {
+    /// This record's effect on the transaction table, were it at `lsn`.
+    pub fn txn_effect(&self, lsn: u64) -> TxnEffect {
+        match &self.body {
+            _ if self.txn == 0 => TxnEffect::Nothing,
+            Body::Update { undo: Some(_), .. } => TxnEffect::Active { undo_next: lsn },
+            Body::Compensation { undo_next, .. } => TxnEffect::Active {
+                undo_next: *undo_next,
+            },
+            Body::Commit { .. } | Body::Abort => TxnEffect::Ended,
+            _ => TxnEffect::Nothing,
+        }
+    }
+
     /// Encode with the header, at log position `lsn` (the link is set by
     /// [`LogRecord::relocate`] when the record is appended).
     pub fn encode(&self, lsn: u64) -> Vec<u8> {
