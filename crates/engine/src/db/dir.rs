@@ -15,7 +15,7 @@
 //! * Opening ([`open_devices`]) never creates. It takes the lock
 //!   ([`super::dirlock`]: exclusive to write, shared to read), checks the
 //!   manifest against the configuration and every file against the
-//!   manifest (missing, truncated, swapped, foreign: [`super::roles`]), and
+//!   manifest (missing, truncated, swapped, foreign: `super::roles`), and
 //!   refuses a log without a valid master record as damaged. A read-only
 //!   open puts every file under a copy-on-write overlay.
 
@@ -242,7 +242,7 @@ pub enum Access {
 
 /// Open the devices of an existing database directory. Never creates:
 /// a directory without a manifest is not a database (see [`create`]).
-/// For writing, the files are gated: see [`open_devices_gated`].
+/// For writing, the files are gated: see `open_devices_gated`.
 pub fn open_devices(dir: &Path, config: &DbConfig, access: Access) -> Result<Devices> {
     let (devices, gate) = open_devices_gated(dir, config, access)?;
     if let Some(gate) = gate {

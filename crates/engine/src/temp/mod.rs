@@ -19,7 +19,7 @@
 //!   payload; see `docs/FORMAT.md`), the owners that free what an operator
 //!   allocated when they are dropped (RAII: success, error and panic free the
 //!   same way), and the I/O workers behind write-behind and read-ahead.
-//! - [`tuple`]: tuples, sort and join keys over any set of columns (byte
+//! - `tuple`: tuples, sort and join keys over any set of columns (byte
 //!   fields of flat records, or typed columns of engine rows), ascending or
 //!   descending, normalised to one memcomparable byte string; the inputs
 //!   (engine table scans, vectors, and the sort benchmark's 100-byte records

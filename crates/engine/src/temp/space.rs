@@ -22,7 +22,7 @@
 //!
 //! The allocator's lock is a `std::sync::Mutex` held only for bookkeeping,
 //! never across I/O (TEMP-5). Every read and write goes through
-//! [`TempSpace::read`] and [`TempSpace::write`], which count them.
+//! `TempSpace::read` and `TempSpace::write`, which count them.
 
 use std::collections::BTreeMap;
 use std::path::Path;

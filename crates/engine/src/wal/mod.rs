@@ -104,7 +104,7 @@
 //!    ([`Wal::installed`]); a checkpoint waits for those before its begin
 //!    record before it writes pages back. The set is a table of atomic
 //!    slots set by the append and cleared by the install without the
-//!    state's lock, with an overflow set under it ([`installs`], INS-1).
+//!    state's lock, with an overflow set under it (`installs`, INS-1).
 //! 7. Commit timestamps are handed out in log order, and no record that a
 //!    decoder would refuse is accepted ([`LogRecord::check_limits`]).
 //! 8. Each record links to the record before it; the link and every sector
@@ -197,7 +197,7 @@ pub const NO_SYNC_FLUSH_INTERVAL_NS: u64 = 10_000_000;
 /// Longest commit delay accepted (a longer one is surely a unit mistake).
 pub const COMMIT_DELAY_NS_MAX: u64 = 1_000_000_000;
 /// Longest a real-world flush waiter next in line for the flusher role
-/// spins (yielding) before it sleeps ([`Wal::wait_flush`]): about one log
+/// spins (yielding) before it sleeps (`Wal::wait_flush`): about one log
 /// force on an SSD.
 pub const FLUSH_HEIR_SPIN_NS: u64 = 200_000;
 /// Most real-world flush waiters that spin at once besides the heir (the

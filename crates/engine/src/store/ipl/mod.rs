@@ -11,7 +11,7 @@
 //!   changed byte ranges with the transaction id
 //!   ([`PageStore::note_update`]): they become physiological records of the
 //!   page's in-memory log sector(s), with the newest image. Every write
-//!   to flash is a *force* of the whole space ([`force`], IPL-10..13): a
+//!   to flash is a *force* of the whole space (`force`, IPL-10..13): a
 //!   commit, a write-back, an eviction or a checkpoint captures every
 //!   page's unforced state at one WAL position and writes, for each page,
 //!   its records and one record of its header bytes (checksum, page LSN)
@@ -42,7 +42,7 @@
 //! segments and compensation records), and its other stores recover by
 //! ARIES over the WAL. An IPL space restarts without redo (issue 14): its
 //! flash holds the state of every page at `L*`, the WAL position of the
-//! newest durable force marker ([`force`]); recovery skips the redo of
+//! newest durable force marker (`force`); recovery skips the redo of
 //! its pages and undoes, logically, every transaction that ended at or
 //! beyond `L*` (REC-4). A write group still reaches flash only after the
 //! WAL holds every change in it (a force flushes the WAL to its `L`
