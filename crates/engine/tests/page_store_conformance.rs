@@ -106,6 +106,16 @@ fn sim<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
         .unwrap()
 }
 
+/// A new store of `kind` with pages 1.. written once (version 1), unsynced.
+fn created_with_pages(kind: StoreKind) -> (Medium, Arc<dyn PageStore>) {
+    let m = medium(kind);
+    let store = open(kind, &m, StoreMode::Create).unwrap();
+    for n in 1..PAGES {
+        store.write_page(n, &image(n, 1)).unwrap();
+    }
+    (m, store)
+}
+
 /// PS-2: a page never written reads as zeros.
 #[test]
 fn ps2_a_page_never_written_reads_as_zeros() {
@@ -126,11 +136,7 @@ fn ps2_a_page_never_written_reads_as_zeros() {
 fn ps1_synced_pages_survive_a_crash() {
     sim(|| {
         for kind in KINDS {
-            let m = medium(kind);
-            let store = open(kind, &m, StoreMode::Create).unwrap();
-            for n in 1..PAGES {
-                store.write_page(n, &image(n, 1)).unwrap();
-            }
+            let (m, store) = created_with_pages(kind);
             for n in (1..PAGES).step_by(3) {
                 store.write_page(n, &image(n, 2)).unwrap();
             }
@@ -185,11 +191,7 @@ fn ps1_a_reopened_store_reads_every_last_image() {
 fn ps3_damage_is_reported_never_returned_as_the_page() {
     sim(|| {
         for kind in KINDS {
-            let m = medium(kind);
-            let store = open(kind, &m, StoreMode::Create).unwrap();
-            for n in 1..PAGES {
-                store.write_page(n, &image(n, 1)).unwrap();
-            }
+            let (m, store) = created_with_pages(kind);
             store.sync(&DurableLog).unwrap();
             let offset = store.location_of(12);
             drop(store);

@@ -74,17 +74,44 @@ impl<'t> Rows<'t> {
     }
 }
 
+/// A stream read a chunk at a time: what [`Rows`] and [`IndexRows`] share.
+trait Chunked {
+    type Row;
+    fn ready(&mut self) -> &mut VecDeque<Self::Row>;
+    fn refill(&mut self) -> Result<()>;
+    fn end(&mut self);
+
+    /// The next row: refill when none is ready; an error ends the stream
+    /// after it is returned.
+    fn next_row(&mut self) -> Option<Result<Self::Row>> {
+        if self.ready().is_empty()
+            && let Err(e) = self.refill()
+        {
+            self.end();
+            return Some(Err(e));
+        }
+        self.ready().pop_front().map(Ok)
+    }
+}
+
+impl Chunked for Rows<'_> {
+    type Row = (Vec<u8>, Vec<u8>);
+    fn ready(&mut self) -> &mut VecDeque<Self::Row> {
+        &mut self.ready
+    }
+    fn refill(&mut self) -> Result<()> {
+        Rows::refill(self)
+    }
+    fn end(&mut self) {
+        self.exhausted = true;
+    }
+}
+
 impl Iterator for Rows<'_> {
     type Item = Result<(Vec<u8>, Vec<u8>)>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.ready.is_empty()
-            && let Err(e) = self.refill()
-        {
-            self.exhausted = true;
-            return Some(Err(e));
-        }
-        self.ready.pop_front().map(Ok)
+        self.next_row()
     }
 }
 
@@ -152,17 +179,24 @@ impl IndexRows<'_> {
     }
 }
 
+impl Chunked for IndexRows<'_> {
+    type Row = Vec<Value>;
+    fn ready(&mut self) -> &mut VecDeque<Self::Row> {
+        &mut self.ready
+    }
+    fn refill(&mut self) -> Result<()> {
+        IndexRows::refill(self)
+    }
+    fn end(&mut self) {
+        self.exhausted = true;
+    }
+}
+
 impl Iterator for IndexRows<'_> {
     type Item = Result<Vec<Value>>;
 
     fn next(&mut self) -> Option<Self::Item> {
-        if self.ready.is_empty()
-            && let Err(e) = self.refill()
-        {
-            self.exhausted = true;
-            return Some(Err(e));
-        }
-        self.ready.pop_front().map(Ok)
+        self.next_row()
     }
 }
 
@@ -179,12 +213,7 @@ impl Transaction {
         self.statement_snapshot();
         let def = table.def.index(index)?;
         let schema = Transaction::schema(table)?;
-        let mut types: Vec<Type> = def
-            .columns
-            .iter()
-            .map(|&c| schema.columns()[c].ty)
-            .collect();
-        types.extend(schema.key().iter().map(|&c| schema.columns()[c].ty));
+        let types = super::txn::index_entry_types(schema, def);
         let start = crate::row::encode_key(prefix);
         let upper = crate::row::prefix_end(&start).map_or(Bound::Unbounded, Bound::Excluded);
         Ok(IndexRows {

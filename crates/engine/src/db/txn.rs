@@ -665,12 +665,7 @@ impl Transaction {
         let entries = self
             .db
             .tree_scan(tree, Bound::Included(&start), upper, SCAN_ROWS_MAX)?;
-        let mut types: Vec<_> = def
-            .columns
-            .iter()
-            .map(|&c| schema.columns()[c].ty)
-            .collect();
-        types.extend(schema.key().iter().map(|&c| schema.columns()[c].ty));
+        let types = index_entry_types(schema, def);
         let mut rows = Vec::new();
         let mut seen = std::collections::BTreeSet::new();
         for (index_key, _) in entries {
@@ -925,4 +920,14 @@ impl Drop for Transaction {
             let _ = self.rollback();
         }
     }
+}
+
+/// The column types of an index entry's key: the index's columns, then
+/// the primary key's.
+pub(super) fn index_entry_types(
+    schema: &crate::row::Schema,
+    def: &super::IndexDef,
+) -> Vec<crate::row::Type> {
+    let ty = |&c: &usize| schema.columns()[c].ty;
+    def.columns.iter().chain(schema.key()).map(ty).collect()
 }
