@@ -272,8 +272,8 @@ impl Check {
             check.note = format!(
                 "the measured optimum is at the {} end of the sweep ({} to {} {unit}): it is not shown to be an optimum",
                 if above { "low" } else { "high" },
-                crate::report::fmt_num(lo),
-                crate::report::fmt_num(hi),
+                fmt_num(lo),
+                fmt_num(hi),
             );
         }
         check
@@ -381,6 +381,23 @@ pub fn tally<'a>(checks: impl IntoIterator<Item = &'a Check>, kind: Kind) -> (us
         .into_iter()
         .filter(|c| c.kind == kind)
         .fold((0, 0), |(p, n), c| (p + usize::from(c.pass), n + 1))
+}
+
+/// A number with precision that suits its size.
+pub fn fmt_num(x: f64) -> String {
+    if !x.is_finite() {
+        return "n/a".to_string();
+    }
+    let a = x.abs();
+    if a >= 1000.0 || a == 0.0 {
+        format!("{x:.0}")
+    } else if a >= 10.0 {
+        format!("{x:.1}")
+    } else if a >= 0.1 {
+        format!("{x:.2}")
+    } else {
+        format!("{x:.3}")
+    }
 }
 
 #[cfg(test)]

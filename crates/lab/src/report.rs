@@ -430,22 +430,7 @@ fn render_table(html: &mut String, table: &Table) {
     html.push_str("</table>");
 }
 
-/// A number with precision that suits its size.
-pub fn fmt_num(x: f64) -> String {
-    if !x.is_finite() {
-        return "n/a".to_string();
-    }
-    let a = x.abs();
-    if a >= 1000.0 || a == 0.0 {
-        format!("{x:.0}")
-    } else if a >= 10.0 {
-        format!("{x:.1}")
-    } else if a >= 0.1 {
-        format!("{x:.2}")
-    } else {
-        format!("{x:.3}")
-    }
-}
+pub use crate::check::fmt_num;
 
 #[cfg(test)]
 mod tests {
