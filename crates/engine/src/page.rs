@@ -44,6 +44,9 @@ const CRC_OFFSET: usize = 0;
 const SPACE_OFFSET: usize = 4;
 const PAGE_NO_OFFSET: usize = 8;
 const LSN_OFFSET: usize = 12;
+// The fault model (in the devices crate, below the engine) reads page LSNs
+// at its own copy of this offset: they must agree.
+const _: () = assert!(flashlab_devices::fault::PAGE_LSN_OFFSET == LSN_OFFSET);
 const TYPE_OFFSET: usize = 20;
 
 /// A page's address: its space and number.

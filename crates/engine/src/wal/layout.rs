@@ -42,6 +42,8 @@ pub const LOG_SECTOR_BYTES_MIN: u64 = 512;
 pub const SECTOR_HEADER_BYTES: usize = 24;
 /// Bytes reserved at the start of the log device for the master record.
 pub const LOG_MASTER_AREA_BYTES: u64 = 4096;
+// The fault model tells master writes from log writes by its own copy.
+const _: () = assert!(flashlab_devices::fault::LOG_MASTER_AREA_BYTES == LOG_MASTER_AREA_BYTES);
 /// Fewest log sectors a log region may have.
 pub const LOG_REGION_SECTORS_MIN: u64 = 64;
 
