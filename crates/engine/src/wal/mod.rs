@@ -1282,7 +1282,15 @@ impl Wal {
             self.failed_now(&why);
             return Err(Error::LogFailed(why));
         }
-        st.start_lsn = next.start_lsn; // WAL-9
+        // WAL-9: the master naming the new start is durable (its write and
+        // flush returned above), and the start only moves forward.
+        assert!(
+            next.start_lsn >= st.start_lsn,
+            "WAL-9: the log start would move back from {} to {}",
+            st.start_lsn,
+            next.start_lsn
+        );
+        st.start_lsn = next.start_lsn;
         self.forget_before(next.start_lsn, st.end_lsn); // WAL-10
         Self::wake_flush_waiters(&mut st);
         self.check_state(&st);
@@ -1402,7 +1410,8 @@ impl Wal {
         LogReader::new(self.device.clone(), self.layout, lsn, None)
     }
 
-    /// Check the whole state (WAL-1, WAL-3, WAL-5, WAL-9); in the simulated
+    /// Check the whole state (WAL-1, WAL-3, WAL-5; WAL-9 is asserted where
+    /// the start moves); in the simulated
     /// world this runs at every change.
     pub fn check(&self) {
         let st = self.state.lock();
