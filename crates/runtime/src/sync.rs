@@ -179,6 +179,17 @@ impl<T> Mutex<T> {
             .is_ok()
     }
 
+    /// Look at the data while nobody holds the lock, without taking it:
+    /// no preemption point and no hand-over, so a whole-state check that
+    /// looks changes nothing in a simulated run's schedule. `None` while
+    /// the lock is held (the check then has nothing consistent to see).
+    pub fn inspect(&self) -> Option<impl std::ops::Deref<Target = T> + '_> {
+        if crate::sim::in_simulated_task() && self.word.load(Ordering::Acquire) != FREE {
+            return None;
+        }
+        self.data.try_lock()
+    }
+
     /// Acquire the lock if it is free.
     pub fn try_lock(&self) -> Option<MutexGuard<'_, T>> {
         if !crate::sim::in_simulated_task() {
