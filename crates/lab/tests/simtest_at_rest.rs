@@ -80,6 +80,16 @@ fn regression_seeds_of_the_first_sweep() {
         assert!(report.passed(), "seed {seed}: {:?}", report.failure);
     }
     // A mirror's repair flushed a copy whose flush had failed (WAL-4).
+    // 20350 (log-structured, log media faults on both copies): the
+    // mirror's copy of the zeroed sector could not be read, and the zeroed
+    // copy answered alone, ending the log early instead of refusing it.
+    let report = run_seed_damaged(
+        20_350,
+        "mixed",
+        StoreChoice::LogStructured,
+        AtRest::MirroredLog,
+    );
+    assert!(report.passed(), "seed 20350: {:?}", report.failure);
     for seed in [10_401, 10_783, 11_063] {
         let report = run_seed_damaged(seed, "mixed", StoreChoice::InPlace, AtRest::MirroredLog);
         assert!(report.passed(), "seed {seed}: {:?}", report.failure);

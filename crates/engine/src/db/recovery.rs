@@ -252,28 +252,7 @@ pub(crate) fn recover_with_report(
     let end_lsn = analysis.end.end_lsn;
     // The master names a checkpoint only once creation took its first one.
     let created = master.checkpoint_lsn != 0;
-    let wal = Wal::resume(
-        devices.log.clone(),
-        config.wal.clone(),
-        master,
-        &analysis.end,
-    )?;
-    let (spaces, pools) = build_spaces(
-        config,
-        &devices,
-        &wal,
-        crate::store::StoreMode::Open,
-        created,
-    )?;
-    let db = Database::from_parts(
-        config,
-        spaces,
-        pools,
-        wal,
-        devices,
-        analysis.next_txn,
-        analysis.next_commit_ts,
-    )?;
+    let db = assemble(config, devices, master, &analysis)?;
     // REC-4: the IPL spaces' pages are as of L*.
     let l_star = db
         .inner
@@ -319,6 +298,26 @@ pub(crate) fn recover_with_report(
     }
     *db.inner.recovery.lock().expect("recovery") = Some(report.clone());
     Ok((db, report))
+}
+
+/// The database on `devices`, its log resumed where analysis found the end.
+fn assemble(
+    config: &DbConfig,
+    devices: Devices,
+    master: Master,
+    analysis: &Analysis,
+) -> Result<Database> {
+    let wal = Wal::resume(
+        devices.log.clone(),
+        config.wal.clone(),
+        master,
+        &analysis.end,
+    )?;
+    let created = master.checkpoint_lsn != 0;
+    let mode = crate::store::StoreMode::Open;
+    let (spaces, pools) = build_spaces(config, &devices, &wal, mode, created)?;
+    let (next_txn, next_ts) = (analysis.next_txn, analysis.next_commit_ts);
+    Database::from_parts(config, spaces, pools, wal, devices, next_txn, next_ts)
 }
 
 /// REC-6: the master record names a checkpoint only once its end record

@@ -18,7 +18,12 @@
 //!    valid in one copy only (the other zeroed, lost or damaged) is taken
 //!    from that copy. Each differing sector is either the old or the new
 //!    contents of an unflushed write (a legal crash outcome either way) or
-//!    a flushed sector one copy lost, which the other holds.
+//!    a flushed sector one copy lost, which the other holds. Where neither
+//!    copy is valid, a damaged sector is taken over zeros (the reader then
+//!    refuses the damage instead of ending the log there), and nothing is
+//!    repaired. Where one copy cannot be read, the other answers only if
+//!    every sector it gives is valid; otherwise the read fails, as it
+//!    would with one copy.
 //! 3. The sector taken is written back over the copy that differed (a
 //!    repair, counted) and flushed before the read returns, so both copies
 //!    hold, durably, what recovery found before the log goes on;
@@ -101,15 +106,18 @@ impl MirroredLog {
                 continue;
             }
             let at = offset + (i * sector) as u64;
-            let take_mirror = match (self.rank(at, mine), self.rank(at, theirs)) {
-                (None, Some(_)) => true,
-                (Some(a), Some(b)) => b > a,
-                _ => false,
+            let (take_mirror, valid) = match (self.rank(at, mine), self.rank(at, theirs)) {
+                (None, Some(_)) => (true, true),
+                (Some(a), Some(b)) => (b > a, true),
+                (Some(_), None) => (false, true),
+                // Neither is valid: damage shows rather than zeros, so the
+                // reader refuses it instead of ending the log there.
+                (None, None) => (mine.iter().all(|&b| b == 0), false),
             };
             if take_mirror {
                 mine.copy_from_slice(theirs);
             }
-            if self.failed.load(Ordering::SeqCst) {
+            if !valid || self.failed.load(Ordering::SeqCst) {
                 continue;
             }
             if take_mirror {
@@ -130,6 +138,14 @@ impl MirroredLog {
             self.watch(self.mirror.flush())?;
         }
         Ok(())
+    }
+
+    /// Every sector of `buf`, read at `offset`, is valid (MIRROR-2).
+    fn all_valid(&self, offset: u64, buf: &[u8]) -> bool {
+        let sector = self.sector() as usize;
+        buf.chunks(sector)
+            .enumerate()
+            .all(|(i, s)| self.rank(offset + (i * sector) as u64, s).is_some())
     }
 
     /// Note a failed request of either copy (see `failed`).
@@ -164,10 +180,13 @@ impl Device for MirroredLog {
             self.mirror.read(offset_bytes, &mut other),
         ) {
             (Ok(()), Ok(())) => self.reconcile(offset_bytes, buf, &other),
-            (Ok(()), Err(_)) => Ok(()),
-            (Err(_), Ok(())) => {
+            // One copy unreadable: the other answers if every sector it
+            // gives is valid; zeros or damage there might hide what the
+            // unreadable copy holds, so the read fails as with one copy.
+            (Ok(()), Err(e)) => self.all_valid(offset_bytes, buf).then_some(()).ok_or(e),
+            (Err(e), Ok(())) => {
                 buf.copy_from_slice(&other);
-                Ok(())
+                self.all_valid(offset_bytes, buf).then_some(()).ok_or(e)
             }
             (Err(e), Err(_)) => Err(e),
         }

@@ -94,7 +94,15 @@ pub(super) fn open(
     let geo = match mode {
         StoreMode::Create => geometry(space, bytes, page_bytes, options.segment_bytes)?,
         StoreMode::Open => {
-            let geo = Superblock::decode(&block, space)?;
+            // LFS-11: once the database exists, a superblock that does not
+            // decode is damage, not a space of another store.
+            let geo = Superblock::decode(&block, space).map_err(|e| match options.created {
+                true => Error::Damaged(format!(
+                    "{}: block 0 (the log-structured superblock) is damaged: {e}; nothing was changed",
+                    device.name()
+                )),
+                false => e,
+            })?;
             if geo.page_bytes as usize != page_bytes {
                 return Err(Error::Config(format!(
                     "data space '{space}': its log-structured store has {}-byte pages, the configuration {page_bytes}",
