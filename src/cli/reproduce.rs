@@ -185,6 +185,8 @@ fn list_units(out: &Path, quick: bool) -> anyhow::Result<()> {
 struct Unit {
     expected: Option<f64>,
     started: Option<Instant>,
+    /// Configurations finished, of how many.
+    steps: (usize, usize),
     finished: bool,
     bar: Option<indicatif::ProgressBar>,
 }
@@ -265,6 +267,7 @@ impl Display {
                     let unit = Unit {
                         expected,
                         started: None,
+                        steps: (0, 0),
                         finished: false,
                         bar: None,
                     };
@@ -282,9 +285,12 @@ impl Display {
                 }
             }
             Event::Step { id, done, total } => {
-                if let Some(bar) = units.get(&id).and_then(|u| u.bar.as_ref()) {
-                    bar.set_length(total as u64);
-                    bar.set_position(done as u64);
+                if let Some(u) = units.get_mut(&id) {
+                    u.steps = (done, total);
+                    if let Some(bar) = &u.bar {
+                        bar.set_length(total as u64);
+                        bar.set_position(done as u64);
+                    }
                 }
             }
             Event::Finished { id, seconds, .. } => {
@@ -309,16 +315,15 @@ impl Display {
         let mut left = 0.0;
         let mut unknown = 0;
         for u in order.iter().filter_map(|id| units.get(id)) {
-            let ran = u.started.map_or(0.0, |t| t.elapsed().as_secs_f64());
-            match (u.finished, u.expected) {
-                (true, _) => {}
-                (false, Some(e)) => left += (e - ran).max(0.0),
-                (false, None) => unknown += 1,
+            match time_left(u) {
+                Some(s) => left += s,
+                None => unknown += 1,
             }
         }
         let eta = left / self.jobs.min(order.len()).max(1) as f64;
         let eta = match unknown {
             0 => format!("ETA {}", clock(eta)),
+            n if n == order.len() => "no ETA yet (no earlier run's times in --out)".to_string(),
             n => format!("ETA at least {} ({n} with no earlier time)", clock(eta)),
         };
         overall.set_message(format!(
@@ -346,6 +351,22 @@ impl Display {
         if let Some(o) = &self.overall {
             o.finish_and_clear();
         }
+    }
+}
+
+/// Host seconds unit `u` still needs: its expected time less what it ran,
+/// or, with no expected time, its pace over the configurations so far.
+fn time_left(u: &Unit) -> Option<f64> {
+    if u.finished {
+        return Some(0.0);
+    }
+    let ran = u.started.map_or(0.0, |t| t.elapsed().as_secs_f64());
+    match (u.expected, u.steps) {
+        (Some(e), _) => Some((e - ran).max(0.0)),
+        (None, (done, total)) if done > 0 && total >= done => {
+            Some(ran * (total - done) as f64 / done as f64)
+        }
+        _ => None,
     }
 }
 
