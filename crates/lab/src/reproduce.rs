@@ -143,9 +143,25 @@ pub fn units() -> Vec<(&'static str, &'static str)> {
         .collect()
 }
 
-/// Host seconds each unit took on the reference machine (2 cores, quiet),
-/// full run and `--quick`: the ETA when `--out` holds no earlier run.
-const EXPECTED_SECONDS: [(&str, f64, f64); 0] = [];
+/// Host seconds each unit took on the 2-core development machine with
+/// other builds beside (docs/REPRODUCE.md), full run and `--quick`: the
+/// ETA when `--out` holds no earlier run, and the order units start in.
+const EXPECTED_SECONDS: [(&str, f64, f64); 14] = [
+    ("devices", 80.0, 254.2),
+    ("lee2008-table2", 5.0, 0.5),
+    ("lee2008-table3", 3.0, 0.5),
+    ("lee2008-figure3", 20.0, 2.1),
+    ("lee2008-table4", 10.0, 1.7),
+    ("lee2008-figure4", 5.0, 0.6),
+    ("lee2008-figure6", 3.0, 0.3),
+    ("lee2008-figure7", 60.0, 12.3),
+    ("lee2008-figure8", 15.0, 2.5),
+    ("petrov2010-table4", 340.0, 340.6),
+    ("petrov2010-figure5", 1.0, 1.0),
+    ("lee2007-disk-vs-flash", 30.0, 10.5),
+    ("lee2007-ipl", 75.0, 29.3),
+    ("wang2010-lfs", 60.0, 22.1),
+];
 
 /// Expected host seconds of unit `id`: its record or `timings.json` in
 /// `out` from an earlier run of the same mode, else [`EXPECTED_SECONDS`].
@@ -246,6 +262,8 @@ fn run_unit(
                 total,
             })
         }),
+        // `--jobs 1` is one core throughout.
+        threads: options.jobs.clamp(1, experiments::HOST_THREADS),
     };
     let t = Instant::now();
     let mut result = experiment
@@ -317,7 +335,10 @@ pub fn reproduce(
         .iter()
         .map(|id| options.resume.then(|| reusable(out, id, &origin)).flatten())
         .collect();
-    let todo: Vec<usize> = (0..ids.len()).filter(|&i| records[i].is_none()).collect();
+    let mut todo: Vec<usize> = (0..ids.len()).filter(|&i| records[i].is_none()).collect();
+    // The longest first, so the last to finish is a short one.
+    let cost = |i: usize| expected_seconds(out, &ids[i], options.quick).unwrap_or(0.0);
+    todo.sort_by(|&a, &b| cost(b).total_cmp(&cost(a)).then(a.cmp(&b)));
     let skipped: Vec<String> = (0..ids.len())
         .filter(|&i| records[i].is_some())
         .map(|i| ids[i].clone())

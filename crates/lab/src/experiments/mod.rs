@@ -41,6 +41,9 @@ pub struct RunContext {
     /// Told each configuration the experiment finishes; it never changes
     /// what the experiment measures.
     pub progress: Progress,
+    /// Host threads an experiment may run its independent configurations
+    /// on (0 means [`HOST_THREADS`]); results do not depend on it.
+    pub threads: usize,
 }
 
 impl RunContext {
@@ -50,6 +53,7 @@ impl RunContext {
             quick,
             seed,
             progress: Progress::default(),
+            threads: HOST_THREADS,
         }
     }
 
@@ -147,13 +151,14 @@ pub fn ids() -> Vec<&'static str> {
     registry().iter().map(|e| e.id()).collect()
 }
 
-/// Host threads the study's independent simulations run on.
-const HOST_THREADS: usize = 2;
+/// Host threads a study's independent simulations run on by default.
+pub const HOST_THREADS: usize = 2;
 
-/// Run `job` over `jobs` on [`HOST_THREADS`] threads; results in job order
+/// Run `job` over `jobs` on `ctx.threads` threads; results in job order
 /// (each simulation is deterministic on its own, so the order of running
 /// does not change them).
 pub(crate) fn run_parallel<J: Sync, R: Send>(
+    ctx: &RunContext,
     jobs: &[J],
     job: impl Fn(&J) -> Result<R, String> + Sync,
 ) -> Result<Vec<R>, String> {
@@ -161,7 +166,12 @@ pub(crate) fn run_parallel<J: Sync, R: Send>(
     let results: Mutex<Vec<Option<Result<R, String>>>> =
         Mutex::new((0..jobs.len()).map(|_| None).collect());
     std::thread::scope(|scope| {
-        for _ in 0..HOST_THREADS {
+        let threads = if ctx.threads == 0 {
+            HOST_THREADS
+        } else {
+            ctx.threads
+        };
+        for _ in 0..threads {
             scope.spawn(|| {
                 loop {
                     let i = next.fetch_add(1, Ordering::Relaxed);

@@ -221,7 +221,7 @@ pub fn study(ctx: &RunContext) -> Result<Arc<Study>, String> {
 
 fn run_study(ctx: &RunContext) -> Result<Study, String> {
     let steps = ctx.steps(PAGE_BYTES.len() + cells().len() * SWEEP.len());
-    let loaded = run_parallel(&PAGE_BYTES, |&page_bytes| {
+    let loaded = run_parallel(ctx, &PAGE_BYTES, |&page_bytes| {
         let cell = Cell {
             page_bytes,
             buffer_mb: BUFFER_MB[0],
@@ -238,7 +238,7 @@ fn run_study(ctx: &RunContext) -> Result<Study, String> {
         .into_iter()
         .flat_map(|cell| SWEEP.into_iter().map(move |w| (cell, w)))
         .collect();
-    let points = run_parallel(&jobs, |&(cell, warehouses)| {
+    let points = run_parallel(ctx, &jobs, |&(cell, warehouses)| {
         let image = images[&cell.page_bytes].clone();
         let report = bench(&options(ctx, cell, warehouses, Some(image)), |_| {})?;
         steps.tick();

@@ -167,7 +167,7 @@ fn run_of(label: &str, device: &str, store_kind: StoreKind, report: &BenchReport
 /// Every run: the three SSDs and the extra devices, both stores.
 pub fn study(ctx: &RunContext) -> Result<Vec<Run>, String> {
     let steps = ctx.steps(STORES.len() * (1 + SSDS.len() + EXTRA_DEVICES.len()));
-    let images = run_parallel(&STORES, |&store| {
+    let images = run_parallel(ctx, &STORES, |&store| {
         let image = load_image(&options(ctx, SSDS[0].1, store, None));
         steps.tick();
         image
@@ -178,7 +178,7 @@ pub fn study(ctx: &RunContext) -> Result<Vec<Run>, String> {
             jobs.push((*label, *device, *store, image.clone()));
         }
     }
-    run_parallel(&jobs, |(label, device, store, image)| {
+    run_parallel(ctx, &jobs, |(label, device, store, image)| {
         let report = bench(&options(ctx, device, *store, Some(image.clone())), |_| {})?;
         steps.tick();
         Ok(run_of(label, device, *store, &report))
