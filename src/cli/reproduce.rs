@@ -155,7 +155,7 @@ fn print_summary(summary: &ReproduceSummary, out: &Path) {
     let skipped = if summary.skipped.is_empty() {
         String::new()
     } else {
-        format!(" ({} reused by --resume)", summary.skipped.len())
+        format!(" ({} reused by --resume)", summary.skipped.join(", "))
     };
     println!(
         "{} experiments{skipped}; predictions {}/{} pass, calibration {}/{} pass; {:.1} s; report: {}",
@@ -172,7 +172,7 @@ fn print_summary(summary: &ReproduceSummary, out: &Path) {
 /// `--list-units`: one line per unit, with its expected host seconds.
 fn list_units(out: &Path, quick: bool) -> anyhow::Result<()> {
     let mode = if quick { "--quick" } else { "full run" };
-    println!("unit\texpected host s ({mode}, one core)\ttitle");
+    println!("unit\texpected host s ({mode})\ttitle");
     for (id, title) in units() {
         let cost =
             expected_seconds(out, id, quick).map_or("unknown".to_string(), |s| format!("{s:.0}"));

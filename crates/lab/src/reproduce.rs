@@ -143,24 +143,25 @@ pub fn units() -> Vec<(&'static str, &'static str)> {
         .collect()
 }
 
-/// Host seconds each unit took on the 2-core development machine with
-/// other builds beside (docs/REPRODUCE.md), full run and `--quick`: the
-/// ETA when `--out` holds no earlier run, and the order units start in.
+/// Host seconds each unit took with `--jobs 2` on the 2-core development
+/// machine with other builds beside (docs/REPRODUCE.md), full run and
+/// `--quick`: the ETA when `--out` holds no earlier run, and the order
+/// units start in. petrov2010 Figure 5 takes the study Table 4 ran.
 const EXPECTED_SECONDS: [(&str, f64, f64); 14] = [
-    ("devices", 80.0, 254.2),
-    ("lee2008-table2", 5.0, 0.5),
-    ("lee2008-table3", 3.0, 0.5),
-    ("lee2008-figure3", 20.0, 2.1),
-    ("lee2008-table4", 10.0, 1.7),
-    ("lee2008-figure4", 5.0, 0.6),
-    ("lee2008-figure6", 3.0, 0.3),
-    ("lee2008-figure7", 60.0, 12.3),
-    ("lee2008-figure8", 15.0, 2.5),
-    ("petrov2010-table4", 340.0, 340.6),
-    ("petrov2010-figure5", 1.0, 1.0),
-    ("lee2007-disk-vs-flash", 30.0, 10.5),
-    ("lee2007-ipl", 75.0, 29.3),
-    ("wang2010-lfs", 60.0, 22.1),
+    ("devices", 403.4, 254.2),
+    ("lee2008-table2", 4.3, 0.5),
+    ("lee2008-table3", 1.6, 0.5),
+    ("lee2008-figure3", 52.5, 2.1),
+    ("lee2008-table4", 31.0, 1.7),
+    ("lee2008-figure4", 11.2, 0.6),
+    ("lee2008-figure6", 2.8, 0.3),
+    ("lee2008-figure7", 97.6, 12.3),
+    ("lee2008-figure8", 17.9, 2.5),
+    ("petrov2010-table4", 628.5, 340.6),
+    ("petrov2010-figure5", 0.0, 0.0),
+    ("lee2007-disk-vs-flash", 122.9, 10.5),
+    ("lee2007-ipl", 294.8, 29.3),
+    ("wang2010-lfs", 76.3, 22.1),
 ];
 
 /// Expected host seconds of unit `id`: its record or `timings.json` in
