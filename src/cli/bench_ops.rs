@@ -206,10 +206,7 @@ fn simulated(
     memory: usize,
     cluster: usize,
 ) -> anyhow::Result<Report> {
-    let ctx = RunContext {
-        quick: false,
-        seed: args.seed,
-    };
+    let ctx = RunContext::new(false, args.seed);
     let started = Instant::now();
     let bytes = records * RECORD_BYTES as u64;
     let (elapsed_s, detail, input) = match args.workload.as_str() {

@@ -22,7 +22,7 @@
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 use crate::check::{Check, Kind, RULE, tally};
 use crate::coverage::{COVERAGE, Status};
@@ -86,15 +86,6 @@ pub struct ReportMeta {
     pub host_seconds: f64,
 }
 
-#[derive(Serialize)]
-struct ResultsJson<'a> {
-    meta: &'a ReportMeta,
-    rule: &'static str,
-    summary: serde_json::Value,
-    checks: Vec<&'a Check>,
-    experiments: Vec<ExperimentResult>,
-}
-
 /// Move every field whose name contains `host_seconds` out of `value` into
 /// `timings`, keyed by its JSON path.
 fn take_host_times(
@@ -127,66 +118,262 @@ fn take_host_times(
     }
 }
 
-fn summary_json(experiments: &[ExperimentResult]) -> serde_json::Value {
-    let checks: Vec<&Check> = experiments.iter().flat_map(|e| e.checks.iter()).collect();
-    let (cal_pass, cal) = tally(checks.iter().copied(), Kind::Calibration);
-    let (pred_pass, pred) = tally(checks.iter().copied(), Kind::Prediction);
-    serde_json::json!({
-        "calibration": {"pass": cal_pass, "checks": cal},
-        "prediction": {"pass": pred_pass, "checks": pred},
+/// One finished experiment as the report needs it, stored as
+/// `units/ID.json` beside the report: what `--resume` reuses and
+/// `--merge` assembles. It holds `results.json`'s fragments as the text
+/// serde wrote for the experiment itself, so a report assembled from
+/// records has the bytes of one written in a single run.
+#[derive(Clone, Debug, Serialize, Deserialize)]
+pub struct UnitRecord {
+    /// Layout of this record (refused when it is not [`UNIT_FORMAT`]).
+    pub format: u32,
+    pub id: String,
+    pub title: String,
+    /// flashlab's version, and a digest of the binary that ran the unit.
+    pub version: String,
+    pub binary: String,
+    pub seed: u64,
+    pub quick: bool,
+    pub host_seconds: f64,
+    /// `timings.json` entries of the experiment (its `*host_seconds*` data).
+    pub timings: serde_json::Map<String, serde_json::Value>,
+    /// Raw files written beside the report.
+    pub raw_files: Vec<String>,
+    /// Passing and total checks: predictions, calibrations; fitted checks.
+    pub prediction: [usize; 2],
+    pub calibration: [usize; 2],
+    pub fitted: usize,
+    /// Passing and total checks by paper (the first word of a check's paper).
+    pub papers: std::collections::BTreeMap<String, [usize; 2]>,
+    /// Each check as pretty JSON, then the experiment without host times.
+    pub checks: Vec<String>,
+    pub experiment: String,
+    /// The experiment's section of `index.html`.
+    pub html: String,
+}
+
+/// The layout of [`UnitRecord`] this binary writes and reads.
+pub const UNIT_FORMAT: u32 = 1;
+
+/// Who ran a unit: what a record must match to be reused or merged.
+#[derive(Clone, Debug)]
+pub struct UnitOrigin {
+    pub version: String,
+    pub binary: String,
+    pub seed: u64,
+    pub quick: bool,
+}
+
+fn pretty(value: &impl Serialize) -> std::io::Result<String> {
+    serde_json::to_string_pretty(value).map_err(std::io::Error::other)
+}
+
+/// Passing and total checks of `checks` by paper.
+fn by_paper(checks: &[Check]) -> std::collections::BTreeMap<String, [usize; 2]> {
+    let mut papers = std::collections::BTreeMap::new();
+    for c in checks {
+        let paper = c.paper.split_whitespace().next().unwrap_or("").to_string();
+        let entry: &mut [usize; 2] = papers.entry(paper).or_default();
+        entry[0] += usize::from(c.pass);
+        entry[1] += 1;
+    }
+    papers
+}
+
+impl UnitRecord {
+    /// The record of `e`, run by `origin`.
+    pub fn of(origin: &UnitOrigin, e: &ExperimentResult) -> std::io::Result<UnitRecord> {
+        let mut timings = serde_json::Map::new();
+        let mut stripped = e.clone();
+        take_host_times(&mut stripped.data, &format!("{}.data", e.id), &mut timings);
+        stripped.raw_files.clear();
+        let checks = e.checks.iter().map(pretty).collect::<Result<_, _>>()?;
+        let (pp, pn) = tally(&e.checks, Kind::Prediction);
+        let (cp, cn) = tally(&e.checks, Kind::Calibration);
+        let mut html = String::new();
+        render_experiment(&mut html, e);
+        Ok(UnitRecord {
+            format: UNIT_FORMAT,
+            id: e.id.clone(),
+            title: e.title.clone(),
+            version: origin.version.clone(),
+            binary: origin.binary.clone(),
+            seed: origin.seed,
+            quick: origin.quick,
+            host_seconds: e.host_seconds,
+            timings,
+            raw_files: e.raw_files.iter().map(|r| r.name.clone()).collect(),
+            prediction: [pp, pn],
+            calibration: [cp, cn],
+            fitted: e.checks.iter().filter(|c| !c.fitted.is_empty()).count(),
+            papers: by_paper(&e.checks),
+            checks,
+            experiment: pretty(&stripped)?,
+            html,
+        })
+    }
+
+    /// How this record differs from what `origin` would write, if it does.
+    pub fn mismatch(&self, origin: &UnitOrigin) -> Option<String> {
+        let mode = |q: bool| if q { "--quick" } else { "a full run" };
+        if self.format != UNIT_FORMAT {
+            Some(format!("record format {} (not {UNIT_FORMAT})", self.format))
+        } else if self.version != origin.version {
+            Some(format!(
+                "flashlab {} (not {})",
+                self.version, origin.version
+            ))
+        } else if self.binary != origin.binary {
+            Some(format!(
+                "another binary (digest {}, not {})",
+                self.binary, origin.binary
+            ))
+        } else if self.seed != origin.seed {
+            Some(format!("seed {} (not {})", self.seed, origin.seed))
+        } else if self.quick != origin.quick {
+            Some(format!("{} (not {})", mode(self.quick), mode(origin.quick)))
+        } else {
+            None
+        }
+    }
+
+    /// The origin this record names.
+    pub fn origin(&self) -> UnitOrigin {
+        UnitOrigin {
+            version: self.version.clone(),
+            binary: self.binary.clone(),
+            seed: self.seed,
+            quick: self.quick,
+        }
+    }
+}
+
+/// Where `id`'s record lives under report directory `dir`.
+pub fn unit_path(dir: &Path, id: &str) -> PathBuf {
+    dir.join("units").join(format!("{id}.json"))
+}
+
+/// Write raw files `raw`, then `record` (last, so a record on disk means
+/// its raw files are complete). Returns the record's path.
+pub fn write_unit(dir: &Path, record: &UnitRecord, raw: &[RawFile]) -> std::io::Result<PathBuf> {
+    std::fs::create_dir_all(dir.join("units"))?;
+    for file in raw {
+        write_atomic(&dir.join(&file.name), &file.contents)?;
+    }
+    let path = unit_path(dir, &record.id);
+    let json = serde_json::to_vec_pretty(record).map_err(std::io::Error::other)?;
+    write_atomic(&path, &json)?;
+    Ok(path)
+}
+
+/// Read the record at `path`.
+pub fn read_unit(path: &Path) -> Result<UnitRecord, String> {
+    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+    serde_json::from_slice(&bytes).map_err(|e| {
+        format!(
+            "{}: not a unit record of this flashlab ({e})",
+            path.display()
+        )
     })
 }
 
-/// Write `index.html`, `results.json` and the raw files under `dir`.
-/// Files are written to a temporary name and renamed, so an interrupted run
-/// never leaves a half-written report.
-pub fn write_report(
-    dir: &Path,
-    meta: &ReportMeta,
-    experiments: &[ExperimentResult],
-) -> std::io::Result<()> {
-    std::fs::create_dir_all(dir)?;
-    for experiment in experiments {
-        for raw in &experiment.raw_files {
-            write_atomic(&dir.join(&raw.name), &raw.contents)?;
-        }
+/// `text` (pretty JSON) as it reads nested `depth` levels deep.
+fn nested(text: &str, depth: usize) -> String {
+    text.replace('\n', &format!("\n{}", "  ".repeat(depth)))
+}
+
+/// Pretty JSON texts as the value of a top-level field: a pretty array.
+fn top_level_array<'a>(items: impl Iterator<Item = &'a String>) -> String {
+    let items: Vec<String> = items.map(|t| nested(t, 2)).collect();
+    if items.is_empty() {
+        "[]".into()
+    } else {
+        format!("[\n    {}\n  ]", items.join(",\n    "))
     }
+}
+
+/// `results.json` of `records`, in their order: the bytes
+/// `serde_json::to_vec_pretty` gives for
+/// `{meta, rule, summary, checks, experiments}` (tested below).
+pub fn results_json(meta: &ReportMeta, records: &[UnitRecord]) -> std::io::Result<String> {
+    let sum = |f: fn(&UnitRecord) -> [usize; 2]| {
+        records
+            .iter()
+            .map(f)
+            .fold([0, 0], |a, b| [a[0] + b[0], a[1] + b[1]])
+    };
+    let (cal, pred) = (sum(|r| r.calibration), sum(|r| r.prediction));
+    let summary = serde_json::json!({
+        "calibration": {"pass": cal[0], "checks": cal[1]},
+        "prediction": {"pass": pred[0], "checks": pred[1]},
+    });
+    Ok(format!(
+        "{{\n  \"meta\": {},\n  \"rule\": {},\n  \"summary\": {},\n  \"checks\": {},\n  \"experiments\": {}\n}}",
+        nested(&pretty(meta)?, 1),
+        pretty(&RULE)?,
+        nested(&pretty(&summary)?, 1),
+        top_level_array(records.iter().flat_map(|r| r.checks.iter())),
+        top_level_array(records.iter().map(|r| &r.experiment)),
+    ))
+}
+
+/// Write `results.json` and `timings.json` of `records` under `dir`.
+pub fn write_results(dir: &Path, meta: &ReportMeta, records: &[UnitRecord]) -> std::io::Result<()> {
     let mut timings = serde_json::Map::new();
     timings.insert(
         "run.host_seconds".into(),
         serde_json::json!(meta.host_seconds),
     );
-    let mut stripped = Vec::new();
-    for e in experiments {
+    for r in records {
         timings.insert(
-            format!("{}.host_seconds", e.id),
-            serde_json::json!(e.host_seconds),
+            format!("{}.host_seconds", r.id),
+            serde_json::json!(r.host_seconds),
         );
-        let mut e = e.clone();
-        take_host_times(&mut e.data, &format!("{}.data", e.id), &mut timings);
-        e.raw_files.clear();
-        stripped.push(e);
+        timings.extend(r.timings.clone());
     }
-    let results = ResultsJson {
-        meta,
-        rule: crate::check::RULE,
-        summary: summary_json(experiments),
-        checks: experiments.iter().flat_map(|e| e.checks.iter()).collect(),
-        experiments: stripped,
-    };
-    let json = serde_json::to_vec_pretty(&results).map_err(std::io::Error::other)?;
-    write_atomic(&dir.join("results.json"), &json)?;
+    let results = results_json(meta, records)?;
+    write_atomic(&dir.join("results.json"), results.as_bytes())?;
     let timings = serde_json::to_vec_pretty(&timings).map_err(std::io::Error::other)?;
-    write_atomic(&dir.join("timings.json"), &timings)?;
-    write_atomic(
-        &dir.join("index.html"),
-        render_html(meta, experiments).as_bytes(),
-    )
+    write_atomic(&dir.join("timings.json"), &timings)
 }
 
-fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
-    let mut tmp = PathBuf::from(path);
-    tmp.set_extension("partial");
+/// Write `index.html` of `records` under `dir`; `pending` names the
+/// experiments of the run not finished yet.
+pub fn write_index(
+    dir: &Path,
+    meta: &ReportMeta,
+    records: &[UnitRecord],
+    pending: &[String],
+) -> std::io::Result<()> {
+    let html = render_html(meta, records, pending);
+    write_atomic(&dir.join("index.html"), html.as_bytes())
+}
+
+/// Write `index.html`, `results.json`, the unit records and the raw files
+/// under `dir`, each to a temporary name and renamed, so an interrupted
+/// run never leaves a half-written file.
+pub fn write_report(
+    dir: &Path,
+    meta: &ReportMeta,
+    origin: &UnitOrigin,
+    experiments: &[ExperimentResult],
+) -> std::io::Result<Vec<UnitRecord>> {
+    std::fs::create_dir_all(dir)?;
+    let mut records = Vec::new();
+    for e in experiments {
+        let record = UnitRecord::of(origin, e)?;
+        write_unit(dir, &record, &e.raw_files)?;
+        records.push(record);
+    }
+    write_results(dir, meta, &records)?;
+    write_index(dir, meta, &records, &[])?;
+    Ok(records)
+}
+
+/// Write `contents` to a hidden name beside `path`, then rename it over.
+pub fn write_atomic(path: &Path, contents: &[u8]) -> std::io::Result<()> {
+    let name = path.file_name().unwrap_or_default().to_string_lossy();
+    let tmp = path.with_file_name(format!(".partial-{name}"));
     std::fs::write(&tmp, contents)?;
     std::fs::rename(&tmp, path)
 }
@@ -209,21 +396,36 @@ figure{margin:1em 0}figcaption{font-size:.9em;color:#555}.note{color:#555;font-s
 .rule{padding:.6em;border-left:4px solid #888;background:#fafafa}.plotted{color:#a60;font-weight:bold}\
 .fitted{color:#06c}";
 
-/// The report page.
-pub fn render_html(meta: &ReportMeta, experiments: &[ExperimentResult]) -> String {
-    let checks: Vec<&Check> = experiments.iter().flat_map(|e| e.checks.iter()).collect();
-    let (cal_pass, cal) = tally(checks.iter().copied(), Kind::Calibration);
-    let (pred_pass, pred) = tally(checks.iter().copied(), Kind::Prediction);
-    let fitted = checks.iter().filter(|c| !c.fitted.is_empty()).count();
+/// The report page of finished `records`; `pending` names the run's
+/// experiments still to come (empty when the run is complete).
+pub fn render_html(meta: &ReportMeta, records: &[UnitRecord], pending: &[String]) -> String {
+    let sum = |f: fn(&UnitRecord) -> [usize; 2]| {
+        records
+            .iter()
+            .map(f)
+            .fold([0, 0], |a, b| [a[0] + b[0], a[1] + b[1]])
+    };
+    let [cal_pass, cal] = sum(|r| r.calibration);
+    let [pred_pass, pred] = sum(|r| r.prediction);
+    let fitted: usize = records.iter().map(|r| r.fitted).sum();
     let mut html = String::new();
     let _ = write!(
         html,
         "<!DOCTYPE html><html lang=\"en\"><head><meta charset=\"utf-8\"><title>flashlab reproduce</title><style>{STYLE}</style></head><body>"
     );
+    html.push_str("<h1>flashlab: reproducing the papers</h1>");
+    if !pending.is_empty() {
+        let _ = write!(
+            html,
+            "<p class=\"summary\"><b>This run is not finished: {} of {} experiments so far.</b> Still to come: {}. The counts below are of the finished ones.</p>",
+            records.len(),
+            records.len() + pending.len(),
+            escape(&pending.join(", "))
+        );
+    }
     let _ = write!(
         html,
-        "<h1>flashlab: reproducing the papers</h1>\
-         <p class=\"summary\"><b>Predictions: {pred_pass} of {pred} pass</b> (workload results, set from nothing they are checked against). \
+        "<p class=\"summary\"><b>Predictions: {pred_pass} of {pred} pass</b> (workload results, set from nothing they are checked against). \
          <b>Calibration: {cal_pass} of {cal} pass</b> (device presets and the CPU model against the published figures they were set from; {fitted} of them name a parameter fitted to that very row). \
          Seed {}, {} run, {:.1} host seconds, flashlab {}.</p>",
         meta.seed,
@@ -240,22 +442,22 @@ pub fn render_html(meta: &ReportMeta, experiments: &[ExperimentResult]) -> Strin
         "<p class=\"rule\"><b>The rule.</b> {}</p>",
         escape(RULE)
     );
-    render_coverage(&mut html, experiments);
+    let ids: Vec<&str> = records.iter().map(|r| r.id.as_str()).collect();
+    render_coverage(&mut html, &ids);
     html.push_str("<h2>Experiments</h2><table><tr><th>Experiment</th><th>Predictions pass</th><th>Calibration pass</th></tr>");
-    for e in experiments {
-        let (pp, pn) = tally(&e.checks, Kind::Prediction);
-        let (cp, cn) = tally(&e.checks, Kind::Calibration);
+    for r in records {
+        let ([pp, pn], [cp, cn]) = (r.prediction, r.calibration);
         let _ = write!(
             html,
             "<tr><td><a href=\"#{}\">{}</a></td><td>{pp} / {pn}</td><td>{cp} / {cn}</td></tr>",
-            escape(&e.id),
-            escape(&e.title)
+            escape(&r.id),
+            escape(&r.title)
         );
     }
     html.push_str("</table>");
     render_cpu_model(&mut html);
-    for e in experiments {
-        render_experiment(&mut html, e);
+    for r in records {
+        html.push_str(&r.html);
     }
     html.push_str("</body></html>\n");
     html
@@ -299,7 +501,7 @@ fn render_cpu_model(html: &mut String) {
     html.push_str("</table>");
 }
 
-fn render_coverage(html: &mut String, experiments: &[ExperimentResult]) {
+fn render_coverage(html: &mut String, experiments: &[&str]) {
     let count = |s: Status| COVERAGE.iter().filter(|i| i.status == s).count();
     let _ = write!(
         html,
@@ -315,7 +517,7 @@ fn render_coverage(html: &mut String, experiments: &[ExperimentResult]) {
             .experiments
             .iter()
             .map(|id| {
-                if experiments.iter().any(|e| e.id == *id) {
+                if experiments.contains(id) {
                     format!("<a href=\"#{0}\">{0}</a>", escape(id))
                 } else {
                     format!("{} (not in this run)", escape(id))
@@ -451,7 +653,7 @@ mod tests {
             version: "test".into(),
             host_seconds: 0.0,
         };
-        write_report(dir.path(), &meta, &[e]).unwrap();
+        write_report(dir.path(), &meta, &origin(), &[e]).unwrap();
         let html = std::fs::read_to_string(dir.path().join("index.html")).unwrap();
         assert!(html.contains("X &lt;test&gt;") && html.contains("PASS"));
         let json: serde_json::Value =
@@ -459,6 +661,76 @@ mod tests {
                 .unwrap();
         assert_eq!(json["checks"][0]["pass"], serde_json::Value::Bool(true));
         assert_eq!(json["checks"][0]["range"][1], serde_json::json!(1.25));
-        assert!(!dir.path().join("index.partial").exists());
+        assert!(!dir.path().join(".partial-index.html").exists());
+    }
+
+    fn origin() -> UnitOrigin {
+        UnitOrigin {
+            version: "test".into(),
+            binary: "b".into(),
+            seed: 1,
+            quick: true,
+        }
+    }
+
+    /// `results.json` as serde writes the whole report in one value.
+    #[derive(Serialize)]
+    struct Whole<'a> {
+        meta: &'a ReportMeta,
+        rule: &'static str,
+        summary: serde_json::Value,
+        checks: Vec<&'a Check>,
+        experiments: Vec<ExperimentResult>,
+    }
+
+    #[test]
+    fn results_assembled_from_records_are_the_bytes_of_one_value() {
+        let meta = ReportMeta {
+            seed: 1,
+            quick: false,
+            version: "test".into(),
+            host_seconds: 3.0,
+        };
+        let e = |id: &str, n: usize| ExperimentResult {
+            id: id.into(),
+            title: format!("{id} \"t\""),
+            checks: (0..n)
+                .map(|i| {
+                    Check::at_least(&format!("{id}.{i}"), "p T1", "w", "ms", 1.0, 0.5 + i as f64)
+                })
+                .collect(),
+            tables: vec![Table {
+                title: "t".into(),
+                columns: vec!["a".into()],
+                rows: vec![vec!["1".into()], vec![]],
+            }],
+            data: serde_json::json!({"x": [1.5, 2, {"y": null}], "host_seconds_z": 4.0, "e": {}}),
+            ..ExperimentResult::default()
+        };
+        for experiments in [vec![], vec![e("a", 0)], vec![e("a", 2), e("b", 1)]] {
+            let records: Vec<UnitRecord> = experiments
+                .iter()
+                .map(|x| UnitRecord::of(&origin(), x).unwrap())
+                .collect();
+            let mut stripped = experiments.clone();
+            for x in &mut stripped {
+                take_host_times(&mut x.data, "", &mut serde_json::Map::new());
+            }
+            let checks: Vec<&Check> = experiments.iter().flat_map(|x| x.checks.iter()).collect();
+            let (cp, c) = tally(checks.iter().copied(), Kind::Calibration);
+            let (pp, p) = tally(checks.iter().copied(), Kind::Prediction);
+            let whole = Whole {
+                meta: &meta,
+                rule: RULE,
+                summary: serde_json::json!({
+                    "calibration": {"pass": cp, "checks": c},
+                    "prediction": {"pass": pp, "checks": p},
+                }),
+                checks,
+                experiments: stripped,
+            };
+            let want = serde_json::to_string_pretty(&whole).unwrap();
+            assert_eq!(results_json(&meta, &records).unwrap(), want);
+        }
     }
 }

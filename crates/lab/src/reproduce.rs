@@ -1,14 +1,30 @@
 //! `flashlab reproduce`: run the experiments, write the report.
 //!
-//! The same seed and options give a byte-identical `results.json` (tested
-//! below on a small experiment); host times go to `timings.json`.
+//! Each experiment is a unit of work: an independent simulation,
+//! deterministic by seed. A unit's results are written when it ends
+//! (`units/ID.json` and its raw files, each written beside and renamed
+//! over) and `index.html` is rewritten after each, so a run stopped half
+//! way keeps and shows what finished. `results.json` and `timings.json`
+//! are written when every unit has finished. `--resume` reuses the records
+//! of the same seed, options and binary; `--jobs N` runs N units at once;
+//! [`merge`] assembles a report from units run anywhere.
+//!
+//! `results.json` is assembled from the records in report order, so the
+//! same seed and options give the same bytes for any `--jobs`, with
+//! `--resume`, or merged from units (tested below); host times go to
+//! `timings.json`.
 
-use std::path::Path;
+use std::collections::{BTreeMap, HashMap};
+use std::path::{Path, PathBuf};
+use std::sync::atomic::{AtomicUsize, Ordering};
+use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
-use crate::check::{Kind, tally};
-use crate::experiments::{self, RunContext};
-use crate::report::{ExperimentResult, ReportMeta, write_report};
+use crate::experiments::{self, Experiment, Progress, RunContext};
+use crate::report::{
+    ReportMeta, UnitOrigin, UnitRecord, read_unit, unit_path, write_index, write_results,
+    write_unit,
+};
 
 /// Options of a reproduction run.
 #[derive(Clone, Debug)]
@@ -17,100 +33,461 @@ pub struct ReproduceOptions {
     pub seed: u64,
     /// Run only these experiment ids (all when empty).
     pub only: Vec<String>,
+    /// Experiments run at once (at least 1).
+    pub jobs: usize,
+    /// Reuse the finished units in the output directory.
+    pub resume: bool,
 }
 
-/// What a run produced, for the CLI's summary.
+/// What happens during a run, for the CLI's progress display.
 #[derive(Clone, Debug)]
+pub enum Event {
+    /// The plan: units to run (with their expected host seconds, if
+    /// known) and units reused from an earlier run.
+    Planned {
+        run: Vec<(String, Option<f64>)>,
+        skipped: Vec<String>,
+    },
+    Started {
+        id: String,
+        title: String,
+    },
+    /// Configuration `done` of `total` of unit `id` finished.
+    Step {
+        id: String,
+        done: usize,
+        total: usize,
+    },
+    /// Unit `id` finished and its record is at `record`.
+    Finished {
+        id: String,
+        seconds: f64,
+        record: PathBuf,
+    },
+}
+
+/// Where a run reports its [`Event`]s (from any thread).
+pub type Events = Arc<dyn Fn(Event) + Send + Sync>;
+
+/// What a run produced, for the CLI's summary.
+#[derive(Clone, Debug, Default)]
 pub struct ReproduceSummary {
     pub experiments: usize,
-    pub checks: usize,
-    pub passed: usize,
     /// Prediction checks (workload results), and how many pass.
     pub predictions: usize,
     pub prediction_passed: usize,
     /// Calibration checks (presets against their sources), and how many pass.
     pub calibrations: usize,
     pub calibration_passed: usize,
+    /// Passing and total checks by paper.
+    pub papers: BTreeMap<String, [usize; 2]>,
+    /// Units reused by `--resume`.
+    pub skipped: Vec<String>,
     pub host_seconds: f64,
 }
 
-/// Run the experiments and write `index.html`, `results.json` and raw files
-/// into `out`. `progress` receives one line per experiment.
-pub fn reproduce(
-    out: &Path,
-    options: &ReproduceOptions,
-    mut progress: impl FnMut(&str),
-) -> Result<ReproduceSummary, String> {
-    let known = experiments::ids();
-    for id in &options.only {
-        if !known.contains(&id.as_str()) {
-            return Err(format!(
-                "unknown experiment '{id}' (known: {})",
-                known.join(", ")
-            ));
+impl ReproduceSummary {
+    fn of(records: &[UnitRecord], skipped: Vec<String>, host_seconds: f64) -> ReproduceSummary {
+        let mut s = ReproduceSummary {
+            experiments: records.len(),
+            skipped,
+            host_seconds,
+            ..ReproduceSummary::default()
+        };
+        for r in records {
+            s.prediction_passed += r.prediction[0];
+            s.predictions += r.prediction[1];
+            s.calibration_passed += r.calibration[0];
+            s.calibrations += r.calibration[1];
+            for (paper, [pass, n]) in &r.papers {
+                let entry = s.papers.entry(paper.clone()).or_default();
+                entry[0] += pass;
+                entry[1] += n;
+            }
         }
+        s
     }
-    let started = Instant::now();
+}
+
+/// The version and binary this process's units are recorded with.
+pub fn origin(seed: u64, quick: bool) -> UnitOrigin {
+    UnitOrigin {
+        version: env!("CARGO_PKG_VERSION").to_string(),
+        binary: binary_digest().to_string(),
+        seed,
+        quick,
+    }
+}
+
+/// A digest of the running executable, so a unit run by another build of
+/// the same version is not taken for this one's.
+fn binary_digest() -> &'static str {
+    static DIGEST: OnceLock<String> = OnceLock::new();
+    DIGEST.get_or_init(|| {
+        use std::hash::Hasher;
+        let bytes = std::env::current_exe().and_then(std::fs::read);
+        let mut h = std::collections::hash_map::DefaultHasher::new();
+        match bytes {
+            Ok(b) => h.write(&b),
+            Err(_) => h.write(b"unknown"),
+        }
+        format!("{:016x}", h.finish())
+    })
+}
+
+/// Every unit with its title, in report order.
+pub fn units() -> Vec<(&'static str, &'static str)> {
+    experiments::registry()
+        .iter()
+        .map(|e| (e.id(), e.title()))
+        .collect()
+}
+
+/// Host seconds each unit took with `--jobs 2` on the 2-core development
+/// machine with other builds beside (docs/REPRODUCE.md), full run and
+/// `--quick`: the ETA when `--out` holds no earlier run, and the order
+/// units start in. petrov2010 Figure 5 takes the study Table 4 ran.
+const EXPECTED_SECONDS: [(&str, f64, f64); 14] = [
+    ("devices", 403.4, 254.2),
+    ("lee2008-table2", 4.3, 0.5),
+    ("lee2008-table3", 1.6, 0.5),
+    ("lee2008-figure3", 52.5, 2.1),
+    ("lee2008-table4", 31.0, 1.7),
+    ("lee2008-figure4", 11.2, 0.6),
+    ("lee2008-figure6", 2.8, 0.3),
+    ("lee2008-figure7", 97.6, 12.3),
+    ("lee2008-figure8", 17.9, 2.5),
+    ("petrov2010-table4", 628.5, 340.6),
+    ("petrov2010-figure5", 0.0, 0.0),
+    ("lee2007-disk-vs-flash", 122.9, 10.5),
+    ("lee2007-ipl", 294.8, 29.3),
+    ("wang2010-lfs", 76.3, 22.1),
+];
+
+/// Expected host seconds of unit `id`: its record or `timings.json` in
+/// `out` from an earlier run of the same mode, else [`EXPECTED_SECONDS`].
+pub fn expected_seconds(out: &Path, id: &str, quick: bool) -> Option<f64> {
+    if let Ok(r) = read_unit(&unit_path(out, id))
+        && r.quick == quick
+    {
+        return Some(r.host_seconds);
+    }
+    let read = |name: &str| -> Option<serde_json::Value> {
+        serde_json::from_slice(&std::fs::read(out.join(name)).ok()?).ok()
+    };
+    if let (Some(results), Some(timings)) = (read("results.json"), read("timings.json"))
+        && results["meta"]["quick"].as_bool() == Some(quick)
+        && let Some(s) = timings[format!("{id}.host_seconds")].as_f64()
+    {
+        return Some(s);
+    }
+    EXPECTED_SECONDS
+        .iter()
+        .find(|(u, _, _)| *u == id)
+        .map(|&(_, full, q)| if quick { q } else { full })
+}
+
+/// The experiments `only` names (all when empty), or a one-line error.
+fn select(only: &[String]) -> Result<Vec<Box<dyn Experiment>>, String> {
+    let known = experiments::ids();
+    if let Some(id) = only.iter().find(|id| !known.contains(&id.as_str())) {
+        return Err(format!(
+            "unknown experiment '{id}' (known: {})",
+            known.join(", ")
+        ));
+    }
+    Ok(experiments::registry()
+        .into_iter()
+        .filter(|e| only.is_empty() || only.iter().any(|id| id == e.id()))
+        .collect())
+}
+
+/// The record of `id` in `out` if `--resume` may reuse it: run by
+/// `origin`, with its raw files present.
+fn reusable(out: &Path, id: &str, origin: &UnitOrigin) -> Option<UnitRecord> {
+    let record = read_unit(&unit_path(out, id)).ok()?;
+    let complete = record.raw_files.iter().all(|f| out.join(f).is_file());
+    (record.id == id && record.mismatch(origin).is_none() && complete).then_some(record)
+}
+
+/// The units finished so far, in report order, and what the run must
+/// still write when one more finishes.
+struct Finished<'a> {
+    out: &'a Path,
+    meta: ReportMeta,
+    ids: Vec<String>,
+    records: Vec<Option<UnitRecord>>,
+}
+
+impl Finished<'_> {
+    fn done(&self) -> Vec<UnitRecord> {
+        self.records.iter().flatten().cloned().collect()
+    }
+
+    /// Rewrite `index.html` with what has finished.
+    fn write_index(&self) -> Result<(), String> {
+        let pending: Vec<String> = self
+            .ids
+            .iter()
+            .zip(&self.records)
+            .filter(|(_, r)| r.is_none())
+            .map(|(id, _)| id.clone())
+            .collect();
+        write_index(self.out, &self.meta, &self.done(), &pending)
+            .map_err(|e| format!("{}: {e}", self.out.display()))
+    }
+}
+
+/// Run `experiment` and write its unit into `state`'s directory.
+fn run_unit(
+    experiment: &dyn Experiment,
+    index: usize,
+    options: &ReproduceOptions,
+    state: &Mutex<Finished<'_>>,
+    events: &Events,
+) -> Result<(), String> {
+    let id = experiment.id().to_string();
+    events(Event::Started {
+        id: id.clone(),
+        title: experiment.title().to_string(),
+    });
+    let step_events = events.clone();
+    let step_id = id.clone();
     let ctx = RunContext {
         quick: options.quick,
         seed: options.seed,
+        progress: Progress::to(move |done, total| {
+            step_events(Event::Step {
+                id: step_id.clone(),
+                done,
+                total,
+            })
+        }),
+        // `--jobs 1` is one core throughout.
+        threads: options.jobs.clamp(1, experiments::HOST_THREADS),
     };
-    let selected: Vec<_> = experiments::registry()
-        .into_iter()
-        .filter(|e| options.only.is_empty() || options.only.iter().any(|id| id == e.id()))
-        .collect();
-    let mut results: Vec<ExperimentResult> = Vec::new();
-    for (i, experiment) in selected.iter().enumerate() {
-        progress(&format!(
-            "[{}/{}] {}: {} ...",
-            i + 1,
-            selected.len(),
-            experiment.id(),
-            experiment.title()
-        ));
-        let t = Instant::now();
-        let mut result = experiment
-            .run(&ctx)
-            .map_err(|e| format!("experiment '{}': {e}", experiment.id()))?;
-        // The runner times every experiment, so none can leave it unset.
-        result.host_seconds = t.elapsed().as_secs_f64();
-        let (pp, pn) = tally(&result.checks, Kind::Prediction);
-        let (cp, cn) = tally(&result.checks, Kind::Calibration);
-        progress(&format!(
-            "[{}/{}] {}: done in {:.1} s, predictions {pp}/{pn}, calibration {cp}/{cn} pass",
-            i + 1,
-            selected.len(),
-            experiment.id(),
-            t.elapsed().as_secs_f64(),
-        ));
-        results.push(result);
+    let t = Instant::now();
+    let mut result = experiment
+        .run(&ctx)
+        .map_err(|e| format!("experiment '{id}': {e}"))?;
+    // The runner times every experiment, so none can leave it unset.
+    result.host_seconds = t.elapsed().as_secs_f64();
+    let record = UnitRecord::of(&origin(options.seed, options.quick), &result)
+        .map_err(|e| format!("experiment '{id}': {e}"))?;
+    let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
+    let path = write_unit(state.out, &record, &result.raw_files)
+        .map_err(|e| format!("{}: {e}", state.out.display()))?;
+    state.records[index] = Some(record);
+    state.write_index()?;
+    events(Event::Finished {
+        id,
+        seconds: result.host_seconds,
+        record: path,
+    });
+    Ok(())
+}
+
+/// Run the units at `todo` (indexes into `selected`) on `jobs` threads;
+/// the first error stops new units from starting and is returned.
+fn run_units(
+    selected: &[Box<dyn Experiment>],
+    todo: &[usize],
+    options: &ReproduceOptions,
+    state: &Mutex<Finished<'_>>,
+    events: &Events,
+) -> Result<(), String> {
+    let next = AtomicUsize::new(0);
+    let failed: Mutex<Option<String>> = Mutex::new(None);
+    std::thread::scope(|scope| {
+        for _ in 0..options.jobs.clamp(1, todo.len().max(1)) {
+            scope.spawn(|| {
+                while failed.lock().map(|f| f.is_none()).unwrap_or(false) {
+                    let Some(&i) = todo.get(next.fetch_add(1, Ordering::Relaxed)) else {
+                        break;
+                    };
+                    if let Err(e) = run_unit(selected[i].as_ref(), i, options, state, events) {
+                        failed
+                            .lock()
+                            .unwrap_or_else(|e| e.into_inner())
+                            .get_or_insert(e);
+                    }
+                }
+            });
+        }
+    });
+    match failed.into_inner().unwrap_or_else(|e| e.into_inner()) {
+        Some(e) => Err(e),
+        None => Ok(()),
     }
-    let meta = ReportMeta {
+}
+
+/// Run the experiments and write `index.html`, `results.json`,
+/// `timings.json`, the unit records and raw files into `out`.
+pub fn reproduce(
+    out: &Path,
+    options: &ReproduceOptions,
+    events: Events,
+) -> Result<ReproduceSummary, String> {
+    let selected = select(&options.only)?;
+    let started = Instant::now();
+    let origin = origin(options.seed, options.quick);
+    let ids: Vec<String> = selected.iter().map(|e| e.id().to_string()).collect();
+    let records: Vec<Option<UnitRecord>> = ids
+        .iter()
+        .map(|id| options.resume.then(|| reusable(out, id, &origin)).flatten())
+        .collect();
+    let mut todo: Vec<usize> = (0..ids.len()).filter(|&i| records[i].is_none()).collect();
+    // The longest first, so the last to finish is a short one.
+    let cost = |i: usize| expected_seconds(out, &ids[i], options.quick).unwrap_or(0.0);
+    todo.sort_by(|&a, &b| cost(b).total_cmp(&cost(a)).then(a.cmp(&b)));
+    let skipped: Vec<String> = (0..ids.len())
+        .filter(|&i| records[i].is_some())
+        .map(|i| ids[i].clone())
+        .collect();
+    events(Event::Planned {
+        run: todo
+            .iter()
+            .map(|&i| {
+                (
+                    ids[i].clone(),
+                    expected_seconds(out, &ids[i], options.quick),
+                )
+            })
+            .collect(),
+        skipped: skipped.clone(),
+    });
+    let meta = |host_seconds| ReportMeta {
         seed: options.seed,
         quick: options.quick,
-        version: env!("CARGO_PKG_VERSION").to_string(),
-        host_seconds: started.elapsed().as_secs_f64(),
+        version: origin.version.clone(),
+        host_seconds,
     };
-    write_report(out, &meta, &results).map_err(|e| format!("{}: {e}", out.display()))?;
-    let checks = results.iter().map(|r| r.checks.len()).sum();
-    let passed = results
+    let state = Mutex::new(Finished {
+        out,
+        meta: meta(0.0),
+        ids,
+        records,
+    });
+    state.lock().expect("state").write_index()?;
+    run_units(&selected, &todo, options, &state, &events)?;
+    let records = state.into_inner().expect("state").done();
+    let meta = meta(started.elapsed().as_secs_f64());
+    write_results(out, &meta, &records)
+        .and_then(|()| write_index(out, &meta, &records, &[]))
+        .map_err(|e| format!("{}: {e}", out.display()))?;
+    Ok(ReproduceSummary::of(&records, skipped, meta.host_seconds))
+}
+
+/// The unit records in `dir/units`, or a one-line error.
+fn records_in(dir: &Path) -> Result<Vec<(PathBuf, UnitRecord)>, String> {
+    let units = dir.join("units");
+    let entries = std::fs::read_dir(&units).map_err(|e| {
+        format!(
+            "--merge {}: no finished units there ({e}); give directories written by reproduce --unit or reproduce",
+            dir.display()
+        )
+    })?;
+    let mut found = Vec::new();
+    for entry in entries {
+        let path = entry
+            .map_err(|e| format!("{}: {e}", units.display()))?
+            .path();
+        let name = path.file_name().unwrap_or_default().to_string_lossy();
+        if name.ends_with(".json") && !name.starts_with('.') {
+            let record = read_unit(&path)?;
+            found.push((path, record));
+        }
+    }
+    if found.is_empty() {
+        return Err(format!(
+            "--merge {}: no finished units there",
+            dir.display()
+        ));
+    }
+    Ok(found)
+}
+
+/// Every record of `dirs`, checked: known units, each once, all of one
+/// version, binary, seed and mode. In report order, with their directory.
+fn merge_plan(dirs: &[PathBuf]) -> Result<Vec<(PathBuf, UnitRecord)>, String> {
+    let known = experiments::ids();
+    let mut by_id: HashMap<String, (PathBuf, PathBuf, UnitRecord)> = HashMap::new();
+    let mut first: Option<(PathBuf, UnitOrigin)> = None;
+    for dir in dirs {
+        for (path, record) in records_in(dir)? {
+            if !known.contains(&record.id.as_str()) {
+                return Err(format!(
+                    "--merge {}: unknown unit '{}'",
+                    path.display(),
+                    record.id
+                ));
+            }
+            let (first_path, origin) = first.get_or_insert((path.clone(), record.origin()));
+            if let Some(why) = record.mismatch(origin) {
+                return Err(format!(
+                    "--merge {}: run with {why}, unlike {}; units of one report must share version, binary, seed and options",
+                    path.display(),
+                    first_path.display()
+                ));
+            }
+            if let Some((other, _, _)) = by_id.get(&record.id) {
+                return Err(format!(
+                    "--merge: unit '{}' is in both {} and {}",
+                    record.id,
+                    other.display(),
+                    path.display()
+                ));
+            }
+            by_id.insert(record.id.clone(), (path, dir.clone(), record));
+        }
+    }
+    Ok(known
         .iter()
-        .flat_map(|r| r.checks.iter())
-        .filter(|c| c.pass)
-        .count();
-    let all = || results.iter().flat_map(|r| r.checks.iter());
-    let (prediction_passed, predictions) = tally(all(), Kind::Prediction);
-    let (calibration_passed, calibrations) = tally(all(), Kind::Calibration);
-    Ok(ReproduceSummary {
-        experiments: results.len(),
-        checks,
-        passed,
-        predictions,
-        prediction_passed,
-        calibrations,
-        calibration_passed,
-        host_seconds: meta.host_seconds,
-    })
+        .filter_map(|id| by_id.remove(*id))
+        .map(|(_, dir, record)| (dir, record))
+        .collect())
+}
+
+/// Assemble the report in `out` from the finished units in `dirs`.
+/// Everything is read and checked before anything is written.
+pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<ReproduceSummary, String> {
+    let plan = merge_plan(dirs)?;
+    let mut raw = Vec::new();
+    for (dir, record) in &plan {
+        let files = record
+            .raw_files
+            .iter()
+            .map(|name| {
+                let path = dir.join(name);
+                std::fs::read(&path)
+                    .map(|contents| crate::report::RawFile {
+                        name: name.clone(),
+                        contents,
+                    })
+                    .map_err(|e| format!("--merge {}: {e}", path.display()))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
+        raw.push(files);
+    }
+    let records: Vec<UnitRecord> = plan.into_iter().map(|(_, r)| r).collect();
+    let origin = records[0].origin();
+    let meta = ReportMeta {
+        seed: origin.seed,
+        quick: origin.quick,
+        version: origin.version.clone(),
+        host_seconds: records.iter().map(|r| r.host_seconds).sum(),
+    };
+    let io = |e: std::io::Error| format!("{}: {e}", out.display());
+    for (record, files) in records.iter().zip(&raw) {
+        write_unit(out, record, files).map_err(io)?;
+    }
+    write_results(out, &meta, &records).map_err(io)?;
+    write_index(out, &meta, &records, &[]).map_err(io)?;
+    Ok(ReproduceSummary::of(
+        &records,
+        Vec::new(),
+        meta.host_seconds,
+    ))
 }
 
 #[cfg(test)]
@@ -139,18 +516,32 @@ mod tests {
         c
     }
 
-    #[test]
-    fn the_same_seed_gives_byte_identical_results_json() {
-        let options = ReproduceOptions {
+    fn options(only: &[&str], jobs: usize) -> ReproduceOptions {
+        ReproduceOptions {
             quick: true,
             seed: 7,
-            only: vec!["lee2008-figure6".into()],
-        };
+            only: only.iter().map(|s| s.to_string()).collect(),
+            jobs,
+            resume: false,
+        }
+    }
+
+    fn silent() -> Events {
+        Arc::new(|_| {})
+    }
+
+    fn results(dir: &Path) -> Vec<u8> {
+        std::fs::read(dir.join("results.json")).unwrap()
+    }
+
+    #[test]
+    fn the_same_seed_gives_byte_identical_results_json() {
+        let options = options(&["lee2008-figure6"], 1);
         let mut runs = Vec::new();
         for _ in 0..2 {
             let dir = tempfile::tempdir().unwrap();
-            reproduce(dir.path(), &options, |_| {}).unwrap();
-            let json = std::fs::read(dir.path().join("results.json")).unwrap();
+            reproduce(dir.path(), &options, silent()).unwrap();
+            let json = results(dir.path());
             let timings: serde_json::Value =
                 serde_json::from_slice(&std::fs::read(dir.path().join("timings.json")).unwrap())
                     .unwrap();
@@ -177,5 +568,60 @@ mod tests {
             runs[0] == runs[1],
             "results.json differs between two runs with seed 7"
         );
+    }
+
+    /// Small experiments: a few seconds each in quick mode.
+    const SMALL: [&str; 3] = ["lee2008-table3", "lee2008-figure6", "lee2008-table4"];
+
+    #[test]
+    fn jobs_merge_and_resume_give_the_bytes_of_one_sequential_run() {
+        let one = tempfile::tempdir().unwrap();
+        reproduce(one.path(), &options(&SMALL, 1), silent()).unwrap();
+        let want = results(one.path());
+        let two = tempfile::tempdir().unwrap();
+        reproduce(two.path(), &options(&SMALL, 3), silent()).unwrap();
+        assert!(
+            results(two.path()) == want,
+            "--jobs 3 differs from --jobs 1"
+        );
+        // Each unit alone, then merged.
+        let shards: Vec<tempfile::TempDir> = SMALL
+            .iter()
+            .map(|id| {
+                let dir = tempfile::tempdir().unwrap();
+                reproduce(dir.path(), &options(&[id], 1), silent()).unwrap();
+                dir
+            })
+            .collect();
+        let merged = tempfile::tempdir().unwrap();
+        let dirs: Vec<PathBuf> = shards.iter().rev().map(|d| d.path().into()).collect();
+        merge(&dirs, merged.path()).unwrap();
+        assert!(results(merged.path()) == want, "merged units differ");
+        // A run stopped after its first unit, resumed: the first is reused.
+        let resumed = tempfile::tempdir().unwrap();
+        reproduce(resumed.path(), &options(&SMALL[..1], 1), silent()).unwrap();
+        let mut again = options(&SMALL, 2);
+        again.resume = true;
+        let summary = reproduce(resumed.path(), &again, silent()).unwrap();
+        assert_eq!(summary.skipped, vec![SMALL[0].to_string()]);
+        assert!(results(resumed.path()) == want, "resumed run differs");
+    }
+
+    #[test]
+    fn merge_refuses_mismatched_and_duplicate_units() {
+        let a = tempfile::tempdir().unwrap();
+        reproduce(a.path(), &options(&["lee2008-figure6"], 1), silent()).unwrap();
+        let b = tempfile::tempdir().unwrap();
+        let mut other = options(&["lee2008-table3"], 1);
+        other.seed = 8;
+        reproduce(b.path(), &other, silent()).unwrap();
+        let out = tempfile::tempdir().unwrap();
+        let dirs = [a.path().to_path_buf(), b.path().to_path_buf()];
+        let err = merge(&dirs, out.path()).unwrap_err();
+        assert!(err.contains("seed 8") && !err.contains('\n'), "{err}");
+        let twice = [a.path().to_path_buf(), a.path().to_path_buf()];
+        let err = merge(&twice, out.path()).unwrap_err();
+        assert!(err.contains("is in both"), "{err}");
+        assert!(!out.path().join("results.json").exists(), "nothing written");
     }
 }

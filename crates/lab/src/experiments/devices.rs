@@ -178,14 +178,16 @@ impl Study for DeviceCharacterization {
         "lee2008 Table 1; petrov2010 Tables 1 and 3; lee2007's disk; wang2010 Figure 11";
 
     fn measure(&self, ctx: &RunContext) -> Result<DeviceRuns, String> {
-        let all = presets::model_names()
+        let names = presets::model_names();
+        let steps = ctx.steps(names.len() + 2);
+        let all = names
             .iter()
-            .map(|name| characterize_preset(name, ctx))
+            .map(|name| characterize_preset(name, ctx).map(|r| steps.after(r)))
             .collect::<Result<Vec<_>, _>>()?;
         Ok(DeviceRuns {
             all,
-            array_checks: array_checks(ctx)?,
-            figure11: wang2010_figure11(ctx)?,
+            array_checks: steps.after(array_checks(ctx)?),
+            figure11: steps.after(wang2010_figure11(ctx)?),
         })
     }
 

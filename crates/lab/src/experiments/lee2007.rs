@@ -470,23 +470,27 @@ impl Study for Ipl {
 
     fn measure(&self, ctx: &RunContext) -> Result<IplRuns, String> {
         let sweep_traces: &[Trace] = if ctx.quick { &TRACES[..1] } else { &TRACES };
+        let buffers_mb: &[u64] = if ctx.quick {
+            &[1, 2, 8]
+        } else {
+            &[1, 2, 4, 8, 16]
+        };
+        let steps = ctx.steps(sweep_traces.len() * SEGMENTS_KB.len() + buffers_mb.len() + 4);
         // 1. Merges against the log segment size.
         let mut segment_sweep = Vec::new();
         for trace in sweep_traces {
             let points = SEGMENTS_KB
                 .iter()
-                .map(|&kb| Ok((kb, run(ctx, *trace, NAND, Some(kb), trace.buffer_bytes)?)))
+                .map(|&kb| {
+                    let r = run(ctx, *trace, NAND, Some(kb), trace.buffer_bytes)?;
+                    Ok((kb, steps.after(r)))
+                })
                 .collect::<Result<Vec<_>, String>>()?;
             segment_sweep.push((*trace, points));
         }
         // 2. The first trace against the buffer (its own buffer's run is
         // the sweep's at 8 KB).
         let t1 = TRACES[0];
-        let buffers_mb: &[u64] = if ctx.quick {
-            &[1, 2, 8]
-        } else {
-            &[1, 2, 4, 8, 16]
-        };
         let mut buffer_sweep = Vec::new();
         for &mb in buffers_mb {
             let p = match segment_sweep[0]
@@ -497,7 +501,7 @@ impl Study for Ipl {
                 Some((_, p)) if (mb << 20) == t1.buffer_bytes => p.clone(),
                 _ => run(ctx, t1, NAND, Some(SEGMENT_KB_DEFAULT), mb << 20)?,
             };
-            buffer_sweep.push((mb, p));
+            buffer_sweep.push((mb, steps.after(p)));
         }
         // 3. IPL against in-place writes through FTLs of the same flash.
         let unforced = run_with(
@@ -507,7 +511,8 @@ impl Study for Ipl {
             Some(SEGMENT_KB_DEFAULT),
             t1.buffer_bytes,
             Variant::NoCommitForce,
-        )?;
+        )
+        .map(|r| steps.after(r))?;
         let unselective = run_with(
             ctx,
             t1,
@@ -515,9 +520,10 @@ impl Study for Ipl {
             Some(SEGMENT_KB_DEFAULT),
             t1.buffer_bytes,
             Variant::NoSelection,
-        )?;
-        let page = run(ctx, t1, "ssd-k9wag08u1a-page", None, t1.buffer_bytes)?;
-        let block = run(ctx, t1, "ssd-k9wag08u1a-block", None, t1.buffer_bytes)?;
+        )
+        .map(|r| steps.after(r))?;
+        let page = steps.after(run(ctx, t1, "ssd-k9wag08u1a-page", None, t1.buffer_bytes)?);
+        let block = steps.after(run(ctx, t1, "ssd-k9wag08u1a-block", None, t1.buffer_bytes)?);
         Ok(IplRuns {
             segment_sweep,
             buffer_sweep,

@@ -388,9 +388,10 @@ impl Study for DiskVsFlash {
     const PAPER: &'static str = "lee2007";
 
     fn measure(&self, ctx: &RunContext) -> Result<DiskVsFlashRuns, String> {
+        let steps = ctx.steps(DEVICES.len());
         let runs = DEVICES
             .iter()
-            .map(|(side, device)| device_run(ctx, side, device))
+            .map(|(side, device)| device_run(ctx, side, device).map(|r| steps.after(r)))
             .collect::<Result<_, _>>()?;
         Ok(DiskVsFlashRuns {
             runs,

@@ -99,9 +99,10 @@ impl Study for Table2 {
 
     fn measure(&self, ctx: &RunContext) -> Result<Vec<Table2Row>, String> {
         let mut measured = Vec::new();
+        let steps = ctx.steps(2 * table2_clients().len());
         for c in table2_clients() {
-            let hdd = run(ctx, "update-commit", HDD, c, 2, DUAL_GHZ, false)?;
-            let ssd = run(ctx, "update-commit", SSD, c, 2, DUAL_GHZ, false)?;
+            let hdd = steps.after(run(ctx, "update-commit", HDD, c, 2, DUAL_GHZ, false)?);
+            let ssd = steps.after(run(ctx, "update-commit", SSD, c, 2, DUAL_GHZ, false)?);
             measured.push((
                 c,
                 hdd.tps,
@@ -362,9 +363,10 @@ impl Study for Table3 {
     const PAPER: &'static str = "lee2008 section 4.2, Table 3";
 
     fn measure(&self, ctx: &RunContext) -> Result<Table3Runs, String> {
+        let steps = ctx.steps(2);
         Ok(Table3Runs {
-            hdd: run(ctx, "tpcb", HDD, 20, 2, DUAL_GHZ, true)?,
-            ssd: run(ctx, "tpcb", SSD, 20, 2, DUAL_GHZ, true)?,
+            hdd: steps.after(run(ctx, "tpcb", HDD, 20, 2, DUAL_GHZ, true)?),
+            ssd: steps.after(run(ctx, "tpcb", SSD, 20, 2, DUAL_GHZ, true)?),
             accounts_per_branch: accounts_per_branch(ctx),
         })
     }
@@ -590,6 +592,7 @@ impl Study for Figure3 {
             ("SSD-Quad", SSD, 4, QUAD_GHZ),
         ];
         let mut curves = Vec::new();
+        let steps = ctx.steps(configs.len() * clients.len());
         for (name, log, cores, ghz) in configs {
             let mut curve = Figure3Curve {
                 name,
@@ -597,7 +600,7 @@ impl Study for Figure3 {
                 cpus: Vec::new(),
             };
             for &c in &clients {
-                let r = run(ctx, "tpcb", log, c, cores, ghz, false)?;
+                let r = steps.after(run(ctx, "tpcb", log, c, cores, ghz, false)?);
                 curve.points.push((f64::from(c), r.tps));
                 curve.cpus.push(r.cpu_utilization);
             }

@@ -243,9 +243,10 @@ impl Study for Table4 {
     const PAPER: &'static str = "lee2008 section 5.2, Table 4, Figure 5";
 
     fn measure(&self, ctx: &RunContext) -> Result<Table4Runs, String> {
+        let steps = ctx.steps(2);
         Ok(Table4Runs {
-            hdd: table4_run(ctx, "hdd-2008")?,
-            ssd: table4_run(ctx, "ssd-2008")?,
+            hdd: steps.after(table4_run(ctx, "hdd-2008")?),
+            ssd: steps.after(table4_run(ctx, "ssd-2008")?),
             scale: if ctx.quick { 0.1 } else { 1.0 },
             quick: ctx.quick,
         })
@@ -475,9 +476,10 @@ impl Study for Figure4 {
     const PAPER: &'static str = "lee2008 section 5.1, Figure 4";
 
     fn measure(&self, ctx: &RunContext) -> Result<Figure4Runs, String> {
+        let steps = ctx.steps(2);
         Ok(Figure4Runs {
-            disk: figure4_run(ctx, "hdd-2008")?,
-            ssd: figure4_run(ctx, "ssd-2008")?,
+            disk: steps.after(figure4_run(ctx, "hdd-2008")?),
+            ssd: steps.after(figure4_run(ctx, "ssd-2008")?),
         })
     }
 

@@ -206,6 +206,10 @@ fn point(cell: Cell, warehouses: u32, report: &BenchReport) -> Point {
 pub fn study(ctx: &RunContext) -> Result<Arc<Study>, String> {
     static DONE: OnceLock<Mutex<HashMap<u64, Arc<Study>>>> = OnceLock::new();
     let done = DONE.get_or_init(|| Mutex::new(HashMap::new()));
+    // Table 4 and Figure 5 may ask at once (`--jobs`): one runs the study,
+    // the other waits for it.
+    static RUNNING: Mutex<()> = Mutex::new(());
+    let _running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
     let key = ctx.seed;
     if let Some(study) = done.lock().expect("study cache").get(&key) {
         return Ok(study.clone());
@@ -216,13 +220,16 @@ pub fn study(ctx: &RunContext) -> Result<Arc<Study>, String> {
 }
 
 fn run_study(ctx: &RunContext) -> Result<Study, String> {
-    let loaded = run_parallel(&PAGE_BYTES, |&page_bytes| {
+    let steps = ctx.steps(PAGE_BYTES.len() + cells().len() * SWEEP.len());
+    let loaded = run_parallel(ctx, &PAGE_BYTES, |&page_bytes| {
         let cell = Cell {
             page_bytes,
             buffer_mb: BUFFER_MB[0],
             cpus: CPUS[0],
         };
-        load_image(&options(ctx, cell, PAPER_WAREHOUSES, None))
+        let image = load_image(&options(ctx, cell, PAPER_WAREHOUSES, None));
+        steps.tick();
+        image
     })?;
     let load_host_seconds = loaded.iter().map(|i| i.load_host_seconds).sum();
     let load_seconds = loaded.iter().map(|i| i.load_seconds).sum();
@@ -231,23 +238,11 @@ fn run_study(ctx: &RunContext) -> Result<Study, String> {
         .into_iter()
         .flat_map(|cell| SWEEP.into_iter().map(move |w| (cell, w)))
         .collect();
-    let finished = std::sync::atomic::AtomicUsize::new(0);
-    let points = run_parallel(&jobs, |&(cell, warehouses)| {
+    let points = run_parallel(ctx, &jobs, |&(cell, warehouses)| {
         let image = images[&cell.page_bytes].clone();
         let report = bench(&options(ctx, cell, warehouses, Some(image)), |_| {})?;
+        steps.tick();
         let p = point(cell, warehouses, &report);
-        let n = finished.fetch_add(1, std::sync::atomic::Ordering::Relaxed) + 1;
-        eprintln!(
-            "  petrov2010 run {n}/{}: {} KB pages, {} MB, {} CPU, {} warehouses: NoTPM {:.0}, CPU {:.0}%, {:.1} host s",
-            jobs.len(),
-            cell.page_bytes / 1024,
-            cell.buffer_mb,
-            cell.cpus,
-            warehouses,
-            p.notpm,
-            100.0 * p.cpu_utilization,
-            report.host_seconds
-        );
         Ok(p)
     })?;
     Ok(Study {
@@ -355,10 +350,7 @@ mod tests {
     /// a hundredth of the buffer, and the same offered load.
     #[test]
     fn scaled_options_keep_the_papers_ratios() {
-        let ctx = RunContext {
-            quick: false,
-            seed: 1,
-        };
+        let ctx = RunContext::new(false, 1);
         let cell = Cell {
             page_bytes: 16384,
             buffer_mb: 1280,

@@ -98,7 +98,7 @@ fn check_no_host_time(result: &ExperimentResult) -> Result<(), String> {
     Ok(())
 }
 
-impl<S: Study> Experiment for S {
+impl<S: Study + Send + Sync> Experiment for S {
     fn id(&self) -> &'static str {
         S::ID
     }
@@ -148,10 +148,7 @@ mod tests {
 
     #[test]
     fn regression_an_experiment_quoting_host_time_is_refused() {
-        let ctx = RunContext {
-            quick: true,
-            seed: 1,
-        };
+        let ctx = RunContext::new(true, 1);
         let err = run_study(&Timed("loaded once (185 host s for both)"), &ctx).unwrap_err();
         assert!(err.contains("REPORT-1"), "{err}");
         assert!(run_study(&Timed("loaded once"), &ctx).is_ok());

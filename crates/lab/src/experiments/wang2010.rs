@@ -166,8 +166,11 @@ fn run_of(label: &str, device: &str, store_kind: StoreKind, report: &BenchReport
 
 /// Every run: the three SSDs and the extra devices, both stores.
 pub fn study(ctx: &RunContext) -> Result<Vec<Run>, String> {
-    let images = run_parallel(&STORES, |&store| {
-        load_image(&options(ctx, SSDS[0].1, store, None))
+    let steps = ctx.steps(STORES.len() * (1 + SSDS.len() + EXTRA_DEVICES.len()));
+    let images = run_parallel(ctx, &STORES, |&store| {
+        let image = load_image(&options(ctx, SSDS[0].1, store, None));
+        steps.tick();
+        image
     })?;
     let mut jobs = Vec::new();
     for (label, device) in SSDS.iter().chain(&EXTRA_DEVICES) {
@@ -175,8 +178,9 @@ pub fn study(ctx: &RunContext) -> Result<Vec<Run>, String> {
             jobs.push((*label, *device, *store, image.clone()));
         }
     }
-    run_parallel(&jobs, |(label, device, store, image)| {
+    run_parallel(ctx, &jobs, |(label, device, store, image)| {
         let report = bench(&options(ctx, device, *store, Some(image.clone())), |_| {})?;
+        steps.tick();
         Ok(run_of(label, device, *store, &report))
     })
 }

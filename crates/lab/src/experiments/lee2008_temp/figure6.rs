@@ -44,9 +44,10 @@ impl Study for Figure6 {
                 * KB
         };
         let n = tuples(ctx);
+        let steps = ctx.steps(2);
         Ok(Figure6Runs {
-            hdd: sort_once(ctx, HDD, n, MEMORY_BYTES, cluster("hdd"), true)?,
-            ssd: sort_once(ctx, SSD, n, MEMORY_BYTES, cluster("ssd"), true)?,
+            hdd: steps.after(sort_once(ctx, HDD, n, MEMORY_BYTES, cluster("hdd"), true)?),
+            ssd: steps.after(sort_once(ctx, SSD, n, MEMORY_BYTES, cluster("ssd"), true)?),
         })
     }
 

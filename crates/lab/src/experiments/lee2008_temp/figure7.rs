@@ -108,11 +108,17 @@ impl Study for Figure7 {
         // Figure 7a, without read-ahead (what the checks use) and with it.
         let mut sweep: Vec<(bool, SortRun)> = Vec::new();
         let mut curves: Vec<Curve> = Vec::new();
+        let input_bytes = input_bytes(ctx) as f64;
+        let b_hdd = published("buffer_sweep_cluster_kb_hdd") as usize;
+        let b_ssd = published("buffer_sweep_cluster_kb_ssd") as usize;
+        let memories = memory_sizes(input_bytes, b_hdd.max(b_ssd));
+        let steps = ctx.steps(4 * CLUSTERS_KB.len() + 2 * memories.len());
         for read_ahead in [false, true] {
             for device in [HDD, SSD] {
                 let mut points = Vec::new();
                 for kb in CLUSTERS_KB {
                     let r = sort_with(ctx, device, n, MEMORY_BYTES, kb * KB, read_ahead, false)?;
+                    steps.tick();
                     points.push((kb, r.elapsed_s));
                     sweep.push((read_ahead, r));
                 }
@@ -121,13 +127,10 @@ impl Study for Figure7 {
         }
         // Figure 7b: memory sweep at the paper's cluster sizes (64 KB disk,
         // 2 KB SSD), as Figure 6 does; no read-ahead.
-        let b_hdd = published("buffer_sweep_cluster_kb_hdd") as usize;
-        let b_ssd = published("buffer_sweep_cluster_kb_ssd") as usize;
-        let input_bytes = input_bytes(ctx) as f64;
         let mut b_runs = Vec::new();
-        for memory in memory_sizes(input_bytes, b_hdd.max(b_ssd)) {
-            let h = sort_once(ctx, HDD, n, memory, b_hdd * KB, false)?;
-            let sd = sort_once(ctx, SSD, n, memory, b_ssd * KB, false)?;
+        for memory in memories {
+            let h = steps.after(sort_once(ctx, HDD, n, memory, b_hdd * KB, false)?);
+            let sd = steps.after(sort_once(ctx, SSD, n, memory, b_ssd * KB, false)?);
             b_runs.push((h, sd));
         }
         Ok(Figure7Runs {

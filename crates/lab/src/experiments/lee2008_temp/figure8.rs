@@ -87,7 +87,10 @@ impl Study for Figure8 {
         let regions = JoinKind::Hash(PartitionLayout::Regions {
             extent_clusters: 16,
         });
-        let join = |device, kind, trace| join_once(ctx, device, n, kind, MEMORY_BYTES, c, trace);
+        let steps = ctx.steps(6);
+        let join = |device, kind, trace| {
+            join_once(ctx, device, n, kind, MEMORY_BYTES, c, trace).map(|r| steps.after(r))
+        };
         Ok(Figure8Runs {
             cluster_bytes: c,
             hash_hdd: join(HDD, hash, true)?,

@@ -309,10 +309,7 @@ mod tests {
 
     #[test]
     fn sort_and_joins_run_verified_and_traced_on_both_devices() {
-        let ctx = RunContext {
-            quick: true,
-            seed: 3,
-        };
+        let ctx = RunContext::new(true, 3);
         for device in [HDD, SSD] {
             let r = sort_once(&ctx, device, 20_000, 256 * KB, 8 * KB, true).unwrap();
             assert!(r.stats.runs > 1 && r.elapsed_s > 0.0, "{device}");
