@@ -84,7 +84,7 @@ impl LogForce for DurableLog {
 fn image(n: u32, version: u64) -> Vec<u8> {
     let mut p = vec![0u8; PAGE];
     for (i, b) in p.iter_mut().enumerate().skip(page::PAGE_HEADER_BYTES) {
-        *b = (i as u64 ^ u64::from(n) * 31 ^ version * 7) as u8;
+        *b = (i as u64 ^ (u64::from(n) * 31) ^ (version * 7)) as u8;
     }
     page::set_id(&mut p, PageId::new(0, n));
     page::set_lsn(&mut p, version);
