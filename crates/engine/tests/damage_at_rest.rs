@@ -276,15 +276,20 @@ fn regression_swapped_data_and_rollback_files_are_named_and_left_alone() {
 /// database zeroed. Its zeros were read as a fresh space ("1 page").
 #[test]
 fn regression_a_zeroed_space_header_is_refused_naming_page_0() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config(StoreKind::InPlace);
-    make(dir.path(), &config, 300);
-    overwrite(&dir.path().join("data.data"), 0, &[0u8; PAGE]);
-    let err = assert_refused(
-        dir.path(),
-        &config,
+    zeroed_first_block_is_refused(
+        StoreKind::InPlace,
         &["data.data", "page 0", "space header", "all zeros"],
     );
+}
+
+/// A closed database of `kind` with its data file's first block zeroed is
+/// refused with every one of `needles` in the message.
+fn zeroed_first_block_is_refused(kind: StoreKind, needles: &[&str]) {
+    let dir = tempfile::tempdir().unwrap();
+    let config = config(kind);
+    make(dir.path(), &config, 300);
+    overwrite(&dir.path().join("data.data"), 0, &[0u8; PAGE]);
+    let err = assert_refused(dir.path(), &config, needles);
     eprintln!("{err}");
 }
 
@@ -292,16 +297,10 @@ fn regression_a_zeroed_space_header_is_refused_naming_page_0() {
 /// taken for a store whose creation was cut short, and formatted anew.
 #[test]
 fn regression_a_zeroed_log_structured_superblock_is_refused_naming_block_0() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config(StoreKind::LogStructured);
-    make(dir.path(), &config, 300);
-    overwrite(&dir.path().join("data.data"), 0, &[0u8; PAGE]);
-    let err = assert_refused(
-        dir.path(),
-        &config,
+    zeroed_first_block_is_refused(
+        StoreKind::LogStructured,
         &["data.data", "block 0", "superblock", "all zeros"],
     );
-    eprintln!("{err}");
 }
 
 /// Case 4, log-structured: both map-checkpoint headers zeroed.
