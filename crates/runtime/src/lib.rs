@@ -191,7 +191,8 @@ impl Rt {
 
     /// The runtime of the calling task, if any: the one it entered, or
     /// else the process's default real-world runtime once something made
-    /// it ([`RealRuntime::default_runtime`]), which the thread then keeps.
+    /// it ([`RealRuntime::default_runtime`]), which the thread then keeps
+    /// (RT-2).
     pub fn try_current() -> Option<Rt> {
         if let Some(rt) = CURRENT.with(|c| c.borrow().clone()) {
             return Some(rt);

@@ -1,6 +1,6 @@
 //! Streaming scans: [`Rows`] reads a key range of a table a chunk of
 //! entries at a time, as of the transaction's snapshot. Between chunks it
-//! holds no latch, only the next key to read from, so a caller may stop
+//! holds no latch, only the next key to read from (SCAN-1), so a caller may stop
 //! at any row at no cost, and a range of any size takes memory for one
 //! chunk. [`TypedRows`] decodes a typed table's rows as it goes.
 
