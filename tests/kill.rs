@@ -51,6 +51,9 @@ const RUN_MS_MAX: u64 = 500;
 /// land in recycling (`FLASHLAB_KILL_LOG_MB` for another size).
 const LOG_MB: u64 = 2;
 
+/// Acknowledged commits a kill round must average for the test to count.
+const KILL_COMMITS_MIN: usize = 10;
+
 fn env_or(name: &str, default: u64) -> u64 {
     std::env::var(name)
         .ok()
@@ -238,8 +241,11 @@ fn kill_rounds(store: Option<&str>, kills_wanted: u32) {
         );
     }
     assert_eq!(kills, kills_wanted);
+    // Enough commits that the kills cut through a working ledger: a floor
+    // a loaded machine's slowest store (IPL, one commit a force) still
+    // clears, since the runs' lengths are fixed in wall-clock time.
     assert!(
-        acked(&acks_path).len() > 100 * u64::from(kills_wanted) as usize / 2,
+        acked(&acks_path).len() > KILL_COMMITS_MIN * kills_wanted as usize,
         "the runs committed too little to test anything"
     );
     let _ = (present, unacked_max);
