@@ -146,6 +146,23 @@ struct Shared {
     failure: Option<String>,
 }
 
+impl Shared {
+    /// A committed transaction of `latency_us`.
+    fn count_commit(&mut self, latency_us: u64) {
+        self.committed_total += 1;
+        if self.measuring {
+            self.committed += 1;
+            let latency_us = latency_us.min(LATENCY_US_MAX);
+            for h in [self.histogram.as_mut(), self.interval.as_mut()]
+                .into_iter()
+                .flatten()
+            {
+                let _ = h.record(latency_us);
+            }
+        }
+    }
+}
+
 fn histogram() -> Histogram<u64> {
     Histogram::new_with_bounds(1, LATENCY_US_MAX, 3).expect("valid histogram bounds")
 }
@@ -276,7 +293,10 @@ fn spawn_client(
     );
     rt.spawn(&format!("client{client}"), move || {
         let mut rng = task_rt.fork_rng();
-        while task_rt.now_ns() < end_ns && !failed(&shared) {
+        // The client stops once any client failed: it learns so under the
+        // lock it takes after each transaction anyway, so the check costs
+        // the commit path nothing.
+        while task_rt.now_ns() < end_ns {
             let started_ns = task_rt.now_ns();
             let outcome = match &acks {
                 None => workload.transaction(&db, client, &mut rng).map(|()| None),
@@ -286,40 +306,20 @@ fn spawn_client(
                 (Some(acks), Ok(Some(id))) => acks(*id),
                 _ => Ok(()),
             };
-            if let Err(problem) = recorded {
-                shared
-                    .lock()
-                    .expect("shared")
-                    .failure
-                    .get_or_insert(problem);
-                return;
+            let latency_us = ((task_rt.now_ns() - started_ns) / 1_000).max(1);
+            let mut s = shared.lock().expect("shared");
+            match (outcome, recorded) {
+                (Ok(_), Err(problem)) => {
+                    s.failure.get_or_insert(problem);
+                }
+                (Ok(_), Ok(())) => s.count_commit(latency_us),
+                (Err(e), _) if e.is_retryable() => s.retries += 1,
+                (Err(e), _) => {
+                    s.failure.get_or_insert(e.to_string());
+                }
             }
-            match outcome {
-                Ok(_) => {
-                    let latency_us = ((task_rt.now_ns() - started_ns) / 1_000).max(1);
-                    let mut s = shared.lock().expect("shared");
-                    s.committed_total += 1;
-                    if s.measuring {
-                        s.committed += 1;
-                        let _ = s
-                            .histogram
-                            .as_mut()
-                            .map(|h| h.record(latency_us.min(LATENCY_US_MAX)));
-                        let _ = s
-                            .interval
-                            .as_mut()
-                            .map(|h| h.record(latency_us.min(LATENCY_US_MAX)));
-                    }
-                }
-                Err(e) if e.is_retryable() => shared.lock().expect("shared").retries += 1,
-                Err(e) => {
-                    shared
-                        .lock()
-                        .expect("shared")
-                        .failure
-                        .get_or_insert(e.to_string());
-                    return;
-                }
+            if s.failure.is_some() {
+                return;
             }
         }
     })
