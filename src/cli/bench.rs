@@ -61,9 +61,14 @@ pub struct Args {
     /// Simulated CPU cores.
     #[arg(long, default_value_t = 2)]
     cores: u32,
-    /// Clock of the simulated cores (CPU costs are calibrated at 1.86 GHz).
+    /// Clock of the simulated cores (a profile's prices move with 1/clock).
     #[arg(long, default_value_t = 1.86)]
     cpu_ghz: f64,
+    /// The system profile the simulated CPU charges (`flashlab devices`
+    /// lists them): lee2008 (the default), petrov2010, or engine (the
+    /// engine's own prices, unscaled).
+    #[arg(long)]
+    cpu_profile: Option<String>,
     /// Measured time: 10s, 500ms, 2m (plain numbers are seconds).
     #[arg(long, default_value = "10s")]
     duration: String,
@@ -291,6 +296,7 @@ fn options(args: &Args) -> anyhow::Result<BenchOptions> {
         tpcc,
         cores: args.cores,
         cpu_ghz: args.cpu_ghz,
+        cpu_costs: cpu_profile_costs(args.cpu_profile.as_deref(), args.cpu_ghz)?,
         duration_ns: parse_duration_ns(&args.duration, "--duration")?,
         warmup_ns: parse_duration_ns(&args.warmup, "--warmup")?,
         log_device: args.log_device.clone(),
@@ -766,3 +772,27 @@ fn parse_table_pages(values: &[String]) -> anyhow::Result<Vec<(String, usize)>> 
 
 /// Most `--table-page-bytes` arguments (TPC-C has nine tables).
 const TABLE_PAGE_ARGS_MAX: usize = 16;
+
+/// The prices of `--cpu-profile NAME` at `ghz`, or `None` for the default.
+fn cpu_profile_costs(
+    name: Option<&str>,
+    ghz: f64,
+) -> anyhow::Result<Option<flashlab_engine::CpuCosts>> {
+    use flashlab_lab::calibrate::committed;
+    let Some(name) = name else { return Ok(None) };
+    let c = committed();
+    let profile = match name {
+        "engine" => c.engine_profile(),
+        _ => match c.profile(name) {
+            Some(p) => p.clone(),
+            None => {
+                let known: Vec<&str> = c.profiles.iter().map(|p| p.id.as_str()).collect();
+                bail!(
+                    "--cpu-profile {name}: no such profile (known: {}, engine)",
+                    known.join(", ")
+                )
+            }
+        },
+    };
+    Ok(Some(c.costs(&profile).scaled(profile.ghz / ghz.max(0.01))))
+}

@@ -1,22 +1,26 @@
-//! `flashlab calibrate [--out FILE] [--rounds N] [--tuples N]`
+//! `flashlab calibrate [--out FILE] [--rounds N] [--tuples N] [--fit-only]`
 
 use std::path::PathBuf;
 
-use flashlab_lab::calibrate::{Calibration, calibrate, in_use_ns};
+use flashlab_lab::calibrate::{Calibration, calibrate, committed, refit};
 
 #[derive(clap::Args, Debug)]
 pub struct Args {
-    /// Where to write the measurement (JSON); the engine charges, and the
-    /// report cites, crates/engine/data/cpu-calibration.json (rebuild after
-    /// writing it there).
+    /// Where to write the calibration (JSON); the engine compiles in
+    /// crates/engine/data/cpu-calibration.json (rebuild after writing it
+    /// there).
     #[arg(long, default_value = "cpu-calibration.json")]
     out: PathBuf,
     /// Rounds to take the median of.
     #[arg(long, default_value_t = 5)]
     rounds: usize,
-    /// Sort records per round (the operator prices were first measured on 1,000,000).
+    /// Sort records per round of the operator prices.
     #[arg(long, default_value_t = 1_000_000)]
     tuples: u64,
+    /// Keep the committed prices and fit the system profiles again (the
+    /// counting runs are simulations: the same binary fits the same).
+    #[arg(long)]
+    fit_only: bool,
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -27,31 +31,23 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         anyhow::bail!("--tuples {}: must be 1,000 to 10,000,000", args.tuples);
     }
     let out = super::output::OutputFile::create("--out", &args.out)?;
-    let c = calibrate(args.rounds, args.tuples, |line| eprintln!("{line}"))
-        .map_err(anyhow::Error::msg)?;
-    println!(
-        "update-commit: {:.0} host ns = {:.0} ns at {} GHz (the calibration point)",
-        c.update_commit_host_ns, c.update_commit_reference_ns, c.reference_ghz
-    );
-    println!(
-        "{:<48} {:>10} {:>10} {:>12} {:>12}",
-        "price", "host ns", "ratio", "implied ns", "in use ns"
-    );
-    for p in &c.prices {
-        println!(
-            "{:<48} {:>10.2} {:>10.5} {:>12.1} {:>12.1}",
-            p.name,
-            p.host_ns,
-            p.ratio_to_update_commit,
-            p.implied_ns,
-            in_use_ns(p.key)
-        );
+    let progress = |line: &str| eprintln!("{line}");
+    let c = if args.fit_only {
+        refit(committed(), progress)
+    } else {
+        let scratch =
+            std::env::temp_dir().join(format!("flashlab-calibrate-{}", std::process::id()));
+        let _remove = super::interrupt::remove_on_interrupt(&scratch);
+        let c = calibrate(args.rounds, args.tuples, &scratch, progress);
+        let _ = std::fs::remove_dir_all(&scratch);
+        c
     }
+    .map_err(anyhow::Error::msg)?;
+    print_calibration(&c);
     let mut json = serde_json::to_vec_pretty(&c)?;
     json.push(b'\n');
     // The engine compiles this file in: refuse to write one it would refuse
-    // (CAL-1), such as a price the per-tuple and per-byte split made
-    // negative on a noisy machine.
+    // (CAL-1), such as a price a difference made negative on a noisy machine.
     if let Err(e) = Calibration::parse(std::str::from_utf8(&json)?) {
         anyhow::bail!(
             "calibrate: the measurement is not a valid calibration ({e}); nothing written to {}; rerun with more --rounds on a quieter machine",
@@ -61,4 +57,8 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     out.write_all_and_finish(&json)?;
     println!("wrote {}", args.out.display());
     Ok(())
+}
+
+fn print_calibration(c: &Calibration) {
+    print!("{}", flashlab_lab::calibrate::describe(c));
 }

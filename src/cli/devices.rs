@@ -1,4 +1,5 @@
-//! `flashlab devices [--json]`
+//! `flashlab devices [--json]`: the device presets with their sources, then
+//! the CPU profiles with theirs (text only; `--json` lists the presets).
 
 use flashlab_devices::presets;
 
@@ -26,5 +27,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
         println!();
     }
+    print!(
+        "{}",
+        flashlab_lab::calibrate::describe(flashlab_lab::calibrate::committed())
+    );
     Ok(())
 }

@@ -139,38 +139,44 @@ pub struct SpaceConfig {
     pub mirror: Option<String>,
 }
 
-/// CPU cost of engine operations, charged in the simulated world by
-/// `Rt::cpu` (in the real world the CPU does the work).
+/// CPU prices of the engine's own events, charged in the simulated world
+/// ([`crate::cpu_prices`]; in the real world the CPU does the work).
 ///
-/// Calibrated once, from one published point: lee2008 Table 2, update-commit
-/// with 64 clients and the log on the SSD, ran 5,701 TPS at 84% of a 1.86
-/// GHz dual-core CPU, so one transaction took 2 x 0.84 / 5,701 s = 294.7 us
-/// of CPU. The structural assumption: in a server driven by SQL statements,
-/// each statement (a read, an update, an insert, and the commit) costs about
-/// the same, and beginning a transaction costs nothing separate. An
-/// update-commit transaction is two statements, so one statement costs
-/// 147 us at 1.86 GHz. (Table 2's HDD column agrees: 178 TPS at 2.5% CPU is
-/// 281 us per transaction.) Costs are at [`REFERENCE_CPU_GHZ`]; a faster
-/// clock scales them down in proportion ([`CpuCosts::at_ghz`]).
-///
-/// Work that is not a statement follows from flashlab's own engine: a row
-/// visited by a scan costs what it costs flashlab relative to an
-/// update-commit transaction, times the calibrated 294.7 us. That ratio is
-/// measured by `flashlab calibrate` and read from the committed calibration
-/// file ([`crate::cpu_calibration`]); no price is typed in here.
+/// A simulated transaction costs the sum of its events' prices: its begin
+/// and commit, each statement, each row a scan visits, each buffer page
+/// access, each page I/O request and its kilobytes, each kilobyte of log.
+/// The prices are a *system profile* ([`crate::cpu_calibration::Profile`]):
+/// what each event costs flashlab's own engine, measured by `flashlab
+/// calibrate` on the engine itself, times the profile's scale, plus the
+/// profile's fixed cost per transaction (charged with the commit). A
+/// profile fits at most two parameters, each to one declared published
+/// point of its own paper; the default is lee2008's server. No price is
+/// typed into the code: they come from the committed calibration file.
+/// Prices are ns at the profile's clock; [`CpuCosts::at_ghz`] moves them
+/// to another clock of the default profile's CPU.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(default, deny_unknown_fields)]
 pub struct CpuCosts {
     /// Begin a transaction.
     pub begin_ns: u64,
-    /// A point read through a B+tree.
+    /// A point read through a B+tree (its page accesses apart).
     pub get_ns: u64,
-    /// An insert, update or delete through a B+tree, logging included.
+    /// An insert, update or delete through a B+tree (its page accesses and
+    /// log bytes apart).
     pub put_ns: u64,
     /// Per row returned by a scan.
     pub scan_row_ns: u64,
-    /// Commit processing (commit record, lock release).
+    /// Commit processing (commit record, lock release), and the profile's
+    /// fixed cost per transaction.
     pub commit_ns: u64,
+    /// A buffer page access (a fix of a resident or loaded page).
+    pub page_access_ns: u64,
+    /// A page I/O request to or from a data space (the I/O path's fixed part).
+    pub page_io_ns: u64,
+    /// Per KB of a page I/O request (copies, checksums).
+    pub page_io_ns_per_kb: u64,
+    /// Per KB of log record appended.
+    pub log_ns_per_kb: u64,
 }
 
 /// Largest configuration file read (a whole database's layout is a few KB).
@@ -182,45 +188,56 @@ pub const CPU_COST_NS_MAX: u64 = 1_000_000_000;
 pub const INTERVAL_NS_MAX: u64 = 86_400_000_000_000;
 
 pub use crate::cpu_calibration::REFERENCE_CPU_GHZ;
-/// CPU time of one SQL statement at the reference clock (see [`CpuCosts`]).
-pub const STATEMENT_NS: u64 = 147_000;
 
 impl Default for CpuCosts {
+    /// The default profile's prices ([`crate::cpu_calibration::default_profile`]).
     fn default() -> Self {
-        CpuCosts {
-            begin_ns: 0,
-            get_ns: STATEMENT_NS,
-            put_ns: STATEMENT_NS,
-            scan_row_ns: crate::cpu_calibration::scan_row_ns(),
-            commit_ns: STATEMENT_NS,
-        }
+        crate::cpu_calibration::default_profile().costs()
     }
 }
 
 impl CpuCosts {
-    /// The same work on a CPU clocked at `ghz` (costs scale with 1/clock).
-    pub fn at_ghz(&self, ghz: f64) -> CpuCosts {
-        // `as` saturates: a cost at the limit on a slow clock stays finite.
-        let scale = |ns: u64| (ns as f64 * REFERENCE_CPU_GHZ / ghz.max(0.01)).round() as u64;
-        CpuCosts {
-            begin_ns: scale(self.begin_ns),
-            get_ns: scale(self.get_ns),
-            put_ns: scale(self.put_ns),
-            scan_row_ns: scale(self.scan_row_ns),
-            commit_ns: scale(self.commit_ns),
-        }
-    }
-
-    /// Check every cost against [`CPU_COST_NS_MAX`], naming the key.
-    pub fn validate(&self) -> Result<()> {
-        let costs = [
+    /// Every price with its key, in the file's order.
+    pub fn named(&self) -> [(&'static str, u64); 9] {
+        [
             ("begin_ns", self.begin_ns),
             ("get_ns", self.get_ns),
             ("put_ns", self.put_ns),
             ("scan_row_ns", self.scan_row_ns),
             ("commit_ns", self.commit_ns),
-        ];
-        for (key, ns) in costs {
+            ("page_access_ns", self.page_access_ns),
+            ("page_io_ns", self.page_io_ns),
+            ("page_io_ns_per_kb", self.page_io_ns_per_kb),
+            ("log_ns_per_kb", self.log_ns_per_kb),
+        ]
+    }
+
+    /// Every price multiplied by `factor` (rounded; `as` saturates, so a
+    /// cost at the limit on a slow clock stays finite).
+    pub fn scaled(&self, factor: f64) -> CpuCosts {
+        let f = |ns: u64| (ns as f64 * factor).round() as u64;
+        CpuCosts {
+            begin_ns: f(self.begin_ns),
+            get_ns: f(self.get_ns),
+            put_ns: f(self.put_ns),
+            scan_row_ns: f(self.scan_row_ns),
+            commit_ns: f(self.commit_ns),
+            page_access_ns: f(self.page_access_ns),
+            page_io_ns: f(self.page_io_ns),
+            page_io_ns_per_kb: f(self.page_io_ns_per_kb),
+            log_ns_per_kb: f(self.log_ns_per_kb),
+        }
+    }
+
+    /// The default profile's work on its CPU clocked at `ghz` (costs scale
+    /// with 1/clock).
+    pub fn at_ghz(&self, ghz: f64) -> CpuCosts {
+        self.scaled(REFERENCE_CPU_GHZ / ghz.max(0.01))
+    }
+
+    /// Check every cost against [`CPU_COST_NS_MAX`], naming the key.
+    pub fn validate(&self) -> Result<()> {
+        for (key, ns) in self.named() {
             if ns > CPU_COST_NS_MAX {
                 return Err(Error::Config(format!(
                     "[cpu] {key} = {ns} is more than the limit of {CPU_COST_NS_MAX} ns"
@@ -238,6 +255,10 @@ impl CpuCosts {
             put_ns: 0,
             scan_row_ns: 0,
             commit_ns: 0,
+            page_access_ns: 0,
+            page_io_ns: 0,
+            page_io_ns_per_kb: 0,
+            log_ns_per_kb: 0,
         }
     }
 }

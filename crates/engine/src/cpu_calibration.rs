@@ -1,40 +1,71 @@
 //! # The CPU model's one calibration file
 //!
-//! The simulated CPU charges a SQL statement 147 us at 1.86 GHz (see
-//! [`crate::config::CpuCosts`]: one published point, lee2008 Table 2). Work
-//! that is not a statement (a row visited by a scan, a sort's key
-//! comparison, a tuple through a run, a KB copied, a key hashed) is priced
-//! at what it costs flashlab's own engine *relative to one update-commit
-//! transaction*, times the 294 us of that transaction.
+//! The simulated CPU charges the engine's own events
+//! ([`crate::config::CpuCosts`]). Their prices come from two sources, both
+//! in one committed file, [`CALIBRATION_JSON`]:
 //!
-//! Those ratios are measured, not typed in: `flashlab calibrate --out
-//! crates/engine/data/cpu-calibration.json` runs
-//! [`crate::temp::calibrate::measure`] a few rounds on the machine it runs
-//! on and writes this file. The engine compiles the committed file in
-//! ([`CALIBRATION_JSON`]) and takes every non-statement price from it
-//! ([`scan_row_ns`], [`operator_costs`]); the report cites the same file.
-//! There is no second copy of a price anywhere in the code, so rerunning the
-//! command and rebuilding is the whole of a recalibration.
+//! - **The engine's prices** ([`Price`]): what each event costs flashlab's
+//!   own engine in host nanoseconds, measured by `flashlab calibrate` on
+//!   the engine itself. Each is a difference of two measurements that
+//!   differ in that event alone (a deeper tree: more page accesses; a
+//!   larger page: more KB per read), a median over rounds, so no price
+//!   rests on one noisy timing.
+//! - **System profiles** ([`Profile`]): a paper's server (its CPU, clock,
+//!   cores and DBMS) as a scale on the engine's prices and a fixed cost
+//!   per transaction. A profile fits at most two parameters, each to one
+//!   declared published point of its own paper ([`Fit`]), from counting
+//!   runs of the simulated engine at the engine's prices; each point is a
+//!   calibration check in the report, and everything else is a prediction.
 //!
-//! Invariant CAL-1: the committed file parses and names each price of
-//! [`PriceKey`] exactly once, with a positive finite implied price (checked
-//! by the tests below; [`committed`] asserts it on first use).
+//! The engine compiles the file in; rerunning `flashlab calibrate --out
+//! crates/engine/data/cpu-calibration.json` and rebuilding is the whole of
+//! a recalibration (`--fit-only` keeps the measured prices and refits the
+//! profiles, which is deterministic).
+//!
+//! Invariant CAL-1: the committed file parses, names each price of
+//! [`PriceKey`] exactly once with a finite price that is not negative,
+//! and holds the default profile ([`DEFAULT_PROFILE`]) with a positive
+//! scale, a non-negative fixed cost and at most two fits (checked by the
+//! tests below; [`committed`] asserts it on first use).
 
 use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
+use crate::config::CpuCosts;
+
 /// The committed calibration, compiled in.
 pub const CALIBRATION_JSON: &str = include_str!("../data/cpu-calibration.json");
 /// Where it lives in the repository (what `flashlab calibrate --out` takes).
 pub const CALIBRATION_PATH: &str = "crates/engine/data/cpu-calibration.json";
+/// The profile a database is priced at unless told otherwise: lee2008's
+/// server, whose clock is [`REFERENCE_CPU_GHZ`].
+pub const DEFAULT_PROFILE: &str = "lee2008";
+/// Most parameters a profile may fit (the calibration rule).
+pub const PROFILE_FITS_MAX: usize = 2;
 
-/// The priced operations, as named in the file's `key` field.
+/// The priced events, as named in the file's `key` field.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize, Deserialize)]
 #[serde(rename_all = "snake_case")]
 pub enum PriceKey {
-    /// A row visited by a scan ([`crate::config::CpuCosts::scan_row_ns`]).
+    /// A read-only transaction's begin and commit.
+    Begin,
+    /// A point read, its page accesses apart.
+    Get,
+    /// An update, its page accesses and log bytes apart.
+    Put,
+    /// A writing transaction's commit (record, locks, begin included).
+    Commit,
+    /// A row visited by a scan.
     ScanRow,
+    /// A buffer page access.
+    PageAccess,
+    /// A page read request's fixed part.
+    PageIo,
+    /// A KB of page read.
+    PageIoPerKb,
+    /// A KB of log record appended.
+    LogPerKb,
     /// A key comparison ([`OperatorCosts::compare_ns`]).
     Compare,
     /// A tuple through a run writer and reader ([`OperatorCosts::tuple_ns`]).
@@ -47,8 +78,16 @@ pub enum PriceKey {
 
 impl PriceKey {
     /// Every price the file must carry, in its order.
-    pub const ALL: [PriceKey; 5] = [
+    pub const ALL: [PriceKey; 13] = [
+        PriceKey::Begin,
+        PriceKey::Get,
+        PriceKey::Put,
+        PriceKey::Commit,
         PriceKey::ScanRow,
+        PriceKey::PageAccess,
+        PriceKey::PageIo,
+        PriceKey::PageIoPerKb,
+        PriceKey::LogPerKb,
         PriceKey::Compare,
         PriceKey::Tuple,
         PriceKey::CopyPerKb,
@@ -56,18 +95,53 @@ impl PriceKey {
     ];
 }
 
-/// One priced operation: its host cost, its ratio to an update-commit
-/// transaction, and the simulated price that implies.
+/// One priced event of flashlab's engine, in host ns.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Price {
     pub key: PriceKey,
     /// A reader's name for it.
     pub name: String,
+    /// Host ns on the calibration machine (median over the rounds).
     pub host_ns: f64,
-    pub ratio_to_update_commit: f64,
-    /// ratio x 2 x STATEMENT_NS, at 1.86 GHz: the price the engine charges.
-    pub implied_ns: f64,
+    /// How it was measured.
+    pub how: String,
+}
+
+/// One published point a profile's parameter was fitted to.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Fit {
+    /// The parameter (`scale` or `txn_ns`).
+    pub parameter: String,
+    /// The published point, in words, with its paper and table.
+    pub point: String,
+    /// The calibration check in the report that holds the profile to it.
+    pub check: String,
+    /// The published CPU time per transaction the point implies, ns.
+    pub published_ns: f64,
+    /// CPU per transaction of the counting run at the engine's prices, ns.
+    pub engine_ns: f64,
+}
+
+/// A paper's system: the engine's prices times `scale`, plus `txn_ns` per
+/// transaction. See the module documentation.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(deny_unknown_fields)]
+pub struct Profile {
+    /// Which paper's system (`lee2008`, `petrov2010`).
+    pub id: String,
+    /// The CPU and DBMS, in words, with the source.
+    pub system: String,
+    /// The clock the prices are at.
+    pub ghz: f64,
+    /// The engine's prices are multiplied by this.
+    pub scale: f64,
+    /// Fixed CPU per transaction (the DBMS's session and client work that
+    /// an embedded engine does not do), ns, charged with the commit.
+    pub txn_ns: f64,
+    /// The published points the parameters were fitted to.
+    pub fitted: Vec<Fit>,
 }
 
 /// A calibration run, as `flashlab calibrate` writes it.
@@ -80,13 +154,8 @@ pub struct Calibration {
     pub host_cpu: String,
     pub rounds: usize,
     pub tuples: u64,
-    /// The calibrated update-commit transaction, ns of CPU at the
-    /// reference clock.
-    pub update_commit_reference_ns: f64,
-    pub reference_ghz: f64,
-    /// Host ns of an update-commit transaction (median).
-    pub update_commit_host_ns: f64,
     pub prices: Vec<Price>,
+    pub profiles: Vec<Profile>,
 }
 
 impl Calibration {
@@ -99,30 +168,117 @@ impl Calibration {
                 return Err(format!("price {key:?} appears {n} times (CAL-1)"));
             }
         }
-        if c.prices.len() != PriceKey::ALL.len() {
-            return Err(format!(
-                "{} prices, expected {}",
-                c.prices.len(),
-                PriceKey::ALL.len()
-            ));
-        }
         if let Some(p) = c
             .prices
             .iter()
-            .find(|p| !(p.implied_ns.is_finite() && p.implied_ns > 0.0))
+            .find(|p| !(p.host_ns.is_finite() && p.host_ns >= 0.0))
         {
-            return Err(format!("price {:?} is {} ns (CAL-1)", p.key, p.implied_ns));
+            return Err(format!("price {:?} is {} ns (CAL-1)", p.key, p.host_ns));
+        }
+        if c.profile(DEFAULT_PROFILE).is_none() {
+            return Err(format!("no profile {DEFAULT_PROFILE} (CAL-1)"));
+        }
+        for p in &c.profiles {
+            p.validate()?;
         }
         Ok(c)
     }
 
-    /// The implied price of `key`, ns at the reference clock.
-    pub fn price_ns(&self, key: PriceKey) -> f64 {
+    /// The engine's host price of `key`, ns.
+    pub fn host_ns(&self, key: PriceKey) -> f64 {
         self.prices
             .iter()
             .find(|p| p.key == key)
-            .map(|p| p.implied_ns)
+            .map(|p| p.host_ns)
             .unwrap_or(f64::NAN)
+    }
+
+    /// The profile named `id`.
+    pub fn profile(&self, id: &str) -> Option<&Profile> {
+        self.profiles.iter().find(|p| p.id == id)
+    }
+
+    /// The engine's own prices, unscaled (the counting runs' profile).
+    pub fn engine_profile(&self) -> Profile {
+        Profile {
+            id: "engine".into(),
+            system: format!(
+                "flashlab's engine on the calibration machine ({})",
+                self.host_cpu
+            ),
+            ghz: REFERENCE_CPU_GHZ,
+            scale: 1.0,
+            txn_ns: 0.0,
+            fitted: Vec::new(),
+        }
+    }
+
+    /// `profile`'s prices of the engine's events, ns at its clock.
+    pub fn costs(&self, profile: &Profile) -> CpuCosts {
+        let p = |key| (self.host_ns(key) * profile.scale).round() as u64;
+        CpuCosts {
+            begin_ns: p(PriceKey::Begin),
+            get_ns: p(PriceKey::Get),
+            put_ns: p(PriceKey::Put),
+            scan_row_ns: p(PriceKey::ScanRow),
+            commit_ns: p(PriceKey::Commit) + profile.txn_ns.round() as u64,
+            page_access_ns: p(PriceKey::PageAccess),
+            page_io_ns: p(PriceKey::PageIo),
+            page_io_ns_per_kb: p(PriceKey::PageIoPerKb),
+            log_ns_per_kb: p(PriceKey::LogPerKb),
+        }
+    }
+
+    /// `profile`'s prices of the sort and join operators, ns at its clock.
+    pub fn operators(&self, profile: &Profile) -> OperatorCosts {
+        let p = |key| self.host_ns(key) * profile.scale;
+        OperatorCosts {
+            compare_ns: p(PriceKey::Compare),
+            tuple_ns: p(PriceKey::Tuple),
+            hash_ns: p(PriceKey::Hash),
+            copy_ns_per_kb: p(PriceKey::CopyPerKb),
+        }
+    }
+}
+
+impl Profile {
+    /// CAL-1 for one profile.
+    fn validate(&self) -> Result<(), String> {
+        if !(self.scale.is_finite() && self.scale > 0.0) {
+            return Err(format!("profile {}: scale {} (CAL-1)", self.id, self.scale));
+        }
+        if !(self.txn_ns.is_finite() && self.txn_ns >= 0.0) {
+            return Err(format!(
+                "profile {}: txn_ns {} (CAL-1)",
+                self.id, self.txn_ns
+            ));
+        }
+        if !(self.ghz.is_finite() && self.ghz > 0.0) {
+            return Err(format!("profile {}: ghz {} (CAL-1)", self.id, self.ghz));
+        }
+        if self.fitted.len() > PROFILE_FITS_MAX {
+            return Err(format!(
+                "profile {} fits {} parameters, more than {PROFILE_FITS_MAX} (CAL-1)",
+                self.id,
+                self.fitted.len()
+            ));
+        }
+        Ok(())
+    }
+
+    /// This profile's event prices (from the committed file).
+    pub fn costs(&self) -> CpuCosts {
+        committed().costs(self)
+    }
+
+    /// These prices on the same CPU family clocked at `ghz`.
+    pub fn costs_at(&self, ghz: f64) -> CpuCosts {
+        self.costs().scaled(self.ghz / ghz.max(0.01))
+    }
+
+    /// This profile's operator prices (from the committed file).
+    pub fn operators(&self) -> OperatorCosts {
+        committed().operators(self)
     }
 }
 
@@ -136,20 +292,24 @@ pub fn committed() -> &'static Calibration {
     })
 }
 
-/// A row visited by a scan, ns at the reference clock (rounded).
-pub fn scan_row_ns() -> u64 {
-    committed().price_ns(PriceKey::ScanRow).round() as u64
+/// The committed profile named `id`.
+pub fn profile(id: &str) -> Option<&'static Profile> {
+    committed().profile(id)
 }
 
-/// The sort and join operators' prices at the reference clock.
+/// The default profile ([`DEFAULT_PROFILE`]).
+pub fn default_profile() -> &'static Profile {
+    profile(DEFAULT_PROFILE).expect("CAL-1: the committed file holds the default profile")
+}
+
+/// A row visited by a scan at the default profile, ns (rounded).
+pub fn scan_row_ns() -> u64 {
+    default_profile().costs().scan_row_ns
+}
+
+/// The sort and join operators' prices at the default profile.
 pub fn operator_costs() -> OperatorCosts {
-    let c = committed();
-    OperatorCosts {
-        compare_ns: c.price_ns(PriceKey::Compare),
-        tuple_ns: c.price_ns(PriceKey::Tuple),
-        hash_ns: c.price_ns(PriceKey::Hash),
-        copy_ns_per_kb: c.price_ns(PriceKey::CopyPerKb),
-    }
+    default_profile().operators()
 }
 
 /// Clock of the CPU the costs were calibrated on (lee2008 section 3).
@@ -205,8 +365,9 @@ mod tests {
     #[test]
     fn the_committed_calibration_names_every_price_once() {
         let c = Calibration::parse(CALIBRATION_JSON).expect("CAL-1");
-        assert!(c.update_commit_host_ns > 0.0 && c.rounds > 0);
+        assert!(c.rounds > 0);
         assert!(scan_row_ns() > 0);
+        assert_eq!(default_profile().ghz, REFERENCE_CPU_GHZ);
         let ops = operator_costs();
         for v in [
             ops.compare_ns,
@@ -229,7 +390,7 @@ mod tests {
                 .contains("appears 0 times")
         );
         let mut c = committed().clone();
-        c.prices[1].key = PriceKey::ScanRow;
+        c.prices[1].key = PriceKey::Begin;
         let text = serde_json::to_string(&c).unwrap();
         assert!(
             Calibration::parse(&text)
@@ -237,8 +398,52 @@ mod tests {
                 .contains("appears 2 times")
         );
         let mut c = committed().clone();
-        c.prices[0].implied_ns = -1.0;
+        c.prices[0].host_ns = -1.0;
         let text = serde_json::to_string(&c).unwrap();
         assert!(Calibration::parse(&text).unwrap_err().contains("CAL-1"));
+    }
+
+    #[test]
+    fn a_profile_fitting_more_than_two_parameters_is_refused() {
+        let mut c = committed().clone();
+        let p = c
+            .profiles
+            .iter_mut()
+            .find(|p| p.id == DEFAULT_PROFILE)
+            .unwrap();
+        let fit = Fit {
+            parameter: "scale".into(),
+            point: "p".into(),
+            check: "c".into(),
+            published_ns: 1.0,
+            engine_ns: 1.0,
+        };
+        p.fitted = vec![fit.clone(), fit.clone(), fit];
+        let text = serde_json::to_string(&c).unwrap();
+        assert!(
+            Calibration::parse(&text)
+                .unwrap_err()
+                .contains("more than 2")
+        );
+        c.profiles.retain(|p| p.id != DEFAULT_PROFILE);
+        let text = serde_json::to_string(&c).unwrap();
+        assert!(
+            Calibration::parse(&text)
+                .unwrap_err()
+                .contains("no profile")
+        );
+    }
+
+    #[test]
+    fn a_profile_scales_the_engine_prices_and_adds_its_fixed_cost_to_the_commit() {
+        let c = committed();
+        let mut p = c.engine_profile();
+        let base = c.costs(&p);
+        p.scale = 3.0;
+        p.txn_ns = 1000.0;
+        let scaled = c.costs(&p);
+        let expect = (c.host_ns(PriceKey::Get) * 3.0).round() as u64;
+        assert_eq!(scaled.get_ns, expect);
+        assert!(scaled.commit_ns >= base.commit_ns * 3 + 998);
     }
 }

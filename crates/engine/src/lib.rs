@@ -82,6 +82,8 @@ pub mod config;
 #[doc(hidden)]
 pub mod cpu_calibration;
 #[doc(hidden)]
+pub mod cpu_prices;
+#[doc(hidden)]
 pub mod db;
 pub mod error;
 #[doc(hidden)]

@@ -48,6 +48,9 @@ pub struct BenchOptions {
     pub clients: u32,
     pub cores: u32,
     pub cpu_ghz: f64,
+    /// Exact CPU prices (a system profile's, at this run's clock); `None`:
+    /// the configuration's, or the default profile's, moved to `cpu_ghz`.
+    pub cpu_costs: Option<flashlab_engine::config::CpuCosts>,
     pub duration_ns: u64,
     pub warmup_ns: u64,
     pub log_device: String,
@@ -153,6 +156,7 @@ impl Default for BenchOptions {
             clients: 20,
             cores: 2,
             cpu_ghz: REFERENCE_CPU_GHZ,
+            cpu_costs: None,
             duration_ns: 10 * NS_PER_S,
             warmup_ns: NS_PER_S,
             log_device: "ssd-2008".into(),
@@ -688,7 +692,10 @@ fn db_config(options: &BenchOptions) -> DbConfig {
     if options.log_bytes.is_some() {
         config.log.capacity_bytes = options.log_bytes;
     }
-    config.cpu = config.cpu.at_ghz(options.cpu_ghz);
+    config.cpu = match &options.cpu_costs {
+        Some(costs) => costs.clone(),
+        None => config.cpu.at_ghz(options.cpu_ghz),
+    };
     config
 }
 

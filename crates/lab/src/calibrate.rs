@@ -1,37 +1,45 @@
-//! `flashlab calibrate`: the CPU model's cost ratios, measured and written
-//! to one file.
+//! `flashlab calibrate`: the CPU model's prices and system profiles,
+//! measured and fitted, written to one file.
 //!
-//! The CPU model is calibrated on one published point (lee2008 Table 2:
-//! 294.7 us of CPU per update-commit transaction at 1.86 GHz, 147 us a
-//! statement). Work that is not a statement (a scanned row, a sort's key
-//! comparison, a tuple through a run, a KB copied, a key hashed) is priced
-//! at what it costs flashlab's own engine *relative to one update-commit
-//! transaction*, times those 294.7 us. [`calibrate`] measures those ratios
-//! on this machine (`flashlab_engine::temp::calibrate::measure`, median of
-//! several rounds of each price's ratio to the same round's
-//! update-commit, real world, memory devices) and [`Calibration`] records
-//! them with the prices they imply.
+//! Two steps (see `flashlab_engine::cpu_calibration` for the model):
+//! 1. **The engine's prices**: what each event costs flashlab's own engine
+//!    on this machine, in the real world ([`measure_prices`]: the engine's
+//!    events from `flashlab_engine::db::calibrate`, the sort and join
+//!    operators from `flashlab_engine::temp::calibrate`, medians over the
+//!    rounds).
+//! 2. **The system profiles** ([`fit_profiles`]): counting runs of the
+//!    simulated engine at those prices give each declared workload's CPU
+//!    per transaction; each profile's parameters are solved from its
+//!    declared published points:
+//!    - lee2008's server: a scale and a fixed cost per transaction, from
+//!      Table 2 (update-commit, 64 clients, log on the SSD: 5,701 TPS at
+//!      84% of two 1.86 GHz cores) and Table 3 (TPC-B, 20 clients, log on
+//!      the SSD: 3,045 TPS at 65%);
+//!    - petrov2010's MySQL 5.1 on the Opteron: a scale alone, from Table
+//!      4's 1-CPU, 4 KB, 2560 MB maximum (3,851 NoTPM), taken as the one
+//!      CPU busy throughout.
 //!
-//! The committed result is [`CALIBRATION_JSON`]
-//! (`crates/engine/data/cpu-calibration.json`), which the engine compiles
-//! in and charges from (`flashlab_engine::cpu_calibration`); the report
-//! prints it beside the prices in use. Rerun it with
-//! `flashlab calibrate --out crates/engine/data/cpu-calibration.json` and
-//! rebuild.
+//! The counting runs are simulations, so step 2 is deterministic:
+//! `--fit-only` refits the profiles on the committed prices. The committed
+//! result is [`CALIBRATION_JSON`] (`crates/engine/data/cpu-calibration.json`),
+//! which the engine compiles in; the report prints it.
 
-use flashlab_engine::config::{REFERENCE_CPU_GHZ, STATEMENT_NS};
+use std::path::Path;
+
+use flashlab_engine::config::CpuCosts;
 pub use flashlab_engine::cpu_calibration::{
-    CALIBRATION_JSON, CALIBRATION_PATH, Calibration, Price, PriceKey, committed,
+    CALIBRATION_JSON, CALIBRATION_PATH, Calibration, DEFAULT_PROFILE, Fit, Price, PriceKey,
+    Profile, committed,
 };
+use flashlab_engine::db::calibrate::{EventCosts, measure_events};
 use flashlab_engine::temp::calibrate::{HostCosts, measure};
+
+use crate::bench::{BenchOptions, bench, load_image};
+use crate::experiments::{RunContext, lee2008_log, petrov2010};
 
 fn median(mut v: Vec<f64>) -> f64 {
     v.sort_by(f64::total_cmp);
-    if v.is_empty() {
-        f64::NAN
-    } else {
-        v[v.len() / 2]
-    }
+    v.get(v.len() / 2).copied().unwrap_or(f64::NAN)
 }
 
 fn host_cpu() -> String {
@@ -46,90 +54,288 @@ fn host_cpu() -> String {
         .unwrap_or_else(|| "unknown".into())
 }
 
-/// Measure `rounds` times on `tuples` records and take each price's median.
-/// Runs the engine in the real world; `progress` gets a line per round.
+/// Measure, then fit: a whole calibration. `scratch` is a directory for
+/// the measurement's files (removed after); `progress` gets a line a step.
 pub fn calibrate(
     rounds: usize,
     tuples: u64,
+    scratch: &Path,
     mut progress: impl FnMut(&str),
 ) -> Result<Calibration, String> {
-    let rt = flashlab_runtime::RealRuntime::new(1);
-    let _enter = flashlab_runtime::RealRuntime::enter(&rt);
-    let mut runs: Vec<HostCosts> = Vec::new();
-    for i in 0..rounds.max(1) {
-        let c = measure(tuples).map_err(|e| e.to_string())?;
-        progress(&format!(
-            "round {}: update-commit {:.0} ns, scan row {:.0} ns, compare {:.2} ns, tuple {:.1} ns, copy {:.0} ns/KB, hash {:.1} ns",
-            i + 1,
-            c.update_commit_ns,
-            c.scan_row_ns,
-            c.compare_ns,
-            c.tuple_ns,
-            c.copy_ns_per_kb,
-            c.hash_ns
-        ));
-        runs.push(c);
-    }
-    let m = |f: fn(&HostCosts) -> f64| median(runs.iter().map(f).collect());
-    // Each round's ratio to its own update-commit (one session, one load on
-    // the machine), then the median over rounds.
-    let ratio =
-        |f: fn(&HostCosts) -> f64| median(runs.iter().map(|c| f(c) / c.update_commit_ns).collect());
-    let update_commit = m(|c| c.update_commit_ns);
-    let reference = 2.0 * STATEMENT_NS as f64;
-    let price = |key: PriceKey, name: &str, f: fn(&HostCosts) -> f64| Price {
-        key,
-        name: name.into(),
-        host_ns: m(f),
-        ratio_to_update_commit: ratio(f),
-        implied_ns: ratio(f) * reference,
-    };
-    Ok(Calibration {
+    let prices = measure_prices(rounds, tuples, scratch, &mut progress)?;
+    let mut c = Calibration {
         command: format!("flashlab calibrate --rounds {rounds} --tuples {tuples}"),
         host_cpu: host_cpu(),
-        rounds: runs.len(),
+        rounds,
         tuples,
-        update_commit_reference_ns: reference,
-        reference_ghz: REFERENCE_CPU_GHZ,
-        update_commit_host_ns: update_commit,
-        prices: vec![
-            price(PriceKey::ScanRow, "scan row (CpuCosts::scan_row_ns)", |c| {
-                c.scan_row_ns
-            }),
-            price(
-                PriceKey::Compare,
-                "key comparison (OperatorCosts::compare_ns)",
-                |c| c.compare_ns,
+        prices,
+        profiles: Vec::new(),
+    };
+    c.profiles = fit_profiles(&c, &mut progress)?;
+    Ok(c)
+}
+
+/// Keep `c`'s prices and fit its profiles again (`--fit-only`).
+pub fn refit(c: &Calibration, mut progress: impl FnMut(&str)) -> Result<Calibration, String> {
+    let mut c = c.clone();
+    c.profiles = fit_profiles(&c, &mut progress)?;
+    Ok(c)
+}
+
+/// The engine's prices on this machine, real world.
+pub fn measure_prices(
+    rounds: usize,
+    tuples: u64,
+    scratch: &Path,
+    progress: &mut impl FnMut(&str),
+) -> Result<Vec<Price>, String> {
+    let rt = flashlab_runtime::RealRuntime::new(1);
+    let _enter = flashlab_runtime::RealRuntime::enter(&rt);
+    progress("measuring the engine's events (scratch databases, real world)");
+    let events = measure_events(scratch, rounds.max(1)).map_err(|e| e.to_string())?;
+    let mut ops: Vec<HostCosts> = Vec::new();
+    for i in 0..rounds.max(1) {
+        ops.push(measure(tuples).map_err(|e| e.to_string())?);
+        progress(&format!("operators: round {} of {rounds}", i + 1));
+    }
+    let m = |f: fn(&HostCosts) -> f64| median(ops.iter().map(f).collect());
+    let mut prices = event_prices(&events);
+    let how = "sorting, run and hashing loops (flashlab_engine::temp::calibrate)";
+    for (key, name, ns) in [
+        (PriceKey::Compare, "a key comparison", m(|c| c.compare_ns)),
+        (PriceKey::Tuple, "a tuple through a run", m(|c| c.tuple_ns)),
+        (
+            PriceKey::CopyPerKb,
+            "a KB of tuples copied",
+            m(|c| c.copy_ns_per_kb),
+        ),
+        (PriceKey::Hash, "a key hashed", m(|c| c.hash_ns)),
+    ] {
+        prices.push(price(key, name, ns, how));
+    }
+    Ok(prices)
+}
+
+fn price(key: PriceKey, name: &str, host_ns: f64, how: &str) -> Price {
+    Price {
+        key,
+        name: name.into(),
+        host_ns,
+        how: how.into(),
+    }
+}
+
+fn event_prices(e: &EventCosts) -> Vec<Price> {
+    let how = "timed loops in scratch databases (flashlab_engine::db::calibrate)";
+    [
+        (
+            PriceKey::Begin,
+            "a read-only transaction's begin and commit",
+            e.begin_ns,
+        ),
+        (
+            PriceKey::Get,
+            "a point read, its page accesses apart",
+            e.get_ns,
+        ),
+        (
+            PriceKey::Put,
+            "an update, its page accesses and log apart",
+            e.put_ns,
+        ),
+        (
+            PriceKey::Commit,
+            "a writing transaction's commit",
+            e.commit_ns,
+        ),
+        (PriceKey::ScanRow, "a row a scan visits", e.scan_row_ns),
+        (
+            PriceKey::PageAccess,
+            "a buffer page access",
+            e.page_access_ns,
+        ),
+        (PriceKey::PageIo, "a page I/O request", e.page_io_ns),
+        (
+            PriceKey::PageIoPerKb,
+            "a KB of page I/O",
+            e.page_io_ns_per_kb,
+        ),
+        (PriceKey::LogPerKb, "a KB of log appended", e.log_ns_per_kb),
+    ]
+    .into_iter()
+    .map(|(key, name, ns)| price(key, name, ns, how))
+    .collect()
+}
+
+/// lee2008's two CPU points: (published CPU ns per transaction, what).
+const LEE2008_TABLE2: (f64, &str) = (
+    2.0 * 0.84 / 5701.0 * 1e9,
+    "lee2008 Table 2: update-commit, 64 clients, log on the SSD, 5,701 TPS at 84% of two 1.86 GHz cores",
+);
+const LEE2008_TABLE3: (f64, &str) = (
+    2.0 * 0.65 / 3045.0 * 1e9,
+    "lee2008 Table 3: TPC-B, 20 clients, log on the SSD, 3,045 TPS at 65% of two 1.86 GHz cores",
+);
+/// petrov2010's point: NoTPM of the 1-CPU, 4 KB, 2560 MB cell.
+const PETROV_NOTPM: f64 = 3851.0;
+
+/// Fit every profile on `c`'s prices.
+pub fn fit_profiles(
+    c: &Calibration,
+    progress: &mut impl FnMut(&str),
+) -> Result<Vec<Profile>, String> {
+    let engine = c.costs(&c.engine_profile());
+    progress("fitting lee2008's server (two counting runs)");
+    let lee2008 = fit_lee2008(&engine)?;
+    progress("fitting petrov2010's server (a TPC-C load and a counting run)");
+    let petrov = fit_petrov2010(&engine)?;
+    Ok(vec![lee2008, petrov])
+}
+
+/// CPU ns per transaction of a run at exact `costs`.
+fn cpu_per_txn(options: BenchOptions, costs: &CpuCosts) -> Result<f64, String> {
+    let cores = options.cores;
+    let report = bench(
+        &BenchOptions {
+            cpu_costs: Some(costs.clone()),
+            ..options
+        },
+        |_| {},
+    )?;
+    Ok(report.cpu_utilization * f64::from(cores) / report.tps.max(1e-9) * 1e9)
+}
+
+fn fit_lee2008(engine: &CpuCosts) -> Result<Profile, String> {
+    let ctx = RunContext::new(false, 1);
+    let run = |workload, clients| {
+        let o = lee2008_log::options(
+            &ctx,
+            workload,
+            lee2008_log::SSD,
+            clients,
+            2,
+            lee2008_log::DUAL_GHZ,
+        );
+        cpu_per_txn(o, engine)
+    };
+    let e_uc = run("update-commit", 64)?;
+    let e_tpcb = run("tpcb", 20)?;
+    let (c_uc, c_tpcb) = (LEE2008_TABLE2.0, LEE2008_TABLE3.0);
+    let scale = (c_tpcb - c_uc) / (e_tpcb - e_uc);
+    let txn_ns = c_uc - scale * e_uc;
+    if !(scale > 0.0 && txn_ns >= 0.0) {
+        return Err(format!(
+            "lee2008's profile has no fit: the engine's TPC-B costs {e_tpcb:.0} ns against update-commit's {e_uc:.0} (scale {scale:.3}, fixed {txn_ns:.0} ns)"
+        ));
+    }
+    let fit = |parameter: &str, point: (f64, &str), check: &str, engine_ns| Fit {
+        parameter: parameter.into(),
+        point: point.1.into(),
+        check: check.into(),
+        published_ns: point.0,
+        engine_ns,
+    };
+    Ok(Profile {
+        id: "lee2008".into(),
+        system: "lee2008's commercial DBMS on a 1.86 GHz dual-core Xeon (section 3)".into(),
+        ghz: lee2008_log::DUAL_GHZ,
+        scale,
+        txn_ns,
+        fitted: vec![
+            fit("scale", LEE2008_TABLE2, "lee2008.table2.cpu_per_txn", e_uc),
+            fit(
+                "txn_ns",
+                LEE2008_TABLE3,
+                "lee2008.table3.cpu_per_txn",
+                e_tpcb,
             ),
-            price(
-                PriceKey::Tuple,
-                "tuple through a run (OperatorCosts::tuple_ns)",
-                |c| c.tuple_ns,
-            ),
-            price(
-                PriceKey::CopyPerKb,
-                "KB copied (OperatorCosts::copy_ns_per_kb)",
-                |c| c.copy_ns_per_kb,
-            ),
-            price(PriceKey::Hash, "key hashed (OperatorCosts::hash_ns)", |c| {
-                c.hash_ns
-            }),
         ],
     })
 }
 
-/// The price the engine charges now for `key`, ns at the reference clock
-/// (what the report sets beside the file's implied price: equal unless the
-/// binary was built from another file).
-pub fn in_use_ns(key: PriceKey) -> f64 {
-    let ops = flashlab_engine::temp::OperatorCosts::default();
-    match key {
-        PriceKey::ScanRow => flashlab_engine::config::CpuCosts::default().scan_row_ns as f64,
-        PriceKey::Compare => ops.compare_ns,
-        PriceKey::Tuple => ops.tuple_ns,
-        PriceKey::CopyPerKb => ops.copy_ns_per_kb,
-        PriceKey::Hash => ops.hash_ns,
+fn fit_petrov2010(engine: &CpuCosts) -> Result<Profile, String> {
+    let ctx = RunContext::new(false, 1);
+    let cell = petrov2010::FITTED_CELL;
+    let load = petrov2010::options(&ctx, cell, petrov2010::PAPER_WAREHOUSES, None);
+    let image = load_image(&load)?;
+    let mut options = petrov2010::options(&ctx, cell, petrov2010::FIT_LOAD, Some(image));
+    options.cpu_costs = Some(engine.clone());
+    let report = bench(&options, |_| {})?;
+    let notpm = report.tpcc.as_ref().map_or(0.0, |t| t.tpmc);
+    // CPU ns per New-Order (the mix's other transactions included).
+    let e_no = report.cpu_utilization * f64::from(cell.cpus) * 60.0 / notpm.max(1e-9) * 1e9;
+    let published_ns = 60.0 * 1e9 * f64::from(cell.cpus) / PETROV_NOTPM;
+    let scale = published_ns / e_no;
+    if !(scale.is_finite() && scale > 0.0) {
+        return Err(format!(
+            "petrov2010's profile has no fit: the counting run ran {notpm:.0} NoTPM"
+        ));
     }
+    Ok(Profile {
+        id: "petrov2010".into(),
+        system: "petrov2010's MySQL 5.1 (InnoDB) on 2.3 GHz Opteron 8356 cores of a Sun Fire X4440 (section 3)".into(),
+        ghz: petrov2010::CPU_GHZ,
+        scale,
+        txn_ns: 0.0,
+        fitted: vec![Fit {
+            parameter: "scale".into(),
+            point: format!(
+                "petrov2010 Table 4: {PETROV_NOTPM:.0} NoTPM at 1 CPU, 4 KB pages, 2560 MB, taken as the CPU busy throughout (60 s / NoTPM of CPU a New-Order, the mix's other transactions included)"
+            ),
+            check: petrov2010::FITTED_CHECK.into(),
+            published_ns,
+            engine_ns: e_no,
+        }],
+    })
+}
+
+/// `c`'s prices and profiles as text: each engine event's host price and
+/// its price in each profile, then each profile's parameters and the
+/// published points they were fitted to.
+pub fn describe(c: &Calibration) -> String {
+    use std::fmt::Write;
+    let mut out = String::new();
+    let _ = write!(out, "{:<46} {:>9}", "CPU price (ns)", "engine");
+    for p in &c.profiles {
+        let _ = write!(out, " {:>11}", p.id);
+    }
+    out.push('\n');
+    for price in &c.prices {
+        let _ = write!(out, "{:<46} {:>9.1}", price.name, price.host_ns);
+        for p in &c.profiles {
+            let _ = write!(out, " {:>11.1}", price.host_ns * p.scale);
+        }
+        out.push('\n');
+    }
+    let _ = writeln!(
+        out,
+        "engine: measured on {} ({}, {} rounds)",
+        c.host_cpu, c.command, c.rounds
+    );
+    for p in &c.profiles {
+        let _ = writeln!(
+            out,
+            "{}: {}; {} GHz; scale {:.3} (fitted), fixed {:.0} ns a transaction{}",
+            p.id,
+            p.system,
+            p.ghz,
+            p.scale,
+            p.txn_ns,
+            if p.fitted.iter().any(|f| f.parameter == "txn_ns") {
+                " (fitted)"
+            } else {
+                ""
+            }
+        );
+        for f in &p.fitted {
+            let _ = writeln!(
+                out,
+                "    {} from {}: {:.0} ns a transaction published, {:.0} at the engine's prices (check {})",
+                f.parameter, f.point, f.published_ns, f.engine_ns, f.check
+            );
+        }
+    }
+    out
 }
 
 #[cfg(test)]
@@ -137,15 +343,20 @@ mod tests {
     use super::*;
 
     #[test]
-    fn the_engine_charges_the_prices_the_committed_file_implies() {
+    fn the_default_prices_are_the_default_profiles() {
         let c = committed();
-        for p in &c.prices {
-            let off = in_use_ns(p.key) / p.implied_ns;
-            assert!(
-                (off - 1.0).abs() < 1e-3,
-                "{:?}: in use / implied = {off}",
-                p.key
-            );
+        let p = c.profile(DEFAULT_PROFILE).expect("CAL-1");
+        assert_eq!(CpuCosts::default(), c.costs(p));
+        assert!(p.fitted.len() <= flashlab_engine::cpu_calibration::PROFILE_FITS_MAX);
+    }
+
+    #[test]
+    fn every_profile_names_its_points_and_their_checks() {
+        for p in &committed().profiles {
+            for f in &p.fitted {
+                assert!(!f.point.is_empty() && !f.check.is_empty(), "{}", p.id);
+                assert!(f.published_ns > 0.0 && f.engine_ns > 0.0, "{}", p.id);
+            }
         }
     }
 }

@@ -464,41 +464,62 @@ pub fn render_html(meta: &ReportMeta, records: &[UnitRecord], pending: &[String]
 }
 
 fn render_cpu_model(html: &mut String) {
-    use crate::calibrate::{CALIBRATION_PATH, committed, in_use_ns};
-    let _ = write!(
-        html,
-        "<h2 id=\"cpu-model\">The CPU model</h2><p>One published point sets it: lee2008 Table 2, update-commit with 64 clients and the log on the SSD, 5,701 TPS at 84% of a 1.86 GHz dual core: 294.7 us of CPU a transaction, 147 us a statement. \
-         Work that is not a statement is priced at its cost in flashlab's own engine relative to one update-commit transaction, times those 294.7 us. \
-         The ratios are measured by <code>flashlab calibrate --out {CALIBRATION_PATH}</code>, which wrote <code>{CALIBRATION_PATH}</code>. The engine compiles that file in and charges the prices it implies; the table sets them beside the prices this binary charges, so a binary built from another file shows.</p>"
-    );
+    use crate::calibrate::{CALIBRATION_PATH, committed};
     let c = committed();
     let _ = write!(
         html,
-        "<p class=\"note\">Measured on {} ({} rounds, medians of each round's ratio; update-commit {:.0} host ns).</p>",
+        "<h2 id=\"cpu-model\">The CPU model</h2><p>A simulated transaction costs the sum of its events' prices: begin and commit, each statement, each row a scan visits, each buffer page access, each page I/O request and its KB, each KB of log. \
+         The prices are a system profile: what each event costs flashlab's own engine (measured by <code>flashlab calibrate --out {CALIBRATION_PATH}</code> on {}, {} rounds, medians), times the profile's scale, plus its fixed cost per transaction. \
+         A profile fits at most two parameters, each to one declared published point, listed below with the calibration check that holds it; everything else is a prediction. The engine compiles the file in.</p>",
         escape(&c.host_cpu),
-        c.rounds,
-        c.update_commit_host_ns
+        c.rounds
     );
-    html.push_str("<table><tr><th>Price (ns at 1.86 GHz)</th><th>Ratio to update-commit</th><th>Implied by the file</th><th>In use</th><th>In use / implied</th></tr>");
-    for p in &c.prices {
-        let in_use = in_use_ns(p.key);
-        let off = in_use / p.implied_ns;
-        let class = if (off - 1.0).abs() <= crate::check::TOLERANCE_PCT / 100.0 {
-            "pass"
-        } else {
-            "miss"
-        };
+    html.push_str("<table><tr><th>Engine event</th><th>Host ns</th>");
+    for p in &c.profiles {
+        let _ = write!(html, "<th>{} (ns at {} GHz)</th>", escape(&p.id), p.ghz);
+    }
+    html.push_str("</tr>");
+    for price in &c.prices {
         let _ = write!(
             html,
-            "<tr><td>{}</td><td>{:.5}</td><td>{}</td><td>{}</td><td class=\"{class}\">{:.2}</td></tr>",
-            escape(&p.name),
-            p.ratio_to_update_commit,
-            fmt_num(p.implied_ns),
-            fmt_num(in_use),
-            off
+            "<tr><td>{}</td><td>{}</td>",
+            escape(&price.name),
+            fmt_num(price.host_ns)
         );
+        for p in &c.profiles {
+            let _ = write!(html, "<td>{}</td>", fmt_num(price.host_ns * p.scale));
+        }
+        html.push_str("</tr>");
     }
-    html.push_str("</table>");
+    html.push_str("</table><ul>");
+    for p in &c.profiles {
+        let _ = write!(
+            html,
+            "<li><b>{}</b>: {}; scale {:.3} <i>(fitted)</i>, fixed cost {} ns a transaction{}.",
+            escape(&p.id),
+            escape(&p.system),
+            p.scale,
+            fmt_num(p.txn_ns),
+            if p.fitted.iter().any(|f| f.parameter == "txn_ns") {
+                " <i>(fitted)</i>"
+            } else {
+                ""
+            }
+        );
+        for f in &p.fitted {
+            let _ = write!(
+                html,
+                " {} from {} ({} ns a transaction; the engine's prices give {}; check <code>{}</code>).",
+                escape(&f.parameter),
+                escape(&f.point),
+                fmt_num(f.published_ns),
+                fmt_num(f.engine_ns),
+                escape(&f.check)
+            );
+        }
+        html.push_str("</li>");
+    }
+    html.push_str("</ul>");
 }
 
 fn render_coverage(html: &mut String, experiments: &[&str]) {

@@ -11,6 +11,11 @@
 //! 1. A core runs at most one charge at a time.
 //! 2. A waiting charge exists only while every core is busy.
 //! 3. Busy time of a core never exceeds the elapsed virtual time.
+//!    Work owed with `Rt::cpu_owe_current` (a page access, a KB read) is
+//!    the task's debt until its next charge, which carries it: nothing
+//!    owed is charged twice or dropped, except by a task that ends owing
+//!    (the debt of a background task that charges nothing is not CPU the
+//!    model books).
 
 use std::collections::VecDeque;
 

@@ -125,6 +125,11 @@ pub(crate) trait RuntimeImpl: Send + Sync {
     fn sleep_until(&self, deadline_ns: u64);
     fn spawn_task(&self, rt: Rt, name: String, f: Box<dyn FnOnce() + Send>);
     fn cpu(&self, cost_ns: u64);
+    /// Add `cost_ns` to the calling task's CPU debt, charged with its next
+    /// [`RuntimeImpl::cpu`] (CPU-3).
+    fn cpu_owe(&self, cost_ns: u64) {
+        let _ = cost_ns;
+    }
     fn random_u64(&self) -> u64;
     fn cpu_report(&self) -> CpuReport;
     fn current_waker(&self) -> Waker;
@@ -213,6 +218,25 @@ impl Rt {
     pub fn cpu_current(cost_ns: u64) {
         if cost_ns > 0 && REAL_START.with(Cell::get).is_none() {
             Rt::current().cpu(cost_ns);
+        }
+    }
+
+    /// Owe `cost_ns` of CPU work: the simulated world adds it to the
+    /// calling task's debt, which its next [`Rt::cpu`] or
+    /// [`Rt::cpu_settle_current`] charges in the same burst (CPU-3). For
+    /// work too fine-grained to be a burst of its own (a page access, a
+    /// KB read), whose own scheduling would cost the simulator more than
+    /// the model gains. Nothing in the real world.
+    pub fn cpu_owe_current(cost_ns: u64) {
+        if cost_ns > 0 && REAL_START.with(Cell::get).is_none() {
+            Rt::current().inner.cpu_owe(cost_ns);
+        }
+    }
+
+    /// Charge the calling task's CPU debt now (CPU-3), if it has any.
+    pub fn cpu_settle_current() {
+        if REAL_START.with(Cell::get).is_none() {
+            Rt::current().inner.cpu(0);
         }
     }
 

@@ -304,6 +304,8 @@ struct Task {
     generation: u64,
     timed_out: bool,
     core: Option<u32>,
+    /// CPU work owed, charged with the task's next burst (CPU-3).
+    cpu_owed_ns: u64,
     /// The closure and runtime of a task not yet started.
     start: Option<(Rt, TaskBody)>,
 }
@@ -779,10 +781,22 @@ impl SimShared {
         }
     }
 
+    fn cpu_owe(&self, cost_ns: u64) {
+        let me = current_task();
+        let mut st = self.lock();
+        let owed = &mut st.tasks[me].cpu_owed_ns;
+        *owed = owed.saturating_add(cost_ns);
+    }
+
     fn cpu(&self, cost_ns: u64) {
         let me = current_task();
         let mut st = self.lock();
         if st.shutdown {
+            return;
+        }
+        // CPU-3: a burst carries the task's debt with it.
+        let cost_ns = cost_ns.saturating_add(std::mem::take(&mut st.tasks[me].cpu_owed_ns));
+        if cost_ns == 0 {
             return;
         }
         let now_ns = st.now_ns;
@@ -820,6 +834,7 @@ impl SimShared {
             generation: 0,
             timed_out: false,
             core: None,
+            cpu_owed_ns: 0,
             start: Some((rt, f)),
         });
         st.runnable.push_back(id);
@@ -982,6 +997,10 @@ impl RuntimeImpl for SimRt {
 
     fn cpu(&self, cost_ns: u64) {
         self.shared.cpu(cost_ns);
+    }
+
+    fn cpu_owe(&self, cost_ns: u64) {
+        self.shared.cpu_owe(cost_ns);
     }
 
     fn random_u64(&self) -> u64 {

@@ -94,6 +94,9 @@ impl Core {
         }
         for (space, pages) in by_space {
             let space = self.space_of(PageId::new(space, 0))?;
+            for (_, image) in &pages {
+                self.owe_page_io(image.len());
+            }
             space.store.write_batch(&pages, scheduler)?;
         }
         Ok(())

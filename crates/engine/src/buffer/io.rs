@@ -46,8 +46,24 @@ pub(super) enum Wait {
 }
 
 impl Core {
+    /// Owe one page access at the database's prices ([`crate::cpu_prices`]).
+    #[inline]
+    pub(super) fn owe_page_access(&self) {
+        if let Some(cpu) = self.cpu.get() {
+            cpu.owe_page_access();
+        }
+    }
+
+    /// Owe one page I/O request of `bytes`.
+    pub(super) fn owe_page_io(&self, bytes: usize) {
+        if let Some(cpu) = self.cpu.get() {
+            cpu.owe_page_io(bytes);
+        }
+    }
+
     /// Pin `id`, loading it from `source` on a miss.
     pub(super) fn fetch(self: &Arc<Self>, id: PageId, source: Source) -> Result<PageRef> {
+        self.owe_page_access();
         // A hit takes no lock (BUF-15); a page is resident only in a
         // registered space.
         if let Some(frame) = self.hot.pin_if_ready(id) {
@@ -100,6 +116,7 @@ impl Core {
     /// (a tree operation under its latch, DB-2).
     pub(super) fn fetch_resident(self: &Arc<Self>, id: PageId) -> Option<PageRef> {
         let frame = self.hot.pin_if_ready(id)?;
+        self.owe_page_access();
         Some(self.page_ref(frame, id))
     }
 
@@ -212,6 +229,7 @@ impl Core {
                 Ok(Loaded::Clean)
             }
             Source::Device => {
+                self.owe_page_io(self.page_bytes);
                 let offset_bytes = space.store.location_of(id.page_no);
                 let read_verified = |data: &mut [u8]| match space.store.read_page(id.page_no, data)
                 {
@@ -347,6 +365,7 @@ impl Core {
         let lsn = page::lsn(&image);
         self.log.flush_to(lsn)?;
         page::seal(&mut image);
+        self.owe_page_io(image.len());
         space.store.write_page(id.page_no, &image)?;
         Ok(lsn)
     }

@@ -211,6 +211,9 @@ struct Core {
     /// a load, an install or a renewal holds them alone (BUF-16).
     data: Vec<RwLock<Vec<u8>>>,
     log: Arc<dyn LogForce>,
+    /// The database's CPU prices (none until a database sets them): page
+    /// accesses and page I/O are owed at them ([`crate::cpu_prices`]).
+    cpu: std::sync::OnceLock<Arc<crate::cpu_prices::CpuPrices>>,
     /// Pages read ahead after a sequential miss; 0: off (`read_ahead`).
     read_ahead_pages: std::sync::atomic::AtomicUsize,
     /// The elevator stage batched write-backs go through; `None`: off
@@ -241,10 +244,17 @@ impl BufferPool {
                 changed: Condvar::new(),
                 data: (0..frames).map(|_| RwLock::new(Vec::new())).collect(),
                 log,
+                cpu: std::sync::OnceLock::new(),
                 read_ahead_pages: std::sync::atomic::AtomicUsize::new(0),
                 write_scheduler: std::sync::Mutex::new(None),
             }),
         })
+    }
+
+    /// Owe page accesses and I/O at the database's `prices` from now on
+    /// (once; a pool serves one database).
+    pub fn set_cpu_prices(&self, prices: Arc<crate::cpu_prices::CpuPrices>) {
+        let _ = self.core.cpu.set(prices);
     }
 
     /// The page size of this pool.

@@ -81,6 +81,7 @@ impl Core {
             return u64::from(id.page_no);
         }
         let mut images = vec![0u8; frames.len() * self.page_bytes];
+        self.owe_page_io(images.len());
         let read = space.store.read_pages(first, &mut images);
         for (n, &frame) in frames.iter().enumerate() {
             let page = PageId::new(id.space, first + n as u32);

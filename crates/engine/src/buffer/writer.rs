@@ -165,6 +165,8 @@ fn run_writer(
                 report.last_error = Some(e.to_string());
             }
         }
+        // The round's page I/O was owed: charge it (CPU-3).
+        Rt::cpu_settle_current();
     }
     report
 }

@@ -74,6 +74,8 @@
 
 mod access;
 mod builder;
+#[doc(hidden)]
+pub mod calibrate;
 pub mod catalog;
 mod create;
 pub mod dir;
@@ -236,44 +238,6 @@ type TreeLatch = Arc<RwLatch>;
 /// The next [`Inner::instance`].
 static NEXT_INSTANCE: AtomicU64 = AtomicU64::new(1);
 
-/// The CPU costs in force, read by every statement without a lock: each
-/// field is an atomic, so readers on many cores share its cache line
-/// instead of taking it from each other (a lock's word is written by every
-/// reader). A change made while statements run may be seen field by field;
-/// costs change only between runs (loading runs with none).
-struct CpuCostsCell {
-    fields: [AtomicU64; 5],
-}
-
-impl CpuCostsCell {
-    fn new(costs: &crate::config::CpuCosts) -> CpuCostsCell {
-        let cell = CpuCostsCell {
-            fields: Default::default(),
-        };
-        cell.set(costs);
-        cell
-    }
-
-    fn set(&self, c: &crate::config::CpuCosts) {
-        let values = [c.begin_ns, c.get_ns, c.put_ns, c.scan_row_ns, c.commit_ns];
-        for (field, value) in self.fields.iter().zip(values) {
-            field.store(value, Ordering::Relaxed);
-        }
-    }
-
-    fn get(&self) -> crate::config::CpuCosts {
-        let [begin_ns, get_ns, put_ns, scan_row_ns, commit_ns] =
-            std::array::from_fn(|i| self.fields[i].load(Ordering::Relaxed));
-        crate::config::CpuCosts {
-            begin_ns,
-            get_ns,
-            put_ns,
-            scan_row_ns,
-            commit_ns,
-        }
-    }
-}
-
 /// Most dirty pages one checkpoint record lists (16 bytes each, well under
 /// the largest record); with more, the checkpoint writes them back first.
 pub const CHECKPOINT_DIRTY_PAGES_MAX: usize = 200_000;
@@ -306,8 +270,9 @@ pub(crate) struct Inner {
     /// The leaves' latches of one-leaf changes (MTR-12, DB-6).
     pub(crate) leaf_latches: crate::mtr::LeafLatches,
     pub locks: Arc<LockManager>,
-    /// CPU costs in force (loading runs with none).
-    cpu: CpuCostsCell,
+    /// CPU prices in force (loading runs with none), shared with the
+    /// buffer pools and the log.
+    pub(crate) cpu: Arc<crate::cpu_prices::CpuPrices>,
     pub next_txn: AtomicU64,
     pub commits: AtomicU64,
     /// Tree operations started over after a miss (DB-5).
@@ -340,9 +305,9 @@ impl Inner {
             .ok_or_else(|| Error::malformed("space id", format!("no data space {id}")))
     }
 
-    /// The CPU costs in force.
-    pub fn cpu(&self) -> crate::config::CpuCosts {
-        self.cpu.get()
+    /// Charge `n` of `event` now (a burst of the calling task).
+    pub fn charge(&self, event: crate::cpu_prices::Price, n: u64) {
+        self.cpu.charge(event, n);
     }
 
     /// Put the database in its failed state for `why` (a commit that could
@@ -486,6 +451,11 @@ impl Database {
         )?;
         let locks = Arc::new(LockManager::new());
         let waiters = locks.clone();
+        let cpu = Arc::new(crate::cpu_prices::CpuPrices::new(&config.cpu));
+        for pool in pools.values() {
+            pool.set_cpu_prices(cpu.clone());
+        }
+        wal.set_cpu_prices(cpu.clone());
         wal.on_failure(Arc::new(move |why| waiters.fail(why)));
         Ok(Database {
             inner: Arc::new(Inner {
@@ -501,7 +471,7 @@ impl Database {
                 instance: NEXT_INSTANCE.fetch_add(1, Ordering::Relaxed),
                 leaf_latches: crate::mtr::LeafLatches::new(),
                 locks,
-                cpu: CpuCostsCell::new(&config.cpu),
+                cpu,
                 next_txn: AtomicU64::new(next_txn),
                 commits: AtomicU64::new(0),
                 tree_restarts: AtomicU64::new(0),
@@ -593,7 +563,7 @@ impl Database {
     /// Start a transaction with a snapshot of every visible commit.
     pub fn begin(&self) -> Result<Transaction> {
         self.inner.check_log()?;
-        Rt::cpu_current(self.inner.cpu().begin_ns);
+        self.inner.charge(crate::cpu_prices::Price::Begin, 1);
         let id = self.inner.next_txn.fetch_add(1, Ordering::SeqCst);
         let snapshot = self.inner.versions.begin_with_snapshot(id);
         Ok(Transaction::new(self.inner.clone(), id, snapshot, false))

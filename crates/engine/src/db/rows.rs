@@ -53,7 +53,7 @@ impl<'t> Rows<'t> {
             self.txn.statement_snapshot();
             self.started = true;
         }
-        let cost = self.txn.db.cpu().scan_row_ns;
+        let cost = self.txn.db.cpu.ns(crate::cpu_prices::Price::ScanRow);
         while self.ready.is_empty() && !self.exhausted {
             let entries = self.txn.db.tree_scan(
                 Transaction::tree(self.table),

@@ -200,7 +200,7 @@ impl Transaction {
     pub fn get(&mut self, table: &Table, key: &[u8]) -> Result<Option<Vec<u8>>> {
         self.check_active()?;
         self.statement_snapshot();
-        Rt::cpu_current(self.db.cpu().get_ns);
+        self.db.charge(crate::cpu_prices::Price::Get, 1);
         match self.db.tree_get(Self::tree(table), key)? {
             Some(stored) => self.visible(stored),
             None => Ok(None),
@@ -220,7 +220,7 @@ impl Transaction {
             .db
             .tree_scan(Self::tree(table), lower, upper, SCAN_ROWS_MAX)?;
         let rt = Rt::current();
-        let cost = self.db.cpu().scan_row_ns;
+        let cost = self.db.cpu.ns(crate::cpu_prices::Price::ScanRow);
         let mut out = Vec::with_capacity(entries.len());
         for (key, stored) in entries {
             rt.cpu(cost);
@@ -246,7 +246,7 @@ impl Transaction {
         self.check_active()?;
         self.statement_snapshot();
         let rt = Rt::current();
-        let cost = self.db.cpu().scan_row_ns;
+        let cost = self.db.cpu.ns(crate::cpu_prices::Price::ScanRow);
         let mut out = Vec::new();
         let mut from: Bound<Vec<u8>> = lower.map(<[u8]>::to_vec);
         while out.len() < limit {
@@ -360,7 +360,7 @@ impl Transaction {
     fn write(&mut self, table: &Table, key: &[u8], change: Change<'_>) -> Result<Option<Vec<u8>>> {
         self.lock(table, key, LockMode::Exclusive)?;
         self.db.check_log()?;
-        Rt::cpu_current(self.db.cpu().put_ns);
+        self.db.charge(crate::cpu_prices::Price::Put, 1);
         let tree = Self::tree(table);
         // Make room in the rollback segment now, with no latch held, for a
         // before-image of about the new row's size: the append under the
@@ -531,7 +531,7 @@ impl Transaction {
             locked = locked.max(end);
             let n = self.insert_batch(tree, &encoded[at..end])?;
             if n > 0 {
-                Rt::cpu_current(self.db.cpu().put_ns * n as u64);
+                self.db.charge(crate::cpu_prices::Price::Put, n as u64);
             }
             inserted.extend(at..at + n);
             at += n;
@@ -735,7 +735,7 @@ impl Transaction {
         self.active = false;
         // Borrowed, not cloned: a clone's count is a line every core writes.
         let db = &*self.db;
-        Rt::cpu_current(db.cpu().commit_ns);
+        db.charge(crate::cpu_prices::Price::Commit, 1);
         if self.undo.is_empty() {
             self.finish(None);
             return Ok(self.snapshot_ts);

@@ -1,17 +1,14 @@
 //! Measuring the engine's own CPU costs on this machine.
 //!
-//! The CPU model charges work that is not a SQL statement at what it costs
-//! flashlab's own code *relative to one update-commit transaction*, times
-//! the calibrated 294 us of that transaction (see [`crate::config::CpuCosts`]
-//! and [`super::cpu`]). [`measure`] takes those host timings in one session
-//! (real world, memory devices, no durable log): the update-commit
-//! transaction itself, a row visited by a scan, and the operator prices of
+//! The CPU model prices the sort and join operators at what they cost
+//! flashlab's own code, times a system profile's scale
+//! ([`crate::cpu_calibration`]). [`measure`] takes those host timings in
+//! one session (real world, a flat memory device): the operator prices of
 //! [`super::OperatorCosts`] (a key comparison, a tuple moved through a run,
-//! a KB copied, a key hashed), the way `calibrate_operator_costs` in the
-//! temp tests always did. `flashlab calibrate` runs it and writes the
-//! ratios to the file the report cites.
+//! a KB copied, a key hashed). `flashlab calibrate` runs it with the
+//! engine's event prices (`crate::db::calibrate`) and writes the file the
+//! engine compiles in.
 
-use std::ops::Bound;
 use std::sync::Arc;
 use std::time::Instant;
 
@@ -25,10 +22,6 @@ use super::{TempSpace, cluster, hash_join, run, sort};
 /// Host nanoseconds of each priced operation, measured in one session.
 #[derive(Clone, Copy, Debug, Default, PartialEq, Serialize, Deserialize)]
 pub struct HostCosts {
-    /// One update-commit transaction (the reference).
-    pub update_commit_ns: f64,
-    /// One row visited by a full scan.
-    pub scan_row_ns: f64,
     /// One key comparison of an in-memory sort (data movement included).
     pub compare_ns: f64,
     /// One tuple through a run writer and reader, per tuple.
@@ -130,48 +123,10 @@ pub fn measure(tuples: u64) -> crate::Result<HostCosts> {
     }
     let hash_ns = t0.elapsed().as_nanos() as f64 / n as f64;
     std::hint::black_box(acc);
-    let (update_commit_ns, scan_row_ns) = statement_costs()?;
     Ok(HostCosts {
-        update_commit_ns,
-        scan_row_ns,
         compare_ns,
         tuple_ns,
         copy_ns_per_kb,
         hash_ns,
     })
-}
-
-/// One update-commit transaction and one scanned row, as
-/// `examples/opcost.rs` measures them.
-fn statement_costs() -> crate::Result<(f64, f64)> {
-    use crate::{Database, DbConfig, Durability, TableSpec};
-    let mut config = DbConfig::simple("memory", "memory", 8192, 256 << 20);
-    config.wal.durability = Durability::NoSync;
-    config.cpu = crate::CpuCosts::free();
-    let db = Database::open(&config)?;
-    let t = db.create_table(TableSpec::bytes("t"))?;
-    let rows = 100_000u32;
-    let mut txn = db.begin()?;
-    for i in 0..rows {
-        txn.put(&t, &i.to_be_bytes(), &[0u8; 178])?;
-    }
-    txn.commit()?;
-    let rounds = 50_000u32;
-    let t0 = Instant::now();
-    for i in 0..rounds {
-        let mut txn = db.begin()?;
-        txn.update(&t, &((i * 7919) % rows).to_be_bytes(), |old| old.to_vec())?;
-        txn.commit()?;
-    }
-    let update_commit_ns = t0.elapsed().as_nanos() as f64 / f64::from(rounds);
-    let t0 = Instant::now();
-    let mut scanned = 0usize;
-    for _ in 0..10 {
-        let mut txn = db.begin()?;
-        scanned += txn.scan(&t, Bound::Unbounded, Bound::Unbounded)?.len();
-        txn.commit()?;
-    }
-    let scan_row_ns = t0.elapsed().as_nanos() as f64 / scanned.max(1) as f64;
-    db.close()?;
-    Ok((update_commit_ns, scan_row_ns))
 }

@@ -1,20 +1,15 @@
 //! # What the operators charge the simulated CPU
 //!
-//! The engine's CPU model is calibrated once, at the statement level (see
-//! [`crate::config::CpuCosts`]): 147 us a statement at 1.86 GHz. A sort or a
-//! join is one statement that touches millions of tuples, so its cost has to
-//! come from its work, counted exactly: key comparisons (counted by the sort
-//! and merge code as they happen), tuples moved, keys hashed and bytes
-//! copied. [`OperatorCosts`] prices each.
-//!
-//! The prices follow the project's rule for work that is not a statement
-//! (see `CpuCosts`): an operation costs what it costs flashlab's own code
-//! relative to one update-commit transaction of flashlab's engine, times the
-//! calibrated 294 us of an update-commit transaction at 1.86 GHz (two
-//! statements of [`crate::config::STATEMENT_NS`]). The ratios are measured
-//! by `flashlab calibrate` ([`super::calibrate::measure`]) and read from the
-//! committed calibration file ([`crate::cpu_calibration`]): that is the one
-//! calibration of the CPU model, not a per-experiment factor.
+//! The engine's CPU model prices the engine's own events (see
+//! [`crate::config::CpuCosts`]). A sort or a join is one statement that
+//! touches millions of tuples, so its cost has to come from its work,
+//! counted exactly: key comparisons (counted by the sort and merge code as
+//! they happen), tuples moved, keys hashed and bytes copied.
+//! [`OperatorCosts`] prices each, as every other event is priced: what it
+//! costs flashlab's own code, measured by `flashlab calibrate`
+//! ([`super::calibrate::measure`]), times the system profile's scale, from
+//! the committed calibration file ([`crate::cpu_calibration`]). That is
+//! the CPU model's one calibration, not a per-experiment factor.
 //!
 //! The operator charges what it accumulated ([`CpuMeter::settle`]) before
 //! each I/O it issues or waits for, so virtual time orders CPU work and I/O

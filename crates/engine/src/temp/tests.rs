@@ -828,26 +828,3 @@ fn temp_sort_checksum_is_order_independent_and_catches_disorder() {
         assert_eq!(&t[98..], b"\r\n");
     }
 }
-
-/// Measures the prices in [`cpu::OperatorCosts`] on this machine (real
-/// world, memory device). Run with
-/// `cargo test --release -p flashlab-engine calibrate_operator_costs -- --ignored --nocapture`,
-/// or `flashlab calibrate`, which takes the median of several rounds and
-/// writes the file the report cites.
-#[test]
-#[ignore]
-fn calibrate_operator_costs() {
-    let rt = flashlab_runtime::RealRuntime::new(1);
-    let _enter = flashlab_runtime::RealRuntime::enter(&rt);
-    let c = super::calibrate::measure(1_000_000).unwrap();
-    println!("measured: {c:?}");
-    let scale = 2.0 * crate::config::STATEMENT_NS as f64 / c.update_commit_ns;
-    println!(
-        "ratios to update-commit x 294 us: compare_ns {:.1}, tuple_ns {:.1}, copy_ns_per_kb {:.0}, hash_ns {:.1}, scan_row_ns {:.0}",
-        c.compare_ns * scale,
-        c.tuple_ns * scale,
-        c.copy_ns_per_kb * scale,
-        c.hash_ns * scale,
-        c.scan_row_ns * scale
-    );
-}

@@ -560,6 +560,9 @@ pub struct Wal {
     master: Mutex<Master>,
     /// Wakes the checkpointer when the log fills up.
     checkpoint_wanted: WriterStop,
+    /// The database's CPU prices: log bytes appended are owed at them
+    /// ([`crate::cpu_prices`]; none until a database sets them).
+    cpu: std::sync::OnceLock<Arc<crate::cpu_prices::CpuPrices>>,
     /// Whole-state checks at each change (the simulated world; the
     /// O(active transactions) ones with debug assertions only).
     checking: bool,
@@ -745,6 +748,7 @@ impl Wal {
             installs: Installs::new(INSTALL_SLOTS),
             master: Mutex::new(master),
             checkpoint_wanted: WriterStop::new(),
+            cpu: std::sync::OnceLock::new(),
             checking,
             failure_hooks: std::sync::Mutex::new(Vec::new()),
             forgotten_lsn: std::sync::atomic::AtomicU64::new(master.start_lsn),
@@ -772,6 +776,11 @@ impl Wal {
     /// Where the log lives on its device.
     pub fn layout(&self) -> LogLayout {
         self.layout
+    }
+
+    /// Owe log bytes appended at the database's `prices` from now on (once).
+    pub fn set_cpu_prices(&self, prices: Arc<crate::cpu_prices::CpuPrices>) {
+        let _ = self.cpu.set(prices);
     }
 
     /// Append a record; returns its LSN and the LSN just past it.
@@ -1010,6 +1019,9 @@ impl Wal {
         track(&mut st, &self.installs, lsn, size as u64, &record);
         st.stats.records += 1;
         st.stats.bytes_appended += size as u64;
+        if let Some(cpu) = self.cpu.get() {
+            cpu.owe_log(size);
+        }
         if self.layout.sector_of(end) / self.layout.sectors
             != self.layout.sector_of(lsn) / self.layout.sectors
         {

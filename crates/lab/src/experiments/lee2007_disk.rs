@@ -30,17 +30,17 @@
 //!   a time;
 //! - **unclustered**: pages in random order over the whole table.
 //!
-//! A statement visits every row; the CPU model's cost of a row visited
-//! within a statement is its scan cost (`CpuCosts::scan_row_ns`, from the
-//! calibration file), charged for every
-//! visit here too, at the model's reference clock.
+//! A statement visits every row, each through the index as a point read:
+//! the CPU model prices its events (the read, its page accesses and page
+//! I/O) at the default system profile, lee2008's server; lee2007 publishes
+//! no CPU figure of its own to fit a profile to.
 
 use std::sync::Arc;
 
 use flashlab_devices::IoKind;
 use flashlab_devices::trace::traced::TracedDevice;
 use flashlab_devices::trace::{Space, Tracer};
-use flashlab_engine::config::{CpuCosts, STATEMENT_NS};
+use flashlab_engine::config::CpuCosts;
 use flashlab_engine::{Database, DbConfig, Devices, Table, TableSpec};
 use flashlab_runtime::{NS_PER_S, Rt, Sim, SimConfig};
 use rand::SeedableRng;
@@ -200,14 +200,7 @@ fn config(device: &str) -> DbConfig {
         mirror: None,
     });
     config.checkpoint_interval_ns = 0;
-    let scan_row_ns = flashlab_engine::cpu_calibration::scan_row_ns();
-    config.cpu = CpuCosts {
-        begin_ns: 0,
-        get_ns: scan_row_ns,
-        put_ns: scan_row_ns,
-        scan_row_ns,
-        commit_ns: STATEMENT_NS,
-    };
+    config.cpu = CpuCosts::default();
     config
 }
 

@@ -29,13 +29,19 @@
 //! each on an instance of the `ssd-array-2010` preset (calibrated from the
 //! paper's Table 3); the paper's server had them on one array.
 //!
-//! **CPU.** The CPU cost model keeps its single calibration (lee2008 Table
-//! 2, a 1.86 GHz Xeon; see DEVELOPERS.md); only the clock and the core
-//! count change. The Sun Fire X4440 shipped with quad-core Opteron 8356
-//! processors at 2.3 GHz, so costs scale by 1.86/2.3. MySQL's own CPU cost
-//! per transaction is not flashlab's, so absolute NoTPM are predictions
-//! that need not land. Nothing is fitted to this study: where its checks
-//! miss, their notes say why (the report page has them).
+//! **Maxima at saturation.** The paper raised the warehouses until NoTPM
+//! stopped rising. Each cell's sweep here rises from 200 to 800 of the
+//! paper's warehouses and, if NoTPM still rises, on past the database's
+//! 800 (every warehouse active, its terminals keying and thinking faster in
+//! proportion), until it has passed its peak on both sides
+//! ([`swept_past_peak`]); a check of a maximum whose sweep did not misses.
+//!
+//! **CPU.** The CPU is the petrov2010 system profile
+//! (`flashlab_engine::cpu_calibration`): the engine's own event prices
+//! (statements, page accesses, page I/O and its KB, log bytes) times one
+//! scale, fitted by `flashlab calibrate` to one published point, the
+//! 1-CPU, 4 KB, 2560 MB maximum (that cell's check is calibration).
+//! Everything else, the page-size effect included, is a prediction.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -58,7 +64,7 @@ pub const SCALE: u32 = 100;
 const ROWS_DIVISOR: u32 = 10;
 const WAREHOUSE_DIVISOR: u32 = SCALE / ROWS_DIVISOR;
 /// The paper's database: 800 warehouses.
-const PAPER_WAREHOUSES: u32 = 800;
+pub(crate) const PAPER_WAREHOUSES: u32 = 800;
 /// DBT2's database connections.
 const CONNECTIONS: u32 = 20;
 /// The clock the costs run at: the X4440's Opteron 8356.
@@ -66,16 +72,40 @@ pub const CPU_GHZ: f64 = 2.3;
 /// The log's size: checkpoints recycle it, and it bounds the memory the
 /// simulated log device holds (6.4 GB in the paper's units).
 const LOG_BYTES: u64 = 64 << 20;
+/// The CPU profile of the paper's server (`flashlab calibrate`).
+pub const PROFILE: &str = "petrov2010";
 /// The array preset (petrov2010 Table 3).
 const DEVICE: &str = "ssd-array-2010";
 pub const PAGE_BYTES: [usize; 2] = [4096, 16384];
 pub const BUFFER_MB: [u64; 3] = [640, 1280, 2560];
 pub const CPUS: [u32; 3] = [1, 2, 4];
 
-/// Active warehouses swept, in the paper's warehouses (each run uses a
-/// tenth as many): the linear rise, the knee and the paper's whole
-/// database.
-const SWEEP: [u32; 4] = [200, 400, 600, 800];
+/// The load swept first, in the paper's warehouses (each run uses a tenth
+/// as many): the linear rise, the knee and the paper's whole database.
+const SWEEP_FIRST: [u32; 4] = [200, 400, 600, 800];
+/// Past the paper's 800 warehouses the load rises by this step, every
+/// warehouse active and its terminals thinking proportionally less (see
+/// [`options`]), until the sweep has passed its peak ([`swept_past_peak`]).
+const SWEEP_STEP: u32 = 400;
+/// The load below the first point, swept when the peak lies there.
+const SWEEP_LOW: u32 = 100;
+/// The most load offered: five times the paper's database.
+const SWEEP_MAX: u32 = 4000;
+/// A point counts as a rise only when it beats the best before it by this
+/// much (a run's own noise is about a percent).
+const RISE_MIN: f64 = 0.02;
+/// Points past the peak, none rising by [`RISE_MIN`], that end the sweep.
+const PAST_PEAK_POINTS: usize = 2;
+/// The cell whose maximum petrov2010's CPU profile is fitted to
+/// (`flashlab calibrate`), and its calibration check.
+pub(crate) const FITTED_CELL: Cell = Cell {
+    page_bytes: 4096,
+    buffer_mb: 2560,
+    cpus: 1,
+};
+pub(crate) const FITTED_CHECK: &str = "petrov2010.table4.4k.2560mb.1cpu";
+/// The load of the fit's counting run.
+pub(crate) const FIT_LOAD: u32 = 400;
 /// Warm-up and measured time of each run (simulated).
 const WARMUP_NS: u64 = 4 * NS_PER_S;
 const DURATION_NS: u64 = 10 * NS_PER_S;
@@ -119,6 +149,16 @@ impl Study {
         self.points.iter().filter(|p| p.cell == cell).collect()
     }
 
+    /// Whether the sweep of `cell` passed its peak on both sides.
+    pub fn past_peak(&self, cell: Cell) -> bool {
+        let curve: Vec<(u32, f64)> = self
+            .curve(cell)
+            .iter()
+            .map(|p| (p.warehouses, p.notpm))
+            .collect();
+        swept_past_peak(&curve)
+    }
+
     /// Table 4's maximum (and the point it was reached at).
     pub fn best(&self, cell: Cell) -> &Point {
         self.curve(cell)
@@ -157,18 +197,26 @@ fn tpcc_options(ctx: &RunContext) -> TpccOptions {
     }
 }
 
-fn options(
+/// The run of `cell` at the load of `warehouses` of the paper's. Up to the
+/// paper's 800, a tenth as many warehouses are active; past it, all 80 are,
+/// and their terminals key and think faster in proportion, offering the
+/// load of `warehouses`.
+pub(crate) fn options(
     ctx: &RunContext,
     cell: Cell,
     warehouses: u32,
     image: Option<Arc<DbImage>>,
 ) -> BenchOptions {
-    let active = warehouses / WAREHOUSE_DIVISOR;
+    let active = warehouses.min(PAPER_WAREHOUSES) / WAREHOUSE_DIVISOR;
+    let think_divisor = f64::from(WAREHOUSE_DIVISOR) * f64::from(warehouses.max(PAPER_WAREHOUSES))
+        / f64::from(PAPER_WAREHOUSES);
+    let cpu_costs = flashlab_engine::cpu_calibration::profile(PROFILE).map(|p| p.costs_at(CPU_GHZ));
     BenchOptions {
         workload: "tpcc".into(),
         clients: active * flashlab_workloads::tpcc::TERMINALS_PER_WAREHOUSE,
         cores: cell.cpus,
         cpu_ghz: CPU_GHZ,
+        cpu_costs,
         duration_ns: DURATION_NS,
         warmup_ns: WARMUP_NS,
         log_device: DEVICE.into(),
@@ -176,6 +224,7 @@ fn options(
         rollback_device: DEVICE.into(),
         tpcc: TpccOptions {
             active_warehouses: active,
+            think_divisor,
             ..tpcc_options(ctx)
         },
         page_bytes: cell.page_bytes,
@@ -220,7 +269,9 @@ pub fn study(ctx: &RunContext) -> Result<Arc<Study>, String> {
 }
 
 fn run_study(ctx: &RunContext) -> Result<Study, String> {
-    let steps = ctx.steps(PAGE_BYTES.len() + cells().len() * SWEEP.len());
+    // The sweeps' lengths are found as they run: the total is a forecast.
+    let steps =
+        ctx.steps(PAGE_BYTES.len() + cells().len() * (SWEEP_FIRST.len() + PAST_PEAK_POINTS));
     let loaded = run_parallel(ctx, &PAGE_BYTES, |&page_bytes| {
         let cell = Cell {
             page_bytes,
@@ -234,22 +285,67 @@ fn run_study(ctx: &RunContext) -> Result<Study, String> {
     let load_host_seconds = loaded.iter().map(|i| i.load_host_seconds).sum();
     let load_seconds = loaded.iter().map(|i| i.load_seconds).sum();
     let images: HashMap<usize, Arc<DbImage>> = PAGE_BYTES.into_iter().zip(loaded).collect();
-    let jobs: Vec<(Cell, u32)> = cells()
-        .into_iter()
-        .flat_map(|cell| SWEEP.into_iter().map(move |w| (cell, w)))
-        .collect();
-    let points = run_parallel(ctx, &jobs, |&(cell, warehouses)| {
-        let image = images[&cell.page_bytes].clone();
-        let report = bench(&options(ctx, cell, warehouses, Some(image)), |_| {})?;
-        steps.tick();
-        let p = point(cell, warehouses, &report);
-        Ok(p)
+    let curves = run_parallel(ctx, &cells(), |&cell| {
+        let image = &images[&cell.page_bytes];
+        let mut curve: Vec<Point> = Vec::new();
+        while let Some(warehouses) = next_load(&loads(&curve)) {
+            let report = bench(&options(ctx, cell, warehouses, Some(image.clone())), |_| {})?;
+            steps.tick();
+            curve.push(point(cell, warehouses, &report));
+            curve.sort_by_key(|p| p.warehouses);
+        }
+        Ok(curve)
     })?;
     Ok(Study {
-        points,
+        points: curves.into_iter().flatten().collect(),
         load_host_seconds,
         load_seconds,
     })
+}
+
+fn loads(curve: &[Point]) -> Vec<(u32, f64)> {
+    curve.iter().map(|p| (p.warehouses, p.notpm)).collect()
+}
+
+/// The position of the largest NoTPM of `curve` (the first, on a tie).
+fn peak(curve: &[(u32, f64)]) -> Option<usize> {
+    (0..curve.len()).reduce(|best, i| if curve[i].1 > curve[best].1 { i } else { best })
+}
+
+/// Whether `curve` (in load order) has a point on each side of its peak,
+/// so its maximum is a maximum and not the end of the sweep.
+pub fn swept_past_peak(curve: &[(u32, f64)]) -> bool {
+    peak(curve).is_some_and(|i| i > 0 && i + 1 < curve.len())
+}
+
+/// The next load to run after `curve` (in load order), or `None` when the
+/// sweep is done: it has passed its peak on both sides and its last
+/// [`PAST_PEAK_POINTS`] loads each failed to beat the best before them by
+/// [`RISE_MIN`], or it reached [`SWEEP_MAX`].
+fn next_load(curve: &[(u32, f64)]) -> Option<u32> {
+    if let Some(&first) = SWEEP_FIRST.get(curve.len()) {
+        return Some(first);
+    }
+    let top = peak(curve)?;
+    if top == 0 && curve[0].0 > SWEEP_LOW {
+        return Some(SWEEP_LOW);
+    }
+    let flat = curve
+        .iter()
+        .enumerate()
+        .skip(1)
+        .filter(|&(i, p)| {
+            let before = curve[..i].iter().map(|q| q.1).fold(f64::MIN, f64::max);
+            p.1 > before * (1.0 + RISE_MIN)
+        })
+        .map(|(i, _)| curve.len() - 1 - i)
+        .last()
+        .unwrap_or(curve.len() - 1);
+    let last = curve.last()?.0;
+    if (flat >= PAST_PEAK_POINTS && swept_past_peak(curve)) || last >= SWEEP_MAX {
+        return None;
+    }
+    Some((last + SWEEP_STEP).min(SWEEP_MAX))
 }
 
 /// Published Table 4 (NoTPM) or Table 5 (seconds) for a cell.
@@ -344,6 +440,47 @@ mod tests {
         };
         assert_eq!(study.best(cell).warehouses, 400);
         assert_eq!(study.curve(cell).len(), 3);
+    }
+
+    /// The sweep raises the load past the paper's 800 warehouses until it
+    /// has passed its peak, and goes below its first point when the peak
+    /// is there.
+    #[test]
+    fn the_sweep_goes_past_the_peak_on_both_sides() {
+        let rising = |w: u32| f64::from(w.min(1600));
+        let mut curve: Vec<(u32, f64)> = Vec::new();
+        while let Some(w) = next_load(&curve) {
+            curve.push((w, rising(w)));
+            curve.sort_by_key(|p| p.0);
+        }
+        let loads: Vec<u32> = curve.iter().map(|p| p.0).collect();
+        assert_eq!(loads, [200, 400, 600, 800, 1200, 1600, 2000, 2400]);
+        assert!(swept_past_peak(&curve));
+        let falling = |w: u32| 1e6 / f64::from(w);
+        let mut curve: Vec<(u32, f64)> = Vec::new();
+        while let Some(w) = next_load(&curve) {
+            curve.push((w, falling(w)));
+            curve.sort_by_key(|p| p.0);
+        }
+        assert_eq!(curve[0].0, SWEEP_LOW);
+        assert!(!swept_past_peak(&curve), "the peak is the lowest load");
+        let endless = |w: u32| f64::from(w);
+        let mut curve: Vec<(u32, f64)> = Vec::new();
+        while let Some(w) = next_load(&curve) {
+            curve.push((w, endless(w)));
+        }
+        assert_eq!(curve.last().unwrap().0, SWEEP_MAX);
+        assert!(!swept_past_peak(&curve));
+    }
+
+    /// Past 800 warehouses every warehouse is active and the terminals
+    /// think proportionally less.
+    #[test]
+    fn loads_past_the_database_shorten_think_times() {
+        let ctx = RunContext::new(false, 1);
+        let o = options(&ctx, FITTED_CELL, 1600, None);
+        assert_eq!(o.tpcc.active(), 80);
+        assert_eq!(o.tpcc.think_divisor, 20.0);
     }
 
     /// The scaled run keeps the paper's ratios: 10 terminals per warehouse,
