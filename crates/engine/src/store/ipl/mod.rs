@@ -9,7 +9,7 @@
 //!
 //! * **Write.** A mini-transaction's install tells the store each page's
 //!   changed byte ranges with the transaction id
-//!   ([`PageStore::note_update`]): they become physiological records of the
+//!   ([`PageLog::note_update`]): they become physiological records of the
 //!   page's in-memory log sector(s), with the newest image. Every write
 //!   to flash is a *force* of the whole space (`force`, IPL-10..13): a
 //!   commit, a write-back, an eviction or a checkpoint captures every
@@ -113,7 +113,7 @@
 //!     units are kept for that, and a force needing more fails with
 //!     `SpaceFull` naming the space.
 //! 13. A commit is acknowledged and made visible only once a marker covers
-//!     its commit record ([`PageStore::transaction_ended`]).
+//!     its commit record ([`PageLog::transaction_ended`]).
 //! 14. A merge leaves a record out of a slot, or carries it over, only as
 //!     [`select`] decides by replay (IPL-SEL-1); carried write groups are
 //!     programmed after the commit sector reads back sound and flushed
@@ -146,7 +146,7 @@ use flashlab_devices::{DeviceError, DeviceRef};
 use flashlab_runtime::{Mutex as RtMutex, Rt, RwLatch};
 use serde::Serialize;
 
-use super::{PageStore, StoreKind, StoreMode, StoreStats};
+use super::{PageLog, PageStore, StoreInfo, StoreKind, StoreMode, StoreStats};
 use crate::error::{Error, Result};
 use crate::force::LogForce;
 use crate::page::{PAGE_BODY_OFFSET, PageNo};
@@ -289,7 +289,7 @@ struct UnitState {
 }
 
 /// A page's in-memory log: records since its version on flash.
-struct PageLog {
+struct PendingPage {
     /// crc32c of the body the records lead to.
     expected_crc: u32,
     records: Vec<Record>,
@@ -309,14 +309,14 @@ struct PageLog {
     sealed: bool,
 }
 
-impl PageLog {
+impl PendingPage {
     fn forget_records(&mut self) {
         self.records = Vec::new();
         self.undo = Vec::new();
     }
 
-    fn at(expected_crc: u32) -> PageLog {
-        PageLog {
+    fn at(expected_crc: u32) -> PendingPage {
+        PendingPage {
             expected_crc,
             records: Vec::new(),
             undo: Vec::new(),
@@ -406,7 +406,7 @@ pub struct IplStore {
     free: StdMutex<Vec<(u32, bool)>>,
     stripes: Vec<RtMutex<()>>,
     merging: RtMutex<()>,
-    pending: StdMutex<HashMap<PageNo, PageLog>>,
+    pending: StdMutex<HashMap<PageNo, PendingPage>>,
     /// Pages holding in-memory records of each transaction: the active
     /// ones, whose records a merge carries over (IPL-SEL).
     by_txn: StdMutex<HashMap<u64, Vec<PageNo>>>,
@@ -667,20 +667,16 @@ impl IplStore {
 }
 
 impl PageStore for IplStore {
-    fn kind(&self) -> StoreKind {
-        StoreKind::Ipl
+    fn info(&self) -> StoreInfo {
+        StoreInfo {
+            kind: StoreKind::Ipl,
+            page_bytes: self.layout.page_bytes,
+            capacity_pages: self.layout.capacity_pages(),
+        }
     }
 
     fn device(&self) -> &DeviceRef {
         &self.device
-    }
-
-    fn page_bytes(&self) -> usize {
-        self.layout.page_bytes
-    }
-
-    fn capacity_pages(&self) -> u64 {
-        self.layout.capacity_pages()
     }
 
     fn read_page(&self, page_no: PageNo, buf: &mut [u8]) -> Result<()> {
@@ -706,7 +702,7 @@ impl PageStore for IplStore {
         // Unforced changes stay (the pool reads a page again only after
         // writing it back, which forces them).
         if pending.get(&page_no).is_none_or(|p| p.after.is_none()) {
-            let mut log = PageLog::at(body_crc(buf));
+            let mut log = PendingPage::at(body_crc(buf));
             log.forced_lsn = crate::page::lsn(buf);
             pending.insert(page_no, log);
         }
@@ -722,9 +718,9 @@ impl PageStore for IplStore {
         let lsn = crate::page::lsn(image);
         let covered = {
             let mut pending = self.pending.lock().expect("pending");
-            let p = pending.entry(page_no).or_insert(PageLog {
+            let p = pending.entry(page_no).or_insert(PendingPage {
                 diverged: true,
-                ..PageLog::at(0)
+                ..PendingPage::at(0)
             });
             match p.after.as_ref() {
                 // A force captured this version or a newer one.
@@ -768,31 +764,6 @@ impl PageStore for IplStore {
         log.flush_device(&self.device)
     }
 
-    fn install_gate(&self) -> Option<&RwLatch> {
-        Some(&self.gate)
-    }
-
-    fn restart_lsn(&self) -> Option<u64> {
-        self.commit_force.then_some(self.opened_at.1)
-    }
-
-    /// The newest marker's L, not the one found at open: a force during
-    /// recovery (a write-back of a page that undo changed) puts records
-    /// past the open's `L*` on flash, after flushing the WAL to them and
-    /// so the restart record too.
-    fn repair_before_lsn(&self) -> Option<u64> {
-        let restarting = self.restarting.load(Ordering::SeqCst);
-        restarting.then(|| self.marker().1)
-    }
-
-    fn recovered(&self) {
-        self.restarting.store(false, Ordering::SeqCst);
-    }
-
-    fn attach_log(&self, log: Arc<dyn LogForce>) {
-        *self.log.lock().expect("log") = Some(log);
-    }
-
     fn stats(&self) -> StoreStats {
         let s = self.ipl_stats();
         let pb = self.layout.page_bytes as u64;
@@ -805,6 +776,7 @@ impl PageStore for IplStore {
                 + s.markers
                 + s.direct_programs
                 + s.merges * (u64::from(self.layout.pages_per_unit) + 1),
+            counters: self.named_counters(),
             ..StoreStats::default()
         }
     }
@@ -817,10 +789,12 @@ impl PageStore for IplStore {
         self.layout.slot_bytes(self.unit(logical).phys, slot)
     }
 
-    fn wants_updates(&self) -> bool {
-        true
+    fn page_log(&self) -> Option<&dyn PageLog> {
+        Some(self)
     }
+}
 
+impl PageLog for IplStore {
     fn note_update(&self, page_no: PageNo, txn: u64, lsn: u64, before: &[u8], after: &[u8]) {
         if before.len() <= PAGE_BODY_OFFSET || before.len() != after.len() {
             return;
@@ -834,9 +808,9 @@ impl PageStore for IplStore {
             }
         }
         let mut pending = self.pending.lock().expect("pending");
-        let log = pending.entry(page_no).or_insert(PageLog {
+        let log = pending.entry(page_no).or_insert(PendingPage {
             diverged: true, // no known base: the force logs a difference
-            ..PageLog::at(0)
+            ..PendingPage::at(0)
         });
         // IPL-10: the newest image is kept whatever the records, so that a
         // force captures it.
@@ -902,7 +876,37 @@ impl PageStore for IplStore {
         self.commit_force.then(|| self.marker().1)
     }
 
-    fn counters(&self) -> Vec<(&'static str, f64)> {
+    fn install_gate(&self) -> &RwLatch {
+        &self.gate
+    }
+
+    fn restart_lsn(&self) -> Option<u64> {
+        self.commit_force.then_some(self.opened_at.1)
+    }
+
+    /// The newest marker's L, not the one found at open: a force during
+    /// recovery (a write-back of a page that undo changed) puts records
+    /// past the open's `L*` on flash, after flushing the WAL to them and
+    /// so the restart record too.
+    fn repair_before_lsn(&self) -> Option<u64> {
+        let restarting = self.restarting.load(Ordering::SeqCst);
+        restarting.then(|| self.marker().1)
+    }
+
+    fn recovered(&self) {
+        self.restarting.store(false, Ordering::SeqCst);
+    }
+}
+
+impl IplStore {
+    /// The engine's log, through which a write-back's force flushes it;
+    /// set by [`super::open_store_with`].
+    pub fn attach_log(&self, log: Arc<dyn LogForce>) {
+        *self.log.lock().expect("log") = Some(log);
+    }
+
+    /// The store's own counters for reports, by name.
+    fn named_counters(&self) -> Vec<(&'static str, f64)> {
         let s = self.ipl_stats();
         vec![
             ("page_writes", s.page_writes as f64),

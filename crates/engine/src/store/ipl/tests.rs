@@ -68,7 +68,7 @@ fn the_layout_of_a_small_device() {
     // 24 units: the descriptor, the marker ring (2), 2 spares and 8 for
     // a force's deferred erases (IPL-12), 11 logical units of 15 pages.
     assert_eq!(store.layout().logical_units, 11);
-    assert_eq!(store.capacity_pages(), 165);
+    assert_eq!(store.info().capacity_pages, 165);
     assert_eq!(read(&store, 7), vec![0u8; PAGE], "PS-2");
 }
 
