@@ -356,7 +356,10 @@ impl Inner {
     /// True if commits release their row locks before the force (DB-7).
     pub fn releases_locks_early(&self) -> bool {
         self.config.wal.early_lock_release
-            && !self.spaces.iter().any(|space| space.store.page_log().is_some())
+            && !self
+                .spaces
+                .iter()
+                .any(|space| space.store.page_log().is_some())
     }
 
     /// Refuse work after a log failure (DB-4).
@@ -805,7 +808,13 @@ impl Database {
         self.inner
             .spaces
             .iter()
-            .map(|s| (s.name.to_string(), s.store.info().kind, s.store.stats().counters))
+            .map(|s| {
+                (
+                    s.name.to_string(),
+                    s.store.info().kind,
+                    s.store.stats().counters,
+                )
+            })
             .collect()
     }
 

@@ -129,6 +129,7 @@
 //! (IPL-6, IPL-7). LIMIT: a commit sector has one copy; damage after it
 //! read back sound (IPL-8) is resolved by IPL-9 or refused.
 
+mod check;
 mod force;
 pub mod layout;
 mod merge;
@@ -449,6 +450,8 @@ pub struct IplStore {
     /// a damaged page is rebuilt from the WAL before the newest marker only
     /// (BUF-9, REC-4).
     restarting: AtomicBool,
+    /// Check the whole state after every change ([`IplStore::check`]).
+    checking: bool,
 }
 
 fn body_crc(page: &[u8]) -> u32 {
@@ -524,6 +527,7 @@ impl IplStore {
             log: StdMutex::new(None),
             failed: AtomicBool::new(false),
             restarting: AtomicBool::new(false),
+            checking: check::checks_every_change(),
         };
         let mut store = store;
         match mode {
@@ -533,6 +537,7 @@ impl IplStore {
         store.opened_at = *store.marked.lock().expect("marked");
         let restarting = mode == StoreMode::Open && store.commit_force;
         store.restarting.store(restarting, Ordering::SeqCst);
+        store.check_if_checking();
         Ok(store)
     }
 
@@ -680,6 +685,160 @@ impl PageStore for IplStore {
     }
 
     fn read_page(&self, page_no: PageNo, buf: &mut [u8]) -> Result<()> {
+        let done = self.read_slot(page_no, buf);
+        self.check_if_checking();
+        done
+    }
+
+    /// A write-back never writes one page on its own (IPL-10): it makes
+    /// sure a force has written the page's newest state, running one if
+    /// the page has changes not yet forced.
+    fn write_page(&self, page_no: PageNo, image: &[u8]) -> Result<()> {
+        let done = self.write_back(page_no, image);
+        self.check_if_checking();
+        done
+    }
+
+    /// A checkpoint's sync runs a force, so that the marker's L is at or
+    /// beyond the checkpoint's begin record (REC-4).
+    fn sync(&self, log: &dyn LogForce) -> Result<()> {
+        let done = self.force_and_flush(log);
+        self.check_if_checking();
+        done
+    }
+
+    fn stats(&self) -> StoreStats {
+        let s = self.ipl_stats();
+        let pb = self.layout.page_bytes as u64;
+        StoreStats {
+            pages_written: s.page_writes,
+            device_bytes_written: (s.sector_writes + 2 * s.markers) * LOG_SECTOR_BYTES as u64
+                + s.direct_programs * pb
+                + s.merges * (u64::from(self.layout.pages_per_unit) * pb + LOG_SECTOR_BYTES as u64),
+            device_writes: s.groups
+                + s.markers
+                + s.direct_programs
+                + s.merges * (u64::from(self.layout.pages_per_unit) + 1),
+            counters: self.named_counters(),
+            ..StoreStats::default()
+        }
+    }
+
+    fn location_of(&self, page_no: PageNo) -> u64 {
+        let (logical, slot) = self.layout.place(page_no);
+        if logical >= self.layout.logical_units {
+            return 0;
+        }
+        self.layout.slot_bytes(self.unit(logical).phys, slot)
+    }
+
+    fn page_log(&self) -> Option<&dyn PageLog> {
+        Some(self)
+    }
+}
+
+impl PageLog for IplStore {
+    fn note_update(&self, page_no: PageNo, txn: u64, lsn: u64, before: &[u8], after: &[u8]) {
+        self.note_changes(page_no, txn, lsn, before, after);
+        self.check_if_checking();
+    }
+
+    /// A commit is acknowledged only once a force marker covers its commit
+    /// record (IPL-13): the force runs here unless one already does.
+    /// Every commit waits for it, whether or not it changed this space:
+    /// recovery takes any transaction ending at or beyond L* as a loser.
+    fn transaction_ended(
+        &self,
+        txn: u64,
+        committed: bool,
+        end_lsn: u64,
+        log: &dyn LogForce,
+    ) -> Result<()> {
+        let done = self.end_transaction(txn, committed, end_lsn, log);
+        self.check_if_checking();
+        done
+    }
+
+    fn durable_lsn(&self) -> Option<u64> {
+        self.commit_force.then(|| self.marker().1)
+    }
+
+    fn install_gate(&self) -> &RwLatch {
+        &self.gate
+    }
+
+    fn restart_lsn(&self) -> Option<u64> {
+        self.commit_force.then_some(self.opened_at.1)
+    }
+
+    /// The newest marker's L, not the one found at open: a force during
+    /// recovery (a write-back of a page that undo changed) puts records
+    /// past the open's `L*` on flash, after flushing the WAL to them and
+    /// so the restart record too.
+    fn repair_before_lsn(&self) -> Option<u64> {
+        let restarting = self.restarting.load(Ordering::SeqCst);
+        restarting.then(|| self.marker().1)
+    }
+
+    fn recovered(&self) {
+        self.end_restart();
+        self.check_if_checking();
+    }
+}
+
+impl IplStore {
+    /// The engine's log, through which a write-back's force flushes it;
+    /// set by [`super::open_store_with`].
+    pub fn attach_log(&self, log: Arc<dyn LogForce>) {
+        *self.log.lock().expect("log") = Some(log);
+    }
+
+    /// The store's own counters for reports, by name.
+    fn named_counters(&self) -> Vec<(&'static str, f64)> {
+        let s = self.ipl_stats();
+        vec![
+            ("page_writes", s.page_writes as f64),
+            ("sector_writes", s.sector_writes as f64),
+            ("groups", s.groups as f64),
+            ("merges", s.merges as f64),
+            ("merge_ms", s.merge_ns as f64 / 1e6),
+            ("erases", s.erases as f64),
+            ("direct_programs", s.direct_programs as f64),
+            ("diff_writes", s.diff_writes as f64),
+            ("records", s.records_noted as f64),
+            ("record_bytes", s.record_bytes_noted as f64),
+            ("page_reads", s.page_reads as f64),
+            ("log_sectors_read", s.log_sectors_read as f64),
+            ("commit_groups", s.commit_groups as f64),
+            ("commit_sectors", s.commit_sectors as f64),
+            ("damaged_sectors", s.damaged_sectors as f64),
+            ("damaged_slots", s.damaged_slots as f64),
+            ("commit_sector_retries", s.commit_sector_retries as f64),
+            ("poisoned_slots", s.poisoned_slots as f64),
+            ("forces", s.forces as f64),
+            ("force_pages", s.force_pages as f64),
+            ("markers", s.markers as f64),
+            ("deferred_erases", s.deferred_erases as f64),
+            ("open_merges", s.open_merges as f64),
+            (
+                "active_transactions",
+                self.by_txn.lock().expect("by_txn").len() as f64,
+            ),
+            ("selective_merges", s.selective_merges as f64),
+            ("records_discarded", s.records_discarded as f64),
+            ("records_carried", s.records_carried as f64),
+            ("carried_sectors", s.carried_sectors as f64),
+            ("selections_refused", s.selections_refused as f64),
+            ("records_deapplied", s.records_deapplied as f64),
+            ("deapply_refused", s.deapply_refused as f64),
+        ]
+    }
+}
+
+/// The bodies of the store's calls; each call checks the whole state
+/// after its body ([`IplStore::check`]).
+impl IplStore {
+    fn read_slot(&self, page_no: PageNo, buf: &mut [u8]) -> Result<()> {
         let (logical, slot) = self.check_page(page_no)?;
         let _unit = self.stripe(logical).lock();
         let st = self.unit(logical);
@@ -709,10 +868,7 @@ impl PageStore for IplStore {
         Ok(())
     }
 
-    /// A write-back never writes one page on its own (IPL-10): it makes
-    /// sure a force has written the page's newest state, running one if
-    /// the page has changes not yet forced.
-    fn write_page(&self, page_no: PageNo, image: &[u8]) -> Result<()> {
+    fn write_back(&self, page_no: PageNo, image: &[u8]) -> Result<()> {
         self.check_page(page_no)?;
         bump(&self.counters.page_writes, 1);
         let lsn = crate::page::lsn(image);
@@ -757,45 +913,12 @@ impl PageStore for IplStore {
         self.force(&*log)
     }
 
-    /// A checkpoint's sync runs a force, so that the marker's L is at or
-    /// beyond the checkpoint's begin record (REC-4).
-    fn sync(&self, log: &dyn LogForce) -> Result<()> {
+    fn force_and_flush(&self, log: &dyn LogForce) -> Result<()> {
         self.force(log)?;
         log.flush_device(&self.device)
     }
 
-    fn stats(&self) -> StoreStats {
-        let s = self.ipl_stats();
-        let pb = self.layout.page_bytes as u64;
-        StoreStats {
-            pages_written: s.page_writes,
-            device_bytes_written: (s.sector_writes + 2 * s.markers) * LOG_SECTOR_BYTES as u64
-                + s.direct_programs * pb
-                + s.merges * (u64::from(self.layout.pages_per_unit) * pb + LOG_SECTOR_BYTES as u64),
-            device_writes: s.groups
-                + s.markers
-                + s.direct_programs
-                + s.merges * (u64::from(self.layout.pages_per_unit) + 1),
-            counters: self.named_counters(),
-            ..StoreStats::default()
-        }
-    }
-
-    fn location_of(&self, page_no: PageNo) -> u64 {
-        let (logical, slot) = self.layout.place(page_no);
-        if logical >= self.layout.logical_units {
-            return 0;
-        }
-        self.layout.slot_bytes(self.unit(logical).phys, slot)
-    }
-
-    fn page_log(&self) -> Option<&dyn PageLog> {
-        Some(self)
-    }
-}
-
-impl PageLog for IplStore {
-    fn note_update(&self, page_no: PageNo, txn: u64, lsn: u64, before: &[u8], after: &[u8]) {
+    fn note_changes(&self, page_no: PageNo, txn: u64, lsn: u64, before: &[u8], after: &[u8]) {
         if before.len() <= PAGE_BODY_OFFSET || before.len() != after.len() {
             return;
         }
@@ -851,11 +974,7 @@ impl PageLog for IplStore {
         log.expected_crc = body_crc(after);
     }
 
-    /// A commit is acknowledged only once a force marker covers its commit
-    /// record (IPL-13): the force runs here unless one already does.
-    /// Every commit waits for it, whether or not it changed this space:
-    /// recovery takes any transaction ending at or beyond L* as a loser.
-    fn transaction_ended(
+    fn end_transaction(
         &self,
         txn: u64,
         committed: bool,
@@ -872,78 +991,8 @@ impl PageLog for IplStore {
         self.force_covering(end_lsn, log)
     }
 
-    fn durable_lsn(&self) -> Option<u64> {
-        self.commit_force.then(|| self.marker().1)
-    }
-
-    fn install_gate(&self) -> &RwLatch {
-        &self.gate
-    }
-
-    fn restart_lsn(&self) -> Option<u64> {
-        self.commit_force.then_some(self.opened_at.1)
-    }
-
-    /// The newest marker's L, not the one found at open: a force during
-    /// recovery (a write-back of a page that undo changed) puts records
-    /// past the open's `L*` on flash, after flushing the WAL to them and
-    /// so the restart record too.
-    fn repair_before_lsn(&self) -> Option<u64> {
-        let restarting = self.restarting.load(Ordering::SeqCst);
-        restarting.then(|| self.marker().1)
-    }
-
-    fn recovered(&self) {
+    fn end_restart(&self) {
         self.restarting.store(false, Ordering::SeqCst);
-    }
-}
-
-impl IplStore {
-    /// The engine's log, through which a write-back's force flushes it;
-    /// set by [`super::open_store_with`].
-    pub fn attach_log(&self, log: Arc<dyn LogForce>) {
-        *self.log.lock().expect("log") = Some(log);
-    }
-
-    /// The store's own counters for reports, by name.
-    fn named_counters(&self) -> Vec<(&'static str, f64)> {
-        let s = self.ipl_stats();
-        vec![
-            ("page_writes", s.page_writes as f64),
-            ("sector_writes", s.sector_writes as f64),
-            ("groups", s.groups as f64),
-            ("merges", s.merges as f64),
-            ("merge_ms", s.merge_ns as f64 / 1e6),
-            ("erases", s.erases as f64),
-            ("direct_programs", s.direct_programs as f64),
-            ("diff_writes", s.diff_writes as f64),
-            ("records", s.records_noted as f64),
-            ("record_bytes", s.record_bytes_noted as f64),
-            ("page_reads", s.page_reads as f64),
-            ("log_sectors_read", s.log_sectors_read as f64),
-            ("commit_groups", s.commit_groups as f64),
-            ("commit_sectors", s.commit_sectors as f64),
-            ("damaged_sectors", s.damaged_sectors as f64),
-            ("damaged_slots", s.damaged_slots as f64),
-            ("commit_sector_retries", s.commit_sector_retries as f64),
-            ("poisoned_slots", s.poisoned_slots as f64),
-            ("forces", s.forces as f64),
-            ("force_pages", s.force_pages as f64),
-            ("markers", s.markers as f64),
-            ("deferred_erases", s.deferred_erases as f64),
-            ("open_merges", s.open_merges as f64),
-            (
-                "active_transactions",
-                self.by_txn.lock().expect("by_txn").len() as f64,
-            ),
-            ("selective_merges", s.selective_merges as f64),
-            ("records_discarded", s.records_discarded as f64),
-            ("records_carried", s.records_carried as f64),
-            ("carried_sectors", s.carried_sectors as f64),
-            ("selections_refused", s.selections_refused as f64),
-            ("records_deapplied", s.records_deapplied as f64),
-            ("deapply_refused", s.deapply_refused as f64),
-        ]
     }
 }
 
