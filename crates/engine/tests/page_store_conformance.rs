@@ -182,6 +182,27 @@ fn created_with_pages(subject: &Subject, plan: FaultPlan) -> (Medium, Arc<dyn Pa
     (m, store)
 }
 
+/// Write `pages` at `version` and sync, then write `(page, version)`
+/// unsynced, crash losing every unflushed write, and reopen.
+fn sync_write_and_crash(
+    subject: &Subject,
+    m: &Medium,
+    store: Arc<dyn PageStore>,
+    pages: impl Iterator<Item = u32>,
+    version: u64,
+    (unsynced, unsynced_version): (u32, u64),
+) -> Arc<dyn PageStore> {
+    for n in pages {
+        store.write_page(n, &image(n, version)).unwrap();
+    }
+    store.sync(&DurableLog).unwrap();
+    let after = image(unsynced, unsynced_version);
+    store.write_page(unsynced, &after).unwrap();
+    drop(store);
+    m.crash();
+    open(subject, m, StoreMode::Open).unwrap()
+}
+
 /// PS-2: a page never written reads as zeros.
 #[test]
 fn ps2_a_page_never_written_reads_as_zeros() {
@@ -205,14 +226,8 @@ fn ps1_synced_pages_survive_a_crash() {
         for subject in &SUBJECTS {
             let kind = subject.kind;
             let (m, store) = created_with_pages(subject, FaultPlan::none(1));
-            for n in (1..PAGES).step_by(3) {
-                store.write_page(n, &image(n, 2)).unwrap();
-            }
-            store.sync(&DurableLog).unwrap();
-            store.write_page(5, &image(5, 3)).unwrap();
-            drop(store);
-            m.crash();
-            let store = open(subject, &m, StoreMode::Open).unwrap();
+            let rewritten = (1..PAGES).step_by(3);
+            let store = sync_write_and_crash(subject, &m, store, rewritten, 2, (5, 3));
             for n in 1..PAGES {
                 let got = read(store.as_ref(), n).unwrap();
                 let synced = if (n - 1) % 3 == 0 { 2 } else { 1 };
@@ -379,14 +394,7 @@ fn a_store_reopened_after_a_crash_keeps_its_next_syncs() {
             drop(store);
             m.crash_tearing();
             let store = open(subject, &m, StoreMode::Open).unwrap();
-            for n in 1..PAGES {
-                store.write_page(n, &image(n, 3)).unwrap();
-            }
-            store.sync(&DurableLog).unwrap();
-            store.write_page(4, &image(4, 4)).unwrap();
-            drop(store);
-            m.crash();
-            let store = open(subject, &m, StoreMode::Open).unwrap();
+            let store = sync_write_and_crash(subject, &m, store, 1..PAGES, 3, (4, 4));
             check_after_crash(subject, store.as_ref(), |n| n == 4, (3, 4));
         }
     });

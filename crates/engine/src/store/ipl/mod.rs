@@ -754,7 +754,16 @@ impl PageLog for IplStore {
         end_lsn: u64,
         log: &dyn LogForce,
     ) -> Result<()> {
-        let done = self.end_transaction(txn, committed, end_lsn, log);
+        let done = (|| {
+            let pages = self.by_txn.lock().expect("by_txn").remove(&txn);
+            if !committed && self.selection {
+                self.aborted(txn, pages.unwrap_or_default());
+            }
+            if !committed || !self.commit_force {
+                return Ok(());
+            }
+            self.force_covering(end_lsn, log)
+        })();
         self.check_if_checking();
         done
     }
@@ -972,23 +981,6 @@ impl IplStore {
         log.records.extend(records);
         debug_assert!(!self.selection || log.records.len() == log.undo.len());
         log.expected_crc = body_crc(after);
-    }
-
-    fn end_transaction(
-        &self,
-        txn: u64,
-        committed: bool,
-        end_lsn: u64,
-        log: &dyn LogForce,
-    ) -> Result<()> {
-        let pages = self.by_txn.lock().expect("by_txn").remove(&txn);
-        if !committed && self.selection {
-            self.aborted(txn, pages.unwrap_or_default());
-        }
-        if !committed || !self.commit_force {
-            return Ok(());
-        }
-        self.force_covering(end_lsn, log)
     }
 
     fn end_restart(&self) {
