@@ -142,7 +142,7 @@ fn update_all(
                 db.checkpoint().unwrap();
             }
         }
-        let stats = db.store_stats()[0].1;
+        let stats = db.store_stats()[0].1.clone();
         db.close().unwrap();
         (
             stats.segments_cleaned,
@@ -354,7 +354,7 @@ fn cut_and_recover(event: IoEvent, nth: u64, cleaning: Cleaning) -> CutRun {
     });
     let cut = rig.power.is_off();
     let in_cleaning = held.lock().unwrap().take().is_some_and(|db| {
-        let s = db.store_stats()[0].1;
+        let s = db.store_stats()[0].1.clone();
         std::mem::forget(db);
         s.cleaning_passes > s.cleaning_passes_finished
     });
@@ -456,13 +456,13 @@ fn write_through_writes_each_page_as_its_own_partial_segment() {
         config.data[0].write_through = true;
         let db = Database::open_with(&config, devices.clone()).unwrap();
         let t = db.create_table(TableSpec::bytes("t")).unwrap();
-        let before = db.store_stats()[0].1;
+        let before = db.store_stats()[0].1.clone();
         for i in 0..ROWS {
             let mut txn = db.begin().unwrap();
             txn.put(&t, &key(i), &value(i, 0)).unwrap();
             txn.commit().unwrap();
         }
-        let after = db.store_stats()[0].1;
+        let after = db.store_stats()[0].1.clone();
         db.close().unwrap();
         let db = Database::open_with(&config, devices).unwrap();
         let t = db.table("t").unwrap();

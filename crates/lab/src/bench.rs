@@ -365,6 +365,9 @@ fn store_delta(
         map_checkpoints: after.map_checkpoints - before.map_checkpoints,
         cleaning_passes: after.cleaning_passes - before.cleaning_passes,
         cleaning_passes_finished: after.cleaning_passes_finished - before.cleaning_passes_finished,
+        // The store's own counters are reported apart, as deltas of their
+        // own (`StoreReport::counters`).
+        counters: Vec::new(),
     }
 }
 

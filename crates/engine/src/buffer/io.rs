@@ -253,7 +253,7 @@ impl Core {
                 if !space.logged {
                     return Err(damage);
                 }
-                let before_lsn = space.store.repair_before_lsn();
+                let before_lsn = space.store.page_log().and_then(|p| p.repair_before_lsn());
                 match self.log.rebuild_page(id, self.page_bytes, before_lsn) {
                     Some(Ok((image, rec_lsn))) if image.len() == data.len() => {
                         data.copy_from_slice(&image);

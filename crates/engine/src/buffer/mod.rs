@@ -329,10 +329,10 @@ impl BufferPool {
                 self.core.page_bytes
             )));
         }
-        if store.page_bytes() != self.core.page_bytes {
+        if store.info().page_bytes != self.core.page_bytes {
             return Err(Error::Config(format!(
                 "space '{name}': its store has {}-byte pages, the pool {}-byte pages",
-                store.page_bytes(),
+                store.info().page_bytes,
                 self.core.page_bytes
             )));
         }
@@ -569,15 +569,13 @@ impl PageRef {
 
     /// Tell the page's store that a change of transaction `txn` turns the
     /// page from `before` into `after` (installed next, at page LSN
-    /// `lsn`): In-Page Logging
-    /// keeps it as log records ([`PageStore::note_update`]). No I/O.
+    /// `lsn`), if the store keeps a log of each page's changes
+    /// ([`crate::store::PageLog::note_update`]). No I/O.
     pub fn note_update(&self, txn: u64, lsn: u64, before: &[u8], after: &[u8]) {
         if let Ok(space) = self.core.space_of(self.id)
-            && space.store.wants_updates()
+            && let Some(page_log) = space.store.page_log()
         {
-            space
-                .store
-                .note_update(self.id.page_no, txn, lsn, before, after);
+            page_log.note_update(self.id.page_no, txn, lsn, before, after);
         }
     }
 

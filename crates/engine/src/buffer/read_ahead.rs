@@ -57,7 +57,8 @@ impl Core {
         let first = id.page_no.saturating_add(1);
         let room = space
             .store
-            .capacity_pages()
+            .info()
+            .capacity_pages
             .saturating_sub(u64::from(first));
         let wanted = (window as u64).min(room) as u32;
         let mut frames = Vec::new();

@@ -133,8 +133,8 @@ impl Inner {
     pub(crate) fn mtr(&self, space: SpaceId) -> Result<Mtr<'_>> {
         let s = self.space(space)?;
         let mtr = Mtr::new(&s.pool, s.id, &s.name, s.capacity_pages, &s.allocation)
-            .keeping_before_images(s.store.wants_updates());
-        Ok(if s.store.install_gate().is_some() {
+            .keeping_before_images(s.store.page_log().is_some());
+        Ok(if s.store.page_log().is_some() {
             mtr.with_gated_store(&s.store)
         } else {
             mtr

@@ -63,6 +63,7 @@ pub(crate) fn build_spaces(
             &space.name,
             mode,
             StoreOptions {
+                log: Some(wal.clone()),
                 ipl_log_segment_bytes: space.ipl_log_segment_bytes,
                 ipl_no_commit_force: space.ipl_no_commit_force,
                 ipl_no_selection: space.ipl_no_selection,
@@ -72,14 +73,13 @@ pub(crate) fn build_spaces(
                 },
             },
         )?;
-        store.attach_log(wal.clone());
         pool.register_logged_space(i as u32, &space.name, store.clone())?;
         spaces.push(DataSpace {
             id: i as u32,
             allocation: flashlab_runtime::Latch::new(),
             name: space.name.clone(),
             pool,
-            capacity_pages: store.capacity_pages(),
+            capacity_pages: store.info().capacity_pages,
             store,
         });
     }
@@ -280,14 +280,11 @@ pub(crate) fn create_table(db: &Database, spec: TableSpec) -> Result<Table> {
     )?;
     if let Some(logged) = logged {
         inner.wal.flush_to(logged.end_lsn)?;
-        // In-Page Logging: the new table is acknowledged only once a force
-        // marker covers its catalog record and its trees (IPL-13, REC-4).
-        for space in &inner.spaces {
-            if space.store.wants_updates() {
-                space
-                    .store
-                    .transaction_ended(0, true, logged.end_lsn, &*inner.wal)?;
-            }
+        // A store with a page log: the new table is acknowledged only
+        // once the store's durable state covers its catalog record and its
+        // trees (PLOG-2, REC-4).
+        for page_log in inner.spaces.iter().filter_map(|s| s.store.page_log()) {
+            page_log.transaction_ended(0, true, logged.end_lsn, &*inner.wal)?;
         }
     }
     let def = Arc::new(def);

@@ -321,7 +321,10 @@ impl Inner {
     /// True if commits release their row locks before the force (DB-7).
     pub fn releases_locks_early(&self) -> bool {
         self.config.wal.early_lock_release
-            && !self.spaces.iter().any(|space| space.store.wants_updates())
+            && !self
+                .spaces
+                .iter()
+                .any(|space| space.store.page_log().is_some())
     }
 
     /// Refuse work after a log failure (DB-4).
@@ -770,12 +773,18 @@ impl Database {
     }
 
     /// Each data space's name, page store and the store's own counters
-    /// ([`crate::store::PageStore::counters`]).
+    /// ([`crate::store::StoreStats::counters`]).
     pub fn store_counters(&self) -> Vec<SpaceStoreCounters> {
         self.inner
             .spaces
             .iter()
-            .map(|s| (s.name.to_string(), s.store.kind(), s.store.counters()))
+            .map(|s| {
+                (
+                    s.name.to_string(),
+                    s.store.info().kind,
+                    s.store.stats().counters,
+                )
+            })
             .collect()
     }
 

@@ -78,7 +78,7 @@ use std::collections::BTreeMap;
 
 use crate::config::DbConfig;
 use crate::db::create::{build_spaces, load_catalog};
-use crate::db::{Database, Devices};
+use crate::db::{DataSpace, Database, Devices};
 use crate::error::{Error, Result};
 use crate::mtr::apply_redo;
 use crate::page::{self, PageId};
@@ -253,14 +253,10 @@ pub(crate) fn recover_with_report(
     // The master names a checkpoint only once creation took its first one.
     let created = master.checkpoint_lsn != 0;
     let db = assemble(config, devices, master, &analysis)?;
-    // REC-4: the IPL spaces' pages are as of L*.
-    let l_star = db
-        .inner
-        .spaces
-        .iter()
-        .filter_map(|s| s.store.restart_lsn())
-        .min();
-    check_ipl_within_log(&db, end_lsn)?;
+    // REC-4: the pages of the spaces that restart without redo are as of
+    // L*.
+    let l_star = db.inner.spaces.iter().filter_map(restart_lsn).min();
+    check_restarts_within_log(&db, end_lsn)?;
     let (losers, ipl_losers) = losers_at(analysis.active, &analysis.ended_at, l_star);
     let mut report = RecoveryReport {
         checkpoint_lsn,
@@ -275,11 +271,11 @@ pub(crate) fn recover_with_report(
     };
     let redone = redo(&db, redo_lsn, end_lsn)?;
     report.pages_redone = redone.all;
-    report.ipl_pages_redone = redone.ipl;
-    report.ipl_pages_skipped = redone.ipl_skipped;
+    report.ipl_pages_redone = redone.page_log;
+    report.ipl_pages_skipped = redone.page_log_skipped;
     assert!(
         l_star.is_none() || report.ipl_pages_redone == 0,
-        "REC-4: an IPL page redone although its space restarts at L*"
+        "REC-4: a page redone although its space restarts at L*"
     );
     // A loser's first record is at or after the log start (WAL-9).
     db.inner
@@ -292,9 +288,10 @@ pub(crate) fn recover_with_report(
     db.inner.wal.flush_all()?;
     db.flush()?;
     // The closing checkpoint moved the log start past every record the
-    // IPL pages did not receive: repairs from the WAL are sound again.
-    for space in &db.inner.spaces {
-        space.store.recovered();
+    // pages restarted at L* did not receive: repairs from the WAL are
+    // sound again (PLOG-3).
+    for page_log in db.inner.spaces.iter().filter_map(|s| s.store.page_log()) {
+        page_log.recovered();
     }
     *db.inner.recovery.lock().expect("recovery") = Some(report.clone());
     Ok((db, report))
@@ -337,12 +334,18 @@ fn check_checkpoint_end(devices: &Devices, master: &Master, analysis: &Analysis)
     )))
 }
 
-/// BUF-18 for In-Page Logging spaces: a force marker is written only once
-/// the WAL is durable to its `L` (IPL-10), so an `L*` past the end of the
-/// log that recovery found proves that the log lost its tail.
-fn check_ipl_within_log(db: &Database, end_lsn: u64) -> Result<()> {
+/// Where a space restarts without redo, if it does (PLOG-3, REC-4).
+fn restart_lsn(space: &DataSpace) -> Option<u64> {
+    space.store.page_log().and_then(|p| p.restart_lsn())
+}
+
+/// BUF-18 for spaces that restart without redo: their durable state is
+/// written only once the WAL is durable to its `L` (IPL-10), so an `L*`
+/// past the end of the log that recovery found proves that the log lost
+/// its tail.
+fn check_restarts_within_log(db: &Database, end_lsn: u64) -> Result<()> {
     for (space, device) in db.inner.spaces.iter().zip(&db.inner.devices.data) {
-        if let Some(l_star) = space.store.restart_lsn().filter(|&l| l > end_lsn) {
+        if let Some(l_star) = restart_lsn(space).filter(|&l| l > end_lsn) {
             return Err(Error::Damaged(format!(
                 "log device '{}': the log lost its tail: data space '{}' ({}) is forced to LSN \
                  {l_star}, the log ends at {end_lsn} (an older or truncated copy of the log?)",
@@ -412,7 +415,7 @@ fn losers_at(
 /// record per space: each has its own marker ring.
 fn log_restarts(db: &Database, end_lsn: u64) -> Result<()> {
     for space in &db.inner.spaces {
-        if let Some(from_lsn) = space.store.restart_lsn().filter(|&l| l < end_lsn) {
+        if let Some(from_lsn) = restart_lsn(space).filter(|&l| l < end_lsn) {
             let space = space.id;
             db.inner
                 .wal
@@ -422,12 +425,12 @@ fn log_restarts(db: &Database, end_lsn: u64) -> Result<()> {
     Ok(())
 }
 
-/// Redo records applied (all, to In-Page Logging spaces) and skipped.
+/// Redo records applied (all, to spaces with a page log) and skipped.
 #[derive(Default)]
 struct Redone {
     all: u64,
-    ipl: u64,
-    ipl_skipped: u64,
+    page_log: u64,
+    page_log_skipped: u64,
 }
 
 /// Repeat history from `redo_lsn` to `end_lsn` (REC-1), but for the pages
@@ -457,8 +460,8 @@ fn redo(db: &Database, redo_lsn: u64, end_lsn: u64) -> Result<Redone> {
                     ),
                 ));
             }
-            if space.store.restart_lsn().is_some() {
-                done.ipl_skipped += 1;
+            if restart_lsn(space).is_some() {
+                done.page_log_skipped += 1;
                 continue;
             }
             let handle = space.pool.fetch(redo.page)?;
@@ -472,8 +475,8 @@ fn redo(db: &Database, redo_lsn: u64, end_lsn: u64) -> Result<Redone> {
             }
             handle.install(&image, record.lsn, record_end);
             done.all += 1;
-            if space.store.kind() == crate::store::StoreKind::Ipl {
-                done.ipl += 1;
+            if space.store.page_log().is_some() {
+                done.page_log += 1;
             }
         }
     }
@@ -496,11 +499,11 @@ fn undo(db: &Database, losers: BTreeMap<u64, ActiveTxn>, l_star: Option<u64>) ->
         if undo_next == 0 {
             inner.wal.append(txn, last_lsn, Body::Abort)?;
             todo.remove(&txn);
-            // The stores that keep records per transaction (IPL) learn
-            // that it ended aborted: its records are no longer an active
-            // transaction's (IPL-SEL). Nothing is forced for an abort.
-            for space in inner.spaces.iter().filter(|s| s.store.wants_updates()) {
-                space.store.transaction_ended(txn, false, 0, &*inner.wal)?;
+            // The stores that keep a log of each page's changes learn
+            // that it ended aborted (PLOG-2): its records are no longer an
+            // active transaction's. Nothing is forced for an abort.
+            for page_log in inner.spaces.iter().filter_map(|s| s.store.page_log()) {
+                page_log.transaction_ended(txn, false, 0, &*inner.wal)?;
             }
             continue;
         }

@@ -753,24 +753,25 @@ impl Transaction {
             });
         match result {
             Ok((commit_ts, end)) => {
-                // In-Page Logging: the commit is acknowledged (and made
-                // visible) only once a force marker covers its record
-                // (IPL-13), for recovery does not redo IPL pages (REC-4).
+                // A store with a page log: the commit is acknowledged (and
+                // made visible) only once the store's durable state covers
+                // its record (PLOG-2), for recovery may not redo the
+                // store's pages (REC-4).
                 // A failure here is a device's: the outcome is unknown
                 // until recovery, and the database fails with the locks
                 // held (DB-4).
                 let mut covered = u64::MAX;
                 for space in &db.spaces {
-                    if !space.store.wants_updates() {
+                    let Some(page_log) = space.store.page_log() else {
                         continue;
-                    }
-                    if let Err(e) = space.store.transaction_ended(self.id, true, end, &*db.wal) {
+                    };
+                    if let Err(e) = page_log.transaction_ended(self.id, true, end, &*db.wal) {
                         return Err(db.fail(format!(
                             "space '{}': forcing the log sectors of transaction {}: {e}",
                             space.name, self.id
                         )));
                     }
-                    if let Some(lsn) = space.store.durable_lsn() {
+                    if let Some(lsn) = page_log.durable_lsn() {
                         covered = covered.min(lsn);
                     }
                 }
@@ -837,11 +838,9 @@ impl Transaction {
         undone?;
         db.aborts.fetch_add(1, Ordering::Relaxed);
         self.finish(None);
-        for space in &db.spaces {
-            if space.store.wants_updates() {
-                // Nothing is forced for a rollback: this only forgets.
-                let _ = space.store.transaction_ended(self.id, false, 0, &*db.wal);
-            }
+        for page_log in db.spaces.iter().filter_map(|s| s.store.page_log()) {
+            // Nothing is forced for a rollback: this only forgets.
+            let _ = page_log.transaction_ended(self.id, false, 0, &*db.wal);
         }
         Ok(())
     }

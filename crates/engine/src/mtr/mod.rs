@@ -481,7 +481,7 @@ impl<'a> Mtr<'a> {
     }
 
     /// Keep a copy of each written page's before-image, for a store that
-    /// is told every change (`PageStore::wants_updates`, In-Page Logging).
+    /// is told every change (one with a [`crate::store::PageLog`]).
     pub fn keeping_before_images(mut self, keep: bool) -> Mtr<'a> {
         self.keep_before = keep;
         self
@@ -809,8 +809,8 @@ impl<'a> Mtr<'a> {
         let store = self.store();
         let _gate = store
             .as_ref()
-            .and_then(|s| s.install_gate())
-            .map(|g| g.read());
+            .and_then(|s| s.page_log())
+            .map(|p| p.install_gate().read());
         let logged = self.log(wal, (txn, prev_lsn), false, |redo| Body::Update {
             undo,
             redo,
@@ -882,8 +882,8 @@ impl<'a> Mtr<'a> {
         let store = self.store();
         let _gate = store
             .as_ref()
-            .and_then(|s| s.install_gate())
-            .map(|g| g.read());
+            .and_then(|s| s.page_log())
+            .map(|p| p.install_gate().read());
         // A step that changed nothing is still logged, so undo moves on.
         let appended = self
             .log(wal, (txn, prev_lsn), true, |redo| Body::Compensation {
@@ -933,8 +933,8 @@ impl<'a> Mtr<'a> {
                     self.space
                 )
             });
-            // The page's store sees the change first (In-Page Logging's
-            // records; a no-op for other stores).
+            // A store that keeps a log of each page's changes sees the
+            // change first (PLOG-1).
             if keep_before {
                 handle.note_update(txn, end_lsn, before_of(p), &p.image);
             }

@@ -8,7 +8,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use flashlab_devices::DeviceRef;
 
-use super::{PageStore, StoreKind, StoreStats};
+use super::{PageStore, StoreInfo, StoreKind, StoreStats};
 use crate::error::Result;
 use crate::force::LogForce;
 use crate::page::PageNo;
@@ -42,20 +42,16 @@ impl InPlaceStore {
 }
 
 impl PageStore for InPlaceStore {
-    fn kind(&self) -> StoreKind {
-        StoreKind::InPlace
+    fn info(&self) -> StoreInfo {
+        StoreInfo {
+            kind: StoreKind::InPlace,
+            page_bytes: self.page_bytes,
+            capacity_pages: self.capacity_pages,
+        }
     }
 
     fn device(&self) -> &DeviceRef {
         &self.device
-    }
-
-    fn page_bytes(&self) -> usize {
-        self.page_bytes
-    }
-
-    fn capacity_pages(&self) -> u64 {
-        self.capacity_pages
     }
 
     fn read_page(&self, page_no: PageNo, buf: &mut [u8]) -> Result<()> {

@@ -106,9 +106,20 @@ pub enum StoreMode {
     Open,
 }
 
+/// What a store is: its kind and the shape of its space.
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub struct StoreInfo {
+    /// Which kind of store this is.
+    pub kind: StoreKind,
+    /// The page size the store was opened with.
+    pub page_bytes: usize,
+    /// How many pages the space can hold (what allocation may hand out).
+    pub capacity_pages: u64,
+}
+
 /// What a store counted since it was opened (zeros where a store has no
 /// such thing).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq, Serialize)]
+#[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct StoreStats {
     /// Pages handed to `write_page`.
     pub pages_written: u64,
@@ -129,21 +140,22 @@ pub struct StoreStats {
     /// one begun and not finished.
     pub cleaning_passes: u64,
     pub cleaning_passes_finished: u64,
+    /// The store's own counters for reports, by name (In-Page Logging's
+    /// merges, forces, records; empty for the others). Reports print them
+    /// apart from the fields above.
+    #[serde(skip)]
+    pub counters: Vec<(&'static str, f64)>,
 }
 
-/// A data space's page layout on its device. See the module documentation.
+/// A data space's page layout on its device: what every store does. See
+/// the module documentation; a store that keeps its own log of each page's
+/// changes offers [`PageLog`] through [`PageStore::page_log`] as well.
 pub trait PageStore: Send + Sync {
-    /// Which kind of store this is.
-    fn kind(&self) -> StoreKind;
+    /// Which kind of store this is, its page size and its capacity.
+    fn info(&self) -> StoreInfo;
 
     /// The device under the store.
     fn device(&self) -> &DeviceRef;
-
-    /// The page size the store was opened with.
-    fn page_bytes(&self) -> usize;
-
-    /// How many pages the space can hold (what allocation may hand out).
-    fn capacity_pages(&self) -> u64;
 
     /// Read page `page_no`'s latest image into `buf` (`page_bytes` long).
     /// Damage the device reports is [`DeviceError::ReadFailed`].
@@ -153,7 +165,7 @@ pub trait PageStore: Send + Sync {
     /// in as few device requests as the layout allows (read-ahead). The
     /// default reads page by page.
     fn read_pages(&self, first: PageNo, buf: &mut [u8]) -> Result<()> {
-        let page_bytes = self.page_bytes();
+        let page_bytes = self.info().page_bytes;
         for (n, page) in buf.chunks_mut(page_bytes).enumerate() {
             self.read_page(first + n as PageNo, page)?;
         }
@@ -185,96 +197,14 @@ pub trait PageStore: Send + Sync {
     /// [`LogForce::flush_device`], so a failed flush fails the log (WAL-4).
     fn sync(&self, log: &dyn LogForce) -> Result<()>;
 
-    /// Counters since the store was opened.
+    /// Counters since the store was opened, its own named ones included.
     fn stats(&self) -> StoreStats {
         StoreStats::default()
     }
 
-    /// Whether the store wants [`PageStore::note_update`] calls (In-Page
-    /// Logging does; the pool skips the call for other stores).
-    fn wants_updates(&self) -> bool {
-        false
-    }
-
-    /// A mini-transaction of transaction `txn` (0: none) changed page
-    /// `page_no` from `before` to `after` (whole images; the pool installs
-    /// `after` next, with page LSN `lsn`). Called at the install, with no
-    /// I/O allowed (MTR-8): In-Page Logging keeps the change as records of
-    /// the page's in-memory log sector. Default: nothing.
-    fn note_update(&self, page_no: PageNo, txn: u64, lsn: u64, before: &[u8], after: &[u8]) {
-        let _ = (page_no, txn, lsn, before, after);
-    }
-
-    /// Transaction `txn` ended (after its commit record, ending at
-    /// `end_lsn`, is durable, or after its rollback). In-Page Logging
-    /// forces the space so that a force marker covers the commit record
-    /// (lee2007's commit; IPL-13): the commit is acknowledged only then.
-    /// Default: nothing.
-    fn transaction_ended(
-        &self,
-        txn: u64,
-        committed: bool,
-        end_lsn: u64,
-        log: &dyn LogForce,
-    ) -> Result<()> {
-        let _ = (txn, committed, end_lsn, log);
-        Ok(())
-    }
-
-    /// A damaged page of this store is rebuilt from the WAL records
-    /// before this LSN only (BUF-9); `None`: from the whole durable log,
-    /// the default. An In-Page Logging space that restarted without redo
-    /// says `L*` until recovery's closing checkpoint: the WAL then still
-    /// holds records at or after `L*` that its pages never received
-    /// (REC-4), and a page rebuilt from them would be newer than its
-    /// neighbours.
-    fn repair_before_lsn(&self) -> Option<u64> {
-        None
-    }
-
-    /// Recovery finished (its closing checkpoint is durable). Default:
-    /// nothing.
-    fn recovered(&self) {}
-
-    /// The log position a durable force marker covers now (In-Page
-    /// Logging with restarts without redo): a commit is made visible to
-    /// other transactions only once it is covered. `None`: no such limit.
-    fn durable_lsn(&self) -> Option<u64> {
-        None
-    }
-
-    /// The latch a mini-transaction holds shared from appending its record
-    /// to installing its pages, when it changes pages of this store (IPL-10:
-    /// an In-Page Logging force captures the space's state holding it
-    /// exclusive). Default: none.
-    fn install_gate(&self) -> Option<&flashlab_runtime::RwLatch> {
-        None
-    }
-
-    /// The log position whose state the store holds durably for every
-    /// page (an In-Page Logging force marker's L, IPL-11), when the store
-    /// restarts without redo: recovery then skips redo of the store's
-    /// pages and treats every transaction whose commit or abort record
-    /// lies at or beyond it as a loser (REC-4). `None` (the default): the
-    /// WAL's redo brings the store's pages forward.
-    fn restart_lsn(&self) -> Option<u64> {
-        None
-    }
-
-    /// Store-specific counters for reports, by name (empty by default).
-    fn counters(&self) -> Vec<(&'static str, f64)> {
-        Vec::new()
-    }
-
     /// A one-line offset or location of a page, for error messages.
     fn location_of(&self, page_no: PageNo) -> u64 {
-        u64::from(page_no) * self.page_bytes() as u64
-    }
-
-    /// The engine's log, through which a store that flushes its device on
-    /// its own (a log-structured store making room) flushes (WAL-4).
-    fn attach_log(&self, log: Arc<dyn LogForce>) {
-        let _ = log;
+        u64::from(page_no) * self.info().page_bytes as u64
     }
 
     /// Record the database's identity and the space's index where the
@@ -291,11 +221,91 @@ pub trait PageStore: Send + Sync {
     fn check_layout(&self) -> Result<Vec<String>> {
         Ok(Vec::new())
     }
+
+    /// The store's log of each page's changes, if it keeps one: the one
+    /// seam through which transactions, mini-transactions, recovery and
+    /// the buffer pool reach it. Default: none.
+    fn page_log(&self) -> Option<&dyn PageLog> {
+        None
+    }
 }
 
-/// Settings of particular stores (config keys of the data space).
-#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+/// A store that keeps its own log of each page's changes beside the page
+/// (lee2007's In-Page Logging) instead of rewriting the page: it hears of
+/// every change as it is installed, takes part in commits and aborts, and
+/// restarts from its own durable state rather than by the WAL's redo.
+///
+/// Invariants (PLOG-n; the store's own are IPL-n):
+/// 1. [`PageLog::note_update`] is called for every change of a page of the
+///    space, at its install, holding [`PageLog::install_gate`] shared from
+///    the change's WAL append on; it does no I/O (MTR-8).
+/// 2. [`PageLog::transaction_ended`] is called once for every transaction
+///    that ends, after its commit record is durable or after its rollback;
+///    a commit is acknowledged and made visible only after it returns and
+///    once [`PageLog::durable_lsn`] covers its commit record.
+/// 3. With [`PageLog::restart_lsn`] `Some(L)`, recovery does not redo the
+///    space's pages and undoes every transaction ending at or beyond `L`
+///    (REC-4); until [`PageLog::recovered`], a damaged page is rebuilt from
+///    the WAL before [`PageLog::repair_before_lsn`] only (BUF-9).
+pub trait PageLog: Send + Sync {
+    /// A mini-transaction of transaction `txn` (0: none) changed page
+    /// `page_no` from `before` to `after` (whole images; the pool installs
+    /// `after` next, with page LSN `lsn`). Called at the install, with no
+    /// I/O allowed (MTR-8): In-Page Logging keeps the change as records of
+    /// the page's in-memory log sector.
+    fn note_update(&self, page_no: PageNo, txn: u64, lsn: u64, before: &[u8], after: &[u8]);
+
+    /// Transaction `txn` ended (after its commit record, ending at
+    /// `end_lsn`, is durable, or after its rollback). In-Page Logging
+    /// forces the space so that a force marker covers the commit record
+    /// (lee2007's commit; IPL-13): the commit is acknowledged only then.
+    fn transaction_ended(
+        &self,
+        txn: u64,
+        committed: bool,
+        end_lsn: u64,
+        log: &dyn LogForce,
+    ) -> Result<()>;
+
+    /// A damaged page of this store is rebuilt from the WAL records
+    /// before this LSN only (BUF-9); `None`: from the whole durable log.
+    /// A space that restarted without redo says `L*` until recovery's
+    /// closing checkpoint: the WAL then still holds records at or after
+    /// `L*` that its pages never received (REC-4), and a page rebuilt from
+    /// them would be newer than its neighbours.
+    fn repair_before_lsn(&self) -> Option<u64>;
+
+    /// Recovery finished (its closing checkpoint is durable).
+    fn recovered(&self);
+
+    /// The log position a durable force marker covers now, when the store
+    /// restarts without redo: a commit is made visible to other
+    /// transactions only once it is covered. `None`: no such limit.
+    fn durable_lsn(&self) -> Option<u64>;
+
+    /// The latch a mini-transaction holds shared from appending its record
+    /// to installing its pages, when it changes pages of this store (IPL-10:
+    /// a force captures the space's state holding it exclusive).
+    fn install_gate(&self) -> &flashlab_runtime::RwLatch;
+
+    /// The log position whose state the store holds durably for every
+    /// page (a force marker's L, IPL-11), when the store restarts without
+    /// redo: recovery then skips redo of the store's pages and treats
+    /// every transaction whose commit or abort record lies at or beyond it
+    /// as a loser (REC-4). `None`: the WAL's redo brings the store's pages
+    /// forward.
+    fn restart_lsn(&self) -> Option<u64>;
+}
+
+/// Settings of particular stores (config keys of the data space), and the
+/// engine's log.
+#[derive(Clone, Default)]
 pub struct StoreOptions {
+    /// The engine's log, through which a store that flushes its device on
+    /// its own (a log-structured store making room, an In-Page Logging
+    /// write-back's force) flushes (WAL-4); attached once the store is
+    /// open. `None`: a store used alone flushes its device directly.
+    pub log: Option<Arc<dyn LogForce>>,
     /// In-Page Logging: bytes of each erase unit's log segment (default
     /// [`ipl::layout::LOG_SEGMENT_BYTES_DEFAULT`]).
     pub ipl_log_segment_bytes: Option<u64>,
@@ -340,14 +350,15 @@ pub fn open_store_with(
     mode: StoreMode,
     options: StoreOptions,
 ) -> Result<Arc<dyn PageStore>> {
+    let log = options.log.clone();
     match kind {
         StoreKind::InPlace => Ok(Arc::new(InPlaceStore::new(
             device,
             page_bytes,
             capacity_bytes,
         ))),
-        StoreKind::Ipl => Ok(Arc::new(
-            IplStore::open(
+        StoreKind::Ipl => {
+            let store = IplStore::open(
                 device,
                 page_bytes,
                 capacity_bytes,
@@ -358,16 +369,26 @@ pub fn open_store_with(
                 mode,
             )?
             .with_commit_force(!options.ipl_no_commit_force)
-            .with_selection(!options.ipl_no_selection),
-        )),
-        StoreKind::LogStructured => Ok(Arc::new(LogStructuredStore::open(
-            device,
-            page_bytes,
-            capacity_bytes,
-            space_name,
-            mode,
-            options.log_structured,
-        )?)),
+            .with_selection(!options.ipl_no_selection);
+            if let Some(log) = log {
+                store.attach_log(log);
+            }
+            Ok(Arc::new(store))
+        }
+        StoreKind::LogStructured => {
+            let store = LogStructuredStore::open(
+                device,
+                page_bytes,
+                capacity_bytes,
+                space_name,
+                mode,
+                options.log_structured,
+            )?;
+            if let Some(log) = log {
+                store.attach_log(log);
+            }
+            Ok(Arc::new(store))
+        }
     }
 }
 

@@ -146,7 +146,7 @@ fn run_of(label: &str, device: &str, store_kind: StoreKind, report: &BenchReport
     let store = report
         .data_stores
         .first()
-        .map(|s| s.stats)
+        .map(|s| s.stats.clone())
         .unwrap_or_default();
     Run {
         label: label.into(),

@@ -9,7 +9,7 @@
 //!
 //! * **Write.** A mini-transaction's install tells the store each page's
 //!   changed byte ranges with the transaction id
-//!   ([`PageStore::note_update`]): they become physiological records of the
+//!   ([`PageLog::note_update`]): they become physiological records of the
 //!   page's in-memory log sector(s), with the newest image. Every write
 //!   to flash is a *force* of the whole space (`force`, IPL-10..13): a
 //!   commit, a write-back, an eviction or a checkpoint captures every
@@ -113,7 +113,7 @@
 //!     units are kept for that, and a force needing more fails with
 //!     `SpaceFull` naming the space.
 //! 13. A commit is acknowledged and made visible only once a marker covers
-//!     its commit record ([`PageStore::transaction_ended`]).
+//!     its commit record ([`PageLog::transaction_ended`]).
 //! 14. A merge leaves a record out of a slot, or carries it over, only as
 //!     [`select`] decides by replay (IPL-SEL-1); carried write groups are
 //!     programmed after the commit sector reads back sound and flushed
@@ -129,6 +129,7 @@
 //! (IPL-6, IPL-7). LIMIT: a commit sector has one copy; damage after it
 //! read back sound (IPL-8) is resolved by IPL-9 or refused.
 
+mod check;
 mod force;
 pub mod layout;
 mod merge;
@@ -146,7 +147,7 @@ use flashlab_devices::{DeviceError, DeviceRef};
 use flashlab_runtime::{Mutex as RtMutex, Rt, RwLatch};
 use serde::Serialize;
 
-use super::{PageStore, StoreKind, StoreMode, StoreStats};
+use super::{PageLog, PageStore, StoreInfo, StoreKind, StoreMode, StoreStats};
 use crate::error::{Error, Result};
 use crate::force::LogForce;
 use crate::page::{PAGE_BODY_OFFSET, PageNo};
@@ -289,7 +290,7 @@ struct UnitState {
 }
 
 /// A page's in-memory log: records since its version on flash.
-struct PageLog {
+struct PendingPage {
     /// crc32c of the body the records lead to.
     expected_crc: u32,
     records: Vec<Record>,
@@ -309,14 +310,14 @@ struct PageLog {
     sealed: bool,
 }
 
-impl PageLog {
+impl PendingPage {
     fn forget_records(&mut self) {
         self.records = Vec::new();
         self.undo = Vec::new();
     }
 
-    fn at(expected_crc: u32) -> PageLog {
-        PageLog {
+    fn at(expected_crc: u32) -> PendingPage {
+        PendingPage {
             expected_crc,
             records: Vec::new(),
             undo: Vec::new(),
@@ -406,7 +407,7 @@ pub struct IplStore {
     free: StdMutex<Vec<(u32, bool)>>,
     stripes: Vec<RtMutex<()>>,
     merging: RtMutex<()>,
-    pending: StdMutex<HashMap<PageNo, PageLog>>,
+    pending: StdMutex<HashMap<PageNo, PendingPage>>,
     /// Pages holding in-memory records of each transaction: the active
     /// ones, whose records a merge carries over (IPL-SEL).
     by_txn: StdMutex<HashMap<u64, Vec<PageNo>>>,
@@ -449,6 +450,8 @@ pub struct IplStore {
     /// a damaged page is rebuilt from the WAL before the newest marker only
     /// (BUF-9, REC-4).
     restarting: AtomicBool,
+    /// Check the whole state after every change ([`IplStore::check`]).
+    checking: bool,
 }
 
 fn body_crc(page: &[u8]) -> u32 {
@@ -524,6 +527,7 @@ impl IplStore {
             log: StdMutex::new(None),
             failed: AtomicBool::new(false),
             restarting: AtomicBool::new(false),
+            checking: check::checks_every_change(),
         };
         let mut store = store;
         match mode {
@@ -533,6 +537,7 @@ impl IplStore {
         store.opened_at = *store.marked.lock().expect("marked");
         let restarting = mode == StoreMode::Open && store.commit_force;
         store.restarting.store(restarting, Ordering::SeqCst);
+        store.check_if_checking();
         Ok(store)
     }
 
@@ -667,23 +672,182 @@ impl IplStore {
 }
 
 impl PageStore for IplStore {
-    fn kind(&self) -> StoreKind {
-        StoreKind::Ipl
+    fn info(&self) -> StoreInfo {
+        StoreInfo {
+            kind: StoreKind::Ipl,
+            page_bytes: self.layout.page_bytes,
+            capacity_pages: self.layout.capacity_pages(),
+        }
     }
 
     fn device(&self) -> &DeviceRef {
         &self.device
     }
 
-    fn page_bytes(&self) -> usize {
-        self.layout.page_bytes
-    }
-
-    fn capacity_pages(&self) -> u64 {
-        self.layout.capacity_pages()
-    }
-
     fn read_page(&self, page_no: PageNo, buf: &mut [u8]) -> Result<()> {
+        let done = self.read_slot(page_no, buf);
+        self.check_if_checking();
+        done
+    }
+
+    /// A write-back never writes one page on its own (IPL-10): it makes
+    /// sure a force has written the page's newest state, running one if
+    /// the page has changes not yet forced.
+    fn write_page(&self, page_no: PageNo, image: &[u8]) -> Result<()> {
+        let done = self.write_back(page_no, image);
+        self.check_if_checking();
+        done
+    }
+
+    /// A checkpoint's sync runs a force, so that the marker's L is at or
+    /// beyond the checkpoint's begin record (REC-4).
+    fn sync(&self, log: &dyn LogForce) -> Result<()> {
+        let done = self.force_and_flush(log);
+        self.check_if_checking();
+        done
+    }
+
+    fn stats(&self) -> StoreStats {
+        let s = self.ipl_stats();
+        let pb = self.layout.page_bytes as u64;
+        StoreStats {
+            pages_written: s.page_writes,
+            device_bytes_written: (s.sector_writes + 2 * s.markers) * LOG_SECTOR_BYTES as u64
+                + s.direct_programs * pb
+                + s.merges * (u64::from(self.layout.pages_per_unit) * pb + LOG_SECTOR_BYTES as u64),
+            device_writes: s.groups
+                + s.markers
+                + s.direct_programs
+                + s.merges * (u64::from(self.layout.pages_per_unit) + 1),
+            counters: self.named_counters(),
+            ..StoreStats::default()
+        }
+    }
+
+    fn location_of(&self, page_no: PageNo) -> u64 {
+        let (logical, slot) = self.layout.place(page_no);
+        if logical >= self.layout.logical_units {
+            return 0;
+        }
+        self.layout.slot_bytes(self.unit(logical).phys, slot)
+    }
+
+    fn page_log(&self) -> Option<&dyn PageLog> {
+        Some(self)
+    }
+}
+
+impl PageLog for IplStore {
+    fn note_update(&self, page_no: PageNo, txn: u64, lsn: u64, before: &[u8], after: &[u8]) {
+        self.note_changes(page_no, txn, lsn, before, after);
+        self.check_if_checking();
+    }
+
+    /// A commit is acknowledged only once a force marker covers its commit
+    /// record (IPL-13): the force runs here unless one already does.
+    /// Every commit waits for it, whether or not it changed this space:
+    /// recovery takes any transaction ending at or beyond L* as a loser.
+    fn transaction_ended(
+        &self,
+        txn: u64,
+        committed: bool,
+        end_lsn: u64,
+        log: &dyn LogForce,
+    ) -> Result<()> {
+        let done = (|| {
+            let pages = self.by_txn.lock().expect("by_txn").remove(&txn);
+            if !committed && self.selection {
+                self.aborted(txn, pages.unwrap_or_default());
+            }
+            if !committed || !self.commit_force {
+                return Ok(());
+            }
+            self.force_covering(end_lsn, log)
+        })();
+        self.check_if_checking();
+        done
+    }
+
+    fn durable_lsn(&self) -> Option<u64> {
+        self.commit_force.then(|| self.marker().1)
+    }
+
+    fn install_gate(&self) -> &RwLatch {
+        &self.gate
+    }
+
+    fn restart_lsn(&self) -> Option<u64> {
+        self.commit_force.then_some(self.opened_at.1)
+    }
+
+    /// The newest marker's L, not the one found at open: a force during
+    /// recovery (a write-back of a page that undo changed) puts records
+    /// past the open's `L*` on flash, after flushing the WAL to them and
+    /// so the restart record too.
+    fn repair_before_lsn(&self) -> Option<u64> {
+        let restarting = self.restarting.load(Ordering::SeqCst);
+        restarting.then(|| self.marker().1)
+    }
+
+    fn recovered(&self) {
+        self.end_restart();
+        self.check_if_checking();
+    }
+}
+
+impl IplStore {
+    /// The engine's log, through which a write-back's force flushes it;
+    /// set by [`super::open_store_with`].
+    pub fn attach_log(&self, log: Arc<dyn LogForce>) {
+        *self.log.lock().expect("log") = Some(log);
+    }
+
+    /// The store's own counters for reports, by name.
+    fn named_counters(&self) -> Vec<(&'static str, f64)> {
+        let s = self.ipl_stats();
+        vec![
+            ("page_writes", s.page_writes as f64),
+            ("sector_writes", s.sector_writes as f64),
+            ("groups", s.groups as f64),
+            ("merges", s.merges as f64),
+            ("merge_ms", s.merge_ns as f64 / 1e6),
+            ("erases", s.erases as f64),
+            ("direct_programs", s.direct_programs as f64),
+            ("diff_writes", s.diff_writes as f64),
+            ("records", s.records_noted as f64),
+            ("record_bytes", s.record_bytes_noted as f64),
+            ("page_reads", s.page_reads as f64),
+            ("log_sectors_read", s.log_sectors_read as f64),
+            ("commit_groups", s.commit_groups as f64),
+            ("commit_sectors", s.commit_sectors as f64),
+            ("damaged_sectors", s.damaged_sectors as f64),
+            ("damaged_slots", s.damaged_slots as f64),
+            ("commit_sector_retries", s.commit_sector_retries as f64),
+            ("poisoned_slots", s.poisoned_slots as f64),
+            ("forces", s.forces as f64),
+            ("force_pages", s.force_pages as f64),
+            ("markers", s.markers as f64),
+            ("deferred_erases", s.deferred_erases as f64),
+            ("open_merges", s.open_merges as f64),
+            (
+                "active_transactions",
+                self.by_txn.lock().expect("by_txn").len() as f64,
+            ),
+            ("selective_merges", s.selective_merges as f64),
+            ("records_discarded", s.records_discarded as f64),
+            ("records_carried", s.records_carried as f64),
+            ("carried_sectors", s.carried_sectors as f64),
+            ("selections_refused", s.selections_refused as f64),
+            ("records_deapplied", s.records_deapplied as f64),
+            ("deapply_refused", s.deapply_refused as f64),
+        ]
+    }
+}
+
+/// The bodies of the store's calls; each call checks the whole state
+/// after its body ([`IplStore::check`]).
+impl IplStore {
+    fn read_slot(&self, page_no: PageNo, buf: &mut [u8]) -> Result<()> {
         let (logical, slot) = self.check_page(page_no)?;
         let _unit = self.stripe(logical).lock();
         let st = self.unit(logical);
@@ -706,25 +870,22 @@ impl PageStore for IplStore {
         // Unforced changes stay (the pool reads a page again only after
         // writing it back, which forces them).
         if pending.get(&page_no).is_none_or(|p| p.after.is_none()) {
-            let mut log = PageLog::at(body_crc(buf));
+            let mut log = PendingPage::at(body_crc(buf));
             log.forced_lsn = crate::page::lsn(buf);
             pending.insert(page_no, log);
         }
         Ok(())
     }
 
-    /// A write-back never writes one page on its own (IPL-10): it makes
-    /// sure a force has written the page's newest state, running one if
-    /// the page has changes not yet forced.
-    fn write_page(&self, page_no: PageNo, image: &[u8]) -> Result<()> {
+    fn write_back(&self, page_no: PageNo, image: &[u8]) -> Result<()> {
         self.check_page(page_no)?;
         bump(&self.counters.page_writes, 1);
         let lsn = crate::page::lsn(image);
         let covered = {
             let mut pending = self.pending.lock().expect("pending");
-            let p = pending.entry(page_no).or_insert(PageLog {
+            let p = pending.entry(page_no).or_insert(PendingPage {
                 diverged: true,
-                ..PageLog::at(0)
+                ..PendingPage::at(0)
             });
             match p.after.as_ref() {
                 // A force captured this version or a newer one.
@@ -761,67 +922,12 @@ impl PageStore for IplStore {
         self.force(&*log)
     }
 
-    /// A checkpoint's sync runs a force, so that the marker's L is at or
-    /// beyond the checkpoint's begin record (REC-4).
-    fn sync(&self, log: &dyn LogForce) -> Result<()> {
+    fn force_and_flush(&self, log: &dyn LogForce) -> Result<()> {
         self.force(log)?;
         log.flush_device(&self.device)
     }
 
-    fn install_gate(&self) -> Option<&RwLatch> {
-        Some(&self.gate)
-    }
-
-    fn restart_lsn(&self) -> Option<u64> {
-        self.commit_force.then_some(self.opened_at.1)
-    }
-
-    /// The newest marker's L, not the one found at open: a force during
-    /// recovery (a write-back of a page that undo changed) puts records
-    /// past the open's `L*` on flash, after flushing the WAL to them and
-    /// so the restart record too.
-    fn repair_before_lsn(&self) -> Option<u64> {
-        let restarting = self.restarting.load(Ordering::SeqCst);
-        restarting.then(|| self.marker().1)
-    }
-
-    fn recovered(&self) {
-        self.restarting.store(false, Ordering::SeqCst);
-    }
-
-    fn attach_log(&self, log: Arc<dyn LogForce>) {
-        *self.log.lock().expect("log") = Some(log);
-    }
-
-    fn stats(&self) -> StoreStats {
-        let s = self.ipl_stats();
-        let pb = self.layout.page_bytes as u64;
-        StoreStats {
-            pages_written: s.page_writes,
-            device_bytes_written: (s.sector_writes + 2 * s.markers) * LOG_SECTOR_BYTES as u64
-                + s.direct_programs * pb
-                + s.merges * (u64::from(self.layout.pages_per_unit) * pb + LOG_SECTOR_BYTES as u64),
-            device_writes: s.groups
-                + s.markers
-                + s.direct_programs
-                + s.merges * (u64::from(self.layout.pages_per_unit) + 1),
-            ..StoreStats::default()
-        }
-    }
-
-    fn location_of(&self, page_no: PageNo) -> u64 {
-        let (logical, slot) = self.layout.place(page_no);
-        if logical >= self.layout.logical_units {
-            return 0;
-        }
-        self.layout.slot_bytes(self.unit(logical).phys, slot)
-    }
-
-    fn wants_updates(&self) -> bool {
-        true
-    }
-
-    fn note_update(&self, page_no: PageNo, txn: u64, lsn: u64, before: &[u8], after: &[u8]) {
+    fn note_changes(&self, page_no: PageNo, txn: u64, lsn: u64, before: &[u8], after: &[u8]) {
         if before.len() <= PAGE_BODY_OFFSET || before.len() != after.len() {
             return;
         }
@@ -834,9 +940,9 @@ impl PageStore for IplStore {
             }
         }
         let mut pending = self.pending.lock().expect("pending");
-        let log = pending.entry(page_no).or_insert(PageLog {
+        let log = pending.entry(page_no).or_insert(PendingPage {
             diverged: true, // no known base: the force logs a difference
-            ..PageLog::at(0)
+            ..PendingPage::at(0)
         });
         // IPL-10: the newest image is kept whatever the records, so that a
         // force captures it.
@@ -877,69 +983,8 @@ impl PageStore for IplStore {
         log.expected_crc = body_crc(after);
     }
 
-    /// A commit is acknowledged only once a force marker covers its commit
-    /// record (IPL-13): the force runs here unless one already does.
-    /// Every commit waits for it, whether or not it changed this space:
-    /// recovery takes any transaction ending at or beyond L* as a loser.
-    fn transaction_ended(
-        &self,
-        txn: u64,
-        committed: bool,
-        end_lsn: u64,
-        log: &dyn LogForce,
-    ) -> Result<()> {
-        let pages = self.by_txn.lock().expect("by_txn").remove(&txn);
-        if !committed && self.selection {
-            self.aborted(txn, pages.unwrap_or_default());
-        }
-        if !committed || !self.commit_force {
-            return Ok(());
-        }
-        self.force_covering(end_lsn, log)
-    }
-
-    fn durable_lsn(&self) -> Option<u64> {
-        self.commit_force.then(|| self.marker().1)
-    }
-
-    fn counters(&self) -> Vec<(&'static str, f64)> {
-        let s = self.ipl_stats();
-        vec![
-            ("page_writes", s.page_writes as f64),
-            ("sector_writes", s.sector_writes as f64),
-            ("groups", s.groups as f64),
-            ("merges", s.merges as f64),
-            ("merge_ms", s.merge_ns as f64 / 1e6),
-            ("erases", s.erases as f64),
-            ("direct_programs", s.direct_programs as f64),
-            ("diff_writes", s.diff_writes as f64),
-            ("records", s.records_noted as f64),
-            ("record_bytes", s.record_bytes_noted as f64),
-            ("page_reads", s.page_reads as f64),
-            ("log_sectors_read", s.log_sectors_read as f64),
-            ("commit_groups", s.commit_groups as f64),
-            ("commit_sectors", s.commit_sectors as f64),
-            ("damaged_sectors", s.damaged_sectors as f64),
-            ("damaged_slots", s.damaged_slots as f64),
-            ("commit_sector_retries", s.commit_sector_retries as f64),
-            ("poisoned_slots", s.poisoned_slots as f64),
-            ("forces", s.forces as f64),
-            ("force_pages", s.force_pages as f64),
-            ("markers", s.markers as f64),
-            ("deferred_erases", s.deferred_erases as f64),
-            ("open_merges", s.open_merges as f64),
-            (
-                "active_transactions",
-                self.by_txn.lock().expect("by_txn").len() as f64,
-            ),
-            ("selective_merges", s.selective_merges as f64),
-            ("records_discarded", s.records_discarded as f64),
-            ("records_carried", s.records_carried as f64),
-            ("carried_sectors", s.carried_sectors as f64),
-            ("selections_refused", s.selections_refused as f64),
-            ("records_deapplied", s.records_deapplied as f64),
-            ("deapply_refused", s.deapply_refused as f64),
-        ]
+    fn end_restart(&self) {
+        self.restarting.store(false, Ordering::SeqCst);
     }
 }
 

@@ -61,6 +61,51 @@ impl LogForce for NoLog {
     }
 }
 
+/// The whole-state check holds after writes, updates, syncs, a crash and
+/// a reopen, and catches a unit that is both mapped and free (IPL-5,
+/// IPL-12) and a diverged page that keeps records (IPL-1).
+#[test]
+fn the_whole_state_check_holds_and_catches_broken_state() {
+    let (memory, device) = nand();
+    let store = open(&device, StoreMode::Create, 8 << 10);
+    let mut rng = ChaCha8Rng::seed_from_u64(3);
+    let mut images: Vec<Vec<u8>> = (0..40).map(|n| page(&mut rng, n)).collect();
+    for (n, image) in images.iter().enumerate() {
+        store.write_page(n as u32, image).unwrap();
+    }
+    store.sync(&NoLog).unwrap();
+    store.check();
+    for (n, image) in images.iter_mut().enumerate().step_by(3) {
+        let next = update(&mut rng, image);
+        store.note_update(n as u32, 7, 0, image, &next);
+        *image = next;
+    }
+    store.check();
+    store.transaction_ended(7, false, 0, &NoLog).unwrap();
+    store.sync(&NoLog).unwrap();
+    drop(store);
+    memory.crash();
+    let store = open(&device, StoreMode::Open, 8 << 10);
+    store.check();
+    let caught = |store: &IplStore| {
+        std::panic::catch_unwind(std::panic::AssertUnwindSafe(|| store.check())).is_err()
+    };
+    let mapped = store.unit(0).phys;
+    store.free.lock().unwrap().push((mapped, true));
+    assert!(caught(&store), "IPL-12: a mapped unit listed free passed");
+    store.free.lock().unwrap().pop();
+    assert!(!caught(&store));
+    let mut diverged = PendingPage {
+        diverged: true,
+        ..PendingPage::at(0)
+    };
+    diverged
+        .records
+        .push(sector::records_of(0, 1, &[(64, vec![1])])[0].clone());
+    store.pending.lock().unwrap().insert(3, diverged);
+    assert!(caught(&store), "IPL-1: a diverged page with records passed");
+}
+
 #[test]
 fn the_layout_of_a_small_device() {
     let (_, device) = nand();
@@ -68,7 +113,7 @@ fn the_layout_of_a_small_device() {
     // 24 units: the descriptor, the marker ring (2), 2 spares and 8 for
     // a force's deferred erases (IPL-12), 11 logical units of 15 pages.
     assert_eq!(store.layout().logical_units, 11);
-    assert_eq!(store.capacity_pages(), 165);
+    assert_eq!(store.info().capacity_pages, 165);
     assert_eq!(read(&store, 7), vec![0u8; PAGE], "PS-2");
 }
 

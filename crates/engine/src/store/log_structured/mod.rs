@@ -104,7 +104,7 @@ use std::sync::{Arc, OnceLock};
 use flashlab_devices::DeviceRef;
 use serde::{Deserialize, Serialize};
 
-use super::{PageStore, StoreKind, StoreMode, StoreStats};
+use super::{PageStore, StoreInfo, StoreKind, StoreMode, StoreStats};
 use crate::error::{Error, Result};
 use crate::force::LogForce;
 use crate::page::PageNo;
@@ -267,6 +267,12 @@ impl LogStructuredStore {
         options: LogStructuredOptions,
     ) -> Result<LogStructuredStore> {
         open::open(device, page_bytes, capacity_bytes, space, mode, options)
+    }
+
+    /// The engine's log, through which the store flushes its device once
+    /// open (WAL-4); set by [`super::open_store_with`].
+    pub(crate) fn attach_log(&self, log: Arc<dyn LogForce>) {
+        let _ = self.log.set(log);
     }
 
     fn block_offset(&self, block: u64) -> u64 {
@@ -452,20 +458,16 @@ impl LogStructuredStore {
 }
 
 impl PageStore for LogStructuredStore {
-    fn kind(&self) -> StoreKind {
-        StoreKind::LogStructured
+    fn info(&self) -> StoreInfo {
+        StoreInfo {
+            kind: StoreKind::LogStructured,
+            page_bytes: self.page_bytes,
+            capacity_pages: u64::from(self.geo.capacity_pages),
+        }
     }
 
     fn device(&self) -> &DeviceRef {
         &self.device
-    }
-
-    fn page_bytes(&self) -> usize {
-        self.page_bytes
-    }
-
-    fn capacity_pages(&self) -> u64 {
-        u64::from(self.geo.capacity_pages)
     }
 
     fn read_page(&self, page_no: PageNo, buf: &mut [u8]) -> Result<()> {
@@ -544,15 +546,12 @@ impl PageStore for LogStructuredStore {
             map_checkpoints: c.map_checkpoints.load(Ordering::Relaxed),
             cleaning_passes: c.cleaning_passes.load(Ordering::Relaxed),
             cleaning_passes_finished: c.cleaning_passes_finished.load(Ordering::Relaxed),
+            counters: Vec::new(),
         }
     }
 
     fn location_of(&self, page_no: PageNo) -> u64 {
         self.block_offset(self.lock_state().block_of(page_no))
-    }
-
-    fn attach_log(&self, log: Arc<dyn LogForce>) {
-        let _ = self.log.set(log);
     }
 
     /// Rewrite the superblock with the database's identity and the space's
