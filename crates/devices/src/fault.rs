@@ -858,17 +858,9 @@ impl FaultyDevice {
     }
 }
 
-impl Device for FaultyDevice {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    fn capacity_bytes(&self) -> u64 {
-        self.inner.capacity_bytes()
-    }
-
-    fn sector_bytes(&self) -> u32 {
-        self.inner.sector_bytes()
+impl crate::device::Wrapper for FaultyDevice {
+    fn inner(&self) -> &dyn Device {
+        &*self.inner
     }
 
     fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {

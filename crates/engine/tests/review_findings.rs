@@ -37,18 +37,9 @@ struct FailingRollback {
     metadata_bytes: u64,
 }
 
-impl Device for FailingRollback {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn capacity_bytes(&self) -> u64 {
-        self.inner.capacity_bytes()
-    }
-    fn sector_bytes(&self) -> u32 {
-        self.inner.sector_bytes()
-    }
-    fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
-        self.inner.read(offset_bytes, buf)
+impl flashlab_devices::Wrapper for FailingRollback {
+    fn inner(&self) -> &dyn Device {
+        &self.inner
     }
     fn write(&self, offset_bytes: u64, data: &[u8]) -> Result<(), DeviceError> {
         if self.failing.load(Ordering::SeqCst) && offset_bytes >= self.metadata_bytes {
@@ -58,12 +49,6 @@ impl Device for FailingRollback {
             });
         }
         self.inner.write(offset_bytes, data)
-    }
-    fn flush(&self) -> Result<(), DeviceError> {
-        self.inner.flush()
-    }
-    fn trim(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
-        self.inner.trim(offset_bytes, len_bytes)
     }
 }
 

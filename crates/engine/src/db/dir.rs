@@ -25,7 +25,7 @@ use std::sync::Arc;
 use flashlab_devices::file::{FileDevice, FileOptions};
 use flashlab_devices::nand_device::{NandFile, NandSpec};
 use flashlab_devices::overlay::OverlayDevice;
-use flashlab_devices::{Device, DeviceError, DeviceRef};
+use flashlab_devices::{Device, DeviceRef};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{DbConfig, FILE_CAPACITY_BYTES_DEFAULT, SpaceConfig};
@@ -513,27 +513,9 @@ fn hold(device: DeviceRef, lock: Option<DirLock>) -> DeviceRef {
     }
 }
 
-impl Device for Held {
-    fn name(&self) -> &str {
-        self.device.name()
-    }
-    fn capacity_bytes(&self) -> u64 {
-        self.device.capacity_bytes()
-    }
-    fn sector_bytes(&self) -> u32 {
-        self.device.sector_bytes()
-    }
-    fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> std::result::Result<(), DeviceError> {
-        self.device.read(offset_bytes, buf)
-    }
-    fn write(&self, offset_bytes: u64, data: &[u8]) -> std::result::Result<(), DeviceError> {
-        self.device.write(offset_bytes, data)
-    }
-    fn flush(&self) -> std::result::Result<(), DeviceError> {
-        self.device.flush()
-    }
-    fn trim(&self, offset_bytes: u64, len_bytes: u64) -> std::result::Result<(), DeviceError> {
-        self.device.trim(offset_bytes, len_bytes)
+impl flashlab_devices::Wrapper for Held {
+    fn inner(&self) -> &dyn Device {
+        &*self.device
     }
 }
 

@@ -485,15 +485,12 @@ struct Failing {
     reads_left: AtomicI64,
 }
 
-impl Device for Failing {
+impl flashlab_devices::Wrapper for Failing {
+    fn inner(&self) -> &dyn Device {
+        &*self.inner
+    }
     fn name(&self) -> &str {
         "failing"
-    }
-    fn capacity_bytes(&self) -> u64 {
-        self.inner.capacity_bytes()
-    }
-    fn sector_bytes(&self) -> u32 {
-        self.inner.sector_bytes()
     }
     fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
         if self.reads_left.fetch_sub(1, AtomicOrdering::SeqCst) <= 0 {
