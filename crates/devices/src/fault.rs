@@ -145,9 +145,15 @@ impl FaultPlan {
 
     /// Crashes keep, drop and tear unflushed writes in equal shares.
     pub fn crashes(seed: u64) -> FaultPlan {
+        FaultPlan::crash_fates(34, 33, seed)
+    }
+
+    /// No faults but crashes, which keep `keep_percent` and tear
+    /// `tear_percent` of the unflushed writes (and drop the rest).
+    pub fn crash_fates(keep_percent: u32, tear_percent: u32, seed: u64) -> FaultPlan {
         FaultPlan {
-            crash_keep_percent: 34,
-            crash_tear_percent: 33,
+            crash_keep_percent: keep_percent,
+            crash_tear_percent: tear_percent,
             ..FaultPlan::none(seed)
         }
     }

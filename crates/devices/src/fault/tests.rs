@@ -78,11 +78,7 @@ fn same_seed_same_faults() {
 
 #[test]
 fn torn_writes_keep_whole_512_byte_units() {
-    let plan = FaultPlan {
-        crash_keep_percent: 0,
-        crash_tear_percent: 100,
-        ..FaultPlan::none(3)
-    };
+    let plan = FaultPlan::crash_fates(0, 100, 3);
     // A "checksum": a page is valid if all its bytes are equal.
     let check: PageCheck = Arc::new(|_, image: &[u8]| image.iter().any(|&b| b != image[0]));
     let dev = FaultyDevice::new(memory("data"), Role::Data { page_bytes: PAGE }, plan)
