@@ -250,6 +250,16 @@ fn opening_never_creates_and_creation_never_overwrites() {
 }
 
 /// Files and directories left in `dir`.
+/// The run's standard error says `needle`.
+fn assert_said(out: &std::process::Output, needle: &str) {
+    assert!(stderr(out).contains(needle), "{}", stderr(out));
+}
+
+/// Nothing is left in `dir`.
+fn assert_nothing_left(dir: &Path) {
+    assert!(names(dir).is_empty(), "left: {:?}", names(dir));
+}
+
 fn names(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
         .unwrap()
@@ -364,6 +374,19 @@ fn interrupt(args: &[&str], ready: impl Fn() -> bool, signal: &str) -> std::proc
 }
 
 /// True once some file under `dir` (one level of subdirectories) is named `name`.
+/// [`interrupt`] `bench tpcb --real DIR ARGS --progress 0` once the
+/// database's manifest is in `dir`.
+fn interrupt_tpcb(dir: &Path, args: &[&str], signal: &str) -> std::process::Output {
+    let d = path(dir);
+    let all = [
+        &["bench", "tpcb", "--real", d.as_str()][..],
+        args,
+        &["--progress", "0"],
+    ]
+    .concat();
+    interrupt(&all, || has_file(dir, "flashlab.manifest"), signal)
+}
+
 fn has_file(dir: &Path, name: &str) -> bool {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return false;
@@ -377,35 +400,21 @@ fn has_file(dir: &Path, name: &str) -> bool {
 fn sigterm_and_sigint_remove_a_real_bench_and_a_sorts_files() {
     let dir = tempfile::tempdir().unwrap();
     let d = path(dir.path());
-    let out = interrupt(
+    let out = interrupt_tpcb(
+        dir.path(),
         &[
-            "bench",
-            "tpcb",
-            "--real",
-            &d,
             "--duration",
             "60s",
             "--clients",
             "1",
             "--accounts-per-branch",
             "2000",
-            "--progress",
-            "0",
         ],
-        || has_file(dir.path(), "flashlab.manifest"),
         "-TERM",
     );
     assert_eq!(out.status.code(), Some(143), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("interrupted by SIGTERM: removed"),
-        "{}",
-        stderr(&out)
-    );
-    assert!(
-        names(dir.path()).is_empty(),
-        "left: {:?}",
-        names(dir.path())
-    );
+    assert_said(&out, "interrupted by SIGTERM: removed");
+    assert_nothing_left(dir.path());
     assert!(
         stdout(&out).is_empty(),
         "a partial report: {}",
@@ -419,11 +428,7 @@ fn sigterm_and_sigint_remove_a_real_bench_and_a_sorts_files() {
         "-INT",
     );
     assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
-    assert!(
-        names(dir.path()).is_empty(),
-        "left: {:?}",
-        names(dir.path())
-    );
+    assert_nothing_left(dir.path());
 }
 
 #[test]
@@ -451,12 +456,9 @@ fn sigint_keeps_a_keep_database_consistent_and_says_so() {
         "0",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let out = interrupt(
+    let out = interrupt_tpcb(
+        dir.path(),
         &[
-            "bench",
-            "tpcb",
-            "--real",
-            &d,
             "--keep",
             "--duration",
             "60s",
@@ -466,18 +468,11 @@ fn sigint_keeps_a_keep_database_consistent_and_says_so() {
             "2000",
             "--buffer-mb",
             "16",
-            "--progress",
-            "0",
         ],
-        || has_file(dir.path(), "flashlab.manifest"),
         "-INT",
     );
     assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains(&format!("kept {d}")),
-        "{}",
-        stderr(&out)
-    );
+    assert_said(&out, &format!("kept {d}"));
     let out = flashlab(&["check", &d]);
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
 }
@@ -547,12 +542,9 @@ fn sigint_while_a_keep_database_is_being_loaded_removes_it() {
     let dir = tempfile::tempdir().unwrap();
     let d = path(dir.path());
     std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
-    let out = interrupt(
+    let out = interrupt_tpcb(
+        dir.path(),
         &[
-            "bench",
-            "tpcb",
-            "--real",
-            &d,
             "--keep",
             "--duration",
             "60s",
@@ -564,18 +556,11 @@ fn sigint_while_a_keep_database_is_being_loaded_removes_it() {
             "20",
             "--buffer-mb",
             "64",
-            "--progress",
-            "0",
         ],
-        || has_file(dir.path(), "flashlab.manifest"),
         "-INT",
     );
     assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("flashlab.manifest"),
-        "{}",
-        stderr(&out)
-    );
+    assert_said(&out, "flashlab.manifest");
     assert_eq!(
         names(dir.path()),
         ["notes.txt"],

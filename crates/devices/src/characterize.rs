@@ -765,6 +765,16 @@ mod tests {
         backwards: bool,
     }
 
+    impl FixedLatency {
+        fn new(latency_ns: u64) -> FixedLatency {
+            FixedLatency {
+                latency_ns,
+                last_submit_ns: 0,
+                backwards: false,
+            }
+        }
+    }
+
     impl DeviceModel for FixedLatency {
         fn name(&self) -> &str {
             "fixed"
@@ -817,11 +827,7 @@ mod tests {
     #[test]
     fn speedups_are_deterministic_and_refuse_bad_input() {
         let run = || {
-            let mut d = FixedLatency {
-                latency_ns: 50_000,
-                last_submit_ns: 0,
-                backwards: false,
-            };
+            let mut d = FixedLatency::new(50_000);
             let points = speedups(&mut d, &quick(), &[4, 64], 1 << 20).unwrap();
             assert!(!d.backwards, "CHAR-1");
             points
@@ -832,11 +838,7 @@ mod tests {
             assert!((p.read_speedup() - 1.0).abs() < 1e-9, "{p:?}");
             assert!((p.write_speedup() - 1.0).abs() < 1e-9, "{p:?}");
         }
-        let mut d = FixedLatency {
-            latency_ns: 1,
-            last_submit_ns: 0,
-            backwards: false,
-        };
+        let mut d = FixedLatency::new(1);
         for (blocks, warmup, word) in [
             (&[0u32][..], 0, "request size 0 KB"),
             (&[4 << 20][..], 0, "fit the region"),
@@ -960,11 +962,7 @@ mod tests {
 
     #[test]
     fn characterize_closed_loop_keeps_the_queue_full() {
-        let mut device = FixedLatency {
-            latency_ns: 100_000,
-            last_submit_ns: 0,
-            backwards: false,
-        };
+        let mut device = FixedLatency::new(100_000);
         // 3,200 requests at depth 32 and 0.1 ms each: 100 waves in 10 ms.
         let options = CharacterizeOptions {
             requests_per_point: 3_200,
@@ -985,11 +983,7 @@ mod tests {
 
     #[test]
     fn characterize_json_has_the_agreed_shape() {
-        let mut device = FixedLatency {
-            latency_ns: 1_000,
-            last_submit_ns: 0,
-            backwards: false,
-        };
+        let mut device = FixedLatency::new(1_000);
         let options = CharacterizeOptions {
             requests_per_point: 10,
             queue_depth: 4,
@@ -1033,11 +1027,7 @@ mod tests {
 
     #[test]
     fn characterize_text_table_lists_every_point() {
-        let mut device = FixedLatency {
-            latency_ns: 1_000,
-            last_submit_ns: 0,
-            backwards: false,
-        };
+        let mut device = FixedLatency::new(1_000);
         let options = CharacterizeOptions {
             requests_per_point: 10,
             queue_depth: 1,

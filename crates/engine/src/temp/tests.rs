@@ -295,6 +295,26 @@ fn reference_join(left: &[Vec<u8>], right: &[Vec<u8>]) -> Pairs {
 
 type JoinCase = (String, Vec<Vec<u8>>, Vec<Vec<u8>>);
 
+/// Run `join` over copies of `l` and `r`: the pairs it emitted, in order,
+/// and its statistics.
+fn joined<S>(
+    l: &[Vec<u8>],
+    r: &[Vec<u8>],
+    join: impl FnOnce(&mut VecSource, &mut VecSource, &mut JoinSink<'_>) -> Result<S>,
+) -> (Pairs, S) {
+    let mut got = Vec::new();
+    let stats = join(
+        &mut VecSource::new(l.to_vec()),
+        &mut VecSource::new(r.to_vec()),
+        &mut |a, b| {
+            got.push((a.to_vec(), b.to_vec()));
+            Ok(())
+        },
+    )
+    .unwrap();
+    (got, stats)
+}
+
 fn join_inputs() -> Vec<JoinCase> {
     vec![
         ("empty".into(), Vec::new(), records(1, 50, KeyDist::Uniform)),
@@ -350,17 +370,7 @@ fn temp_merge_join_equals_reference() {
                     SortKey::sort_benchmark(),
                 );
                 let join = MergeJoin::new(&space, config).unwrap();
-                let mut got = Vec::new();
-                let stats = join
-                    .join(
-                        &mut VecSource::new(l.clone()),
-                        &mut VecSource::new(r.clone()),
-                        &mut |a, b| {
-                            got.push((a.to_vec(), b.to_vec()));
-                            Ok(())
-                        },
-                    )
-                    .unwrap();
+                let (got, stats) = joined(&l, &r, |l, r, sink| join.join(l, r, sink));
                 assert!(
                     got == want,
                     "{name} memory {memory}: {} vs {}",
@@ -398,17 +408,7 @@ fn temp_hash_join_equals_reference_in_both_layouts() {
                         SortKey::sort_benchmark(),
                     );
                     let join = HashJoin::new(&space, config).unwrap();
-                    let mut got = Vec::new();
-                    let stats = join
-                        .join(
-                            &mut VecSource::new(l.clone()),
-                            &mut VecSource::new(r.clone()),
-                            &mut |a, b| {
-                                got.push((a.to_vec(), b.to_vec()));
-                                Ok(())
-                            },
-                        )
-                        .unwrap();
+                    let (mut got, stats) = joined(&l, &r, |l, r, sink| join.join(l, r, sink));
                     got.sort();
                     assert!(got == want, "{name} {layout:?} memory {memory}: {stats:?}");
                     assert_eq!(space.used_bytes(), 0);
