@@ -17,8 +17,8 @@ use flashlab_engine::{Database, DbConfig, Devices, Error, PageId, TableSpec};
 
 mod common;
 use common::{
-    Rig, check_table, commit_each, faulty_data, load_table, quiet_config, row_key as key,
-    row_value, run,
+    Rig, check_table, commit_each, commit_each_and_abandon, faulty_data, load_table, quiet_config,
+    row_key as key, row_value, run,
 };
 
 const PAGE: usize = 2048;
@@ -84,13 +84,7 @@ fn regression_torn_page_is_rebuilt_from_the_log() {
     load(&rig);
     // Update every row: the 12-frame pool writes pages back as it goes,
     // without flushing the data device.
-    let devices = rig.devices();
-    run(move || {
-        let db = Database::open_with(&config(), devices).unwrap();
-        let t = db.table("t").unwrap();
-        commit_each(&db, &t, 0..ROWS, key, |i| value(i, 1));
-        db.abandon();
-    });
+    commit_each_and_abandon(rig.devices(), config(), 0..ROWS, key, |i| value(i, 1));
     rig.crash();
     let counts = rig.data.counts();
     assert!(counts.crash_torn > 0, "{counts:?}");
@@ -168,11 +162,7 @@ fn regression_failed_master_flush_fails_the_log() {
     let acked = run(move || {
         let db = Database::open_with(&config(), devices).unwrap();
         let t = db.table("t").unwrap();
-        for i in 0..10 {
-            let mut txn = db.begin().unwrap();
-            txn.put(&t, &key(i), &value(i, 3)).unwrap();
-            txn.commit().unwrap();
-        }
+        commit_each(&db, &t, 0..10, key, |i| value(i, 3));
         // A checkpoint flushes the log twice: the force of its end record,
         // then the master record. Fail the second.
         log.set_plan(FaultPlan {
@@ -206,11 +196,7 @@ fn failed_log_flush_stops_commits_until_recovery() {
     let acked = run(move || {
         let db = Database::open_with(&config(), devices).unwrap();
         let t = db.table("t").unwrap();
-        for i in 0..20 {
-            let mut txn = db.begin().unwrap();
-            txn.put(&t, &key(i), &value(i, 4)).unwrap();
-            txn.commit().unwrap();
-        }
+        commit_each(&db, &t, 0..20, key, |i| value(i, 4));
         log.set_plan(FaultPlan {
             flush_error_at: Some(log.flushes() + 1),
             ..log.plan()

@@ -24,7 +24,8 @@ const SMALL_BYTES: u64 = 22 * SEGMENT_BYTES + (32 << 10);
 
 mod common;
 use common::{
-    Rig, check_table, faulty_data, load_table, quiet_config, row_key as key, row_value, run,
+    Rig, check_table, commit_each, commit_each_and_abandon, faulty_data, load_table, quiet_config,
+    row_key as key, row_value, run,
 };
 
 /// A rig with the log-structured data space on a memory device of
@@ -200,17 +201,8 @@ fn a_torn_partial_segment_loses_nothing_committed() {
     let tear_all = FaultPlan::crash_fates(0, 100, 7);
     let rig = rig(tear_all, DATA_BYTES);
     load(&rig, Cleaning::Greedy);
-    let devices = rig.devices();
-    run(move || {
-        let db = Database::open_with(&config(Cleaning::Greedy), devices).unwrap();
-        let t = db.table("t").unwrap();
-        for i in 0..ROWS {
-            let mut txn = db.begin().unwrap();
-            txn.put(&t, &key(i), &value(i, 1)).unwrap();
-            txn.commit().unwrap();
-        }
-        db.abandon();
-    });
+    let config = config(Cleaning::Greedy);
+    commit_each_and_abandon(rig.devices(), config, 0..ROWS, key, |i| value(i, 1));
     rig.crash();
     let counts = rig.data.counts();
     assert!(counts.crash_torn > 0, "{counts:?}");
@@ -428,11 +420,7 @@ fn write_through_writes_each_page_as_its_own_partial_segment() {
         let db = Database::open_with(&config, devices.clone()).unwrap();
         let t = db.create_table(TableSpec::bytes("t")).unwrap();
         let before = db.store_stats()[0].1;
-        for i in 0..ROWS {
-            let mut txn = db.begin().unwrap();
-            txn.put(&t, &key(i), &value(i, 0)).unwrap();
-            txn.commit().unwrap();
-        }
+        commit_each(&db, &t, 0..ROWS, key, |i| value(i, 0));
         let after = db.store_stats()[0].1;
         db.close().unwrap();
         let db = Database::open_with(&config, devices).unwrap();

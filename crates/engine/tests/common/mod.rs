@@ -176,6 +176,24 @@ pub fn load_table(
     txn.commit().unwrap();
 }
 
+/// Open the database on `devices`, commit `value(i)` under `key(i)` in
+/// table `t` for each `i` of `rows`, one transaction each, and abandon it
+/// (no checkpoint, no flush of the data device).
+pub fn commit_each_and_abandon(
+    devices: Devices,
+    config: DbConfig,
+    rows: std::ops::Range<u32>,
+    key: impl Fn(u32) -> Vec<u8> + Send + 'static,
+    value: impl Fn(u32) -> Vec<u8> + Send + 'static,
+) {
+    run(move || {
+        let db = Database::open_with(&config, devices).unwrap();
+        let t = db.table("t").unwrap();
+        commit_each(&db, &t, rows, key, value);
+        db.abandon();
+    });
+}
+
 /// Row `i` of table `t` holds `value(i)` for each `i` of `rows`, and
 /// `verify` finds nothing.
 pub fn check_table(
@@ -192,6 +210,15 @@ pub fn check_table(
     txn.commit().unwrap();
     let report = verify(db).unwrap();
     assert!(report.ok(), "{:?}", report.problems);
+}
+
+/// The offset of the last 512-byte sector of a log file image that is not
+/// all zeros (the master region, the first 4 KB, left out).
+pub fn last_written_log_sector(log: &[u8]) -> usize {
+    (4096..log.len())
+        .step_by(512)
+        .rfind(|&at| log[at..at + 512].iter().any(|&b| b != 0))
+        .unwrap()
 }
 
 /// Run `f` as the root task of a default simulation.
