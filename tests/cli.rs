@@ -85,12 +85,6 @@ fn characterize_json_has_the_documented_shape_and_is_deterministic() {
     assert_eq!(a.stdout, b.stdout, "same seed, same figures");
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> String {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path.display().to_string()
-}
-
 #[test]
 fn malformed_trace_line_is_bad_input_naming_the_line() {
     let dir = tempfile::tempdir().unwrap();

@@ -7,7 +7,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::{assert_bad_input, flashlab, stderr, stdout};
+use common::{assert_bad_input, flashlab, names, stderr, stdout};
 use flashlab::engine::{Database, DbConfig, TableSpec};
 use flashlab::runtime::RealRuntime;
 
@@ -53,6 +53,19 @@ fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
             )
         })
         .collect()
+}
+
+/// `flashlab ARGS` is refused as bad input naming `needles`, and `dir`
+/// holds what it held (`before`).
+fn assert_refused_unchanged(
+    args: &[&str],
+    needles: &[&str],
+    before: &BTreeMap<String, Vec<u8>>,
+    dir: &Path,
+    what: &str,
+) {
+    assert_bad_input(&flashlab(args), needles);
+    assert_unchanged(before, dir, what);
 }
 
 fn assert_unchanged(before: &BTreeMap<String, Vec<u8>>, dir: &Path, what: &str) {
@@ -208,16 +221,18 @@ fn damaged_master_records_are_reported_with_evidence_and_never_reinitialised() {
         } else {
             vec!["check", &d]
         };
-        assert_bad_input(
-            &flashlab(&args),
+        assert_refused_unchanged(
+            &args,
             &[
                 "log.wal",
                 "master record",
                 "checksum mismatch",
                 "not FLSHLOG",
             ],
+            &before,
+            dir.path(),
+            "check of a damaged log",
         );
-        assert_unchanged(&before, dir.path(), "check of a damaged log");
     }
 }
 
@@ -258,15 +273,6 @@ fn assert_said(out: &std::process::Output, needle: &str) {
 /// Nothing is left in `dir`.
 fn assert_nothing_left(dir: &Path) {
     assert!(names(dir).is_empty(), "left: {:?}", names(dir));
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 #[test]
@@ -525,8 +531,13 @@ fn check_refuses_a_file_of_another_database_with(config: &DbConfig, file: &str, 
         } else {
             vec!["check", &d]
         };
-        assert_bad_input(&flashlab(&args), &[file, message]);
-        assert_unchanged(&before, a.path(), "check of a foreign file");
+        assert_refused_unchanged(
+            &args,
+            &[file, message],
+            &before,
+            a.path(),
+            "check of a foreign file",
+        );
     }
 }
 
@@ -540,7 +551,6 @@ fn a_log_file_of_another_database_is_named_as_foreign() {
 #[test]
 fn sigint_while_a_keep_database_is_being_loaded_removes_it() {
     let dir = tempfile::tempdir().unwrap();
-    let d = path(dir.path());
     std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
     let out = interrupt_tpcb(
         dir.path(),
@@ -586,15 +596,17 @@ fn data_files_swapped_among_themselves_are_named() {
     std::fs::rename(&b, &a).unwrap();
     std::fs::rename(&swap, &b).unwrap();
     let before = snapshot(dir.path());
-    assert_bad_input(
-        &flashlab(&["check", &path(dir.path())]),
+    assert_refused_unchanged(
+        &["check", &path(dir.path())],
         &[
             "data.data",
             "data space 1, not of space 0",
             "swapped with second.data",
         ],
+        &before,
+        dir.path(),
+        "check of swapped data files",
     );
-    assert_unchanged(&before, dir.path(), "check of swapped data files");
 }
 
 /// FILE-2: a log file whose length is not whole 512-byte sectors stays in

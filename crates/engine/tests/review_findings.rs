@@ -245,15 +245,11 @@ fn a_crash_while_creating_the_database_leaves_it_openable() {
             temp: None,
         };
         let cfg = config.clone();
-        let reopened = Sim::run(SimConfig::default(), move |_| {
+        let reopened = sim(move || {
             Database::open_with(&cfg, devices)
                 .map(|_| ())
                 .map_err(|e| e.to_string())
-        })
-        .unwrap()
-        .0
-        .finished()
-        .unwrap();
+        });
         if let Err(e) = reopened {
             failures.push(format!("cut at {cut_us} us: {e}"));
         }
@@ -471,15 +467,11 @@ fn a_torn_data_page_write_is_repaired_by_recovery() {
     // its first half (sector-aligned), as a disk that wrote some sectors.
     data.crash_with(|_, len| CrashFate::Tear { bytes: len / 2 });
     log.crash();
-    let reopened = Sim::run(SimConfig::default(), move |_| {
+    let reopened = sim(move || {
         Database::open_with(&config, devices)
             .map(|_| ())
             .map_err(|e| e.to_string())
-    })
-    .unwrap()
-    .0
-    .finished()
-    .unwrap();
+    });
     assert!(reopened.is_ok(), "{}", reopened.unwrap_err());
 }
 

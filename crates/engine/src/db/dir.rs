@@ -279,13 +279,7 @@ pub(crate) fn open_devices_gated(
         devices.push((space.kind.clone(), file));
     }
     super::roles::check(dir, &manifest, &devices)?;
-    let take = |kind: &str| {
-        devices
-            .iter()
-            .filter(|(k, _)| k == kind)
-            .map(|(_, d)| d.clone())
-            .collect::<Vec<_>>()
-    };
+    let take = |kind: &str| of_kind(&devices, kind);
     let log = take("log")
         .pop()
         .ok_or_else(|| Error::Open(format!("{}: the manifest lists no log", dir.display())))?;
@@ -417,13 +411,7 @@ fn build(
         }
         devices.push((space.kind.clone(), medium(space, device)?));
     }
-    let take = |kind: &str| {
-        devices
-            .iter()
-            .filter(|(k, _)| k == kind)
-            .map(|(_, d)| d.clone())
-            .collect::<Vec<_>>()
-    };
+    let take = |kind: &str| of_kind(&devices, kind);
     let devices = Devices {
         data: take("data"),
         log: take("log")
@@ -488,6 +476,15 @@ pub fn remove_created(dir: &Path) -> Result<()> {
     }
     let _ = std::fs::remove_file(dir.join(LOCK_FILE));
     sync_dir(dir)
+}
+
+/// The devices of `kind`, in order.
+fn of_kind<K: PartialEq<str>>(devices: &[(K, DeviceRef)], kind: &str) -> Vec<DeviceRef> {
+    devices
+        .iter()
+        .filter(|(k, _)| k == kind)
+        .map(|(_, d)| d.clone())
+        .collect()
 }
 
 fn sync_dir(dir: &Path) -> Result<()> {

@@ -295,6 +295,18 @@ fn reference_join(left: &[Vec<u8>], right: &[Vec<u8>]) -> Pairs {
 
 type JoinCase = (String, Vec<Vec<u8>>, Vec<Vec<u8>>);
 
+/// Run `join` over two copies of `input`, its output dropped.
+fn self_join<S>(
+    input: &[Vec<u8>],
+    join: impl FnOnce(&mut VecSource, &mut VecSource, &mut JoinSink<'_>) -> Result<S>,
+) -> Result<S> {
+    join(
+        &mut VecSource::new(input.to_vec()),
+        &mut VecSource::new(input.to_vec()),
+        &mut |_, _| Ok(()),
+    )
+}
+
 /// Run `join` over copies of `l` and `r`: the pairs it emitted, in order,
 /// and its statistics.
 fn joined<S>(
@@ -565,11 +577,7 @@ fn temp_space_is_freed_after_injected_errors() {
                 ),
             )
             .unwrap();
-            let r = join.join(
-                &mut VecSource::new(input.clone()),
-                &mut VecSource::new(input.clone()),
-                &mut |_, _| Ok(()),
-            );
+            let r = self_join(&input, |l, r, sink| join.join(l, r, sink));
             assert!(r.is_err());
             assert_eq!(space.used_bytes(), 0, "merge join");
 
@@ -589,11 +597,7 @@ fn temp_space_is_freed_after_injected_errors() {
                     ),
                 )
                 .unwrap();
-                let r = join.join(
-                    &mut VecSource::new(input.clone()),
-                    &mut VecSource::new(input.clone()),
-                    &mut |_, _| Ok(()),
-                );
+                let r = self_join(&input, |l, r, sink| join.join(l, r, sink));
                 assert!(r.is_err());
                 assert_eq!(space.used_bytes(), 0, "hash join {layout:?}");
             }
