@@ -29,6 +29,15 @@ fn key(i: u32) -> Vec<u8> {
     format!("k{i:03}").into_bytes()
 }
 
+/// Memory devices, 4 KB rollback pages in 64 KB extents, no checkpoints.
+fn rollback_config() -> DbConfig {
+    let mut config = DbConfig::simple("memory", "memory", 4096, 64 * 4096);
+    config.mvcc.page_bytes = 4096;
+    config.mvcc.extent_bytes = 64 * 1024;
+    config.checkpoint_interval_ns = 0;
+    config
+}
+
 /// A rollback device whose extent pages (past the 8-page metadata region)
 /// cannot be written once `failing` is set: an I/O error.
 struct FailingRollback {
@@ -61,10 +70,7 @@ impl flashlab_devices::Wrapper for FailingRollback {
 #[test]
 fn aborted_write_is_visible_when_a_filled_rollback_page_cannot_be_written() {
     sim(|| {
-        let mut config = DbConfig::simple("memory", "memory", 4096, 64 * 4096);
-        config.mvcc.page_bytes = 4096;
-        config.mvcc.extent_bytes = 64 * 1024;
-        config.checkpoint_interval_ns = 0;
+        let config = rollback_config();
         let mut devices = Devices::from_presets(&config).unwrap();
         let rollback = Arc::new(FailingRollback {
             inner: MemoryDevice::new("rollback", 16 << 20),
@@ -483,10 +489,7 @@ fn a_torn_data_page_write_is_repaired_by_recovery() {
 #[test]
 fn idle_rollback_segments_do_not_keep_buffer_frames_pinned() {
     sim(|| {
-        let mut config = DbConfig::simple("memory", "memory", 4096, 64 * 4096);
-        config.mvcc.page_bytes = 4096;
-        config.mvcc.extent_bytes = 64 * 1024;
-        config.checkpoint_interval_ns = 0;
+        let config = rollback_config();
         let db = Database::open(&config).unwrap();
         let t = db.create_table(TableSpec::bytes("t")).unwrap();
         let mut setup = db.begin().unwrap();
