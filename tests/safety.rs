@@ -55,6 +55,15 @@ fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
         .collect()
 }
 
+/// `check DIR`, or `check --repair DIR`.
+fn check_args(dir: &str, repair: bool) -> Vec<&str> {
+    if repair {
+        vec!["check", "--repair", dir]
+    } else {
+        vec!["check", dir]
+    }
+}
+
 /// `flashlab ARGS` is refused as bad input naming `needles`, and `dir`
 /// holds what it held (`before`).
 fn assert_refused_unchanged(
@@ -216,11 +225,7 @@ fn damaged_master_records_are_reported_with_evidence_and_never_reinitialised() {
     let before = snapshot(dir.path());
     for repair in [false, true] {
         let d = path(dir.path());
-        let args: Vec<&str> = if repair {
-            vec!["check", "--repair", &d]
-        } else {
-            vec!["check", &d]
-        };
+        let args = check_args(&d, repair);
         assert_refused_unchanged(
             &args,
             &[
@@ -526,11 +531,7 @@ fn check_refuses_a_file_of_another_database_with(config: &DbConfig, file: &str, 
     let before = snapshot(a.path());
     for repair in [false, true] {
         let d = path(a.path());
-        let args: Vec<&str> = if repair {
-            vec!["check", "--repair", &d]
-        } else {
-            vec!["check", &d]
-        };
+        let args = check_args(&d, repair);
         assert_refused_unchanged(
             &args,
             &[file, message],

@@ -222,12 +222,13 @@ fn a_crash_while_creating_the_database_leaves_it_openable() {
     for cut_us in (20..6_000).step_by(20) {
         let data = Arc::new(MemoryDevice::new("data", 64 << 20));
         let log = Arc::new(SimDevice::new(presets::build_model("ssd-2008").unwrap()));
-        let devices = Devices {
+        let fresh_devices = || Devices {
             data: vec![data.clone() as DeviceRef],
             log: log.clone(),
             rollback: None,
             temp: None,
         };
+        let devices = fresh_devices();
         let cfg = config.clone();
         let sim_config = SimConfig {
             deadline_ns: Some(cut_us * 1_000),
@@ -244,12 +245,7 @@ fn a_crash_while_creating_the_database_leaves_it_openable() {
         }
         data.crash();
         log.crash();
-        let devices = Devices {
-            data: vec![data.clone() as DeviceRef],
-            log: log.clone(),
-            rollback: None,
-            temp: None,
-        };
+        let devices = fresh_devices();
         let cfg = config.clone();
         let reopened = sim(move || {
             Database::open_with(&cfg, devices)
