@@ -5,10 +5,9 @@
 
 mod common;
 
-use std::path::Path;
 use std::process::Command;
 
-use common::assert_bad_input;
+use common::{assert_bad_input, names};
 
 /// One row: `args` run in a fresh directory holding `files` (name,
 /// contents); `{dir}` in an argument is replaced by that directory.
@@ -399,15 +398,6 @@ fn run(row: &Row) {
     assert_eq!(out.status.code(), Some(row.exit), "{}: {args:?}", row.what);
     assert_bad_input(&out, row.message);
     assert_eq!(names(dir.path()), before, "{}: files left behind", row.what);
-}
-
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
 }
 
 #[test]

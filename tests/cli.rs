@@ -85,12 +85,6 @@ fn characterize_json_has_the_documented_shape_and_is_deterministic() {
     assert_eq!(a.stdout, b.stdout, "same seed, same figures");
 }
 
-fn write(dir: &Path, name: &str, text: &str) -> String {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path.display().to_string()
-}
-
 #[test]
 fn malformed_trace_line_is_bad_input_naming_the_line() {
     let dir = tempfile::tempdir().unwrap();
@@ -587,30 +581,29 @@ fn tpcc_bench_reports_tpmc_and_the_five_types() {
     assert!(tpcc["transactions"][0]["latency_ms"]["p90"].is_number());
 }
 
+/// A TPC-C run of one second at a tiny scale.
+const TINY_TPCC: [&str; 12] = [
+    "--warehouses",
+    "1",
+    "--items",
+    "500",
+    "--customers-per-district",
+    "50",
+    "--terminals",
+    "4",
+    "--duration",
+    "1s",
+    "--warmup",
+    "0s",
+];
+
 /// `bench tpcc --real DIR` at a tiny scale: consistent, and the fresh
 /// database directory is removed afterwards.
 #[test]
 fn tpcc_bench_runs_in_the_real_world() {
     let dir = tempfile::tempdir().unwrap();
-    let out = flashlab(&[
-        "bench",
-        "tpcc",
-        "--real",
-        dir.path().to_str().unwrap(),
-        "--warehouses",
-        "1",
-        "--items",
-        "500",
-        "--customers-per-district",
-        "50",
-        "--terminals",
-        "4",
-        "--duration",
-        "1s",
-        "--warmup",
-        "0s",
-        "--json",
-    ]);
+    let real = ["bench", "tpcc", "--real", dir.path().to_str().unwrap()];
+    let out = flashlab(&[&real[..], &TINY_TPCC, &["--json"]].concat());
     assert!(out.status.success(), "{}", stderr(&out));
     let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
     assert_eq!(
@@ -630,21 +623,9 @@ fn tpcc_bench_runs_on_a_log_structured_data_space_in_both_worlds() {
     let dir = tempfile::tempdir().unwrap();
     let real = dir.path().to_str().unwrap().to_string();
     for world in [None, Some(real.as_str())] {
-        let mut args = vec![
-            "bench",
-            "tpcc",
-            "--warehouses",
-            "1",
-            "--items",
-            "500",
-            "--customers-per-district",
-            "50",
-            "--terminals",
-            "4",
-            "--duration",
-            "1s",
-            "--warmup",
-            "0s",
+        let mut args = vec!["bench", "tpcc"];
+        args.extend(TINY_TPCC);
+        args.extend([
             "--page-bytes",
             "4096",
             "--buffer-mb",
@@ -656,7 +637,7 @@ fn tpcc_bench_runs_on_a_log_structured_data_space_in_both_worlds() {
             "--cleaning",
             "cost-benefit",
             "--json",
-        ];
+        ]);
         if let Some(real) = world {
             args.extend(["--real", real]);
         }

@@ -7,7 +7,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::{assert_bad_input, flashlab, stderr, stdout};
+use common::{assert_bad_input, flashlab, names, stderr, stdout};
 use flashlab::engine::{Database, DbConfig, TableSpec};
 use flashlab::runtime::RealRuntime;
 
@@ -53,6 +53,28 @@ fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
             )
         })
         .collect()
+}
+
+/// `check DIR`, or `check --repair DIR`.
+fn check_args(dir: &str, repair: bool) -> Vec<&str> {
+    if repair {
+        vec!["check", "--repair", dir]
+    } else {
+        vec!["check", dir]
+    }
+}
+
+/// `flashlab ARGS` is refused as bad input naming `needles`, and `dir`
+/// holds what it held (`before`).
+fn assert_refused_unchanged(
+    args: &[&str],
+    needles: &[&str],
+    before: &BTreeMap<String, Vec<u8>>,
+    dir: &Path,
+    what: &str,
+) {
+    assert_bad_input(&flashlab(args), needles);
+    assert_unchanged(before, dir, what);
 }
 
 fn assert_unchanged(before: &BTreeMap<String, Vec<u8>>, dir: &Path, what: &str) {
@@ -203,21 +225,19 @@ fn damaged_master_records_are_reported_with_evidence_and_never_reinitialised() {
     let before = snapshot(dir.path());
     for repair in [false, true] {
         let d = path(dir.path());
-        let args: Vec<&str> = if repair {
-            vec!["check", "--repair", &d]
-        } else {
-            vec!["check", &d]
-        };
-        assert_bad_input(
-            &flashlab(&args),
+        let args = check_args(&d, repair);
+        assert_refused_unchanged(
+            &args,
             &[
                 "log.wal",
                 "master record",
                 "checksum mismatch",
                 "not FLSHLOG",
             ],
+            &before,
+            dir.path(),
+            "check of a damaged log",
         );
-        assert_unchanged(&before, dir.path(), "check of a damaged log");
     }
 }
 
@@ -250,13 +270,14 @@ fn opening_never_creates_and_creation_never_overwrites() {
 }
 
 /// Files and directories left in `dir`.
-fn names(dir: &Path) -> Vec<String> {
-    let mut names: Vec<String> = std::fs::read_dir(dir)
-        .unwrap()
-        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
-        .collect();
-    names.sort();
-    names
+/// The run's standard error says `needle`.
+fn assert_said(out: &std::process::Output, needle: &str) {
+    assert!(stderr(out).contains(needle), "{}", stderr(out));
+}
+
+/// Nothing is left in `dir`.
+fn assert_nothing_left(dir: &Path) {
+    assert!(names(dir).is_empty(), "left: {:?}", names(dir));
 }
 
 #[test]
@@ -364,6 +385,19 @@ fn interrupt(args: &[&str], ready: impl Fn() -> bool, signal: &str) -> std::proc
 }
 
 /// True once some file under `dir` (one level of subdirectories) is named `name`.
+/// [`interrupt`] `bench tpcb --real DIR ARGS --progress 0` once the
+/// database's manifest is in `dir`.
+fn interrupt_tpcb(dir: &Path, args: &[&str], signal: &str) -> std::process::Output {
+    let d = path(dir);
+    let all = [
+        &["bench", "tpcb", "--real", d.as_str()][..],
+        args,
+        &["--progress", "0"],
+    ]
+    .concat();
+    interrupt(&all, || has_file(dir, "flashlab.manifest"), signal)
+}
+
 fn has_file(dir: &Path, name: &str) -> bool {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return false;
@@ -377,35 +411,21 @@ fn has_file(dir: &Path, name: &str) -> bool {
 fn sigterm_and_sigint_remove_a_real_bench_and_a_sorts_files() {
     let dir = tempfile::tempdir().unwrap();
     let d = path(dir.path());
-    let out = interrupt(
+    let out = interrupt_tpcb(
+        dir.path(),
         &[
-            "bench",
-            "tpcb",
-            "--real",
-            &d,
             "--duration",
             "60s",
             "--clients",
             "1",
             "--accounts-per-branch",
             "2000",
-            "--progress",
-            "0",
         ],
-        || has_file(dir.path(), "flashlab.manifest"),
         "-TERM",
     );
     assert_eq!(out.status.code(), Some(143), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("interrupted by SIGTERM: removed"),
-        "{}",
-        stderr(&out)
-    );
-    assert!(
-        names(dir.path()).is_empty(),
-        "left: {:?}",
-        names(dir.path())
-    );
+    assert_said(&out, "interrupted by SIGTERM: removed");
+    assert_nothing_left(dir.path());
     assert!(
         stdout(&out).is_empty(),
         "a partial report: {}",
@@ -419,11 +439,7 @@ fn sigterm_and_sigint_remove_a_real_bench_and_a_sorts_files() {
         "-INT",
     );
     assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
-    assert!(
-        names(dir.path()).is_empty(),
-        "left: {:?}",
-        names(dir.path())
-    );
+    assert_nothing_left(dir.path());
 }
 
 #[test]
@@ -451,12 +467,9 @@ fn sigint_keeps_a_keep_database_consistent_and_says_so() {
         "0",
     ]);
     assert!(out.status.success(), "{}", stderr(&out));
-    let out = interrupt(
+    let out = interrupt_tpcb(
+        dir.path(),
         &[
-            "bench",
-            "tpcb",
-            "--real",
-            &d,
             "--keep",
             "--duration",
             "60s",
@@ -466,18 +479,11 @@ fn sigint_keeps_a_keep_database_consistent_and_says_so() {
             "2000",
             "--buffer-mb",
             "16",
-            "--progress",
-            "0",
         ],
-        || has_file(dir.path(), "flashlab.manifest"),
         "-INT",
     );
     assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains(&format!("kept {d}")),
-        "{}",
-        stderr(&out)
-    );
+    assert_said(&out, &format!("kept {d}"));
     let out = flashlab(&["check", &d]);
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
 }
@@ -525,13 +531,14 @@ fn check_refuses_a_file_of_another_database_with(config: &DbConfig, file: &str, 
     let before = snapshot(a.path());
     for repair in [false, true] {
         let d = path(a.path());
-        let args: Vec<&str> = if repair {
-            vec!["check", "--repair", &d]
-        } else {
-            vec!["check", &d]
-        };
-        assert_bad_input(&flashlab(&args), &[file, message]);
-        assert_unchanged(&before, a.path(), "check of a foreign file");
+        let args = check_args(&d, repair);
+        assert_refused_unchanged(
+            &args,
+            &[file, message],
+            &before,
+            a.path(),
+            "check of a foreign file",
+        );
     }
 }
 
@@ -545,14 +552,10 @@ fn a_log_file_of_another_database_is_named_as_foreign() {
 #[test]
 fn sigint_while_a_keep_database_is_being_loaded_removes_it() {
     let dir = tempfile::tempdir().unwrap();
-    let d = path(dir.path());
     std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
-    let out = interrupt(
+    let out = interrupt_tpcb(
+        dir.path(),
         &[
-            "bench",
-            "tpcb",
-            "--real",
-            &d,
             "--keep",
             "--duration",
             "60s",
@@ -564,18 +567,11 @@ fn sigint_while_a_keep_database_is_being_loaded_removes_it() {
             "20",
             "--buffer-mb",
             "64",
-            "--progress",
-            "0",
         ],
-        || has_file(dir.path(), "flashlab.manifest"),
         "-INT",
     );
     assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
-    assert!(
-        stderr(&out).contains("flashlab.manifest"),
-        "{}",
-        stderr(&out)
-    );
+    assert_said(&out, "flashlab.manifest");
     assert_eq!(
         names(dir.path()),
         ["notes.txt"],
@@ -601,15 +597,17 @@ fn data_files_swapped_among_themselves_are_named() {
     std::fs::rename(&b, &a).unwrap();
     std::fs::rename(&swap, &b).unwrap();
     let before = snapshot(dir.path());
-    assert_bad_input(
-        &flashlab(&["check", &path(dir.path())]),
+    assert_refused_unchanged(
+        &["check", &path(dir.path())],
         &[
             "data.data",
             "data space 1, not of space 0",
             "swapped with second.data",
         ],
+        &before,
+        dir.path(),
+        "check of swapped data files",
     );
-    assert_unchanged(&before, dir.path(), "check of swapped data files");
 }
 
 /// FILE-2: a log file whose length is not whole 512-byte sectors stays in

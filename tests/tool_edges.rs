@@ -12,7 +12,7 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{assert_bad_input, flashlab, stderr};
+use common::{assert_bad_input, flashlab, stderr, write};
 use flashlab::engine::Database;
 use flashlab::engine::db::dir::{MANIFEST_FILE, config_from_manifest};
 use flashlab::runtime::RealRuntime;
@@ -38,12 +38,6 @@ fn bench_tpcb(args: &[&str]) -> std::process::Output {
     let mut all = vec!["bench", "tpcb"];
     all.extend_from_slice(args);
     flashlab(&all)
-}
-
-fn write(dir: &Path, name: &str, text: &str) -> String {
-    let path = dir.join(name);
-    std::fs::write(&path, text).unwrap();
-    path.display().to_string()
 }
 
 fn acked(path: &Path) -> BTreeSet<i64> {

@@ -2,6 +2,7 @@
 
 #![allow(dead_code)]
 
+use std::path::Path;
 use std::process::{Command, Output};
 
 /// Run `flashlab` with `args`.
@@ -30,4 +31,21 @@ pub fn assert_bad_input(out: &Output, needles: &[&str]) {
         assert!(err.contains(needle), "'{needle}' not in: {err}");
     }
     assert!(!err.contains("panicked"), "{err}");
+}
+
+/// Write `text` to `dir/name`; its path.
+pub fn write(dir: &Path, name: &str, text: &str) -> String {
+    let path = dir.join(name);
+    std::fs::write(&path, text).unwrap();
+    path.display().to_string()
+}
+
+/// The names of the entries of `dir`, sorted.
+pub fn names(dir: &Path) -> Vec<String> {
+    let mut names: Vec<String> = std::fs::read_dir(dir)
+        .unwrap()
+        .map(|e| e.unwrap().file_name().to_string_lossy().into_owned())
+        .collect();
+    names.sort();
+    names
 }

@@ -765,6 +765,27 @@ mod tests {
         backwards: bool,
     }
 
+    impl FixedLatency {
+        fn new(latency_ns: u64) -> FixedLatency {
+            FixedLatency {
+                latency_ns,
+                last_submit_ns: 0,
+                backwards: false,
+            }
+        }
+    }
+
+    /// Characterize a [`FixedLatency`] device of `latency_ns`: the device
+    /// afterwards, and what was measured.
+    fn characterize_fixed(
+        latency_ns: u64,
+        options: CharacterizeOptions,
+    ) -> (FixedLatency, Characterization) {
+        let mut device = FixedLatency::new(latency_ns);
+        let c = characterize(&mut device, &options).unwrap();
+        (device, c)
+    }
+
     impl DeviceModel for FixedLatency {
         fn name(&self) -> &str {
             "fixed"
@@ -817,11 +838,7 @@ mod tests {
     #[test]
     fn speedups_are_deterministic_and_refuse_bad_input() {
         let run = || {
-            let mut d = FixedLatency {
-                latency_ns: 50_000,
-                last_submit_ns: 0,
-                backwards: false,
-            };
+            let mut d = FixedLatency::new(50_000);
             let points = speedups(&mut d, &quick(), &[4, 64], 1 << 20).unwrap();
             assert!(!d.backwards, "CHAR-1");
             points
@@ -832,11 +849,7 @@ mod tests {
             assert!((p.read_speedup() - 1.0).abs() < 1e-9, "{p:?}");
             assert!((p.write_speedup() - 1.0).abs() < 1e-9, "{p:?}");
         }
-        let mut d = FixedLatency {
-            latency_ns: 1,
-            last_submit_ns: 0,
-            backwards: false,
-        };
+        let mut d = FixedLatency::new(1);
         for (blocks, warmup, word) in [
             (&[0u32][..], 0, "request size 0 KB"),
             (&[4 << 20][..], 0, "fit the region"),
@@ -853,6 +866,11 @@ mod tests {
         (measured - published).abs() <= fraction * published
     }
 
+    #[track_caller]
+    fn assert_within(measured: f64, published: f64, fraction: f64) {
+        assert!(within(measured, published, fraction), "{measured}");
+    }
+
     #[test]
     fn characterize_hdd_2008_random_4k_read_matches_lee2008() {
         let mut disk = HddModel::hdd_2008().unwrap();
@@ -860,16 +878,8 @@ mod tests {
         // lee2008 Table 1: 8.33 ms seek + rotation, plus 4 KB at 110 MB/s.
         let published_ms = 8.33 + 4096.0 / 110e6 * 1e3;
         let p = random_point(&c, 4, 1);
-        assert!(
-            within(p.read_latency_ms, published_ms, 0.25),
-            "{}",
-            p.read_latency_ms
-        );
-        assert!(
-            within(p.read_iops, 1e3 / published_ms, 0.25),
-            "{}",
-            p.read_iops
-        );
+        assert_within(p.read_latency_ms, published_ms, 0.25);
+        assert_within(p.read_iops, 1e3 / published_ms, 0.25);
     }
 
     #[test]
@@ -878,27 +888,11 @@ mod tests {
         let c = characterize(&mut disk, &quick()).unwrap();
         // petrov2010 Table 1: 3.2 ms read, 3.5 ms write at 4 KB; 3.3 / 3.4 at 16 KB.
         let p4 = random_point(&c, 4, 1);
-        assert!(
-            within(p4.read_latency_ms, 3.2, 0.25),
-            "{}",
-            p4.read_latency_ms
-        );
-        assert!(
-            within(p4.write_latency_ms, 3.5, 0.25),
-            "{}",
-            p4.write_latency_ms
-        );
+        assert_within(p4.read_latency_ms, 3.2, 0.25);
+        assert_within(p4.write_latency_ms, 3.5, 0.25);
         let p16 = random_point(&c, 16, 1);
-        assert!(
-            within(p16.read_latency_ms, 3.3, 0.25),
-            "{}",
-            p16.read_latency_ms
-        );
-        assert!(
-            within(p16.write_latency_ms, 3.4, 0.25),
-            "{}",
-            p16.write_latency_ms
-        );
+        assert_within(p16.read_latency_ms, 3.3, 0.25);
+        assert_within(p16.write_latency_ms, 3.4, 0.25);
         // A FIFO disk gains nothing from a deeper queue; latency grows with it.
         let q = random_point(&c, 4, QUEUE_DEPTH_DEFAULT);
         assert!(within(q.read_iops, p4.read_iops, 0.1));
@@ -960,18 +954,15 @@ mod tests {
 
     #[test]
     fn characterize_closed_loop_keeps_the_queue_full() {
-        let mut device = FixedLatency {
-            latency_ns: 100_000,
-            last_submit_ns: 0,
-            backwards: false,
-        };
         // 3,200 requests at depth 32 and 0.1 ms each: 100 waves in 10 ms.
-        let options = CharacterizeOptions {
-            requests_per_point: 3_200,
-            start_ns: 7,
-            ..CharacterizeOptions::default()
-        };
-        let c = characterize(&mut device, &options).unwrap();
+        let (device, c) = characterize_fixed(
+            100_000,
+            CharacterizeOptions {
+                requests_per_point: 3_200,
+                start_ns: 7,
+                ..CharacterizeOptions::default()
+            },
+        );
         assert!(!device.backwards, "CHAR-1");
         let q = random_point(&c, 4, 32);
         assert!((q.read_iops - 320_000.0).abs() < 1e-6, "{}", q.read_iops);
@@ -985,17 +976,14 @@ mod tests {
 
     #[test]
     fn characterize_json_has_the_agreed_shape() {
-        let mut device = FixedLatency {
-            latency_ns: 1_000,
-            last_submit_ns: 0,
-            backwards: false,
-        };
-        let options = CharacterizeOptions {
-            requests_per_point: 10,
-            queue_depth: 4,
-            ..CharacterizeOptions::default()
-        };
-        let c = characterize(&mut device, &options).unwrap();
+        let (_, c) = characterize_fixed(
+            1_000,
+            CharacterizeOptions {
+                requests_per_point: 10,
+                queue_depth: 4,
+                ..CharacterizeOptions::default()
+            },
+        );
         let json = serde_json::to_value(&c).unwrap();
         let keys = |v: &serde_json::Value| {
             let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
@@ -1033,17 +1021,14 @@ mod tests {
 
     #[test]
     fn characterize_text_table_lists_every_point() {
-        let mut device = FixedLatency {
-            latency_ns: 1_000,
-            last_submit_ns: 0,
-            backwards: false,
-        };
-        let options = CharacterizeOptions {
-            requests_per_point: 10,
-            queue_depth: 1,
-            ..CharacterizeOptions::default()
-        };
-        let c = characterize(&mut device, &options).unwrap();
+        let (_, c) = characterize_fixed(
+            1_000,
+            CharacterizeOptions {
+                requests_per_point: 10,
+                queue_depth: 1,
+                ..CharacterizeOptions::default()
+            },
+        );
         let text = c.to_text_table();
         assert!(text.starts_with("device fixed\n"));
         assert!(text.contains("read MB/s") && text.contains("write IOPS"));

@@ -47,3 +47,70 @@ pub trait Device: Send + Sync {
         None
     }
 }
+
+/// A device that stands in front of another ([`Wrapper::inner`]) to count,
+/// delay, check or fail its requests. Implement this instead of [`Device`]:
+/// every request a wrapper does not override goes to the inner device as it
+/// is. `forget` and `model_stats` keep [`Device`]'s defaults (a wrapper
+/// keeps every byte and counts nothing) unless the wrapper overrides them.
+pub trait Wrapper: Send + Sync {
+    /// The device requests go on to.
+    fn inner(&self) -> &dyn Device;
+    fn name(&self) -> &str {
+        self.inner().name()
+    }
+    fn capacity_bytes(&self) -> u64 {
+        self.inner().capacity_bytes()
+    }
+    fn sector_bytes(&self) -> u32 {
+        self.inner().sector_bytes()
+    }
+    fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
+        self.inner().read(offset_bytes, buf)
+    }
+    fn write(&self, offset_bytes: u64, data: &[u8]) -> Result<(), DeviceError> {
+        self.inner().write(offset_bytes, data)
+    }
+    fn flush(&self) -> Result<(), DeviceError> {
+        self.inner().flush()
+    }
+    fn trim(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
+        self.inner().trim(offset_bytes, len_bytes)
+    }
+    fn forget(&self, offset_bytes: u64, len_bytes: u64) {
+        let _ = (offset_bytes, len_bytes);
+    }
+    fn model_stats(&self) -> Option<ModelStats> {
+        None
+    }
+}
+
+impl<W: Wrapper> Device for W {
+    fn name(&self) -> &str {
+        Wrapper::name(self)
+    }
+    fn capacity_bytes(&self) -> u64 {
+        Wrapper::capacity_bytes(self)
+    }
+    fn sector_bytes(&self) -> u32 {
+        Wrapper::sector_bytes(self)
+    }
+    fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
+        Wrapper::read(self, offset_bytes, buf)
+    }
+    fn write(&self, offset_bytes: u64, data: &[u8]) -> Result<(), DeviceError> {
+        Wrapper::write(self, offset_bytes, data)
+    }
+    fn flush(&self) -> Result<(), DeviceError> {
+        Wrapper::flush(self)
+    }
+    fn trim(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
+        Wrapper::trim(self, offset_bytes, len_bytes)
+    }
+    fn forget(&self, offset_bytes: u64, len_bytes: u64) {
+        Wrapper::forget(self, offset_bytes, len_bytes)
+    }
+    fn model_stats(&self) -> Option<ModelStats> {
+        Wrapper::model_stats(self)
+    }
+}

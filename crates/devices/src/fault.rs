@@ -145,9 +145,15 @@ impl FaultPlan {
 
     /// Crashes keep, drop and tear unflushed writes in equal shares.
     pub fn crashes(seed: u64) -> FaultPlan {
+        FaultPlan::crash_fates(34, 33, seed)
+    }
+
+    /// No faults but crashes, which keep `keep_percent` and tear
+    /// `tear_percent` of the unflushed writes (and drop the rest).
+    pub fn crash_fates(keep_percent: u32, tear_percent: u32, seed: u64) -> FaultPlan {
         FaultPlan {
-            crash_keep_percent: 34,
-            crash_tear_percent: 33,
+            crash_keep_percent: keep_percent,
+            crash_tear_percent: tear_percent,
             ..FaultPlan::none(seed)
         }
     }
@@ -858,17 +864,9 @@ impl FaultyDevice {
     }
 }
 
-impl Device for FaultyDevice {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    fn capacity_bytes(&self) -> u64 {
-        self.inner.capacity_bytes()
-    }
-
-    fn sector_bytes(&self) -> u32 {
-        self.inner.sector_bytes()
+impl crate::device::Wrapper for FaultyDevice {
+    fn inner(&self) -> &dyn Device {
+        &*self.inner
     }
 
     fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {

@@ -52,7 +52,7 @@ pub mod ssd;
 pub mod store;
 pub mod trace;
 
-pub use device::{Device, DeviceRef};
+pub use device::{Device, DeviceRef, Wrapper};
 pub use error::DeviceError;
 pub use model::{DeviceModel, IoKind, IoRequest, ModelStats};
 pub use trace::{Space, TraceRecord};

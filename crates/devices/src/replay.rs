@@ -307,14 +307,23 @@ struct Run {
     host_seconds: f64,
 }
 
+impl Run {
+    fn new() -> Run {
+        Run {
+            counts: ModelStats::default(),
+            latency: LatencyHistogram::new(),
+            first_arrival_ns: 0,
+            last_completion_ns: 0,
+            host_seconds: 0.0,
+        }
+    }
+}
+
 /// Submit every request at its arrival time.
 fn submit_all(model: &mut dyn DeviceModel, requests: &[(u64, IoRequest)]) -> Run {
     let mut run = Run {
-        counts: ModelStats::default(),
-        latency: LatencyHistogram::new(),
         first_arrival_ns: requests.first().map_or(0, |(arrival, _)| *arrival),
-        last_completion_ns: 0,
-        host_seconds: 0.0,
+        ..Run::new()
     };
     let started = Instant::now();
     for (arrival_ns, io) in requests {
@@ -453,13 +462,7 @@ pub fn replay_stream(
     requests: impl IntoIterator<Item = TraceRequest>,
     options: &ReplayOptions,
 ) -> Result<ReplayResult, ReplayError> {
-    let mut run = Run {
-        counts: ModelStats::default(),
-        latency: LatencyHistogram::new(),
-        first_arrival_ns: 0,
-        last_completion_ns: 0,
-        host_seconds: 0.0,
-    };
+    let mut run = Run::new();
     let mut folded = 0;
     let mut previous_ns = 0;
     let started = Instant::now();
@@ -535,13 +538,7 @@ pub fn replay_file(
         Ok(())
     })?;
     refused.into_result()?;
-    let mut run = Run {
-        counts: ModelStats::default(),
-        latency: LatencyHistogram::new(),
-        first_arrival_ns: 0,
-        last_completion_ns: 0,
-        host_seconds: 0.0,
-    };
+    let mut run = Run::new();
     let started = Instant::now();
     let mut first = true;
     stream_trace_file(path, format, &scan, |request| {
@@ -564,6 +561,7 @@ pub fn replay_file(
 mod tests {
     use super::*;
     use crate::model::Parameter;
+    use crate::trace::formats::request;
 
     /// A device serving one request at a time in a fixed time per request.
     struct SerialModel {
@@ -612,16 +610,6 @@ mod tests {
         }
         fn describe(&self) -> Vec<Parameter> {
             Vec::new()
-        }
-    }
-
-    fn request(arrival_ns: u64, kind: IoKind, offset: u64, len: u64, line: u64) -> TraceRequest {
-        TraceRequest {
-            arrival_ns,
-            kind,
-            offset_bytes: offset,
-            len_bytes: len,
-            line,
         }
     }
 

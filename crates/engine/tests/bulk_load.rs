@@ -3,51 +3,19 @@
 //! and under a crash at any instant of a load, and a log forgotten behind
 //! its start on a modelled device.
 
-use std::sync::Arc;
-
-use flashlab_devices::DeviceRef;
-use flashlab_devices::memory::MemoryDevice;
-use flashlab_devices::presets;
-use flashlab_devices::sim::SimDevice;
 use flashlab_devices::store::StoredDevice;
 use flashlab_engine::row::{Column, Schema, Type, Value};
-use flashlab_engine::{Database, DbConfig, Devices, TableSpec};
+use flashlab_engine::{Database, DbConfig, TableSpec};
 use flashlab_runtime::{NS_PER_MS, Sim, SimConfig};
+
+mod common;
+use common::{SsdRig, busy_config};
 
 const BATCH: i64 = 700;
 const BATCHES: i64 = 6;
 
-struct Rig {
-    data: Arc<MemoryDevice>,
-    log: Arc<SimDevice>,
-}
-
-impl Rig {
-    fn new() -> Rig {
-        Rig {
-            data: Arc::new(MemoryDevice::new("data", 256 << 20)),
-            log: Arc::new(SimDevice::new(presets::build_model("ssd-2008").unwrap())),
-        }
-    }
-
-    fn devices(&self) -> Devices {
-        Devices {
-            data: vec![self.data.clone() as DeviceRef],
-            log: self.log.clone(),
-            rollback: None,
-            temp: None,
-        }
-    }
-}
-
 fn config() -> DbConfig {
-    // A small pool (pages are stolen while the load is uncommitted) and
-    // frequent checkpoints and write-back.
-    let mut config = DbConfig::simple("memory", "ssd-2008", 2048, 32 * 2048);
-    config.checkpoint_interval_ns = 20 * NS_PER_MS;
-    config.writer_interval_ns = 5 * NS_PER_MS;
-    config.writer_batch_pages = 4;
-    config
+    busy_config(32)
 }
 
 fn spec() -> TableSpec {
@@ -77,7 +45,7 @@ fn row(id: i64, n: i64) -> Vec<Value> {
 
 #[test]
 fn put_rows_matches_put_row_and_rolls_back() {
-    let rig = Rig::new();
+    let rig = SsdRig::ssd();
     let devices = rig.devices();
     Sim::run(SimConfig::default(), move |_| {
         let db = Database::open_with(&config(), devices).unwrap();
@@ -133,7 +101,7 @@ fn put_rows_matches_put_row_and_rolls_back() {
 fn a_crash_mid_load_leaves_whole_batches() {
     let mut counts = Vec::new();
     for seed in 0..16u64 {
-        let rig = Rig::new();
+        let rig = SsdRig::ssd();
         let devices = rig.devices();
         Sim::run(SimConfig::default(), move |_| {
             let db = Database::open_with(&config(), devices).unwrap();
@@ -201,7 +169,7 @@ fn a_crash_mid_load_leaves_whole_batches() {
 /// its start (WAL-10), not every byte ever logged.
 #[test]
 fn the_log_forgets_what_lies_behind_its_start() {
-    let rig = Rig::new();
+    let rig = SsdRig::ssd();
     let devices = rig.devices();
     let log = rig.log.clone();
     Sim::run(SimConfig::default(), move |_| {

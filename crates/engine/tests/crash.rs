@@ -8,13 +8,12 @@ use std::collections::BTreeMap;
 use std::ops::Bound;
 use std::sync::{Arc, Mutex};
 
-use flashlab_devices::DeviceRef;
-use flashlab_devices::memory::MemoryDevice;
-use flashlab_devices::presets;
-use flashlab_devices::sim::SimDevice;
 use flashlab_engine::{Database, DbConfig, Devices, TableSpec};
 use flashlab_runtime::{NS_PER_MS, Rt, Sim, SimConfig, SimOutcome};
 use rand::{Rng, SeedableRng};
+
+mod common;
+use common::{SsdRig, busy_config};
 
 const ACCOUNTS: u32 = 64;
 const BALANCE: i64 = 1_000;
@@ -22,43 +21,8 @@ const CLIENTS: u32 = 8;
 
 /// The devices of one crash scenario, kept outside the simulation so they
 /// survive the cut.
-struct Rig {
-    data: Arc<MemoryDevice>,
-    log: Arc<SimDevice>,
-}
-
-impl Rig {
-    fn new() -> Rig {
-        Rig {
-            data: Arc::new(MemoryDevice::new("data", 256 << 20)),
-            log: Arc::new(SimDevice::new(presets::build_model("ssd-2008").unwrap())),
-        }
-    }
-
-    fn devices(&self) -> Devices {
-        Devices {
-            data: vec![self.data.clone() as DeviceRef],
-            log: self.log.clone(),
-            rollback: None,
-            temp: None,
-        }
-    }
-
-    /// Power failure: unflushed writes are lost.
-    fn crash(&self) {
-        self.data.crash();
-        self.log.crash();
-    }
-}
-
 fn config() -> DbConfig {
-    // A pool of 16 pages of 2 KB: pages are stolen (written while
-    // uncommitted) all the time. Frequent checkpoints and write-back.
-    let mut config = DbConfig::simple("memory", "ssd-2008", 2048, 16 * 2048);
-    config.checkpoint_interval_ns = 20 * NS_PER_MS;
-    config.writer_interval_ns = 5 * NS_PER_MS;
-    config.writer_batch_pages = 4;
-    config
+    busy_config(16)
 }
 
 fn account_key(i: u32) -> Vec<u8> {
@@ -70,7 +34,7 @@ fn ack_key(client: u32, seq: u64) -> Vec<u8> {
 }
 
 /// Set up the accounts (committed, closed cleanly).
-fn setup(rig: &Rig) {
+fn setup(rig: &SsdRig) {
     let devices = rig.devices();
     Sim::run(SimConfig::default(), move |_| {
         let db = Database::open_with(&config(), devices).unwrap();
@@ -88,7 +52,7 @@ fn setup(rig: &Rig) {
 
 /// Transfers until the simulation is cut; acknowledged commits are recorded
 /// in `acked` (client → highest acknowledged sequence number).
-fn workload(rig: &Rig, seed: u64, cut_ns: u64, acked: Arc<Mutex<BTreeMap<u32, u64>>>) {
+fn workload(rig: &SsdRig, seed: u64, cut_ns: u64, acked: Arc<Mutex<BTreeMap<u32, u64>>>) {
     let devices = rig.devices();
     let sim_config = SimConfig {
         seed,
@@ -205,7 +169,7 @@ fn dump_log(devices: &Devices) {
 }
 
 /// Recover and check every promise.
-fn recover_and_check(rig: &Rig, acked: &BTreeMap<u32, u64>) {
+fn recover_and_check(rig: &SsdRig, acked: &BTreeMap<u32, u64>) {
     let devices = rig.devices();
     let acked = acked.clone();
     Sim::run(SimConfig::default(), move |_| {
@@ -267,7 +231,7 @@ fn recover_and_check(rig: &Rig, acked: &BTreeMap<u32, u64>) {
 }
 
 fn scenario(seed: u64) {
-    let rig = Rig::new();
+    let rig = SsdRig::ssd();
     setup(&rig);
     let mut rng = rand_chacha::ChaCha8Rng::seed_from_u64(seed);
     let acked = Arc::new(Mutex::new(BTreeMap::new()));

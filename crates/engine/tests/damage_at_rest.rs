@@ -14,6 +14,9 @@ use flashlab_engine::{Database, DbConfig, TableSpec};
 use flashlab_runtime::RealRuntime;
 use proptest::prelude::*;
 
+mod common;
+use common::last_written_log_sector;
+
 const PAGE: usize = 4096;
 
 fn config(store: StoreKind) -> DbConfig {
@@ -90,6 +93,25 @@ fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
 }
 
 /// Copy every file of `from` into `to` (a crash image when `from` is open).
+/// An in-place database of 200 rows (in the first directory) that does
+/// `work` and is copied while still open (in the second): the image of a
+/// crash.
+fn crash_image_after(
+    work: impl FnOnce(&Database),
+) -> (tempfile::TempDir, tempfile::TempDir, DbConfig) {
+    let live = tempfile::tempdir().unwrap();
+    let image = tempfile::tempdir().unwrap();
+    let config = config(StoreKind::InPlace);
+    make(live.path(), &config, 200);
+    in_runtime(|| {
+        let db = Database::open_dir(live.path(), &config).unwrap();
+        work(&db);
+        copy_files(live.path(), image.path());
+        db.abandon();
+    });
+    (live, image, config)
+}
+
 fn copy_files(from: &Path, to: &Path) {
     for (name, bytes) in snapshot(from) {
         std::fs::write(to.join(name), bytes).unwrap();
@@ -219,16 +241,9 @@ fn regression_an_older_copy_of_the_log_is_refused_naming_both_positions() {
 /// that recovery finds (this panicked with "BUF-7: install ... behind").
 #[test]
 fn regression_a_zeroed_log_tail_is_refused_not_a_panic() {
-    let live = tempfile::tempdir().unwrap();
-    let image = tempfile::tempdir().unwrap();
-    let config = config(StoreKind::InPlace);
-    make(live.path(), &config, 200);
-    in_runtime(|| {
-        let db = Database::open_dir(live.path(), &config).unwrap();
+    let (_live, image, config) = crash_image_after(|db| {
         db.checkpoint().unwrap();
-        fill(&db, 200..3000, 10);
-        copy_files(live.path(), image.path());
-        db.abandon();
+        fill(db, 200..3000, 10);
     });
     let log_path = image.path().join("log.wal");
     let log = std::fs::read(&log_path).unwrap();
@@ -332,23 +347,11 @@ fn regression_zeroed_map_checkpoint_headers_are_refused_naming_the_blocks() {
 /// panics, and what it finds is a prefix of the commits.
 #[test]
 fn regression_a_zeroed_last_log_sector_loses_at_most_that_sector() {
-    let live = tempfile::tempdir().unwrap();
-    let image = tempfile::tempdir().unwrap();
-    let config = config(StoreKind::InPlace);
-    make(live.path(), &config, 200);
-    in_runtime(|| {
-        let db = Database::open_dir(live.path(), &config).unwrap();
-        fill(&db, 200..260, 1);
-        copy_files(live.path(), image.path());
-        db.abandon();
-    });
+    let (_live, image, config) = crash_image_after(|db| fill(db, 200..260, 1));
     let log_path = image.path().join("log.wal");
     let log = std::fs::read(&log_path).unwrap();
     // The last written sector: the last non-zero one of the region.
-    let last = (4096..log.len())
-        .step_by(512)
-        .rfind(|&at| log[at..at + 512].iter().any(|&b| b != 0))
-        .unwrap();
+    let last = last_written_log_sector(&log);
     overwrite(&log_path, last as u64, &[0u8; 512]);
     match rows(image.path(), &config) {
         Ok(found) => {

@@ -10,93 +10,40 @@
 use std::sync::Arc;
 
 use flashlab_devices::DeviceRef;
-use flashlab_devices::fault::{FaultPlan, FaultyDevice, PowerSwitch, Role, WalChecker};
+use flashlab_devices::fault::{FaultPlan, FaultyDevice, Role};
 use flashlab_devices::memory::MemoryDevice;
-use flashlab_engine::config::CpuCosts;
 use flashlab_engine::db::verify::verify;
 use flashlab_engine::{Database, DbConfig, Devices, Error, PageId, TableSpec};
-use flashlab_runtime::{NS_PER_MS, Sim, SimConfig};
 
 mod common;
-use common::commit_each;
+use common::{
+    Rig, check_table, commit_each, commit_each_and_abandon, faulty_data, load_table, quiet_config,
+    row_key as key, row_value, run,
+};
 
 const PAGE: usize = 2048;
 const ROWS: u32 = 400;
 
-struct Rig {
-    data: Arc<FaultyDevice>,
-    log: Arc<FaultyDevice>,
-    checker: Arc<WalChecker>,
+fn rig(data_plan: FaultPlan, log_plan: FaultPlan) -> Rig {
+    Rig::new(
+        |power, checker| {
+            faulty_data(64 << 20, PAGE, data_plan, power, checker).with_page_check(Arc::new(
+                |offset, image| {
+                    let id = PageId::new(0, (offset / PAGE as u64) as u32);
+                    flashlab_engine::page::verify(image, id, "data", offset).is_err()
+                },
+            ))
+        },
+        log_plan,
+    )
 }
 
-impl Rig {
-    fn new(data_plan: FaultPlan, log_plan: FaultPlan) -> Rig {
-        let checker = WalChecker::new();
-        let power = PowerSwitch::new();
-        let data = FaultyDevice::new(
-            Arc::new(MemoryDevice::new("data", 64 << 20)),
-            Role::Data { page_bytes: PAGE },
-            data_plan,
-        )
-        .with_wal_checker(checker.clone())
-        .with_power(power.clone())
-        .with_page_check(Arc::new(|offset, image| {
-            let id = PageId::new(0, (offset / PAGE as u64) as u32);
-            flashlab_engine::page::verify(image, id, "data", offset).is_err()
-        }));
-        let log = FaultyDevice::new(
-            Arc::new(MemoryDevice::new("log", 64 << 20)),
-            Role::Log,
-            log_plan,
-        )
-        .with_wal_checker(checker.clone())
-        .with_power(power);
-        Rig {
-            data: Arc::new(data),
-            log: Arc::new(log),
-            checker,
-        }
-    }
-
-    fn devices(&self) -> Devices {
-        Devices {
-            data: vec![self.data.clone() as DeviceRef],
-            log: self.log.clone(),
-            rollback: None,
-            temp: None,
-        }
-    }
-
-    fn crash(&self) {
-        self.data.crash();
-        self.log.crash();
-    }
-}
-
-/// A small pool (pages are written back all the time), no background
-/// tasks: every write and flush happens where the test says.
 fn config() -> DbConfig {
-    let mut config = DbConfig::simple("memory", "memory", PAGE, 12 * PAGE as u64);
-    config.checkpoint_interval_ns = 0;
-    config.writer_interval_ns = 3600 * 1_000 * NS_PER_MS;
-    config.cpu = CpuCosts::free();
-    config
-}
-
-fn key(i: u32) -> Vec<u8> {
-    format!("row{i:05}").into_bytes()
+    quiet_config("memory", PAGE)
 }
 
 fn value(i: u32, version: u32) -> Vec<u8> {
-    format!("{version:06}/{i:05}/{}", "x".repeat(60)).into_bytes()
-}
-
-fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    Sim::run(SimConfig::default(), move |_| f())
-        .unwrap()
-        .0
-        .finished()
-        .unwrap()
+    row_value(i, version, 60)
 }
 
 /// Load ROWS rows at version 0 and close cleanly.
@@ -104,12 +51,7 @@ fn load(rig: &Rig) {
     let devices = rig.devices();
     run(move || {
         let db = Database::open_with(&config(), devices).unwrap();
-        let t = db.create_table(TableSpec::bytes("t")).unwrap();
-        let mut txn = db.begin().unwrap();
-        for i in 0..ROWS {
-            txn.put(&t, &key(i), &value(i, 0)).unwrap();
-        }
-        txn.commit().unwrap();
+        load_table(&db, 0..ROWS, key, |i| value(i, 0));
         db.close().unwrap();
     });
 }
@@ -119,19 +61,9 @@ fn check_rows(rig: &Rig, version: u32, upto: u32) {
     let devices = rig.devices();
     run(move || {
         let db = Database::open_with(&config(), devices).unwrap();
-        let t = db.table("t").unwrap();
-        let mut txn = db.begin().unwrap();
-        for i in 0..ROWS {
-            let want = if i < upto { version } else { 0 };
-            assert_eq!(
-                txn.get(&t, &key(i)).unwrap(),
-                Some(value(i, want)),
-                "row {i}"
-            );
-        }
-        txn.commit().unwrap();
-        let report = verify(&db).unwrap();
-        assert!(report.ok(), "{:?}", report.problems);
+        check_table(&db, 0..ROWS, key, |i| {
+            value(i, if i < upto { version } else { 0 })
+        });
         db.close().unwrap();
     });
 }
@@ -147,22 +79,12 @@ fn check_rows(rig: &Rig, version: u32, upto: u32) {
 /// and written back.
 #[test]
 fn regression_torn_page_is_rebuilt_from_the_log() {
-    let tear_all = FaultPlan {
-        crash_keep_percent: 0,
-        crash_tear_percent: 100,
-        ..FaultPlan::none(7)
-    };
-    let rig = Rig::new(tear_all, FaultPlan::none(7));
+    let tear_all = FaultPlan::crash_fates(0, 100, 7);
+    let rig = rig(tear_all, FaultPlan::none(7));
     load(&rig);
     // Update every row: the 12-frame pool writes pages back as it goes,
     // without flushing the data device.
-    let devices = rig.devices();
-    run(move || {
-        let db = Database::open_with(&config(), devices).unwrap();
-        let t = db.table("t").unwrap();
-        commit_each(&db, &t, 0..ROWS, key, |i| value(i, 1));
-        db.abandon();
-    });
+    commit_each_and_abandon(rig.devices(), config(), 0..ROWS, key, |i| value(i, 1));
     rig.crash();
     let counts = rig.data.counts();
     assert!(counts.crash_torn > 0, "{counts:?}");
@@ -185,7 +107,7 @@ fn regression_torn_page_is_rebuilt_from_the_log() {
 /// flush until recovery.
 #[test]
 fn regression_failed_data_flush_stops_the_database() {
-    let rig = Rig::new(FaultPlan::crashes(3), FaultPlan::crashes(4));
+    let rig = rig(FaultPlan::crashes(3), FaultPlan::crashes(4));
     load(&rig);
     let (data, log) = (rig.data.clone(), rig.log.clone());
     let devices = rig.devices();
@@ -233,18 +155,14 @@ fn regression_failed_data_flush_stops_the_database() {
 /// force that sees the log failed when its flush returns reports failure.
 #[test]
 fn regression_failed_master_flush_fails_the_log() {
-    let rig = Rig::new(FaultPlan::crashes(5), FaultPlan::crashes(6));
+    let rig = rig(FaultPlan::crashes(5), FaultPlan::crashes(6));
     load(&rig);
     let log = rig.log.clone();
     let devices = rig.devices();
     let acked = run(move || {
         let db = Database::open_with(&config(), devices).unwrap();
         let t = db.table("t").unwrap();
-        for i in 0..10 {
-            let mut txn = db.begin().unwrap();
-            txn.put(&t, &key(i), &value(i, 3)).unwrap();
-            txn.commit().unwrap();
-        }
+        commit_each(&db, &t, 0..10, key, |i| value(i, 3));
         // A checkpoint flushes the log twice: the force of its end record,
         // then the master record. Fail the second.
         log.set_plan(FaultPlan {
@@ -271,18 +189,14 @@ fn regression_failed_master_flush_fails_the_log() {
 /// database works again.
 #[test]
 fn failed_log_flush_stops_commits_until_recovery() {
-    let rig = Rig::new(FaultPlan::crashes(8), FaultPlan::crashes(9));
+    let rig = rig(FaultPlan::crashes(8), FaultPlan::crashes(9));
     load(&rig);
     let log = rig.log.clone();
     let devices = rig.devices();
     let acked = run(move || {
         let db = Database::open_with(&config(), devices).unwrap();
         let t = db.table("t").unwrap();
-        for i in 0..20 {
-            let mut txn = db.begin().unwrap();
-            txn.put(&t, &key(i), &value(i, 4)).unwrap();
-            txn.commit().unwrap();
-        }
+        commit_each(&db, &t, 0..20, key, |i| value(i, 4));
         log.set_plan(FaultPlan {
             flush_error_at: Some(log.flushes() + 1),
             ..log.plan()
@@ -324,7 +238,7 @@ fn failed_log_flush_stops_commits_until_recovery() {
 /// repaired from their full-page images: `regression_torn_page_is_rebuilt_from_the_log`).
 #[test]
 fn flipped_pages_at_rest_are_caught_and_reported() {
-    let rig = Rig::new(FaultPlan::none(11), FaultPlan::none(12));
+    let rig = rig(FaultPlan::none(11), FaultPlan::none(12));
     load(&rig);
     // Damage pages at rest: flip one bit in each of pages 1..12.
     for page_no in 1..12u64 {
@@ -458,7 +372,7 @@ fn regression_a_failed_log_structured_write_fails_the_database() {
 /// refuses naming it, and creates nothing over the database.
 #[test]
 fn regression_both_master_copies_damaged_is_refused_as_damage_never_recreated() {
-    let rig = Rig::new(FaultPlan::none(21), FaultPlan::none(22));
+    let rig = rig(FaultPlan::none(21), FaultPlan::none(22));
     load(&rig);
     let flip = |rig: &Rig| {
         let store = rig.log.inner().store();

@@ -13,19 +13,18 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use flashlab_devices::fault::{CutTrigger, FaultPlan, FaultyDevice, IoEvent, Role};
 use flashlab_devices::nand_device::{NandDevice, NandSpec};
-use flashlab_engine::config::CpuCosts;
 use flashlab_engine::db::recovery::RecoveryReport;
 use flashlab_engine::db::verify::verify;
 use flashlab_engine::store::StoreKind;
 use flashlab_engine::{Database, DbConfig, TableSpec};
-use flashlab_runtime::{NS_PER_MS, NS_PER_S, Sim, SimConfig};
+use flashlab_runtime::{NS_PER_S, Sim, SimConfig};
 
 const PAGE: usize = 2048;
 const ROWS: u32 = 600;
 const NAND_BYTES: u64 = 8 << 20;
 
 mod common;
-use common::{Rig, commit_each, run};
+use common::{Rig, commit_each, load_table, quiet_config, row_key as key, row_value, run};
 
 /// A rig with the data space on raw NAND.
 fn rig(plan: FaultPlan) -> Rig {
@@ -48,22 +47,15 @@ fn rig(plan: FaultPlan) -> Rig {
 /// A 12-frame pool (pages are written back all the time, so log sectors
 /// fill and units merge), 4 KB log segments, no background tasks.
 fn config() -> DbConfig {
-    let mut config = DbConfig::simple("nand", "memory", PAGE, 12 * PAGE as u64);
+    let mut config = quiet_config("nand", PAGE);
     config.data[0].store = StoreKind::Ipl;
     config.data[0].capacity_bytes = Some(NAND_BYTES);
     config.data[0].ipl_log_segment_bytes = Some(4 << 10);
-    config.checkpoint_interval_ns = 0;
-    config.writer_interval_ns = 3600 * 1_000 * NS_PER_MS;
-    config.cpu = CpuCosts::free();
     config
 }
 
-fn key(i: u32) -> Vec<u8> {
-    format!("row{i:05}").into_bytes()
-}
-
 fn value(i: u32, version: u32) -> Vec<u8> {
-    format!("{version:06}/{i:05}/{}", "x".repeat(40)).into_bytes()
+    row_value(i, version, 40)
 }
 
 fn counter(db: &Database, name: &str) -> f64 {
@@ -79,12 +71,7 @@ fn load(rig: &Rig) {
     run(move || {
         let db = Database::open_with(&config(), devices).unwrap();
         assert_eq!(db.store_counters()[0].1, StoreKind::Ipl);
-        let t = db.create_table(TableSpec::bytes("t")).unwrap();
-        let mut txn = db.begin().unwrap();
-        for i in 0..ROWS {
-            txn.put(&t, &key(i), &value(i, 0)).unwrap();
-        }
-        txn.commit().unwrap();
+        load_table(&db, 0..ROWS, key, |i| value(i, 0));
         db.close().unwrap();
     });
 }
@@ -99,11 +86,7 @@ fn loaded_rig_cut_at(
     tear_percent: u32,
     seed: u64,
 ) -> Rig {
-    let rig = rig(FaultPlan {
-        crash_keep_percent: keep_percent,
-        crash_tear_percent: tear_percent,
-        ..FaultPlan::none(seed)
-    });
+    let rig = rig(FaultPlan::crash_fates(keep_percent, tear_percent, seed));
     load(&rig);
     rig.power.arm(Some(CutTrigger {
         event,
@@ -226,11 +209,7 @@ fn update_until_cut(rig: &Rig, version: u32) -> (u32, f64) {
 /// the space at the newest marker's L*, and loses no acknowledged commit.
 #[test]
 fn recovery_restarts_ipl_pages_at_the_marker_without_redo() {
-    let drop_all = FaultPlan {
-        crash_keep_percent: 0,
-        crash_tear_percent: 0,
-        ..FaultPlan::none(21)
-    };
+    let drop_all = FaultPlan::crash_fates(0, 0, 21);
     let rig = rig(drop_all);
     load(&rig);
     rig.power.arm(Some(CutTrigger {
@@ -251,11 +230,7 @@ fn recovery_restarts_ipl_pages_at_the_marker_without_redo() {
 
 #[test]
 fn committed_updates_survive_a_crash_that_tears_unflushed_programs() {
-    let tear_all = FaultPlan {
-        crash_keep_percent: 30,
-        crash_tear_percent: 40,
-        ..FaultPlan::none(11)
-    };
+    let tear_all = FaultPlan::crash_fates(30, 40, 11);
     let rig = rig(tear_all);
     load(&rig);
     let (acked, merges) = update_until_cut(&rig, 1);
@@ -398,11 +373,7 @@ fn a_power_cut_during_recovery_loses_no_acknowledged_commit() {
 /// marker covering its records (IPL-13).
 #[test]
 fn a_created_table_survives_a_crash_right_after_its_creation() {
-    let drop_all = FaultPlan {
-        crash_keep_percent: 0,
-        crash_tear_percent: 0,
-        ..FaultPlan::none(5)
-    };
+    let drop_all = FaultPlan::crash_fates(0, 0, 5);
     let rig = rig(drop_all);
     load(&rig);
     let devices = rig.devices();

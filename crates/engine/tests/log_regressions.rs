@@ -104,18 +104,9 @@ impl FailingLog {
     }
 }
 
-impl Device for FailingLog {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn capacity_bytes(&self) -> u64 {
-        self.inner.capacity_bytes()
-    }
-    fn sector_bytes(&self) -> u32 {
-        self.inner.sector_bytes()
-    }
-    fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
-        self.inner.read(offset_bytes, buf)
+impl flashlab_devices::Wrapper for FailingLog {
+    fn inner(&self) -> &dyn Device {
+        &self.inner
     }
     fn write(&self, offset_bytes: u64, data: &[u8]) -> Result<(), DeviceError> {
         if offset_bytes < 4096 && self.failing.load(Ordering::SeqCst) {
@@ -143,9 +134,6 @@ impl Device for FailingLog {
             });
         }
         self.inner.flush()
-    }
-    fn trim(&self, offset_bytes: u64, len: u64) -> Result<(), DeviceError> {
-        self.inner.trim(offset_bytes, len)
     }
 }
 

@@ -8,9 +8,7 @@
 
 use std::sync::Arc;
 
-use flashlab_devices::fault::{CutTrigger, FaultPlan, FaultyDevice, IoEvent, Role};
-use flashlab_devices::memory::MemoryDevice;
-use flashlab_engine::config::CpuCosts;
+use flashlab_devices::fault::{CutTrigger, FaultPlan, IoEvent};
 use flashlab_engine::db::verify::verify;
 use flashlab_engine::store::{Cleaning, StoreKind};
 use flashlab_engine::{Database, DbConfig, Error, TableSpec};
@@ -25,7 +23,10 @@ const DATA_BYTES: u64 = 2 << 20;
 const SMALL_BYTES: u64 = 22 * SEGMENT_BYTES + (32 << 10);
 
 mod common;
-use common::{Rig, run};
+use common::{
+    Rig, check_table, commit_each, commit_each_and_abandon, faulty_data, load_table, quiet_config,
+    row_key as key, row_value, run,
+};
 
 /// A rig with the log-structured data space on a memory device of
 /// `data_bytes`. A log-structured block is damaged when its own checksum
@@ -33,18 +34,13 @@ use common::{Rig, run};
 fn rig(data_plan: FaultPlan, data_bytes: u64) -> Rig {
     Rig::new(
         |power, checker| {
-            FaultyDevice::new(
-                Arc::new(MemoryDevice::new("data", data_bytes)),
-                Role::Data { page_bytes: PAGE },
-                data_plan,
-            )
-            .with_wal_checker(checker.clone())
-            .with_power(power.clone())
-            .with_page_check(Arc::new(|_, image| {
-                image.iter().any(|&b| b != 0)
-                    && u32::from_le_bytes(image[0..4].try_into().unwrap())
-                        != crc32c::crc32c(&image[4..])
-            }))
+            faulty_data(data_bytes, PAGE, data_plan, power, checker).with_page_check(Arc::new(
+                |_, image| {
+                    image.iter().any(|&b| b != 0)
+                        && u32::from_le_bytes(image[0..4].try_into().unwrap())
+                            != crc32c::crc32c(&image[4..])
+                },
+            ))
         },
         FaultPlan::none(1),
     )
@@ -53,23 +49,16 @@ fn rig(data_plan: FaultPlan, data_bytes: u64) -> Rig {
 /// A small pool (pages are written back all the time), no background
 /// tasks, a log-structured data space of small segments.
 fn config(cleaning: Cleaning) -> DbConfig {
-    let mut config = DbConfig::simple("memory", "memory", PAGE, 12 * PAGE as u64);
-    config.checkpoint_interval_ns = 0;
-    config.writer_interval_ns = 3600 * 1_000 * NS_PER_MS;
-    config.cpu = CpuCosts::free();
+    let mut config = quiet_config("memory", PAGE);
     config.data[0].store = StoreKind::LogStructured;
     config.data[0].segment_bytes = Some(SEGMENT_BYTES);
     config.data[0].cleaning = Some(cleaning);
     config
 }
 
-fn key(i: u32) -> Vec<u8> {
-    format!("row{i:05}").into_bytes()
-}
-
 fn value(i: u32, version: u32) -> Vec<u8> {
     // Four rows to a page: 125 pages, eight segments of live data.
-    format!("{version:06}/{i:05}/{}", "x".repeat(400)).into_bytes()
+    row_value(i, version, 400)
 }
 
 /// The `n`th row of a scattered visit of every row.
@@ -82,14 +71,19 @@ fn load(rig: &Rig, cleaning: Cleaning) {
     let devices = rig.devices();
     run(move || {
         let db = Database::open_with(&config(cleaning), devices).unwrap();
-        let t = db.create_table(TableSpec::bytes("t")).unwrap();
-        let mut txn = db.begin().unwrap();
-        for i in 0..ROWS {
-            txn.put(&t, &key(i), &value(i, 0)).unwrap();
-        }
-        txn.commit().unwrap();
+        load_table(&db, 0..ROWS, key, |i| value(i, 0));
         db.close().unwrap();
     });
+}
+
+/// The version of the `n`-th row updated when rows below `upto` reached
+/// `version` and the rest `version - 1` (or 0).
+fn acknowledged(n: u32, upto: u32, version: u32) -> u32 {
+    if n < upto {
+        version
+    } else {
+        version.saturating_sub(1)
+    }
 }
 
 /// Every row below `upto` at `version`, the rest at `version - 1` (or 0);
@@ -98,23 +92,9 @@ fn check_rows(rig: &Rig, cleaning: Cleaning, version: u32, upto: u32) {
     let devices = rig.devices();
     run(move || {
         let db = Database::open_with(&config(cleaning), devices).unwrap();
-        let t = db.table("t").unwrap();
-        let mut txn = db.begin().unwrap();
-        for i in 0..ROWS {
-            let want = if i < upto {
-                version
-            } else {
-                version.saturating_sub(1)
-            };
-            assert_eq!(
-                txn.get(&t, &key(i)).unwrap(),
-                Some(value(i, want)),
-                "row {i}"
-            );
-        }
-        txn.commit().unwrap();
-        let report = verify(&db).unwrap();
-        assert!(report.ok(), "{:?}", report.problems);
+        check_table(&db, 0..ROWS, key, |i| {
+            value(i, acknowledged(i, upto, version))
+        });
         db.close().unwrap();
     });
 }
@@ -218,24 +198,11 @@ fn with_cleaning_off_a_full_space_is_a_one_line_error_naming_it() {
 
 #[test]
 fn a_torn_partial_segment_loses_nothing_committed() {
-    let tear_all = FaultPlan {
-        crash_keep_percent: 0,
-        crash_tear_percent: 100,
-        ..FaultPlan::none(7)
-    };
+    let tear_all = FaultPlan::crash_fates(0, 100, 7);
     let rig = rig(tear_all, DATA_BYTES);
     load(&rig, Cleaning::Greedy);
-    let devices = rig.devices();
-    run(move || {
-        let db = Database::open_with(&config(Cleaning::Greedy), devices).unwrap();
-        let t = db.table("t").unwrap();
-        for i in 0..ROWS {
-            let mut txn = db.begin().unwrap();
-            txn.put(&t, &key(i), &value(i, 1)).unwrap();
-            txn.commit().unwrap();
-        }
-        db.abandon();
-    });
+    let config = config(Cleaning::Greedy);
+    commit_each_and_abandon(rig.devices(), config, 0..ROWS, key, |i| value(i, 1));
     rig.crash();
     let counts = rig.data.counts();
     assert!(counts.crash_torn > 0, "{counts:?}");
@@ -378,11 +345,7 @@ fn cut_and_recover(event: IoEvent, nth: u64, cleaning: Cleaning) -> CutRun {
             let i = scattered(n);
             let got = txn.get(&t, &key(i)).unwrap().expect("row present");
             let v: u32 = std::str::from_utf8(&got[..6]).unwrap().parse().unwrap();
-            let floor = if n < upto {
-                version
-            } else {
-                version.saturating_sub(1)
-            };
+            let floor = acknowledged(n, upto, version);
             assert!(
                 v == floor || v == floor + 1,
                 "row {i}: version {v}, acknowledged {floor}"
@@ -457,11 +420,7 @@ fn write_through_writes_each_page_as_its_own_partial_segment() {
         let db = Database::open_with(&config, devices.clone()).unwrap();
         let t = db.create_table(TableSpec::bytes("t")).unwrap();
         let before = db.store_stats()[0].1.clone();
-        for i in 0..ROWS {
-            let mut txn = db.begin().unwrap();
-            txn.put(&t, &key(i), &value(i, 0)).unwrap();
-            txn.commit().unwrap();
-        }
+        commit_each(&db, &t, 0..ROWS, key, |i| value(i, 0));
         let after = db.store_stats()[0].1.clone();
         db.close().unwrap();
         let db = Database::open_with(&config, devices).unwrap();

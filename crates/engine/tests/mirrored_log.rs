@@ -13,6 +13,9 @@ use flashlab_engine::wal::mirror::MirroredLog;
 use flashlab_engine::{Database, DbConfig, Devices, TableSpec};
 use flashlab_runtime::{Sim, SimConfig};
 
+mod common;
+use common::last_written_log_sector;
+
 const LOG_BYTES: u64 = 8 << 20;
 
 struct Rig {
@@ -54,10 +57,7 @@ fn config() -> DbConfig {
 fn last_written_sector(device: &MemoryDevice) -> u64 {
     let mut bytes = vec![0u8; LOG_BYTES as usize];
     device.read(0, &mut bytes).unwrap();
-    (4096..LOG_BYTES as usize)
-        .step_by(512)
-        .rfind(|&at| bytes[at..at + 512].iter().any(|&b| b != 0))
-        .unwrap() as u64
+    last_written_log_sector(&bytes) as u64
 }
 
 /// Commit rows 0..n one per transaction, stop without a checkpoint (a
@@ -175,10 +175,7 @@ fn regression_a_directorys_log_mirror_repairs_a_zeroed_last_sector() {
     db.abandon();
     let log_path = image.path().join("log.wal");
     let log = std::fs::read(&log_path).unwrap();
-    let last = (4096..log.len())
-        .step_by(512)
-        .rfind(|&at| log[at..at + 512].iter().any(|&b| b != 0))
-        .unwrap();
+    let last = last_written_log_sector(&log);
     let mut zeroed = log.clone();
     zeroed[last..last + 512].fill(0);
     std::fs::write(&log_path, &zeroed).unwrap();

@@ -29,6 +29,15 @@ fn key(i: u32) -> Vec<u8> {
     format!("k{i:03}").into_bytes()
 }
 
+/// Memory devices, 4 KB rollback pages in 64 KB extents, no checkpoints.
+fn rollback_config() -> DbConfig {
+    let mut config = DbConfig::simple("memory", "memory", 4096, 64 * 4096);
+    config.mvcc.page_bytes = 4096;
+    config.mvcc.extent_bytes = 64 * 1024;
+    config.checkpoint_interval_ns = 0;
+    config
+}
+
 /// A rollback device whose extent pages (past the 8-page metadata region)
 /// cannot be written once `failing` is set: an I/O error.
 struct FailingRollback {
@@ -37,18 +46,9 @@ struct FailingRollback {
     metadata_bytes: u64,
 }
 
-impl Device for FailingRollback {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn capacity_bytes(&self) -> u64 {
-        self.inner.capacity_bytes()
-    }
-    fn sector_bytes(&self) -> u32 {
-        self.inner.sector_bytes()
-    }
-    fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
-        self.inner.read(offset_bytes, buf)
+impl flashlab_devices::Wrapper for FailingRollback {
+    fn inner(&self) -> &dyn Device {
+        &self.inner
     }
     fn write(&self, offset_bytes: u64, data: &[u8]) -> Result<(), DeviceError> {
         if self.failing.load(Ordering::SeqCst) && offset_bytes >= self.metadata_bytes {
@@ -58,12 +58,6 @@ impl Device for FailingRollback {
             });
         }
         self.inner.write(offset_bytes, data)
-    }
-    fn flush(&self) -> Result<(), DeviceError> {
-        self.inner.flush()
-    }
-    fn trim(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
-        self.inner.trim(offset_bytes, len_bytes)
     }
 }
 
@@ -76,10 +70,7 @@ impl Device for FailingRollback {
 #[test]
 fn aborted_write_is_visible_when_a_filled_rollback_page_cannot_be_written() {
     sim(|| {
-        let mut config = DbConfig::simple("memory", "memory", 4096, 64 * 4096);
-        config.mvcc.page_bytes = 4096;
-        config.mvcc.extent_bytes = 64 * 1024;
-        config.checkpoint_interval_ns = 0;
+        let config = rollback_config();
         let mut devices = Devices::from_presets(&config).unwrap();
         let rollback = Arc::new(FailingRollback {
             inner: MemoryDevice::new("rollback", 16 << 20),
@@ -231,12 +222,13 @@ fn a_crash_while_creating_the_database_leaves_it_openable() {
     for cut_us in (20..6_000).step_by(20) {
         let data = Arc::new(MemoryDevice::new("data", 64 << 20));
         let log = Arc::new(SimDevice::new(presets::build_model("ssd-2008").unwrap()));
-        let devices = Devices {
+        let fresh_devices = || Devices {
             data: vec![data.clone() as DeviceRef],
             log: log.clone(),
             rollback: None,
             temp: None,
         };
+        let devices = fresh_devices();
         let cfg = config.clone();
         let sim_config = SimConfig {
             deadline_ns: Some(cut_us * 1_000),
@@ -253,22 +245,13 @@ fn a_crash_while_creating_the_database_leaves_it_openable() {
         }
         data.crash();
         log.crash();
-        let devices = Devices {
-            data: vec![data.clone() as DeviceRef],
-            log: log.clone(),
-            rollback: None,
-            temp: None,
-        };
+        let devices = fresh_devices();
         let cfg = config.clone();
-        let reopened = Sim::run(SimConfig::default(), move |_| {
+        let reopened = sim(move || {
             Database::open_with(&cfg, devices)
                 .map(|_| ())
                 .map_err(|e| e.to_string())
-        })
-        .unwrap()
-        .0
-        .finished()
-        .unwrap();
+        });
         if let Err(e) = reopened {
             failures.push(format!("cut at {cut_us} us: {e}"));
         }
@@ -486,15 +469,11 @@ fn a_torn_data_page_write_is_repaired_by_recovery() {
     // its first half (sector-aligned), as a disk that wrote some sectors.
     data.crash_with(|_, len| CrashFate::Tear { bytes: len / 2 });
     log.crash();
-    let reopened = Sim::run(SimConfig::default(), move |_| {
+    let reopened = sim(move || {
         Database::open_with(&config, devices)
             .map(|_| ())
             .map_err(|e| e.to_string())
-    })
-    .unwrap()
-    .0
-    .finished()
-    .unwrap();
+    });
     assert!(reopened.is_ok(), "{}", reopened.unwrap_err());
 }
 
@@ -506,10 +485,7 @@ fn a_torn_data_page_write_is_repaired_by_recovery() {
 #[test]
 fn idle_rollback_segments_do_not_keep_buffer_frames_pinned() {
     sim(|| {
-        let mut config = DbConfig::simple("memory", "memory", 4096, 64 * 4096);
-        config.mvcc.page_bytes = 4096;
-        config.mvcc.extent_bytes = 64 * 1024;
-        config.checkpoint_interval_ns = 0;
+        let config = rollback_config();
         let db = Database::open(&config).unwrap();
         let t = db.create_table(TableSpec::bytes("t")).unwrap();
         let mut setup = db.begin().unwrap();

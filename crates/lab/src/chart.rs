@@ -91,37 +91,41 @@ impl LineChart {
             let mut chart = builder
                 .build_cartesian_2d((x0..x1).log_scale(), y0..y1)
                 .map_err(|err| e(&err))?;
-            chart
-                .configure_mesh()
-                .x_desc(&self.x_label)
-                .y_desc(&self.y_label)
-                .draw()
-                .map_err(|err| e(&err))?;
-            self.draw_series(&mut chart)?;
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .draw()
-                .map_err(|err| e(&err))?;
+            self.draw_chart(&mut chart)?;
         } else {
             let mut chart = builder
                 .build_cartesian_2d(x0..x1, y0..y1)
                 .map_err(|err| e(&err))?;
-            chart
-                .configure_mesh()
-                .x_desc(&self.x_label)
-                .y_desc(&self.y_label)
-                .draw()
-                .map_err(|err| e(&err))?;
-            self.draw_series(&mut chart)?;
-            chart
-                .configure_series_labels()
-                .background_style(WHITE.mix(0.8))
-                .border_style(BLACK)
-                .draw()
-                .map_err(|err| e(&err))?;
+            self.draw_chart(&mut chart)?;
         }
+        Ok(())
+    }
+
+    /// The mesh, the series and their legend.
+    fn draw_chart<'a, X, Y>(
+        &self,
+        chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
+    ) -> Result<(), String>
+    where
+        X: plotters::coord::ranged1d::Ranged<ValueType = f64>
+            + plotters::coord::ranged1d::ValueFormatter<f64>,
+        Y: plotters::coord::ranged1d::Ranged<ValueType = f64>
+            + plotters::coord::ranged1d::ValueFormatter<f64>,
+    {
+        let e = |err: &dyn std::fmt::Display| err.to_string();
+        chart
+            .configure_mesh()
+            .x_desc(&self.x_label)
+            .y_desc(&self.y_label)
+            .draw()
+            .map_err(|err| e(&err))?;
+        self.draw_series(chart)?;
+        chart
+            .configure_series_labels()
+            .background_style(WHITE.mix(0.8))
+            .border_style(BLACK)
+            .draw()
+            .map_err(|err| e(&err))?;
         Ok(())
     }
 

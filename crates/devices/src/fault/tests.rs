@@ -57,7 +57,7 @@ fn same_seed_same_faults() {
             read_error_ppm: 50_000,
             ..FaultPlan::crashes(seed)
         };
-        let dev = FaultyDevice::new(memory("data"), Role::Data { page_bytes: PAGE }, plan);
+        let dev = data_device(plan);
         let mut buf = vec![0u8; PAGE];
         for i in 0..200u64 {
             let _ = dev.write((i % 32) * PAGE as u64, &page(0, i as u8));
@@ -78,15 +78,10 @@ fn same_seed_same_faults() {
 
 #[test]
 fn torn_writes_keep_whole_512_byte_units() {
-    let plan = FaultPlan {
-        crash_keep_percent: 0,
-        crash_tear_percent: 100,
-        ..FaultPlan::none(3)
-    };
+    let plan = FaultPlan::crash_fates(0, 100, 3);
     // A "checksum": a page is valid if all its bytes are equal.
     let check: PageCheck = Arc::new(|_, image: &[u8]| image.iter().any(|&b| b != image[0]));
-    let dev = FaultyDevice::new(memory("data"), Role::Data { page_bytes: PAGE }, plan)
-        .with_page_check(check);
+    let dev = data_device(plan).with_page_check(check);
     for i in 0..20u64 {
         dev.write(i * PAGE as u64, &page(0, 0xAB)).unwrap();
     }
@@ -116,15 +111,26 @@ fn torn_writes_keep_whole_512_byte_units() {
     }
 }
 
-#[test]
-fn latent_errors_stick_until_the_sector_is_rewritten() {
+/// A memory data device on the fault model.
+fn data_device(plan: FaultPlan) -> FaultyDevice {
+    FaultyDevice::new(memory("data"), Role::Data { page_bytes: PAGE }, plan)
+}
+
+/// A data device whose every read fails (plan seed `seed`), page 0
+/// written, and a page buffer.
+fn latent_errors_on_page_0(seed: u64) -> (FaultyDevice, Vec<u8>) {
     let plan = FaultPlan {
         read_error_ppm: PPM,
-        ..FaultPlan::none(1)
+        ..FaultPlan::none(seed)
     };
-    let dev = FaultyDevice::new(memory("data"), Role::Data { page_bytes: PAGE }, plan);
+    let dev = data_device(plan);
     dev.write(0, &page(0, 1)).unwrap();
-    let mut buf = vec![0u8; PAGE];
+    (dev, vec![0u8; PAGE])
+}
+
+#[test]
+fn latent_errors_stick_until_the_sector_is_rewritten() {
+    let (dev, mut buf) = latent_errors_on_page_0(1);
     assert!(matches!(
         dev.read(0, &mut buf),
         Err(DeviceError::ReadFailed { .. })
@@ -141,13 +147,7 @@ fn latent_errors_stick_until_the_sector_is_rewritten() {
 /// failed every read. Trimming a sector clears its latent error.
 #[test]
 fn latent_errors_end_when_the_sector_is_trimmed() {
-    let plan = FaultPlan {
-        read_error_ppm: PPM,
-        ..FaultPlan::none(2)
-    };
-    let dev = FaultyDevice::new(memory("data"), Role::Data { page_bytes: PAGE }, plan);
-    dev.write(0, &page(0, 1)).unwrap();
-    let mut buf = vec![0u8; PAGE];
+    let (dev, mut buf) = latent_errors_on_page_0(2);
     assert!(dev.read(0, &mut buf).is_err());
     dev.set_plan(FaultPlan::none(2));
     assert!(dev.read(0, &mut buf).is_err(), "sticky");
@@ -161,7 +161,7 @@ fn flips_and_misdirection_damage_what_they_say() {
         write_flip_ppm: PPM,
         ..FaultPlan::none(9)
     };
-    let dev = FaultyDevice::new(memory("data"), Role::Data { page_bytes: PAGE }, plan);
+    let dev = data_device(plan);
     dev.write(4 * PAGE as u64, &page(0, 0)).unwrap();
     let Some(FaultRecord::WriteFlip { offset_bytes, bit }) = dev.take_records().pop() else {
         panic!("no flip")
@@ -223,7 +223,7 @@ fn a_full_device_refuses_writes_until_a_crash() {
         full_after_writes: Some(3),
         ..FaultPlan::none(2)
     };
-    let dev = FaultyDevice::new(memory("data"), Role::Data { page_bytes: PAGE }, plan);
+    let dev = data_device(plan);
     dev.write(0, &page(0, 1)).unwrap();
     dev.write(0, &page(0, 1)).unwrap();
     let err = dev.write(0, &page(0, 1)).unwrap_err();
@@ -239,12 +239,7 @@ fn wal_checker_refuses_a_page_ahead_of_the_durable_log() {
     let checker = WalChecker::new();
     let log = FaultyDevice::new(memory("log"), Role::Log, FaultPlan::none(1))
         .with_wal_checker(checker.clone());
-    let data = FaultyDevice::new(
-        memory("data"),
-        Role::Data { page_bytes: PAGE },
-        FaultPlan::none(1),
-    )
-    .with_wal_checker(checker.clone());
+    let data = data_device(FaultPlan::none(1)).with_wal_checker(checker.clone());
     // Records up to 4096 + 700 are written but not flushed.
     log.write(4096, &[1u8; 1024]).unwrap();
     let err = data.write(0, &page(4096 + 700, 3)).unwrap_err();
@@ -273,12 +268,7 @@ fn wal_checker_after_a_crash_trusts_what_the_media_kept() {
         ..FaultPlan::none(1)
     };
     let log = FaultyDevice::new(memory("log"), Role::Log, plan).with_wal_checker(checker.clone());
-    let data = FaultyDevice::new(
-        memory("data"),
-        Role::Data { page_bytes: PAGE },
-        FaultPlan::none(1),
-    )
-    .with_wal_checker(checker.clone());
+    let data = data_device(FaultPlan::none(1)).with_wal_checker(checker.clone());
     log.write(4096, &[1u8; 1024]).unwrap();
     log.crash(); // kept: on the media now
     data.write(0, &page(4096 + 1024, 3)).unwrap();

@@ -166,6 +166,24 @@ pub struct TraceRequest {
     pub line: u64,
 }
 
+/// A request of a test trace.
+#[cfg(test)]
+pub(crate) fn request(
+    arrival_ns: u64,
+    kind: IoKind,
+    offset_bytes: u64,
+    len_bytes: u64,
+    line: u64,
+) -> TraceRequest {
+    TraceRequest {
+        arrival_ns,
+        kind,
+        offset_bytes,
+        len_bytes,
+        line,
+    }
+}
+
 /// Why a trace could not be read or written. Each names the file (and the
 /// line, where there is one) and the problem, in one line.
 #[derive(Debug, Error)]
@@ -1048,16 +1066,6 @@ mod tests {
         match result {
             Err(TraceError::Parse { line, problem, .. }) => (line, problem),
             other => panic!("expected a parse error, got {other:?}"),
-        }
-    }
-
-    fn request(arrival_ns: u64, kind: IoKind, offset: u64, len: u64, line: u64) -> TraceRequest {
-        TraceRequest {
-            arrival_ns,
-            kind,
-            offset_bytes: offset,
-            len_bytes: len,
-            line,
         }
     }
 

@@ -58,17 +58,13 @@ impl TracedDevice {
     }
 }
 
-impl Device for TracedDevice {
+impl crate::device::Wrapper for TracedDevice {
+    fn inner(&self) -> &dyn Device {
+        &*self.inner
+    }
+
     fn name(&self) -> &str {
         &self.name
-    }
-
-    fn capacity_bytes(&self) -> u64 {
-        self.inner.capacity_bytes()
-    }
-
-    fn sector_bytes(&self) -> u32 {
-        self.inner.sector_bytes()
     }
 
     fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {

@@ -73,15 +73,9 @@ impl TestDevice {
     }
 }
 
-impl Device for TestDevice {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn capacity_bytes(&self) -> u64 {
-        self.inner.capacity_bytes()
-    }
-    fn sector_bytes(&self) -> u32 {
-        self.inner.sector_bytes()
+impl flashlab_devices::Wrapper for TestDevice {
+    fn inner(&self) -> &dyn Device {
+        &self.inner
     }
     fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
         self.reads.fetch_add(1, Ordering::SeqCst);
@@ -101,7 +95,7 @@ impl Device for TestDevice {
         }
         if self.full.load(Ordering::SeqCst) {
             return Err(DeviceError::Full {
-                device: self.name().to_string(),
+                device: self.inner.name().to_string(),
                 problem: "test device is full".to_string(),
             });
         }
@@ -114,12 +108,6 @@ impl Device for TestDevice {
             .unwrap()
             .push(offset_bytes / PAGE_BYTES as u64);
         Ok(())
-    }
-    fn flush(&self) -> Result<(), DeviceError> {
-        self.inner.flush()
-    }
-    fn trim(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
-        self.inner.trim(offset_bytes, len_bytes)
     }
 }
 

@@ -25,7 +25,7 @@ use std::sync::Arc;
 use flashlab_devices::file::{FileDevice, FileOptions};
 use flashlab_devices::nand_device::{NandFile, NandSpec};
 use flashlab_devices::overlay::OverlayDevice;
-use flashlab_devices::{Device, DeviceError, DeviceRef};
+use flashlab_devices::{Device, DeviceRef};
 use serde::{Deserialize, Serialize};
 
 use crate::config::{DbConfig, FILE_CAPACITY_BYTES_DEFAULT, SpaceConfig};
@@ -279,13 +279,7 @@ pub(crate) fn open_devices_gated(
         devices.push((space.kind.clone(), file));
     }
     super::roles::check(dir, &manifest, &devices)?;
-    let take = |kind: &str| {
-        devices
-            .iter()
-            .filter(|(k, _)| k == kind)
-            .map(|(_, d)| d.clone())
-            .collect::<Vec<_>>()
-    };
+    let take = |kind: &str| of_kind(&devices, kind);
     let log = take("log")
         .pop()
         .ok_or_else(|| Error::Open(format!("{}: the manifest lists no log", dir.display())))?;
@@ -417,13 +411,7 @@ fn build(
         }
         devices.push((space.kind.clone(), medium(space, device)?));
     }
-    let take = |kind: &str| {
-        devices
-            .iter()
-            .filter(|(k, _)| k == kind)
-            .map(|(_, d)| d.clone())
-            .collect::<Vec<_>>()
-    };
+    let take = |kind: &str| of_kind(&devices, kind);
     let devices = Devices {
         data: take("data"),
         log: take("log")
@@ -490,6 +478,15 @@ pub fn remove_created(dir: &Path) -> Result<()> {
     sync_dir(dir)
 }
 
+/// The devices of `kind`, in order.
+fn of_kind<K: PartialEq<str>>(devices: &[(K, DeviceRef)], kind: &str) -> Vec<DeviceRef> {
+    devices
+        .iter()
+        .filter(|(k, _)| k == kind)
+        .map(|(_, d)| d.clone())
+        .collect()
+}
+
 fn sync_dir(dir: &Path) -> Result<()> {
     std::fs::File::open(dir)
         .and_then(|f| f.sync_all())
@@ -513,27 +510,9 @@ fn hold(device: DeviceRef, lock: Option<DirLock>) -> DeviceRef {
     }
 }
 
-impl Device for Held {
-    fn name(&self) -> &str {
-        self.device.name()
-    }
-    fn capacity_bytes(&self) -> u64 {
-        self.device.capacity_bytes()
-    }
-    fn sector_bytes(&self) -> u32 {
-        self.device.sector_bytes()
-    }
-    fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> std::result::Result<(), DeviceError> {
-        self.device.read(offset_bytes, buf)
-    }
-    fn write(&self, offset_bytes: u64, data: &[u8]) -> std::result::Result<(), DeviceError> {
-        self.device.write(offset_bytes, data)
-    }
-    fn flush(&self) -> std::result::Result<(), DeviceError> {
-        self.device.flush()
-    }
-    fn trim(&self, offset_bytes: u64, len_bytes: u64) -> std::result::Result<(), DeviceError> {
-        self.device.trim(offset_bytes, len_bytes)
+impl flashlab_devices::Wrapper for Held {
+    fn inner(&self) -> &dyn Device {
+        &*self.device
     }
 }
 

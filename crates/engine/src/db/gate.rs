@@ -126,17 +126,9 @@ struct GatedDevice {
     view: OverlayDevice,
 }
 
-impl Device for GatedDevice {
-    fn name(&self) -> &str {
-        self.base.name()
-    }
-
-    fn capacity_bytes(&self) -> u64 {
-        self.base.capacity_bytes()
-    }
-
-    fn sector_bytes(&self) -> u32 {
-        self.base.sector_bytes()
+impl flashlab_devices::Wrapper for GatedDevice {
+    fn inner(&self) -> &dyn Device {
+        &*self.base
     }
 
     fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> std::result::Result<(), DeviceError> {

@@ -201,30 +201,28 @@ pub(crate) fn check(
             .collect()
     };
     check_swapped_pairs(dir, &heads)?;
+    // A head in the wrong file: (the file is the log's, the role its head
+    // shows, what that head is, the role of the files it belongs among).
+    let misplaced = [
+        (
+            false,
+            Role::Log,
+            "a log master record (FLSHLOG)",
+            Role::Data,
+        ),
+        (true, Role::Data, "a data space header (FLSP)", Role::Log),
+        (
+            true,
+            Role::LogStructuredData,
+            "a log-structured data space's superblock (FLLS)",
+            Role::Log,
+        ),
+    ];
     for &(kind, file, role, _) in &heads {
-        if kind != "log" && role == Role::Log {
-            return Err(swapped(
-                dir,
-                file,
-                "a log master record (FLSHLOG)",
-                &named(Role::Data),
-            ));
-        }
-        if kind == "log" && role == Role::Data {
-            return Err(swapped(
-                dir,
-                file,
-                "a data space header (FLSP)",
-                &named(Role::Log),
-            ));
-        }
-        if kind == "log" && role == Role::LogStructuredData {
-            return Err(swapped(
-                dir,
-                file,
-                "a log-structured data space's superblock (FLLS)",
-                &named(Role::Log),
-            ));
+        for &(is_log, holds, what, others) in &misplaced {
+            if (kind == "log") == is_log && role == holds {
+                return Err(swapped(dir, file, what, &named(others)));
+            }
         }
     }
     let mut data_index = 0;

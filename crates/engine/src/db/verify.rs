@@ -322,6 +322,26 @@ mod tests {
         db
     }
 
+    /// Change the header of data space 0 as `edit` says, in a committed
+    /// mini-transaction.
+    fn edit_header(db: &Database, edit: impl FnOnce(&mut SpaceHeader)) {
+        let mut mtr = db.inner.mtr(0).unwrap();
+        let mut header = SpaceHeader::decode(mtr.read(0).unwrap(), "data").unwrap();
+        edit(&mut header);
+        header.encode(mtr.write(0).unwrap());
+        mtr.commit(&db.inner.wal, 0, 0, None).unwrap();
+    }
+
+    /// One of the report's problems says `needle`.
+    #[track_caller]
+    fn assert_reported(report: &VerifyReport, needle: &str) {
+        assert!(
+            report.problems.iter().any(|p| p.contains(needle)),
+            "{:?}",
+            report.problems
+        );
+    }
+
     /// VERIFY-1: a healthy database uses every page once; a page allocated
     /// and then kept in no tree and off the free list is reported as
     /// leaked, naming the space and the page.
@@ -356,20 +376,11 @@ mod tests {
             let root = t.def().root;
             // Point the free list at the table's root, as damage to the
             // space header would (the root itself is left as it is).
-            let mut mtr = db.inner.mtr(0).unwrap();
-            let mut header = SpaceHeader::decode(mtr.read(0).unwrap(), "data").unwrap();
-            header.free_head = root;
-            header.encode(mtr.write(0).unwrap());
-            mtr.commit(&db.inner.wal, 0, 0, None).unwrap();
+            edit_header(&db, |header| header.free_head = root);
             let report = verify(&db).unwrap();
-            assert!(
-                report
-                    .problems
-                    .iter()
-                    .any(|p| p
-                        .contains(&format!("page {root} is on the free list and in table 't'"))),
-                "{:?}",
-                report.problems
+            assert_reported(
+                &report,
+                &format!("page {root} is on the free list and in table 't'"),
             );
         })
         .unwrap();
@@ -380,20 +391,9 @@ mod tests {
     fn a_tree_beyond_the_headers_page_count_is_reported() {
         Sim::run(SimConfig::default(), |_| {
             let db = database();
-            let mut mtr = db.inner.mtr(0).unwrap();
-            let mut header = SpaceHeader::decode(mtr.read(0).unwrap(), "data").unwrap();
-            header.page_count = 2;
-            header.encode(mtr.write(0).unwrap());
-            mtr.commit(&db.inner.wal, 0, 0, None).unwrap();
+            edit_header(&db, |header| header.page_count = 2);
             let report = verify(&db).unwrap();
-            assert!(
-                report
-                    .problems
-                    .iter()
-                    .any(|p| p.contains("but the space header counts 2 pages")),
-                "{:?}",
-                report.problems
-            );
+            assert_reported(&report, "but the space header counts 2 pages");
         })
         .unwrap();
     }

@@ -140,15 +140,9 @@ impl CountingDevice {
     }
 }
 
-impl Device for CountingDevice {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn capacity_bytes(&self) -> u64 {
-        self.inner.capacity_bytes()
-    }
-    fn sector_bytes(&self) -> u32 {
-        self.inner.sector_bytes()
+impl flashlab_devices::Wrapper for CountingDevice {
+    fn inner(&self) -> &dyn Device {
+        &*self.inner
     }
     fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
         let rt = Rt::current();
@@ -158,15 +152,6 @@ impl Device for CountingDevice {
         self.read_ns
             .fetch_add(rt.now_ns() - start, Ordering::Relaxed);
         result
-    }
-    fn write(&self, offset_bytes: u64, data: &[u8]) -> Result<(), DeviceError> {
-        self.inner.write(offset_bytes, data)
-    }
-    fn flush(&self) -> Result<(), DeviceError> {
-        self.inner.flush()
-    }
-    fn trim(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
-        self.inner.trim(offset_bytes, len_bytes)
     }
     fn model_stats(&self) -> Option<ModelStats> {
         self.inner.model_stats()

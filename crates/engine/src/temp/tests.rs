@@ -295,6 +295,38 @@ fn reference_join(left: &[Vec<u8>], right: &[Vec<u8>]) -> Pairs {
 
 type JoinCase = (String, Vec<Vec<u8>>, Vec<Vec<u8>>);
 
+/// Run `join` over two copies of `input`, its output dropped.
+fn self_join<S>(
+    input: &[Vec<u8>],
+    join: impl FnOnce(&mut VecSource, &mut VecSource, &mut JoinSink<'_>) -> Result<S>,
+) -> Result<S> {
+    join(
+        &mut VecSource::new(input.to_vec()),
+        &mut VecSource::new(input.to_vec()),
+        &mut |_, _| Ok(()),
+    )
+}
+
+/// Run `join` over copies of `l` and `r`: the pairs it emitted, in order,
+/// and its statistics.
+fn joined<S>(
+    l: &[Vec<u8>],
+    r: &[Vec<u8>],
+    join: impl FnOnce(&mut VecSource, &mut VecSource, &mut JoinSink<'_>) -> Result<S>,
+) -> (Pairs, S) {
+    let mut got = Vec::new();
+    let stats = join(
+        &mut VecSource::new(l.to_vec()),
+        &mut VecSource::new(r.to_vec()),
+        &mut |a, b| {
+            got.push((a.to_vec(), b.to_vec()));
+            Ok(())
+        },
+    )
+    .unwrap();
+    (got, stats)
+}
+
 fn join_inputs() -> Vec<JoinCase> {
     vec![
         ("empty".into(), Vec::new(), records(1, 50, KeyDist::Uniform)),
@@ -350,17 +382,7 @@ fn temp_merge_join_equals_reference() {
                     SortKey::sort_benchmark(),
                 );
                 let join = MergeJoin::new(&space, config).unwrap();
-                let mut got = Vec::new();
-                let stats = join
-                    .join(
-                        &mut VecSource::new(l.clone()),
-                        &mut VecSource::new(r.clone()),
-                        &mut |a, b| {
-                            got.push((a.to_vec(), b.to_vec()));
-                            Ok(())
-                        },
-                    )
-                    .unwrap();
+                let (got, stats) = joined(&l, &r, |l, r, sink| join.join(l, r, sink));
                 assert!(
                     got == want,
                     "{name} memory {memory}: {} vs {}",
@@ -398,17 +420,7 @@ fn temp_hash_join_equals_reference_in_both_layouts() {
                         SortKey::sort_benchmark(),
                     );
                     let join = HashJoin::new(&space, config).unwrap();
-                    let mut got = Vec::new();
-                    let stats = join
-                        .join(
-                            &mut VecSource::new(l.clone()),
-                            &mut VecSource::new(r.clone()),
-                            &mut |a, b| {
-                                got.push((a.to_vec(), b.to_vec()));
-                                Ok(())
-                            },
-                        )
-                        .unwrap();
+                    let (mut got, stats) = joined(&l, &r, |l, r, sink| join.join(l, r, sink));
                     got.sort();
                     assert!(got == want, "{name} {layout:?} memory {memory}: {stats:?}");
                     assert_eq!(space.used_bytes(), 0);
@@ -485,15 +497,12 @@ struct Failing {
     reads_left: AtomicI64,
 }
 
-impl Device for Failing {
+impl flashlab_devices::Wrapper for Failing {
+    fn inner(&self) -> &dyn Device {
+        &*self.inner
+    }
     fn name(&self) -> &str {
         "failing"
-    }
-    fn capacity_bytes(&self) -> u64 {
-        self.inner.capacity_bytes()
-    }
-    fn sector_bytes(&self) -> u32 {
-        self.inner.sector_bytes()
     }
     fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
         if self.reads_left.fetch_sub(1, AtomicOrdering::SeqCst) <= 0 {
@@ -568,11 +577,7 @@ fn temp_space_is_freed_after_injected_errors() {
                 ),
             )
             .unwrap();
-            let r = join.join(
-                &mut VecSource::new(input.clone()),
-                &mut VecSource::new(input.clone()),
-                &mut |_, _| Ok(()),
-            );
+            let r = self_join(&input, |l, r, sink| join.join(l, r, sink));
             assert!(r.is_err());
             assert_eq!(space.used_bytes(), 0, "merge join");
 
@@ -592,11 +597,7 @@ fn temp_space_is_freed_after_injected_errors() {
                     ),
                 )
                 .unwrap();
-                let r = join.join(
-                    &mut VecSource::new(input.clone()),
-                    &mut VecSource::new(input.clone()),
-                    &mut |_, _| Ok(()),
-                );
+                let r = self_join(&input, |l, r, sink| join.join(l, r, sink));
                 assert!(r.is_err());
                 assert_eq!(space.used_bytes(), 0, "hash join {layout:?}");
             }

@@ -407,15 +407,20 @@ fn with_reads_first_a_read_takes_a_gap_before_queued_work_on_its_die() {
     }
 }
 
-#[test]
-fn read_ahead_serves_a_streams_next_request_from_controller_ram() {
-    let mut m = ssd_with(
+/// An SSD whose controller reads ahead four pages.
+fn reading_ahead_4() -> SsdModel {
+    ssd_with(
         0,
         ControllerExtras {
             read_ahead_pages: 4,
             ..ControllerExtras::default()
         },
-    );
+    )
+}
+
+#[test]
+fn read_ahead_serves_a_streams_next_request_from_controller_ram() {
+    let mut m = reading_ahead_4();
     let r1 = m.submit(T0, &req(IoKind::Read, 0, 16384));
     // The second request continues the first: it reads ahead the next four
     // pages while its own cross the link.
@@ -425,13 +430,7 @@ fn read_ahead_serves_a_streams_next_request_from_controller_ram() {
     let r3 = m.submit(t, &req(IoKind::Read, 32768, 16384));
     assert_eq!(r3, t + CONTROLLER_NS + 4 * HOST_NS, "host transfers only");
     // A write forgets what was read ahead.
-    let mut m = ssd_with(
-        0,
-        ControllerExtras {
-            read_ahead_pages: 4,
-            ..ControllerExtras::default()
-        },
-    );
+    let mut m = reading_ahead_4();
     let r1 = m.submit(T0, &req(IoKind::Read, 0, 16384));
     let r2 = m.submit(r1, &req(IoKind::Read, 16384, 16384));
     let w = m.submit(r2, &req(IoKind::Write, 1 << 20, 4096));

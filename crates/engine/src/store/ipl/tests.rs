@@ -262,18 +262,9 @@ impl Cut {
     }
 }
 
-impl flashlab_devices::Device for Cut {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn capacity_bytes(&self) -> u64 {
-        self.inner.capacity_bytes()
-    }
-    fn sector_bytes(&self) -> u32 {
-        self.inner.sector_bytes()
-    }
-    fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> std::result::Result<(), DeviceError> {
-        self.inner.read(offset_bytes, buf)
+impl flashlab_devices::Wrapper for Cut {
+    fn inner(&self) -> &dyn flashlab_devices::Device {
+        &*self.inner
     }
     fn write(&self, offset_bytes: u64, data: &[u8]) -> std::result::Result<(), DeviceError> {
         self.step()?;
@@ -555,15 +546,9 @@ struct Unreadable {
     bad: std::sync::Mutex<Vec<u64>>,
 }
 
-impl flashlab_devices::Device for Unreadable {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-    fn capacity_bytes(&self) -> u64 {
-        self.inner.capacity_bytes()
-    }
-    fn sector_bytes(&self) -> u32 {
-        self.inner.sector_bytes()
+impl flashlab_devices::Wrapper for Unreadable {
+    fn inner(&self) -> &dyn flashlab_devices::Device {
+        &*self.inner
     }
     fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> std::result::Result<(), DeviceError> {
         let end = offset_bytes + buf.len() as u64;
@@ -580,15 +565,6 @@ impl flashlab_devices::Device for Unreadable {
             });
         }
         self.inner.read(offset_bytes, buf)
-    }
-    fn write(&self, offset_bytes: u64, data: &[u8]) -> std::result::Result<(), DeviceError> {
-        self.inner.write(offset_bytes, data)
-    }
-    fn flush(&self) -> std::result::Result<(), DeviceError> {
-        self.inner.flush()
-    }
-    fn trim(&self, offset_bytes: u64, len_bytes: u64) -> std::result::Result<(), DeviceError> {
-        self.inner.trim(offset_bytes, len_bytes)
     }
 }
 
