@@ -501,6 +501,7 @@ mod tests {
             "ratio" => Form::Ratio,
             "bound" => Form::Bound,
             "optimum" => Form::Optimum,
+            "optimum_range" => Form::OptimumRange,
             _ => Form::Value,
         };
         let mut c = Check::value("", "", "", "", num(&v["published"]), num(&v["measured"]));
