@@ -55,7 +55,7 @@
 //! apply the rule to the published value and ignore the bounds; new code
 //! uses [`Check::value`] or [`Check::ratio`].
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The tolerance of the rule, in percent of the published value or ratio.
 pub const TOLERANCE_PCT: f64 = 25.0;
@@ -69,7 +69,7 @@ Sanity assertions (values the run's construction pins, such as a probability in 
 A check that fails the rule is a MISS, with its reason in the note; no range is widened to make a check pass.";
 
 /// Calibration or prediction.
-#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     /// A preset (or the CPU model) against the figure it was set from.

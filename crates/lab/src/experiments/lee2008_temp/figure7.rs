@@ -244,7 +244,10 @@ impl Study for Figure7 {
             let check = Check::optimum_in(
                 id,
                 "lee2008 section 6.1 (Figure 7a)",
-                &format!("best cluster size with the temp space on the {device} (the text: {} to {} KB)", range[0], range[1]),
+                &format!(
+                    "best cluster size with the temp space on the {device} (the text: {} to {} KB)",
+                    range[0], range[1]
+                ),
                 "KB",
                 range,
                 &sweep_points(curve),
@@ -252,8 +255,18 @@ impl Study for Figure7 {
             let note = format!("{} {mechanism}", check.note).trim().to_string();
             check.with_miss_note(&note)
         };
-        let check_hdd = optimum("lee2008.figure7.best_cluster_hdd", "disk", BEST_CLUSTER_KB_HDD, 0);
-        let check_ssd = optimum("lee2008.figure7.best_cluster_ssd", "SSD", BEST_CLUSTER_KB_SSD, 1);
+        let check_hdd = optimum(
+            "lee2008.figure7.best_cluster_hdd",
+            "disk",
+            BEST_CLUSTER_KB_HDD,
+            0,
+        );
+        let check_ssd = optimum(
+            "lee2008.figure7.best_cluster_ssd",
+            "SSD",
+            BEST_CLUSTER_KB_SSD,
+            1,
+        );
         let (sens_hdd, sens_ssd) = (m.sensitivity(0), m.sensitivity(1));
         let mut check_sens = Check::at_most(
             "lee2008.figure7.sensitivity_ssd_over_hdd",
