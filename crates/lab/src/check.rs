@@ -94,7 +94,7 @@ impl Kind {
 }
 
 /// Which clause of the rule a check is held to.
-#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Form {
     /// An absolute value, ±25%.

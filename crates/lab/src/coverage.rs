@@ -253,6 +253,8 @@ mod tests {
             what: "w".into(),
             note: String::new(),
             kind: Kind::Prediction,
+            published: Some(1.0),
+            form: crate::check::Form::Ratio,
         };
         let run = ["lee2008-figure6"];
         let one = [
