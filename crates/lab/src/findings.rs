@@ -260,8 +260,10 @@ pub struct FindingResult {
     pub published: &'static str,
     /// The measured values of its shown checks, as the table prints them.
     pub measured: String,
-    /// The ids of the checks it rests on, as the run made them.
-    pub checks: Vec<String>,
+    /// The check ids (or `prefix*` families) it rests on.
+    pub checks: &'static [&'static str],
+    /// Those of them this run made (a family's members, by id).
+    pub run_checks: Vec<String>,
     pub verdict: Verdict,
     /// Why it misses, in a line; empty when every check passes.
     pub cause: String,
@@ -364,7 +366,8 @@ pub fn evaluate(f: &Finding, outcomes: &[Outcome]) -> FindingResult {
         quote: f.quote,
         published: f.published,
         measured,
-        checks: rested.iter().map(|o| o.id.clone()).collect(),
+        checks: f.checks,
+        run_checks: rested.iter().map(|o| o.id.clone()).collect(),
         verdict,
         cause,
     }
@@ -460,7 +463,7 @@ mod tests {
         ];
         let r = evaluate(f, &checks.iter().map(outcome).collect::<Vec<_>>());
         assert_eq!(r.verdict, Verdict::Partly);
-        assert_eq!(r.checks.len(), 2);
+        assert_eq!(r.run_checks.len(), 2);
         assert_eq!(r.measured, "50.0 to 150.0 merges");
         let f = FINDINGS
             .iter()
