@@ -277,11 +277,12 @@ fn matching<'a>(pattern: &str, outcomes: &'a [Outcome]) -> Vec<&'a Outcome> {
         .collect()
 }
 
-/// A value with its unit, "12.5x", "8.1 ms".
+/// A value with its unit, "12.5x", "2.87% more", "8.1 ms".
 fn with_unit(value: f64, unit: &str) -> String {
-    match unit {
-        "x" | "%" => format!("{}{unit}", fmt_num(value)),
-        _ => format!("{} {unit}", fmt_num(value)),
+    if unit == "x" || unit.starts_with('%') {
+        format!("{}{unit}", fmt_num(value))
+    } else {
+        format!("{} {unit}", fmt_num(value))
     }
 }
 

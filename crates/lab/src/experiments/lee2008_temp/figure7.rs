@@ -254,8 +254,11 @@ impl Study for Figure7 {
                 range,
                 &sweep_points(curve),
             );
-            let note = format!("{} {cause}. {mechanism}", check.note);
-            check.with_miss_note(note.trim())
+            let note = match check.note.as_str() {
+                "" => format!("{cause}. {mechanism}"),
+                end => format!("{end}. {cause}. {mechanism}"),
+            };
+            check.with_miss_note(&note)
         };
         let check_hdd = optimum(
             "lee2008.figure7.best_cluster_hdd",
