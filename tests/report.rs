@@ -112,6 +112,26 @@ fn report_renders_in_headless_chromium_with_every_figure() {
             assert!(check.get(key).is_some(), "a check lacks '{key}'");
         }
     }
+    // The findings open the report; those resting on the two units run
+    // have verdicts, the others are "not run".
+    let findings = html.find("id=\"findings\"").expect("a findings table");
+    assert!(
+        findings < html.find("Predictions:").unwrap(),
+        "the findings come first"
+    );
+    for f in results["findings"]
+        .as_array()
+        .expect("results.json has findings")
+    {
+        for key in ["id", "paper", "quote", "checks", "verdict", "cause"] {
+            assert!(f.get(key).is_some(), "a finding lacks '{key}'");
+        }
+        let ran = f["checks"].as_array().unwrap().iter().all(|c| {
+            let c = c.as_str().unwrap();
+            c.starts_with("lee2008.table2.") || c.starts_with("lee2008.table3.")
+        });
+        assert_eq!(f["verdict"] != "not_run", ran, "{f}");
+    }
     let Some(browser) = chromium() else {
         assert!(
             std::env::var_os("CI").is_none(),

@@ -149,6 +149,21 @@ fn run_units(args: &Args, terminal: bool) -> anyhow::Result<ReproduceSummary> {
 }
 
 fn print_summary(summary: &ReproduceSummary, out: &Path) {
+    println!(
+        "Findings (REPRODUCED: every check it rests on passes; PARTLY: some; NOT REPRODUCED: none):"
+    );
+    for f in &summary.findings {
+        println!(
+            "  {:<15} {:<38} published {}; measured {}",
+            f.verdict.label(),
+            f.id,
+            f.published,
+            f.measured
+        );
+        if !f.cause.is_empty() && f.measured != "not run" {
+            println!("  {:<15} {}", "", f.cause);
+        }
+    }
     for (paper, [pass, n]) in &summary.papers {
         println!("  {paper}: {pass} of {n} checks pass");
     }
@@ -158,12 +173,14 @@ fn print_summary(summary: &ReproduceSummary, out: &Path) {
         format!(" ({} reused by --resume)", summary.skipped.join(", "))
     };
     println!(
-        "{} experiments{skipped}; predictions {}/{} pass, calibration {}/{} pass; {:.1} s; report: {}",
+        "{} experiments{skipped}; predictions {}/{} pass, calibration {}/{} pass, sanity {}/{} hold; {:.1} s; report: {}",
         summary.experiments,
         summary.prediction_passed,
         summary.predictions,
         summary.calibration_passed,
         summary.calibrations,
+        summary.sanity_passed,
+        summary.sanity,
         summary.host_seconds,
         out.join("index.html").display()
     );

@@ -27,7 +27,10 @@
 //!   measured optimum is within ±[`TOLERANCE_PCT`] percent of the published
 //!   one *and* the sweep extends past the measured optimum on both sides,
 //!   so it is a true optimum and not the end of the sweep:
-//!   [`Check::optimum`].
+//!   [`Check::optimum`]. When the paper's text gives the optimum as a range
+//!   ("in the range of 64 to 128 KBytes"), the measured optimum passes
+//!   anywhere in that range, with no slack, under the same sweep condition:
+//!   [`Check::optimum_in`].
 //!
 //! A value that cannot be measured (NaN) misses.
 //!
@@ -41,13 +44,18 @@
 //! set from a single published row is named on that row's check with
 //! [`Check::fitted`], whether the check passes or not.
 //!
+//! A check whose measured value the run's construction already pins (a
+//! probability that cannot leave (0, 1]) is [`Kind::Sanity`]: an assertion
+//! that the run is sound, shown apart and counted in neither predictions
+//! nor calibration ([`Check::sanity`]), since no wrong model can fail it.
+//!
 //! # Constructors with explicit bounds
 //!
 //! [`Check::within_pct`] and [`Check::in_range`] take explicit bounds but
 //! apply the rule to the published value and ignore the bounds; new code
 //! uses [`Check::value`] or [`Check::ratio`].
 
-use serde::Serialize;
+use serde::{Deserialize, Serialize};
 
 /// The tolerance of the rule, in percent of the published value or ratio.
 pub const TOLERANCE_PCT: f64 = 25.0;
@@ -56,11 +64,12 @@ pub const TOLERANCE_PCT: f64 = 25.0;
 pub const RULE: &str = "One rule for every check. A published value (ms, MB/s, TPS, s) passes when the measured value is within ±25% of it. \
 A published ratio passes when the measured ratio is within ±25% of the published ratio; an effect the paper states as a percentage (\"30% more\") is checked as that percentage, under the value rule, since ±25% of a ratio near 1 would pass no effect at all. \
 A published bound (\"at least 2x\") passes when it holds, with no slack. \
-A published optimum passes when the measured optimum is within ±25% of it and the sweep extends past the measured optimum on both sides. \
+A published optimum passes when the measured optimum is within ±25% of it and the sweep extends past the measured optimum on both sides; an optimum the text gives as a range (\"64 to 128 KBytes\") passes anywhere in that range, with no slack, under the same condition on the sweep. \
+Sanity assertions (values the run's construction pins, such as a probability in (0, 1]) are shown apart and counted in neither predictions nor calibration. \
 A check that fails the rule is a MISS, with its reason in the note; no range is widened to make a check pass.";
 
 /// Calibration or prediction.
-#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Kind {
     /// A preset (or the CPU model) against the figure it was set from.
@@ -68,6 +77,9 @@ pub enum Kind {
     /// A workload result nothing was set from.
     #[default]
     Prediction,
+    /// A value the run's construction pins: it shows the run is sound and
+    /// predicts nothing, so it is counted in neither of the others.
+    Sanity,
 }
 
 impl Kind {
@@ -76,12 +88,13 @@ impl Kind {
         match self {
             Kind::Calibration => "calibration",
             Kind::Prediction => "prediction",
+            Kind::Sanity => "sanity",
         }
     }
 }
 
 /// Which clause of the rule a check is held to.
-#[derive(Clone, Copy, Debug, Default, Serialize, PartialEq, Eq)]
+#[derive(Clone, Copy, Debug, Default, Serialize, Deserialize, PartialEq, Eq)]
 #[serde(rename_all = "lowercase")]
 pub enum Form {
     /// An absolute value, ±25%.
@@ -93,6 +106,9 @@ pub enum Form {
     Bound,
     /// The optimum of a sweep.
     Optimum,
+    /// The optimum of a sweep, published as a range.
+    #[serde(rename = "optimum_range")]
+    OptimumRange,
 }
 
 /// One measured value against one published value.
@@ -244,16 +260,8 @@ impl Check {
         published: f64,
         sweep: &[(f64, f64)],
     ) -> Check {
-        let best = sweep
-            .iter()
-            .filter(|p| p.1.is_finite())
-            .fold(None::<(f64, f64)>, |acc, &p| match acc {
-                Some(a) if a.1 <= p.1 => Some(a),
-                _ => Some(p),
-            })
-            .map(|p| p.0)
-            .unwrap_or(f64::NAN);
-        let mut check = Check::new(
+        let best = sweep_optimum(sweep);
+        let check = Check::new(
             id,
             paper,
             what,
@@ -263,20 +271,54 @@ impl Check {
             pct_range(published),
             Form::Optimum,
         );
+        check.past_both_ends(sweep)
+    }
+
+    /// An optimum the paper's text gives as a range, `lo` to `hi` ("in the
+    /// range of 64 to 128 KBytes"): pass when the measured optimum of
+    /// `sweep` (as in [`Check::optimum`]) lies in it, with no slack, and
+    /// the sweep has a point below and above it. The published value is
+    /// `lo`; the range is `[lo, hi]`.
+    pub fn optimum_in(
+        id: &str,
+        paper: &str,
+        what: &str,
+        unit: &str,
+        [lo, hi]: [f64; 2],
+        sweep: &[(f64, f64)],
+    ) -> Check {
+        let check = Check::new(
+            id,
+            paper,
+            what,
+            unit,
+            lo,
+            sweep_optimum(sweep),
+            [lo, hi],
+            Form::OptimumRange,
+        );
+        check.past_both_ends(sweep)
+    }
+
+    /// Miss, with the reason in the note, when the measured optimum is at an
+    /// end of `sweep` (it is not shown to be an optimum).
+    fn past_both_ends(mut self, sweep: &[(f64, f64)]) -> Check {
+        let best = self.measured;
         let below = sweep.iter().any(|p| p.0 < best);
         let above = sweep.iter().any(|p| p.0 > best);
         if best.is_finite() && !(below && above) {
-            check.pass = false;
+            self.pass = false;
             let lo = sweep.iter().map(|p| p.0).fold(f64::INFINITY, f64::min);
             let hi = sweep.iter().map(|p| p.0).fold(f64::NEG_INFINITY, f64::max);
-            check.note = format!(
-                "the measured optimum is at the {} end of the sweep ({} to {} {unit}): it is not shown to be an optimum",
+            self.note = format!(
+                "the measured optimum is at the {} end of the sweep ({} to {} {}): it is not shown to be an optimum",
                 if above { "low" } else { "high" },
                 fmt_num(lo),
                 fmt_num(hi),
+                self.unit,
             );
         }
-        check
+        self
     }
 
     /// Mark the check as calibration: the published figure is one a model
@@ -291,6 +333,14 @@ impl Check {
     pub fn fitted(mut self, parameter: &str) -> Check {
         self.fitted.push(parameter.to_string());
         self.kind = Kind::Calibration;
+        self
+    }
+
+    /// Mark the check as a sanity assertion: its value is pinned by how the
+    /// run is built, so it is shown apart and counted in neither
+    /// predictions nor calibration.
+    pub fn sanity(mut self) -> Check {
+        self.kind = Kind::Sanity;
         self
     }
 
@@ -351,17 +401,19 @@ impl Check {
     pub fn follows_rule(&self) -> bool {
         let range = match self.form {
             Form::Value | Form::Ratio | Form::Optimum => pct_range(self.published),
-            Form::Bound => self.range,
+            Form::Bound | Form::OptimumRange => self.range,
         };
-        let bound_ok = self.form != Form::Bound
-            || self.range[0] == self.published
-            || self.range[1] == self.published;
+        let bound_ok = match self.form {
+            Form::Bound => self.range[0] == self.published || self.range[1] == self.published,
+            Form::OptimumRange => self.range[0] == self.published && self.range[0] <= self.range[1],
+            _ => true,
+        };
         let same = |a: f64, b: f64| a == b || (a.is_nan() && b.is_nan());
         let inside =
             self.measured.is_finite() && range[0] <= self.measured && self.measured <= range[1];
         // An optimum may miss inside the range (the sweep's end); nothing
         // may pass outside it.
-        let verdict_ok = if self.form == Form::Optimum {
+        let verdict_ok = if matches!(self.form, Form::Optimum | Form::OptimumRange) {
             !self.pass || inside
         } else {
             self.pass == inside
@@ -381,6 +433,29 @@ pub fn tally<'a>(checks: impl IntoIterator<Item = &'a Check>, kind: Kind) -> (us
         .into_iter()
         .filter(|c| c.kind == kind)
         .fold((0, 0), |(p, n), c| (p + usize::from(c.pass), n + 1))
+}
+
+/// The x of the lowest finite cost of `sweep` (the first, on a tie); NaN
+/// when there is none.
+fn sweep_optimum(sweep: &[(f64, f64)]) -> f64 {
+    sweep
+        .iter()
+        .filter(|p| p.1.is_finite())
+        .fold(None::<(f64, f64)>, |acc, &p| match acc {
+            Some(a) if a.1 <= p.1 => Some(a),
+            _ => Some(p),
+        })
+        .map_or(f64::NAN, |p| p.0)
+}
+
+/// True when check id `id` is named by `pattern`: the id itself, or a
+/// prefix ending in `*` (`lee2007.merges_fall_with_segment.*`) for a family
+/// of checks whose members depend on the run.
+pub fn id_matches(pattern: &str, id: &str) -> bool {
+    match pattern.strip_suffix('*') {
+        Some(prefix) => id.starts_with(prefix),
+        None => pattern == id,
+    }
 }
 
 /// A number with precision that suits its size.
@@ -441,6 +516,36 @@ mod tests {
         assert!(!c.pass && c.note.contains("high end"), "{c:?}");
         let wrong = [(2.0, 9.0), (16.0, 4.0), (64.0, 5.0)];
         assert!(!Check::optimum("a", "p", "w", "KB", 2.0, &wrong).pass);
+    }
+
+    #[test]
+    fn an_optimum_range_passes_anywhere_inside_and_can_fail() {
+        let at_128 = [(32.0, 5.0), (64.0, 4.5), (128.0, 4.0), (256.0, 4.2)];
+        let c = Check::optimum_in("a", "p", "w", "KB", [64.0, 128.0], &at_128);
+        assert!(c.pass && c.measured == 128.0 && c.follows_rule(), "{c:?}");
+        assert_eq!((c.published, c.range), (64.0, [64.0, 128.0]));
+        // Outside the range: a miss, with no slack.
+        let at_16 = [(2.0, 5.0), (16.0, 4.0), (64.0, 4.5)];
+        let c = Check::optimum_in("a", "p", "w", "KB", [2.0, 4.0], &at_16);
+        assert!(!c.pass && c.follows_rule(), "{c:?}");
+        // Inside the range but at the end of the sweep: a miss.
+        let at_end = [(32.0, 5.0), (64.0, 4.5), (128.0, 4.0)];
+        let c = Check::optimum_in("a", "p", "w", "KB", [64.0, 128.0], &at_end);
+        assert!(!c.pass && c.note.contains("high end"), "{c:?}");
+    }
+
+    #[test]
+    fn sanity_checks_count_in_neither_kind_and_patterns_match_families() {
+        let checks = [
+            Check::at_most("a", "p", "w", "x", 1.0, 0.5).sanity(),
+            Check::value("b", "p", "w", "ms", 1.0, 1.0),
+        ];
+        assert_eq!(tally(&checks, Kind::Prediction), (1, 1));
+        assert_eq!(tally(&checks, Kind::Calibration), (0, 0));
+        assert_eq!(tally(&checks, Kind::Sanity), (1, 1));
+        assert!(id_matches("lee2007.merges.*", "lee2007.merges.1G"));
+        assert!(id_matches("lee2007.alpha", "lee2007.alpha"));
+        assert!(!id_matches("lee2007.alpha", "lee2007.alpha_positive"));
     }
 
     #[test]

@@ -10,6 +10,8 @@
 //! - [`check`]: one measured value against one published value, under the
 //!   report's one rule;
 //! - [`coverage`]: every table and figure of every paper, and what covers it;
+//! - [`findings`]: each paper's headline conclusions and their verdicts,
+//!   computed from the checks they rest on;
 //! - [`chart`] and [`plot`]: line charts, and the time × address scatter
 //!   plots of lee2008 (Figures 4-8) and wang2010 (Figure 10), as SVG or PNG.
 //!   Every plotters drawing must call [`plot::register_fonts`] first
@@ -28,6 +30,7 @@ pub mod check;
 pub mod coverage;
 pub mod experiments;
 pub mod filechar;
+pub mod findings;
 pub mod plot;
 pub mod published;
 pub mod report;

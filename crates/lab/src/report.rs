@@ -24,8 +24,9 @@ use std::path::{Path, PathBuf};
 
 use serde::{Deserialize, Serialize};
 
-use crate::check::{Check, Kind, RULE, tally};
-use crate::coverage::{COVERAGE, Status};
+use crate::check::{Check, Form, Kind, RULE, tally};
+use crate::coverage::{COVERAGE, Status, status_cell};
+use crate::findings::{FindingResult, Outcome, evaluate_all, outcomes};
 
 /// A table of the report.
 #[derive(Clone, Debug, Default, Serialize)]
@@ -142,8 +143,12 @@ pub struct UnitRecord {
     /// Passing and total checks: predictions, calibrations; fitted checks.
     pub prediction: [usize; 2],
     pub calibration: [usize; 2],
+    /// Passing and total sanity assertions (counted in neither of the others).
+    #[serde(default)]
+    pub sanity: [usize; 2],
     pub fitted: usize,
-    /// Passing and total checks by paper (the first word of a check's paper).
+    /// Passing and total checks by paper (the first word of a check's
+    /// paper), sanity assertions apart.
     pub papers: std::collections::BTreeMap<String, [usize; 2]>,
     /// Each check as pretty JSON, then the experiment without host times.
     pub checks: Vec<String>,
@@ -171,7 +176,7 @@ fn pretty(value: &impl Serialize) -> std::io::Result<String> {
 /// Passing and total checks of `checks` by paper.
 fn by_paper(checks: &[Check]) -> std::collections::BTreeMap<String, [usize; 2]> {
     let mut papers = std::collections::BTreeMap::new();
-    for c in checks {
+    for c in checks.iter().filter(|c| c.kind != Kind::Sanity) {
         let paper = c.paper.split_whitespace().next().unwrap_or("").to_string();
         let entry: &mut [usize; 2] = papers.entry(paper).or_default();
         entry[0] += usize::from(c.pass);
@@ -190,6 +195,7 @@ impl UnitRecord {
         let checks = e.checks.iter().map(pretty).collect::<Result<_, _>>()?;
         let (pp, pn) = tally(&e.checks, Kind::Prediction);
         let (cp, cn) = tally(&e.checks, Kind::Calibration);
+        let (sp, sn) = tally(&e.checks, Kind::Sanity);
         let mut html = String::new();
         render_experiment(&mut html, e);
         Ok(UnitRecord {
@@ -205,6 +211,7 @@ impl UnitRecord {
             raw_files: e.raw_files.iter().map(|r| r.name.clone()).collect(),
             prediction: [pp, pn],
             calibration: [cp, cn],
+            sanity: [sp, sn],
             fitted: e.checks.iter().filter(|c| !c.fitted.is_empty()).count(),
             papers: by_paper(&e.checks),
             checks,
@@ -294,7 +301,7 @@ fn top_level_array<'a>(items: impl Iterator<Item = &'a String>) -> String {
 
 /// `results.json` of `records`, in their order: the bytes
 /// `serde_json::to_vec_pretty` gives for
-/// `{meta, rule, summary, checks, experiments}` (tested below).
+/// `{meta, rule, summary, findings, checks, experiments}` (tested below).
 pub fn results_json(meta: &ReportMeta, records: &[UnitRecord]) -> std::io::Result<String> {
     let sum = |f: fn(&UnitRecord) -> [usize; 2]| {
         records
@@ -303,15 +310,19 @@ pub fn results_json(meta: &ReportMeta, records: &[UnitRecord]) -> std::io::Resul
             .fold([0, 0], |a, b| [a[0] + b[0], a[1] + b[1]])
     };
     let (cal, pred) = (sum(|r| r.calibration), sum(|r| r.prediction));
+    let sanity = sum(|r| r.sanity);
     let summary = serde_json::json!({
         "calibration": {"pass": cal[0], "checks": cal[1]},
         "prediction": {"pass": pred[0], "checks": pred[1]},
+        "sanity": {"pass": sanity[0], "checks": sanity[1]},
     });
+    let findings = evaluate_all(&outcomes(records));
     Ok(format!(
-        "{{\n  \"meta\": {},\n  \"rule\": {},\n  \"summary\": {},\n  \"checks\": {},\n  \"experiments\": {}\n}}",
+        "{{\n  \"meta\": {},\n  \"rule\": {},\n  \"summary\": {},\n  \"findings\": {},\n  \"checks\": {},\n  \"experiments\": {}\n}}",
         nested(&pretty(meta)?, 1),
         pretty(&RULE)?,
         nested(&pretty(&summary)?, 1),
+        nested(&pretty(&findings)?, 1),
         top_level_array(records.iter().flat_map(|r| r.checks.iter())),
         top_level_array(records.iter().map(|r| &r.experiment)),
     ))
@@ -407,6 +418,7 @@ pub fn render_html(meta: &ReportMeta, records: &[UnitRecord], pending: &[String]
     };
     let [cal_pass, cal] = sum(|r| r.calibration);
     let [pred_pass, pred] = sum(|r| r.prediction);
+    let [sanity_pass, sanity] = sum(|r| r.sanity);
     let fitted: usize = records.iter().map(|r| r.fitted).sum();
     let mut html = String::new();
     let _ = write!(
@@ -423,10 +435,13 @@ pub fn render_html(meta: &ReportMeta, records: &[UnitRecord], pending: &[String]
             escape(&pending.join(", "))
         );
     }
+    let outcomes = outcomes(records);
+    render_findings(&mut html, &evaluate_all(&outcomes));
     let _ = write!(
         html,
         "<p class=\"summary\"><b>Predictions: {pred_pass} of {pred} pass</b> (workload results, set from nothing they are checked against). \
          <b>Calibration: {cal_pass} of {cal} pass</b> (device presets and the CPU model against the published figures they were set from; {fitted} of them name a parameter fitted to that very row). \
+         Sanity assertions: {sanity_pass} of {sanity} hold (values the run's construction pins; counted in neither). \
          Seed {}, {} run, {:.1} host seconds, flashlab {}.</p>",
         meta.seed,
         if meta.quick {
@@ -443,7 +458,7 @@ pub fn render_html(meta: &ReportMeta, records: &[UnitRecord], pending: &[String]
         escape(RULE)
     );
     let ids: Vec<&str> = records.iter().map(|r| r.id.as_str()).collect();
-    render_coverage(&mut html, &ids);
+    render_coverage(&mut html, &ids, &outcomes);
     html.push_str("<h2>Experiments</h2><table><tr><th>Experiment</th><th>Predictions pass</th><th>Calibration pass</th></tr>");
     for r in records {
         let ([pp, pn], [cp, cn]) = (r.prediction, r.calibration);
@@ -522,7 +537,39 @@ fn render_cpu_model(html: &mut String) {
     html.push_str("</ul>");
 }
 
-fn render_coverage(html: &mut String, experiments: &[&str]) {
+/// The findings table: the papers' headlines, published and measured, and
+/// their verdicts (see [`crate::findings`]).
+fn render_findings(html: &mut String, findings: &[FindingResult]) {
+    let count = |v| findings.iter().filter(|f| f.verdict == v).count();
+    use crate::findings::Verdict::{NotReproduced, NotRun, Partly, Reproduced};
+    let _ = write!(
+        html,
+        "<h2 id=\"findings\">Findings</h2><p>Each paper's headline conclusions in its own words: {} reproduced, {} partly, {} not reproduced, {} not run. \
+         A finding is REPRODUCED when every check it rests on passes, PARTLY when some do, NOT REPRODUCED when none does, and not run when one of its checks is not in this run; the cause of a miss is taken from its first missed check.</p>",
+        count(Reproduced),
+        count(Partly),
+        count(NotReproduced),
+        count(NotRun)
+    );
+    html.push_str("<table><tr><th>Paper</th><th>Finding (the paper's words)</th><th>Published</th><th>Measured</th><th>Verdict</th><th>Cause of a miss</th><th>Checks</th></tr>");
+    for f in findings {
+        let _ = write!(
+            html,
+            "<tr><td>{}</td><td>&ldquo;{}&rdquo;</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td><td>{}</td><td><code>{}</code></td></tr>",
+            escape(f.paper),
+            escape(f.quote),
+            escape(f.published),
+            escape(&f.measured),
+            f.verdict.class(),
+            f.verdict.label(),
+            escape(&f.cause),
+            escape(&f.checks.join(", "))
+        );
+    }
+    html.push_str("</table>");
+}
+
+fn render_coverage(html: &mut String, experiments: &[&str], outcomes: &[Outcome]) {
     let count = |s: Status| COVERAGE.iter().filter(|i| i.status == s).count();
     let _ = write!(
         html,
@@ -545,14 +592,14 @@ fn render_coverage(html: &mut String, experiments: &[&str]) {
                 }
             })
             .collect();
+        let (status, class) = status_cell(i, outcomes, experiments);
         let _ = write!(
             html,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"{}\">{}</td><td>{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td class=\"{class}\">{}</td><td>{}</td><td>{}</td></tr>",
             escape(i.paper),
             escape(i.item),
             escape(i.what),
-            i.status.class(),
-            i.status.label(),
+            escape(&status),
             links.join(", "),
             escape(i.note)
         );
@@ -569,8 +616,17 @@ fn render_experiment(html: &mut String, e: &ExperimentResult) {
         escape(&e.paper),
         escape(&e.description)
     );
-    if !e.checks.is_empty() {
-        render_checks(html, &e.checks);
+    let (sanity, checks): (Vec<Check>, Vec<Check>) = e
+        .checks
+        .iter()
+        .cloned()
+        .partition(|c| c.kind == Kind::Sanity);
+    if !checks.is_empty() {
+        render_checks(html, &checks);
+    }
+    if !sanity.is_empty() {
+        html.push_str("<p class=\"note\">Sanity assertions: values the run's construction pins, so no wrong model can fail them; counted in neither predictions nor calibration.</p>");
+        render_checks(html, &sanity);
     }
     for table in &e.tables {
         render_table(html, table);
@@ -615,13 +671,16 @@ fn render_checks(html: &mut String, checks: &[Check]) {
             (false, true) => format!("at most {}", fmt_num(c.range[1])),
             (false, false) => "any".to_string(),
         };
+        let published = match c.form {
+            Form::OptimumRange => format!("{} to {}", fmt_num(c.range[0]), fmt_num(c.range[1])),
+            _ => fmt_num(c.published),
+        };
         let _ = write!(
             html,
-            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{} {}</td><td>{} {}</td><td>{range}</td><td class=\"{class}\">{}</td><td class=\"fitted\">{}</td><td>{}</td></tr>",
+            "<tr><td>{}</td><td>{}</td><td>{}</td><td>{published} {}</td><td>{} {}</td><td>{range}</td><td class=\"{class}\">{}</td><td class=\"fitted\">{}</td><td>{}</td></tr>",
             escape(&c.what),
             c.kind.label(),
             escape(&c.paper),
-            fmt_num(c.published),
             escape(&c.unit),
             fmt_num(c.measured),
             escape(&c.unit),
@@ -700,6 +759,7 @@ mod tests {
         meta: &'a ReportMeta,
         rule: &'static str,
         summary: serde_json::Value,
+        findings: Vec<FindingResult>,
         checks: Vec<&'a Check>,
         experiments: Vec<ExperimentResult>,
     }
@@ -740,13 +800,20 @@ mod tests {
             let checks: Vec<&Check> = experiments.iter().flat_map(|x| x.checks.iter()).collect();
             let (cp, c) = tally(checks.iter().copied(), Kind::Calibration);
             let (pp, p) = tally(checks.iter().copied(), Kind::Prediction);
+            let (sp, sn) = tally(checks.iter().copied(), Kind::Sanity);
+            let read_back: Vec<Outcome> = checks
+                .iter()
+                .map(|c| serde_json::from_value(serde_json::to_value(c).unwrap()).unwrap())
+                .collect();
             let whole = Whole {
                 meta: &meta,
                 rule: RULE,
                 summary: serde_json::json!({
                     "calibration": {"pass": cp, "checks": c},
                     "prediction": {"pass": pp, "checks": p},
+                    "sanity": {"pass": sp, "checks": sn},
                 }),
+                findings: evaluate_all(&read_back),
                 checks,
                 experiments: stripped,
             };

@@ -21,6 +21,7 @@ use std::sync::{Arc, Mutex, OnceLock};
 use std::time::Instant;
 
 use crate::experiments::{self, Experiment, Progress, RunContext};
+use crate::findings::{FindingResult, evaluate_all, outcomes};
 use crate::report::{
     ReportMeta, UnitOrigin, UnitRecord, read_unit, unit_path, write_index, write_results,
     write_unit,
@@ -79,6 +80,11 @@ pub struct ReproduceSummary {
     /// Calibration checks (presets against their sources), and how many pass.
     pub calibrations: usize,
     pub calibration_passed: usize,
+    /// Sanity assertions (counted in neither), and how many hold.
+    pub sanity: usize,
+    pub sanity_passed: usize,
+    /// The papers' headline findings and their verdicts.
+    pub findings: Vec<FindingResult>,
     /// Passing and total checks by paper.
     pub papers: BTreeMap<String, [usize; 2]>,
     /// Units reused by `--resume`.
@@ -92,6 +98,7 @@ impl ReproduceSummary {
             experiments: records.len(),
             skipped,
             host_seconds,
+            findings: evaluate_all(&outcomes(records)),
             ..ReproduceSummary::default()
         };
         for r in records {
@@ -99,6 +106,8 @@ impl ReproduceSummary {
             s.predictions += r.prediction[1];
             s.calibration_passed += r.calibration[0];
             s.calibrations += r.calibration[1];
+            s.sanity_passed += r.sanity[0];
+            s.sanity += r.sanity[1];
             for (paper, [pass, n]) in &r.papers {
                 let entry = s.papers.entry(paper.clone()).or_default();
                 entry[0] += pass;
@@ -501,6 +510,7 @@ mod tests {
             "ratio" => Form::Ratio,
             "bound" => Form::Bound,
             "optimum" => Form::Optimum,
+            "optimum_range" => Form::OptimumRange,
             _ => Form::Value,
         };
         let mut c = Check::value("", "", "", "", num(&v["published"]), num(&v["measured"]));

@@ -14,9 +14,11 @@
 //! the constructors of [`crate::check`] (`Check::value`, `Check::ratio`,
 //! `Check::at_least`, `Check::optimum`; they apply the report's one rule,
 //! so an experiment never picks a range), mark a check `.fitted(..)` when a
-//! parameter was set from that published row, and add or update its rows in
-//! [`crate::coverage::COVERAGE`] (a test fails otherwise).
+//! parameter was set from that published row, declare its check ids in
+//! [`check_ids::DECLARED`] (a run fails otherwise), and add or update its
+//! rows in [`crate::coverage::COVERAGE`] (a test fails otherwise).
 
+pub mod check_ids;
 pub mod devices;
 pub mod lee2007;
 pub mod lee2007_disk;

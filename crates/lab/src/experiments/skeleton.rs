@@ -14,6 +14,10 @@
 //! seed gives the same bytes; host time goes to `timings.json` (any data
 //! field named `*host_seconds*`). [`run_study`] refuses an experiment whose
 //! text (description, notes, check notes) quotes host time.
+//!
+//! [`run_study`] also refuses a run whose check ids disagree with the ids
+//! the experiment declares in [`super::check_ids::DECLARED`], on which the
+//! findings and the coverage table rest.
 
 use super::{Experiment, RunContext};
 use crate::check::Check;
@@ -75,6 +79,10 @@ pub(crate) fn run_study<S: Study>(study: &S, ctx: &RunContext) -> Result<Experim
         host_seconds: started.elapsed().as_secs_f64(),
     };
     check_no_host_time(&result)?;
+    let made: Vec<&str> = result.checks.iter().map(|c| c.id.as_str()).collect();
+    if let Some(why) = super::check_ids::disagreement(S::ID, &made) {
+        return Err(why);
+    }
     Ok(result)
 }
 
