@@ -24,12 +24,13 @@ pub const DECLARED: &[(&str, &[&str])] = &[
         "lee2008.table2.ssd_over_hdd_4", "lee2008.table2.hdd_64_over_4",
         "lee2008.table2.hdd_tps_*", "lee2008.table2.hdd_cpu_pct_*",
         "lee2008.table2.ssd_tps_*", "lee2008.table2.ssd_cpu_pct_*",
-        "lee2008.table2.ssd_saturation_clients",
+        "lee2008.table2.ssd_saturation_clients", "lee2008.table2.cpu_per_txn",
     ]),
     ("lee2008-table3", &[
         "lee2008.table3.ssd_over_hdd_tps", "lee2008.table3.hdd_tps", "lee2008.table3.ssd_tps",
         "lee2008.table3.hdd_cpu_pct", "lee2008.table3.ssd_cpu_pct",
         "lee2008.table3.hdd_log_write_ms", "lee2008.table3.ssd_log_write_ms",
+        "lee2008.table3.cpu_per_txn",
     ]),
     ("lee2008-figure3", &[
         "lee2008.figure3.ssd_dual_saturation", "lee2008.figure3.ssd_quad_saturation",
