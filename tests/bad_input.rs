@@ -330,6 +330,27 @@ const ROWS: &[Row] = &[
         exit: 2,
         message: &["missing.toml", "No such file or directory"],
     },
+    Row {
+        what: "an unknown CPU profile is named with the known ones",
+        args: &["bench", "tpcb", "--cpu-profile", "oracle9"],
+        files: &[],
+        exit: 2,
+        message: &["--cpu-profile oracle9", "lee2008", "petrov2010"],
+    },
+    Row {
+        what: "a CPU profile for the real world",
+        args: &[
+            "bench",
+            "tpcb",
+            "--real",
+            "{dir}/db",
+            "--cpu-profile",
+            "lee2008",
+        ],
+        files: &[],
+        exit: 2,
+        message: &["--cpu-profile", "--real"],
+    },
     // Issue 42: a flag of another workload, or without the flag it needs.
     Row {
         what: "--think-divisor without --think",

@@ -394,6 +394,9 @@ fn refuse_irrelevant(args: &Args) -> anyhow::Result<()> {
     if args.clients.is_some() && workload == "tpcc" {
         bail!("--clients: give tpcc --terminals instead");
     }
+    if args.cpu_profile.is_some() && args.real.is_some() {
+        bail!("--cpu-profile prices the simulated CPU; with --real the real CPU does the work");
+    }
     Ok(())
 }
 

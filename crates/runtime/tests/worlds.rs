@@ -27,6 +27,30 @@ fn sleep_advances_virtual_time_exactly() {
     assert_eq!(t, 12 * NS_PER_MS);
 }
 
+/// CPU-3: work owed rides on the task's next charge, each task its own,
+/// and a settle charges it alone; nothing owed is charged twice.
+#[test]
+fn owed_cpu_is_charged_with_the_next_burst() {
+    let (a, b) = sim(2, 0, |rt| {
+        let other = rt.clone();
+        let h = rt.spawn("other", move || {
+            Rt::cpu_owe_current(3 * NS_PER_MS);
+            Rt::cpu_settle_current();
+            other.now_ns()
+        });
+        Rt::cpu_owe_current(2 * NS_PER_MS);
+        Rt::cpu_owe_current(NS_PER_MS);
+        assert_eq!(rt.now_ns(), 0, "owing takes no time");
+        rt.cpu(4 * NS_PER_MS);
+        let after_burst = rt.now_ns();
+        Rt::cpu_settle_current();
+        assert_eq!(rt.now_ns(), after_burst, "the debt was paid once");
+        (after_burst, h.join())
+    });
+    assert_eq!(a, 7 * NS_PER_MS);
+    assert_eq!(b, 3 * NS_PER_MS);
+}
+
 #[test]
 fn cpu_charges_queue_for_cores() {
     // Four 10 ms charges on two cores take 20 ms, with both cores busy.
