@@ -124,8 +124,9 @@ pub struct Fit {
     pub engine_ns: f64,
 }
 
-/// A paper's system: the engine's prices times `scale`, plus `txn_ns` per
-/// transaction. See the module documentation.
+/// A paper's system: the engine's prices times `scale` (the prices per KB
+/// as they are, [`Profile::scale_of`]), plus `txn_ns` per transaction.
+/// See the module documentation.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
 #[serde(deny_unknown_fields)]
 pub struct Profile {
@@ -213,9 +214,10 @@ impl Calibration {
         }
     }
 
-    /// `profile`'s prices of the engine's events, ns at its clock.
+    /// `profile`'s prices of the engine's events, ns at its clock. The
+    /// per-KB prices are the engine's own, unscaled (see [`Profile`]).
     pub fn costs(&self, profile: &Profile) -> CpuCosts {
-        let p = |key| (self.host_ns(key) * profile.scale).round() as u64;
+        let p = |key| (self.host_ns(key) * profile.scale_of(key)).round() as u64;
         CpuCosts {
             begin_ns: p(PriceKey::Begin),
             get_ns: p(PriceKey::Get),
@@ -231,7 +233,7 @@ impl Calibration {
 
     /// `profile`'s prices of the sort and join operators, ns at its clock.
     pub fn operators(&self, profile: &Profile) -> OperatorCosts {
-        let p = |key| self.host_ns(key) * profile.scale;
+        let p = |key| self.host_ns(key) * profile.scale_of(key);
         OperatorCosts {
             compare_ns: p(PriceKey::Compare),
             tuple_ns: p(PriceKey::Tuple),
@@ -242,6 +244,18 @@ impl Calibration {
 }
 
 impl Profile {
+    /// What `key`'s engine price is multiplied by: the scale, except for
+    /// the prices per KB. Those are byte-proportional work (copying a page
+    /// or a record, checksumming it), bound by memory bandwidth, not by the
+    /// length of the DBMS's code path that the scale stands for: a profile
+    /// takes them as the engine measured them.
+    pub fn scale_of(&self, key: PriceKey) -> f64 {
+        match key {
+            PriceKey::PageIoPerKb | PriceKey::LogPerKb | PriceKey::CopyPerKb => 1.0,
+            _ => self.scale,
+        }
+    }
+
     /// CAL-1 for one profile.
     fn validate(&self) -> Result<(), String> {
         if !(self.scale.is_finite() && self.scale > 0.0) {
@@ -444,6 +458,10 @@ mod tests {
         let scaled = c.costs(&p);
         let expect = (c.host_ns(PriceKey::Get) * 3.0).round() as u64;
         assert_eq!(scaled.get_ns, expect);
+        assert_eq!(
+            scaled.page_io_ns_per_kb, base.page_io_ns_per_kb,
+            "bytes are not scaled"
+        );
         assert!(scaled.commit_ns >= base.commit_ns * 3 + 998);
     }
 }

@@ -9,8 +9,9 @@
 //!    rounds).
 //! 2. **The system profiles** ([`fit_profiles`]): counting runs of the
 //!    simulated engine at those prices give each declared workload's CPU
-//!    per transaction; each profile's parameters are solved from its
-//!    declared published points:
+//!    per transaction, and runs at the prices per KB alone the part a
+//!    profile leaves unscaled; each profile's parameters are solved from
+//!    its declared published points:
 //!    - lee2008's server: a scale and a fixed cost per transaction, from
 //!      Table 2 (update-commit, 64 clients, log on the SSD: 5,701 TPS at
 //!      84% of two 1.86 GHz cores) and Table 3 (TPC-B, 20 clients, log on
@@ -192,6 +193,17 @@ pub fn fit_profiles(
     Ok(vec![lee2008, petrov])
 }
 
+/// `costs` with only the prices per KB, which a profile does not scale
+/// (`Profile::scale_of`): a counting run at them gives the part of the
+/// CPU a fit must leave unscaled.
+fn bytes_only(costs: &CpuCosts) -> CpuCosts {
+    CpuCosts {
+        page_io_ns_per_kb: costs.page_io_ns_per_kb,
+        log_ns_per_kb: costs.log_ns_per_kb,
+        ..CpuCosts::free()
+    }
+}
+
 /// CPU ns per transaction of a run at exact `costs`.
 fn cpu_per_txn(options: BenchOptions, costs: &CpuCosts) -> Result<f64, String> {
     let cores = options.cores;
@@ -207,7 +219,7 @@ fn cpu_per_txn(options: BenchOptions, costs: &CpuCosts) -> Result<f64, String> {
 
 fn fit_lee2008(engine: &CpuCosts) -> Result<Profile, String> {
     let ctx = RunContext::new(false, 1);
-    let run = |workload, clients| {
+    let run = |workload, clients| -> Result<(f64, f64), String> {
         let o = lee2008_log::options(
             &ctx,
             workload,
@@ -216,13 +228,17 @@ fn fit_lee2008(engine: &CpuCosts) -> Result<Profile, String> {
             2,
             lee2008_log::DUAL_GHZ,
         );
-        cpu_per_txn(o, engine)
+        Ok((
+            cpu_per_txn(o.clone(), engine)?,
+            cpu_per_txn(o, &bytes_only(engine))?,
+        ))
     };
-    let e_uc = run("update-commit", 64)?;
-    let e_tpcb = run("tpcb", 20)?;
+    let (e_uc, b_uc) = run("update-commit", 64)?;
+    let (e_tpcb, b_tpcb) = run("tpcb", 20)?;
     let (c_uc, c_tpcb) = (LEE2008_TABLE2.0, LEE2008_TABLE3.0);
-    let scale = (c_tpcb - c_uc) / (e_tpcb - e_uc);
-    let txn_ns = c_uc - scale * e_uc;
+    // C = txn_ns + scale x (E - B) + B: the bytes' part B is not scaled.
+    let scale = ((c_tpcb - b_tpcb) - (c_uc - b_uc)) / ((e_tpcb - b_tpcb) - (e_uc - b_uc));
+    let txn_ns = c_uc - b_uc - scale * (e_uc - b_uc);
     if !(scale > 0.0 && txn_ns >= 0.0) {
         return Err(format!(
             "lee2008's profile has no fit: the engine's TPC-B costs {e_tpcb:.0} ns against update-commit's {e_uc:.0} (scale {scale:.3}, fixed {txn_ns:.0} ns)"
@@ -258,14 +274,20 @@ fn fit_petrov2010(engine: &CpuCosts) -> Result<Profile, String> {
     let cell = petrov2010::FITTED_CELL;
     let load = petrov2010::options(&ctx, cell, petrov2010::PAPER_WAREHOUSES, None);
     let image = load_image(&load)?;
-    let mut options = petrov2010::options(&ctx, cell, petrov2010::FIT_LOAD, Some(image));
-    options.cpu_costs = Some(engine.clone());
-    let report = bench(&options, |_| {})?;
-    let notpm = report.tpcc.as_ref().map_or(0.0, |t| t.tpmc);
     // CPU ns per New-Order (the mix's other transactions included).
-    let e_no = report.cpu_utilization * f64::from(cell.cpus) * 60.0 / notpm.max(1e-9) * 1e9;
+    let per_new_order = |costs: &CpuCosts| -> Result<(f64, f64), String> {
+        let mut options =
+            petrov2010::options(&ctx, cell, petrov2010::FIT_LOAD, Some(image.clone()));
+        options.cpu_costs = Some(costs.clone());
+        let report = bench(&options, |_| {})?;
+        let notpm = report.tpcc.as_ref().map_or(0.0, |t| t.tpmc);
+        let ns = report.cpu_utilization * f64::from(cell.cpus) * 60.0 / notpm.max(1e-9) * 1e9;
+        Ok((ns, notpm))
+    };
+    let (e_no, notpm) = per_new_order(engine)?;
+    let (b_no, _) = per_new_order(&bytes_only(engine))?;
     let published_ns = 60.0 * 1e9 * f64::from(cell.cpus) / PETROV_NOTPM;
-    let scale = published_ns / e_no;
+    let scale = (published_ns - b_no) / (e_no - b_no);
     if !(scale.is_finite() && scale > 0.0) {
         return Err(format!(
             "petrov2010's profile has no fit: the counting run ran {notpm:.0} NoTPM"
@@ -303,7 +325,7 @@ pub fn describe(c: &Calibration) -> String {
     for price in &c.prices {
         let _ = write!(out, "{:<46} {:>9.1}", price.name, price.host_ns);
         for p in &c.profiles {
-            let _ = write!(out, " {:>11.1}", price.host_ns * p.scale);
+            let _ = write!(out, " {:>11.1}", price.host_ns * p.scale_of(price.key));
         }
         out.push('\n');
     }

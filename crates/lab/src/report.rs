@@ -502,7 +502,11 @@ fn render_cpu_model(html: &mut String) {
             fmt_num(price.host_ns)
         );
         for p in &c.profiles {
-            let _ = write!(html, "<td>{}</td>", fmt_num(price.host_ns * p.scale));
+            let _ = write!(
+                html,
+                "<td>{}</td>",
+                fmt_num(price.host_ns * p.scale_of(price.key))
+            );
         }
         html.push_str("</tr>");
     }

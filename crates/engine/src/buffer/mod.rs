@@ -394,6 +394,7 @@ impl BufferPool {
     /// bytes (and its frame number) under the frame's data lock.
     fn visit_frame<R>(&self, id: PageId, f: impl FnOnce(&[u8], usize) -> R) -> Option<R> {
         let frame = self.core.hot.pin_if_ready(id)?;
+        self.core.owe_page_access();
         // Unpinned on the way out, a panic of `f` included (BUF-1).
         let _pin = FramePin {
             core: &self.core,

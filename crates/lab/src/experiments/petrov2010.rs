@@ -103,7 +103,7 @@ pub(crate) const FITTED_CELL: Cell = Cell {
     buffer_mb: 2560,
     cpus: 1,
 };
-pub(crate) const FITTED_CHECK: &str = "petrov2010.table4.4k.2560mb.1cpu";
+pub(crate) const FITTED_CHECK: &str = "petrov2010.table4.notpm.4k.2560mb.1cpu";
 /// The load of the fit's counting run.
 pub(crate) const FIT_LOAD: u32 = 400;
 /// Warm-up and measured time of each run (simulated).
