@@ -339,7 +339,7 @@ fn next_load(curve: &[(u32, f64)]) -> Option<u32> {
             p.1 > before * (1.0 + RISE_MIN)
         })
         .map(|(i, _)| curve.len() - 1 - i)
-        .last()
+        .next_back()
         .unwrap_or(curve.len() - 1);
     let last = curve.last()?.0;
     if (flat >= PAST_PEAK_POINTS && swept_past_peak(curve)) || last >= SWEEP_MAX {
