@@ -47,18 +47,9 @@ pub struct CpuPrices {
     fields: [AtomicU64; PRICES],
 }
 
+/// The prices in [`Price`]'s order (that of [`CpuCosts::named`]).
 fn values(c: &CpuCosts) -> [u64; PRICES] {
-    [
-        c.begin_ns,
-        c.get_ns,
-        c.put_ns,
-        c.scan_row_ns,
-        c.commit_ns,
-        c.page_access_ns,
-        c.page_io_ns,
-        c.page_io_ns_per_kb,
-        c.log_ns_per_kb,
-    ]
+    c.named().map(|(_, ns)| ns)
 }
 
 impl CpuPrices {
