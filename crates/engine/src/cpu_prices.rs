@@ -100,9 +100,14 @@ impl CpuPrices {
         self.fields[event as usize].load(Ordering::Relaxed)
     }
 
-    /// Charge `n` of `event` now, as a burst of the calling task.
+    /// Charge `n` of `event` now, as a burst of the calling task. A free
+    /// event still settles the task's debt (CPU-3): the owed events of a
+    /// statement are charged at its end whatever the statement's own price.
     pub fn charge(&self, event: Price, n: u64) {
-        Rt::cpu_current(self.ns(event).saturating_mul(n));
+        match self.ns(event).saturating_mul(n) {
+            0 => Rt::cpu_settle_current(),
+            ns => Rt::cpu_current(ns),
+        }
     }
 
     /// Owe one buffer page access (a fix of a resident or loaded page).
