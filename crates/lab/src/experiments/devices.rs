@@ -19,8 +19,8 @@ use flashlab_devices::characterize::{
 };
 use flashlab_devices::presets;
 
-use super::RunContext;
 use super::skeleton::Study;
+use super::{RunContext, run_parallel};
 use crate::chart::{LineChart, Series};
 use crate::check::Check;
 use crate::published;
@@ -180,10 +180,11 @@ impl Study for DeviceCharacterization {
     fn measure(&self, ctx: &RunContext) -> Result<DeviceRuns, String> {
         let names = presets::model_names();
         let steps = ctx.steps(names.len() + 2);
-        let all = names
-            .iter()
-            .map(|name| characterize_preset(name, ctx).map(|r| steps.after(r)))
-            .collect::<Result<Vec<_>, _>>()?;
+        // Each preset is its own simulation: they run side by side, their
+        // results in the registry's order whatever the threads.
+        let all = run_parallel(ctx, &names, |name| {
+            characterize_preset(name, ctx).map(|r| steps.after(r))
+        })?;
         Ok(DeviceRuns {
             all,
             array_checks: steps.after(array_checks(ctx)?),

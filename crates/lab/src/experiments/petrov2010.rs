@@ -80,13 +80,44 @@ pub const PAGE_BYTES: [usize; 2] = [4096, 16384];
 pub const BUFFER_MB: [u64; 3] = [640, 1280, 2560];
 pub const CPUS: [u32; 3] = [1, 2, 4];
 
-/// The load swept first, in the paper's warehouses (each run uses a tenth
-/// as many): the linear rise, the knee and the paper's whole database.
-const SWEEP_FIRST: [u32; 4] = [200, 400, 600, 800];
-/// Past the paper's 800 warehouses the load rises by this step, every
-/// warehouse active and its terminals thinking proportionally less (see
-/// [`options`]), until the sweep has passed its peak ([`swept_past_peak`]).
-const SWEEP_STEP: u32 = 400;
+/// How a cell's load is swept and each point run.
+#[derive(Clone, Copy, Debug)]
+struct Sweep {
+    /// The loads swept first, in the paper's warehouses (each run uses a
+    /// tenth as many).
+    first: &'static [u32],
+    /// Past the paper's 800 warehouses the load rises by this step, every
+    /// warehouse active and its terminals thinking proportionally less
+    /// (see [`options`]), until the sweep has passed its peak
+    /// ([`swept_past_peak`]).
+    step: u32,
+    /// Warm-up and measured time of each run (simulated).
+    warmup_ns: u64,
+    duration_ns: u64,
+}
+
+/// The full run's sweep: the linear rise, the knee and the paper's whole
+/// database, then steps of 400 warehouses; 4 s of warm-up, 10 s measured.
+const FULL: Sweep = Sweep {
+    first: &[200, 400, 600, 800],
+    step: 400,
+    warmup_ns: 4 * NS_PER_S,
+    duration_ns: 10 * NS_PER_S,
+};
+
+/// `--quick`'s sweep: half the points, steps twice as long and runs of
+/// 2 s warm-up and 4 s measured. Its maxima lie on a coarser grid, so its
+/// verdicts are indicative (the full run is the reference).
+const QUICK: Sweep = Sweep {
+    first: &[400, 800],
+    step: 800,
+    warmup_ns: 2 * NS_PER_S,
+    duration_ns: 4 * NS_PER_S,
+};
+
+fn sweep(ctx: &RunContext) -> &'static Sweep {
+    if ctx.quick { &QUICK } else { &FULL }
+}
 /// The load below the first point, swept when the peak lies there.
 const SWEEP_LOW: u32 = 100;
 /// The most load offered: five times the paper's database.
@@ -106,13 +137,6 @@ pub(crate) const FITTED_CELL: Cell = Cell {
 pub(crate) const FITTED_CHECK: &str = "petrov2010.table4.notpm.4k.2560mb.1cpu";
 /// The load of the fit's counting run.
 pub(crate) const FIT_LOAD: u32 = 400;
-/// Warm-up and measured time of each run (simulated).
-const WARMUP_NS: u64 = 4 * NS_PER_S;
-const DURATION_NS: u64 = 10 * NS_PER_S;
-
-// The study is the same in quick and full runs (`RunContext::quick` is not
-// read): 108 runs of TPC-C are its smallest honest size, and one study
-// cannot give quick and full different verdicts.
 
 /// One cell of Table 4: page size, buffer and CPUs.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Hash, Serialize)]
@@ -217,8 +241,8 @@ pub(crate) fn options(
         cores: cell.cpus,
         cpu_ghz: CPU_GHZ,
         cpu_costs,
-        duration_ns: DURATION_NS,
-        warmup_ns: WARMUP_NS,
+        duration_ns: sweep(ctx).duration_ns,
+        warmup_ns: sweep(ctx).warmup_ns,
         log_device: DEVICE.into(),
         data_device: DEVICE.into(),
         rollback_device: DEVICE.into(),
@@ -251,15 +275,18 @@ fn point(cell: Cell, warehouses: u32, report: &BenchReport) -> Point {
     }
 }
 
+/// The studies already run, by seed and quick mode.
+type StudyCache = Mutex<HashMap<(u64, bool), Arc<Study>>>;
+
 /// Run the study, or return the one already run with this context.
 pub fn study(ctx: &RunContext) -> Result<Arc<Study>, String> {
-    static DONE: OnceLock<Mutex<HashMap<u64, Arc<Study>>>> = OnceLock::new();
+    static DONE: OnceLock<StudyCache> = OnceLock::new();
     let done = DONE.get_or_init(|| Mutex::new(HashMap::new()));
     // Table 4 and Figure 5 may ask at once (`--jobs`): one runs the study,
     // the other waits for it.
     static RUNNING: Mutex<()> = Mutex::new(());
     let _running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
-    let key = ctx.seed;
+    let key = (ctx.seed, ctx.quick);
     if let Some(study) = done.lock().expect("study cache").get(&key) {
         return Ok(study.clone());
     }
@@ -271,7 +298,7 @@ pub fn study(ctx: &RunContext) -> Result<Arc<Study>, String> {
 fn run_study(ctx: &RunContext) -> Result<Study, String> {
     // The sweeps' lengths are found as they run: the total is a forecast.
     let steps =
-        ctx.steps(PAGE_BYTES.len() + cells().len() * (SWEEP_FIRST.len() + PAST_PEAK_POINTS));
+        ctx.steps(PAGE_BYTES.len() + cells().len() * (sweep(ctx).first.len() + PAST_PEAK_POINTS));
     let loaded = run_parallel(ctx, &PAGE_BYTES, |&page_bytes| {
         let cell = Cell {
             page_bytes,
@@ -288,7 +315,7 @@ fn run_study(ctx: &RunContext) -> Result<Study, String> {
     let curves = run_parallel(ctx, &cells(), |&cell| {
         let image = &images[&cell.page_bytes];
         let mut curve: Vec<Point> = Vec::new();
-        while let Some(warehouses) = next_load(&loads(&curve)) {
+        while let Some(warehouses) = next_load(&loads(&curve), sweep(ctx)) {
             let report = bench(&options(ctx, cell, warehouses, Some(image.clone())), |_| {})?;
             steps.tick();
             curve.push(point(cell, warehouses, &report));
@@ -322,8 +349,8 @@ pub fn swept_past_peak(curve: &[(u32, f64)]) -> bool {
 /// sweep is done: it has passed its peak on both sides and its last
 /// [`PAST_PEAK_POINTS`] loads each failed to beat the best before them by
 /// [`RISE_MIN`], or it reached [`SWEEP_MAX`].
-fn next_load(curve: &[(u32, f64)]) -> Option<u32> {
-    if let Some(&first) = SWEEP_FIRST.get(curve.len()) {
+fn next_load(curve: &[(u32, f64)], sweep: &Sweep) -> Option<u32> {
+    if let Some(&first) = sweep.first.get(curve.len()) {
         return Some(first);
     }
     let top = peak(curve)?;
@@ -345,7 +372,7 @@ fn next_load(curve: &[(u32, f64)]) -> Option<u32> {
     if (flat >= PAST_PEAK_POINTS && swept_past_peak(curve)) || last >= SWEEP_MAX {
         return None;
     }
-    Some((last + SWEEP_STEP).min(SWEEP_MAX))
+    Some((last + sweep.step).min(SWEEP_MAX))
 }
 
 /// Published Table 4 (NoTPM) or Table 5 (seconds) for a cell.
@@ -449,7 +476,7 @@ mod tests {
     fn the_sweep_goes_past_the_peak_on_both_sides() {
         let rising = |w: u32| f64::from(w.min(1600));
         let mut curve: Vec<(u32, f64)> = Vec::new();
-        while let Some(w) = next_load(&curve) {
+        while let Some(w) = next_load(&curve, &FULL) {
             curve.push((w, rising(w)));
             curve.sort_by_key(|p| p.0);
         }
@@ -458,7 +485,7 @@ mod tests {
         assert!(swept_past_peak(&curve));
         let falling = |w: u32| 1e6 / f64::from(w);
         let mut curve: Vec<(u32, f64)> = Vec::new();
-        while let Some(w) = next_load(&curve) {
+        while let Some(w) = next_load(&curve, &FULL) {
             curve.push((w, falling(w)));
             curve.sort_by_key(|p| p.0);
         }
@@ -466,11 +493,22 @@ mod tests {
         assert!(!swept_past_peak(&curve), "the peak is the lowest load");
         let endless = |w: u32| f64::from(w);
         let mut curve: Vec<(u32, f64)> = Vec::new();
-        while let Some(w) = next_load(&curve) {
+        while let Some(w) = next_load(&curve, &FULL) {
             curve.push((w, endless(w)));
         }
         assert_eq!(curve.last().unwrap().0, SWEEP_MAX);
         assert!(!swept_past_peak(&curve));
+        let mut curve: Vec<(u32, f64)> = Vec::new();
+        while let Some(w) = next_load(&curve, &QUICK) {
+            curve.push((w, rising(w)));
+            curve.sort_by_key(|p| p.0);
+        }
+        let loads: Vec<u32> = curve.iter().map(|p| p.0).collect();
+        assert_eq!(
+            loads,
+            [400, 800, 1600, 2400, 3200],
+            "--quick's coarser sweep"
+        );
     }
 
     /// Past 800 warehouses every warehouse is active and the terminals
