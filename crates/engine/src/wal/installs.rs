@@ -7,16 +7,16 @@
 //! records. Every writing mini-transaction adds one and removes one: four
 //! times each in a TPC-B transaction, on every core.
 //!
-//! The set used to be a map under the log's lock, which made the removal
-//! a second acquisition of the busiest lock in the engine per record. It
-//! is now a table of slots, each an atomic LSN (0: free). The append,
+//! A map under the log's lock would make the removal a second acquisition
+//! of the busiest lock in the engine per record, so the set is a table of
+//! slots, each an atomic LSN (0: free). The append,
 //! which holds the log's lock anyway, puts the record's LSN in the first
 //! free slot from the one its LSN hashes to. The removal finds the slot
 //! the same way and clears it with one store, under no lock; a checkpoint
 //! reads every slot. In the rare case that every slot is taken (more
 //! mini-transactions between append and install than there are slots),
 //! the record goes to an overflow set under the log's lock instead, and
-//! its removal takes that lock, as before.
+//! its removal takes that lock.
 //!
 //! Invariant (INS-1): a slot is set only under the log's lock, by the
 //! append of the record it names, and cleared only by that record's

@@ -116,7 +116,7 @@
 //!     modelled device frees their memory) only behind the start named by
 //!     the durable master record, and only those whose ring slot no later
 //!     sector has reused; nothing reads the log there. (The fault model's
-//!     device ignores the hint, so crash tests see the log bytes as before.)
+//!     device ignores the hint, so crash tests see every log byte that was written.)
 //! 11. A task waiting for a force sleeps on a condition variable of its
 //!     own, queued in arrival order; the end of a force or master write
 //!     wakes the waiters it made durable and hands the flusher role to the

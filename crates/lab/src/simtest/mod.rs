@@ -199,7 +199,7 @@ pub struct Scenario {
     pub commit_delay_ns: u64,
     /// Commits release their row locks before the force (DB-7); on for a
     /// third of the seeds, chosen from the seed alone so that the other
-    /// settings are drawn as before.
+    /// settings' draws do not depend on it.
     pub early_lock_release: bool,
     pub isolation: Isolation,
     pub tpcb_accounts: u32,
@@ -208,8 +208,8 @@ pub struct Scenario {
     pub log_plan: FaultPlan,
     /// Preempt clients at runtime lock points too (SIM-8), not only when
     /// they block: every [`PREEMPT_SEEDS_EVERY`]th seed. Decided from the
-    /// seed number, not drawn, so the other choices of every seed are the
-    /// same as before the option existed.
+    /// seed number, not drawn, so the other choices of every seed do not
+    /// depend on it.
     pub preempt: bool,
     /// The data space's page store (see "Page stores" above): in place,
     /// log-structured, or In-Page Logging on raw NAND.
@@ -245,7 +245,7 @@ pub const LOG_STRUCTURED_SEGMENTS: u64 = 20;
 /// Which page store the seeds' data spaces use (`--store`).
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Default)]
 pub enum StoreChoice {
-    /// Every seed in place (as before the option existed).
+    /// Every seed in place.
     #[default]
     InPlace,
     /// Every seed log-structured.

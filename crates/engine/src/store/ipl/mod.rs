@@ -54,7 +54,7 @@
 //! the page reads the same ([`select`], IPL-SEL; ARCHITECTURE.md,
 //! "In-Page Logging", says why it must be checked). With the commit force off
 //! (`ipl_no_commit_force`), commits do not wait for a force and the WAL's
-//! redo brings the space's pages forward at restart, as before issue 14.
+//! redo brings the space's pages forward at restart, as for an in-place store.
 //!
 //! Invariants (IPL-n):
 //! 1. A page's in-memory records are used only if they account for the
