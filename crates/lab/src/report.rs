@@ -405,7 +405,9 @@ th{background:#f3f3f3}td:first-child,th:first-child{text-align:left}\
 figure{margin:1em 0}figcaption{font-size:.9em;color:#555}.note{color:#555;font-size:.95em}\
 .summary{font-size:1.1em;padding:.6em;background:#f7f7f7;border:1px solid #ddd}\
 .rule{padding:.6em;border-left:4px solid #888;background:#fafafa}.plotted{color:#a60;font-weight:bold}\
-.fitted{color:#06c}";
+.fitted{color:#06c}\
+.findings td,.findings th{text-align:left;vertical-align:top}.findings td:nth-child(2){width:36%}\
+.findings code{font-size:.8em;word-break:break-all}";
 
 /// The report page of finished `records`; `pending` names the run's
 /// experiments still to come (empty when the run is complete).
@@ -555,7 +557,7 @@ fn render_findings(html: &mut String, findings: &[FindingResult]) {
         count(NotReproduced),
         count(NotRun)
     );
-    html.push_str("<table><tr><th>Paper</th><th>Finding (the paper's words)</th><th>Published</th><th>Measured</th><th>Verdict</th><th>Cause of a miss</th><th>Checks</th></tr>");
+    html.push_str("<table class=\"findings\"><tr><th>Paper</th><th>Finding (the paper's words)</th><th>Published</th><th>Measured</th><th>Verdict</th><th>Cause of a miss</th><th>Checks</th></tr>");
     for f in findings {
         let _ = write!(
             html,
