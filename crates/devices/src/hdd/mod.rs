@@ -24,12 +24,20 @@
 //! The mechanism serves one request at a time in arrival order (a FIFO
 //! command queue: service starts at `max(arrival, busy_until)`). There is no
 //! command overhead, so a request issued the instant its predecessor ended
-//! finds the head where it left it; this stands in for the read-ahead and
-//! zero-latency features that let real disks stream at QD1.
+//! finds the head where it left it and streams on.
+//!
+//! Reads go through a segmented read cache ([`read_cache`]): a read found in
+//! a segment crosses the interface without moving the arm, and with
+//! read-ahead on the head goes on reading the sectors after a read into its
+//! segment until the segment is full or a command needs the mechanism. A
+//! stream read page by page with host work between the pages then finds its
+//! next page read already, where without the cache each page would wait
+//! most of a revolution. A write drops the segments it overlaps.
 //!
 //! The host interface is assumed to overlap the media transfer (data streams
 //! through the buffer while the arm moves and the media is slower than the
-//! link), so it costs time only for cached writes: with the write cache on
+//! link), so it costs time only for cached writes and for reads whose data
+//! is all in the read cache already: with the write cache on
 //! ([`cache`]) a write completes when its data has crossed the interface and
 //! is destaged later; a flush waits for every destage. With the cache off (the
 //! default) a write completes when it is on the platter and a flush completes
@@ -40,7 +48,8 @@
 //! 2. Mechanical service starts no earlier than the end of the previous one
 //!    (`busy_until_ns` never goes backwards).
 //! 3. The head is on a track of the disk: where the last transfer ended,
-//!    clamped to the last track for an out-of-range request.
+//!    clamped to the last track for an out-of-range request (while a
+//!    read-ahead runs, where it began; it moves when the read-ahead stops).
 
 pub mod cache;
 pub mod geometry;
