@@ -318,7 +318,10 @@ impl DeviceModel for HddModel {
     }
 
     fn stats(&self) -> ModelStats {
-        self.stats.clone()
+        ModelStats {
+            read_cache_hits: self.read_cache.hits(),
+            ..self.stats.clone()
+        }
     }
 
     fn describe(&self) -> Vec<Parameter> {

@@ -322,6 +322,7 @@ fn hdd_read_cache_sequential_stream_with_host_gaps_hits() {
     // after a full segment restarts the read-ahead and waits for the
     // platter, once a segment (16 pages).
     assert_eq!(cached.read_cache_hits(), 199);
+    assert_eq!(cached.stats().read_cache_hits, 199);
     let at_interface = with[1..].iter().filter(|&&l| l == 81_920).count();
     assert!(at_interface >= 199 * 9 / 10, "{at_interface}");
     assert!(with.iter().all(|&l| l < ROTATION_NS + 200_000), "{with:?}");
