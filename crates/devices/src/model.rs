@@ -89,6 +89,9 @@ pub struct ModelStats {
     /// Disk: total seek time and rotational wait, for explaining latencies.
     pub seek_ns_total: u64,
     pub rotation_ns_total: u64,
+    /// Disk: reads answered from the drive's read cache (held in a segment
+    /// or brought in by its read-ahead).
+    pub read_cache_hits: u64,
 }
 
 /// A timing model of one device. See the module documentation.

@@ -28,7 +28,11 @@
 //!
 //! A disk: `kind = "hdd"`, `name`, `capacity_gb`, `rpm`, `sustained_mb_s`,
 //! `seek_avg_ms`, and optionally `seek_track_to_track_ms`,
-//! `seek_full_stroke_ms`, `write_cache`.
+//! `seek_full_stroke_ms`, `write_cache` (on or off, default off),
+//! `write_cache_bytes`, and the read cache: `read_cache_bytes` (0 turns it
+//! off), `read_cache_segments`, `read_ahead` (on or off). Unset cache keys
+//! take `hdd-2008`'s values (an 8 MB buffer, 16 segments, read-ahead on).
+//! An unknown key is a one-line error naming the file and the key.
 
 use std::path::Path;
 
@@ -93,6 +97,14 @@ struct HddSpec {
     seek_full_stroke_ms: Option<f64>,
     #[serde(default)]
     write_cache: bool,
+    #[serde(default)]
+    write_cache_bytes: Option<u64>,
+    #[serde(default)]
+    read_cache_bytes: Option<u64>,
+    #[serde(default)]
+    read_cache_segments: Option<u32>,
+    #[serde(default)]
+    read_ahead: Option<bool>,
 }
 
 fn bad(path: &Path, problem: impl Into<String>) -> DeviceError {
@@ -241,6 +253,10 @@ fn build_hdd(path: &Path, h: HddSpec) -> Result<Box<dyn DeviceModel>, DeviceErro
         None => params.seek_ns_avg * 2,
     };
     params.write_cache_enabled = h.write_cache;
+    params.write_cache_bytes = h.write_cache_bytes.unwrap_or(params.write_cache_bytes);
+    params.read_cache_bytes = h.read_cache_bytes.unwrap_or(params.read_cache_bytes);
+    params.read_cache_segments = h.read_cache_segments.unwrap_or(params.read_cache_segments);
+    params.read_ahead = h.read_ahead.unwrap_or(params.read_ahead);
     params.sources = Default::default();
     let model = HddModel::new(&h.name, params).map_err(|e| bad(path, e.to_string()))?;
     Ok(Box::new(model))
@@ -280,6 +296,54 @@ mod tests {
         let (_dir, path) = write(SSD);
         let model = build_from_file(&path).unwrap();
         assert_eq!(model.name(), "tiny");
+    }
+
+    const HDD: &str = "kind = \"hdd\"\nname = \"d\"\ncapacity_gb = 10.0\nrpm = 7200\nsustained_mb_s = 100.0\nseek_avg_ms = 8.0\n";
+
+    fn listed(model: &dyn DeviceModel, name: &str) -> String {
+        let listing = model.describe();
+        listing
+            .iter()
+            .find(|p| p.name == name)
+            .unwrap()
+            .value
+            .clone()
+    }
+
+    #[test]
+    fn a_described_disk_sets_its_read_cache() {
+        let (_dir, path) = write(HDD);
+        let model = build_from_file(&path).unwrap();
+        assert_eq!(
+            listed(model.as_ref(), "read_cache_bytes"),
+            (8 << 20).to_string()
+        );
+        assert_eq!(listed(model.as_ref(), "read_ahead"), "on");
+        let text = format!(
+            "{HDD}read_cache_bytes = 1048576\nread_cache_segments = 4\nread_ahead = false\n"
+        );
+        let (_dir, path) = write(&text);
+        let model = build_from_file(&path).unwrap();
+        assert_eq!(listed(model.as_ref(), "read_cache_segments"), "4");
+        assert_eq!(listed(model.as_ref(), "read_segment_bytes"), "262144");
+        assert_eq!(listed(model.as_ref(), "read_ahead"), "off");
+        let (_dir, path) = write(&format!("{HDD}read_cache_segments = 0\n"));
+        let err = build_from_file(&path).err().unwrap().to_string();
+        assert!(
+            err.contains("dev.toml") && err.contains("segments"),
+            "{err}"
+        );
+    }
+
+    #[test]
+    fn an_unknown_disk_key_is_one_line_naming_file_and_key() {
+        let (_dir, path) = write(&format!("{HDD}read_cache_segmnets = 4\n"));
+        let err = build_from_file(&path).err().unwrap().to_string();
+        assert!(
+            err.contains("dev.toml") && err.contains("read_cache_segmnets"),
+            "{err}"
+        );
+        assert!(!err.contains('\n'), "{err}");
     }
 
     #[test]

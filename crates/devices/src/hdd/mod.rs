@@ -24,12 +24,20 @@
 //! The mechanism serves one request at a time in arrival order (a FIFO
 //! command queue: service starts at `max(arrival, busy_until)`). There is no
 //! command overhead, so a request issued the instant its predecessor ended
-//! finds the head where it left it; this stands in for the read-ahead and
-//! zero-latency features that let real disks stream at QD1.
+//! finds the head where it left it and streams on.
+//!
+//! Reads go through a segmented read cache ([`read_cache`]): a read found in
+//! a segment crosses the interface without moving the arm, and with
+//! read-ahead on the head goes on reading the sectors after a read into its
+//! segment until the segment is full or a command needs the mechanism. A
+//! stream read page by page with host work between the pages then finds its
+//! next page read already, where without the cache each page would wait
+//! most of a revolution. A write drops the segments it overlaps.
 //!
 //! The host interface is assumed to overlap the media transfer (data streams
 //! through the buffer while the arm moves and the media is slower than the
-//! link), so it costs time only for cached writes: with the write cache on
+//! link), so it costs time only for cached writes and for reads whose data
+//! is all in the read cache already: with the write cache on
 //! ([`cache`]) a write completes when its data has crossed the interface and
 //! is destaged later; a flush waits for every destage. With the cache off (the
 //! default) a write completes when it is on the platter and a flush completes
@@ -40,11 +48,14 @@
 //! 2. Mechanical service starts no earlier than the end of the previous one
 //!    (`busy_until_ns` never goes backwards).
 //! 3. The head is on a track of the disk: where the last transfer ended,
-//!    clamped to the last track for an out-of-range request.
+//!    clamped to the last track for an out-of-range request (while a
+//!    read-ahead runs, where it began; it moves when the read-ahead stops).
 
 pub mod cache;
 pub mod geometry;
 pub mod params;
+mod read_ahead;
+pub mod read_cache;
 pub mod seek;
 
 pub use geometry::HddGeometry;
@@ -55,6 +66,7 @@ use crate::error::DeviceError;
 use crate::model::{DeviceModel, IoKind, IoRequest, ModelStats, Parameter};
 use cache::WriteCache;
 use params::{NS_PER_MS, NS_PER_S, geometry_error};
+use read_cache::ReadCache;
 
 /// A magnetic disk. See the module documentation.
 #[derive(Clone, Debug)]
@@ -70,6 +82,8 @@ pub struct HddModel {
     /// When the host interface is free (cached writes only).
     interface_free_ns: u64,
     cache: WriteCache,
+    /// The read segments and the read-ahead filling one of them.
+    read_cache: ReadCache,
     stats: ModelStats,
 }
 
@@ -95,9 +109,16 @@ impl HddModel {
             geometry.tracks - 1,
         )
         .map_err(|problem| geometry_error(name, problem))?;
+        let read_cache = ReadCache::new(
+            params.read_cache_segments,
+            params.read_segment_sectors(),
+            params.capacity_bytes / u64::from(params.sector_bytes),
+            params.read_ahead,
+        );
         Ok(HddModel {
             name: name.to_string(),
             cache: WriteCache::new(params.write_cache_bytes),
+            read_cache,
             params,
             geometry,
             seek,
@@ -161,21 +182,50 @@ impl HddModel {
 
     /// Seek, wait and transfer, track by track, from `start_ns`.
     fn serve(&mut self, start_ns: u64, req: &IoRequest) -> Service {
-        let g = &self.geometry;
-        let mut remaining = req.len_bytes / g.sector_bytes;
-        let mut service = Service {
-            end_ns: start_ns,
-            ..Service::default()
-        };
-        if remaining == 0 {
-            return service;
+        let sectors = req.len_bytes / self.geometry.sector_bytes;
+        if sectors == 0 {
+            return Service {
+                end_ns: start_ns,
+                ..Service::default()
+            };
         }
         let settle_ns = match req.kind {
             IoKind::Write => self.params.write_settle_ns,
             _ => 0,
         };
-        let (mut track, mut sector) = g.locate(req.offset_bytes);
-        let distance = track.abs_diff(self.head_track);
+        let (service, track) = self.walk(
+            self.head_track,
+            start_ns,
+            req.offset_bytes,
+            sectors,
+            settle_ns,
+        );
+        self.head_track = track;
+        service
+    }
+
+    /// What a transfer of `sectors` from `offset_bytes` costs with the head
+    /// on `head_track` at `start_ns`, and the track it ends on. Pure: the
+    /// read-ahead's timing asks it about sectors not yet requested.
+    fn walk(
+        &self,
+        head_track: u64,
+        start_ns: u64,
+        offset_bytes: u64,
+        sectors: u64,
+        settle_ns: u64,
+    ) -> (Service, u64) {
+        let g = &self.geometry;
+        let mut remaining = sectors;
+        let mut service = Service {
+            end_ns: start_ns,
+            ..Service::default()
+        };
+        if remaining == 0 {
+            return (service, head_track);
+        }
+        let (mut track, mut sector) = g.locate(offset_bytes);
+        let distance = track.abs_diff(head_track);
         if distance > 0 {
             service.seek_ns = self.seek.seek_ns(distance) + settle_ns;
         }
@@ -195,10 +245,10 @@ impl HddModel {
             service.seek_ns += switch_ns;
             (track, sector) = (track + 1, 0);
         }
-        self.head_track = track.min(g.tracks - 1);
-        debug_assert!(self.head_track < g.tracks, "HDD-3");
+        let end_track = track.min(g.tracks - 1);
+        debug_assert!(end_track < g.tracks, "HDD-3");
         service.end_ns = t;
-        service
+        (service, end_track)
     }
 
     /// A write that the cache takes: done when its data is in the buffer.
@@ -224,6 +274,7 @@ impl HddModel {
     fn write(&mut self, now_ns: u64, req: &IoRequest) -> u64 {
         self.stats.writes += 1;
         self.stats.bytes_written += req.len_bytes;
+        self.invalidate_read_cache(now_ns, req);
         if self.params.write_cache_enabled && self.cache.fits(req.len_bytes) {
             self.cached_write(now_ns, req)
         } else {
@@ -250,7 +301,7 @@ impl DeviceModel for HddModel {
             IoKind::Read => {
                 self.stats.reads += 1;
                 self.stats.bytes_read += req.len_bytes;
-                self.mechanical(now_ns, req)
+                self.read(now_ns, req)
             }
             IoKind::Write => self.write(now_ns, req),
             IoKind::Flush => {
@@ -267,7 +318,10 @@ impl DeviceModel for HddModel {
     }
 
     fn stats(&self) -> ModelStats {
-        self.stats.clone()
+        ModelStats {
+            read_cache_hits: self.read_cache.hits(),
+            ..self.stats.clone()
+        }
     }
 
     fn describe(&self) -> Vec<Parameter> {
@@ -285,7 +339,7 @@ fn ms(ns: u64) -> String {
 fn describe_params(p: &HddParams) -> Vec<Parameter> {
     let s = &p.sources;
     let mb_s = |rate: u64| format!("{:.1} MB/s", rate as f64 / 1e6);
-    let cache = if p.write_cache_enabled { "on" } else { "off" };
+    let cache = on_off(p.write_cache_enabled);
     vec![
         Parameter::new("capacity_bytes", p.capacity_bytes, &s.capacity),
         Parameter::new("sector_bytes", p.sector_bytes, &s.sector),
@@ -314,7 +368,23 @@ fn describe_params(p: &HddParams) -> Vec<Parameter> {
             p.write_cache_bytes,
             &s.write_cache_size,
         ),
+        Parameter::new("read_cache_bytes", p.read_cache_bytes, &s.read_cache_size),
+        Parameter::new(
+            "read_cache_segments",
+            p.read_cache_segments,
+            &s.read_cache_segments,
+        ),
+        Parameter::new("read_ahead", on_off(p.read_ahead), &s.read_ahead),
+        Parameter::new(
+            "read_segment_bytes",
+            p.read_segment_sectors() * u64::from(p.sector_bytes),
+            "derived: read_cache_bytes / read_cache_segments, whole sectors",
+        ),
     ]
+}
+
+fn on_off(on: bool) -> &'static str {
+    if on { "on" } else { "off" }
 }
 
 fn describe_derived(g: &HddGeometry, seek: &SeekCurve) -> Vec<Parameter> {

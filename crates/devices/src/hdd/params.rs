@@ -3,7 +3,8 @@
 //! [`HddParams`] holds what a datasheet (or a paper's device table) says about
 //! a disk: capacity, sector size, spindle speed, sustained media rate, host
 //! interface rate, the three seek figures, an extra settle time for writes,
-//! and the on-disk write cache. Every number carries its source in
+//! the on-disk write cache, and the segmented read cache with its read-ahead
+//! (see `read_cache`). Every number carries its source in
 //! [`HddSources`], which `describe()` prints beside it.
 //!
 //! The presets may be calibrated only from device-level figures (a datasheet,
@@ -53,6 +54,14 @@ pub const SECTOR_BYTES_MIN: u32 = 512;
 pub const SECTOR_BYTES_MAX: u32 = 65_536;
 /// Seek and settle times above this are not a disk (one second).
 pub const SEEK_NS_MAX: u64 = NS_PER_S;
+/// More read cache segments than this is a typo (drives of the papers' era
+/// split their buffer into a few to a few dozen).
+pub const READ_CACHE_SEGMENTS_MAX: u32 = 64;
+/// A read cache larger than this is a typo (the papers' drives have 2 to
+/// 16 MB).
+pub const READ_CACHE_BYTES_MAX: u64 = 1 << 30;
+/// The segments every preset assumes; see the presets' sources.
+pub const READ_CACHE_SEGMENTS_ASSUMED: u32 = 16;
 
 /// The preset names.
 pub const HDD_2008_NAME: &str = "hdd-2008";
@@ -88,6 +97,13 @@ pub struct HddParams {
     pub write_cache_enabled: bool,
     /// Size of the write cache.
     pub write_cache_bytes: u64,
+    /// Bytes of the buffer that hold read data; 0 turns the read cache off.
+    pub read_cache_bytes: u64,
+    /// How many equal segments the read cache is split into, one stream each.
+    pub read_cache_segments: u32,
+    /// Whether a read goes on reading the sectors after it until its segment
+    /// is full (read look-ahead).
+    pub read_ahead: bool,
     /// Where each number comes from.
     pub sources: HddSources,
 }
@@ -106,6 +122,9 @@ pub struct HddSources {
     pub write_settle: String,
     pub write_cache: String,
     pub write_cache_size: String,
+    pub read_cache_size: String,
+    pub read_cache_segments: String,
+    pub read_ahead: String,
 }
 
 impl Default for HddSources {
@@ -123,6 +142,9 @@ impl Default for HddSources {
             write_settle: user(),
             write_cache: user(),
             write_cache_size: user(),
+            read_cache_size: user(),
+            read_cache_segments: user(),
+            read_ahead: user(),
         }
     }
 }
@@ -144,6 +166,9 @@ impl HddParams {
             write_settle_ns: 0,
             write_cache_enabled: false,
             write_cache_bytes: 8 << 20,
+            read_cache_bytes: 8 << 20,
+            read_cache_segments: READ_CACHE_SEGMENTS_ASSUMED,
+            read_ahead: true,
             sources: sources_2008(),
         }
     }
@@ -167,6 +192,9 @@ impl HddParams {
             write_settle_ns: 1_000_000,
             write_cache_enabled: false,
             write_cache_bytes: 2 << 20,
+            read_cache_bytes: 2 << 20,
+            read_cache_segments: READ_CACHE_SEGMENTS_ASSUMED,
+            read_ahead: true,
             sources: sources_7200_7(),
         }
     }
@@ -187,6 +215,9 @@ impl HddParams {
             write_settle_ns: 200_000,
             write_cache_enabled: false,
             write_cache_bytes: 16 << 20,
+            read_cache_bytes: 16 << 20,
+            read_cache_segments: READ_CACHE_SEGMENTS_ASSUMED,
+            read_ahead: true,
             sources: sources_2010(),
         }
     }
@@ -195,6 +226,20 @@ impl HddParams {
     pub fn with_write_cache(mut self, enabled: bool) -> HddParams {
         self.write_cache_enabled = enabled;
         self
+    }
+
+    /// The same disk with the read cache (and so its read-ahead) off.
+    pub fn without_read_cache(mut self) -> HddParams {
+        self.read_cache_bytes = 0;
+        self
+    }
+
+    /// Sectors in one read cache segment; 0 when the cache is off.
+    pub fn read_segment_sectors(&self) -> u64 {
+        if self.read_cache_bytes == 0 || self.read_cache_segments == 0 {
+            return 0;
+        }
+        self.read_cache_bytes / u64::from(self.read_cache_segments) / u64::from(self.sector_bytes)
     }
 
     /// Check the numbers that need no derived geometry. The seek curve and
@@ -252,6 +297,37 @@ impl HddParams {
                 "an enabled write cache must hold at least one sector".into(),
             ));
         }
+        self.validate_read_cache(device)
+    }
+
+    fn validate_read_cache(&self, device: &str) -> Result<(), DeviceError> {
+        if self.read_cache_bytes == 0 {
+            return Ok(());
+        }
+        if self.read_cache_bytes > READ_CACHE_BYTES_MAX {
+            return Err(geometry_error(
+                device,
+                format!(
+                    "a read cache of {} bytes is above the limit of {READ_CACHE_BYTES_MAX}",
+                    self.read_cache_bytes
+                ),
+            ));
+        }
+        if !(1..=READ_CACHE_SEGMENTS_MAX).contains(&self.read_cache_segments) {
+            return Err(geometry_error(
+                device,
+                format!(
+                    "{} read cache segments is outside [1, {READ_CACHE_SEGMENTS_MAX}]",
+                    self.read_cache_segments
+                ),
+            ));
+        }
+        if self.read_segment_sectors() == 0 {
+            return Err(geometry_error(
+                device,
+                "a read cache segment must hold at least one sector".into(),
+            ));
+        }
         Ok(())
     }
 }
@@ -285,10 +361,27 @@ fn sources_2008() -> HddSources {
              of the era (about 1.7-2); not in the paper",
         ),
         write_settle: s("0: lee2008 gives one latency for reads and writes"),
-        write_cache: s("off by default, so a completed write is on the platter"),
+        write_cache: s(
+            "off, as the paper's disk ran: lee2008 section 3.1 prices a sequential log write \
+             on the disk at half a revolution (4.17 ms), a write that waits for the platter",
+        ),
         write_cache_size: s(
             "8 MB: the ST3250310AS's buffer (the ST3250410AS is the 16 MB model; recalled \
              from Seagate's model list, not checked)",
+        ),
+        read_cache_size: s(
+            "8 MB: the ST3250310AS's whole buffer (as write_cache_bytes); the model keeps the \
+             read segments and the write buffer apart",
+        ),
+        read_cache_segments: s(
+            "assumed: 16; no datasheet of the drive gives a segment count (Seagate's ATA manuals \
+             give the buffer size only, and their firmware segments it adaptively); 16 is one \
+             count for all presets, chosen before any experiment was run, not fitted",
+        ),
+        read_ahead: s(
+            "on: read look-ahead is the ATA drives' power-on default (SET FEATURES 0xAA / 0x55 \
+             turn it on / off) and lee2008 does not say it was changed; a read fills the rest of its \
+             segment with the sectors after it",
         ),
     }
 }
@@ -316,9 +409,27 @@ fn sources_7200_7() -> HddSources {
             "1.0 ms: lee2007's 13.7 ms write less its 12.7 ms read (a write seek about 1 ms \
              longer than the read seek, as Seagate specifies its drives; recalled)",
         ),
-        write_cache: s("off by default, so a completed write is on the platter"),
+        write_cache: s(
+            "off, as the paper's disk ran: lee2007's 13.7 ms write is a millisecond longer than \
+             its 12.7 ms read, a write that waits for the platter (a write-back cache would \
+             finish it in the interface time)",
+        ),
         write_cache_size: s(
             "2 MB: the ST380011A's buffer as recalled (redhill.net.au: 2 MB or 8 MB by model)",
+        ),
+        read_cache_size: s(
+            "2 MB: the ST380011A's whole buffer (redhill.net.au drive history: the 7200.7 has \
+             2 MB or 8 MB by model; the ST380011A is a 2 MB model, recalled, not checked)",
+        ),
+        read_cache_segments: s(
+            "assumed: 16; no datasheet of the drive gives a segment count (Seagate's ATA manuals \
+             give the buffer size only, and their firmware segments it adaptively); 16 is one \
+             count for all presets, chosen before any experiment was run, not fitted",
+        ),
+        read_ahead: s(
+            "on: read look-ahead is the ATA drives' power-on default (SET FEATURES 0xAA / 0x55 \
+             turn it on / off) and lee2007 does not say it was changed; a read fills the rest of its \
+             segment with the sectors after it",
         ),
     }
 }
@@ -352,8 +463,20 @@ fn sources_2010() -> HddSources {
             "petrov2010 Table 1: write minus read after transfer is 0.3 ms (4 KB) and 0.1 ms \
              (16 KB); mean 0.2 ms",
         ),
-        write_cache: s("off by default, so a completed write is on the platter"),
+        write_cache: s(
+            "off, as the paper's disk ran: petrov2010 Table 1's random writes (3.5 ms at 4 KB) \
+             are slower than its reads (3.2 ms), as a write-through disk's are",
+        ),
         write_cache_size: s("assumed: 16 MB, the usual buffer of 2010 15k disks"),
+        read_cache_size: s("assumed: 16 MB, the whole buffer (as write_cache_bytes)"),
+        read_cache_segments: s(
+            "assumed: 16, as hdd-2008; petrov2010 does not name the disk, and no datasheet \
+             was consulted for a segment count",
+        ),
+        read_ahead: s(
+            "on: read look-ahead is on by default on SCSI/SAS disks (mode page 08h, DRA bit \
+             0) and petrov2010 does not say it was changed",
+        ),
     }
 }
 

@@ -264,3 +264,211 @@ fn hdd_7200_7_matches_lee2007() {
     assert!((write_ms / 13.7 - 1.0).abs() < 0.25, "write {write_ms}");
     assert!(write_ms > read_ms, "writes settle longer");
 }
+
+/// lee2007's disk, 8 KB pages, and the host's work between two reads.
+const KB8: u64 = 8192;
+const HOST_GAP_NS: u64 = 200_000;
+
+fn disk_7200_7(read_cache: bool) -> HddModel {
+    let params = HddParams::hdd_7200_7();
+    let params = if read_cache {
+        params
+    } else {
+        params.without_read_cache()
+    };
+    HddModel::new("lee2007-disk", params).unwrap()
+}
+
+/// Read `offsets` one at a time, each `gap_ns` after the previous one
+/// completed; the latencies, with the cache's invariants checked after each.
+fn read_stream(disk: &mut HddModel, offsets: &[u64], gap_ns: u64) -> Vec<u64> {
+    let mut now = 0;
+    let mut latencies = Vec::new();
+    for &offset in offsets {
+        let done = disk.submit(now, &read(offset, KB8));
+        disk.check_read_cache();
+        latencies.push(done - now);
+        now = done + gap_ns;
+    }
+    latencies
+}
+
+fn mean_ms(latencies: &[u64]) -> f64 {
+    latencies.iter().sum::<u64>() as f64 / latencies.len() as f64 / 1e6
+}
+
+/// Pseudo-random 8 KB-aligned offsets over the first `span_bytes`.
+fn random_offsets(count: usize, span_bytes: u64) -> Vec<u64> {
+    let mut x = 11u64;
+    (0..count)
+        .map(|_| {
+            x = x
+                .wrapping_mul(6_364_136_223_846_793_005)
+                .wrapping_add(1_442_695_040_888_963_407);
+            (x >> 20) % (span_bytes / KB8) * KB8
+        })
+        .collect()
+}
+
+#[test]
+fn hdd_read_cache_sequential_stream_with_host_gaps_hits() {
+    let offsets: Vec<u64> = (0..200).map(|i| i * KB8).collect();
+    let mut cached = disk_7200_7(true);
+    let mut bare = disk_7200_7(false);
+    let with = read_stream(&mut cached, &offsets, HOST_GAP_NS);
+    let without = read_stream(&mut bare, &offsets, HOST_GAP_NS);
+    // Every page after the first comes from the segment. Most were read
+    // ahead while the host worked and cross ATA-100 in 81,920 ns; the read
+    // after a full segment restarts the read-ahead and waits for the
+    // platter, once a segment (16 pages).
+    assert_eq!(cached.read_cache_hits(), 199);
+    assert_eq!(cached.stats().read_cache_hits, 199);
+    let at_interface = with[1..].iter().filter(|&&l| l == 81_920).count();
+    assert!(at_interface >= 199 * 9 / 10, "{at_interface}");
+    assert!(with.iter().all(|&l| l < ROTATION_NS + 200_000), "{with:?}");
+    assert!(mean_ms(&with) < 1.0, "{}", mean_ms(&with));
+    // Without the cache each page waits for the platter to come round.
+    assert!(mean_ms(&without) > 5.0, "{}", mean_ms(&without));
+    assert_eq!(bare.read_cache_hits(), 0);
+}
+
+#[test]
+fn hdd_read_cache_back_to_back_stream_times_as_without_it() {
+    // A request that arrives the instant its predecessor ended streams on
+    // from the head's position either way: the read-ahead's walk is the
+    // request's own, re-anchored exactly.
+    let offsets: Vec<u64> = (0..3_000).map(|i| i * KB8).collect();
+    let with = read_stream(&mut disk_7200_7(true), &offsets, 0);
+    let without = read_stream(&mut disk_7200_7(false), &offsets, 0);
+    assert_eq!(with, without);
+}
+
+#[test]
+fn hdd_read_cache_near_sequential_stream_hits() {
+    // Every other page: each read skips 8 KB forward, inside the segment
+    // the read-ahead is filling (128 KB).
+    let offsets: Vec<u64> = (0..200).map(|i| 2 * i * KB8).collect();
+    let mut disk = disk_7200_7(true);
+    let latencies = read_stream(&mut disk, &offsets, HOST_GAP_NS);
+    assert_eq!(disk.read_cache_hits(), 199);
+    assert!(mean_ms(&latencies[1..]) < 1.5, "{}", mean_ms(&latencies));
+    let bare = read_stream(&mut disk_7200_7(false), &offsets, HOST_GAP_NS);
+    assert!(mean_ms(&bare) > 5.0, "{}", mean_ms(&bare));
+    // A forward gap larger than the segment is a miss.
+    let far: Vec<u64> = (0..50).map(|i| i * 64 * KB8).collect();
+    let mut disk = disk_7200_7(true);
+    read_stream(&mut disk, &far, HOST_GAP_NS);
+    assert_eq!(disk.read_cache_hits(), 0);
+}
+
+#[test]
+fn hdd_read_cache_random_stream_misses_and_costs_as_without_it() {
+    let offsets = random_offsets(2_000, 8 << 30);
+    let mut cached = disk_7200_7(true);
+    let with = read_stream(&mut cached, &offsets, HOST_GAP_NS);
+    let without = read_stream(&mut disk_7200_7(false), &offsets, HOST_GAP_NS);
+    assert!(
+        cached.read_cache_hits() <= 2,
+        "{}",
+        cached.read_cache_hits()
+    );
+    let (a, b) = (mean_ms(&with), mean_ms(&without));
+    // The read-ahead moves the head a track or so before the next seek.
+    assert!((a / b - 1.0).abs() < 0.02, "with {a} without {b}");
+    assert!(a > 5.0, "{a}");
+}
+
+#[test]
+fn hdd_read_cache_write_into_a_cached_range_is_not_served_stale() {
+    let mut disk = disk_7200_7(true);
+    let first = disk.submit(0, &read(0, KB8));
+    // Long after, the read-ahead has filled the segment: 64 KB is held.
+    let later = first + 100 * ROTATION_NS;
+    assert_eq!(disk.submit(later, &read(8 * KB8, KB8)), later + 81_920);
+    assert_eq!(disk.read_cache_hits(), 1);
+    let written = disk.submit(later + 1_000_000, &write(8 * KB8, KB8));
+    disk.check_read_cache();
+    // The write dropped the segment: the read goes to the platter, after
+    // the write, and is no hit.
+    let t = written + 10 * ROTATION_NS;
+    let done = disk.submit(t, &read(8 * KB8, KB8));
+    assert_eq!(disk.read_cache_hits(), 1);
+    assert!(done - t > 81_920, "{}", done - t);
+    // A write elsewhere leaves a segment alone.
+    let t = done + 100 * ROTATION_NS;
+    disk.submit(t, &write(1 << 30, KB8));
+    let t = t + 100 * ROTATION_NS;
+    assert_eq!(disk.submit(t, &read(9 * KB8, KB8)), t + 81_920);
+    disk.check_read_cache();
+}
+
+#[test]
+fn hdd_read_cache_segment_replacement_is_bounded_and_lru() {
+    let segments = HddParams::hdd_7200_7().read_cache_segments as usize;
+    let far = |i: u64| (i + 1) * (256 << 20);
+    let mut disk = disk_7200_7(true);
+    let mut now = disk.submit(0, &read(0, KB8));
+    // As many other streams as there are other segments: page 0 stays.
+    for i in 0..segments as u64 - 1 {
+        now = disk.submit(now + HOST_GAP_NS, &read(far(i), KB8));
+        disk.check_read_cache();
+    }
+    now = disk.submit(now + HOST_GAP_NS, &read(0, KB8));
+    assert_eq!(disk.read_cache_hits(), 1);
+    // One more stream than segments: the least recently used, far(0), goes.
+    now = disk.submit(now + HOST_GAP_NS, &read(far(100), KB8));
+    now = disk.submit(now + HOST_GAP_NS, &read(far(0), KB8));
+    assert_eq!(disk.read_cache_hits(), 1);
+    for offset in random_offsets(500, 64 << 30) {
+        now = disk.submit(now + HOST_GAP_NS, &read(offset, KB8));
+        disk.check_read_cache();
+    }
+    let held = disk
+        .read_cache
+        .segments()
+        .iter()
+        .filter(|s| s.first < s.end)
+        .count();
+    assert!(held <= segments, "{held}");
+}
+
+#[test]
+fn hdd_read_cache_runs_are_deterministic() {
+    let run = || {
+        let mut disk = disk_7200_7(true);
+        let mut offsets = random_offsets(300, 1 << 30);
+        offsets.extend((0..300).map(|i| i * KB8));
+        let mut now = 0;
+        let mut out = Vec::new();
+        for (i, offset) in offsets.into_iter().enumerate() {
+            let req = if i % 7 == 0 {
+                write(offset, KB8)
+            } else {
+                read(offset, KB8)
+            };
+            now = disk.submit(now + (i as u64 % 3) * HOST_GAP_NS, &req);
+            out.push(now);
+        }
+        (out, disk.read_cache_hits())
+    };
+    assert_eq!(run(), run());
+}
+
+#[test]
+fn hdd_describe_lists_the_read_cache_with_sources() {
+    let listing = HddModel::hdd_7200_7().unwrap().describe();
+    for name in ["read_cache_bytes", "read_cache_segments", "read_ahead"] {
+        let p = listing.iter().find(|p| p.name == name).unwrap();
+        assert!(!p.source.is_empty() && p.source != "user-given", "{name}");
+    }
+    let segments = listing
+        .iter()
+        .find(|p| p.name == "read_cache_segments")
+        .unwrap();
+    assert!(segments.source.starts_with("assumed"));
+    let bytes = listing
+        .iter()
+        .find(|p| p.name == "read_segment_bytes")
+        .unwrap();
+    assert_eq!(bytes.value, (128 * 1024).to_string());
+}

@@ -685,6 +685,7 @@ impl DeviceModel for SsdModel {
             wear_mean,
             seek_ns_total: 0,
             rotation_ns_total: 0,
+            read_cache_hits: 0,
         }
     }
 

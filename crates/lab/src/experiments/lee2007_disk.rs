@@ -532,7 +532,7 @@ fn read_pattern_checks(m: &DiskVsFlashRuns) -> Vec<Check> {
     checks
 }
 
-const READ_PATTERN_NOTE: &str = "the scan reads 256 KB ahead per request (the engine's linear read-ahead), the indexed read one 8 KB request a page, which on the disk pays a seek and a rotation (the HDD model has no read cache) and on the flash SSD a command's latency";
+const READ_PATTERN_NOTE: &str = "the scan reads 256 KB ahead per request (the engine's linear read-ahead), the indexed read one 8 KB request a page; on the disk a page the drive has read ahead into its segmented read cache crosses the interface and any other pays a seek and a rotation, and on the flash SSD each pays a command's latency";
 
 /// Why a statement's time misses, from what flashlab did per page.
 fn miss_note(statement: Statement, per_page_ms: f64, published_ms: f64) -> String {
@@ -546,7 +546,7 @@ fn miss_note(statement: Statement, per_page_ms: f64, published_ms: f64) -> Strin
             "The scan reads 256 KB ahead per request (the engine's linear read-ahead), so its time is the device's sequential read rate at that size plus the CPU model's cost per row."
         }
         Statement::ReadIndexed(_) => {
-            "Each page is read once, in the index's order, one 8 KB request each; on the disk each pays a seek and a rotational delay. Published disk times of 1 to 3 ms per page are below a 7200 rpm disk's average rotational delay alone, which takes read-ahead into the drive's cache; the HDD model has no read cache."
+            "Each page is read once, in the index's order, one 8 KB request each. On the disk a page the drive has already read ahead into a segment of its read cache (`flashlab devices` lists the segments; the read-ahead after a miss yields to the next command) crosses the interface, and any other pays a seek and a rotational delay. Published disk times of 1 to 3 ms per page are below a 7200 rpm disk's average rotational delay alone, so the slides' drive answered most pages from its buffer: in an order random within each 1 MB extent that needs most of an extent read ahead between two requests, more than one segment and the host's time between requests allow here."
         }
         Statement::UpdateSequential | Statement::UpdateIndexed(_) => {
             "Dirty pages are written one 8 KB request each as they are evicted, interleaved with the reads of the next pages; in index order those writes are random, which the disk pays for in seeks and rotations and the flash SSD in merges. A commercial server's writer sorts and batches its writes."
