@@ -62,6 +62,7 @@
 pub mod calibrate;
 pub mod cluster;
 pub mod cpu;
+pub mod forecast;
 pub mod hash_join;
 pub mod merge_join;
 pub mod run;
