@@ -71,6 +71,8 @@ pub mod space;
 pub mod tuple;
 
 #[cfg(test)]
+mod forecast_tests;
+#[cfg(test)]
 mod tests;
 
 use flashlab_devices::DeviceError;
