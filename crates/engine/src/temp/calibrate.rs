@@ -106,7 +106,7 @@ pub fn measure(tuples: u64) -> crate::Result<HostCosts> {
         let t0 = Instant::now();
         let mut w = run::RunWriter::new(&space, &pool, 64 << 10, Some(size));
         for _ in 0..count {
-            w.push(&tuple, 0, &mut cpu)?;
+            w.push(&tuple, &tuple[..10], &mut cpu)?;
         }
         let r = w.finish(&mut cpu)?;
         let mut reader = run::RunReader::new(r, &Arc::new(SortKey::bytes(0, 10)));

@@ -11,7 +11,8 @@
 //! queued.
 //!
 //! [`Forecast`] does this for one merge. Each cluster of a run carries its
-//! forecasting key (the key prefix of its last tuple, `cluster.rs`); the key
+//! forecasting key (the first 16 bytes of its last tuple's key,
+//! `cluster.rs`); the key
 //! of the newest cluster whose contents are known says when the run's next
 //! cluster is needed. Runs whose next cluster is not issued yet and whose
 //! newest read has finished are kept in a heap by that key (ties to the
@@ -102,7 +103,7 @@ pub struct Forecast {
     allocated: usize,
     free: Vec<Vec<u8>>,
     /// Runs ready to be forecast: (key, run, the key's sequence number).
-    ready: BinaryHeap<Reverse<(u64, usize, u64)>>,
+    ready: BinaryHeap<Reverse<(u128, usize, u64)>>,
     /// Runs with a read in flight, in issue order.
     waiting: Vec<usize>,
     pub stats: ForecastStats,

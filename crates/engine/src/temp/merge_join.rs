@@ -34,7 +34,7 @@ use super::sort::{
     ExternalSort, IO_WORKERS_DEFAULT, RunGeneration, SortConfig, SortStats, SortedStream, spill,
 };
 use super::space::TempSpace;
-use super::tuple::{SortKey, TUPLE_OVERHEAD_BYTES, TupleSource, key_prefix};
+use super::tuple::{SortKey, TUPLE_OVERHEAD_BYTES, TupleSource};
 use super::{JoinSink, Result};
 
 /// How to join.
@@ -241,19 +241,17 @@ impl MergeJoin {
         let mut used = 0usize;
         let mut spilled: Option<RunWriter> = None;
         let mut r_more = true;
-        // Every tuple of the group has this key.
-        let prefix = key_prefix(key);
         while r_more && rs.key() == key {
             let t = rs.tuple();
             cpu.tuples(1, t.len() as u64);
             match spilled.as_mut() {
-                Some(w) => w.push(t, prefix, cpu)?,
+                Some(w) => w.push(t, key, cpu)?,
                 None if used + t.len() + TUPLE_OVERHEAD_BYTES > group_bytes => {
                     let mut w = RunWriter::new(&self.space, pool, self.config.cluster_bytes, None);
                     for g in group.drain(..) {
-                        w.push(&g, prefix, cpu)?;
+                        w.push(&g, key, cpu)?;
                     }
-                    w.push(t, prefix, cpu)?;
+                    w.push(t, key, cpu)?;
                     spilled = Some(w);
                     stats.groups_spilled += 1;
                 }

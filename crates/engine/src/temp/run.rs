@@ -9,8 +9,8 @@
 //! one fixed length stores no lengths, otherwise each tuple is preceded by
 //! its length as a little-endian u32 (`docs/FORMAT.md`).
 //!
-//! Each cluster's header carries the forecasting key: the key prefix of the
-//! last tuple starting in it. When a merge has consumed up to that key, the
+//! Each cluster's header carries the forecasting key: the first 16 bytes of
+//! the key of the last tuple starting in it. When a merge has consumed up to that key, the
 //! run's next cluster is needed; a merge compares these keys across its runs
 //! to issue reads in the order they will be needed (`forecast.rs`).
 //!
@@ -24,7 +24,7 @@ use std::sync::Arc;
 
 use super::cluster::{
     CLUSTER_HEADER_BYTES, ClusterHeader, Extents, IoPool, NO_LINK, Ticket, WRITE_BEHIND_CLUSTERS,
-    forecast_of, payload_capacity,
+    forecast_key, forecast_of, payload_capacity,
 };
 use super::cpu::CpuMeter;
 use super::space::TempSpace;
@@ -62,8 +62,8 @@ pub struct RunWriter {
     buf: Vec<u8>,
     fill: usize,
     started_in_cluster: u32,
-    /// Key prefix of the last tuple started (the forecasting key).
-    last_prefix: u64,
+    /// Forecasting key of the last tuple started.
+    last_forecast: u128,
     link: u64,
     spare: Vec<Vec<u8>>,
     in_flight: VecDeque<Ticket>,
@@ -89,7 +89,7 @@ impl RunWriter {
             buf: vec![0u8; cluster_bytes],
             fill: 0,
             started_in_cluster: 0,
-            last_prefix: 0,
+            last_forecast: 0,
             link: NO_LINK,
             spare: Vec::new(),
             in_flight: VecDeque::new(),
@@ -100,9 +100,9 @@ impl RunWriter {
         }
     }
 
-    /// Append one tuple whose normalised key starts with `prefix` (see
-    /// [`key_prefix`]; it becomes the cluster's forecasting key).
-    pub fn push(&mut self, tuple: &[u8], prefix: u64, cpu: &mut CpuMeter) -> Result<()> {
+    /// Append one tuple whose normalised key is `key` (its start becomes
+    /// the cluster's forecasting key, [`forecast_key`]).
+    pub fn push(&mut self, tuple: &[u8], key: &[u8], cpu: &mut CpuMeter) -> Result<()> {
         match self.fixed_len {
             Some(len) if len != tuple.len() => {
                 return Err(TempError::Tuple(format!(
@@ -122,7 +122,7 @@ impl RunWriter {
             self.seal(cpu)?;
         }
         self.started_in_cluster += 1;
-        self.last_prefix = prefix;
+        self.last_forecast = forecast_key(key);
         if self.fixed_len.is_none() {
             self.append(&(tuple.len() as u32).to_le_bytes(), cpu)?;
         }
@@ -156,7 +156,7 @@ impl RunWriter {
             payload_bytes: self.fill as u32,
             tuples: self.started_in_cluster,
             link: self.link,
-            forecast: self.last_prefix,
+            forecast: self.last_forecast,
         }
         .seal(&mut self.buf);
         let next = match self.spare.pop() {
@@ -258,7 +258,7 @@ pub struct RunReader {
     /// The newest read issued ahead has not been seen to finish.
     unarrived: bool,
     /// Forecasting key of the newest cluster whose contents are known.
-    forecast: u64,
+    forecast: u128,
     /// Bumped whenever `forecast` names a newer cluster.
     known_seq: u64,
     /// Buffers of consumed read-ahead clusters, for the merge to reuse.
@@ -336,7 +336,7 @@ impl RunReader {
     /// sequence number of the cluster it comes from: `None` when every
     /// cluster is issued, or the newest issued read has not finished (its
     /// contents, and so the key after it, are not known yet).
-    pub fn forecast(&mut self) -> Option<(u64, u64)> {
+    pub fn forecast(&mut self) -> Option<(u128, u64)> {
         if self.clusters_left == 0 || self.current_unknown() {
             return None;
         }

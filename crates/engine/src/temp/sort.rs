@@ -509,7 +509,7 @@ impl ExternalSort {
         for e in &load.entries {
             let t = load.tuple(e);
             cpu.tuples(1, t.len() as u64);
-            writer.push(t, e.prefix, cpu)?;
+            writer.push(t, load.key(e, &self.config.key), cpu)?;
         }
         let run = writer.finish(cpu)?;
         stats.runs += 1;
@@ -632,7 +632,7 @@ impl ExternalSort {
             while let Some(w) = merge.winner() {
                 let r = &merge.readers[w];
                 cpu.tuples(1, r.tuple().len() as u64);
-                writer.push(r.tuple(), r.prefix, cpu)?;
+                writer.push(r.tuple(), r.key(), cpu)?;
                 merge.next(cpu)?;
             }
             merge.finish(&mut stats.forecast);
@@ -709,7 +709,7 @@ impl RsOutput {
         }
         cpu.tuples(1, out.tuple.len() as u64);
         if let Some(w) = self.writer.as_mut() {
-            w.push(&out.tuple, out.prefix, cpu)?;
+            w.push(&out.tuple, &out.key, cpu)?;
         }
         self.last_key = Some(out.key);
         Ok(())
