@@ -196,9 +196,10 @@ pub struct Args {
     /// sort --real: also time GNU sort on the same records and compare outputs.
     #[arg(long)]
     gnu_sort: bool,
-    /// sort, merge-join: double-buffer every merge input (read-ahead).
+    /// sort, merge-join, hash-join: read each cluster when it is needed,
+    /// without the overlapped (forecast) reads ahead of need.
     #[arg(long)]
-    read_ahead: bool,
+    no_overlap: bool,
 }
 
 /// What a signal does to a real run's files: a fresh database (without
@@ -372,7 +373,7 @@ fn refuse_irrelevant(args: &Args) -> anyhow::Result<()> {
         ("--memory", args.memory.is_some()),
         ("--cluster", args.cluster.is_some()),
         ("--gnu-sort", args.gnu_sort),
-        ("--read-ahead", args.read_ahead),
+        ("--no-overlap", args.no_overlap),
     ];
     let operator = super::bench_ops::WORKLOADS.contains(&workload);
     for (flag, given) in operator_only {
@@ -498,7 +499,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             cluster: args.cluster,
             temp_device: args.temp_device,
             gnu_sort: args.gnu_sort,
-            read_ahead: args.read_ahead,
+            overlap: !args.no_overlap,
             seed: args.seed,
             json: args.json,
         });

@@ -56,7 +56,8 @@ pub struct OpsArgs {
     pub cluster: Option<String>,
     pub temp_device: String,
     pub gnu_sort: bool,
-    pub read_ahead: bool,
+    /// Overlapped (forecast) temp reads, on unless `--no-overlap`.
+    pub overlap: bool,
     pub seed: u64,
     pub json: bool,
 }
@@ -217,7 +218,7 @@ fn simulated(
                 records,
                 memory,
                 cluster,
-                args.read_ahead,
+                args.overlap,
                 false,
             )
             .map_err(anyhow::Error::msg)?;
@@ -419,7 +420,7 @@ fn real_sort(
     let input_sum = validate(&input_path, records)?;
 
     let mut config = SortConfig::new(memory, cluster, SortKey::sort_benchmark());
-    config.read_ahead = args.read_ahead;
+    config.overlap = args.overlap;
     let sort = ExternalSort::new(space, config).map_err(|e| anyhow::anyhow!("{e}"))?;
     let t = Instant::now();
     let stats = {
@@ -467,7 +468,8 @@ fn real_sort(
             "runs": stats.runs,
             "merge_steps": stats.merge_steps,
             "final_fan_in": stats.final_runs,
-            "read_ahead": stats.read_ahead,
+            "overlap": stats.overlap,
+            "forecast": stats.forecast,
             "run_generation_s": stats.run_generation_ns as f64 / 1e9,
             "merge_s": (stats.intermediate_merge_ns + stats.final_merge_ns) as f64 / 1e9,
             "temp": space.stats(),
@@ -579,13 +581,14 @@ fn real_join(
     let key = SortKey::sort_benchmark;
     let t = Instant::now();
     let detail = if args.workload == "hash-join" {
-        let config =
+        let mut config =
             HashJoinConfig::new(memory, cluster, PartitionLayout::AppendLinked, key(), key());
+        config.overlap = args.overlap;
         let join = HashJoin::new(space, config).map_err(|e| anyhow::anyhow!("{e}"))?;
         serde_json::to_value(join.join(&mut left, &mut right, &mut sink)?)?
     } else {
         let mut config = MergeJoinConfig::new(memory, cluster, key(), key());
-        config.read_ahead = args.read_ahead;
+        config.overlap = args.overlap;
         let join = MergeJoin::new(space, config).map_err(|e| anyhow::anyhow!("{e}"))?;
         serde_json::to_value(join.join(&mut left, &mut right, &mut sink)?)?
     };

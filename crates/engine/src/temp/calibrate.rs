@@ -106,10 +106,10 @@ pub fn measure(tuples: u64) -> crate::Result<HostCosts> {
         let t0 = Instant::now();
         let mut w = run::RunWriter::new(&space, &pool, 64 << 10, Some(size));
         for _ in 0..count {
-            w.push(&tuple, &mut cpu)?;
+            w.push(&tuple, &tuple[..10], &mut cpu)?;
         }
         let r = w.finish(&mut cpu)?;
-        let mut reader = run::RunReader::new(r, &Arc::new(SortKey::bytes(0, 10)), None);
+        let mut reader = run::RunReader::new(r, &Arc::new(SortKey::bytes(0, 10)));
         while reader.advance(&mut cpu)? {}
         per_tuple.push(t0.elapsed().as_nanos() as f64 / count as f64 / 2.0);
     }

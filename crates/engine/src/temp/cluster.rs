@@ -1,11 +1,15 @@
 //! # Clusters: the unit of temp I/O, their owners, and the I/O workers
 //!
 //! Every temp write and read moves one *cluster* (2 KB to 256 KB, a multiple
-//! of the device sector). A cluster starts with a 24-byte header
+//! of the device sector). A cluster starts with a 40-byte header
 //! ([`ClusterHeader`], laid out in `docs/FORMAT.md`): magic, a CRC-32C of
 //! everything after the CRC field, the payload length, the tuples starting
-//! in the cluster, and a link to the previous cluster of the same chain
-//! (hash partitions use it; runs set it too). The payload follows.
+//! in the cluster, a link to the previous cluster of the same chain (hash
+//! partitions use it; runs set it too), and, in a run, the forecasting key:
+//! the first 16 bytes of the normalised key of the last tuple starting in
+//! the cluster, which tells a
+//! merge when the run's next cluster will be needed (Knuth's forecasting,
+//! vol. 3 5.4.6; see `forecast.rs`). The payload follows.
 //!
 //! [`Extents`] owns what an operator allocated and frees it when dropped
 //! (TEMP-2), so an error or a panic anywhere frees exactly what success
@@ -14,8 +18,10 @@
 //!
 //! [`IoPool`] runs asynchronous cluster I/O on worker tasks of the runtime
 //! (threads in the real world, simulated tasks otherwise): write-behind for
-//! run and partition writes, and double-buffered read-ahead of runs. Each
-//! request returns a [`Ticket`] to wait on, which gives the buffer back.
+//! run and partition writes, and the forecast reads of merges and partition
+//! scans, several in flight at once (one worker task per request in flight,
+//! so the device sees the queue depth). Each request returns a [`Ticket`] to
+//! wait on (or to poll), which gives the buffer back.
 
 use std::sync::Arc;
 
@@ -25,7 +31,9 @@ use super::space::TempSpace;
 use super::{Result, TempError};
 
 /// Bytes of the header at the start of every cluster.
-pub const CLUSTER_HEADER_BYTES: usize = 24;
+pub const CLUSTER_HEADER_BYTES: usize = 40;
+/// Bytes of a normalised key a cluster header keeps for forecasting.
+pub const FORECAST_KEY_BYTES: usize = 16;
 /// "FLTC" read as a little-endian u32.
 pub const CLUSTER_MAGIC: u32 = u32::from_le_bytes(*b"FLTC");
 /// The link of the first cluster of a chain.
@@ -48,6 +56,11 @@ pub struct ClusterHeader {
     pub tuples: u32,
     /// Offset of the previous cluster of the same chain, or [`NO_LINK`].
     pub link: u64,
+    /// Runs: the first [`FORECAST_KEY_BYTES`] of the normalised key of the
+    /// last tuple starting in this cluster (the last one started before it
+    /// if none does), as [`forecast_key`] gives them; 0 in partition pages.
+    /// A scheduling hint only: read order depends on it, output never does.
+    pub forecast: u128,
 }
 
 impl ClusterHeader {
@@ -57,6 +70,7 @@ impl ClusterHeader {
         cluster[8..12].copy_from_slice(&self.payload_bytes.to_le_bytes());
         cluster[12..16].copy_from_slice(&self.tuples.to_le_bytes());
         cluster[16..24].copy_from_slice(&self.link.to_le_bytes());
+        cluster[24..40].copy_from_slice(&self.forecast.to_be_bytes());
         let crc = crc32c::crc32c(&cluster[8..]);
         cluster[4..8].copy_from_slice(&crc.to_le_bytes());
     }
@@ -86,6 +100,7 @@ impl ClusterHeader {
             payload_bytes: u32_at(8),
             tuples: u32_at(12),
             link: u64::from_le_bytes(cluster[16..24].try_into().unwrap_or([0; 8])),
+            forecast: forecast_of(cluster),
         };
         if header.payload_bytes as usize > cluster.len() - CLUSTER_HEADER_BYTES {
             return Err(corrupt(format!(
@@ -96,6 +111,28 @@ impl ClusterHeader {
         }
         Ok(header)
     }
+}
+
+/// The forecasting key of a cluster as read, unchecked (see
+/// [`ClusterHeader::forecast`]): a merge peeks at it when a read arrives,
+/// before the cluster is consumed and its CRC checked.
+pub fn forecast_of(cluster: &[u8]) -> u128 {
+    cluster
+        .get(24..40)
+        .and_then(|b| b.try_into().ok())
+        .map(u128::from_be_bytes)
+        .unwrap_or(0)
+}
+
+/// The forecasting key of a normalised key: its first
+/// [`FORECAST_KEY_BYTES`], zero-padded, read big-endian (so keys in
+/// byte order give forecasting keys in numeric order).
+#[inline]
+pub fn forecast_key(key: &[u8]) -> u128 {
+    let mut b = [0u8; FORECAST_KEY_BYTES];
+    let n = key.len().min(FORECAST_KEY_BYTES);
+    b[..n].copy_from_slice(&key[..n]);
+    u128::from_be_bytes(b)
 }
 
 /// Payload bytes of a cluster of `cluster_bytes`.
@@ -178,15 +215,28 @@ pub struct Done {
 /// A request in flight.
 pub struct Ticket {
     reply: Receiver<Done>,
+    /// The reply, once [`Ticket::poll`] has seen it.
+    done: Option<Done>,
 }
 
 impl Ticket {
     /// Wait for the request to finish.
-    pub fn wait(self) -> Done {
+    pub fn wait(mut self) -> Done {
+        if let Some(done) = self.done.take() {
+            return done;
+        }
         self.reply.recv().unwrap_or_else(|| Done {
             buf: Vec::new(),
             result: Err(TempError::Consumer("temp I/O worker ended early".into())),
         })
+    }
+
+    /// The finished request, if it has finished, without waiting.
+    pub fn poll(&mut self) -> Option<&Done> {
+        if self.done.is_none() {
+            self.done = self.reply.try_recv();
+        }
+        self.done.as_ref()
     }
 }
 
@@ -255,7 +305,10 @@ impl IoPool {
                 result: Err(TempError::Consumer("temp I/O pool closed".into())),
             });
         }
-        Ticket { reply: rx }
+        Ticket {
+            reply: rx,
+            done: None,
+        }
     }
 
     /// Write `buf` at `offset_bytes` in the background.

@@ -41,6 +41,21 @@
 //! holds tuples, keys and [`HASH_TUPLE_OVERHEAD_BYTES`] a tuple in `M - 2C`
 //! (one cluster reads the build partition, one the probe partition).
 //!
+//! ## Overlapped partition reads
+//!
+//! A partition is read in an order known before its first read: the join
+//! keeps the offsets of each partition's pages as it writes them, and reads
+//! them back in the layout's order (the chain from the last page back, or
+//! the regions forward; each page's link is checked against the page read
+//! after it). With [`HashJoinConfig::overlap`] (the default) the pages are
+//! read ahead, several in flight (at most
+//! [`super::forecast::READS_IN_FLIGHT_MAX`]), into whatever memory the
+//! partition's hash table leaves: `floor((M - 2C - table) / C)` clusters,
+//! where `table` is what the build partition needs in its table (none when
+//! it does not fit and is joined by blocks); while a partition is
+//! partitioned again, into the clusters its `n` output pages leave,
+//! `floor(M / C) - 3 - n`.
+//!
 //! Output order is not defined (as in SQL); it is deterministic for given
 //! inputs and settings. For one probe tuple, matches come in build order.
 
@@ -55,6 +70,7 @@ use super::cluster::{
     payload_capacity,
 };
 use super::cpu::{CpuMeter, OperatorCosts};
+use super::forecast::READS_IN_FLIGHT_MAX;
 use super::run::LENGTH_PREFIX_BYTES;
 use super::sort::IO_WORKERS_DEFAULT;
 use super::space::TempSpace;
@@ -94,6 +110,9 @@ pub struct HashJoinConfig {
     pub layout: PartitionLayout,
     pub build_key: SortKey,
     pub probe_key: SortKey,
+    /// Read partitions ahead into the memory their tables leave; on by
+    /// default, off reads each page when it is needed.
+    pub overlap: bool,
     pub io_workers: usize,
     pub costs: OperatorCosts,
 }
@@ -112,6 +131,7 @@ impl HashJoinConfig {
             layout,
             build_key,
             probe_key,
+            overlap: true,
             io_workers: IO_WORKERS_DEFAULT,
             costs: OperatorCosts::default(),
         }
@@ -173,6 +193,9 @@ pub struct HashJoinStats {
     pub output_tuples: u64,
     pub pages_written: u64,
     pub pages_read: u64,
+    /// Pages read ahead of need, and the most in flight at once.
+    pub pages_read_ahead: u64,
+    pub reads_in_flight_peak: u64,
     pub partition_ns: u64,
     pub join_ns: u64,
     pub cpu_ns: u64,
@@ -359,6 +382,19 @@ impl HashJoin {
         Ok(())
     }
 
+    /// Reading ahead into `free_clusters` of memory: `(pool, depth)`, or
+    /// `None` when overlap is off or no cluster is free.
+    fn read_ahead<'a>(
+        &self,
+        pool: &'a Arc<IoPool>,
+        free_clusters: usize,
+    ) -> Option<(&'a Arc<IoPool>, usize)> {
+        let depth = free_clusters
+            .min(READS_IN_FLIGHT_MAX)
+            .min(self.config.io_workers);
+        (self.config.overlap && depth > 0).then_some((pool, depth))
+    }
+
     /// Join matching partitions of one level (the seed of level `level` is
     /// `level`; the in-memory table of a partition uses the same seed).
     #[allow(clippy::too_many_arguments)]
@@ -381,7 +417,10 @@ impl HashJoin {
             }
             let need = b.bytes + b.tuples * (HASH_TUPLE_OVERHEAD_BYTES as u64 + b.key_bytes_each);
             if need <= table_bytes as u64 {
-                self.block_join(&parts_b, b, &parts_p, p, u64::from(level), cpu, stats, sink)?;
+                let free = (table_bytes - need as usize) / self.config.cluster_bytes;
+                let ahead = self.read_ahead(pool, free);
+                let pair = (&parts_b, b, &parts_p, p);
+                self.block_join(pair, ahead, u64::from(level), cpu, stats, sink)?;
             } else if level < LEVELS_MAX {
                 stats.repartitioned += 1;
                 let n = ((need as f64 * PARTITION_HEADROOM / table_bytes as f64).ceil() as usize)
@@ -409,7 +448,8 @@ impl HashJoin {
                 self.join_level(pool, sub_b, sub_p, level + 1, cpu, stats, sink)?;
             } else {
                 stats.block_joined += 1;
-                self.block_join(&parts_b, b, &parts_p, p, u64::from(level), cpu, stats, sink)?;
+                let pair = (&parts_b, b, &parts_p, p);
+                self.block_join(pair, None, u64::from(level), cpu, stats, sink)?;
             }
         }
         Ok(())
@@ -428,7 +468,9 @@ impl HashJoin {
         stats: &mut HashJoinStats,
     ) -> Result<Partitions> {
         let mut out = Partitioner::new(self, pool, n, level, parts.fixed_len);
-        let mut pages = PageCursor::new(parts, part, self.config.cluster_bytes);
+        let free = self.config.max_partitions().saturating_sub(n);
+        let ahead = self.read_ahead(pool, free);
+        let mut pages = PageCursor::new(parts, part, self.config.cluster_bytes, ahead);
         while pages.next(&self.space, cpu, stats)? {
             for t in pages.tuples(parts.fixed_len) {
                 out.add(t?, key, cpu)?;
@@ -440,20 +482,17 @@ impl HashJoin {
     /// Load the build partition into the table a block at a time (all of
     /// it at once when it fits) and probe each block with the probe
     /// partition.
-    #[allow(clippy::too_many_arguments)]
     fn block_join(
         &self,
-        parts_b: &Partitions,
-        b: &Part,
-        parts_p: &Partitions,
-        p: &Part,
+        (parts_b, b, parts_p, p): (&Partitions, &Part, &Partitions, &Part),
+        ahead: Option<(&Arc<IoPool>, usize)>,
         seed: u64,
         cpu: &mut CpuMeter,
         stats: &mut HashJoinStats,
         sink: &mut JoinSink<'_>,
     ) -> Result<()> {
         let mut table = Table::new(self.config.table_bytes());
-        let mut pages = PageCursor::new(parts_b, b, self.config.cluster_bytes);
+        let mut pages = PageCursor::new(parts_b, b, self.config.cluster_bytes, ahead);
         let mut kbuf = Vec::new();
         while pages.next(&self.space, cpu, stats)? {
             for t in pages.tuples(parts_b.fixed_len) {
@@ -462,7 +501,8 @@ impl HashJoin {
                 cpu.hashes(1);
                 if !table.insert(t, &self.config.build_key, seed)? {
                     table.finish();
-                    self.probe_partition(&table, parts_p, p, seed, &mut kbuf, cpu, stats, sink)?;
+                    let probe = (parts_p, p, ahead);
+                    self.probe_partition(&table, probe, seed, &mut kbuf, cpu, stats, sink)?;
                     table.clear();
                     if !table.insert(t, &self.config.build_key, seed)? {
                         return Err(TempError::Memory(format!(
@@ -474,9 +514,11 @@ impl HashJoin {
                 }
             }
         }
+        drop(pages);
         if !table.entries.is_empty() {
             table.finish();
-            self.probe_partition(&table, parts_p, p, seed, &mut kbuf, cpu, stats, sink)?;
+            let probe = (parts_p, p, ahead);
+            self.probe_partition(&table, probe, seed, &mut kbuf, cpu, stats, sink)?;
         }
         Ok(())
     }
@@ -485,15 +527,14 @@ impl HashJoin {
     fn probe_partition(
         &self,
         table: &Table,
-        parts_p: &Partitions,
-        p: &Part,
+        (parts_p, p, ahead): (&Partitions, &Part, Option<(&Arc<IoPool>, usize)>),
         seed: u64,
         kbuf: &mut Vec<u8>,
         cpu: &mut CpuMeter,
         stats: &mut HashJoinStats,
         sink: &mut JoinSink<'_>,
     ) -> Result<()> {
-        let mut pages = PageCursor::new(parts_p, p, self.config.cluster_bytes);
+        let mut pages = PageCursor::new(parts_p, p, self.config.cluster_bytes, ahead);
         while pages.next(&self.space, cpu, stats)? {
             for t in pages.tuples(parts_p.fixed_len) {
                 let t = t?;
@@ -613,6 +654,9 @@ impl Table {
 struct Part {
     /// Last page written (the chain's head for reading back).
     tail: u64,
+    /// Offsets of the pages written, in writing order (what reading ahead
+    /// needs to know before the first page is read).
+    pages_at: Vec<u64>,
     pages: u64,
     tuples: u64,
     /// Tuple bytes.
@@ -676,6 +720,7 @@ impl Partitioner {
             parts: (0..n)
                 .map(|_| Part {
                     tail: NO_LINK,
+                    pages_at: Vec::new(),
                     pages: 0,
                     tuples: 0,
                     bytes: 0,
@@ -784,9 +829,11 @@ impl Partitioner {
             payload_bytes: self.fill[i] as u32,
             tuples: self.counts[i],
             link: self.parts[i].tail,
+            forecast: 0,
         }
         .seal(&mut buf);
         self.parts[i].tail = offset;
+        self.parts[i].pages_at.push(offset);
         self.parts[i].pages += 1;
         self.pages_written += 1;
         self.fill[i] = 0;
@@ -842,40 +889,84 @@ impl Drop for Partitioner {
 }
 
 /// Reads a partition's pages: back along the links (append-linked) or
-/// forward through its regions.
+/// forward through its regions, `depth` pages ahead of need when reading
+/// ahead (MERGE-1, MERGE-2 and MERGE-5 hold here as in a merge).
 struct PageCursor {
-    /// Offsets still to read, in reading order (regions), or the chain.
-    list: Vec<u64>,
-    next_link: u64,
+    /// Offsets of the partition's pages, in reading order.
+    order: Vec<u64>,
+    /// Next page to issue and next page to consume.
+    next_issue: usize,
+    next_read: usize,
     chain: bool,
+    pool: Option<Arc<IoPool>>,
+    depth: usize,
+    ahead: VecDeque<Ticket>,
+    spare: Vec<Vec<u8>>,
     buf: Vec<u8>,
     header: ClusterHeader,
+    issued: u64,
+    consumed: u64,
 }
 
 impl PageCursor {
-    fn new(parts: &Partitions, part: &Part, cluster_bytes: usize) -> PageCursor {
-        let (list, chain) = match (parts.layout, &part.regions) {
-            (PartitionLayout::Regions { .. }, Some(regions)) => {
-                let mut list: Vec<u64> = regions
-                    .clusters(cluster_bytes)
-                    .take(part.pages as usize)
-                    .collect();
-                list.reverse();
-                (list, false)
-            }
-            _ => (Vec::new(), true),
-        };
+    /// A cursor over `part`; with `ahead`, `(pool, depth)`, up to `depth`
+    /// pages are read ahead through `pool`.
+    fn new(
+        parts: &Partitions,
+        part: &Part,
+        cluster_bytes: usize,
+        ahead: Option<(&Arc<IoPool>, usize)>,
+    ) -> PageCursor {
+        let chain = !matches!(parts.layout, PartitionLayout::Regions { .. });
+        let mut order = part.pages_at.clone();
+        if chain {
+            order.reverse();
+        }
         PageCursor {
-            list,
-            next_link: part.tail,
+            order,
+            next_issue: 0,
+            next_read: 0,
             chain,
+            pool: ahead.map(|(pool, _)| pool.clone()),
+            depth: ahead.map_or(0, |(_, depth)| depth.min(READS_IN_FLIGHT_MAX)),
+            ahead: VecDeque::new(),
+            spare: Vec::new(),
             buf: vec![0u8; cluster_bytes],
             header: ClusterHeader {
                 payload_bytes: 0,
                 tuples: 0,
                 link: NO_LINK,
+                forecast: 0,
             },
+            issued: 0,
+            consumed: 0,
         }
+    }
+
+    /// Issue reads of the pages after the current one, up to the depth.
+    fn fill(&mut self, stats: &mut HashJoinStats) {
+        let Some(pool) = self.pool.as_ref() else {
+            return;
+        };
+        while self.ahead.len() < self.depth && self.next_issue < self.order.len() {
+            let buf = self
+                .spare
+                .pop()
+                .unwrap_or_else(|| vec![0u8; self.buf.len()]);
+            self.ahead
+                .push_back(pool.read(self.order[self.next_issue], buf));
+            self.next_issue += 1;
+            self.issued += 1;
+            stats.pages_read_ahead += 1;
+        }
+        // MERGE-1 and MERGE-2: within the depth the free memory allows.
+        assert!(
+            self.ahead.len() <= self.depth && self.spare.len() + self.ahead.len() <= self.depth,
+            "MERGE-1: {} partition reads ahead over a depth of {}",
+            self.ahead.len(),
+            self.depth
+        );
+        stats.reads_in_flight_peak = stats.reads_in_flight_peak.max(self.ahead.len() as u64);
     }
 
     /// Read the next page; false at the end.
@@ -885,21 +976,34 @@ impl PageCursor {
         cpu: &mut CpuMeter,
         stats: &mut HashJoinStats,
     ) -> Result<bool> {
-        let offset = if self.chain {
-            if self.next_link == NO_LINK {
-                return Ok(false);
-            }
-            self.next_link
-        } else {
-            match self.list.pop() {
-                Some(o) => o,
-                None => return Ok(false),
-            }
+        let Some(&offset) = self.order.get(self.next_read) else {
+            return Ok(false);
         };
         cpu.settle();
-        space.read(offset, &mut self.buf)?;
+        if self.next_read < self.next_issue {
+            let done = self.ahead.pop_front().map(Ticket::wait);
+            let done = done.ok_or_else(|| TempError::Consumer("partition read lost".into()))?;
+            self.consumed += 1;
+            let old = std::mem::replace(&mut self.buf, done.buf);
+            self.spare.push(old);
+            done.result?;
+        } else {
+            space.read(offset, &mut self.buf)?;
+            self.next_issue += 1;
+        }
+        self.next_read += 1;
+        self.fill(stats);
         self.header = ClusterHeader::open(&self.buf, offset)?;
-        self.next_link = self.header.link;
+        let expected = self.order.get(self.next_read).copied().unwrap_or(NO_LINK);
+        if self.chain && self.header.link != expected {
+            return Err(TempError::Corrupt {
+                offset_bytes: offset,
+                problem: format!(
+                    "partition page links to {:#x}, not to the partition's page at {expected:#x}",
+                    self.header.link
+                ),
+            });
+        }
         stats.pages_read += 1;
         Ok(true)
     }
@@ -912,6 +1016,23 @@ impl PageCursor {
             end: CLUSTER_HEADER_BYTES + self.header.payload_bytes as usize,
             left: self.header.tuples,
             fixed_len,
+        }
+    }
+}
+
+impl Drop for PageCursor {
+    fn drop(&mut self) {
+        // MERGE-5: reads ahead are waited for before the pages are freed.
+        let cancelled = self.ahead.len() as u64;
+        while let Some(ticket) = self.ahead.pop_front() {
+            let _ = ticket.wait();
+        }
+        if !std::thread::panicking() {
+            assert_eq!(
+                self.issued,
+                self.consumed + cancelled,
+                "MERGE-5: a partition read issued ahead neither consumed nor cancelled"
+            );
         }
     }
 }

@@ -9,10 +9,12 @@
 //! every left tuple of the same key, so duplicates on both sides give their
 //! cross product.
 //!
-//! Memory rule: with budget `M`, cluster `C` and `b` bytes per merge input
-//! (`C`, or `2C` with read-ahead), the two final merges together take at
-//! most `F = floor((M - 3C) / b)` runs; the `3C` left over hold the current
-//! group of right tuples. A larger group is spilled to a temp run (the same
+//! Memory rule: with budget `M` and cluster `C`, the two final merges
+//! together take at most `F = floor((M - 3C) / C) - R` runs (`R`: the
+//! forecast clusters the sort keeps with overlap on, see `sort.rs`); the
+//! `3C` left over hold the current group of right tuples. The clusters the
+//! two merges' inputs leave are split between their forecasts, the left
+//! merge taking the smaller half. A larger group is spilled to a temp run (the same
 //! three clusters then serve as its output buffers) and read back once
 //! for every left tuple with that key. An input that fits in memory is
 //! still written as one run, since both inputs share the budget.
@@ -41,7 +43,8 @@ pub struct MergeJoinConfig {
     pub memory_bytes: usize,
     pub cluster_bytes: usize,
     pub run_generation: RunGeneration,
-    pub read_ahead: bool,
+    /// Overlapped (forecast) merge reads, as [`SortConfig::overlap`].
+    pub overlap: bool,
     pub io_workers: usize,
     pub left_key: SortKey,
     pub right_key: SortKey,
@@ -59,7 +62,7 @@ impl MergeJoinConfig {
             memory_bytes,
             cluster_bytes,
             run_generation: RunGeneration::Quicksort,
-            read_ahead: false,
+            overlap: true,
             io_workers: IO_WORKERS_DEFAULT,
             left_key,
             right_key,
@@ -72,7 +75,7 @@ impl MergeJoinConfig {
             memory_bytes: self.memory_bytes,
             cluster_bytes: self.cluster_bytes,
             run_generation: self.run_generation,
-            read_ahead: self.read_ahead,
+            overlap: self.overlap,
             io_workers: self.io_workers,
             key: key.clone(),
             costs: self.costs,
@@ -132,8 +135,15 @@ impl MergeJoin {
         stats.sort_ns = rt.now_ns() - start_ns;
 
         let merge_start = rt.now_ns();
-        let mut ls = self.left.stream(l.runs, &pool, l.cpu, l.stats);
-        let mut rs = self.right.stream(r.runs, &pool, r.cpu, r.stats);
+        let spare = self
+            .left
+            .config()
+            .merge_clusters()
+            .saturating_sub(l.runs.len() + r.runs.len());
+        let mut ls = self.left.stream(l.runs, &pool, spare / 2, l.cpu, l.stats);
+        let mut rs = self
+            .right
+            .stream(r.runs, &pool, spare - spare / 2, r.cpu, r.stats);
         let mut cpu = CpuMeter::new(self.config.costs);
         let mut l_more = ls.advance()?;
         let mut r_more = rs.advance()?;
@@ -235,13 +245,13 @@ impl MergeJoin {
             let t = rs.tuple();
             cpu.tuples(1, t.len() as u64);
             match spilled.as_mut() {
-                Some(w) => w.push(t, cpu)?,
+                Some(w) => w.push(t, key, cpu)?,
                 None if used + t.len() + TUPLE_OVERHEAD_BYTES > group_bytes => {
                     let mut w = RunWriter::new(&self.space, pool, self.config.cluster_bytes, None);
                     for g in group.drain(..) {
-                        w.push(&g, cpu)?;
+                        w.push(&g, key, cpu)?;
                     }
-                    w.push(t, cpu)?;
+                    w.push(t, key, cpu)?;
                     spilled = Some(w);
                     stats.groups_spilled += 1;
                 }
@@ -258,7 +268,6 @@ impl MergeJoin {
             Some(w) => Group::Spilled(Box::new(RunReader::new(
                 w.finish(cpu)?,
                 &Arc::new(SortKey::bytes(0, 0)),
-                None,
             ))),
         };
         Ok((group, r_more))

@@ -15,7 +15,7 @@
 //!   too small. In the real world the space is a file in a directory of the
 //!   caller's choosing, unlinked as soon as it is open, so it is gone on
 //!   completion, on error and on a crash alike.
-//! - [`cluster`]: the on-device unit (a 24-byte header with a CRC, then
+//! - [`cluster`]: the on-device unit (a 40-byte header with a CRC, then
 //!   payload; see `docs/FORMAT.md`), the owners that free what an operator
 //!   allocated when they are dropped (RAII: success, error and panic free the
 //!   same way), and the I/O workers behind write-behind and read-ahead.
@@ -25,6 +25,9 @@
 //!   (engine table scans, vectors, and the sort benchmark's 100-byte records
 //!   from a seeded gensort-like generator) and a valsort-like checksum.
 //! - [`run`]: sorted runs, written sequentially cluster by cluster.
+//! - [`forecast`]: overlapped merge reads: the clusters needed next are
+//!   forecast from each run's last key and read ahead, several in flight
+//!   (Knuth's forecasting, vol. 3 5.4.6).
 //! - [`sort`]: external merge sort (quicksort of each memory load or
 //!   replacement selection; merges with a stated fan-in rule, several
 //!   passes when needed; stable).
@@ -37,7 +40,8 @@
 //! Every operator has a budget in bytes ([`sort::SortConfig::memory_bytes`]
 //! and the like) that covers every buffer it holds: tuples, their keys and
 //! per-tuple bookkeeping (counted at [`tuple::TUPLE_OVERHEAD_BYTES`] a
-//! tuple), input and output clusters, and write-behind buffers. A budget too
+//! tuple), input and output clusters, write-behind buffers and the
+//! buffers of reads issued ahead. A budget too
 //! small to make progress is refused before any temp space is allocated,
 //! with an error naming the setting ([`TempError::Memory`]).
 //!
@@ -62,6 +66,7 @@
 pub mod calibrate;
 pub mod cluster;
 pub mod cpu;
+pub mod forecast;
 pub mod hash_join;
 pub mod merge_join;
 pub mod run;
@@ -69,6 +74,8 @@ pub mod sort;
 pub mod space;
 pub mod tuple;
 
+#[cfg(test)]
+mod forecast_tests;
 #[cfg(test)]
 mod tests;
 

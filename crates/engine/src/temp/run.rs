@@ -9,17 +9,22 @@
 //! one fixed length stores no lengths, otherwise each tuple is preceded by
 //! its length as a little-endian u32 (`docs/FORMAT.md`).
 //!
+//! Each cluster's header carries the forecasting key: the first 16 bytes of
+//! the key of the last tuple starting in it. When a merge has consumed up to that key, the
+//! run's next cluster is needed; a merge compares these keys across its runs
+//! to issue reads in the order they will be needed (`forecast.rs`).
+//!
 //! [`RunReader`] reads a run back cluster by cluster, checking each
-//! cluster's CRC (TEMP-3), optionally double-buffered: the next cluster is
-//! read ahead while the current one is consumed. It owns the run, so the
-//! run's clusters are freed when the reader is dropped.
+//! cluster's CRC (TEMP-3); clusters a merge issued ahead are consumed in run
+//! order from a queue, the others are read when needed. It owns the run, so
+//! the run's clusters are freed when the reader is dropped.
 
 use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::cluster::{
     CLUSTER_HEADER_BYTES, ClusterHeader, Extents, IoPool, NO_LINK, Ticket, WRITE_BEHIND_CLUSTERS,
-    payload_capacity,
+    forecast_key, forecast_of, payload_capacity,
 };
 use super::cpu::CpuMeter;
 use super::space::TempSpace;
@@ -57,6 +62,8 @@ pub struct RunWriter {
     buf: Vec<u8>,
     fill: usize,
     started_in_cluster: u32,
+    /// Forecasting key of the last tuple started.
+    last_forecast: u128,
     link: u64,
     spare: Vec<Vec<u8>>,
     in_flight: VecDeque<Ticket>,
@@ -82,6 +89,7 @@ impl RunWriter {
             buf: vec![0u8; cluster_bytes],
             fill: 0,
             started_in_cluster: 0,
+            last_forecast: 0,
             link: NO_LINK,
             spare: Vec::new(),
             in_flight: VecDeque::new(),
@@ -92,8 +100,9 @@ impl RunWriter {
         }
     }
 
-    /// Append one tuple.
-    pub fn push(&mut self, tuple: &[u8], cpu: &mut CpuMeter) -> Result<()> {
+    /// Append one tuple whose normalised key is `key` (its start becomes
+    /// the cluster's forecasting key, [`forecast_key`]).
+    pub fn push(&mut self, tuple: &[u8], key: &[u8], cpu: &mut CpuMeter) -> Result<()> {
         match self.fixed_len {
             Some(len) if len != tuple.len() => {
                 return Err(TempError::Tuple(format!(
@@ -113,6 +122,7 @@ impl RunWriter {
             self.seal(cpu)?;
         }
         self.started_in_cluster += 1;
+        self.last_forecast = forecast_key(key);
         if self.fixed_len.is_none() {
             self.append(&(tuple.len() as u32).to_le_bytes(), cpu)?;
         }
@@ -146,6 +156,7 @@ impl RunWriter {
             payload_bytes: self.fill as u32,
             tuples: self.started_in_cluster,
             link: self.link,
+            forecast: self.last_forecast,
         }
         .seal(&mut self.buf);
         let next = match self.spare.pop() {
@@ -220,11 +231,22 @@ enum Current {
     Scratch,
 }
 
+/// A cluster read issued ahead of need.
+struct Ahead {
+    offset: u64,
+    ticket: Ticket,
+}
+
 /// Reads one run back, tuple by tuple, keeping each tuple's normalised key.
+///
+/// Without forecasting every cluster is read when it is needed. A merge
+/// that forecasts ([`super::forecast`]) issues reads of the run's next
+/// clusters ahead through [`RunReader::issue`]; they queue here in run order
+/// and are consumed in that order, and the buffers they leave behind go back
+/// to the merge through [`RunReader::take_freed`].
 pub struct RunReader {
     run: Run,
     key: Arc<SortKey>,
-    pool: Option<Arc<IoPool>>,
     /// Next cluster to read: (extent index, cluster within it).
     next_extent: usize,
     next_in_extent: u64,
@@ -232,7 +254,15 @@ pub struct RunReader {
     buf: Vec<u8>,
     pos: usize,
     end: usize,
-    prefetch: Option<(u64, Ticket)>,
+    ahead: VecDeque<Ahead>,
+    /// The newest read issued ahead has not been seen to finish.
+    unarrived: bool,
+    /// Forecasting key of the newest cluster whose contents are known.
+    forecast: u128,
+    /// Bumped whenever `forecast` names a newer cluster.
+    known_seq: u64,
+    /// Buffers of consumed read-ahead clusters, for the merge to reuse.
+    freed: Vec<Vec<u8>>,
     scratch: Vec<u8>,
     current: Current,
     key_buf: Vec<u8>,
@@ -241,32 +271,45 @@ pub struct RunReader {
     tuples_left: u64,
     /// Clusters this reader read.
     pub clusters_read: u64,
+    /// Reads issued ahead, consumed, and cancelled (MERGE-5).
+    pub reads_ahead: u64,
+    pub reads_ahead_consumed: u64,
+    pub reads_cancelled: u64,
+    /// Clusters read when needed, none having been issued ahead.
+    pub reads_on_demand: u64,
 }
 
 impl RunReader {
-    /// A reader of `run`; with `read_ahead`, the next cluster is read in the
-    /// background through `pool` while the current one is consumed.
-    pub fn new(run: Run, key: &Arc<SortKey>, pool: Option<&Arc<IoPool>>) -> RunReader {
+    /// A reader of `run`, reading each cluster when it is needed unless a
+    /// merge issues reads ahead.
+    pub fn new(run: Run, key: &Arc<SortKey>) -> RunReader {
         let clusters_left = run.clusters;
         let tuples_left = run.tuples;
         let cluster_bytes = run.cluster_bytes;
         RunReader {
             run,
             key: key.clone(),
-            pool: pool.cloned(),
             next_extent: 0,
             next_in_extent: 0,
             clusters_left,
             buf: vec![0u8; cluster_bytes],
             pos: 0,
             end: 0,
-            prefetch: None,
+            ahead: VecDeque::new(),
+            unarrived: false,
+            forecast: 0,
+            known_seq: 0,
+            freed: Vec::new(),
             scratch: Vec::new(),
             current: Current::None,
             key_buf: Vec::new(),
             prefix: 0,
             tuples_left,
             clusters_read: 0,
+            reads_ahead: 0,
+            reads_ahead_consumed: 0,
+            reads_cancelled: 0,
+            reads_on_demand: 0,
         }
     }
 
@@ -289,27 +332,100 @@ impl RunReader {
         None
     }
 
+    /// The forecasting key of the run's next cluster to issue, with the
+    /// sequence number of the cluster it comes from: `None` when every
+    /// cluster is issued, or the newest issued read has not finished (its
+    /// contents, and so the key after it, are not known yet).
+    pub fn forecast(&mut self) -> Option<(u128, u64)> {
+        if self.clusters_left == 0 || self.current_unknown() {
+            return None;
+        }
+        Some((self.forecast, self.known_seq))
+    }
+
+    /// True while the newest read issued ahead has not been seen to finish;
+    /// when it has, its forecasting key becomes the run's.
+    fn current_unknown(&mut self) -> bool {
+        if !self.unarrived {
+            return false;
+        }
+        let Some(newest) = self.ahead.back_mut() else {
+            self.unarrived = false;
+            return false;
+        };
+        match newest.ticket.poll() {
+            Some(done) => {
+                self.forecast = forecast_of(&done.buf);
+                self.known_seq += 1;
+                self.unarrived = false;
+                false
+            }
+            None => true,
+        }
+    }
+
+    /// True if a read issued ahead is still in flight (unseen).
+    pub fn awaiting(&self) -> bool {
+        self.unarrived
+    }
+
+    /// The forecast key's sequence number now (a stale forecast is one
+    /// whose number has moved on).
+    pub fn known_seq(&self) -> u64 {
+        self.known_seq
+    }
+
+    /// Issue the read of the run's next cluster into `buf`; gives `buf`
+    /// back if every cluster is issued.
+    pub fn issue(&mut self, pool: &IoPool, buf: Vec<u8>) -> Option<Vec<u8>> {
+        // MERGE-3: a run is forecast again only once its newest read has
+        // finished, so at most one read per run is in flight.
+        assert!(
+            !self.unarrived,
+            "MERGE-3: a second read of one run in flight"
+        );
+        let Some(offset) = self.next_offset() else {
+            return Some(buf);
+        };
+        self.ahead.push_back(Ahead {
+            offset,
+            ticket: pool.read(offset, buf),
+        });
+        self.unarrived = true;
+        self.reads_ahead += 1;
+        None
+    }
+
+    /// Buffers of consumed read-ahead clusters.
+    pub fn take_freed(&mut self) -> Option<Vec<u8>> {
+        self.freed.pop()
+    }
+
     /// Load the next cluster into `buf`; false at the end of the run.
     fn load(&mut self, cpu: &mut CpuMeter) -> Result<bool> {
         cpu.settle();
-        let offset = match self.prefetch.take() {
-            Some((offset, ticket)) => {
-                let done = ticket.wait();
-                done.result?;
+        let offset = match self.ahead.pop_front() {
+            Some(ahead) => {
+                let done = ahead.ticket.wait();
+                self.reads_ahead_consumed += 1;
                 let old = std::mem::replace(&mut self.buf, done.buf);
-                // Start the next read into the buffer just consumed.
-                self.start_prefetch(old);
-                offset
+                self.freed.push(old);
+                done.result?;
+                if self.ahead.is_empty() && self.unarrived {
+                    self.unarrived = false;
+                    self.forecast = forecast_of(&self.buf);
+                    self.known_seq += 1;
+                }
+                ahead.offset
             }
             None => {
                 let Some(offset) = self.next_offset() else {
                     return Ok(false);
                 };
                 self.run.extents.space().read(offset, &mut self.buf)?;
-                if self.pool.is_some() {
-                    let spare = vec![0u8; self.run.cluster_bytes];
-                    self.start_prefetch(spare);
-                }
+                self.reads_on_demand += 1;
+                self.forecast = forecast_of(&self.buf);
+                self.known_seq += 1;
                 offset
             }
         };
@@ -320,12 +436,22 @@ impl RunReader {
         Ok(true)
     }
 
-    fn start_prefetch(&mut self, buf: Vec<u8>) {
-        if let Some(pool) = self.pool.clone()
-            && let Some(offset) = self.next_offset()
-        {
-            self.prefetch = Some((offset, pool.read(offset, buf)));
+    /// Wait for every read issued ahead and drop what they read (MERGE-5:
+    /// an issued read is consumed or cancelled, never left running).
+    fn cancel_ahead(&mut self) {
+        while let Some(ahead) = self.ahead.pop_front() {
+            let done = ahead.ticket.wait();
+            self.reads_cancelled += 1;
+            if !done.buf.is_empty() {
+                self.freed.push(done.buf);
+            }
         }
+        self.unarrived = false;
+        assert_eq!(
+            self.reads_ahead,
+            self.reads_ahead_consumed + self.reads_cancelled,
+            "MERGE-5: every read issued ahead is consumed or cancelled"
+        );
     }
 
     /// Take `n` bytes of the stream; where they are goes to `current`.
@@ -428,9 +554,7 @@ impl RunReader {
 
     /// Start again from the run's first tuple.
     pub fn rewind(&mut self) {
-        if let Some((_, ticket)) = self.prefetch.take() {
-            let _ = ticket.wait();
-        }
+        self.cancel_ahead();
         self.next_extent = 0;
         self.next_in_extent = 0;
         self.clusters_left = self.run.clusters;
@@ -443,9 +567,13 @@ impl RunReader {
 
 impl Drop for RunReader {
     fn drop(&mut self) {
-        // Wait for a read in flight before the run's clusters are freed.
-        if let Some((_, ticket)) = self.prefetch.take() {
-            let _ = ticket.wait();
+        // Wait for reads in flight before the run's clusters are freed.
+        if std::thread::panicking() {
+            while let Some(ahead) = self.ahead.pop_front() {
+                let _ = ahead.ticket.wait();
+            }
+        } else {
+            self.cancel_ahead();
         }
     }
 }

@@ -12,24 +12,32 @@
 //!    memory on random input). Runs are written sequentially, cluster by
 //!    cluster, with write-behind. If the whole input fits in memory, no run
 //!    is written and nothing touches the temp space.
-//! 2. **Merging.** Runs are merged through a tournament (loser) tree.
+//! 2. **Merging.** Runs are merged through a tournament (loser) tree. With
+//!    [`SortConfig::overlap`] (the default) each merge forecasts
+//!    (`forecast.rs`): the memory its inputs and outputs leave holds reads
+//!    of the clusters to be needed next, several in flight at once, issued
+//!    in the order the runs will run dry. Without it every cluster is read
+//!    when its run runs dry, one request at a time.
 //!
 //! ## Memory and the fan-in rule
 //!
-//! With memory budget `M`, cluster `C`, and `b = C` per merge input (`b =
-//! 2C` with [`SortConfig::read_ahead`], which double-buffers every input):
+//! With memory budget `M` and cluster `C`, each merge input holds one
+//! cluster, and with overlap `R = FORECAST_CLUSTERS_MIN` (2) clusters are
+//! kept for forecast reads in every merge step (`R = 0` without):
 //!
 //! - run generation holds tuples in `M - 3C` (three output clusters: the
 //!   one being filled and two being written behind it,
 //!   [`super::cluster::WRITE_BEHIND_CLUSTERS`]);
 //! - an intermediate merge step, whose output goes to the temp space, has
-//!   fan-in `F = floor((M - 3C) / b)`;
+//!   fan-in `F = floor((M - 3C) / C) - R`;
 //! - the final merge, whose output goes to the consumer, has fan-in
-//!   `F_final = floor(M / b)`.
+//!   `F_final = floor(M / C) - R`.
 //!
-//! So the sort needs `M >= 5C` (`7C` with read-ahead) to make progress:
-//! two inputs and the three output clusters; less is refused before anything
-//! is allocated. With `R` runs and `R > F_final`, intermediate steps run
+//! A merge of `k` runs forecasts with every cluster left over: `floor((M -
+//! 3C) / C) - k` in an intermediate step, `floor(M / C) - k` in the final
+//! merge. So the sort needs `M >= 5C` (`7C` with overlap) to make progress:
+//! two inputs, the forecast clusters and the three output clusters; less is
+//! refused before anything is allocated. With `R` runs and `R > F_final`, intermediate steps run
 //! until `F_final` runs are left. Every intermediate step but the first
 //! merges `F` runs; the first merges just enough,
 //! `R - F_final - (s - 1)(F - 1) + 1` runs, where
@@ -49,6 +57,7 @@ use serde::Serialize;
 
 use super::cluster::{IoPool, OUTPUT_CLUSTERS, WRITE_BEHIND_CLUSTERS};
 use super::cpu::{CpuMeter, OperatorCosts};
+use super::forecast::{FORECAST_CLUSTERS_MIN, Forecast, ForecastStats, READS_IN_FLIGHT_MAX};
 use super::run::{Run, RunReader, RunWriter};
 use super::space::TempSpace;
 use super::tuple::{SortKey, TUPLE_OVERHEAD_BYTES, TupleSource, key_prefix};
@@ -57,8 +66,10 @@ use super::{Result, TempError, validate_cluster_bytes};
 /// Bookkeeping counted for each tuple in the replacement-selection heap (a
 /// heap entry holding the tuple and its key in allocations of their own).
 pub const RS_TUPLE_OVERHEAD_BYTES: usize = 72;
-/// I/O worker tasks of an operator by default.
-pub const IO_WORKERS_DEFAULT: usize = 4;
+/// I/O worker tasks of an operator by default: one for each write behind
+/// and each read a merge may keep in flight, so every request the operator
+/// issues reaches the device at once.
+pub const IO_WORKERS_DEFAULT: usize = WRITE_BEHIND_CLUSTERS + READS_IN_FLIGHT_MAX;
 
 /// How runs are made.
 #[derive(Clone, Copy, Debug, PartialEq, Eq, Serialize)]
@@ -87,43 +98,65 @@ pub struct SortConfig {
     /// The unit of temp I/O, 2 KB to 256 KB, a multiple of the sector.
     pub cluster_bytes: usize,
     pub run_generation: RunGeneration,
-    /// Double-buffer every merge input (read the next cluster ahead).
-    pub read_ahead: bool,
-    /// I/O worker tasks (write-behind, read-ahead).
+    /// Overlap merge reads with merging: forecast the clusters needed next
+    /// and keep several reads in flight (`forecast.rs`). On by default; off
+    /// reads each cluster when its run runs dry.
+    pub overlap: bool,
+    /// I/O worker tasks (write-behind, forecast reads).
     pub io_workers: usize,
     pub key: SortKey,
     pub costs: OperatorCosts,
 }
 
 impl SortConfig {
-    /// Quicksort runs, no read-ahead, the measured CPU costs.
+    /// Quicksort runs, overlapped merge reads, the measured CPU costs.
     pub fn new(memory_bytes: usize, cluster_bytes: usize, key: SortKey) -> SortConfig {
         SortConfig {
             memory_bytes,
             cluster_bytes,
             run_generation: RunGeneration::Quicksort,
-            read_ahead: false,
+            overlap: true,
             io_workers: IO_WORKERS_DEFAULT,
             key,
             costs: OperatorCosts::default(),
         }
     }
 
-    /// Bytes of memory one merge input holds.
-    pub fn input_buffer_bytes(&self) -> usize {
-        self.cluster_bytes * if self.read_ahead { 2 } else { 1 }
+    /// Clusters every merge step keeps for forecast reads.
+    pub fn forecast_reserve(&self) -> usize {
+        if self.overlap {
+            FORECAST_CLUSTERS_MIN
+        } else {
+            0
+        }
+    }
+
+    /// Clusters of memory an intermediate merge step shares among its
+    /// inputs and forecast reads (what its output clusters leave).
+    pub fn merge_clusters(&self) -> usize {
+        self.memory_bytes
+            .saturating_sub(OUTPUT_CLUSTERS * self.cluster_bytes)
+            / self.cluster_bytes
     }
 
     /// Fan-in of an intermediate merge step (output to temp).
     pub fn fan_in(&self) -> usize {
-        self.memory_bytes
-            .saturating_sub(OUTPUT_CLUSTERS * self.cluster_bytes)
-            / self.input_buffer_bytes()
+        self.merge_clusters()
+            .saturating_sub(self.forecast_reserve())
     }
 
     /// Fan-in of the final merge (output to the consumer).
     pub fn final_fan_in(&self) -> usize {
-        self.memory_bytes / self.input_buffer_bytes()
+        (self.memory_bytes / self.cluster_bytes).saturating_sub(self.forecast_reserve())
+    }
+
+    /// Forecasting for a merge that may use `clusters` of memory beyond
+    /// its inputs; `None` without overlap.
+    pub(crate) fn forecast(&self, pool: &Arc<IoPool>, clusters: usize) -> Option<Forecast> {
+        if !self.overlap {
+            return None;
+        }
+        Forecast::new(pool, self.io_workers, self.cluster_bytes, clusters)
     }
 
     /// Memory for tuples during run generation.
@@ -136,14 +169,14 @@ impl SortConfig {
     pub fn validate(&self, sector_bytes: u32) -> Result<()> {
         validate_cluster_bytes(self.cluster_bytes, sector_bytes)?;
         if self.fan_in() < 2 {
-            let clusters = 2 * self.input_buffer_bytes() / self.cluster_bytes + OUTPUT_CLUSTERS;
+            let clusters = 2 + self.forecast_reserve() + OUTPUT_CLUSTERS;
             return Err(TempError::Memory(format!(
                 "{} bytes hold {} clusters of {} bytes; an external sort needs at least {clusters} ({}one being filled and two written behind it)",
                 self.memory_bytes,
                 self.memory_bytes / self.cluster_bytes,
                 self.cluster_bytes,
-                if self.read_ahead {
-                    "two double-buffered inputs to merge, three output clusters: "
+                if self.overlap {
+                    "two inputs to merge, two forecast reads (overlap on), three output clusters: "
                 } else {
                     "two inputs to merge, three output clusters: "
                 }
@@ -175,7 +208,10 @@ pub struct SortStats {
     pub intermediate_bytes: u64,
     /// 1 + intermediate bytes / input bytes.
     pub passes: f64,
-    pub read_ahead: bool,
+    /// Merge reads overlapped by forecasting.
+    pub overlap: bool,
+    /// Forecast reads of every merge (intermediate and final).
+    pub forecast: ForecastStats,
     /// Clusters written behind the one being filled.
     pub write_behind_clusters: u64,
     pub clusters_written: u64,
@@ -336,7 +372,8 @@ impl ExternalSort {
                     &mut stats,
                 )?;
                 stats.intermediate_merge_ns = rt.now_ns() - merge_start;
-                Ok(self.stream(runs, &pool, cpu, stats))
+                let forecast = self.final_forecast_clusters(runs.len());
+                Ok(self.stream(runs, &pool, forecast, cpu, stats))
             }
         }
     }
@@ -348,18 +385,26 @@ impl ExternalSort {
             run_generation: self.config.run_generation.as_str().into(),
             fan_in: self.config.fan_in() as u64,
             final_fan_in: self.config.final_fan_in() as u64,
-            read_ahead: self.config.read_ahead,
+            overlap: self.config.overlap,
             write_behind_clusters: WRITE_BEHIND_CLUSTERS as u64,
             passes: 1.0,
             ..SortStats::default()
         }
     }
 
-    /// The final merge of `runs` as a stream.
+    /// Clusters the final merge of `runs` runs may forecast with: all
+    /// of memory but its inputs.
+    pub(crate) fn final_forecast_clusters(&self, runs: usize) -> usize {
+        (self.config.memory_bytes / self.config.cluster_bytes).saturating_sub(runs)
+    }
+
+    /// The final merge of `runs` as a stream, forecasting with
+    /// `forecast_clusters` of memory.
     pub(crate) fn stream(
         &self,
         runs: Vec<Run>,
         pool: &Arc<IoPool>,
+        forecast_clusters: usize,
         cpu: CpuMeter,
         mut stats: SortStats,
     ) -> SortedStream {
@@ -367,14 +412,14 @@ impl ExternalSort {
         if stats.input_bytes > 0 {
             stats.passes = 1.0 + stats.intermediate_bytes as f64 / stats.input_bytes as f64;
         }
-        let ahead = self.config.read_ahead.then_some(pool);
         let readers = runs
             .into_iter()
-            .map(|run| RunReader::new(run, &self.key, ahead))
+            .map(|run| RunReader::new(run, &self.key))
             .collect();
+        let forecast = self.config.forecast(pool, forecast_clusters);
         SortedStream {
             state: State::Merge {
-                merge: Merge::new(readers),
+                merge: Merge::new(readers, forecast),
                 started: false,
             },
             key: self.key.clone(),
@@ -464,7 +509,7 @@ impl ExternalSort {
         for e in &load.entries {
             let t = load.tuple(e);
             cpu.tuples(1, t.len() as u64);
-            writer.push(t, cpu)?;
+            writer.push(t, load.key(e, &self.config.key), cpu)?;
         }
         let run = writer.finish(cpu)?;
         stats.runs += 1;
@@ -575,21 +620,22 @@ impl ExternalSort {
             }
             let inputs: Vec<Run> = runs.drain(best..best + k).collect();
             let fixed_len = inputs.first().and_then(|r| r.fixed_len);
-            let ahead = self.config.read_ahead.then_some(pool);
             let readers: Vec<RunReader> = inputs
                 .into_iter()
-                .map(|run| RunReader::new(run, &self.key, ahead))
+                .map(|run| RunReader::new(run, &self.key))
                 .collect();
-            let mut merge = Merge::new(readers);
+            let spare = self.config.merge_clusters().saturating_sub(k);
+            let mut merge = Merge::new(readers, self.config.forecast(pool, spare));
             let mut writer =
                 RunWriter::new(&self.space, pool, self.config.cluster_bytes, fixed_len);
             merge.start(cpu)?;
             while let Some(w) = merge.winner() {
-                let t = merge.readers[w].tuple();
-                cpu.tuples(1, t.len() as u64);
-                writer.push(t, cpu)?;
+                let r = &merge.readers[w];
+                cpu.tuples(1, r.tuple().len() as u64);
+                writer.push(r.tuple(), r.key(), cpu)?;
                 merge.next(cpu)?;
             }
+            merge.finish(&mut stats.forecast);
             let out = writer.finish(cpu)?;
             stats.merge_steps += 1;
             stats.intermediate_bytes += out.stream_bytes;
@@ -663,7 +709,7 @@ impl RsOutput {
         }
         cpu.tuples(1, out.tuple.len() as u64);
         if let Some(w) = self.writer.as_mut() {
-            w.push(&out.tuple, cpu)?;
+            w.push(&out.tuple, &out.key, cpu)?;
         }
         self.last_key = Some(out.key);
         Ok(())
@@ -720,22 +766,32 @@ impl Ord for RsItem {
 
 /// A tournament (loser) tree over run readers. Leaf `i` is reader `i`;
 /// ties go to the lower index (the earlier run), which keeps merges stable.
+/// With a [`Forecast`], reads of the clusters needed next are issued ahead
+/// whenever an input loads a cluster.
 pub(crate) struct Merge {
     pub readers: Vec<RunReader>,
     alive: Vec<bool>,
     /// tree[1..k]: the loser at each internal node; leaves are k..2k.
     tree: Vec<usize>,
     winner: usize,
+    forecast: Option<Forecast>,
+    /// Key prefix of the last tuple emitted (MERGE-4).
+    last_prefix: u64,
+    /// The forecast totals were taken.
+    finished: bool,
 }
 
 impl Merge {
-    pub fn new(readers: Vec<RunReader>) -> Merge {
+    pub fn new(readers: Vec<RunReader>, forecast: Option<Forecast>) -> Merge {
         let k = readers.len();
         Merge {
             alive: vec![false; k],
             tree: vec![0; k.max(1)],
             winner: 0,
             readers,
+            forecast,
+            last_prefix: 0,
+            finished: false,
         }
     }
 
@@ -775,10 +831,16 @@ impl Merge {
         }
     }
 
-    /// Read every input's first tuple and build the tree.
+    /// Read every input's first tuple, start forecasting, build the tree.
     pub fn start(&mut self, cpu: &mut CpuMeter) -> Result<()> {
         for i in 0..self.readers.len() {
             self.alive[i] = self.readers[i].advance(cpu)?;
+        }
+        if let Some(f) = self.forecast.as_mut() {
+            for (i, r) in self.readers.iter_mut().enumerate() {
+                f.note(i, r);
+            }
+            f.fill(&mut self.readers);
         }
         if self.readers.is_empty() {
             return Ok(());
@@ -786,7 +848,21 @@ impl Merge {
         let mut compares = 0;
         self.winner = self.build(1, &mut compares);
         cpu.compares(compares);
+        self.check_order();
         Ok(())
+    }
+
+    /// MERGE-4: the winner's key is not below the last one emitted.
+    fn check_order(&mut self) {
+        if let Some(w) = self.winner() {
+            let prefix = self.readers[w].prefix;
+            assert!(
+                prefix >= self.last_prefix,
+                "MERGE-4: key prefix {prefix:#x} after {:#x}",
+                self.last_prefix
+            );
+            self.last_prefix = prefix;
+        }
     }
 
     /// The reader holding the smallest tuple, if any is left.
@@ -798,7 +874,14 @@ impl Merge {
     /// Advance the winner and replay its path.
     pub fn next(&mut self, cpu: &mut CpuMeter) -> Result<()> {
         let w = self.winner;
+        let loaded = self.readers[w].clusters_read;
         self.alive[w] = self.readers[w].advance(cpu)?;
+        if let Some(f) = self.forecast.as_mut()
+            && self.readers[w].clusters_read != loaded
+        {
+            f.note(w, &mut self.readers[w]);
+            f.fill(&mut self.readers);
+        }
         let k = self.readers.len();
         let mut compares = 0;
         let mut cur = w;
@@ -813,7 +896,23 @@ impl Merge {
         }
         self.winner = cur;
         cpu.compares(compares);
+        self.check_order();
         Ok(())
+    }
+
+    /// Add this merge's forecast counts to `total` (once).
+    pub fn finish(&mut self, total: &mut ForecastStats) {
+        if self.finished {
+            return;
+        }
+        self.finished = true;
+        if let Some(f) = self.forecast.as_mut() {
+            f.collect(&self.readers);
+            total.add(&f.stats);
+        } else {
+            let on_demand = self.readers.iter().map(|r| r.reads_on_demand).sum::<u64>();
+            total.on_demand += on_demand;
+        }
     }
 }
 
@@ -901,9 +1000,10 @@ impl SortedStream {
         if self.stats.final_merge_ns == 0 {
             self.cpu.settle();
             self.stats.final_merge_ns = Rt::current().now_ns() - self.start_ns;
-            if let State::Merge { merge, .. } = &self.state {
+            if let State::Merge { merge, .. } = &mut self.state {
                 self.stats.clusters_read +=
                     merge.readers.iter().map(|r| r.clusters_read).sum::<u64>();
+                merge.finish(&mut self.stats.forecast);
             }
             self.stats.compares = self.cpu.compares;
             self.stats.cpu_ns = self.cpu.charged_ns;

@@ -87,11 +87,11 @@ fn temp_sort_equals_reference_across_memory_and_inputs() {
                         RunGeneration::Quicksort,
                         RunGeneration::ReplacementSelection,
                     ] {
-                        for read_ahead in [false, true] {
+                        for overlap in [false, true] {
                             let mut config = SortConfig::new(memory, c, SortKey::sort_benchmark());
                             config.run_generation = rg;
-                            config.read_ahead = read_ahead;
-                            if read_ahead && memory < 7 * c {
+                            config.overlap = overlap;
+                            if overlap && memory < 7 * c {
                                 assert!(ExternalSort::new(&space, config).is_err());
                                 continue;
                             }
@@ -100,7 +100,7 @@ fn temp_sort_equals_reference_across_memory_and_inputs() {
                                 drain(sort.sort(&mut VecSource::new(input.clone())).unwrap());
                             assert!(
                                 got == want,
-                                "dist {dist:?} n {n} memory {memory} {rg:?} ahead {read_ahead}: {stats:?}"
+                                "dist {dist:?} n {n} memory {memory} {rg:?} overlap {overlap}: {stats:?}"
                             );
                             assert_eq!(space.used_bytes(), 0, "temp freed");
                             assert_eq!(stats.input_tuples, n);
@@ -118,9 +118,13 @@ fn temp_sort_multi_pass_stats_and_fan_in_rule() {
         let space = memory_space(None);
         let c = 2048;
         let input = records(5, 3000, KeyDist::Uniform);
-        let config = SortConfig::new(6 * c, c, SortKey::sort_benchmark());
+        let mut config = SortConfig::new(6 * c, c, SortKey::sort_benchmark());
+        config.overlap = false;
         assert_eq!(config.fan_in(), 3);
         assert_eq!(config.final_fan_in(), 6);
+        // Overlap keeps two forecast clusters in every merge step.
+        let overlapped = SortConfig::new(9 * c, c, SortKey::sort_benchmark());
+        assert_eq!((overlapped.fan_in(), overlapped.final_fan_in()), (4, 7));
         let sort = ExternalSort::new(&space, config).unwrap();
         let (got, stats) = drain(sort.sort(&mut VecSource::new(input.clone())).unwrap());
         assert_eq!(got, reference_sort(&input, &[(0, 10, Order::Ascending)]));
@@ -171,7 +175,7 @@ fn temp_sort_multi_column_descending_and_stable() {
             &input,
             &[(8, 1, Order::Descending), (9, 1, Order::Ascending)],
         );
-        for memory in [5 * 2048, 11 * 2048, 1 << 30] {
+        for memory in [7 * 2048, 11 * 2048, 1 << 30] {
             let config = SortConfig::new(memory, 2048, SortKey::fields(parts.clone()).unwrap());
             let sort = ExternalSort::new(&space, config).unwrap();
             let (got, _) = drain(sort.sort(&mut VecSource::new(input.clone())).unwrap());
@@ -256,7 +260,7 @@ fn temp_sort_typed_columns_of_an_engine_table_scan() {
             &[(1, Order::Descending), (2, Order::Ascending)],
         )
         .unwrap();
-        for memory in [5 * 2048, 16 * 2048, 1 << 24] {
+        for memory in [7 * 2048, 16 * 2048, 1 << 24] {
             let mut txn = db.begin().unwrap();
             let mut input = tuple::TableSource::scan(&mut txn, &table).unwrap();
             let sort =
@@ -374,18 +378,23 @@ fn temp_merge_join_equals_reference() {
         let c = 2048;
         for (name, l, r) in join_inputs() {
             let want = reference_join(&l, &r);
-            for memory in [5 * c, 7 * c, 64 * c, 1 << 28] {
-                let config = MergeJoinConfig::new(
+            for (memory, overlap) in [5 * c, 7 * c, 9 * c, 64 * c, 1 << 28]
+                .into_iter()
+                .flat_map(|m| [(m, false), (m, true)])
+                .filter(|&(m, overlap)| !overlap || m >= 7 * c)
+            {
+                let mut config = MergeJoinConfig::new(
                     memory,
                     c,
                     SortKey::sort_benchmark(),
                     SortKey::sort_benchmark(),
                 );
+                config.overlap = overlap;
                 let join = MergeJoin::new(&space, config).unwrap();
                 let (got, stats) = joined(&l, &r, |l, r, sink| join.join(l, r, sink));
                 assert!(
                     got == want,
-                    "{name} memory {memory}: {} vs {}",
+                    "{name} memory {memory} overlap {overlap}: {} vs {}",
                     got.len(),
                     want.len()
                 );
@@ -411,18 +420,28 @@ fn temp_hash_join_equals_reference_in_both_layouts() {
                 PartitionLayout::AppendLinked,
                 PartitionLayout::Regions { extent_clusters: 4 },
             ] {
-                for memory in [5 * c, 8 * c, 64 * c, 1 << 28] {
-                    let config = HashJoinConfig::new(
+                for (memory, overlap) in [5 * c, 8 * c, 64 * c, 1 << 28]
+                    .into_iter()
+                    .flat_map(|m| [(m, false), (m, true)])
+                {
+                    let mut config = HashJoinConfig::new(
                         memory,
                         c,
                         layout,
                         SortKey::sort_benchmark(),
                         SortKey::sort_benchmark(),
                     );
+                    config.overlap = overlap;
                     let join = HashJoin::new(&space, config).unwrap();
                     let (mut got, stats) = joined(&l, &r, |l, r, sink| join.join(l, r, sink));
                     got.sort();
-                    assert!(got == want, "{name} {layout:?} memory {memory}: {stats:?}");
+                    assert!(
+                        got == want,
+                        "{name} {layout:?} memory {memory} overlap {overlap}: {stats:?}"
+                    );
+                    if !overlap {
+                        assert_eq!(stats.pages_read_ahead, 0, "{stats:?}");
+                    }
                     assert_eq!(space.used_bytes(), 0);
                     assert_eq!(stats.layout, layout.name());
                     if memory == 5 * c && name == "duplicates both sides" {
@@ -558,7 +577,7 @@ fn temp_space_is_freed_after_injected_errors() {
         ] {
             let space = failing_space(writes, reads);
             let sort =
-                ExternalSort::new(&space, SortConfig::new(6 * c, c, SortKey::sort_benchmark()))
+                ExternalSort::new(&space, SortConfig::new(8 * c, c, SortKey::sort_benchmark()))
                     .unwrap();
             let result = sort
                 .sort(&mut VecSource::new(input.clone()))
@@ -570,7 +589,7 @@ fn temp_space_is_freed_after_injected_errors() {
             let join = MergeJoin::new(
                 &space,
                 MergeJoinConfig::new(
-                    6 * c,
+                    8 * c,
                     c,
                     SortKey::sort_benchmark(),
                     SortKey::sort_benchmark(),
@@ -604,7 +623,7 @@ fn temp_space_is_freed_after_injected_errors() {
         }
         // A write failure that is "device full" is reported as temp space full.
         let space = failing_space(3, i64::MAX);
-        let sort = ExternalSort::new(&space, SortConfig::new(6 * c, c, SortKey::sort_benchmark()))
+        let sort = ExternalSort::new(&space, SortConfig::new(8 * c, c, SortKey::sort_benchmark()))
             .unwrap();
         let err = sort.sort(&mut VecSource::new(input.clone())).err().unwrap();
         assert!(err.is_full(), "{err}");
@@ -637,7 +656,7 @@ fn temp_space_is_freed_after_injected_errors() {
         assert!(matches!(r, Err(TempError::Consumer(_))));
         assert_eq!(space.used_bytes(), 0);
         // A sorted stream dropped before its end frees everything too.
-        let sort = ExternalSort::new(&space, SortConfig::new(6 * c, c, SortKey::sort_benchmark()))
+        let sort = ExternalSort::new(&space, SortConfig::new(8 * c, c, SortKey::sort_benchmark()))
             .unwrap();
         let mut s = sort.sort(&mut VecSource::new(input.clone())).unwrap();
         s.next_tuple().unwrap();
@@ -675,7 +694,7 @@ fn temp_space_cap_gives_temp_space_full_not_out_of_memory() {
         let space = memory_space(Some(400 << 10));
         let sort = ExternalSort::new(
             &space,
-            SortConfig::new(6 * 2048, 2048, SortKey::sort_benchmark()),
+            SortConfig::new(8 * 2048, 2048, SortKey::sort_benchmark()),
         )
         .unwrap();
         let (got, stats) = drain(sort.sort(&mut VecSource::new(input.clone())).unwrap());
@@ -691,17 +710,15 @@ fn temp_bad_settings_name_the_setting() {
         let space = memory_space(None);
         let key = SortKey::sort_benchmark;
         let err = |r: Result<ExternalSort>| r.err().unwrap().to_string();
-        let e = err(ExternalSort::new(
-            &space,
-            SortConfig::new(4 * 2048, 2048, key()),
-        ));
+        let mut plain = SortConfig::new(4 * 2048, 2048, key());
+        plain.overlap = false;
+        let e = err(ExternalSort::new(&space, plain));
         assert!(
             e.starts_with("memory_bytes too small") && e.contains("at least 5"),
             "{e}"
         );
-        let mut ahead = SortConfig::new(6 * 2048, 2048, key());
-        ahead.read_ahead = true;
-        let e = err(ExternalSort::new(&space, ahead));
+        let overlapped = SortConfig::new(6 * 2048, 2048, key());
+        let e = err(ExternalSort::new(&space, overlapped));
         assert!(e.contains("at least 7"), "{e}");
         let e = err(ExternalSort::new(
             &space,
@@ -751,7 +768,7 @@ fn temp_bad_settings_name_the_setting() {
         assert!(e.starts_with("temp:") && e.contains("no temp space"), "{e}");
         // A tuple larger than memory, a tuple shorter than its key.
         let big = vec![vec![7u8; 9000]];
-        let sort = ExternalSort::new(&space, SortConfig::new(5 * 2048, 2048, key())).unwrap();
+        let sort = ExternalSort::new(&space, SortConfig::new(7 * 2048, 2048, key())).unwrap();
         let e = sort
             .sort(&mut VecSource::new(big))
             .err()

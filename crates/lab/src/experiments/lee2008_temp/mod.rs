@@ -123,17 +123,18 @@ pub fn sort_once(
     cluster_bytes: usize,
     trace: bool,
 ) -> Result<SortRun, String> {
-    sort_with(ctx, device, n, memory_bytes, cluster_bytes, false, trace)
+    sort_with(ctx, device, n, memory_bytes, cluster_bytes, true, trace)
 }
 
-/// [`sort_once`], optionally with read-ahead (double-buffered merge inputs).
+/// [`sort_once`] with overlapped merge reads on (the engine's default, what
+/// [`sort_once`] runs) or off (each cluster read when its run runs dry).
 pub fn sort_with(
     ctx: &RunContext,
     device: &str,
     n: u64,
     memory_bytes: usize,
     cluster_bytes: usize,
-    read_ahead: bool,
+    overlap: bool,
     trace: bool,
 ) -> Result<SortRun, String> {
     let device = device.to_string();
@@ -143,7 +144,7 @@ pub fn sort_with(
         let space = TempSpace::new(temp_device(&device, tracer.as_ref())?, None)
             .map_err(|e| e.to_string())?;
         let mut config = SortConfig::new(memory_bytes, cluster_bytes, SortKey::sort_benchmark());
-        config.read_ahead = read_ahead;
+        config.overlap = overlap;
         let sort = ExternalSort::new(&space, config).map_err(|e| e.to_string())?;
         let start = rt.now_ns();
         let mut input = SortRecords::new(seed, n);
