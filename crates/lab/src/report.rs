@@ -36,6 +36,30 @@ pub struct Table {
     pub rows: Vec<Vec<String>>,
 }
 
+/// A table of the disk against the SSD: a row a quantity, `(what, HDD,
+/// paper's HDD, SSD, paper's SSD)`, each number as [`fmt_num`] shows it
+/// (NaN: no published value).
+pub fn hdd_ssd_table(title: &str, rows: &[(&str, f64, f64, f64, f64)]) -> Table {
+    Table {
+        title: title.into(),
+        columns: ["", "HDD", "paper", "SSD", "paper"]
+            .map(String::from)
+            .to_vec(),
+        rows: rows
+            .iter()
+            .map(|&(what, hdd, hdd_paper, ssd, ssd_paper)| {
+                vec![
+                    what.to_string(),
+                    fmt_num(hdd),
+                    fmt_num(hdd_paper),
+                    fmt_num(ssd),
+                    fmt_num(ssd_paper),
+                ]
+            })
+            .collect(),
+    }
+}
+
 /// A figure of the report: inline SVG and a caption.
 #[derive(Clone, Debug, Serialize)]
 pub struct Figure {

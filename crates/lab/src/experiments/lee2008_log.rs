@@ -20,7 +20,7 @@ use crate::bench::{BenchOptions, BenchReport, bench};
 use crate::chart::{LineChart, Series};
 use crate::check::Check;
 use crate::published;
-use crate::report::{Figure, RawFile, Table, fmt_num};
+use crate::report::{Figure, RawFile, Table, fmt_num, hdd_ssd_table};
 
 const HDD: &str = "hdd-2008";
 pub(crate) const SSD: &str = "ssd-2008";
@@ -427,66 +427,17 @@ impl Study for Table3 {
 
     fn tables(&self, m: &Table3Runs) -> Vec<Table> {
         let (hdd, ssd, p) = (&m.hdd, &m.ssd, table3_published);
-        let row = |what: &str, h: f64, ph: f64, s: f64, ps: f64| {
-            vec![
-                what.to_string(),
-                fmt_num(h),
-                fmt_num(ph),
-                fmt_num(s),
-                fmt_num(ps),
-            ]
-        };
-        let rows = vec![
-            row(
-                "transactions/sec",
-                hdd.tps,
-                p("hdd_tps"),
-                ssd.tps,
-                p("ssd_tps"),
-            ),
-            row(
-                "CPU utilization (%)",
-                hdd.cpu_utilization * 100.0,
-                p("hdd_cpu_pct"),
-                ssd.cpu_utilization * 100.0,
-                p("ssd_cpu_pct"),
-            ),
-            row(
-                "log write size (sectors)",
-                hdd.log.avg_write_sectors,
-                p("hdd_log_write_sectors"),
-                ssd.log.avg_write_sectors,
-                p("ssd_log_write_sectors"),
-            ),
-            row(
-                "log write time (ms)",
-                hdd.log.avg_write_ms,
-                p("hdd_log_write_ms"),
-                ssd.log.avg_write_ms,
-                p("ssd_log_write_ms"),
-            ),
-            row(
-                "log writes",
-                hdd.log.writes as f64,
-                f64::NAN,
-                ssd.log.writes as f64,
-                f64::NAN,
-            ),
-            row(
-                "commits per log write",
-                hdd.log.commits_per_write,
-                f64::NAN,
-                ssd.log.commits_per_write,
-                f64::NAN,
-            ),
+        // A row a quantity, one line each.
+        #[rustfmt::skip]
+        let rows = [
+            ("transactions/sec", hdd.tps, p("hdd_tps"), ssd.tps, p("ssd_tps")),
+            ("CPU utilization (%)", hdd.cpu_utilization * 100.0, p("hdd_cpu_pct"), ssd.cpu_utilization * 100.0, p("ssd_cpu_pct")),
+            ("log write size (sectors)", hdd.log.avg_write_sectors, p("hdd_log_write_sectors"), ssd.log.avg_write_sectors, p("ssd_log_write_sectors")),
+            ("log write time (ms)", hdd.log.avg_write_ms, p("hdd_log_write_ms"), ssd.log.avg_write_ms, p("ssd_log_write_ms")),
+            ("log writes", hdd.log.writes as f64, f64::NAN, ssd.log.writes as f64, f64::NAN),
+            ("commits per log write", hdd.log.commits_per_write, f64::NAN, ssd.log.commits_per_write, f64::NAN),
         ];
-        vec![Table {
-            title: "TPC-B with 20 clients".into(),
-            columns: ["", "HDD", "paper", "SSD", "paper"]
-                .map(String::from)
-                .to_vec(),
-            rows,
-        }]
+        vec![hdd_ssd_table("TPC-B with 20 clients", &rows)]
     }
 
     fn checks(&self, m: &Table3Runs) -> Vec<Check> {

@@ -27,7 +27,7 @@ use super::skeleton::Study;
 use crate::bench::{BenchOptions, bench};
 use crate::check::Check;
 use crate::published;
-use crate::report::{Figure, RawFile, Table, fmt_num};
+use crate::report::{Figure, RawFile, Table, fmt_num, hdd_ssd_table};
 
 /// lee2008's table: 12,500 pages of 8 KB.
 const TABLE_PAGES: u64 = 12_500;
@@ -258,66 +258,17 @@ impl Study for Table4 {
 
     fn tables(&self, m: &Table4Runs) -> Vec<Table> {
         let (hdd, ssd, p, scale) = (&m.hdd, &m.ssd, table4_published, m.scale);
-        let row = |what: &str, h: f64, ph: f64, s: f64, ps: f64| {
-            vec![
-                what.to_string(),
-                fmt_num(h),
-                fmt_num(ph),
-                fmt_num(s),
-                fmt_num(ps),
-            ]
-        };
-        let rows = vec![
-            row(
-                "rollback pages read",
-                hdd.rollback_pages_read as f64,
-                p("hdd_pages_read") * scale,
-                ssd.rollback_pages_read as f64,
-                p("ssd_pages_read") * scale,
-            ),
-            row(
-                "read time (s)",
-                hdd.read_s,
-                p("hdd_read_s") * scale,
-                ssd.read_s,
-                p("ssd_read_s") * scale,
-            ),
-            row(
-                "CPU time (s)",
-                hdd.cpu_s,
-                p("hdd_cpu_s") * scale,
-                ssd.cpu_s,
-                p("ssd_cpu_s") * scale,
-            ),
-            row(
-                "elapsed (s)",
-                hdd.elapsed_s,
-                p("hdd_elapsed_s") * scale,
-                ssd.elapsed_s,
-                p("ssd_elapsed_s") * scale,
-            ),
-            row(
-                "read per page (ms)",
-                per_page_ms(hdd),
-                p("hdd_page_read_ms"),
-                per_page_ms(ssd),
-                p("ssd_page_read_ms"),
-            ),
-            row(
-                "versions followed",
-                hdd.chain_steps as f64,
-                f64::NAN,
-                ssd.chain_steps as f64,
-                f64::NAN,
-            ),
+        // A row a quantity, one line each.
+        #[rustfmt::skip]
+        let rows = [
+            ("rollback pages read", hdd.rollback_pages_read as f64, p("hdd_pages_read") * scale, ssd.rollback_pages_read as f64, p("ssd_pages_read") * scale),
+            ("read time (s)", hdd.read_s, p("hdd_read_s") * scale, ssd.read_s, p("ssd_read_s") * scale),
+            ("CPU time (s)", hdd.cpu_s, p("hdd_cpu_s") * scale, ssd.cpu_s, p("ssd_cpu_s") * scale),
+            ("elapsed (s)", hdd.elapsed_s, p("hdd_elapsed_s") * scale, ssd.elapsed_s, p("ssd_elapsed_s") * scale),
+            ("read per page (ms)", per_page_ms(hdd), p("hdd_page_read_ms"), per_page_ms(ssd), p("ssd_page_read_ms")),
+            ("versions followed", hdd.chain_steps as f64, f64::NAN, ssd.chain_steps as f64, f64::NAN),
         ];
-        vec![Table {
-            title: "Reading old versions".into(),
-            columns: ["", "HDD", "paper", "SSD", "paper"]
-                .map(String::from)
-                .to_vec(),
-            rows,
-        }]
+        vec![hdd_ssd_table("Reading old versions", &rows)]
     }
 
     fn checks(&self, m: &Table4Runs) -> Vec<Check> {

@@ -119,22 +119,32 @@ fn figure4(s: &Study) -> Result<Vec<Figure>, String> {
     Ok(figures)
 }
 
-fn table4(s: &Study) -> Table {
+/// A row a buffer size and CPU count, then `columns(cell)` for each page
+/// size.
+fn by_buffer_and_cpus(columns: impl Fn(Cell) -> Vec<String>) -> Vec<Vec<String>> {
     let mut rows = Vec::new();
     for buffer_mb in BUFFER_MB {
         for cpus in CPUS {
             let mut row = vec![format!("{buffer_mb} MB"), cpus.to_string()];
             for page_bytes in PAGE_BYTES {
-                let c = cell(page_bytes, buffer_mb, cpus);
-                let best = s.best(c);
-                row.push(fmt_num(best.notpm));
-                row.push(fmt_num(published("table4_tpcc_notpm", c)));
-                row.push(best.warehouses.to_string());
-                row.push(format!("{:.0}%", 100.0 * best.cpu_utilization));
+                row.extend(columns(cell(page_bytes, buffer_mb, cpus)));
             }
             rows.push(row);
         }
     }
+    rows
+}
+
+fn table4(s: &Study) -> Table {
+    let rows = by_buffer_and_cpus(|c| {
+        let best = s.best(c);
+        vec![
+            fmt_num(best.notpm),
+            fmt_num(published("table4_tpcc_notpm", c)),
+            best.warehouses.to_string(),
+            format!("{:.0}%", 100.0 * best.cpu_utilization),
+        ]
+    });
     Table {
         title: "Table 4: maximum NoTPM (measured, published, at warehouses, CPU busy)".into(),
         columns: [
@@ -147,18 +157,12 @@ fn table4(s: &Study) -> Table {
 }
 
 fn table5(s: &Study) -> Table {
-    let mut rows = Vec::new();
-    for buffer_mb in BUFFER_MB {
-        for cpus in CPUS {
-            let mut row = vec![format!("{buffer_mb} MB"), cpus.to_string()];
-            for page_bytes in PAGE_BYTES {
-                let c = cell(page_bytes, buffer_mb, cpus);
-                row.push(fmt_num(s.best(c).new_order_mean_s));
-                row.push(fmt_num(published("table5_new_order_response_s", c)));
-            }
-            rows.push(row);
-        }
-    }
+    let rows = by_buffer_and_cpus(|c| {
+        vec![
+            fmt_num(s.best(c).new_order_mean_s),
+            fmt_num(published("table5_new_order_response_s", c)),
+        ]
+    });
     Table {
         title: "Table 5: New-Order mean response time at the maximum, seconds".into(),
         columns: ["buffer", "CPUs", "4 KB", "paper", "16 KB", "paper"]
