@@ -217,27 +217,16 @@ impl CpuCosts {
 
     /// The prices `values` gives in [`CpuCosts::named`]'s order.
     pub fn from_values(values: [u64; CPU_PRICES]) -> CpuCosts {
-        let [
-            begin_ns,
-            get_ns,
-            put_ns,
-            scan_row_ns,
-            commit_ns,
-            page_access_ns,
-            page_io_ns,
-            page_io_ns_per_kb,
-            log_ns_per_kb,
-        ] = values;
         CpuCosts {
-            begin_ns,
-            get_ns,
-            put_ns,
-            scan_row_ns,
-            commit_ns,
-            page_access_ns,
-            page_io_ns,
-            page_io_ns_per_kb,
-            log_ns_per_kb,
+            begin_ns: values[0],
+            get_ns: values[1],
+            put_ns: values[2],
+            scan_row_ns: values[3],
+            commit_ns: values[4],
+            page_access_ns: values[5],
+            page_io_ns: values[6],
+            page_io_ns_per_kb: values[7],
+            log_ns_per_kb: values[8],
         }
     }
 

@@ -19,6 +19,7 @@
 //! are PNG images (see [`crate::plot::trace_img_html`]) with the full traces
 //! linked as CSV, so the page stays a few megabytes.
 
+use anyhow::anyhow;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -298,10 +299,10 @@ pub fn write_unit(dir: &Path, record: &UnitRecord, raw: &[RawFile]) -> std::io::
 }
 
 /// Read the record at `path`.
-pub fn read_unit(path: &Path) -> Result<UnitRecord, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn read_unit(path: &Path) -> anyhow::Result<UnitRecord> {
+    let bytes = std::fs::read(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
     serde_json::from_slice(&bytes).map_err(|e| {
-        format!(
+        anyhow!(
             "{}: not a unit record of this flashlab ({e})",
             path.display()
         )

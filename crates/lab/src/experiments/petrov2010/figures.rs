@@ -65,7 +65,7 @@ fn description() -> String {
 }
 
 /// Figure 4: NoTPM and New-Order response time against warehouses.
-fn figure4(s: &Study) -> Result<Vec<Figure>, String> {
+fn figure4(s: &Study) -> anyhow::Result<Vec<Figure>> {
     let mut figures = Vec::new();
     for page_bytes in PAGE_BYTES {
         for (what, y_label) in [
@@ -383,7 +383,7 @@ impl Skeleton for Table4 {
         "petrov2010 Figure 4, Tables 4 and 5: TPC-C with 4 KB and 16 KB pages on SSDs";
     const PAPER: &'static str = PAPER;
 
-    fn measure(&self, ctx: &RunContext) -> Result<Arc<Study>, String> {
+    fn measure(&self, ctx: &RunContext) -> anyhow::Result<Arc<Study>> {
         study(ctx)
     }
 
@@ -401,7 +401,7 @@ impl Skeleton for Table4 {
         checks
     }
 
-    fn figures(&self, s: &Arc<Study>) -> Result<Vec<Figure>, String> {
+    fn figures(&self, s: &Arc<Study>) -> anyhow::Result<Vec<Figure>> {
         figure4(s)
     }
 
@@ -451,7 +451,7 @@ impl Skeleton for Figure5 {
     const TITLE: &'static str = "petrov2010 Figure 5: NoTPM against CPUs and buffer size";
     const PAPER: &'static str = PAPER;
 
-    fn measure(&self, ctx: &RunContext) -> Result<Arc<Study>, String> {
+    fn measure(&self, ctx: &RunContext) -> anyhow::Result<Arc<Study>> {
         study(ctx)
     }
 
@@ -492,7 +492,7 @@ impl Skeleton for Figure5 {
         .collect()
     }
 
-    fn figures(&self, s: &Arc<Study>) -> Result<Vec<Figure>, String> {
+    fn figures(&self, s: &Arc<Study>) -> anyhow::Result<Vec<Figure>> {
         let mut figures = Vec::new();
         let by = |xs: Vec<(f64, Cell)>, name: String, published_too: bool| Series {
             name,
