@@ -219,8 +219,7 @@ fn simulated(
                 cluster,
                 args.read_ahead,
                 false,
-            )
-            .map_err(anyhow::Error::msg)?;
+            )?;
             (r.elapsed_s, serde_json::to_value(&r)?, bytes)
         }
         other => {
@@ -237,8 +236,7 @@ fn simulated(
                 memory,
                 cluster,
                 false,
-            )
-            .map_err(anyhow::Error::msg)?;
+            )?;
             (r.elapsed_s, serde_json::to_value(&r)?, 2 * bytes)
         }
     };
