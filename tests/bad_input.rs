@@ -493,8 +493,7 @@ fn query_finds_integer_keys_and_an_unknown_table_lists_the_tables() {
     let d = dir.path().display().to_string();
     for (key, found) in [("42", 1), ("-7", 1), ("5", 0)] {
         let out = common::flashlab(&["query", &d, "--table", "accounts", "--key", key, "--json"]);
-        assert!(out.status.success(), "{}", common::stderr(&out));
-        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let json = common::success_json(&out);
         assert_eq!(json["total"], found, "--key {key}");
     }
     let out = common::flashlab(&["query", &d, "--table", "accounts", "--json"]);

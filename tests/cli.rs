@@ -9,8 +9,7 @@ use std::path::Path;
 #[test]
 fn devices_lists_every_preset_with_sources() {
     let out = flashlab(&["devices", "--json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = success_json(&out);
     let names: Vec<&str> = json
         .as_array()
         .unwrap()
@@ -145,8 +144,7 @@ fn replay_json_keys_and_every_request_accounted_for() {
         "20000",
         "--json",
     ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = success_json(&out);
     assert_eq!(json["requests"], 20000);
     for key in ["iops", "latency_us", "waf", "gc_runs", "erases"] {
         assert!(json.get(key).is_some(), "no {key}");
@@ -347,8 +345,7 @@ fn query_reads_a_table_and_refuses_time_travel_past_a_restart() {
     let out = flashlab(&[
         "query", &db_dir, "--table", "kv", "--prefix", "0001", "--json",
     ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = success_json(&out);
     assert_eq!(json["total"], 10);
     assert_bad_input(
         &flashlab(&["query", &db_dir, "--table", "kv", "--as-of", "0"]),
@@ -508,8 +505,7 @@ fn tpcc_bench_runs_on_an_ipl_space() {
         "1s",
         "--json",
     ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = success_json(&out);
     assert_eq!(json["consistency"], "ok");
     assert!(json["tpcc"]["tpmc"].as_f64().unwrap() > 0.0);
     let store = &json["data_stores"][0];
@@ -555,8 +551,7 @@ fn tpcc_bench_reports_tpmc_and_the_five_types() {
         "order_line=16384",
         "--json",
     ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = success_json(&out);
     assert_eq!(json["consistency"], "ok");
     assert_eq!(json["clients"], 20, "10 terminals per warehouse");
     let tpcc = &json["tpcc"];
@@ -604,8 +599,7 @@ fn tpcc_bench_runs_in_the_real_world() {
     let dir = tempfile::tempdir().unwrap();
     let real = ["bench", "tpcc", "--real", dir.path().to_str().unwrap()];
     let out = flashlab(&[&real[..], &TINY_TPCC, &["--json"]].concat());
-    assert!(out.status.success(), "{}", stderr(&out));
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = success_json(&out);
     assert_eq!(
         (json["world"].as_str(), json["consistency"].as_str()),
         (Some("real"), Some("ok"))

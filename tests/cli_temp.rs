@@ -22,8 +22,7 @@ fn bench_sort_real_verifies_and_matches_gnu_sort() {
         "8KB",
         "--json",
     ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = success_json(&out);
     assert_eq!(json["verified"], "ok");
     assert!(json["detail"]["runs"].as_u64().unwrap() > 1);
     assert_eq!(json["detail"]["temp"]["used_bytes"], 0);
@@ -42,8 +41,7 @@ fn bench_sort_real_verifies_and_matches_gnu_sort() {
             "--gnu-sort",
             "--json",
         ]);
-        assert!(out.status.success(), "{}", stderr(&out));
-        let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+        let json = success_json(&out);
         assert_eq!(json["gnu_sort"]["identical_output"], true);
     }
     // Nothing is left in the directory.

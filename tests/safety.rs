@@ -7,7 +7,7 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::{assert_bad_input, flashlab, names, stderr, stdout};
+use common::{assert_bad_input, flashlab, names, stderr, stdout, success_json};
 use flashlab::engine::{Database, DbConfig, TableSpec};
 use flashlab::runtime::RealRuntime;
 
@@ -151,8 +151,7 @@ fn check_and_query_write_nothing_even_when_recovery_is_needed() {
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
     assert_unchanged(&before, dir.path(), "check");
     let out = flashlab(&["query", &path(dir.path()), "--table", "kv", "--json"]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let json: serde_json::Value = serde_json::from_slice(&out.stdout).unwrap();
+    let json = success_json(&out);
     assert_eq!(json["total"], 400, "recovery in memory sees every commit");
     assert_unchanged(&before, dir.path(), "query");
     // Only --repair writes: recovery's work reaches the files.
@@ -384,20 +383,22 @@ fn interrupt(args: &[&str], ready: impl Fn() -> bool, signal: &str) -> std::proc
     child.wait_with_output().unwrap()
 }
 
-/// True once some file under `dir` (one level of subdirectories) is named `name`.
 /// [`interrupt`] `bench tpcb --real DIR ARGS --progress 0` once the
-/// database's manifest is in `dir`.
-fn interrupt_tpcb(dir: &Path, args: &[&str], signal: &str) -> std::process::Output {
+/// database's manifest is in `dir`; `args` are the bench's options,
+/// separated by spaces.
+fn interrupt_tpcb(dir: &Path, args: &str, signal: &str) -> std::process::Output {
     let d = path(dir);
+    let args: Vec<&str> = args.split_whitespace().collect();
     let all = [
         &["bench", "tpcb", "--real", d.as_str()][..],
-        args,
+        &args,
         &["--progress", "0"],
     ]
     .concat();
     interrupt(&all, || has_file(dir, "flashlab.manifest"), signal)
 }
 
+/// True once some file under `dir` (one level of subdirectories) is named `name`.
 fn has_file(dir: &Path, name: &str) -> bool {
     let Ok(entries) = std::fs::read_dir(dir) else {
         return false;
@@ -413,14 +414,7 @@ fn sigterm_and_sigint_remove_a_real_bench_and_a_sorts_files() {
     let d = path(dir.path());
     let out = interrupt_tpcb(
         dir.path(),
-        &[
-            "--duration",
-            "60s",
-            "--clients",
-            "1",
-            "--accounts-per-branch",
-            "2000",
-        ],
+        "--duration 60s --clients 1 --accounts-per-branch 2000",
         "-TERM",
     );
     assert_eq!(out.status.code(), Some(143), "{}", stderr(&out));
@@ -469,17 +463,7 @@ fn sigint_keeps_a_keep_database_consistent_and_says_so() {
     assert!(out.status.success(), "{}", stderr(&out));
     let out = interrupt_tpcb(
         dir.path(),
-        &[
-            "--keep",
-            "--duration",
-            "60s",
-            "--clients",
-            "2",
-            "--accounts-per-branch",
-            "2000",
-            "--buffer-mb",
-            "16",
-        ],
+        "--keep --duration 60s --clients 2 --accounts-per-branch 2000 --buffer-mb 16",
         "-INT",
     );
     assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
@@ -555,19 +539,7 @@ fn sigint_while_a_keep_database_is_being_loaded_removes_it() {
     std::fs::write(dir.path().join("notes.txt"), "mine").unwrap();
     let out = interrupt_tpcb(
         dir.path(),
-        &[
-            "--keep",
-            "--duration",
-            "60s",
-            "--clients",
-            "1",
-            "--accounts-per-branch",
-            "100000",
-            "--scale",
-            "20",
-            "--buffer-mb",
-            "64",
-        ],
+        "--keep --duration 60s --clients 1 --accounts-per-branch 100000 --scale 20 --buffer-mb 64",
         "-INT",
     );
     assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));

@@ -505,7 +505,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         });
     }
     let mut options = options(&args)?;
-    flashlab_lab::bench::validate(&options).map_err(anyhow::Error::msg)?;
+    flashlab_lab::bench::validate(&options)?;
     let trace_out = args
         .trace
         .as_deref()
@@ -532,8 +532,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
             None if !quiet => eprintln!("{line}"),
             None => {}
         }
-    })
-    .map_err(anyhow::Error::msg)?;
+    })?;
     if let Some(bar) = bar {
         bar.finish_and_clear();
     }

@@ -220,8 +220,7 @@ fn simulated(
                 cluster,
                 args.overlap,
                 false,
-            )
-            .map_err(anyhow::Error::msg)?;
+            )?;
             (r.elapsed_s, serde_json::to_value(&r)?, bytes)
         }
         other => {
@@ -238,8 +237,7 @@ fn simulated(
                 memory,
                 cluster,
                 false,
-            )
-            .map_err(anyhow::Error::msg)?;
+            )?;
             (r.elapsed_s, serde_json::to_value(&r)?, 2 * bytes)
         }
     };

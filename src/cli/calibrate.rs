@@ -41,8 +41,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         let c = calibrate(args.rounds, args.tuples, &scratch, progress);
         let _ = std::fs::remove_dir_all(&scratch);
         c
-    }
-    .map_err(anyhow::Error::msg)?;
+    }?;
     print_calibration(&c);
     let mut json = serde_json::to_vec_pretty(&c)?;
     json.push(b'\n');

@@ -118,7 +118,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
     let summary = if args.merge.is_empty() {
         run_units(&args, terminal)?
     } else {
-        merge(&args.merge, &args.out).map_err(anyhow::Error::msg)?
+        merge(&args.merge, &args.out)?
     };
     print_summary(&summary, &args.out);
     Ok(())
@@ -145,7 +145,7 @@ fn run_units(args: &Args, terminal: bool) -> anyhow::Result<ReproduceSummary> {
     let result = reproduce(&args.out, &options, events);
     display.finish();
     drop(ticker);
-    result.map_err(anyhow::Error::msg)
+    result
 }
 
 fn print_summary(summary: &ReproduceSummary, out: &Path) {

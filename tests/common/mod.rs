@@ -21,6 +21,13 @@ pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// The JSON a successful run printed (fails the test, showing stderr,
+/// if the run failed).
+pub fn success_json(out: &Output) -> serde_json::Value {
+    assert!(out.status.success(), "{}", stderr(out));
+    serde_json::from_slice(&out.stdout).unwrap()
+}
+
 /// Bad input: exit code 2 and one line naming the problem, never a panic.
 pub fn assert_bad_input(out: &Output, needles: &[&str]) {
     let err = stderr(out);

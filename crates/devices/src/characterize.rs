@@ -157,16 +157,7 @@ pub fn characterize(
 ) -> Result<Characterization, DeviceError> {
     let region_bytes = check_options(&*device, options)?;
     let name = device.name().to_string();
-    let mut runner = Runner {
-        device,
-        now_ns: options.start_ns,
-        rng: SplitMix64(options.seed),
-        region_bytes,
-        requests: u64::from(options.requests_per_point),
-    };
-    if options.precondition {
-        runner.precondition(options)?;
-    }
+    let mut runner = Runner::prepared(device, options, region_bytes)?;
     let depths = queue_depths(options.queue_depth);
     let random_reads = runner.random_points(IoKind::Read, &depths)?;
     let sequential_reads = runner.sequential_points(IoKind::Read)?;
@@ -188,13 +179,7 @@ pub fn precondition(
     options: &CharacterizeOptions,
 ) -> Result<u64, DeviceError> {
     let region_bytes = check_options(&*device, options)?;
-    let mut runner = Runner {
-        device,
-        now_ns: options.start_ns,
-        rng: SplitMix64(options.seed),
-        region_bytes,
-        requests: u64::from(options.requests_per_point),
-    };
+    let mut runner = Runner::new(device, options, region_bytes);
     runner.precondition(options)?;
     Ok(runner.now_ns)
 }
@@ -371,7 +356,36 @@ struct Runner<'a> {
     requests: u64,
 }
 
-impl Runner<'_> {
+impl<'a> Runner<'a> {
+    /// A runner over the first `region_bytes` of `device`, at the options'
+    /// start time, seed and requests per point.
+    fn new(
+        device: &'a mut dyn DeviceModel,
+        options: &CharacterizeOptions,
+        region_bytes: u64,
+    ) -> Runner<'a> {
+        Runner {
+            device,
+            now_ns: options.start_ns,
+            rng: SplitMix64(options.seed),
+            region_bytes,
+            requests: u64::from(options.requests_per_point),
+        }
+    }
+
+    /// [`Runner::new`], preconditioned when the options ask for it.
+    fn prepared(
+        device: &'a mut dyn DeviceModel,
+        options: &CharacterizeOptions,
+        region_bytes: u64,
+    ) -> Result<Runner<'a>, DeviceError> {
+        let mut runner = Runner::new(device, options, region_bytes);
+        if options.precondition {
+            runner.precondition(options)?;
+        }
+        Ok(runner)
+    }
+
     /// Sequential fill, random 4 KB writes, flush.
     fn precondition(&mut self, options: &CharacterizeOptions) -> Result<(), DeviceError> {
         let depth = options.queue_depth;
@@ -629,16 +643,7 @@ pub fn speedups(
             "request size {kb} KB must be at least 1 KB and fit the region"
         )));
     }
-    let mut runner = Runner {
-        device,
-        now_ns: options.start_ns,
-        rng: SplitMix64(options.seed),
-        region_bytes,
-        requests: u64::from(options.requests_per_point),
-    };
-    if options.precondition {
-        runner.precondition(options)?;
-    }
+    let mut runner = Runner::prepared(device, options, region_bytes)?;
     let n = runner.requests;
     let mut out = Vec::with_capacity(blocks_kb.len());
     for &kb in blocks_kb {

@@ -521,17 +521,81 @@ impl Rules {
     }
 }
 
-/// Raw NAND behind the [`Device`] interface. See the module documentation.
-pub struct NandDevice {
-    rules: Rules,
-    inner: Arc<dyn StoredDevice>,
+/// What a chip's rules sit on: a store (the simulated chip and the chip in
+/// memory) or a file (the real world's chip).
+pub trait NandMedium: Send + Sync {
+    /// The device under the chip.
+    fn device(&self) -> &dyn Device;
+    /// The medium's bytes as stored (inverted): what the rules read.
+    fn raw(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError>;
+    /// The chip's name: its spec's, or the medium's.
+    fn chip_name<'a>(&'a self, spec: &'a NandSpec) -> &'a str;
 }
+
+/// A store's bytes are read untimed, straight from the store.
+impl NandMedium for Arc<dyn StoredDevice> {
+    fn device(&self) -> &dyn Device {
+        &**self
+    }
+
+    fn raw(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
+        self.store().lock().expect("store").read(offset_bytes, buf);
+        Ok(())
+    }
+
+    fn chip_name<'a>(&'a self, spec: &'a NandSpec) -> &'a str {
+        &spec.name
+    }
+}
+
+/// A file's bytes are read from the file (NAND-F1: once per erase unit).
+impl NandMedium for DeviceRef {
+    fn device(&self) -> &dyn Device {
+        &**self
+    }
+
+    fn raw(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
+        self.read(offset_bytes, buf)
+    }
+
+    fn chip_name<'a>(&'a self, _spec: &'a NandSpec) -> &'a str {
+        self.name()
+    }
+}
+
+/// Raw NAND behind the [`Device`] interface: the rules of NAND-D1..5 over a
+/// medium that holds every byte inverted. See the module documentation.
+pub struct RawNand<M> {
+    rules: Rules,
+    inner: M,
+}
+
+/// Raw NAND over a store (a simulated chip, or one in memory).
+pub type NandDevice = RawNand<Arc<dyn StoredDevice>>;
+
+/// Raw NAND in a file, for the real world (NAND-F1..3): the same rules
+/// as [`NandDevice`], over a device that is not a store (a
+/// [`crate::file::FileDevice`]). The file holds every byte inverted, as the
+/// store does, so a sparse file's holes are erased flash and an erase
+/// punches a hole (`FileDevice::trim`). A program is durable at the next
+/// flush (fdatasync), as any write to the file.
+///
+/// What the rules cannot read from a store they read from the file, once:
+/// * NAND-F1: the highest programmed NAND page of an erase unit is read at
+///   the unit's first program since the open (one erase unit read), and
+///   kept since; the rules never read the rest of a unit again;
+/// * NAND-F2: a NAND page first programmed since the open is counted as
+///   having taken one program per run of programmed sectors, the fewest
+///   its data allows (the chip keeps no count either);
+/// * NAND-F3: the rules see only this process's programs: one writer per
+///   file, which the database directory's lock ensures.
+pub type NandFile = RawNand<DeviceRef>;
 
 impl NandDevice {
     /// A NAND device over `inner`, whose capacity must be the spec's.
     pub fn new(spec: NandSpec, inner: Arc<dyn StoredDevice>) -> Result<NandDevice, DeviceError> {
         check_capacity(&spec, inner.capacity_bytes(), "the store under it")?;
-        Ok(NandDevice {
+        Ok(RawNand {
             rules: Rules::new(spec, false)?,
             inner,
         })
@@ -552,20 +616,24 @@ impl NandDevice {
         ));
         NandDevice::new(spec, inner)
     }
+}
 
+impl NandFile {
+    /// Raw NAND of shape `spec` in `inner` (a file of at least the spec's
+    /// capacity, holding inverted bytes: a new sparse file is an erased chip).
+    pub fn new(spec: NandSpec, inner: DeviceRef) -> Result<NandFile, DeviceError> {
+        check_capacity(&spec, inner.capacity_bytes(), "the file under it")?;
+        Ok(RawNand {
+            rules: Rules::new(spec, true)?,
+            inner,
+        })
+    }
+}
+
+impl<M> RawNand<M> {
     /// The chip's shape and timing.
     pub fn spec(&self) -> &NandSpec {
         &self.rules.spec
-    }
-
-    /// The store's bytes, untimed: what the rules read.
-    fn raw(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
-        self.inner
-            .store()
-            .lock()
-            .expect("store")
-            .read(offset_bytes, buf);
-        Ok(())
     }
 }
 
@@ -603,9 +671,9 @@ impl StoredDevice for NandDevice {
     }
 }
 
-impl Device for NandDevice {
+impl<M: NandMedium> Device for RawNand<M> {
     fn name(&self) -> &str {
-        &self.rules.spec.name
+        self.inner.chip_name(&self.rules.spec)
     }
 
     fn capacity_bytes(&self) -> u64 {
@@ -617,107 +685,31 @@ impl Device for NandDevice {
     }
 
     fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
-        read_inverted(&*self.inner, offset_bytes, buf)
+        read_inverted(self.inner.device(), offset_bytes, buf)
     }
 
     fn write(&self, offset_bytes: u64, data: &[u8]) -> Result<(), DeviceError> {
         let len_bytes = data.len() as u64;
         self.rules.check_program(offset_bytes, len_bytes)?;
-        self.rules
-            .admit_program(&|at, buf| self.raw(at, buf), offset_bytes, len_bytes)?;
-        self.inner.write(offset_bytes, &inverted(data))
-    }
-
-    fn flush(&self) -> Result<(), DeviceError> {
-        self.inner.flush()
-    }
-
-    /// An erase of whole erase units (NAND-D2).
-    fn trim(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
-        self.rules.erase(&*self.inner, offset_bytes, len_bytes)
-    }
-
-    fn model_stats(&self) -> Option<ModelStats> {
-        self.inner.model_stats()
-    }
-}
-
-/// Raw NAND in a file, for the real world (NAND-F1..3): the same rules
-/// as [`NandDevice`], over a device that is not a store (a
-/// [`crate::file::FileDevice`]). The file holds every byte inverted, as the
-/// store does, so a sparse file's holes are erased flash and an erase
-/// punches a hole (`FileDevice::trim`). A program is durable at the next
-/// flush (fdatasync), as any write to the file.
-///
-/// What the rules cannot read from a store they read from the file, once:
-/// * NAND-F1: the highest programmed NAND page of an erase unit is read at
-///   the unit's first program since the open (one erase unit read), and
-///   kept since; the rules never read the rest of a unit again;
-/// * NAND-F2: a NAND page first programmed since the open is counted as
-///   having taken one program per run of programmed sectors, the fewest
-///   its data allows (the chip keeps no count either);
-/// * NAND-F3: the rules see only this process's programs: one writer per
-///   file, which the database directory's lock ensures.
-pub struct NandFile {
-    rules: Rules,
-    inner: DeviceRef,
-}
-
-impl NandFile {
-    /// Raw NAND of shape `spec` in `inner` (a file of at least the spec's
-    /// capacity, holding inverted bytes: a new sparse file is an erased chip).
-    pub fn new(spec: NandSpec, inner: DeviceRef) -> Result<NandFile, DeviceError> {
-        check_capacity(&spec, inner.capacity_bytes(), "the file under it")?;
-        Ok(NandFile {
-            rules: Rules::new(spec, true)?,
-            inner,
-        })
-    }
-
-    /// The chip's shape.
-    pub fn spec(&self) -> &NandSpec {
-        &self.rules.spec
-    }
-}
-
-impl Device for NandFile {
-    fn name(&self) -> &str {
-        self.inner.name()
-    }
-
-    fn capacity_bytes(&self) -> u64 {
-        self.rules.spec.capacity_bytes
-    }
-
-    fn sector_bytes(&self) -> u32 {
-        NAND_SECTOR_BYTES
-    }
-
-    fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
-        read_inverted(&*self.inner, offset_bytes, buf)
-    }
-
-    fn write(&self, offset_bytes: u64, data: &[u8]) -> Result<(), DeviceError> {
-        let len_bytes = data.len() as u64;
-        self.rules.check_program(offset_bytes, len_bytes)?;
-        let raw = |at: u64, buf: &mut [u8]| self.inner.read(at, buf);
+        let raw = |at: u64, buf: &mut [u8]| self.inner.raw(at, buf);
         self.rules.admit_program(&raw, offset_bytes, len_bytes)?;
-        self.inner.write(offset_bytes, &inverted(data))?;
+        self.inner.device().write(offset_bytes, &inverted(data))?;
         self.rules.programmed(offset_bytes, len_bytes);
         Ok(())
     }
 
     fn flush(&self) -> Result<(), DeviceError> {
-        self.inner.flush()
+        self.inner.device().flush()
     }
 
-    /// An erase of whole erase units (NAND-D2): a punched hole.
+    /// An erase of whole erase units (NAND-D2); in a file, a punched hole.
     fn trim(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
-        self.rules.erase(&*self.inner, offset_bytes, len_bytes)
+        self.rules
+            .erase(self.inner.device(), offset_bytes, len_bytes)
     }
 
     fn model_stats(&self) -> Option<ModelStats> {
-        self.inner.model_stats()
+        self.inner.device().model_stats()
     }
 }
 

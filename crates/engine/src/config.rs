@@ -179,6 +179,9 @@ pub struct CpuCosts {
     pub log_ns_per_kb: u64,
 }
 
+/// The prices of a [`CpuCosts`], one a kind of work.
+pub const CPU_PRICES: usize = 9;
+
 /// Largest configuration file read (a whole database's layout is a few KB).
 pub const CONFIG_BYTES_MAX: u64 = 1 << 20;
 /// Largest CPU cost of one operation (one second): far above any real
@@ -198,7 +201,7 @@ impl Default for CpuCosts {
 
 impl CpuCosts {
     /// Every price with its key, in the file's order.
-    pub fn named(&self) -> [(&'static str, u64); 9] {
+    pub fn named(&self) -> [(&'static str, u64); CPU_PRICES] {
         [
             ("begin_ns", self.begin_ns),
             ("get_ns", self.get_ns),
@@ -212,21 +215,26 @@ impl CpuCosts {
         ]
     }
 
+    /// The prices `values` gives in [`CpuCosts::named`]'s order.
+    pub fn from_values(values: [u64; CPU_PRICES]) -> CpuCosts {
+        CpuCosts {
+            begin_ns: values[0],
+            get_ns: values[1],
+            put_ns: values[2],
+            scan_row_ns: values[3],
+            commit_ns: values[4],
+            page_access_ns: values[5],
+            page_io_ns: values[6],
+            page_io_ns_per_kb: values[7],
+            log_ns_per_kb: values[8],
+        }
+    }
+
     /// Every price multiplied by `factor` (rounded; `as` saturates, so a
     /// cost at the limit on a slow clock stays finite).
     pub fn scaled(&self, factor: f64) -> CpuCosts {
         let f = |ns: u64| (ns as f64 * factor).round() as u64;
-        CpuCosts {
-            begin_ns: f(self.begin_ns),
-            get_ns: f(self.get_ns),
-            put_ns: f(self.put_ns),
-            scan_row_ns: f(self.scan_row_ns),
-            commit_ns: f(self.commit_ns),
-            page_access_ns: f(self.page_access_ns),
-            page_io_ns: f(self.page_io_ns),
-            page_io_ns_per_kb: f(self.page_io_ns_per_kb),
-            log_ns_per_kb: f(self.log_ns_per_kb),
-        }
+        CpuCosts::from_values(self.named().map(|(_, ns)| f(ns)))
     }
 
     /// The default profile's work on its CPU clocked at `ghz` (costs scale
@@ -249,17 +257,7 @@ impl CpuCosts {
 
     /// No CPU charges (for tests and loading).
     pub fn free() -> CpuCosts {
-        CpuCosts {
-            begin_ns: 0,
-            get_ns: 0,
-            put_ns: 0,
-            scan_row_ns: 0,
-            commit_ns: 0,
-            page_access_ns: 0,
-            page_io_ns: 0,
-            page_io_ns_per_kb: 0,
-            log_ns_per_kb: 0,
-        }
+        CpuCosts::from_values([0; CPU_PRICES])
     }
 }
 

@@ -39,7 +39,7 @@ pub enum Price {
 }
 
 /// How many prices there are.
-const PRICES: usize = 9;
+const PRICES: usize = crate::config::CPU_PRICES;
 
 /// The prices in force. See the module documentation.
 #[derive(Debug)]
@@ -70,28 +70,9 @@ impl CpuPrices {
 
     /// The prices in force.
     pub fn get(&self) -> CpuCosts {
-        let [
-            begin_ns,
-            get_ns,
-            put_ns,
-            scan_row_ns,
-            commit_ns,
-            page_access_ns,
-            page_io_ns,
-            page_io_ns_per_kb,
-            log_ns_per_kb,
-        ] = std::array::from_fn(|i| self.fields[i].load(Ordering::Relaxed));
-        CpuCosts {
-            begin_ns,
-            get_ns,
-            put_ns,
-            scan_row_ns,
-            commit_ns,
-            page_access_ns,
-            page_io_ns,
-            page_io_ns_per_kb,
-            log_ns_per_kb,
-        }
+        CpuCosts::from_values(std::array::from_fn(|i| {
+            self.fields[i].load(Ordering::Relaxed)
+        }))
     }
 
     /// The price of one `event`, ns.

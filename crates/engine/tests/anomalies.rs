@@ -135,6 +135,16 @@ const SETUP: &str = "
     t0: commit => ok
 ";
 
+/// t1 reads x, then t2 sets it to 2 and commits: what t1 reads next
+/// depends on its isolation level.
+const T2_UPDATES_X_T1_READ: &str = "
+    t1: begin => ok
+    t1: get x => 1
+    t2: begin => ok
+    t2: put x 2 => ok
+    t2: commit => ok
+";
+
 #[test]
 fn dirty_write_is_prevented() {
     check(
@@ -193,12 +203,7 @@ fn lost_update_is_prevented() {
 fn non_repeatable_read_is_prevented() {
     check(
         &format!(
-            "{SETUP}
-        t1: begin => ok
-        t1: get x => 1
-        t2: begin => ok
-        t2: put x 2 => ok
-        t2: commit => ok
+            "{SETUP}{T2_UPDATES_X_T1_READ}
         t1: get x => 1
     "
         ),
@@ -275,12 +280,7 @@ fn readers_and_writers_do_not_block_each_other() {
 fn read_committed_allows_non_repeatable_reads_and_updates_the_latest() {
     check(
         &format!(
-            "{SETUP}
-        t1: begin => ok
-        t1: get x => 1
-        t2: begin => ok
-        t2: put x 2 => ok
-        t2: commit => ok
+            "{SETUP}{T2_UPDATES_X_T1_READ}
         t1: get x => 2
         t1: put x 3 => ok
         t1: commit => ok

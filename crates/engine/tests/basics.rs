@@ -1,5 +1,7 @@
 //! The engine's API end to end, in the simulated world.
 
+mod common;
+
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -7,15 +9,8 @@ use flashlab_devices::DeviceRef;
 use flashlab_devices::memory::MemoryDevice;
 use flashlab_engine::row::{Column, Schema, Type, Value};
 use flashlab_engine::{Database, DbConfig, Devices, Error, TableSpec};
-use flashlab_runtime::{Rt, Sim, SimConfig};
 
-fn sim<T: Send + 'static>(f: impl FnOnce(Rt) -> T + Send + 'static) -> T {
-    Sim::run(SimConfig::default(), f)
-        .expect("simulation")
-        .0
-        .finished()
-        .expect("finished")
-}
+use common::sim;
 
 fn memory_devices() -> (Devices, Vec<Arc<MemoryDevice>>) {
     let data = Arc::new(MemoryDevice::new("data", 64 << 20));

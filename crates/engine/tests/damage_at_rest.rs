@@ -207,14 +207,21 @@ fn log_offset(lsn: u64) -> u64 {
     4096 + (lsn / 488) * 512
 }
 
-/// Case 1: an older copy of the log, put back after later commits were
-/// checkpointed into the data file.
-#[test]
-fn regression_an_older_copy_of_the_log_is_refused_naming_both_positions() {
+/// An in-place database of 200 rows, its configuration, and a copy of its
+/// log as it is now (to put back later).
+fn made_with_log_copy() -> (tempfile::TempDir, DbConfig, Vec<u8>) {
     let dir = tempfile::tempdir().unwrap();
     let config = config(StoreKind::InPlace);
     make(dir.path(), &config, 200);
     let old_log = std::fs::read(dir.path().join("log.wal")).unwrap();
+    (dir, config, old_log)
+}
+
+/// Case 1: an older copy of the log, put back after later commits were
+/// checkpointed into the data file.
+#[test]
+fn regression_an_older_copy_of_the_log_is_refused_naming_both_positions() {
+    let (dir, config, old_log) = made_with_log_copy();
     in_runtime(|| {
         let db = Database::open_dir(dir.path(), &config).unwrap();
         fill(&db, 200..1200, 10);
@@ -371,10 +378,7 @@ fn regression_a_zeroed_last_log_sector_loses_at_most_that_sector() {
 /// the log put back is older than the data file.
 #[test]
 fn regression_an_older_log_is_refused_by_the_checkpoint_anchor() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = config(StoreKind::InPlace);
-    make(dir.path(), &config, 200);
-    let old_log = std::fs::read(dir.path().join("log.wal")).unwrap();
+    let (dir, config, old_log) = made_with_log_copy();
     in_runtime(|| {
         let db = Database::open_dir(dir.path(), &config).unwrap();
         let t = db.table("kv").unwrap();

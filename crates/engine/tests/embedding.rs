@@ -1,6 +1,8 @@
 //! The embedding API: streaming scans against their `Vec` forms, early
 //! exit, snapshots, index streams, and `transact` retrying a deadlock.
 
+mod common;
+
 use std::ops::Bound;
 use std::sync::Arc;
 
@@ -8,17 +10,10 @@ use flashlab_devices::DeviceRef;
 use flashlab_devices::memory::MemoryDevice;
 use flashlab_engine::row::{Column, Schema, Type, Value};
 use flashlab_engine::{Database, DbConfig, Devices, ErrorKind, Table, TableSpec};
-use flashlab_runtime::{Rt, Sim, SimConfig};
 
 const ROWS: i64 = 1_000;
 
-fn sim<T: Send + 'static>(f: impl FnOnce(Rt) -> T + Send + 'static) -> T {
-    Sim::run(SimConfig::default(), f)
-        .unwrap()
-        .0
-        .finished()
-        .unwrap()
-}
+use common::sim;
 
 fn database() -> Database {
     let devices = Devices {

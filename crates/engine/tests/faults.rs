@@ -13,7 +13,7 @@ use flashlab_devices::DeviceRef;
 use flashlab_devices::fault::{FaultPlan, FaultyDevice, Role};
 use flashlab_devices::memory::MemoryDevice;
 use flashlab_engine::db::verify::verify;
-use flashlab_engine::{Database, DbConfig, Devices, Error, PageId, TableSpec};
+use flashlab_engine::{Database, DbConfig, Devices, Error, PageId, Table, TableSpec};
 
 mod common;
 use common::{
@@ -44,6 +44,23 @@ fn config() -> DbConfig {
 
 fn value(i: u32, version: u32) -> Vec<u8> {
     row_value(i, version, 60)
+}
+
+/// Fail the `n`th flush of `device` from now on.
+fn fail_flush(device: &FaultyDevice, n: u64) {
+    device.set_plan(FaultPlan {
+        flush_error_at: Some(device.flushes() + n),
+        ..device.plan()
+    });
+}
+
+/// Open the loaded database on `devices` and commit rows `0..rows` at
+/// `version`, one transaction each.
+fn open_and_commit(devices: Devices, rows: u32, version: u32) -> (Database, Table) {
+    let db = Database::open_with(&config(), devices).unwrap();
+    let t = db.table("t").unwrap();
+    commit_each(&db, &t, 0..rows, key, |i| value(i, version));
+    (db, t)
 }
 
 /// Load ROWS rows at version 0 and close cleanly.
@@ -122,10 +139,7 @@ fn regression_failed_data_flush_stops_the_database() {
             acked = i + 1;
         }
         // The next flush of the data device fails: the checkpoint's.
-        data.set_plan(FaultPlan {
-            flush_error_at: Some(data.flushes() + 1),
-            ..data.plan()
-        });
+        fail_flush(&data, 1);
         let err = db.checkpoint().unwrap_err();
         assert!(matches!(err, Error::LogFailed(_)), "{err}");
         // The database refuses work until it is recovered...
@@ -160,15 +174,10 @@ fn regression_failed_master_flush_fails_the_log() {
     let log = rig.log.clone();
     let devices = rig.devices();
     let acked = run(move || {
-        let db = Database::open_with(&config(), devices).unwrap();
-        let t = db.table("t").unwrap();
-        commit_each(&db, &t, 0..10, key, |i| value(i, 3));
+        let (db, _) = open_and_commit(devices, 10, 3);
         // A checkpoint flushes the log twice: the force of its end record,
         // then the master record. Fail the second.
-        log.set_plan(FaultPlan {
-            flush_error_at: Some(log.flushes() + 2),
-            ..log.plan()
-        });
+        fail_flush(&log, 2);
         assert!(matches!(db.checkpoint(), Err(Error::LogFailed(_))));
         let flushes = log.flushes();
         assert!(matches!(db.begin(), Err(Error::LogFailed(_))));
@@ -194,13 +203,8 @@ fn failed_log_flush_stops_commits_until_recovery() {
     let log = rig.log.clone();
     let devices = rig.devices();
     let acked = run(move || {
-        let db = Database::open_with(&config(), devices).unwrap();
-        let t = db.table("t").unwrap();
-        commit_each(&db, &t, 0..20, key, |i| value(i, 4));
-        log.set_plan(FaultPlan {
-            flush_error_at: Some(log.flushes() + 1),
-            ..log.plan()
-        });
+        let (db, t) = open_and_commit(devices, 20, 4);
+        fail_flush(&log, 1);
         let mut txn = db.begin().unwrap();
         txn.put(&t, &key(20), &value(20, 4)).unwrap();
         assert!(matches!(txn.commit(), Err(Error::LogFailed(_))));

@@ -6,6 +6,8 @@
 //! tests), a flipped bit in the durable log at the log level
 //! (`regression_a_flipped_bit_in_the_durable_log_is_refused_not_truncated`).
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, AtomicU64, Ordering};
 
@@ -15,12 +17,22 @@ use flashlab_engine::wal::{Body, Wal, WalConfig};
 use flashlab_engine::{DataSpaceConfig, Database, DbConfig, Devices, Error, TableSpec};
 use flashlab_runtime::{NS_PER_MS, RealRuntime, Rt, Sim, SimConfig};
 
-fn sim<T: Send + 'static>(f: impl FnOnce(Rt) -> T + Send + 'static) -> T {
-    Sim::run(SimConfig::default(), f)
-        .expect("simulation")
-        .0
-        .finished()
-        .expect("finished")
+use common::sim;
+
+/// Commit one record after another as client `c` until `stop` is set or
+/// the log fails, running `pause` between commits.
+fn commit_until_stopped(wal: &Wal, c: u64, stop: &AtomicBool, pause: impl Fn()) {
+    let mut i = 0;
+    while !stop.load(Ordering::SeqCst) {
+        i += 1;
+        let Ok((_, end)) = wal.append(c + 1, 0, Body::Commit { commit_ts: i }) else {
+            return;
+        };
+        if wal.flush_to(end).is_err() {
+            return;
+        }
+        pause();
+    }
 }
 
 fn key(i: u32) -> Vec<u8> {
@@ -245,17 +257,7 @@ fn regression_no_flush_follows_a_failed_master_record_flush() {
             .map(|c| {
                 let (wal, stop) = (wal.clone(), stop.clone());
                 rt.spawn(&format!("committer{c}"), move || {
-                    let mut i = 0;
-                    while !stop.load(Ordering::SeqCst) {
-                        i += 1;
-                        let Ok((_, end)) = wal.append(c + 1, 0, Body::Commit { commit_ts: i })
-                        else {
-                            return;
-                        };
-                        if wal.flush_to(end).is_err() {
-                            return;
-                        }
-                    }
+                    commit_until_stopped(&wal, c, &stop, || {})
                 })
             })
             .collect();
@@ -417,18 +419,7 @@ fn master_failure_round(seed: u64, preempt: bool, race: bool) -> u64 {
             .map(|c| {
                 let (wal, stop, task_rt) = (wal.clone(), stop.clone(), rt.clone());
                 rt.spawn(&format!("committer{c}"), move || {
-                    let mut i = 0;
-                    while !stop.load(Ordering::SeqCst) {
-                        i += 1;
-                        let Ok((_, end)) = wal.append(c + 1, 0, Body::Commit { commit_ts: i })
-                        else {
-                            return;
-                        };
-                        if wal.flush_to(end).is_err() {
-                            return;
-                        }
-                        task_rt.sleep(1_000 + c * 300);
-                    }
+                    commit_until_stopped(&wal, c, &stop, || task_rt.sleep(1_000 + c * 300))
                 })
             })
             .collect();

@@ -3,6 +3,8 @@
 //! `store/mod.rs` and the crash rules, through the same calls. A new store
 //! is one more line of [`SUBJECTS`] and must pass every test here.
 
+mod common;
+
 use std::sync::Arc;
 
 use flashlab_devices::fault::{FaultPlan, FaultyDevice, Role};
@@ -16,7 +18,6 @@ use flashlab_engine::store::{
     LogStructuredOptions, PageStore, StoreKind, StoreMode, StoreOptions, open_store_with,
 };
 use flashlab_engine::{Error, Result};
-use flashlab_runtime::{Sim, SimConfig};
 
 /// What a crash may leave of a page written after the last `sync`.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -164,13 +165,7 @@ fn read(store: &dyn PageStore, n: u32) -> Result<Vec<u8>> {
     Ok(buf)
 }
 
-fn sim<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    Sim::run(SimConfig::default(), move |_| f())
-        .unwrap()
-        .0
-        .finished()
-        .unwrap()
-}
+use common::run as sim;
 
 /// A new store of `subject`'s kind with pages 1.. written once (version 1), unsynced.
 fn created_with_pages(subject: &Subject, plan: FaultPlan) -> (Medium, Arc<dyn PageStore>) {

@@ -7,6 +7,8 @@
 //! rebuilding damaged pages from the log. Two are open and ignored, with
 //! the reason: a full log, panics.
 
+mod common;
+
 use std::sync::Arc;
 use std::sync::atomic::{AtomicBool, Ordering};
 
@@ -17,13 +19,7 @@ use flashlab_engine::mvcc::Isolation;
 use flashlab_engine::{Database, DbConfig, Devices, Error, TableSpec};
 use flashlab_runtime::{Sim, SimConfig};
 
-fn sim<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    Sim::run(SimConfig::default(), move |_| f())
-        .expect("simulation")
-        .0
-        .finished()
-        .expect("finished")
-}
+use common::run as sim;
 
 fn key(i: u32) -> Vec<u8> {
     format!("k{i:03}").into_bytes()

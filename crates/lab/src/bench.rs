@@ -17,6 +17,7 @@
 //! percentiles; its options are checked before anything is created, and in
 //! the real world its data files are sized for the warehouses.
 
+use anyhow::anyhow;
 use std::path::{Path, PathBuf};
 use std::sync::Arc;
 
@@ -377,19 +378,19 @@ fn store_delta(
 pub const ACCOUNTS_MAX: u64 = 100_000_000;
 
 /// The size of the database a run loads: positive and within [`ACCOUNTS_MAX`].
-fn validate_size(options: &BenchOptions) -> Result<(), String> {
+fn validate_size(options: &BenchOptions) -> anyhow::Result<()> {
     if options.scale == 0 {
-        return Err("--scale must be at least 1".into());
+        return Err(anyhow!("--scale must be at least 1"));
     }
     if options.accounts_per_branch == 0 {
-        return Err("--accounts-per-branch must be at least 1".into());
+        return Err(anyhow!("--accounts-per-branch must be at least 1"));
     }
     let rows = match options.workload.as_str() {
         "tpcb" => options.scale as u64 * options.accounts_per_branch as u64,
         _ => options.scale as u64 * 1000,
     };
     if rows > ACCOUNTS_MAX {
-        return Err(format!(
+        return Err(anyhow!(
             "--scale {} asks for {rows} rows; at most {ACCOUNTS_MAX} (lower --scale or --accounts-per-branch)",
             options.scale
         ));
@@ -400,7 +401,7 @@ fn validate_size(options: &BenchOptions) -> Result<(), String> {
 /// Raw NAND is for an In-Page Logging data space only: the log and the
 /// rollback space overwrite their sectors, which program-once flash
 /// without an FTL cannot do.
-fn validate_log_devices(options: &BenchOptions) -> Result<(), String> {
+fn validate_log_devices(options: &BenchOptions) -> anyhow::Result<()> {
     let mut devices = vec![
         ("--log-device", options.log_device.clone()),
         ("--rollback-device", options.rollback_device.clone()),
@@ -419,7 +420,7 @@ fn validate_log_devices(options: &BenchOptions) -> Result<(), String> {
     }
     for (flag, device) in devices {
         if presets::is_raw_nand(&device) {
-            return Err(format!(
+            return Err(anyhow!(
                 "{flag} {device} is raw NAND (program-once, erase units): only an In-Page Logging data space can use it; give the log and rollback space an SSD, a disk or memory"
             ));
         }
@@ -432,46 +433,46 @@ pub const IPL_LOG_SEGMENT_KB_ALLOWED: [u64; 4] = [4, 8, 16, 32];
 
 /// A page store fits its data device: IPL needs raw NAND, and raw NAND
 /// only IPL can use.
-fn validate_store(options: &BenchOptions) -> Result<(), String> {
+fn validate_store(options: &BenchOptions) -> anyhow::Result<()> {
     use flashlab_engine::store::StoreKind;
     let ipl = options.data_store == Some(StoreKind::Ipl);
     let nand = presets::is_raw_nand(&options.data_device);
     if ipl && !nand {
-        return Err(format!(
+        return Err(anyhow!(
             "--data-store ipl needs a raw NAND --data-device (such as {}), not '{}'",
             flashlab_devices::nand_device::K9WAG08U1A,
             options.data_device
         ));
     }
     if nand && !ipl {
-        return Err(format!(
+        return Err(anyhow!(
             "--data-device {} is raw NAND (program-once, erase units): only --data-store ipl can use it",
             options.data_device
         ));
     }
     if let Some(bytes) = options.ipl_log_segment_bytes {
         if !ipl {
-            return Err("--ipl-log-segment-kb needs --data-store ipl".into());
+            return Err(anyhow!("--ipl-log-segment-kb needs --data-store ipl"));
         }
         if !IPL_LOG_SEGMENT_KB_ALLOWED.contains(&(bytes >> 10)) || bytes % 1024 != 0 {
-            return Err(format!(
+            return Err(anyhow!(
                 "--ipl-log-segment-kb {} must be 4, 8, 16 or 32",
                 bytes >> 10
             ));
         }
     }
     if options.ipl_no_commit_force && !ipl {
-        return Err("--ipl-commit-force off needs --data-store ipl".into());
+        return Err(anyhow!("--ipl-commit-force off needs --data-store ipl"));
     }
     if options.ipl_no_selection && !ipl {
-        return Err("--ipl-selection off needs --data-store ipl".into());
+        return Err(anyhow!("--ipl-selection off needs --data-store ipl"));
     }
     Ok(())
 }
 
-pub fn validate(options: &BenchOptions) -> Result<(), String> {
+pub fn validate(options: &BenchOptions) -> anyhow::Result<()> {
     if build(&options.workload, &WorkloadOptions::default()).is_none() {
-        return Err(format!(
+        return Err(anyhow!(
             "unknown workload '{}' (known: {})",
             options.workload,
             flashlab_workloads::WORKLOADS.join(", ")
@@ -480,15 +481,14 @@ pub fn validate(options: &BenchOptions) -> Result<(), String> {
     if options.workload == "tpcc" {
         validate_tpcc(options)?;
     } else if !options.table_page_bytes.is_empty() {
-        return Err("--table-page-bytes needs the tpcc workload".into());
+        return Err(anyhow!("--table-page-bytes needs the tpcc workload"));
     }
     if (options.segment_bytes.is_some() || options.cleaning.is_some() || options.write_through)
         && options.data_store != Some(flashlab_engine::store::StoreKind::LogStructured)
     {
-        return Err(
+        return Err(anyhow!(
             "--segment-bytes, --cleaning and --write-through need --data-store log-structured"
-                .into(),
-        );
+        ));
     }
     if let Some(bytes) = options.segment_bytes {
         flashlab_engine::store::log_structured::validate_segment_bytes(
@@ -496,7 +496,7 @@ pub fn validate(options: &BenchOptions) -> Result<(), String> {
             bytes,
             options.page_bytes,
         )
-        .map_err(|e| format!("--segment-bytes {bytes}: {e}"))?;
+        .map_err(|e| anyhow!("--segment-bytes {bytes}: {e}"))?;
     }
     if options.clients == 0 || options.clients > flashlab_workloads::driver::CLIENTS_MAX {
         let name = if options.workload == "tpcc" {
@@ -504,19 +504,19 @@ pub fn validate(options: &BenchOptions) -> Result<(), String> {
         } else {
             "--clients"
         };
-        return Err(format!(
+        return Err(anyhow!(
             "{name} must be 1 to {}",
             flashlab_workloads::driver::CLIENTS_MAX
         ));
     }
     if options.cores == 0 || options.cores > CORES_MAX {
-        return Err(format!("--cores must be 1 to {CORES_MAX}"));
+        return Err(anyhow!("--cores must be 1 to {CORES_MAX}"));
     }
     if !(options.cpu_ghz.is_finite() && options.cpu_ghz > 0.1 && options.cpu_ghz < 100.0) {
-        return Err(format!("--cpu-ghz {} is not a clock rate", options.cpu_ghz));
+        return Err(anyhow!("--cpu-ghz {} is not a clock rate", options.cpu_ghz));
     }
     if options.duration_ns == 0 {
-        return Err("--duration must be positive".into());
+        return Err(anyhow!("--duration must be positive"));
     }
     validate_size(options)?;
     validate_store(options)?;
@@ -531,7 +531,7 @@ pub fn validate(options: &BenchOptions) -> Result<(), String> {
                 if device == presets::MEMORY {
                     Ok(())
                 } else {
-                    Err(e.to_string())
+                    Err(anyhow!("{e}"))
                 }
             })?;
         }
@@ -540,19 +540,19 @@ pub fn validate(options: &BenchOptions) -> Result<(), String> {
         check_writable_dir(dir)?;
     }
     if options.keep && options.real_dir.is_none() {
-        return Err("--keep needs --real DIR".into());
+        return Err(anyhow!("--keep needs --real DIR"));
     }
     if options.acks.is_some() && options.workload != "tpcb" {
-        return Err("--acks needs the tpcb workload (its history ids)".into());
+        return Err(anyhow!("--acks needs the tpcb workload (its history ids)"));
     }
     Ok(())
 }
 
-fn validate_tpcc(options: &BenchOptions) -> Result<(), String> {
-    options.tpcc.validate()?;
+fn validate_tpcc(options: &BenchOptions) -> anyhow::Result<()> {
+    options.tpcc.validate().map_err(anyhow::Error::msg)?;
     let kept = options.real_dir.as_ref().filter(|_| options.keep);
     if let Some(dir) = kept.filter(|dir| dir.join(MANIFEST_FILE).exists()) {
-        return Err(format!(
+        return Err(anyhow!(
             "--keep: {} holds a database, and the tpcc workload cannot continue on one (it loads a fresh database)",
             dir.display()
         ));
@@ -563,7 +563,7 @@ fn validate_tpcc(options: &BenchOptions) -> Result<(), String> {
     for (i, (table, page_bytes)) in options.table_page_bytes.iter().enumerate() {
         let arg = format!("--table-page-bytes {table}={page_bytes}");
         let Some((_, schema)) = schemas.iter().find(|(name, _)| name == table) else {
-            return Err(format!(
+            return Err(anyhow!(
                 "{arg}: no TPC-C table '{table}' (tables: {})",
                 tables.join(", ")
             ));
@@ -572,20 +572,20 @@ fn validate_tpcc(options: &BenchOptions) -> Result<(), String> {
             .iter()
             .any(|(t, _)| t == table)
         {
-            return Err(format!("{arg}: '{table}' is given twice"));
+            return Err(anyhow!("{arg}: '{table}' is given twice"));
         }
         let (min, max) = (
             flashlab_engine::page::PAGE_BYTES_MIN,
             flashlab_engine::page::PAGE_BYTES_MAX,
         );
         if !page_bytes.is_power_of_two() || !(min..=max).contains(page_bytes) {
-            return Err(format!(
+            return Err(anyhow!(
                 "{arg}: a page size is a power of two from {min} to {max} bytes"
             ));
         }
         let needed = entry_bytes(schema.max_row_bytes());
         if flashlab_engine::btree::max_entry_bytes(*page_bytes) < needed {
-            return Err(format!(
+            return Err(anyhow!(
                 "{arg}: too small for {table} rows ({needed} bytes per entry)"
             ));
         }
@@ -614,7 +614,7 @@ fn validate_tpcc(options: &BenchOptions) -> Result<(), String> {
             }
             None => format!("--page-bytes {page_bytes} is"),
         };
-        return Err(format!(
+        return Err(anyhow!(
             "{whose} too small for TPC-C's rows ({needed} bytes per entry)"
         ));
     }
@@ -630,13 +630,13 @@ fn tpcc_data_bytes(o: &flashlab_workloads::tpcc::TpccOptions) -> u64 {
         .max(flashlab_engine::config::FILE_CAPACITY_BYTES_DEFAULT)
 }
 
-fn check_writable_dir(dir: &Path) -> Result<(), String> {
+fn check_writable_dir(dir: &Path) -> anyhow::Result<()> {
     if !dir.is_dir() {
-        return Err(format!("--real {}: not a directory", dir.display()));
+        return Err(anyhow!("--real {}: not a directory", dir.display()));
     }
     let probe = dir.join(format!(".flashlab-probe-{}", std::process::id()));
     std::fs::write(&probe, b"probe")
-        .map_err(|e| format!("--real {}: not writable: {e}", dir.display()))?;
+        .map_err(|e| anyhow!("--real {}: not writable: {e}", dir.display()))?;
     let _ = std::fs::remove_file(&probe);
     Ok(())
 }
@@ -706,7 +706,7 @@ fn db_config(options: &BenchOptions) -> DbConfig {
 pub fn bench(
     options: &BenchOptions,
     progress: impl FnMut(&Progress) + Send + 'static,
-) -> Result<BenchReport, String> {
+) -> anyhow::Result<BenchReport> {
     validate(options)?;
     let started = std::time::Instant::now();
     let mut report = match &options.real_dir {
@@ -727,14 +727,14 @@ fn traced(device: DeviceRef, space: Space, tracer: &Option<Tracer>) -> DeviceRef
 fn bench_simulated(
     options: &BenchOptions,
     progress: impl FnMut(&Progress) + Send + 'static,
-) -> Result<BenchReport, String> {
+) -> anyhow::Result<BenchReport> {
     let sim = SimConfig {
         seed: options.seed,
         cores: options.cores,
         ..SimConfig::default()
     };
     let options = options.clone();
-    let (outcome, _) = Sim::run(sim, move |_rt| -> Result<BenchReport, String> {
+    let (outcome, _) = Sim::run(sim, move |_rt| -> anyhow::Result<BenchReport> {
         let config = db_config(&options);
         let tracer = options.trace.then(Tracer::new);
         // A benchmark never crashes its devices: they remember no write
@@ -759,7 +759,7 @@ fn bench_simulated(
         if let Some(t) = &tracer {
             t.set_enabled(false);
         }
-        let db = Database::open_with(&config, devices).map_err(|e| e.to_string())?;
+        let db = Database::open_with(&config, devices).map_err(|e| anyhow!("{e}"))?;
         run_on(
             &db,
             &options,
@@ -770,10 +770,10 @@ fn bench_simulated(
             progress,
         )
     })
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| anyhow!("{e}"))?;
     outcome
         .finished()
-        .ok_or_else(|| "the simulation stopped early".to_string())?
+        .ok_or_else(|| anyhow!("the simulation stopped early"))?
 }
 
 /// A simulated database as loaded: the contents of its devices, and what
@@ -814,17 +814,17 @@ impl StoredDevices {
 }
 
 /// The simulated devices of `config`, started from `image` if given.
-fn stored_devices(config: &DbConfig, image: Option<&DbImage>) -> Result<StoredDevices, String> {
+fn stored_devices(config: &DbConfig, image: Option<&DbImage>) -> anyhow::Result<StoredDevices> {
     let open = |name: &str, image: Option<&SparseStore>| {
         let image = image.map(|i| i.image().expect("images are flushed"));
-        presets::open_simulated_stored(name, image).map_err(|e| e.to_string())
+        presets::open_simulated_stored(name, image).map_err(|e| anyhow!("{e}"))
     };
     let data = config
         .data
         .iter()
         .enumerate()
         .map(|(i, s)| open(&s.device, image.and_then(|m| m.data.get(i))))
-        .collect::<Result<Vec<_>, String>>()?;
+        .collect::<anyhow::Result<Vec<_>>>()?;
     let log = open(&config.log.device, image.map(|m| &m.log))?;
     let rollback = match &config.rollback {
         Some(s) => Some(open(&s.device, image.and_then(|m| m.rollback.as_ref()))?),
@@ -867,10 +867,12 @@ fn stored_devices(config: &DbConfig, image: Option<&DbImage>) -> Result<StoredDe
 
 /// Load the database `options` describe in the simulated world, close it
 /// cleanly, and keep its devices' contents for runs that start from it.
-pub fn load_image(options: &BenchOptions) -> Result<Arc<DbImage>, String> {
+pub fn load_image(options: &BenchOptions) -> anyhow::Result<Arc<DbImage>> {
     validate(options)?;
     if options.real_dir.is_some() || options.config.as_ref().is_some_and(|c| c.temp.is_some()) {
-        return Err("a database image is made in the simulated world, without a temp space".into());
+        return Err(anyhow!(
+            "a database image is made in the simulated world, without a temp space"
+        ));
     }
     let sim = SimConfig {
         seed: options.seed,
@@ -878,26 +880,25 @@ pub fn load_image(options: &BenchOptions) -> Result<Arc<DbImage>, String> {
         ..SimConfig::default()
     };
     let options = options.clone();
-    let (outcome, _) = Sim::run(sim, move |rt| -> Result<DbImage, String> {
+    let (outcome, _) = Sim::run(sim, move |rt| -> anyhow::Result<DbImage> {
         let config = db_config(&options);
         let stored = stored_devices(&config, None)?;
-        let db = Database::open_with(&config, stored.devices).map_err(|e| e.to_string())?;
-        let workload =
-            build(&options.workload, &workload_options(&options)).ok_or("unknown workload")?;
+        let db = Database::open_with(&config, stored.devices).map_err(|e| anyhow!("{e}"))?;
+        let workload = build(&options.workload, &workload_options(&options))
+            .ok_or_else(|| anyhow!("unknown workload"))?;
         let (start_ns, host) = (rt.now_ns(), std::time::Instant::now());
-        workload.setup(&db).map_err(|e| format!("loading: {e}"))?;
-        db.close().map_err(|e| e.to_string())?;
-        let mut images = stored
-            .imaged
-            .iter()
-            .map(|d| {
-                d.store()
-                    .lock()
-                    .expect("store")
-                    .image()
-                    .ok_or("a device still holds unflushed writes after the close")
-            })
-            .collect::<Result<Vec<_>, _>>()?;
+        workload.setup(&db).map_err(|e| anyhow!("loading: {e}"))?;
+        db.close().map_err(|e| anyhow!("{e}"))?;
+        let mut images =
+            stored
+                .imaged
+                .iter()
+                .map(|d| {
+                    d.store().lock().expect("store").image().ok_or_else(|| {
+                        anyhow!("a device still holds unflushed writes after the close")
+                    })
+                })
+                .collect::<Result<Vec<_>, _>>()?;
         let rollback = config
             .rollback
             .as_ref()
@@ -911,10 +912,10 @@ pub fn load_image(options: &BenchOptions) -> Result<Arc<DbImage>, String> {
             load_host_seconds: host.elapsed().as_secs_f64(),
         })
     })
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| anyhow!("{e}"))?;
     let image = outcome
         .finished()
-        .ok_or_else(|| "the simulation stopped early".to_string())??;
+        .ok_or_else(|| anyhow!("the simulation stopped early"))??;
     Ok(Arc::new(image))
 }
 
@@ -944,7 +945,7 @@ fn bench_real(
     options: &BenchOptions,
     dir: &Path,
     progress: impl FnMut(&Progress) + Send + 'static,
-) -> Result<BenchReport, String> {
+) -> anyhow::Result<BenchReport> {
     let rt = RealRuntime::new(options.seed);
     let _enter = RealRuntime::enter(&rt);
     let existing = options.keep && dir.join(MANIFEST_FILE).exists();
@@ -955,17 +956,17 @@ fn bench_real(
         dir.to_path_buf()
     } else {
         let fresh = fresh_dir(dir);
-        std::fs::create_dir(&fresh).map_err(|e| format!("--real {}: {e}", fresh.display()))?;
+        std::fs::create_dir(&fresh).map_err(|e| anyhow!("--real {}: {e}", fresh.display()))?;
         fresh
     };
     let config = real_config(options);
     let (mut created, mut loaded) = (false, false);
     let result = (|| {
         if !existing {
-            Database::create_dir(&db_dir, &config).map_err(|e| e.to_string())?;
+            Database::create_dir(&db_dir, &config).map_err(|e| anyhow!("{e}"))?;
             created = true;
         }
-        let db = Database::open_dir(&db_dir, &config).map_err(|e| e.to_string())?;
+        let db = Database::open_dir(&db_dir, &config).map_err(|e| anyhow!("{e}"))?;
         let acks = options.acks.as_deref().map(ack_sink).transpose()?;
         let workload = build_workload(options)?;
         let load = load_phase(&db, workload.as_ref(), options, existing)?;
@@ -980,7 +981,7 @@ fn bench_real(
             // A failed run's database refuses a clean close; the report
             // already names the failure, and recovery mends the rest.
             Err(_) if report.failure.is_some() => Ok(report),
-            Err(e) => Err(e.to_string()),
+            Err(e) => Err(anyhow!("{e}")),
             Ok(()) => Ok(report),
         }
     })();
@@ -992,11 +993,11 @@ fn bench_real(
         // loaded, a database is the user's: never removed, whatever fails.
         if let Err(problem) = result {
             return Err(match flashlab_engine::db::dir::remove_created(&db_dir) {
-                Ok(()) => format!(
+                Ok(()) => anyhow!(
                     "{problem}; removed the half-loaded database in {} (nothing was acknowledged in it)",
                     db_dir.display()
                 ),
-                Err(e) => format!("{problem} (and removing the half-loaded database: {e})"),
+                Err(e) => anyhow!("{problem} (and removing the half-loaded database: {e})"),
             });
         }
     }
@@ -1005,16 +1006,16 @@ fn bench_real(
 
 /// `--acks PATH`, before any database is made: not a directory, and in
 /// one that exists (the file itself is opened once the database is).
-fn check_acks_path(path: &Path) -> Result<(), String> {
+fn check_acks_path(path: &Path) -> anyhow::Result<()> {
     let parent = match path.parent() {
         Some(p) if !p.as_os_str().is_empty() => p,
         _ => Path::new("."),
     };
     if path.is_dir() {
-        return Err(format!("--acks {}: is a directory", path.display()));
+        return Err(anyhow!("--acks {}: is a directory", path.display()));
     }
     if !parent.is_dir() {
-        return Err(format!(
+        return Err(anyhow!(
             "--acks {}: no directory {}",
             path.display(),
             parent.display()
@@ -1027,13 +1028,13 @@ fn check_acks_path(path: &Path) -> Result<(), String> {
 /// buffered) as each arrives: a process killed right after an
 /// acknowledgement has it in the file. The file is evidence: a failed
 /// write fails the run (the driver stops it).
-fn ack_sink(path: &Path) -> Result<AckSink, String> {
+fn ack_sink(path: &Path) -> anyhow::Result<AckSink> {
     use std::io::Write;
     let file = std::fs::OpenOptions::new()
         .create(true)
         .append(true)
         .open(path)
-        .map_err(|e| format!("--acks {}: {e}", path.display()))?;
+        .map_err(|e| anyhow!("--acks {}: {e}", path.display()))?;
     let file = std::sync::Mutex::new(file);
     let shown = path.display().to_string();
     Ok(Arc::new(move |id: i64| {
@@ -1107,18 +1108,18 @@ fn load_phase(
     workload: &dyn flashlab_workloads::Workload,
     options: &BenchOptions,
     existing: bool,
-) -> Result<Loaded, String> {
+) -> anyhow::Result<Loaded> {
     let rt = flashlab_runtime::Rt::current();
     let (start_ns, host) = (rt.now_ns(), std::time::Instant::now());
     let earlier = if existing {
         workload
             .resume(db)
-            .map_err(|e| format!("continuing on the existing database: {e}"))?
+            .map_err(|e| anyhow!("continuing on the existing database: {e}"))?
     } else {
-        workload.setup(db).map_err(|e| format!("loading: {e}"))?;
+        workload.setup(db).map_err(|e| anyhow!("loading: {e}"))?;
         0
     };
-    db.flush().map_err(|e| e.to_string())?;
+    db.flush().map_err(|e| anyhow!("{e}"))?;
     let counters = db.store_counters();
     let flash = flash_counts(db);
     if let Some(hook) = &options.on_loaded {
@@ -1142,7 +1143,7 @@ fn run_on(
     existing: bool,
     acks: Option<AckSink>,
     progress: impl FnMut(&Progress) + Send,
-) -> Result<BenchReport, String> {
+) -> anyhow::Result<BenchReport> {
     let workload = build_workload(options)?;
     let loaded = load_phase(db, workload.as_ref(), options, existing)?;
     let run = Run {
@@ -1154,9 +1155,9 @@ fn run_on(
 }
 
 /// The workload `options` name.
-fn build_workload(options: &BenchOptions) -> Result<Arc<dyn flashlab_workloads::Workload>, String> {
-    let workload =
-        build(&options.workload, &workload_options(options)).ok_or("unknown workload")?;
+fn build_workload(options: &BenchOptions) -> anyhow::Result<Arc<dyn flashlab_workloads::Workload>> {
+    let workload = build(&options.workload, &workload_options(options))
+        .ok_or_else(|| anyhow!("unknown workload"))?;
     Ok(Arc::from(workload))
 }
 
@@ -1178,7 +1179,7 @@ fn run_loaded(
     loaded: &Loaded,
     run: Run<'_>,
     progress: impl FnMut(&Progress) + Send,
-) -> Result<BenchReport, String> {
+) -> anyhow::Result<BenchReport> {
     if let Some(t) = run.tracer {
         t.set_enabled(true);
     }
@@ -1205,7 +1206,7 @@ fn run_loaded(
         Some(_) => "not checked: the run failed".to_string(),
         None => match workload
             .check(db, loaded.earlier + committed_total)
-            .map_err(|e| e.to_string())?
+            .map_err(|e| anyhow!("{e}"))?
         {
             Ok(()) => "ok".to_string(),
             Err(violation) => violation,

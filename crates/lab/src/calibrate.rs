@@ -25,6 +25,7 @@
 //! result is [`CALIBRATION_JSON`] (`crates/engine/data/cpu-calibration.json`),
 //! which the engine compiles in; the report prints it.
 
+use anyhow::anyhow;
 use std::path::Path;
 
 use flashlab_engine::config::CpuCosts;
@@ -62,7 +63,7 @@ pub fn calibrate(
     tuples: u64,
     scratch: &Path,
     mut progress: impl FnMut(&str),
-) -> Result<Calibration, String> {
+) -> anyhow::Result<Calibration> {
     let prices = measure_prices(rounds, tuples, scratch, &mut progress)?;
     let mut c = Calibration {
         command: format!("flashlab calibrate --rounds {rounds} --tuples {tuples}"),
@@ -77,7 +78,7 @@ pub fn calibrate(
 }
 
 /// Keep `c`'s prices and fit its profiles again (`--fit-only`).
-pub fn refit(c: &Calibration, mut progress: impl FnMut(&str)) -> Result<Calibration, String> {
+pub fn refit(c: &Calibration, mut progress: impl FnMut(&str)) -> anyhow::Result<Calibration> {
     let mut c = c.clone();
     c.profiles = fit_profiles(&c, &mut progress)?;
     Ok(c)
@@ -89,14 +90,14 @@ pub fn measure_prices(
     tuples: u64,
     scratch: &Path,
     progress: &mut impl FnMut(&str),
-) -> Result<Vec<Price>, String> {
+) -> anyhow::Result<Vec<Price>> {
     let rt = flashlab_runtime::RealRuntime::new(1);
     let _enter = flashlab_runtime::RealRuntime::enter(&rt);
     progress("measuring the engine's events (scratch databases, real world)");
-    let events = measure_events(scratch, rounds.max(1)).map_err(|e| e.to_string())?;
+    let events = measure_events(scratch, rounds.max(1)).map_err(|e| anyhow!("{e}"))?;
     let mut ops: Vec<HostCosts> = Vec::new();
     for i in 0..rounds.max(1) {
-        ops.push(measure(tuples).map_err(|e| e.to_string())?);
+        ops.push(measure(tuples).map_err(|e| anyhow!("{e}"))?);
         progress(&format!("operators: round {} of {rounds}", i + 1));
     }
     let m = |f: fn(&HostCosts) -> f64| median(ops.iter().map(f).collect());
@@ -184,7 +185,7 @@ const PETROV_NOTPM: f64 = 3851.0;
 pub fn fit_profiles(
     c: &Calibration,
     progress: &mut impl FnMut(&str),
-) -> Result<Vec<Profile>, String> {
+) -> anyhow::Result<Vec<Profile>> {
     let engine = c.costs(&c.engine_profile());
     progress("fitting lee2008's server (two counting runs)");
     let lee2008 = fit_lee2008(&engine)?;
@@ -205,7 +206,7 @@ fn bytes_only(costs: &CpuCosts) -> CpuCosts {
 }
 
 /// CPU ns per transaction of a run at exact `costs`.
-fn cpu_per_txn(options: BenchOptions, costs: &CpuCosts) -> Result<f64, String> {
+fn cpu_per_txn(options: BenchOptions, costs: &CpuCosts) -> anyhow::Result<f64> {
     let cores = options.cores;
     let report = bench(
         &BenchOptions {
@@ -217,9 +218,9 @@ fn cpu_per_txn(options: BenchOptions, costs: &CpuCosts) -> Result<f64, String> {
     Ok(report.cpu_utilization * f64::from(cores) / report.tps.max(1e-9) * 1e9)
 }
 
-fn fit_lee2008(engine: &CpuCosts) -> Result<Profile, String> {
+fn fit_lee2008(engine: &CpuCosts) -> anyhow::Result<Profile> {
     let ctx = RunContext::new(false, 1);
-    let run = |workload, clients| -> Result<(f64, f64), String> {
+    let run = |workload, clients| -> anyhow::Result<(f64, f64)> {
         let o = lee2008_log::options(
             &ctx,
             workload,
@@ -240,7 +241,7 @@ fn fit_lee2008(engine: &CpuCosts) -> Result<Profile, String> {
     let scale = ((c_tpcb - b_tpcb) - (c_uc - b_uc)) / ((e_tpcb - b_tpcb) - (e_uc - b_uc));
     let txn_ns = c_uc - b_uc - scale * (e_uc - b_uc);
     if !(scale > 0.0 && txn_ns >= 0.0) {
-        return Err(format!(
+        return Err(anyhow!(
             "lee2008's profile has no fit: the engine's TPC-B costs {e_tpcb:.0} ns against update-commit's {e_uc:.0} (scale {scale:.3}, fixed {txn_ns:.0} ns)"
         ));
     }
@@ -269,13 +270,13 @@ fn fit_lee2008(engine: &CpuCosts) -> Result<Profile, String> {
     })
 }
 
-fn fit_petrov2010(engine: &CpuCosts) -> Result<Profile, String> {
+fn fit_petrov2010(engine: &CpuCosts) -> anyhow::Result<Profile> {
     let ctx = RunContext::new(false, 1);
     let cell = petrov2010::FITTED_CELL;
     let load = petrov2010::options(&ctx, cell, petrov2010::PAPER_WAREHOUSES, None);
     let image = load_image(&load)?;
     // CPU ns per New-Order (the mix's other transactions included).
-    let per_new_order = |costs: &CpuCosts| -> Result<(f64, f64), String> {
+    let per_new_order = |costs: &CpuCosts| -> anyhow::Result<(f64, f64)> {
         let mut options =
             petrov2010::options(&ctx, cell, petrov2010::FIT_LOAD, Some(image.clone()));
         options.cpu_costs = Some(costs.clone());
@@ -289,7 +290,7 @@ fn fit_petrov2010(engine: &CpuCosts) -> Result<Profile, String> {
     let published_ns = 60.0 * 1e9 * f64::from(cell.cpus) / PETROV_NOTPM;
     let scale = (published_ns - b_no) / (e_no - b_no);
     if !(scale.is_finite() && scale > 0.0) {
-        return Err(format!(
+        return Err(anyhow!(
             "petrov2010's profile has no fit: the counting run ran {notpm:.0} NoTPM"
         ));
     }

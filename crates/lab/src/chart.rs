@@ -5,6 +5,7 @@
 //! draws one or more named series with plotters' SVG backend, optionally on
 //! a logarithmic x axis, and returns the SVG so the report can inline it.
 
+use anyhow::anyhow;
 use plotters::prelude::*;
 
 /// Width and height of report charts in pixels.
@@ -43,16 +44,16 @@ const PALETTE: [RGBColor; 8] = [
 
 impl LineChart {
     /// Render to SVG text.
-    pub fn to_svg(&self) -> Result<String, String> {
-        crate::plot::register_fonts().map_err(|e| format!("chart '{}': {e}", self.title))?;
+    pub fn to_svg(&self) -> anyhow::Result<String> {
+        crate::plot::register_fonts().map_err(|e| anyhow!("chart '{}': {e}", self.title))?;
         let mut svg = String::new();
         {
             let root = SVGBackend::with_string(&mut svg, (CHART_WIDTH_PX, CHART_HEIGHT_PX))
                 .into_drawing_area();
             self.draw(&root)
-                .map_err(|e| format!("chart '{}': {e}", self.title))?;
+                .map_err(|e| anyhow!("chart '{}': {e}", self.title))?;
             root.present()
-                .map_err(|e| format!("chart '{}': {e}", self.title))?;
+                .map_err(|e| anyhow!("chart '{}': {e}", self.title))?;
         }
         Ok(svg)
     }
@@ -77,8 +78,8 @@ impl LineChart {
     fn draw(
         &self,
         root: &DrawingArea<SVGBackend<'_>, plotters::coord::Shift>,
-    ) -> Result<(), String> {
-        let e = |err: &dyn std::fmt::Display| err.to_string();
+    ) -> anyhow::Result<()> {
+        let e = |err: &dyn std::fmt::Display| anyhow::anyhow!("{err}");
         root.fill(&WHITE).map_err(|err| e(&err))?;
         let (x0, x1, y0, y1) = self.bounds();
         let mut builder = ChartBuilder::on(root);
@@ -105,14 +106,14 @@ impl LineChart {
     fn draw_chart<'a, X, Y>(
         &self,
         chart: &mut ChartContext<'a, SVGBackend<'a>, Cartesian2d<X, Y>>,
-    ) -> Result<(), String>
+    ) -> anyhow::Result<()>
     where
         X: plotters::coord::ranged1d::Ranged<ValueType = f64>
             + plotters::coord::ranged1d::ValueFormatter<f64>,
         Y: plotters::coord::ranged1d::Ranged<ValueType = f64>
             + plotters::coord::ranged1d::ValueFormatter<f64>,
     {
-        let e = |err: &dyn std::fmt::Display| err.to_string();
+        let e = |err: &dyn std::fmt::Display| anyhow::anyhow!("{err}");
         chart
             .configure_mesh()
             .x_desc(&self.x_label)
@@ -132,7 +133,7 @@ impl LineChart {
     fn draw_series<X, Y>(
         &self,
         chart: &mut ChartContext<'_, SVGBackend<'_>, Cartesian2d<X, Y>>,
-    ) -> Result<(), String>
+    ) -> anyhow::Result<()>
     where
         X: plotters::coord::ranged1d::Ranged<ValueType = f64>,
         Y: plotters::coord::ranged1d::Ranged<ValueType = f64>,
@@ -147,7 +148,7 @@ impl LineChart {
                             .iter()
                             .map(|&p| TriangleMarker::new(p, 6, color.filled())),
                     )
-                    .map_err(|err| err.to_string())?
+                    .map_err(|err| anyhow::anyhow!("{err}"))?
                     .label(series.name.clone())
                     .legend(move |(x, y)| TriangleMarker::new((x + 8, y), 5, color.filled()));
             } else {
@@ -156,7 +157,7 @@ impl LineChart {
                         series.points.iter().copied(),
                         color.stroke_width(2),
                     ))
-                    .map_err(|err| err.to_string())?
+                    .map_err(|err| anyhow::anyhow!("{err}"))?
                     .label(series.name.clone())
                     .legend(move |(x, y)| {
                         PathElement::new(vec![(x, y), (x + 16, y)], color.stroke_width(2))
@@ -168,7 +169,7 @@ impl LineChart {
                             .iter()
                             .map(|&p| Circle::new(p, 3, color.filled())),
                     )
-                    .map_err(|err| err.to_string())?;
+                    .map_err(|err| anyhow::anyhow!("{err}"))?;
             }
         }
         Ok(())

@@ -205,45 +205,24 @@ impl Check {
         )
     }
 
-    /// A published lower bound: pass when `measured >= bound`.
-    pub fn at_least(
-        id: &str,
-        paper: &str,
-        what: &str,
-        unit: &str,
-        bound: f64,
-        measured: f64,
-    ) -> Check {
-        Check::new(
-            id,
-            paper,
-            what,
-            unit,
-            bound,
-            measured,
-            [bound, f64::INFINITY],
-            Form::Bound,
-        )
+    /// A bound check on `[id, paper, what, unit]`: pass when `got` is in `range`.
+    fn bounded(subject: [&str; 4], bound: f64, got: f64, range: [f64; 2]) -> Check {
+        let [id, paper, what, unit] = subject;
+        Check::new(id, paper, what, unit, bound, got, range, Form::Bound)
     }
 
-    /// A published upper bound: pass when `measured <= bound`.
-    pub fn at_most(
-        id: &str,
-        paper: &str,
-        what: &str,
-        unit: &str,
-        bound: f64,
-        measured: f64,
-    ) -> Check {
-        Check::new(
-            id,
-            paper,
-            what,
-            unit,
+    /// A published lower bound: pass when `got >= bound`.
+    pub fn at_least(id: &str, paper: &str, what: &str, unit: &str, bound: f64, got: f64) -> Check {
+        Check::bounded([id, paper, what, unit], bound, got, [bound, f64::INFINITY])
+    }
+
+    /// A published upper bound: pass when `got <= bound`.
+    pub fn at_most(id: &str, paper: &str, what: &str, unit: &str, bound: f64, got: f64) -> Check {
+        Check::bounded(
+            [id, paper, what, unit],
             bound,
-            measured,
+            got,
             [f64::NEG_INFINITY, bound],
-            Form::Bound,
         )
     }
 

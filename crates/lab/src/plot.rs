@@ -30,6 +30,7 @@
 //! crate must call [`register_fonts`] first ([`plot_trace`] and
 //! [`trace_svg`] do).
 
+use anyhow::anyhow;
 use std::collections::HashSet;
 use std::fs;
 use std::path::Path;
@@ -144,7 +145,7 @@ pub fn trace_svg(records: &[TraceRecord], title: &str) -> Result<String, PlotErr
     let mut svg = String::new();
     {
         let root = SVGBackend::with_string(&mut svg, plan.size_px()).into_drawing_area();
-        draw(&root, &plan).map_err(|problem| plan.draw_error(problem))?;
+        draw(&root, &plan).map_err(|problem| plan.draw_error(problem.to_string()))?;
         root.present().map_err(|e| plan.draw_error(e.to_string()))?;
     }
     Ok(svg)
@@ -161,7 +162,7 @@ pub fn trace_img_html(records: &[TraceRecord], title: &str) -> Result<String, Pl
     let mut rgb = vec![0u8; width as usize * height as usize * 3];
     {
         let root = BitMapBackend::with_buffer(&mut rgb, (width, height)).into_drawing_area();
-        draw(&root, &plan).map_err(|problem| plan.draw_error(problem))?;
+        draw(&root, &plan).map_err(|problem| plan.draw_error(problem.to_string()))?;
         root.present().map_err(|e| plan.draw_error(e.to_string()))?;
     }
     let mut png = Vec::new();
@@ -206,7 +207,7 @@ fn write_png(records: &[TraceRecord], title: &str, out: &Path) -> Result<(), Plo
     register_fonts()?;
     let plan = Plan::new(records, title)?;
     let root = BitMapBackend::new(out, plan.size_px()).into_drawing_area();
-    draw(&root, &plan).map_err(|problem| plan.draw_error(problem))?;
+    draw(&root, &plan).map_err(|problem| plan.draw_error(problem.to_string()))?;
     root.present().map_err(|e| plan.draw_error(e.to_string()))
 }
 
@@ -352,14 +353,14 @@ impl PixelGrid {
 }
 
 /// Draw the title and the panels on any backend.
-fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, plan: &Plan) -> Result<(), String> {
-    root.fill(&WHITE).map_err(|e| e.to_string())?;
+fn draw<DB: DrawingBackend>(root: &DrawingArea<DB, Shift>, plan: &Plan) -> anyhow::Result<()> {
+    root.fill(&WHITE).map_err(|e| anyhow!("{e}"))?;
     let body = root
         .titled(&plan.title, ("sans-serif", TITLE_FONT_PX))
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| anyhow!("{e}"))?;
     let areas = body.split_evenly((plan.panels.len().max(1), 1));
     for (area, panel) in areas.iter().zip(&plan.panels) {
-        draw_panel(area, panel, plan.x_max).map_err(|e| e.to_string())?;
+        draw_panel(area, panel, plan.x_max).map_err(|e| anyhow!("{e}"))?;
     }
     Ok(())
 }

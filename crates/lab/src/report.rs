@@ -19,6 +19,7 @@
 //! are PNG images (see [`crate::plot::trace_img_html`]) with the full traces
 //! linked as CSV, so the page stays a few megabytes.
 
+use anyhow::anyhow;
 use std::fmt::Write as _;
 use std::path::{Path, PathBuf};
 
@@ -34,6 +35,30 @@ pub struct Table {
     pub title: String,
     pub columns: Vec<String>,
     pub rows: Vec<Vec<String>>,
+}
+
+/// A table of the disk against the SSD: a row a quantity, `(what, HDD,
+/// paper's HDD, SSD, paper's SSD)`, each number as [`fmt_num`] shows it
+/// (NaN: no published value).
+pub fn hdd_ssd_table(title: &str, rows: &[(&str, f64, f64, f64, f64)]) -> Table {
+    Table {
+        title: title.into(),
+        columns: ["", "HDD", "paper", "SSD", "paper"]
+            .map(String::from)
+            .to_vec(),
+        rows: rows
+            .iter()
+            .map(|&(what, hdd, hdd_paper, ssd, ssd_paper)| {
+                vec![
+                    what.to_string(),
+                    fmt_num(hdd),
+                    fmt_num(hdd_paper),
+                    fmt_num(ssd),
+                    fmt_num(ssd_paper),
+                ]
+            })
+            .collect(),
+    }
 }
 
 /// A figure of the report: inline SVG and a caption.
@@ -274,10 +299,10 @@ pub fn write_unit(dir: &Path, record: &UnitRecord, raw: &[RawFile]) -> std::io::
 }
 
 /// Read the record at `path`.
-pub fn read_unit(path: &Path) -> Result<UnitRecord, String> {
-    let bytes = std::fs::read(path).map_err(|e| format!("{}: {e}", path.display()))?;
+pub fn read_unit(path: &Path) -> anyhow::Result<UnitRecord> {
+    let bytes = std::fs::read(path).map_err(|e| anyhow!("{}: {e}", path.display()))?;
     serde_json::from_slice(&bytes).map_err(|e| {
-        format!(
+        anyhow!(
             "{}: not a unit record of this flashlab ({e})",
             path.display()
         )

@@ -14,6 +14,7 @@
 //! `--resume`, or merged from units (tested below); host times go to
 //! `timings.json`.
 
+use anyhow::anyhow;
 use std::collections::{BTreeMap, HashMap};
 use std::path::{Path, PathBuf};
 use std::sync::atomic::{AtomicUsize, Ordering};
@@ -197,10 +198,10 @@ pub fn expected_seconds(out: &Path, id: &str, quick: bool) -> Option<f64> {
 }
 
 /// The experiments `only` names (all when empty), or a one-line error.
-fn select(only: &[String]) -> Result<Vec<Box<dyn Experiment>>, String> {
+fn select(only: &[String]) -> anyhow::Result<Vec<Box<dyn Experiment>>> {
     let known = experiments::ids();
     if let Some(id) = only.iter().find(|id| !known.contains(&id.as_str())) {
-        return Err(format!(
+        return Err(anyhow!(
             "unknown experiment '{id}' (known: {})",
             known.join(", ")
         ));
@@ -234,7 +235,7 @@ impl Finished<'_> {
     }
 
     /// Rewrite `index.html` with what has finished.
-    fn write_index(&self) -> Result<(), String> {
+    fn write_index(&self) -> anyhow::Result<()> {
         let pending: Vec<String> = self
             .ids
             .iter()
@@ -243,7 +244,7 @@ impl Finished<'_> {
             .map(|(id, _)| id.clone())
             .collect();
         write_index(self.out, &self.meta, &self.done(), &pending)
-            .map_err(|e| format!("{}: {e}", self.out.display()))
+            .map_err(|e| anyhow!("{}: {e}", self.out.display()))
     }
 }
 
@@ -254,7 +255,7 @@ fn run_unit(
     options: &ReproduceOptions,
     state: &Mutex<Finished<'_>>,
     events: &Events,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let id = experiment.id().to_string();
     events(Event::Started {
         id: id.clone(),
@@ -278,14 +279,14 @@ fn run_unit(
     let t = Instant::now();
     let mut result = experiment
         .run(&ctx)
-        .map_err(|e| format!("experiment '{id}': {e}"))?;
+        .map_err(|e| anyhow!("experiment '{id}': {e}"))?;
     // The runner times every experiment, so none can leave it unset.
     result.host_seconds = t.elapsed().as_secs_f64();
     let record = UnitRecord::of(&origin(options.seed, options.quick), &result)
-        .map_err(|e| format!("experiment '{id}': {e}"))?;
+        .map_err(|e| anyhow!("experiment '{id}': {e}"))?;
     let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
     let path = write_unit(state.out, &record, &result.raw_files)
-        .map_err(|e| format!("{}: {e}", state.out.display()))?;
+        .map_err(|e| anyhow!("{}: {e}", state.out.display()))?;
     state.records[index] = Some(record);
     state.write_index()?;
     events(Event::Finished {
@@ -304,9 +305,9 @@ fn run_units(
     options: &ReproduceOptions,
     state: &Mutex<Finished<'_>>,
     events: &Events,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let next = AtomicUsize::new(0);
-    let failed: Mutex<Option<String>> = Mutex::new(None);
+    let failed: Mutex<Option<anyhow::Error>> = Mutex::new(None);
     std::thread::scope(|scope| {
         for _ in 0..options.jobs.clamp(1, todo.len().max(1)) {
             scope.spawn(|| {
@@ -336,7 +337,7 @@ pub fn reproduce(
     out: &Path,
     options: &ReproduceOptions,
     events: Events,
-) -> Result<ReproduceSummary, String> {
+) -> anyhow::Result<ReproduceSummary> {
     let selected = select(&options.only)?;
     let started = Instant::now();
     let origin = origin(options.seed, options.quick);
@@ -383,15 +384,15 @@ pub fn reproduce(
     let meta = meta(started.elapsed().as_secs_f64());
     write_results(out, &meta, &records)
         .and_then(|()| write_index(out, &meta, &records, &[]))
-        .map_err(|e| format!("{}: {e}", out.display()))?;
+        .map_err(|e| anyhow!("{}: {e}", out.display()))?;
     Ok(ReproduceSummary::of(&records, skipped, meta.host_seconds))
 }
 
 /// The unit records in `dir/units`, or a one-line error.
-fn records_in(dir: &Path) -> Result<Vec<(PathBuf, UnitRecord)>, String> {
+fn records_in(dir: &Path) -> anyhow::Result<Vec<(PathBuf, UnitRecord)>> {
     let units = dir.join("units");
     let entries = std::fs::read_dir(&units).map_err(|e| {
-        format!(
+        anyhow!(
             "--merge {}: no finished units there ({e}); give directories written by reproduce --unit or reproduce",
             dir.display()
         )
@@ -399,7 +400,7 @@ fn records_in(dir: &Path) -> Result<Vec<(PathBuf, UnitRecord)>, String> {
     let mut found = Vec::new();
     for entry in entries {
         let path = entry
-            .map_err(|e| format!("{}: {e}", units.display()))?
+            .map_err(|e| anyhow!("{}: {e}", units.display()))?
             .path();
         let name = path.file_name().unwrap_or_default().to_string_lossy();
         if name.ends_with(".json") && !name.starts_with('.') {
@@ -408,7 +409,7 @@ fn records_in(dir: &Path) -> Result<Vec<(PathBuf, UnitRecord)>, String> {
         }
     }
     if found.is_empty() {
-        return Err(format!(
+        return Err(anyhow!(
             "--merge {}: no finished units there",
             dir.display()
         ));
@@ -418,14 +419,14 @@ fn records_in(dir: &Path) -> Result<Vec<(PathBuf, UnitRecord)>, String> {
 
 /// Every record of `dirs`, checked: known units, each once, all of one
 /// version, binary, seed and mode. In report order, with their directory.
-fn merge_plan(dirs: &[PathBuf]) -> Result<Vec<(PathBuf, UnitRecord)>, String> {
+fn merge_plan(dirs: &[PathBuf]) -> anyhow::Result<Vec<(PathBuf, UnitRecord)>> {
     let known = experiments::ids();
     let mut by_id: HashMap<String, (PathBuf, PathBuf, UnitRecord)> = HashMap::new();
     let mut first: Option<(PathBuf, UnitOrigin)> = None;
     for dir in dirs {
         for (path, record) in records_in(dir)? {
             if !known.contains(&record.id.as_str()) {
-                return Err(format!(
+                return Err(anyhow!(
                     "--merge {}: unknown unit '{}'",
                     path.display(),
                     record.id
@@ -433,14 +434,14 @@ fn merge_plan(dirs: &[PathBuf]) -> Result<Vec<(PathBuf, UnitRecord)>, String> {
             }
             let (first_path, origin) = first.get_or_insert((path.clone(), record.origin()));
             if let Some(why) = record.mismatch(origin) {
-                return Err(format!(
+                return Err(anyhow!(
                     "--merge {}: run with {why}, unlike {}; units of one report must share version, binary, seed and options",
                     path.display(),
                     first_path.display()
                 ));
             }
             if let Some((other, _, _)) = by_id.get(&record.id) {
-                return Err(format!(
+                return Err(anyhow!(
                     "--merge: unit '{}' is in both {} and {}",
                     record.id,
                     other.display(),
@@ -459,7 +460,7 @@ fn merge_plan(dirs: &[PathBuf]) -> Result<Vec<(PathBuf, UnitRecord)>, String> {
 
 /// Assemble the report in `out` from the finished units in `dirs`.
 /// Everything is read and checked before anything is written.
-pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<ReproduceSummary, String> {
+pub fn merge(dirs: &[PathBuf], out: &Path) -> anyhow::Result<ReproduceSummary> {
     let plan = merge_plan(dirs)?;
     let mut raw = Vec::new();
     for (dir, record) in &plan {
@@ -473,7 +474,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<ReproduceSummary, String> {
                         name: name.clone(),
                         contents,
                     })
-                    .map_err(|e| format!("--merge {}: {e}", path.display()))
+                    .map_err(|e| anyhow!("--merge {}: {e}", path.display()))
             })
             .collect::<Result<Vec<_>, _>>()?;
         raw.push(files);
@@ -486,7 +487,7 @@ pub fn merge(dirs: &[PathBuf], out: &Path) -> Result<ReproduceSummary, String> {
         version: origin.version.clone(),
         host_seconds: records.iter().map(|r| r.host_seconds).sum(),
     };
-    let io = |e: std::io::Error| format!("{}: {e}", out.display());
+    let io = |e: std::io::Error| anyhow!("{}: {e}", out.display());
     for (record, files) in records.iter().zip(&raw) {
         write_unit(out, record, files).map_err(io)?;
     }

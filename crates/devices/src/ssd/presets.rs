@@ -22,7 +22,7 @@
 use super::array::{ArrayConfig, ArrayModel};
 use super::controller::{ControllerExtras, SsdModel};
 use super::ftl::{
-    FtlKind,
+    Ftl, FtlKind,
     page::{GcPolicy, PageFtl},
     superblock::SuperBlockFtl,
 };
@@ -43,6 +43,128 @@ pub const NAMES: [&str; 6] = [
 const KIB: u64 = 1024;
 const MB: u64 = 1_000_000;
 const US: u64 = 1_000;
+
+// ------------------------------------------------------------------ K9WAG08U1A
+
+/// The Samsung K9WAG08U1A SLC part, the flash of `ssd-2008` and of the Mtron
+/// (`ssd-2008-poor-random`): two planes per chip, sharing the chip's busy
+/// time (the model gives planes no parallelism of their own).
+const K9WAG08U1A_PLANES_PER_DIE: u32 = 2;
+/// results.toml [devices.nand_samsung_k9wag08u1a] page_kb = 2.
+const K9WAG08U1A_PAGE_BYTES: u32 = 2048;
+/// results.toml block_kb = 128 (lee2008 section 2.1 "typically 128
+/// KBytes"): 64 pages of 2 KB.
+const K9WAG08U1A_PAGES_PER_BLOCK: u32 = 64;
+/// results.toml [devices.nand_samsung_k9wag08u1a]: read 80 us, write
+/// 200 us, erase 1500 us (lee2007 slides).
+const K9WAG08U1A_READ_NS: u64 = 80 * US;
+const K9WAG08U1A_PROGRAM_NS: u64 = 200 * US;
+const K9WAG08U1A_ERASE_NS: u64 = 1_500 * US;
+/// K9WAG08U1A bus: 8 bits at a 25 ns cycle = 40 MB/s.
+const K9WAG08U1A_CHANNEL_BYTES_PER_S: u64 = 40 * MB;
+
+/// The sources of the parameters the K9WAG08U1A fixes.
+const K9WAG08U1A_SOURCES: [(&str, &str); 6] = [
+    (
+        "planes_per_die",
+        "K9WAG08U1A: 2 planes, sharing the chip's busy time",
+    ),
+    (
+        "page_bytes",
+        "results.toml nand_samsung_k9wag08u1a page_kb = 2",
+    ),
+    (
+        "page_read_ns",
+        "results.toml nand_samsung_k9wag08u1a read_us = 80",
+    ),
+    (
+        "page_program_ns",
+        "results.toml nand_samsung_k9wag08u1a write_us = 200",
+    ),
+    (
+        "block_erase_ns",
+        "results.toml nand_samsung_k9wag08u1a erase_us = 1500",
+    ),
+    (
+        "channel_bytes_per_s",
+        "K9WAG08U1A bus: x8 at 25 ns cycle = 40 MB/s",
+    ),
+];
+
+/// A drive of K9WAG08U1A chips, one die each: `channels` x
+/// `chips_per_channel` chips of `blocks_per_plane` blocks per plane.
+fn k9wag08u1a_geometry(
+    channels: u32,
+    chips_per_channel: u32,
+    blocks_per_plane: u32,
+    over_provisioning: f64,
+) -> Geometry {
+    Geometry {
+        channels,
+        chips_per_channel,
+        dies_per_chip: 1,
+        planes_per_die: K9WAG08U1A_PLANES_PER_DIE,
+        blocks_per_plane,
+        pages_per_block: K9WAG08U1A_PAGES_PER_BLOCK,
+        page_bytes: K9WAG08U1A_PAGE_BYTES,
+        over_provisioning,
+    }
+}
+
+/// The K9WAG08U1A's array and bus times behind a host link of
+/// `host_bytes_per_s` and a controller taking `controller_overhead_ns`.
+fn k9wag08u1a_timing(host_bytes_per_s: u64, controller_overhead_ns: u64) -> Timing {
+    Timing {
+        page_read_ns: K9WAG08U1A_READ_NS,
+        page_program_ns: K9WAG08U1A_PROGRAM_NS,
+        block_erase_ns: K9WAG08U1A_ERASE_NS,
+        channel_bytes_per_s: K9WAG08U1A_CHANNEL_BYTES_PER_S,
+        host_bytes_per_s,
+        controller_overhead_ns,
+    }
+}
+
+/// What every SSD preset is made of besides its FTL: the model's numbers
+/// and where each comes from.
+struct SsdPreset {
+    geometry: Geometry,
+    timing: Timing,
+    ftl_kind: FtlKind,
+    write_buffer_bytes: u64,
+    extras: ControllerExtras,
+    /// By parameter name; the first entry of a name is the one shown.
+    sources: Vec<(&'static str, &'static str)>,
+}
+
+impl SsdPreset {
+    /// The model called `name`, running the FTL `make_ftl` builds for the
+    /// preset's geometry.
+    fn build(
+        self,
+        name: &str,
+        make_ftl: impl FnOnce(&Geometry) -> Result<Box<dyn Ftl>, DeviceError>,
+    ) -> Result<SsdModel, DeviceError> {
+        self.geometry.validate(name)?;
+        let ftl = make_ftl(&self.geometry)?;
+        let model = SsdModel::with_ftl(
+            name,
+            self.geometry,
+            self.timing,
+            self.ftl_kind,
+            ftl,
+            self.write_buffer_bytes,
+        )?;
+        Ok(model.with_extras(self.extras).with_sources(&self.sources))
+    }
+}
+
+/// A preset's own sources followed by `shared` ones (a part's).
+fn sources_with(
+    own: &[(&'static str, &'static str)],
+    shared: &[(&'static str, &'static str)],
+) -> Vec<(&'static str, &'static str)> {
+    own.iter().chain(shared).copied().collect()
+}
 
 /// Build the preset called `name`; `None` if there is no such preset.
 pub fn build(name: &str) -> Option<Result<Box<dyn DeviceModel>, DeviceError>> {
@@ -68,27 +190,12 @@ pub fn build(name: &str) -> Option<Result<Box<dyn DeviceModel>, DeviceError>> {
 const SSD2008_CHANNELS: u32 = 2;
 /// lee2008 section 2.2: "up to 4-way interleaving": two chips per channel.
 const SSD2008_CHIPS_PER_CHANNEL: u32 = 2;
-/// Two planes per chip, sharing the chip's busy time (K9WAG08U1A is a
-/// two-plane part; the model gives planes no parallelism of their own).
-const SSD2008_PLANES_PER_DIE: u32 = 2;
-/// results.toml [devices.nand_samsung_k9wag08u1a] page_kb = 2.
-const SSD2008_PAGE_BYTES: u32 = 2048;
-/// results.toml block_kb = 128 (lee2008 section 2.1 "typically 128
-/// KBytes"): 64 pages of 2 KB.
-const SSD2008_PAGES_PER_BLOCK: u32 = 64;
 /// 32 GiB of flash (sixteen 16 Gbit K9WAG08U1A, lee2008 Table 1) over
 /// 4 chips x 2 planes of 128 KB blocks: 32768 blocks per plane.
 const SSD2008_BLOCKS_PER_PLANE: u32 = 32_768;
 /// 32 GB (decimal) exported from 32 GiB of flash: 1 - 32e9 / 2^35.
 /// An assumption: Samsung does not state the spare area.
 const SSD2008_OVER_PROVISIONING: f64 = 0.0687;
-/// results.toml [devices.nand_samsung_k9wag08u1a]: read 80 us, write
-/// 200 us, erase 1500 us (lee2007 slides).
-const SSD2008_READ_NS: u64 = 80 * US;
-const SSD2008_PROGRAM_NS: u64 = 200 * US;
-const SSD2008_ERASE_NS: u64 = 1_500 * US;
-/// K9WAG08U1A bus: 8 bits at a 25 ns cycle = 40 MB/s.
-const SSD2008_CHANNEL_BYTES_PER_S: u64 = 40 * MB;
 /// lee2008 section 2.2: ATA-5 (PATA); UDMA/66 = 66 MB/s.
 const SSD2008_HOST_BYTES_PER_S: u64 = 66 * MB;
 /// Calibrated against lee2008 Table 1: a 4 KB read at queue depth 1 takes
@@ -104,31 +211,7 @@ const SSD2008_ERASE_UNITS_PER_SUPER_BLOCK: u32 = 8;
 /// Log super-blocks: lee2008 does not say; an assumption.
 const SSD2008_LOG_SUPER_BLOCKS: u32 = 16;
 
-fn ssd_2008_geometry() -> Geometry {
-    Geometry {
-        channels: SSD2008_CHANNELS,
-        chips_per_channel: SSD2008_CHIPS_PER_CHANNEL,
-        dies_per_chip: 1,
-        planes_per_die: SSD2008_PLANES_PER_DIE,
-        blocks_per_plane: SSD2008_BLOCKS_PER_PLANE,
-        pages_per_block: SSD2008_PAGES_PER_BLOCK,
-        page_bytes: SSD2008_PAGE_BYTES,
-        over_provisioning: SSD2008_OVER_PROVISIONING,
-    }
-}
-
-fn ssd_2008_timing() -> Timing {
-    Timing {
-        page_read_ns: SSD2008_READ_NS,
-        page_program_ns: SSD2008_PROGRAM_NS,
-        block_erase_ns: SSD2008_ERASE_NS,
-        channel_bytes_per_s: SSD2008_CHANNEL_BYTES_PER_S,
-        host_bytes_per_s: SSD2008_HOST_BYTES_PER_S,
-        controller_overhead_ns: SSD2008_CONTROLLER_NS,
-    }
-}
-
-const SSD2008_SOURCES: [(&str, &str); 16] = [
+const SSD2008_SOURCES: [(&str, &str); 11] = [
     (
         "capacity_bytes",
         "32 GB drive (lee2008 Table 1), less the FTL's log super-blocks",
@@ -140,10 +223,6 @@ const SSD2008_SOURCES: [(&str, &str); 16] = [
     ),
     ("dies_per_chip", "one die per interleaving unit"),
     (
-        "planes_per_die",
-        "K9WAG08U1A: 2 planes, sharing the chip's busy time",
-    ),
-    (
         "blocks_per_plane",
         "32 GiB of flash (16 x 16 Gbit) / (8 planes x 128 KB)",
     ),
@@ -152,28 +231,8 @@ const SSD2008_SOURCES: [(&str, &str); 16] = [
         "results.toml nand_samsung_k9wag08u1a: 128 KB / 2 KB",
     ),
     (
-        "page_bytes",
-        "results.toml nand_samsung_k9wag08u1a page_kb = 2",
-    ),
-    (
         "over_provisioning",
         "assumed: 32 GB decimal from 32 GiB of flash",
-    ),
-    (
-        "page_read_ns",
-        "results.toml nand_samsung_k9wag08u1a read_us = 80",
-    ),
-    (
-        "page_program_ns",
-        "results.toml nand_samsung_k9wag08u1a write_us = 200",
-    ),
-    (
-        "block_erase_ns",
-        "results.toml nand_samsung_k9wag08u1a erase_us = 1500",
-    ),
-    (
-        "channel_bytes_per_s",
-        "K9WAG08U1A bus: x8 at 25 ns cycle = 40 MB/s",
     ),
     ("host_bytes_per_s", "lee2008 2.2: ATA-5, UDMA/66"),
     (
@@ -184,30 +243,35 @@ const SSD2008_SOURCES: [(&str, &str); 16] = [
         "write_buffer_bytes",
         "none: Table 1's 0.4 ms write waits for the program",
     ),
+    (
+        "ftl",
+        "lee2008 2.2: super-blocks of 8 x 128 KB erase units over 4 chips; 16 log super-blocks (assumed)",
+    ),
 ];
 
 /// lee2008's Samsung MCAQE32G8APP: 32 GB, dual channel, 4-way
 /// interleaving, super-block FTL.
 pub fn ssd_2008() -> Result<SsdModel, DeviceError> {
-    let geometry = ssd_2008_geometry();
-    geometry.validate("ssd-2008")?;
-    let ftl = SuperBlockFtl::new(
-        &geometry,
-        SSD2008_ERASE_UNITS_PER_SUPER_BLOCK,
-        SSD2008_LOG_SUPER_BLOCKS,
-    );
-    let model = SsdModel::with_ftl(
-        "ssd-2008",
-        geometry,
-        ssd_2008_timing(),
-        FtlKind::SuperBlock,
-        Box::new(ftl),
-        SSD2008_WRITE_BUFFER_BYTES,
-    )?;
-    Ok(model.with_sources(&with_ftl_source(
-        &SSD2008_SOURCES,
-        "lee2008 2.2: super-blocks of 8 x 128 KB erase units over 4 chips; 16 log super-blocks (assumed)",
-    )))
+    let preset = SsdPreset {
+        geometry: k9wag08u1a_geometry(
+            SSD2008_CHANNELS,
+            SSD2008_CHIPS_PER_CHANNEL,
+            SSD2008_BLOCKS_PER_PLANE,
+            SSD2008_OVER_PROVISIONING,
+        ),
+        timing: k9wag08u1a_timing(SSD2008_HOST_BYTES_PER_S, SSD2008_CONTROLLER_NS),
+        ftl_kind: FtlKind::SuperBlock,
+        write_buffer_bytes: SSD2008_WRITE_BUFFER_BYTES,
+        extras: ControllerExtras::default(),
+        sources: sources_with(&SSD2008_SOURCES, &K9WAG08U1A_SOURCES),
+    };
+    preset.build("ssd-2008", |geometry| {
+        Ok(Box::new(SuperBlockFtl::new(
+            geometry,
+            SSD2008_ERASE_UNITS_PER_SUPER_BLOCK,
+            SSD2008_LOG_SUPER_BLOCKS,
+        )))
+    })
 }
 
 // ------------------------------------------------------------------ 2010
@@ -361,26 +425,24 @@ const SSD2010_SOURCES: [(&str, &str); 22] = [
 /// members (the array's controller reads ahead for them, and Table 3 was
 /// calibrated without it).
 fn ssd_2010_named(name: &str, read_ahead_pages: u64) -> Result<SsdModel, DeviceError> {
-    let geometry = ssd_2010_geometry();
-    geometry.validate(name)?;
-    let ftl = PageFtl::new(&geometry, GcPolicy::Greedy)?.with_stripe_pages(SSD2010_STRIPE_PAGES);
-    let model = SsdModel::with_ftl(
-        name,
-        geometry,
-        ssd_2010_timing(),
-        FtlKind::PageGreedy,
-        Box::new(ftl),
-        SSD2010_WRITE_BUFFER_BYTES,
-    )?;
-    Ok(model
-        .with_extras(ControllerExtras {
+    let preset = SsdPreset {
+        geometry: ssd_2010_geometry(),
+        timing: ssd_2010_timing(),
+        ftl_kind: FtlKind::PageGreedy,
+        write_buffer_bytes: SSD2010_WRITE_BUFFER_BYTES,
+        extras: ControllerExtras {
             write_command_ns: SSD2010_WRITE_COMMAND_NS,
             random_write_page_ns: SSD2010_RANDOM_WRITE_PAGE_NS,
             cache_program: SSD2010_CACHE_PROGRAM,
             read_ahead_pages,
             ..ControllerExtras::default()
-        })
-        .with_sources(&SSD2010_SOURCES))
+        },
+        sources: SSD2010_SOURCES.to_vec(),
+    };
+    preset.build(name, |geometry| {
+        let ftl = PageFtl::new(geometry, GcPolicy::Greedy)?;
+        Ok(Box::new(ftl.with_stripe_pages(SSD2010_STRIPE_PAGES)))
+    })
 }
 
 /// petrov2010 Table 1's enterprise SSD (an Intel X25-E 32 GB: 10 channels,
@@ -544,7 +606,7 @@ const NVME2024_WRITE_LATENCY_NS: u64 = 11 * US;
 /// writes (approximate).
 const NVME2024_WRITE_BUFFER_BYTES: u64 = 64 * 1024 * KIB;
 
-const NVME2024_SOURCES: [(&str, &str); 18] = [
+const NVME2024_SOURCES: [(&str, &str); 19] = [
     ("capacity_bytes", "990 PRO 2 TB datasheet: 2,000 GB"),
     (
         "channels",
@@ -584,6 +646,7 @@ const NVME2024_SOURCES: [(&str, &str); 18] = [
         "write_buffer_bytes",
         "approximate: 64 MB of the 2 GB LPDDR4 (datasheet)",
     ),
+    ("ftl", "page mapping, greedy GC"),
 ];
 
 /// A current NVMe drive: Samsung 990 PRO 2 TB (datasheet figures: sequential
@@ -591,51 +654,37 @@ const NVME2024_SOURCES: [(&str, &str); 18] = [
 /// QD1, 1,400,000 / 1,550,000 at QD32 with 16 threads). Numbers marked
 /// approximate in the sources are estimates, not published.
 pub fn nvme_2024() -> Result<SsdModel, DeviceError> {
-    let geometry = Geometry {
-        channels: NVME2024_CHANNELS,
-        chips_per_channel: NVME2024_UNITS_PER_CHANNEL,
-        dies_per_chip: 1,
-        planes_per_die: 1,
-        blocks_per_plane: NVME2024_BLOCKS_PER_PLANE,
-        pages_per_block: NVME2024_PAGES_PER_BLOCK,
-        page_bytes: NVME2024_PAGE_BYTES,
-        over_provisioning: NVME2024_OVER_PROVISIONING,
-    };
-    let timing = Timing {
-        page_read_ns: NVME2024_READ_NS,
-        page_program_ns: NVME2024_PROGRAM_NS,
-        block_erase_ns: NVME2024_ERASE_NS,
-        channel_bytes_per_s: NVME2024_CHANNEL_BYTES_PER_S,
-        host_bytes_per_s: NVME2024_HOST_BYTES_PER_S,
-        controller_overhead_ns: NVME2024_CONTROLLER_NS,
-    };
-    let model = SsdModel::new(
-        "nvme-2024",
-        geometry,
-        timing,
-        FtlKind::PageGreedy,
-        NVME2024_WRITE_BUFFER_BYTES,
-    )?;
-    Ok(model
-        .with_extras(ControllerExtras {
+    let preset = SsdPreset {
+        geometry: Geometry {
+            channels: NVME2024_CHANNELS,
+            chips_per_channel: NVME2024_UNITS_PER_CHANNEL,
+            dies_per_chip: 1,
+            planes_per_die: 1,
+            blocks_per_plane: NVME2024_BLOCKS_PER_PLANE,
+            pages_per_block: NVME2024_PAGES_PER_BLOCK,
+            page_bytes: NVME2024_PAGE_BYTES,
+            over_provisioning: NVME2024_OVER_PROVISIONING,
+        },
+        timing: Timing {
+            page_read_ns: NVME2024_READ_NS,
+            page_program_ns: NVME2024_PROGRAM_NS,
+            block_erase_ns: NVME2024_ERASE_NS,
+            channel_bytes_per_s: NVME2024_CHANNEL_BYTES_PER_S,
+            host_bytes_per_s: NVME2024_HOST_BYTES_PER_S,
+            controller_overhead_ns: NVME2024_CONTROLLER_NS,
+        },
+        ftl_kind: FtlKind::PageGreedy,
+        write_buffer_bytes: NVME2024_WRITE_BUFFER_BYTES,
+        extras: ControllerExtras {
             read_latency_ns: NVME2024_READ_LATENCY_NS,
             write_latency_ns: NVME2024_WRITE_LATENCY_NS,
             ..ControllerExtras::default()
-        })
-        .with_sources(&with_ftl_source(
-            &NVME2024_SOURCES,
-            "page mapping, greedy GC",
-        )))
-}
-
-/// A sources table with an `ftl` entry added.
-fn with_ftl_source(
-    sources: &[(&'static str, &'static str)],
-    ftl: &'static str,
-) -> Vec<(&'static str, &'static str)> {
-    let mut out = sources.to_vec();
-    out.push(("ftl", ftl));
-    out
+        },
+        sources: NVME2024_SOURCES.to_vec(),
+    };
+    preset.build("nvme-2024", |geometry| {
+        Ok(Box::new(PageFtl::new(geometry, GcPolicy::Greedy)?))
+    })
 }
 
 pub mod wang2010;

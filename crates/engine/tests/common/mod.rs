@@ -16,7 +16,7 @@ use flashlab_devices::{Device, DeviceRef};
 use flashlab_engine::config::CpuCosts;
 use flashlab_engine::db::verify::verify;
 use flashlab_engine::{Database, DbConfig, Devices, Table, TableSpec};
-use flashlab_runtime::{NS_PER_MS, Sim, SimConfig};
+use flashlab_runtime::{NS_PER_MS, Rt, Sim, SimConfig};
 
 /// The log's size in every rig.
 pub const LOG_BYTES: u64 = 64 << 20;
@@ -223,11 +223,16 @@ pub fn last_written_log_sector(log: &[u8]) -> usize {
 
 /// Run `f` as the root task of a default simulation.
 pub fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
-    Sim::run(SimConfig::default(), move |_| f())
-        .unwrap()
+    sim(move |_| f())
+}
+
+/// Run `f` as the root task of a default simulation, with its runtime.
+pub fn sim<T: Send + 'static>(f: impl FnOnce(Rt) -> T + Send + 'static) -> T {
+    Sim::run(SimConfig::default(), f)
+        .expect("simulation")
         .0
         .finished()
-        .unwrap()
+        .expect("finished")
 }
 
 /// Put `value(i)` under `key(i)` for each `i` of `rows`, one transaction

@@ -12,6 +12,7 @@
 //! 1: sequential at 128 KB); lee2008 Table 1 states none, and its sustained
 //! rates are checked at the largest block.
 
+use anyhow::anyhow;
 use flashlab_devices::IoKind;
 use flashlab_devices::characterize::{
     Characterization, CharacterizeOptions, PointResult, SPEEDUP_BLOCKS_KB,
@@ -177,7 +178,7 @@ impl Study for DeviceCharacterization {
     const PAPER: &'static str =
         "lee2008 Table 1; petrov2010 Tables 1 and 3; lee2007's disk; wang2010 Figure 11";
 
-    fn measure(&self, ctx: &RunContext) -> Result<DeviceRuns, String> {
+    fn measure(&self, ctx: &RunContext) -> anyhow::Result<DeviceRuns> {
         let names = presets::model_names();
         let steps = ctx.steps(names.len() + 2);
         // Each preset is its own simulation: they run side by side, their
@@ -223,7 +224,7 @@ impl Study for DeviceCharacterization {
         checks
     }
 
-    fn figures(&self, m: &DeviceRuns) -> Result<Vec<Figure>, String> {
+    fn figures(&self, m: &DeviceRuns) -> anyhow::Result<Vec<Figure>> {
         Ok(vec![bandwidth_figure(&m.all)?, m.figure11.2.clone()])
     }
 
@@ -233,15 +234,15 @@ impl Study for DeviceCharacterization {
 }
 
 /// Characterize one preset with the report's options.
-pub fn characterize_preset(name: &str, ctx: &RunContext) -> Result<Characterization, String> {
-    let mut model = presets::build_model(name).map_err(|e| e.to_string())?;
+pub fn characterize_preset(name: &str, ctx: &RunContext) -> anyhow::Result<Characterization> {
+    let mut model = presets::build_model(name).map_err(|e| anyhow!("{e}"))?;
     let options = CharacterizeOptions {
         seed: ctx.seed,
         queue_depth: DEEP_QUEUE_DEPTH,
         requests_per_point: if ctx.quick { 500 } else { 2_000 },
         ..CharacterizeOptions::default()
     };
-    characterize(model.as_mut(), &options).map_err(|e| e.to_string())
+    characterize(model.as_mut(), &options).map_err(|e| anyhow!("{e}"))
 }
 
 fn rand(
@@ -482,9 +483,9 @@ fn fresh_sequential_write_ms(name: &str) -> Option<f64> {
 /// row's throughput times its latency (Little's law) gives the queue depth
 /// (about 2.5 to 14). Each row is measured on a fresh array at that depth,
 /// so throughput and latency are checked together.
-fn array_checks(ctx: &RunContext) -> Result<Vec<Check>, String> {
+fn array_checks(ctx: &RunContext) -> anyhow::Result<Vec<Check>> {
     let table = "devices.ssd_array_2010";
-    let mut model = presets::build_model(ARRAY_DEVICE).map_err(|e| e.to_string())?;
+    let mut model = presets::build_model(ARRAY_DEVICE).map_err(|e| anyhow!("{e}"))?;
     let region = model.capacity_bytes();
     let requests = if ctx.quick { 1_000 } else { 4_000 };
     let mut now_ns = 0;
@@ -550,7 +551,7 @@ fn array_checks(ctx: &RunContext) -> Result<Vec<Check>, String> {
                 ctx.seed,
                 region,
             )
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| anyhow!("{e}"))?;
             now_ns = point.end_ns;
             let row = ArrayRow {
                 pattern,
@@ -656,7 +657,7 @@ fn table_for(c: &Characterization) -> Table {
     table
 }
 
-fn bandwidth_figure(all: &[Characterization]) -> Result<Figure, String> {
+fn bandwidth_figure(all: &[Characterization]) -> anyhow::Result<Figure> {
     let mut series = Vec::new();
     for c in all {
         series.push(Series {
@@ -773,7 +774,7 @@ fn wang2010_bounds(key: &str, write: bool) -> (f64, Option<f64>) {
 }
 
 /// wang2010 Figure 11: checks, a table and the figure.
-fn wang2010_figure11(ctx: &RunContext) -> Result<(Vec<Check>, Table, Figure), String> {
+fn wang2010_figure11(ctx: &RunContext) -> anyhow::Result<(Vec<Check>, Table, Figure)> {
     let paper = "wang2010 Figure 11";
     let mut checks = Vec::new();
     let mut table = Table {
@@ -906,8 +907,8 @@ fn figure11_note(key: &str, write: bool, check: Check) -> Check {
 }
 
 /// One preset's speed-ups with the report's options.
-fn measure_speedups(preset: &str, ctx: &RunContext) -> Result<Vec<SpeedupPoint>, String> {
-    let mut model = presets::build_model(preset).map_err(|e| e.to_string())?;
+fn measure_speedups(preset: &str, ctx: &RunContext) -> anyhow::Result<Vec<SpeedupPoint>> {
+    let mut model = presets::build_model(preset).map_err(|e| anyhow!("{e}"))?;
     let options = CharacterizeOptions {
         seed: ctx.seed,
         requests_per_point: if ctx.quick { 300 } else { 1_000 },
@@ -919,5 +920,5 @@ fn measure_speedups(preset: &str, ctx: &RunContext) -> Result<Vec<SpeedupPoint>,
         &SPEEDUP_BLOCKS_KB,
         SPEEDUP_WARMUP_BYTES_DEFAULT,
     )
-    .map_err(|e| e.to_string())
+    .map_err(|e| anyhow!("{e}"))
 }

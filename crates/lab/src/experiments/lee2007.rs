@@ -32,6 +32,7 @@
 //! checks are those shapes, as bounds (`lee2007.*`), plus the one range
 //! they do give, 20 to 50 bytes per log record.
 
+use anyhow::anyhow;
 use std::collections::BTreeMap;
 
 use flashlab_devices::IoKind;
@@ -135,7 +136,7 @@ fn run(
     device: &str,
     segment_kb: Option<u64>,
     buffer_bytes: u64,
-) -> Result<Point, String> {
+) -> anyhow::Result<Point> {
     run_with(
         ctx,
         trace,
@@ -165,7 +166,7 @@ fn run_with(
     segment_kb: Option<u64>,
     buffer_bytes: u64,
     variant: Variant,
-) -> Result<Point, String> {
+) -> anyhow::Result<Point> {
     let (duration_ns, warmup_ns) = durations(ctx);
     let options = BenchOptions {
         workload: "tpcc".into(),
@@ -194,7 +195,7 @@ fn run_with(
     };
     let r: BenchReport = bench(&options, |_| {})?;
     if r.consistency != "ok" {
-        return Err(format!("{} on {device}: {}", trace.name, r.consistency));
+        return Err(anyhow!("{} on {device}: {}", trace.name, r.consistency));
     }
     let counters: BTreeMap<String, f64> = r
         .data_stores
@@ -468,7 +469,7 @@ impl Study for Ipl {
     const PAPER: &'static str =
         "lee2007 slides: \"Log Segment Size vs Merges\", \"Estimated Write Performance\"";
 
-    fn measure(&self, ctx: &RunContext) -> Result<IplRuns, String> {
+    fn measure(&self, ctx: &RunContext) -> anyhow::Result<IplRuns> {
         let sweep_traces: &[Trace] = if ctx.quick { &TRACES[..1] } else { &TRACES };
         let buffers_mb: &[u64] = if ctx.quick {
             &[1, 2, 8]
@@ -485,7 +486,7 @@ impl Study for Ipl {
                     let r = run(ctx, *trace, NAND, Some(kb), trace.buffer_bytes)?;
                     Ok((kb, steps.after(r)))
                 })
-                .collect::<Result<Vec<_>, String>>()?;
+                .collect::<anyhow::Result<Vec<_>>>()?;
             segment_sweep.push((*trace, points));
         }
         // 2. The first trace against the buffer (its own buffer's run is
@@ -610,7 +611,7 @@ impl Study for Ipl {
         checks
     }
 
-    fn figures(&self, m: &IplRuns) -> Result<Vec<Figure>, String> {
+    fn figures(&self, m: &IplRuns) -> anyhow::Result<Vec<Figure>> {
         let seg_chart = LineChart {
             title: "Merges against log segment size".into(),
             x_label: "log segment per erase unit (KB)".into(),

@@ -35,6 +35,7 @@
 //! I/O) at the default system profile, lee2008's server; lee2007 publishes
 //! no CPU figure of its own to fit a profile to.
 
+use anyhow::anyhow;
 use std::sync::Arc;
 
 use flashlab_devices::IoKind;
@@ -171,7 +172,7 @@ fn index_order(pages: u64, clustering: Clustering, seed: u64) -> Vec<u64> {
 }
 
 /// Run the six statements with the data space on `device`.
-pub fn device_run(ctx: &RunContext, side: &str, device: &str) -> Result<DeviceRun, String> {
+pub fn device_run(ctx: &RunContext, side: &str, device: &str) -> anyhow::Result<DeviceRun> {
     let pages = if ctx.quick {
         TABLE_PAGES / QUICK_DIVISOR
     } else {
@@ -184,12 +185,14 @@ pub fn device_run(ctx: &RunContext, side: &str, device: &str) -> Result<DeviceRu
         ..SimConfig::default()
     };
     let (outcome, _) = Sim::run(sim, move |rt| scenario(&rt, &side, &device, pages, seed))
-        .map_err(|e| e.to_string())?;
-    outcome.finished().ok_or("the simulation stopped early")?
+        .map_err(|e| anyhow!("{e}"))?;
+    outcome
+        .finished()
+        .ok_or_else(|| anyhow!("the simulation stopped early"))?
 }
 
-fn err(e: flashlab_engine::Error) -> String {
-    e.to_string()
+fn err(e: flashlab_engine::Error) -> anyhow::Error {
+    anyhow!("{e}")
 }
 
 fn config(device: &str) -> DbConfig {
@@ -204,7 +207,7 @@ fn config(device: &str) -> DbConfig {
     config
 }
 
-fn scenario(rt: &Rt, side: &str, device: &str, pages: u64, seed: u64) -> Result<DeviceRun, String> {
+fn scenario(rt: &Rt, side: &str, device: &str, pages: u64, seed: u64) -> anyhow::Result<DeviceRun> {
     let config = config(device);
     let devices = Devices::from_presets(&config).map_err(err)?;
     let tuples = pages * TUPLES_PER_PAGE;
@@ -250,7 +253,7 @@ fn scenario(rt: &Rt, side: &str, device: &str, pages: u64, seed: u64) -> Result<
 }
 
 /// Load the table in key order; returns its leaf-level page count.
-fn load(db: &Database, tuples: u64) -> Result<u64, String> {
+fn load(db: &Database, tuples: u64) -> anyhow::Result<u64> {
     let costs = db.config().cpu.clone();
     db.set_cpu_costs(CpuCosts::free());
     let table = db.create_table(TableSpec::bytes("t")).map_err(err)?;
@@ -274,7 +277,7 @@ fn run_statement(
     statement: Statement,
     pages: u64,
     seed: u64,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let tuples = pages * TUPLES_PER_PAGE;
     match statement {
         Statement::ReadSequential => scan(db, table, tuples),
@@ -284,7 +287,7 @@ fn run_statement(
     }
 }
 
-fn scan(db: &Database, table: &Table, tuples: u64) -> Result<(), String> {
+fn scan(db: &Database, table: &Table, tuples: u64) -> anyhow::Result<()> {
     let mut txn = db.begin().map_err(err)?;
     let mut seen = 0u64;
     let mut after: Option<Vec<u8>> = None;
@@ -307,16 +310,16 @@ fn scan(db: &Database, table: &Table, tuples: u64) -> Result<(), String> {
     }
     txn.commit().map_err(err)?;
     if seen != tuples {
-        return Err(format!("the scan saw {seen} tuples of {tuples}"));
+        return Err(anyhow!("the scan saw {seen} tuples of {tuples}"));
     }
     Ok(())
 }
 
-fn read_each(db: &Database, table: &Table, order: &[u64]) -> Result<(), String> {
+fn read_each(db: &Database, table: &Table, order: &[u64]) -> anyhow::Result<()> {
     let mut txn = db.begin().map_err(err)?;
     for &tuple in order {
         if txn.get(table, &key(tuple)).map_err(err)?.is_none() {
-            return Err(format!("tuple {tuple} is missing"));
+            return Err(anyhow!("tuple {tuple} is missing"));
         }
     }
     txn.commit().map_err(err)
@@ -325,7 +328,7 @@ fn read_each(db: &Database, table: &Table, order: &[u64]) -> Result<(), String> 
 /// Update every tuple of `order`, committing in batches, then write the
 /// dirty pages (a checkpoint): the statement ends when its pages are on
 /// the device.
-fn update_each(db: &Database, table: &Table, order: &[u64]) -> Result<(), String> {
+fn update_each(db: &Database, table: &Table, order: &[u64]) -> anyhow::Result<()> {
     for batch in order.chunks(BATCH_TUPLES as usize) {
         let mut txn = db.begin().map_err(err)?;
         for &tuple in batch {
@@ -337,7 +340,7 @@ fn update_each(db: &Database, table: &Table, order: &[u64]) -> Result<(), String
                 })
                 .map_err(err)?;
             if updated.is_none() {
-                return Err(format!("tuple {tuple} is missing"));
+                return Err(anyhow!("tuple {tuple} is missing"));
             }
         }
         txn.commit().map_err(err)?;
@@ -380,7 +383,7 @@ impl Study for DiskVsFlash {
     const TITLE: &'static str = "lee2007: disk-based DBMS performance, disk against flash";
     const PAPER: &'static str = "lee2007";
 
-    fn measure(&self, ctx: &RunContext) -> Result<DiskVsFlashRuns, String> {
+    fn measure(&self, ctx: &RunContext) -> anyhow::Result<DiskVsFlashRuns> {
         let steps = ctx.steps(DEVICES.len());
         let runs = DEVICES
             .iter()

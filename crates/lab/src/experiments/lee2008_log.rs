@@ -11,6 +11,7 @@
 //! The CPU cost model is calibrated once (see `CpuCosts`): everything else
 //! follows from the engine, the group commit and the device models.
 
+use anyhow::anyhow;
 use flashlab_devices::Space;
 use flashlab_runtime::{NS_PER_MS, NS_PER_S};
 
@@ -20,7 +21,7 @@ use crate::bench::{BenchOptions, BenchReport, bench};
 use crate::chart::{LineChart, Series};
 use crate::check::Check;
 use crate::published;
-use crate::report::{Figure, RawFile, Table, fmt_num};
+use crate::report::{Figure, RawFile, Table, fmt_num, hdd_ssd_table};
 
 const HDD: &str = "hdd-2008";
 pub(crate) const SSD: &str = "ssd-2008";
@@ -83,14 +84,14 @@ fn run(
     cores: u32,
     ghz: f64,
     trace: bool,
-) -> Result<BenchReport, String> {
+) -> anyhow::Result<BenchReport> {
     let options = BenchOptions {
         trace,
         ..options(ctx, workload, log, clients, cores, ghz)
     };
     let report = bench(&options, |_| {})?;
     if report.consistency != "ok" {
-        return Err(format!(
+        return Err(anyhow!(
             "{workload} on {log} with {clients} clients: consistency violated: {}",
             report.consistency
         ));
@@ -112,7 +113,7 @@ impl Study for Table2 {
     const TITLE: &'static str = "lee2008 Table 2: commit-time performance of update-commit";
     const PAPER: &'static str = "lee2008 section 4.1, Table 2";
 
-    fn measure(&self, ctx: &RunContext) -> Result<Vec<Table2Row>, String> {
+    fn measure(&self, ctx: &RunContext) -> anyhow::Result<Vec<Table2Row>> {
         let mut measured = Vec::new();
         let steps = ctx.steps(2 * table2_clients().len());
         for c in table2_clients() {
@@ -193,7 +194,7 @@ impl Study for Table2 {
         checks
     }
 
-    fn figures(&self, measured: &Vec<Table2Row>) -> Result<Vec<Figure>, String> {
+    fn figures(&self, measured: &Vec<Table2Row>) -> anyhow::Result<Vec<Figure>> {
         let clients = table2_clients();
         let chart = LineChart {
             title: "Update-commit TPS against clients (dual core)".into(),
@@ -409,7 +410,7 @@ impl Study for Table3 {
     const TITLE: &'static str = "lee2008 Table 3: TPC-B with 20 clients, and the log-write pattern";
     const PAPER: &'static str = "lee2008 section 4.2, Table 3";
 
-    fn measure(&self, ctx: &RunContext) -> Result<Table3Runs, String> {
+    fn measure(&self, ctx: &RunContext) -> anyhow::Result<Table3Runs> {
         let steps = ctx.steps(2);
         Ok(Table3Runs {
             hdd: steps.after(run(ctx, "tpcb", HDD, 20, 2, DUAL_GHZ, true)?),
@@ -427,66 +428,17 @@ impl Study for Table3 {
 
     fn tables(&self, m: &Table3Runs) -> Vec<Table> {
         let (hdd, ssd, p) = (&m.hdd, &m.ssd, table3_published);
-        let row = |what: &str, h: f64, ph: f64, s: f64, ps: f64| {
-            vec![
-                what.to_string(),
-                fmt_num(h),
-                fmt_num(ph),
-                fmt_num(s),
-                fmt_num(ps),
-            ]
-        };
-        let rows = vec![
-            row(
-                "transactions/sec",
-                hdd.tps,
-                p("hdd_tps"),
-                ssd.tps,
-                p("ssd_tps"),
-            ),
-            row(
-                "CPU utilization (%)",
-                hdd.cpu_utilization * 100.0,
-                p("hdd_cpu_pct"),
-                ssd.cpu_utilization * 100.0,
-                p("ssd_cpu_pct"),
-            ),
-            row(
-                "log write size (sectors)",
-                hdd.log.avg_write_sectors,
-                p("hdd_log_write_sectors"),
-                ssd.log.avg_write_sectors,
-                p("ssd_log_write_sectors"),
-            ),
-            row(
-                "log write time (ms)",
-                hdd.log.avg_write_ms,
-                p("hdd_log_write_ms"),
-                ssd.log.avg_write_ms,
-                p("ssd_log_write_ms"),
-            ),
-            row(
-                "log writes",
-                hdd.log.writes as f64,
-                f64::NAN,
-                ssd.log.writes as f64,
-                f64::NAN,
-            ),
-            row(
-                "commits per log write",
-                hdd.log.commits_per_write,
-                f64::NAN,
-                ssd.log.commits_per_write,
-                f64::NAN,
-            ),
+        // A row a quantity, one line each.
+        #[rustfmt::skip]
+        let rows = [
+            ("transactions/sec", hdd.tps, p("hdd_tps"), ssd.tps, p("ssd_tps")),
+            ("CPU utilization (%)", hdd.cpu_utilization * 100.0, p("hdd_cpu_pct"), ssd.cpu_utilization * 100.0, p("ssd_cpu_pct")),
+            ("log write size (sectors)", hdd.log.avg_write_sectors, p("hdd_log_write_sectors"), ssd.log.avg_write_sectors, p("ssd_log_write_sectors")),
+            ("log write time (ms)", hdd.log.avg_write_ms, p("hdd_log_write_ms"), ssd.log.avg_write_ms, p("ssd_log_write_ms")),
+            ("log writes", hdd.log.writes as f64, f64::NAN, ssd.log.writes as f64, f64::NAN),
+            ("commits per log write", hdd.log.commits_per_write, f64::NAN, ssd.log.commits_per_write, f64::NAN),
         ];
-        vec![Table {
-            title: "TPC-B with 20 clients".into(),
-            columns: ["", "HDD", "paper", "SSD", "paper"]
-                .map(String::from)
-                .to_vec(),
-            rows,
-        }]
+        vec![hdd_ssd_table("TPC-B with 20 clients", &rows)]
     }
 
     fn checks(&self, m: &Table3Runs) -> Vec<Check> {
@@ -519,7 +471,7 @@ impl Study for Table3 {
         ]
     }
 
-    fn figures(&self, m: &Table3Runs) -> Result<Vec<Figure>, String> {
+    fn figures(&self, m: &Table3Runs) -> anyhow::Result<Vec<Figure>> {
         let mut figures = Vec::new();
         for (name, report) in m.both() {
             let window: Vec<_> = first_seconds(&log_writes(report), 0.5);
@@ -527,7 +479,7 @@ impl Study for Table3 {
                 &window,
                 &format!("TPC-B log writes on {} (first 0.5 s)", report.log_device),
             )
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| anyhow!("{e}"))?;
             figures.push(Figure {
                 id: format!("lee2008-log-pattern-{name}"),
                 title: format!("Log-write pattern, {}", report.log_device),
@@ -546,12 +498,12 @@ impl Study for Table3 {
         serde_json::json!({"hdd": report_json(&m.hdd), "ssd": report_json(&m.ssd)})
     }
 
-    fn raw_files(&self, m: &Table3Runs) -> Result<Vec<RawFile>, String> {
+    fn raw_files(&self, m: &Table3Runs) -> anyhow::Result<Vec<RawFile>> {
         let mut raw_files = Vec::new();
         for (name, report) in m.both() {
             let mut csv = Vec::new();
             flashlab_devices::trace::formats::write_flashlab_csv(&log_writes(report), &mut csv)
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| anyhow!("{e}"))?;
             raw_files.push(RawFile {
                 name: format!("lee2008-table3-{name}-log-trace.csv"),
                 contents: csv,
@@ -635,7 +587,7 @@ impl Study for Figure3 {
     const TITLE: &'static str = "lee2008 Figure 3: TPC-B, I/O-bound against CPU-bound";
     const PAPER: &'static str = "lee2008 section 4.3, Figure 3";
 
-    fn measure(&self, ctx: &RunContext) -> Result<Figure3Runs, String> {
+    fn measure(&self, ctx: &RunContext) -> anyhow::Result<Figure3Runs> {
         let clients: Vec<u32> = if ctx.quick {
             vec![4, 16, 48]
         } else {
@@ -744,7 +696,7 @@ impl Study for Figure3 {
         ]
     }
 
-    fn figures(&self, m: &Figure3Runs) -> Result<Vec<Figure>, String> {
+    fn figures(&self, m: &Figure3Runs) -> anyhow::Result<Vec<Figure>> {
         let mut series: Vec<Series> = m
             .curves
             .iter()

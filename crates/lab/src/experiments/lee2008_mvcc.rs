@@ -12,6 +12,7 @@
 //!   the in-place metadata band; the mean block write
 //!   time on the disk and on the SSD against the published 7.1 and 6.8 ms.
 
+use anyhow::anyhow;
 use std::sync::Arc;
 
 use flashlab_devices::trace::traced::TracedDevice;
@@ -27,7 +28,7 @@ use super::skeleton::Study;
 use crate::bench::{BenchOptions, bench};
 use crate::check::Check;
 use crate::published;
-use crate::report::{Figure, RawFile, Table, fmt_num};
+use crate::report::{Figure, RawFile, Table, fmt_num, hdd_ssd_table};
 
 /// lee2008's table: 12,500 pages of 8 KB.
 const TABLE_PAGES: u64 = 12_500;
@@ -77,7 +78,7 @@ fn key(row: u64) -> [u8; 8] {
 }
 
 /// Run the section 5.2 scenario with the rollback space on `device`.
-pub fn table4_run(ctx: &RunContext, device: &str) -> Result<Table4Run, String> {
+pub fn table4_run(ctx: &RunContext, device: &str) -> anyhow::Result<Table4Run> {
     let rows = rows(ctx);
     let device = device.to_string();
     let sim = SimConfig {
@@ -91,12 +92,14 @@ pub fn table4_run(ctx: &RunContext, device: &str) -> Result<Table4Run, String> {
         BUFFER_BYTES
     };
     let (outcome, _) = Sim::run(sim, move |rt| scenario(&rt, &device, rows, buffer_bytes))
-        .map_err(|e| e.to_string())?;
-    outcome.finished().ok_or("the simulation stopped early")?
+        .map_err(|e| anyhow!("{e}"))?;
+    outcome
+        .finished()
+        .ok_or_else(|| anyhow!("the simulation stopped early"))?
 }
 
-fn scenario(rt: &Rt, device: &str, rows: u64, buffer_bytes: u64) -> Result<Table4Run, String> {
-    let e = |e: flashlab_engine::Error| e.to_string();
+fn scenario(rt: &Rt, device: &str, rows: u64, buffer_bytes: u64) -> anyhow::Result<Table4Run> {
+    let e = |e: flashlab_engine::Error| anyhow!("{e}");
     let mut config = DbConfig::simple("memory", "memory", PAGE_BYTES, buffer_bytes);
     config.rollback = Some(SpaceConfig {
         device: device.to_string(),
@@ -109,7 +112,10 @@ fn scenario(rt: &Rt, device: &str, rows: u64, buffer_bytes: u64) -> Result<Table
     tracer.set_enabled(false);
     let devices = Devices::from_presets(&config).map_err(e)?;
     let rollback: DeviceRef = Arc::new(TracedDevice::new(
-        devices.rollback.clone().ok_or("no rollback device")?,
+        devices
+            .rollback
+            .clone()
+            .ok_or_else(|| anyhow!("no rollback device"))?,
         Space::Rollback,
         tracer.clone(),
     ));
@@ -171,9 +177,9 @@ fn scenario(rt: &Rt, device: &str, rows: u64, buffer_bytes: u64) -> Result<Table
     let after = db.stats().rollback;
     let cpu_after = rt.cpu_report();
     if first != second {
-        return Err(
-            "T1's second scan did not see what its first saw: snapshot isolation broken".into(),
-        );
+        return Err(anyhow!(
+            "T1's second scan did not see what its first saw: snapshot isolation broken"
+        ));
     }
     t1.commit().map_err(e)?;
     let report = flashlab_engine::db::verify::verify(&db).map_err(e)?;
@@ -242,7 +248,7 @@ impl Study for Table4 {
         "lee2008 Table 4 and Figure 5: reading old versions from rollback segments";
     const PAPER: &'static str = "lee2008 section 5.2, Table 4, Figure 5";
 
-    fn measure(&self, ctx: &RunContext) -> Result<Table4Runs, String> {
+    fn measure(&self, ctx: &RunContext) -> anyhow::Result<Table4Runs> {
         let steps = ctx.steps(2);
         Ok(Table4Runs {
             hdd: steps.after(table4_run(ctx, "hdd-2008")?),
@@ -258,66 +264,17 @@ impl Study for Table4 {
 
     fn tables(&self, m: &Table4Runs) -> Vec<Table> {
         let (hdd, ssd, p, scale) = (&m.hdd, &m.ssd, table4_published, m.scale);
-        let row = |what: &str, h: f64, ph: f64, s: f64, ps: f64| {
-            vec![
-                what.to_string(),
-                fmt_num(h),
-                fmt_num(ph),
-                fmt_num(s),
-                fmt_num(ps),
-            ]
-        };
-        let rows = vec![
-            row(
-                "rollback pages read",
-                hdd.rollback_pages_read as f64,
-                p("hdd_pages_read") * scale,
-                ssd.rollback_pages_read as f64,
-                p("ssd_pages_read") * scale,
-            ),
-            row(
-                "read time (s)",
-                hdd.read_s,
-                p("hdd_read_s") * scale,
-                ssd.read_s,
-                p("ssd_read_s") * scale,
-            ),
-            row(
-                "CPU time (s)",
-                hdd.cpu_s,
-                p("hdd_cpu_s") * scale,
-                ssd.cpu_s,
-                p("ssd_cpu_s") * scale,
-            ),
-            row(
-                "elapsed (s)",
-                hdd.elapsed_s,
-                p("hdd_elapsed_s") * scale,
-                ssd.elapsed_s,
-                p("ssd_elapsed_s") * scale,
-            ),
-            row(
-                "read per page (ms)",
-                per_page_ms(hdd),
-                p("hdd_page_read_ms"),
-                per_page_ms(ssd),
-                p("ssd_page_read_ms"),
-            ),
-            row(
-                "versions followed",
-                hdd.chain_steps as f64,
-                f64::NAN,
-                ssd.chain_steps as f64,
-                f64::NAN,
-            ),
+        // A row a quantity, one line each.
+        #[rustfmt::skip]
+        let rows = [
+            ("rollback pages read", hdd.rollback_pages_read as f64, p("hdd_pages_read") * scale, ssd.rollback_pages_read as f64, p("ssd_pages_read") * scale),
+            ("read time (s)", hdd.read_s, p("hdd_read_s") * scale, ssd.read_s, p("ssd_read_s") * scale),
+            ("CPU time (s)", hdd.cpu_s, p("hdd_cpu_s") * scale, ssd.cpu_s, p("ssd_cpu_s") * scale),
+            ("elapsed (s)", hdd.elapsed_s, p("hdd_elapsed_s") * scale, ssd.elapsed_s, p("ssd_elapsed_s") * scale),
+            ("read per page (ms)", per_page_ms(hdd), p("hdd_page_read_ms"), per_page_ms(ssd), p("ssd_page_read_ms")),
+            ("versions followed", hdd.chain_steps as f64, f64::NAN, ssd.chain_steps as f64, f64::NAN),
         ];
-        vec![Table {
-            title: "Reading old versions".into(),
-            columns: ["", "HDD", "paper", "SSD", "paper"]
-                .map(String::from)
-                .to_vec(),
-            rows,
-        }]
+        vec![hdd_ssd_table("Reading old versions", &rows)]
     }
 
     fn checks(&self, m: &Table4Runs) -> Vec<Check> {
@@ -385,7 +342,7 @@ impl Study for Table4 {
         ]
     }
 
-    fn figures(&self, m: &Table4Runs) -> Result<Vec<Figure>, String> {
+    fn figures(&self, m: &Table4Runs) -> anyhow::Result<Vec<Figure>> {
         let mut figures = Vec::new();
         for run in [&m.hdd, &m.ssd] {
             let reads: Vec<_> = run
@@ -401,7 +358,7 @@ impl Study for Table4 {
                 &reads,
                 &format!("T1's second scan: rollback reads on {}", run.device),
             )
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| anyhow!("{e}"))?;
             figures.push(Figure {
                 id: format!("lee2008-figure5-{}", run.device),
                 title: format!("Figure 5: rollback reads, {}", run.device),
@@ -434,7 +391,7 @@ impl Study for Table4 {
         serde_json::json!({"hdd": m.hdd, "ssd": m.ssd})
     }
 
-    fn raw_files(&self, m: &Table4Runs) -> Result<Vec<RawFile>, String> {
+    fn raw_files(&self, m: &Table4Runs) -> anyhow::Result<Vec<RawFile>> {
         let mut raw_files = Vec::new();
         for run in [&m.hdd, &m.ssd] {
             if !run
@@ -446,7 +403,7 @@ impl Study for Table4 {
             }
             let mut csv = Vec::new();
             flashlab_devices::trace::formats::write_flashlab_csv(&run.trace, &mut csv)
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| anyhow!("{e}"))?;
             raw_files.push(RawFile {
                 name: format!("lee2008-table4-{}-rollback-trace.csv", run.device),
                 contents: csv,
@@ -475,7 +432,7 @@ impl Study for Figure4 {
     const TITLE: &'static str = "lee2008 Figure 4: rollback-segment writes";
     const PAPER: &'static str = "lee2008 section 5.1, Figure 4";
 
-    fn measure(&self, ctx: &RunContext) -> Result<Figure4Runs, String> {
+    fn measure(&self, ctx: &RunContext) -> anyhow::Result<Figure4Runs> {
         let steps = ctx.steps(2);
         Ok(Figure4Runs {
             disk: steps.after(figure4_run(ctx, "hdd-2008")?),
@@ -547,12 +504,12 @@ impl Study for Figure4 {
             .collect()
     }
 
-    fn figures(&self, m: &Figure4Runs) -> Result<Vec<Figure>, String> {
+    fn figures(&self, m: &Figure4Runs) -> anyhow::Result<Vec<Figure>> {
         let svg = crate::plot::trace_img_html(
             &m.disk.writes,
             "Rollback-segment writes under TPC-C (rollback on hdd-2008)",
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| anyhow!("{e}"))?;
         Ok(vec![Figure {
             id: "lee2008-figure4".into(),
             title: "Figure 4: rollback-segment writes".into(),
@@ -577,10 +534,10 @@ impl Study for Figure4 {
         serde_json::json!({"hdd": m.disk.json(), "ssd": m.ssd.json()})
     }
 
-    fn raw_files(&self, m: &Figure4Runs) -> Result<Vec<RawFile>, String> {
+    fn raw_files(&self, m: &Figure4Runs) -> anyhow::Result<Vec<RawFile>> {
         let mut csv = Vec::new();
         flashlab_devices::trace::formats::write_flashlab_csv(&m.disk.writes, &mut csv)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| anyhow!("{e}"))?;
         Ok(vec![RawFile {
             name: "lee2008-figure4-rollback-writes.csv".into(),
             contents: csv,
@@ -622,7 +579,7 @@ impl Figure4Run {
 }
 
 /// TPC-C with the rollback space on `device`, tracing its writes.
-fn figure4_run(ctx: &RunContext, device: &str) -> Result<Figure4Run, String> {
+fn figure4_run(ctx: &RunContext, device: &str) -> anyhow::Result<Figure4Run> {
     let rows_divisor = if ctx.quick { 10 } else { 1 };
     let options = BenchOptions {
         workload: "tpcc".into(),

@@ -125,7 +125,7 @@ pub trait Experiment: Send + Sync {
     /// What it reproduces, for progress lines.
     fn title(&self) -> &'static str;
     /// Run it.
-    fn run(&self, ctx: &RunContext) -> Result<ExperimentResult, String>;
+    fn run(&self, ctx: &RunContext) -> anyhow::Result<ExperimentResult>;
 }
 
 /// Every experiment, in report order.
@@ -162,10 +162,10 @@ pub const HOST_THREADS: usize = 2;
 pub(crate) fn run_parallel<J: Sync, R: Send>(
     ctx: &RunContext,
     jobs: &[J],
-    job: impl Fn(&J) -> Result<R, String> + Sync,
-) -> Result<Vec<R>, String> {
+    job: impl Fn(&J) -> anyhow::Result<R> + Sync,
+) -> anyhow::Result<Vec<R>> {
     let next = AtomicUsize::new(0);
-    let results: Mutex<Vec<Option<Result<R, String>>>> =
+    let results: Mutex<Vec<Option<anyhow::Result<R>>>> =
         Mutex::new((0..jobs.len()).map(|_| None).collect());
     std::thread::scope(|scope| {
         let threads = if ctx.threads == 0 {

@@ -279,7 +279,7 @@ fn point(cell: Cell, warehouses: u32, report: &BenchReport) -> Point {
 type StudyCache = Mutex<HashMap<(u64, bool), Arc<Study>>>;
 
 /// Run the study, or return the one already run with this context.
-pub fn study(ctx: &RunContext) -> Result<Arc<Study>, String> {
+pub fn study(ctx: &RunContext) -> anyhow::Result<Arc<Study>> {
     static DONE: OnceLock<StudyCache> = OnceLock::new();
     let done = DONE.get_or_init(|| Mutex::new(HashMap::new()));
     // Table 4 and Figure 5 may ask at once (`--jobs`): one runs the study,
@@ -295,7 +295,7 @@ pub fn study(ctx: &RunContext) -> Result<Arc<Study>, String> {
     Ok(study)
 }
 
-fn run_study(ctx: &RunContext) -> Result<Study, String> {
+fn run_study(ctx: &RunContext) -> anyhow::Result<Study> {
     // The sweeps' lengths are found as they run: the total is a forecast.
     let steps =
         ctx.steps(PAGE_BYTES.len() + cells().len() * (sweep(ctx).first.len() + PAST_PEAK_POINTS));

@@ -22,6 +22,7 @@
 use super::{Experiment, RunContext};
 use crate::check::Check;
 use crate::report::{ExperimentResult, Figure, RawFile, Table};
+use anyhow::anyhow;
 
 /// An experiment as a measurement and its views (see the module essay).
 pub(crate) trait Study {
@@ -35,7 +36,7 @@ pub(crate) trait Study {
     const PAPER: &'static str;
 
     /// Run the simulations.
-    fn measure(&self, ctx: &RunContext) -> Result<Self::Measured, String>;
+    fn measure(&self, ctx: &RunContext) -> anyhow::Result<Self::Measured>;
     /// What was run and how, in a paragraph.
     fn description(&self, ctx: &RunContext, m: &Self::Measured) -> String;
     /// The tables, measured values beside published ones.
@@ -45,7 +46,7 @@ pub(crate) trait Study {
     /// The measurements, machine-readable.
     fn data(&self, m: &Self::Measured) -> serde_json::Value;
     /// The figures.
-    fn figures(&self, m: &Self::Measured) -> Result<Vec<Figure>, String> {
+    fn figures(&self, m: &Self::Measured) -> anyhow::Result<Vec<Figure>> {
         let _ = m;
         Ok(Vec::new())
     }
@@ -55,14 +56,14 @@ pub(crate) trait Study {
         Vec::new()
     }
     /// Files written beside the report (traces, per-run CSVs).
-    fn raw_files(&self, m: &Self::Measured) -> Result<Vec<RawFile>, String> {
+    fn raw_files(&self, m: &Self::Measured) -> anyhow::Result<Vec<RawFile>> {
         let _ = m;
         Ok(Vec::new())
     }
 }
 
 /// Measure, then take every view of the measurement.
-pub(crate) fn run_study<S: Study>(study: &S, ctx: &RunContext) -> Result<ExperimentResult, String> {
+pub(crate) fn run_study<S: Study>(study: &S, ctx: &RunContext) -> anyhow::Result<ExperimentResult> {
     let started = std::time::Instant::now();
     let m = study.measure(ctx)?;
     let result = ExperimentResult {
@@ -81,7 +82,7 @@ pub(crate) fn run_study<S: Study>(study: &S, ctx: &RunContext) -> Result<Experim
     check_no_host_time(&result)?;
     let made: Vec<&str> = result.checks.iter().map(|c| c.id.as_str()).collect();
     if let Some(why) = super::check_ids::disagreement(S::ID, &made) {
-        return Err(why);
+        return Err(anyhow!(why));
     }
     Ok(result)
 }
@@ -90,13 +91,13 @@ pub(crate) fn run_study<S: Study>(study: &S, ctx: &RunContext) -> Result<Experim
 const HOST_TIME_MARKS: [&str; 3] = [" host s ", " host s)", "host seconds"];
 
 /// REPORT-1: no text of `result` quotes host time.
-fn check_no_host_time(result: &ExperimentResult) -> Result<(), String> {
+fn check_no_host_time(result: &ExperimentResult) -> anyhow::Result<()> {
     let texts = std::iter::once(&result.description)
         .chain(&result.notes)
         .chain(result.checks.iter().map(|c| &c.note));
     for text in texts {
         if let Some(mark) = HOST_TIME_MARKS.iter().find(|m| text.contains(*m)) {
-            return Err(format!(
+            return Err(anyhow!(
                 "{}: its text quotes host time (\"{}\"), which belongs in timings.json, not results.json (REPORT-1)",
                 result.id,
                 mark.trim()
@@ -115,7 +116,7 @@ impl<S: Study + Send + Sync> Experiment for S {
         S::TITLE
     }
 
-    fn run(&self, ctx: &RunContext) -> Result<ExperimentResult, String> {
+    fn run(&self, ctx: &RunContext) -> anyhow::Result<ExperimentResult> {
         run_study(self, ctx)
     }
 }
@@ -134,7 +135,7 @@ mod tests {
         const TITLE: &'static str = "timed";
         const PAPER: &'static str = "none";
 
-        fn measure(&self, _: &RunContext) -> Result<(), String> {
+        fn measure(&self, _: &RunContext) -> anyhow::Result<()> {
             Ok(())
         }
         fn description(&self, _: &RunContext, _: &()) -> String {

@@ -23,6 +23,7 @@
 //! of the database as the paper's 8 MB did of its 30 warehouses. The
 //! database is loaded once per store and every run starts from that image.
 
+use anyhow::anyhow;
 use std::sync::Arc;
 
 use flashlab_devices::trace::Space;
@@ -165,7 +166,7 @@ fn run_of(label: &str, device: &str, store_kind: StoreKind, report: &BenchReport
 }
 
 /// Every run: the three SSDs and the extra devices, both stores.
-pub fn study(ctx: &RunContext) -> Result<Vec<Run>, String> {
+pub fn study(ctx: &RunContext) -> anyhow::Result<Vec<Run>> {
     let steps = ctx.steps(STORES.len() * (1 + SSDS.len() + EXTRA_DEVICES.len()));
     let images = run_parallel(ctx, &STORES, |&store| {
         let image = load_image(&options(ctx, SSDS[0].1, store, None));
@@ -187,12 +188,12 @@ pub fn study(ctx: &RunContext) -> Result<Vec<Run>, String> {
 
 /// The data-space writes of every run, as CSV beside the report (the
 /// Figure 10 plots show the Mtron-class runs).
-fn raw_files(runs: &[Run]) -> Result<Vec<RawFile>, String> {
+fn raw_files(runs: &[Run]) -> anyhow::Result<Vec<RawFile>> {
     runs.iter()
         .map(|run| {
             let mut csv = Vec::new();
             flashlab_devices::trace::formats::write_flashlab_csv(&run.writes, &mut csv)
-                .map_err(|e| e.to_string())?;
+                .map_err(|e| anyhow!("{e}"))?;
             Ok(RawFile {
                 name: format!("wang2010-{}-{}-data-writes.csv", run.device, run.store),
                 contents: csv,
@@ -222,7 +223,7 @@ impl Study for LfsVsInPlace {
     const TITLE: &'static str = "wang2010: log-structured against in-place, three SSDs";
     const PAPER: &'static str = "wang2010";
 
-    fn measure(&self, ctx: &RunContext) -> Result<Vec<Run>, String> {
+    fn measure(&self, ctx: &RunContext) -> anyhow::Result<Vec<Run>> {
         study(ctx)
     }
 
@@ -238,7 +239,7 @@ impl Study for LfsVsInPlace {
         checks(runs)
     }
 
-    fn figures(&self, runs: &Vec<Run>) -> Result<Vec<Figure>, String> {
+    fn figures(&self, runs: &Vec<Run>) -> anyhow::Result<Vec<Figure>> {
         figures(runs)
     }
 
@@ -250,7 +251,7 @@ impl Study for LfsVsInPlace {
         serde_json::to_value(runs).unwrap_or_default()
     }
 
-    fn raw_files(&self, runs: &Vec<Run>) -> Result<Vec<RawFile>, String> {
+    fn raw_files(&self, runs: &Vec<Run>) -> anyhow::Result<Vec<RawFile>> {
         raw_files(runs)
     }
 }
@@ -302,7 +303,7 @@ fn table(runs: &[Run]) -> Table {
     }
 }
 
-fn figures(runs: &[Run]) -> Result<Vec<Figure>, String> {
+fn figures(runs: &[Run]) -> anyhow::Result<Vec<Figure>> {
     let labels: Vec<&str> = SSDS.iter().map(|(l, _)| *l).collect();
     let series = |name: &str, metric: &dyn Fn(&Run) -> f64| Series {
         name: name.into(),
@@ -341,7 +342,7 @@ fn figures(runs: &[Run]) -> Result<Vec<Figure>, String> {
             &run.writes,
             &format!("data writes, {}, {}", run.store, run.device),
         )
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| anyhow!("{e}"))?;
         figures.push(Figure {
             id: format!("wang2010-figure10-{}", run.store),
             title: format!("Figure 10: data writes, {} on the {}", run.store, run.label),

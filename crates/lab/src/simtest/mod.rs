@@ -90,6 +90,7 @@ pub mod at_rest;
 pub mod rig;
 pub mod workloads;
 
+use anyhow::anyhow;
 use std::panic::AssertUnwindSafe;
 use std::sync::{Arc, Mutex};
 
@@ -288,13 +289,13 @@ fn pick<'a, T>(rng: &mut ChaCha8Rng, items: &'a [T]) -> &'a T {
 impl Scenario {
     /// The scenario of `seed`; `workload` is one of [`WORKLOADS`] or
     /// `mixed` (the seed picks).
-    pub fn from_seed(seed: u64, workload: &str) -> Result<Scenario, String> {
+    pub fn from_seed(seed: u64, workload: &str) -> anyhow::Result<Scenario> {
         let mut rng = ChaCha8Rng::seed_from_u64(seed);
         let workload = match workload {
             "mixed" => pick(&mut rng, &WORKLOADS).to_string(),
             w if WORKLOADS.contains(&w) => w.to_string(),
             w => {
-                return Err(format!(
+                return Err(anyhow!(
                     "unknown workload '{w}' (known: {}, mixed)",
                     WORKLOADS.join(", ")
                 ));
@@ -400,7 +401,7 @@ impl Scenario {
         seed: u64,
         workload: &str,
         store: StoreKind,
-    ) -> Result<Scenario, String> {
+    ) -> anyhow::Result<Scenario> {
         let mut sc = Scenario::from_seed(seed, workload)?;
         if store != StoreKind::Ipl {
             return Ok(sc.with_store(store));
@@ -676,7 +677,7 @@ pub fn run_seed_damaged(
         Err(e) => {
             return SeedReport {
                 seed,
-                failure: Some(e),
+                failure: Some(e.to_string()),
                 ..SeedReport::default()
             };
         }
@@ -693,7 +694,7 @@ pub fn run_seed_damaged(
     }));
     let failure = match result {
         Ok(Ok(())) => None,
-        Ok(Err(e)) => Some(e),
+        Ok(Err(e)) => Some(e.to_string()),
         Err(panic) => Some(format!("panic: {}", panic_text(&panic))),
     };
     report.failure = failure;
@@ -714,7 +715,7 @@ fn run_scenario(
     sc: &Scenario,
     report: &mut SeedReport,
     at_rest: at_rest::AtRest,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     let rig = Rig::new(
         &sc.data_device,
         &sc.log_device,
@@ -731,7 +732,7 @@ fn run_scenario(
     let damaged = at_rest != at_rest::AtRest::Off;
     let workload: Arc<dyn CrashWorkload> = Arc::from(
         workloads::build(&sc.workload, sc.tpcb_accounts)
-            .ok_or_else(|| format!("unknown workload {}", sc.workload))?,
+            .ok_or_else(|| anyhow!("unknown workload {}", sc.workload))?,
     );
     let config = sc.config();
     let mut rng = ChaCha8Rng::seed_from_u64(sc.seed ^ 0x5eed);
@@ -762,18 +763,21 @@ fn setup(
     rig: &Arc<Rig>,
     config: &DbConfig,
     workload: &Arc<dyn CrashWorkload>,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     rig.set_active(false);
     {
         let (devices, config, workload) = (rig.devices(), config.clone(), workload.clone());
-        let outcome = Sim::run(SimConfig::default(), move |_| -> Result<(), String> {
-            let db = Database::open_with(&config, devices).map_err(|e| format!("create: {e}"))?;
+        let outcome = Sim::run(SimConfig::default(), move |_| -> anyhow::Result<()> {
+            let db = Database::open_with(&config, devices).map_err(|e| anyhow!("create: {e}"))?;
             db.set_cpu_costs(CpuCosts::free());
-            workload.setup(&db).map_err(|e| format!("setup: {e}"))?;
-            db.close().map_err(|e| format!("close after setup: {e}"))
+            workload.setup(&db).map_err(|e| anyhow!("setup: {e}"))?;
+            db.close().map_err(|e| anyhow!("close after setup: {e}"))
         })
-        .map_err(|e| e.to_string())?;
-        outcome.0.finished().ok_or("setup did not finish")??;
+        .map_err(|e| anyhow!("{e}"))?;
+        outcome
+            .0
+            .finished()
+            .ok_or_else(|| anyhow!("setup did not finish"))??;
     }
 
     Ok(())
@@ -804,7 +808,7 @@ impl Epoch<'_> {
         rng: &mut ChaCha8Rng,
         depth: &mut u64,
         report: &mut SeedReport,
-    ) -> Result<EpochEnd, String> {
+    ) -> anyhow::Result<EpochEnd> {
         let (sc, cut, rig, config) = (self.sc, self.cut, self.rig, self.config);
         let workload = self.workload;
         rig.set_active(true);
@@ -826,7 +830,7 @@ impl Epoch<'_> {
         };
         let outcome = epoch(run, config, rig, workload.clone(), state.clone())?;
         let state = Arc::try_unwrap(state)
-            .map_err(|_| "epoch state still shared")?
+            .map_err(|_| anyhow!("epoch state still shared"))?
             .into_inner()
             .expect("epoch state");
         if std::env::var("FLASHLAB_SIMTEST_TRACE").is_ok() {
@@ -843,7 +847,7 @@ impl Epoch<'_> {
             }
         }
         if let Some(problem) = state.unexpected.first() {
-            return Err(format!("unexpected error in a client: {problem}"));
+            return Err(anyhow!("unexpected error in a client: {problem}"));
         }
         report.client_errors += state.client_errors;
         report.log_damage = log_damage(rig);
@@ -853,11 +857,11 @@ impl Epoch<'_> {
                 return Ok(EpochEnd::Refused);
             }
             if sc.profile == Profile::Crash {
-                return Err(format!("open (recovery) failed: {e}"));
+                return Err(anyhow!("open (recovery) failed: {e}"));
             }
         }
         if !outcome {
-            return Err("an epoch ended before its power cut".into());
+            return Err(anyhow!("an epoch ended before its power cut"));
         }
         let point = match rig.power.cut_point() {
             Some(p) => format!(
@@ -908,7 +912,7 @@ fn final_check(
     rng: &mut ChaCha8Rng,
     report: &mut SeedReport,
     damage: Option<(at_rest::Damage, at_rest::AtRest)>,
-) -> Result<(), String> {
+) -> anyhow::Result<()> {
     rig.set_active(false);
     rig.power.arm(None);
     let (devices, workload2, config2) = (rig.devices(), workload.clone(), config.clone());
@@ -918,7 +922,7 @@ fn final_check(
             seed: rng.random(),
             ..SimConfig::default()
         },
-        move |_| -> Result<(u64, Result<(), String>), String> {
+        move |_| -> anyhow::Result<(u64, Result<(), String>)> {
             let db = match Database::open_with(&config2, devices) {
                 Ok(db) => db,
                 Err(e) => return Ok((0, Err(format!("final recovery failed: {e}")))),
@@ -942,10 +946,10 @@ fn final_check(
             Ok((repairs, checked.and(verified).and(closed)))
         },
     )
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| anyhow!("{e}"))?;
     let (repaired, checked) = outcome
         .finished()
-        .ok_or("the final check did not finish")??;
+        .ok_or_else(|| anyhow!("the final check did not finish"))??;
     report.pages_repaired = repaired;
     report.acked_commits = workload.acked();
     report.in_doubt_commits = workload.in_doubt();
@@ -959,7 +963,7 @@ fn final_check(
     ) = (recoveries, redone, skipped);
     report.ipl_selection = *rig.ipl_selection.lock().expect("ipl selection");
     if redone > 0 {
-        return Err(format!(
+        return Err(anyhow!(
             "REC-4: recoveries redid {redone} records of In-Page Logging pages"
         ));
     }
@@ -982,22 +986,22 @@ fn final_check(
             if e.contains("LOST COMMITS") {
                 report.lost_commits = 1;
             }
-            return Err(e);
+            return Err(anyhow!(e));
         }
     }
     let violations = rig.checker.violations();
     if let Some(v) = violations.first() {
-        return Err(v.clone());
+        return Err(anyhow!(v.clone()));
     }
     let f = report.faults;
     if f.flushes_after_failure > 0 {
-        return Err(format!(
+        return Err(anyhow!(
             "a device was flushed {} times after a failed flush: a failed fsync was retried",
             f.flushes_after_failure
         ));
     }
     if f.damaged_pages_caught != f.damaged_pages {
-        return Err(format!(
+        return Err(anyhow!(
             "{} of {} damaged page images passed the page check",
             f.damaged_pages - f.damaged_pages_caught,
             f.damaged_pages
@@ -1014,13 +1018,13 @@ fn log_damage(rig: &Rig) -> u64 {
 
 /// Torn pages are checked as they are made (the page check); here only
 /// that the records are consistent.
-fn check_records(rig: &Rig) -> Result<(), String> {
+fn check_records(rig: &Rig) -> anyhow::Result<()> {
     for (role, record) in rig.take_records() {
         if std::env::var("FLASHLAB_SIMTEST_TRACE").is_ok() {
             eprintln!("  {role:?}: {record:?}");
         }
         if let FaultRecord::FlushAfterFailure { task } = &record {
-            return Err(format!(
+            return Err(anyhow!(
                 "task '{task}' flushed the {role:?} device after a failed flush: a failed fsync was retried"
             ));
         }
@@ -1031,7 +1035,7 @@ fn check_records(rig: &Rig) -> Result<(), String> {
         } = record
             && (kept_bytes == 0 || kept_bytes >= len_bytes)
         {
-            return Err(format!(
+            return Err(anyhow!(
                 "a torn write kept {kept_bytes} of {len_bytes} bytes"
             ));
         }
@@ -1056,7 +1060,7 @@ fn epoch(
     rig: &Arc<Rig>,
     workload: Arc<dyn CrashWorkload>,
     state: Arc<Mutex<EpochState>>,
-) -> Result<bool, String> {
+) -> anyhow::Result<bool> {
     let EpochRun {
         sim,
         clients,
@@ -1132,7 +1136,7 @@ fn epoch(
         rt.sleep_until(u64::MAX / 4);
         drop(tasks);
     })
-    .map_err(|e| e.to_string())?;
+    .map_err(|e| anyhow!("{e}"))?;
     Ok(matches!(outcome, SimOutcome::Stopped))
 }
 

@@ -3,6 +3,7 @@
 //! live outside the simulations, so they survive every cut; a crash is
 //! applied to them between simulations.
 
+use anyhow::anyhow;
 use std::sync::Arc;
 
 use flashlab_devices::DeviceRef;
@@ -76,14 +77,14 @@ impl Rig {
     }
 }
 
-fn stored(preset: &str, name: &str) -> Result<Arc<dyn StoredDevice>, String> {
+fn stored(preset: &str, name: &str) -> anyhow::Result<Arc<dyn StoredDevice>> {
     if preset == presets::MEMORY {
         return Ok(Arc::new(MemoryDevice::new(name, MEMORY_DATA_BYTES)));
     }
     if presets::is_raw_nand(preset) {
-        return presets::open_simulated_stored(preset, None).map_err(|e| e.to_string());
+        return presets::open_simulated_stored(preset, None).map_err(|e| anyhow!("{e}"));
     }
-    let model = presets::build_model(preset).map_err(|e| e.to_string())?;
+    let model = presets::build_model(preset).map_err(|e| anyhow!("{e}"))?;
     Ok(Arc::new(SimDevice::new(model)))
 }
 
@@ -97,7 +98,7 @@ impl Rig {
         log_plan: FaultPlan,
         store: StoreKind,
         ipl_log_segment_bytes: Option<u64>,
-    ) -> Result<Rig, String> {
+    ) -> anyhow::Result<Rig> {
         let power = PowerSwitch::new();
         let checker = WalChecker::new();
         // The engine's own check is what must catch a damaged page: a
@@ -178,7 +179,7 @@ impl Rig {
     /// one I/O error of an IoError seed, which stays the first copy's. Its
     /// writes follow the log's, so the WAL checker watches the log's copy
     /// alone.
-    pub fn with_log_mirror(mut self, log_preset: &str) -> Result<Rig, String> {
+    pub fn with_log_mirror(mut self, log_preset: &str) -> anyhow::Result<Rig> {
         let plan = self.log.plan();
         let mirror = FaultyDevice::new(
             stored(log_preset, "log mirror")?,

@@ -54,7 +54,10 @@ use super::super::ftl::{
     superblock::SuperBlockFtl,
 };
 use super::super::geometry::{Geometry, Timing};
-use super::{KIB, MB, US};
+use super::{
+    K9WAG08U1A_SOURCES, KIB, MB, SsdPreset, US, k9wag08u1a_geometry, k9wag08u1a_timing,
+    sources_with,
+};
 use crate::error::DeviceError;
 
 // ------------------------------------------------------------------ Mtron
@@ -65,21 +68,11 @@ use crate::error::DeviceError;
 /// checked against it).
 const MTRON_CHANNELS: u32 = 4;
 const MTRON_CHIPS_PER_CHANNEL: u32 = 2;
-/// K9WAG08U1A: two planes sharing the chip's busy time.
-const MTRON_PLANES_PER_DIE: u32 = 2;
-/// results.toml [devices.nand_samsung_k9wag08u1a]: 2 KB pages, 128 KB blocks.
-const MTRON_PAGE_BYTES: u32 = 2048;
-const MTRON_PAGES_PER_BLOCK: u32 = 64;
-/// 32 GiB of flash (lee2007: a 32 GB M-Tron) over 16 planes of 128 KB blocks.
+/// 32 GiB of flash (lee2007: a 32 GB M-Tron; its K9WAG08U1A in 2 KB pages
+/// and 128 KB blocks) over 16 planes of 128 KB blocks.
 const MTRON_BLOCKS_PER_PLANE: u32 = 16_384;
 /// 32 GB decimal exported from 32 GiB of flash (assumed, as for ssd-2008).
 const MTRON_OVER_PROVISIONING: f64 = 0.0687;
-/// results.toml [devices.nand_samsung_k9wag08u1a]: 80 / 200 / 1500 us.
-const MTRON_READ_NS: u64 = 80 * US;
-const MTRON_PROGRAM_NS: u64 = 200 * US;
-const MTRON_ERASE_NS: u64 = 1_500 * US;
-/// K9WAG08U1A bus: x8 at a 25 ns cycle.
-const MTRON_CHANNEL_BYTES_PER_S: u64 = 40 * MB;
 /// SATA 1.5 Gb/s after 8b/10b encoding (the MSD-SATA drives are SATA-150).
 const MTRON_HOST_BYTES_PER_S: u64 = 150 * MB;
 /// Assumed, as ssd-2008's controller (lee2008 Table 1's calibration).
@@ -93,7 +86,7 @@ const MTRON_LOG_SUPER_BLOCKS: u32 = 16;
 /// No write cache (assumed; none recalled for the MSD-SATA drives).
 const MTRON_WRITE_BUFFER_BYTES: u64 = 0;
 
-const MTRON_SOURCES: [(&str, &str); 17] = [
+const MTRON_SOURCES: [(&str, &str); 11] = [
     (
         "capacity_bytes",
         "32 GB (lee2007: 32 GB M-Tron), less the FTL's log super-blocks",
@@ -104,38 +97,14 @@ const MTRON_SOURCES: [(&str, &str); 17] = [
     ),
     ("chips_per_channel", "assumed: see channels"),
     ("dies_per_chip", "one die per chip"),
-    (
-        "planes_per_die",
-        "K9WAG08U1A: 2 planes, sharing the chip's busy time",
-    ),
     ("blocks_per_plane", "32 GiB of flash / (16 planes x 128 KB)"),
     (
         "pages_per_block",
         "results.toml nand_samsung_k9wag08u1a: 128 KB / 2 KB (lee2007: M-Tron with Samsung flash)",
     ),
     (
-        "page_bytes",
-        "results.toml nand_samsung_k9wag08u1a page_kb = 2",
-    ),
-    (
         "over_provisioning",
         "assumed: 32 GB decimal from 32 GiB of flash",
-    ),
-    (
-        "page_read_ns",
-        "results.toml nand_samsung_k9wag08u1a read_us = 80",
-    ),
-    (
-        "page_program_ns",
-        "results.toml nand_samsung_k9wag08u1a write_us = 200",
-    ),
-    (
-        "block_erase_ns",
-        "results.toml nand_samsung_k9wag08u1a erase_us = 1500",
-    ),
-    (
-        "channel_bytes_per_s",
-        "K9WAG08U1A bus: x8 at 25 ns cycle = 40 MB/s",
     ),
     ("host_bytes_per_s", "SATA 1.5 Gb/s (150 MB/s)"),
     (
@@ -154,39 +123,26 @@ const MTRON_SOURCES: [(&str, &str); 17] = [
 
 /// wang2010's Mtron (and lee2007's M-Tron): see the module documentation.
 pub fn ssd_mtron(name: &str) -> Result<SsdModel, DeviceError> {
-    let geometry = Geometry {
-        channels: MTRON_CHANNELS,
-        chips_per_channel: MTRON_CHIPS_PER_CHANNEL,
-        dies_per_chip: 1,
-        planes_per_die: MTRON_PLANES_PER_DIE,
-        blocks_per_plane: MTRON_BLOCKS_PER_PLANE,
-        pages_per_block: MTRON_PAGES_PER_BLOCK,
-        page_bytes: MTRON_PAGE_BYTES,
-        over_provisioning: MTRON_OVER_PROVISIONING,
+    let preset = SsdPreset {
+        geometry: k9wag08u1a_geometry(
+            MTRON_CHANNELS,
+            MTRON_CHIPS_PER_CHANNEL,
+            MTRON_BLOCKS_PER_PLANE,
+            MTRON_OVER_PROVISIONING,
+        ),
+        timing: k9wag08u1a_timing(MTRON_HOST_BYTES_PER_S, MTRON_CONTROLLER_NS),
+        ftl_kind: FtlKind::SuperBlock,
+        write_buffer_bytes: MTRON_WRITE_BUFFER_BYTES,
+        extras: ControllerExtras::default(),
+        sources: sources_with(&MTRON_SOURCES, &K9WAG08U1A_SOURCES),
     };
-    geometry.validate(name)?;
-    let timing = Timing {
-        page_read_ns: MTRON_READ_NS,
-        page_program_ns: MTRON_PROGRAM_NS,
-        block_erase_ns: MTRON_ERASE_NS,
-        channel_bytes_per_s: MTRON_CHANNEL_BYTES_PER_S,
-        host_bytes_per_s: MTRON_HOST_BYTES_PER_S,
-        controller_overhead_ns: MTRON_CONTROLLER_NS,
-    };
-    let ftl = SuperBlockFtl::new(
-        &geometry,
-        MTRON_ERASE_UNITS_PER_SUPER_BLOCK,
-        MTRON_LOG_SUPER_BLOCKS,
-    );
-    let model = SsdModel::with_ftl(
-        name,
-        geometry,
-        timing,
-        FtlKind::SuperBlock,
-        Box::new(ftl),
-        MTRON_WRITE_BUFFER_BYTES,
-    )?;
-    Ok(model.with_sources(&MTRON_SOURCES))
+    preset.build(name, |geometry| {
+        Ok(Box::new(SuperBlockFtl::new(
+            geometry,
+            MTRON_ERASE_UNITS_PER_SUPER_BLOCK,
+            MTRON_LOG_SUPER_BLOCKS,
+        )))
+    })
 }
 
 // ------------------------------------------------------------------ OCZ Vertex
@@ -285,38 +241,38 @@ const VERTEX_SOURCES: [(&str, &str); 18] = [
 
 /// wang2010's OCZ Vertex: see the module documentation.
 pub fn ssd_vertex(name: &str) -> Result<SsdModel, DeviceError> {
-    let geometry = Geometry {
-        channels: VERTEX_CHANNELS,
-        chips_per_channel: VERTEX_CHIPS_PER_CHANNEL,
-        dies_per_chip: 1,
-        planes_per_die: VERTEX_PLANES_PER_DIE,
-        blocks_per_plane: VERTEX_BLOCKS_PER_PLANE,
-        pages_per_block: VERTEX_PAGES_PER_BLOCK,
-        page_bytes: VERTEX_PAGE_BYTES,
-        over_provisioning: VERTEX_OVER_PROVISIONING,
-    };
-    geometry.validate(name)?;
-    let timing = Timing {
-        page_read_ns: VERTEX_READ_NS,
-        page_program_ns: VERTEX_PROGRAM_NS,
-        block_erase_ns: VERTEX_ERASE_NS,
-        channel_bytes_per_s: VERTEX_CHANNEL_BYTES_PER_S,
-        host_bytes_per_s: VERTEX_HOST_BYTES_PER_S,
-        controller_overhead_ns: VERTEX_CONTROLLER_NS,
-    };
-    let ftl = HybridFtl::new(&geometry, HybridKind::Fast, VERTEX_LOG_BLOCKS);
-    let model = SsdModel::with_ftl(
-        name,
-        geometry,
-        timing,
-        FtlKind::Fast,
-        Box::new(ftl),
-        VERTEX_WRITE_BUFFER_BYTES,
-    )?;
-    Ok(model
-        .with_extras(ControllerExtras {
+    let preset = SsdPreset {
+        geometry: Geometry {
+            channels: VERTEX_CHANNELS,
+            chips_per_channel: VERTEX_CHIPS_PER_CHANNEL,
+            dies_per_chip: 1,
+            planes_per_die: VERTEX_PLANES_PER_DIE,
+            blocks_per_plane: VERTEX_BLOCKS_PER_PLANE,
+            pages_per_block: VERTEX_PAGES_PER_BLOCK,
+            page_bytes: VERTEX_PAGE_BYTES,
+            over_provisioning: VERTEX_OVER_PROVISIONING,
+        },
+        timing: Timing {
+            page_read_ns: VERTEX_READ_NS,
+            page_program_ns: VERTEX_PROGRAM_NS,
+            block_erase_ns: VERTEX_ERASE_NS,
+            channel_bytes_per_s: VERTEX_CHANNEL_BYTES_PER_S,
+            host_bytes_per_s: VERTEX_HOST_BYTES_PER_S,
+            controller_overhead_ns: VERTEX_CONTROLLER_NS,
+        },
+        ftl_kind: FtlKind::Fast,
+        write_buffer_bytes: VERTEX_WRITE_BUFFER_BYTES,
+        extras: ControllerExtras {
             cache_program: true,
             ..ControllerExtras::default()
-        })
-        .with_sources(&VERTEX_SOURCES))
+        },
+        sources: VERTEX_SOURCES.to_vec(),
+    };
+    preset.build(name, |geometry| {
+        Ok(Box::new(HybridFtl::new(
+            geometry,
+            HybridKind::Fast,
+            VERTEX_LOG_BLOCKS,
+        )))
+    })
 }

@@ -104,7 +104,7 @@ use std::sync::{Arc, OnceLock};
 use flashlab_devices::DeviceRef;
 use serde::{Deserialize, Serialize};
 
-use super::{PageStore, StoreInfo, StoreKind, StoreMode, StoreStats};
+use super::{PageStore, StoreInfo, StoreKind, StoreStats};
 use crate::error::{Error, Result};
 use crate::force::LogForce;
 use crate::page::PageNo;
@@ -255,20 +255,8 @@ pub struct LogStructuredStore {
     counters: Counters,
 }
 
+// `LogStructuredStore::open` is in open.rs.
 impl LogStructuredStore {
-    /// Format (`Create`) or open (`Open`: choose the map checkpoint and
-    /// roll forward) a log-structured store on `device`.
-    pub fn open(
-        device: DeviceRef,
-        page_bytes: usize,
-        capacity_bytes: Option<u64>,
-        space: &str,
-        mode: StoreMode,
-        options: LogStructuredOptions,
-    ) -> Result<LogStructuredStore> {
-        open::open(device, page_bytes, capacity_bytes, space, mode, options)
-    }
-
     /// The engine's log, through which the store flushes its device once
     /// open (WAL-4); set by [`super::open_store_with`].
     pub(crate) fn attach_log(&self, log: Arc<dyn LogForce>) {

@@ -58,118 +58,122 @@ pub(super) fn geometry(
     })
 }
 
-pub(super) fn open(
-    device: DeviceRef,
-    page_bytes: usize,
-    capacity_bytes: Option<u64>,
-    space: &str,
-    mode: StoreMode,
-    options: LogStructuredOptions,
-) -> Result<LogStructuredStore> {
-    let bytes = capacity_bytes
-        .unwrap_or(u64::MAX)
-        .min(device.capacity_bytes());
-    let mut block = vec![0u8; page_bytes];
-    // A flip on the way reads clean the second time.
-    if !read_twice(&device, 0, &mut block, |b| {
-        b.iter().all(|&x| x == 0) || layout::sealed(b)
-    }) {
-        device.read(0, &mut block)?;
-    }
-    // A device whose creation was cut before its superblock (all zeros):
-    // formatted as new; the engine finishes the creation (REC-2). Once the
-    // database exists, zeros are damage (LFS-11).
-    if mode == StoreMode::Open && options.created && block.iter().all(|&b| b == 0) {
-        return Err(Error::Damaged(format!(
-            "{}: data space '{space}': block 0 (the log-structured superblock, device offset 0) \
-             is all zeros, but the database exists; nothing was changed",
-            device.name()
-        )));
-    }
-    let mode = if block.iter().all(|&b| b == 0) {
-        StoreMode::Create
-    } else {
-        mode
-    };
-    let geo = match mode {
-        StoreMode::Create => geometry(space, bytes, page_bytes, options.segment_bytes)?,
-        StoreMode::Open => {
-            // LFS-11: once the database exists, a superblock that does not
-            // decode is damage, not a space of another store.
-            let geo = Superblock::decode(&block, space).map_err(|e| match options.created {
-                true => Error::Damaged(format!(
-                    "{}: block 0 (the log-structured superblock) is damaged: {e}; nothing was changed",
-                    device.name()
-                )),
-                false => e,
-            })?;
-            if geo.page_bytes as usize != page_bytes {
-                return Err(Error::Config(format!(
-                    "data space '{space}': its log-structured store has {}-byte pages, the configuration {page_bytes}",
-                    geo.page_bytes
-                )));
-            }
-            geo
-        }
-    };
-    let partial_pages_max = (PARTIAL_SEGMENT_BYTES_MAX / page_bytes)
-        .min(layout::summary_entries_max(page_bytes))
-        .max(1);
-    let fresh = MapCheckpoint {
-        seq: 0,
-        next_partial_seq: 1,
-        head_segment: 0,
-        head_offset_blocks: 0,
-        ages: vec![0; geo.segments as usize],
-        flags: fresh_flags(&geo),
-        map: Vec::new(),
-    };
-    let (state, found) = match mode {
-        StoreMode::Create => (State::from_checkpoint(&geo, &fresh), None),
-        StoreMode::Open => {
-            let (cp, newest_seq, stale_slot) =
-                newest_checkpoint(&device, &geo, space, options.created)?;
-            let mut st = State::from_checkpoint(&geo, &cp);
-            st.stale_map_slot = stale_slot;
-            let rolled = roll_forward(&device, &geo, &cp, &mut st)?;
-            if std::env::var("FLASHLAB_LFS_TRACE").is_ok() {
-                eprintln!(
-                    "lfs open '{space}': checkpoint {} (newest header seen {newest_seq}), rolled {rolled:?}",
-                    cp.seq
-                );
-            }
-            // The next checkpoint follows every sequence seen, valid or not.
-            st.epoch = st.epoch.max(newest_seq);
-            (st, Some(rolled))
-        }
-    };
-    let store = LogStructuredStore {
-        device,
-        space: space.to_string(),
-        page_bytes,
-        geo,
-        cleaning: options.cleaning,
-        write_through: options.write_through,
-        partial_pages_max,
-        log: std::sync::OnceLock::new(),
-        writer: flashlab_runtime::Mutex::new(()),
-        state: std::sync::Mutex::new(state),
-        counters: Counters::default(),
-    };
-    let _ = found;
-    if mode == StoreMode::Create {
+impl LogStructuredStore {
+    /// Format (`Create`) or open (`Open`: choose the map checkpoint and
+    /// roll forward) a log-structured store on `device`.
+    pub fn open(
+        device: DeviceRef,
+        page_bytes: usize,
+        capacity_bytes: Option<u64>,
+        space: &str,
+        mode: StoreMode,
+        options: LogStructuredOptions,
+    ) -> Result<LogStructuredStore> {
+        let bytes = capacity_bytes
+            .unwrap_or(u64::MAX)
+            .min(device.capacity_bytes());
         let mut block = vec![0u8; page_bytes];
-        geo.encode(&mut block);
-        store.device_write(0, &block, page_bytes)?;
+        // A flip on the way reads clean the second time.
+        if !read_twice(&device, 0, &mut block, |b| {
+            b.iter().all(|&x| x == 0) || layout::sealed(b)
+        }) {
+            device.read(0, &mut block)?;
+        }
+        // A device whose creation was cut before its superblock (all zeros):
+        // formatted as new; the engine finishes the creation (REC-2). Once the
+        // database exists, zeros are damage (LFS-11).
+        if mode == StoreMode::Open && options.created && block.iter().all(|&b| b == 0) {
+            return Err(Error::Damaged(format!(
+                "{}: data space '{space}': block 0 (the log-structured superblock, device offset 0) \
+                 is all zeros, but the database exists; nothing was changed",
+                device.name()
+            )));
+        }
+        let mode = if block.iter().all(|&b| b == 0) {
+            StoreMode::Create
+        } else {
+            mode
+        };
+        let geo = match mode {
+            StoreMode::Create => geometry(space, bytes, page_bytes, options.segment_bytes)?,
+            StoreMode::Open => {
+                // LFS-11: once the database exists, a superblock that does not
+                // decode is damage, not a space of another store.
+                let geo = Superblock::decode(&block, space).map_err(|e| match options.created {
+                    true => Error::Damaged(format!(
+                        "{}: block 0 (the log-structured superblock) is damaged: {e}; nothing was changed",
+                        device.name()
+                    )),
+                    false => e,
+                })?;
+                if geo.page_bytes as usize != page_bytes {
+                    return Err(Error::Config(format!(
+                        "data space '{space}': its log-structured store has {}-byte pages, the configuration {page_bytes}",
+                        geo.page_bytes
+                    )));
+                }
+                geo
+            }
+        };
+        let partial_pages_max = (PARTIAL_SEGMENT_BYTES_MAX / page_bytes)
+            .min(layout::summary_entries_max(page_bytes))
+            .max(1);
+        let fresh = MapCheckpoint {
+            seq: 0,
+            next_partial_seq: 1,
+            head_segment: 0,
+            head_offset_blocks: 0,
+            ages: vec![0; geo.segments as usize],
+            flags: fresh_flags(&geo),
+            map: Vec::new(),
+        };
+        let (state, found) = match mode {
+            StoreMode::Create => (State::from_checkpoint(&geo, &fresh), None),
+            StoreMode::Open => {
+                let (cp, newest_seq, stale_slot) =
+                    newest_checkpoint(&device, &geo, space, options.created)?;
+                let mut st = State::from_checkpoint(&geo, &cp);
+                st.stale_map_slot = stale_slot;
+                let rolled = roll_forward(&device, &geo, &cp, &mut st)?;
+                if std::env::var("FLASHLAB_LFS_TRACE").is_ok() {
+                    eprintln!(
+                        "lfs open '{space}': checkpoint {} (newest header seen {newest_seq}), rolled {rolled:?}",
+                        cp.seq
+                    );
+                }
+                // The next checkpoint follows every sequence seen, valid or not.
+                st.epoch = st.epoch.max(newest_seq);
+                (st, Some(rolled))
+            }
+        };
+        let store = LogStructuredStore {
+            device,
+            space: space.to_string(),
+            page_bytes,
+            geo,
+            cleaning: options.cleaning,
+            write_through: options.write_through,
+            partial_pages_max,
+            log: std::sync::OnceLock::new(),
+            writer: flashlab_runtime::Mutex::new(()),
+            state: std::sync::Mutex::new(state),
+            counters: Counters::default(),
+        };
+        let _ = found;
+        if mode == StoreMode::Create {
+            let mut block = vec![0u8; page_bytes];
+            geo.encode(&mut block);
+            store.device_write(0, &block, page_bytes)?;
+        }
+        // Create: the first map checkpoint. Open: one of what the roll-forward
+        // found (LFS-4); both before any partial segment is written.
+        {
+            let _w = store.writer.lock();
+            store.checkpoint_map()?;
+        }
+        store.counters.map_checkpoints.store(0, Ordering::Relaxed);
+        Ok(store)
     }
-    // Create: the first map checkpoint. Open: one of what the roll-forward
-    // found (LFS-4); both before any partial segment is written.
-    {
-        let _w = store.writer.lock();
-        store.checkpoint_map()?;
-    }
-    store.counters.map_checkpoints.store(0, Ordering::Relaxed);
-    Ok(store)
 }
 
 /// A new store's segment flags: every segment but the head's (0) reusable

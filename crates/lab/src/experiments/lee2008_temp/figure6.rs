@@ -36,7 +36,7 @@ impl Study for Figure6 {
     const TITLE: &'static str = "lee2008 Figure 6: the I/O pattern of an external sort";
     const PAPER: &'static str = "lee2008 section 6.1, Figure 6";
 
-    fn measure(&self, ctx: &RunContext) -> Result<Figure6Runs, String> {
+    fn measure(&self, ctx: &RunContext) -> anyhow::Result<Figure6Runs> {
         let key = "lee2008.figure7_external_sort";
         let cluster = |dev: &str| {
             published::number(&format!("{key}.buffer_sweep_cluster_kb_{dev}")).unwrap_or(64.0)
@@ -124,7 +124,7 @@ impl Study for Figure6 {
         ]
     }
 
-    fn figures(&self, m: &Figure6Runs) -> Result<Vec<Figure>, String> {
+    fn figures(&self, m: &Figure6Runs) -> anyhow::Result<Vec<Figure>> {
         m.both()
             .iter()
             .map(|(name, r)| {
@@ -149,7 +149,7 @@ impl Study for Figure6 {
         serde_json::json!({"hdd": m.hdd, "ssd": m.ssd})
     }
 
-    fn raw_files(&self, m: &Figure6Runs) -> Result<Vec<RawFile>, String> {
+    fn raw_files(&self, m: &Figure6Runs) -> anyhow::Result<Vec<RawFile>> {
         m.both()
             .iter()
             .map(|(name, r)| trace_csv(&format!("lee2008-figure6-{name}-temp-trace.csv"), &r.trace))

@@ -111,7 +111,7 @@ impl Study for Figure7 {
         "lee2008 Figure 7: external sort time against cluster size and memory";
     const PAPER: &'static str = "lee2008 section 6.1, Figure 7";
 
-    fn measure(&self, ctx: &RunContext) -> Result<Figure7Runs, String> {
+    fn measure(&self, ctx: &RunContext) -> anyhow::Result<Figure7Runs> {
         let n = tuples(ctx);
         // Figure 7a, with overlapped merge reads (the engine's default, what
         // the checks use) and without them (the ablation).
@@ -299,7 +299,7 @@ impl Study for Figure7 {
         vec![check_hdd, check_ssd, check_sens, check_speedup]
     }
 
-    fn figures(&self, m: &Figure7Runs) -> Result<Vec<Figure>, String> {
+    fn figures(&self, m: &Figure7Runs) -> anyhow::Result<Vec<Figure>> {
         let (b_hdd, b_ssd) = m.b_clusters_kb;
         let a_chart = LineChart {
             title: "Figure 7a: sort time against cluster size (2 MB memory)".into(),
@@ -373,7 +373,7 @@ impl Study for Figure7 {
         serde_json::json!({"figure7a": data_a, "figure7b": m.b_runs, "best_cluster_kb": {"hdd": m.best(0), "ssd": m.best(1), "hdd_no_overlap": m.best(2), "ssd_no_overlap": m.best(3)}})
     }
 
-    fn raw_files(&self, m: &Figure7Runs) -> Result<Vec<RawFile>, String> {
+    fn raw_files(&self, m: &Figure7Runs) -> anyhow::Result<Vec<RawFile>> {
         let mut csv = String::from(
             "figure,device,overlap,memory_bytes,cluster_bytes,runs,passes,run_generation_s,merge_s,elapsed_s\n",
         );

@@ -2,6 +2,7 @@
 
 use super::*;
 use crate::experiments::skeleton::Study;
+use anyhow::anyhow;
 
 /// lee2008 Figure 8.
 ///
@@ -110,10 +111,10 @@ impl Study for Figure8 {
         "lee2008 Figure 8: hash join and sort-merge join, disk against flash";
     const PAPER: &'static str = "lee2008 section 6.2, Figure 8";
 
-    fn measure(&self, ctx: &RunContext) -> Result<Figure8Runs, String> {
+    fn measure(&self, ctx: &RunContext) -> anyhow::Result<Figure8Runs> {
         let n = tuples(ctx);
         let c = HashJoinConfig::single_pass_cluster_bytes(MEMORY_BYTES, n, RECORD_BYTES)
-            .ok_or("no cluster size partitions the join in one pass")?;
+            .ok_or_else(|| anyhow!("no cluster size partitions the join in one pass"))?;
         let hash = JoinKind::Hash(PartitionLayout::AppendLinked);
         let regions = JoinKind::Hash(PartitionLayout::Regions {
             extent_clusters: 16,
@@ -224,7 +225,7 @@ impl Study for Figure8 {
         checks
     }
 
-    fn figures(&self, m: &Figure8Runs) -> Result<Vec<Figure>, String> {
+    fn figures(&self, m: &Figure8Runs) -> anyhow::Result<Vec<Figure>> {
         m.traced()
             .iter()
             .map(|(name, r)| {
@@ -267,7 +268,7 @@ impl Study for Figure8 {
         serde_json::json!({"hash_hdd": m.hash_hdd, "hash_ssd": m.hash_ssd, "sort_merge_hdd": m.sort_merge_hdd, "sort_merge_ssd": m.sort_merge_ssd, "hash_regions_hdd": m.regions_hdd, "hash_regions_ssd": m.regions_ssd})
     }
 
-    fn raw_files(&self, m: &Figure8Runs) -> Result<Vec<RawFile>, String> {
+    fn raw_files(&self, m: &Figure8Runs) -> anyhow::Result<Vec<RawFile>> {
         m.traced()
             .iter()
             .map(|(name, r)| trace_csv(&format!("lee2008-figure8-{name}-temp-trace.csv"), &r.trace))

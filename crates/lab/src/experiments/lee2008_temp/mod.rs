@@ -16,6 +16,7 @@
 //! two simulated 1.86 GHz cores at the prices of `temp::cpu`). Each run
 //! starts on a fresh device; no number is tuned per experiment.
 
+use anyhow::anyhow;
 use flashlab_devices::trace::traced::TracedDevice;
 use flashlab_devices::trace::{Space, Tracer};
 use flashlab_devices::{DeviceRef, TraceRecord, presets};
@@ -77,8 +78,8 @@ fn scale_note(ctx: &RunContext) -> String {
 }
 
 /// A device for the temp space, traced if asked.
-fn temp_device(name: &str, tracer: Option<&Tracer>) -> Result<DeviceRef, String> {
-    let device = presets::open_simulated(name).map_err(|e| e.to_string())?;
+fn temp_device(name: &str, tracer: Option<&Tracer>) -> anyhow::Result<DeviceRef> {
+    let device = presets::open_simulated(name).map_err(|e| anyhow!("{e}"))?;
     Ok(match tracer {
         Some(t) => std::sync::Arc::new(TracedDevice::new(device, Space::Temp, t.clone())),
         None => device,
@@ -102,16 +103,16 @@ pub struct SortRun {
 fn sim<T: Send + 'static>(
     ctx: &RunContext,
     f: impl FnOnce(Rt) -> T + Send + 'static,
-) -> Result<T, String> {
+) -> anyhow::Result<T> {
     let config = SimConfig {
         seed: ctx.seed,
         cores: 2,
         ..SimConfig::default()
     };
-    let (outcome, _) = Sim::run(config, f).map_err(|e| e.to_string())?;
+    let (outcome, _) = Sim::run(config, f).map_err(|e| anyhow!("{e}"))?;
     outcome
         .finished()
-        .ok_or_else(|| "simulation stopped".to_string())
+        .ok_or_else(|| anyhow!("simulation stopped"))
 }
 
 /// Sort `n` generated records on `device` and check the output like valsort.
@@ -122,7 +123,7 @@ pub fn sort_once(
     memory_bytes: usize,
     cluster_bytes: usize,
     trace: bool,
-) -> Result<SortRun, String> {
+) -> anyhow::Result<SortRun> {
     sort_with(ctx, device, n, memory_bytes, cluster_bytes, true, trace)
 }
 
@@ -136,33 +137,34 @@ pub fn sort_with(
     cluster_bytes: usize,
     overlap: bool,
     trace: bool,
-) -> Result<SortRun, String> {
+) -> anyhow::Result<SortRun> {
     let device = device.to_string();
     let seed = ctx.seed;
-    sim(ctx, move |rt| -> Result<SortRun, String> {
+    sim(ctx, move |rt| -> anyhow::Result<SortRun> {
         let tracer = trace.then(Tracer::new);
         let space = TempSpace::new(temp_device(&device, tracer.as_ref())?, None)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| anyhow!("{e}"))?;
         let mut config = SortConfig::new(memory_bytes, cluster_bytes, SortKey::sort_benchmark());
         config.overlap = overlap;
-        let sort = ExternalSort::new(&space, config).map_err(|e| e.to_string())?;
+        let sort = ExternalSort::new(&space, config).map_err(|e| anyhow!("{e}"))?;
         let start = rt.now_ns();
         let mut input = SortRecords::new(seed, n);
-        let mut stream = sort.sort(&mut input).map_err(|e| e.to_string())?;
+        let mut stream = sort.sort(&mut input).map_err(|e| anyhow!("{e}"))?;
         let mut check = Validator::new(SortKey::sort_benchmark());
-        while let Some(t) = stream.next_tuple().map_err(|e| e.to_string())? {
-            check.add(t).map_err(|e| e.to_string())?;
+        while let Some(t) = stream.next_tuple().map_err(|e| anyhow!("{e}"))? {
+            check.add(t).map_err(|e| anyhow!("{e}"))?;
         }
         let elapsed_ns = rt.now_ns() - start;
         let stats = stream.finish();
         if check.sum.tuples != n || check.sum.unordered != 0 {
-            return Err(format!(
+            return Err(anyhow!(
                 "sort on {device}: {} tuples out of {n}, {} out of order",
-                check.sum.tuples, check.sum.unordered
+                check.sum.tuples,
+                check.sum.unordered
             ));
         }
         if space.used_bytes() != 0 {
-            return Err(format!("sort on {device}: temp space not freed"));
+            return Err(anyhow!("sort on {device}: temp space not freed"));
         }
         Ok(SortRun {
             device: device.clone(),
@@ -207,13 +209,13 @@ pub fn join_once(
     memory_bytes: usize,
     cluster_bytes: usize,
     trace: bool,
-) -> Result<JoinRun, String> {
+) -> anyhow::Result<JoinRun> {
     let device = device.to_string();
     let seed = ctx.seed;
-    sim(ctx, move |rt| -> Result<JoinRun, String> {
+    sim(ctx, move |rt| -> anyhow::Result<JoinRun> {
         let tracer = trace.then(Tracer::new);
         let space = TempSpace::new(temp_device(&device, tracer.as_ref())?, None)
-            .map_err(|e| e.to_string())?;
+            .map_err(|e| anyhow!("{e}"))?;
         let mut left = SortRecords::with_keys(seed, n, KeyDist::Permutation { salt: 1 });
         let mut right =
             SortRecords::with_keys(seed + 1, n, KeyDist::Permutation { salt: 2 }).starting_at(n);
@@ -231,10 +233,10 @@ pub fn join_once(
         let (name, first_ns, hash, sort_merge) = match kind {
             JoinKind::Hash(layout) => {
                 let config = HashJoinConfig::new(memory_bytes, cluster_bytes, layout, key(), key());
-                let join = HashJoin::new(&space, config).map_err(|e| e.to_string())?;
+                let join = HashJoin::new(&space, config).map_err(|e| anyhow!("{e}"))?;
                 let stats = join
                     .join(&mut left, &mut right, &mut sink)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| anyhow!("{e}"))?;
                 (
                     format!("hash join, {}", layout.name()),
                     stats.partition_ns,
@@ -244,10 +246,10 @@ pub fn join_once(
             }
             JoinKind::SortMerge => {
                 let config = MergeJoinConfig::new(memory_bytes, cluster_bytes, key(), key());
-                let join = MergeJoin::new(&space, config).map_err(|e| e.to_string())?;
+                let join = MergeJoin::new(&space, config).map_err(|e| anyhow!("{e}"))?;
                 let stats = join
                     .join(&mut left, &mut right, &mut sink)
-                    .map_err(|e| e.to_string())?;
+                    .map_err(|e| anyhow!("{e}"))?;
                 (
                     "sort-merge join".to_string(),
                     stats.sort_ns,
@@ -258,7 +260,7 @@ pub fn join_once(
         };
         let elapsed_ns = rt.now_ns() - start;
         if matched != n || bad != 0 || space.used_bytes() != 0 {
-            return Err(format!(
+            return Err(anyhow!(
                 "{name} on {device}: {matched} matches of {n}, {bad} wrong, {} temp bytes left",
                 space.used_bytes()
             ));
@@ -281,19 +283,19 @@ fn trace_figure(
     title: &str,
     caption: &str,
     records: &[TraceRecord],
-) -> Result<Figure, String> {
+) -> anyhow::Result<Figure> {
     Ok(Figure {
         id: id.into(),
         title: title.into(),
         caption: caption.into(),
-        svg: crate::plot::trace_img_html(records, title).map_err(|e| e.to_string())?,
+        svg: crate::plot::trace_img_html(records, title).map_err(|e| anyhow!("{e}"))?,
     })
 }
 
-fn trace_csv(name: &str, records: &[TraceRecord]) -> Result<RawFile, String> {
+fn trace_csv(name: &str, records: &[TraceRecord]) -> anyhow::Result<RawFile> {
     let mut csv = Vec::new();
     flashlab_devices::trace::formats::write_flashlab_csv(records, &mut csv)
-        .map_err(|e| e.to_string())?;
+        .map_err(|e| anyhow!("{e}"))?;
     Ok(RawFile {
         name: name.into(),
         contents: csv,

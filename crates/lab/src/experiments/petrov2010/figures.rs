@@ -65,7 +65,7 @@ fn description() -> String {
 }
 
 /// Figure 4: NoTPM and New-Order response time against warehouses.
-fn figure4(s: &Study) -> Result<Vec<Figure>, String> {
+fn figure4(s: &Study) -> anyhow::Result<Vec<Figure>> {
     let mut figures = Vec::new();
     for page_bytes in PAGE_BYTES {
         for (what, y_label) in [
@@ -119,22 +119,32 @@ fn figure4(s: &Study) -> Result<Vec<Figure>, String> {
     Ok(figures)
 }
 
-fn table4(s: &Study) -> Table {
+/// A row a buffer size and CPU count, then `columns(cell)` for each page
+/// size.
+fn by_buffer_and_cpus(columns: impl Fn(Cell) -> Vec<String>) -> Vec<Vec<String>> {
     let mut rows = Vec::new();
     for buffer_mb in BUFFER_MB {
         for cpus in CPUS {
             let mut row = vec![format!("{buffer_mb} MB"), cpus.to_string()];
             for page_bytes in PAGE_BYTES {
-                let c = cell(page_bytes, buffer_mb, cpus);
-                let best = s.best(c);
-                row.push(fmt_num(best.notpm));
-                row.push(fmt_num(published("table4_tpcc_notpm", c)));
-                row.push(best.warehouses.to_string());
-                row.push(format!("{:.0}%", 100.0 * best.cpu_utilization));
+                row.extend(columns(cell(page_bytes, buffer_mb, cpus)));
             }
             rows.push(row);
         }
     }
+    rows
+}
+
+fn table4(s: &Study) -> Table {
+    let rows = by_buffer_and_cpus(|c| {
+        let best = s.best(c);
+        vec![
+            fmt_num(best.notpm),
+            fmt_num(published("table4_tpcc_notpm", c)),
+            best.warehouses.to_string(),
+            format!("{:.0}%", 100.0 * best.cpu_utilization),
+        ]
+    });
     Table {
         title: "Table 4: maximum NoTPM (measured, published, at warehouses, CPU busy)".into(),
         columns: [
@@ -147,18 +157,12 @@ fn table4(s: &Study) -> Table {
 }
 
 fn table5(s: &Study) -> Table {
-    let mut rows = Vec::new();
-    for buffer_mb in BUFFER_MB {
-        for cpus in CPUS {
-            let mut row = vec![format!("{buffer_mb} MB"), cpus.to_string()];
-            for page_bytes in PAGE_BYTES {
-                let c = cell(page_bytes, buffer_mb, cpus);
-                row.push(fmt_num(s.best(c).new_order_mean_s));
-                row.push(fmt_num(published("table5_new_order_response_s", c)));
-            }
-            rows.push(row);
-        }
-    }
+    let rows = by_buffer_and_cpus(|c| {
+        vec![
+            fmt_num(s.best(c).new_order_mean_s),
+            fmt_num(published("table5_new_order_response_s", c)),
+        ]
+    });
     Table {
         title: "Table 5: New-Order mean response time at the maximum, seconds".into(),
         columns: ["buffer", "CPUs", "4 KB", "paper", "16 KB", "paper"]
@@ -379,7 +383,7 @@ impl Skeleton for Table4 {
         "petrov2010 Figure 4, Tables 4 and 5: TPC-C with 4 KB and 16 KB pages on SSDs";
     const PAPER: &'static str = PAPER;
 
-    fn measure(&self, ctx: &RunContext) -> Result<Arc<Study>, String> {
+    fn measure(&self, ctx: &RunContext) -> anyhow::Result<Arc<Study>> {
         study(ctx)
     }
 
@@ -397,7 +401,7 @@ impl Skeleton for Table4 {
         checks
     }
 
-    fn figures(&self, s: &Arc<Study>) -> Result<Vec<Figure>, String> {
+    fn figures(&self, s: &Arc<Study>) -> anyhow::Result<Vec<Figure>> {
         figure4(s)
     }
 
@@ -447,7 +451,7 @@ impl Skeleton for Figure5 {
     const TITLE: &'static str = "petrov2010 Figure 5: NoTPM against CPUs and buffer size";
     const PAPER: &'static str = PAPER;
 
-    fn measure(&self, ctx: &RunContext) -> Result<Arc<Study>, String> {
+    fn measure(&self, ctx: &RunContext) -> anyhow::Result<Arc<Study>> {
         study(ctx)
     }
 
@@ -488,7 +492,7 @@ impl Skeleton for Figure5 {
         .collect()
     }
 
-    fn figures(&self, s: &Arc<Study>) -> Result<Vec<Figure>, String> {
+    fn figures(&self, s: &Arc<Study>) -> anyhow::Result<Vec<Figure>> {
         let mut figures = Vec::new();
         let by = |xs: Vec<(f64, Cell)>, name: String, published_too: bool| Series {
             name,
