@@ -628,10 +628,10 @@ mod tests {
         reproduce(b.path(), &other, silent()).unwrap();
         let out = tempfile::tempdir().unwrap();
         let dirs = [a.path().to_path_buf(), b.path().to_path_buf()];
-        let err = merge(&dirs, out.path()).unwrap_err();
+        let err = merge(&dirs, out.path()).unwrap_err().to_string();
         assert!(err.contains("seed 8") && !err.contains('\n'), "{err}");
         let twice = [a.path().to_path_buf(), a.path().to_path_buf()];
-        let err = merge(&twice, out.path()).unwrap_err();
+        let err = merge(&twice, out.path()).unwrap_err().to_string();
         assert!(err.contains("is in both"), "{err}");
         assert!(!out.path().join("results.json").exists(), "nothing written");
     }
