@@ -158,7 +158,9 @@ mod tests {
     #[test]
     fn regression_an_experiment_quoting_host_time_is_refused() {
         let ctx = RunContext::new(true, 1);
-        let err = run_study(&Timed("loaded once (185 host s for both)"), &ctx).unwrap_err().to_string();
+        let err = run_study(&Timed("loaded once (185 host s for both)"), &ctx)
+            .unwrap_err()
+            .to_string();
         assert!(err.contains("REPORT-1"), "{err}");
         assert!(run_study(&Timed("loaded once"), &ctx).is_ok());
     }
