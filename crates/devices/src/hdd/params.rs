@@ -373,11 +373,7 @@ fn sources_2008() -> HddSources {
             "8 MB: the ST3250310AS's whole buffer (as write_cache_bytes); the model keeps the \
              read segments and the write buffer apart",
         ),
-        read_cache_segments: s(
-            "assumed: 16; no datasheet of the drive gives a segment count (Seagate's ATA manuals \
-             give the buffer size only, and their firmware segments it adaptively); 16 is one \
-             count for all presets, chosen before any experiment was run, not fitted",
-        ),
+        read_cache_segments: s(SEGMENTS_ASSUMED),
         read_ahead: s(
             "on: read look-ahead is the ATA drives' power-on default (SET FEATURES 0xAA / 0x55 \
              turn it on / off) and lee2008 does not say it was changed; a read fills the rest of its \
@@ -385,6 +381,12 @@ fn sources_2008() -> HddSources {
         ),
     }
 }
+
+/// The source of every preset's read-segment count: no datasheet gives one.
+const SEGMENTS_ASSUMED: &str = "assumed: 16; no datasheet of the drive gives a segment count \
+     (Seagate's ATA manuals give the buffer size only, and their firmware segments it \
+     adaptively); 16 is one count for all presets, chosen before any experiment was run, not \
+     fitted";
 
 fn sources_7200_7() -> HddSources {
     let s = |text: &str| text.to_string();
@@ -421,11 +423,7 @@ fn sources_7200_7() -> HddSources {
             "2 MB: the ST380011A's whole buffer (redhill.net.au drive history: the 7200.7 has \
              2 MB or 8 MB by model; the ST380011A is a 2 MB model, recalled, not checked)",
         ),
-        read_cache_segments: s(
-            "assumed: 16; no datasheet of the drive gives a segment count (Seagate's ATA manuals \
-             give the buffer size only, and their firmware segments it adaptively); 16 is one \
-             count for all presets, chosen before any experiment was run, not fitted",
-        ),
+        read_cache_segments: s(SEGMENTS_ASSUMED),
         read_ahead: s(
             "on: read look-ahead is the ATA drives' power-on default (SET FEATURES 0xAA / 0x55 \
              turn it on / off) and lee2007 does not say it was changed; a read fills the rest of its \
