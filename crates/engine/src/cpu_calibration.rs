@@ -11,8 +11,8 @@
 //!   larger page: more KB per read), a median over rounds, so no price
 //!   rests on one noisy timing.
 //! - **System profiles** ([`Profile`]): a paper's server (its CPU, clock,
-//!   cores and DBMS) as a scale on the engine's prices and a fixed cost
-//!   per transaction. A profile fits at most two parameters, each to one
+//!   cores and DBMS) as a scale on the engine's prices, a fixed cost per
+//!   transaction, and a scale on the price of a page I/O's KB. A profile fits at most two parameters, each to one
 //!   declared published point of its own paper ([`Fit`]), from counting
 //!   runs of the simulated engine at the engine's prices; each point is a
 //!   calibration check in the report, and everything else is a prediction.
@@ -24,8 +24,9 @@
 //!
 //! Invariant CAL-1: the committed file parses, names each price of
 //! [`PriceKey`] exactly once with a finite price that is not negative,
-//! and holds the default profile ([`DEFAULT_PROFILE`]) with a positive
-//! scale, a non-negative fixed cost and at most two fits (checked by the
+//! and holds the default profile ([`DEFAULT_PROFILE`]); every profile has
+//! a positive scale and page-KB scale, a non-negative fixed cost and at
+//! most two fits (checked by the
 //! tests below; [`committed`] asserts it on first use).
 
 use std::sync::OnceLock;
@@ -138,11 +139,22 @@ pub struct Profile {
     pub ghz: f64,
     /// The engine's prices are multiplied by this.
     pub scale: f64,
+    /// The engine's price per KB of page I/O is multiplied by this: 1 (the
+    /// engine's own) unless the DBMS does byte work on every page it reads
+    /// or writes that the engine does not (InnoDB 5.1 folds every byte of a
+    /// page into its checksum, where the engine's CRC-32C is one instruction
+    /// per 8 bytes).
+    #[serde(default = "one")]
+    pub page_kb_scale: f64,
     /// Fixed CPU per transaction (the DBMS's session and client work that
     /// an embedded engine does not do), ns, charged with the commit.
     pub txn_ns: f64,
     /// The published points the parameters were fitted to.
     pub fitted: Vec<Fit>,
+}
+
+fn one() -> f64 {
+    1.0
 }
 
 /// A calibration run, as `flashlab calibrate` writes it.
@@ -209,6 +221,7 @@ impl Calibration {
             ),
             ghz: REFERENCE_CPU_GHZ,
             scale: 1.0,
+            page_kb_scale: 1.0,
             txn_ns: 0.0,
             fitted: Vec::new(),
         }
@@ -248,10 +261,12 @@ impl Profile {
     /// the prices per KB. Those are byte-proportional work (copying a page
     /// or a record, checksumming it), bound by memory bandwidth, not by the
     /// length of the DBMS's code path that the scale stands for: a profile
-    /// takes them as the engine measured them.
+    /// takes them as the engine measured them, save a page I/O's KB, which
+    /// a DBMS with its own page checksum prices at `page_kb_scale`.
     pub fn scale_of(&self, key: PriceKey) -> f64 {
         match key {
-            PriceKey::PageIoPerKb | PriceKey::LogPerKb | PriceKey::CopyPerKb => 1.0,
+            PriceKey::PageIoPerKb => self.page_kb_scale,
+            PriceKey::LogPerKb | PriceKey::CopyPerKb => 1.0,
             _ => self.scale,
         }
     }
@@ -269,6 +284,12 @@ impl Profile {
         }
         if !(self.ghz.is_finite() && self.ghz > 0.0) {
             return Err(format!("profile {}: ghz {} (CAL-1)", self.id, self.ghz));
+        }
+        if !(self.page_kb_scale.is_finite() && self.page_kb_scale > 0.0) {
+            return Err(format!(
+                "profile {}: page_kb_scale {} (CAL-1)",
+                self.id, self.page_kb_scale
+            ));
         }
         if self.fitted.len() > PROFILE_FITS_MAX {
             return Err(format!(

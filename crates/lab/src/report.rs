@@ -541,16 +541,14 @@ fn render_cpu_model(html: &mut String) {
     for p in &c.profiles {
         let _ = write!(
             html,
-            "<li><b>{}</b>: {}; scale {:.3} <i>(fitted)</i>, fixed cost {} ns a transaction{}.",
+            "<li><b>{}</b>: {}; scale {:.3} <i>(fitted)</i>, fixed cost {} ns a transaction{}, page I/O KB scale {:.3}{}.",
             escape(&p.id),
             escape(&p.system),
             p.scale,
             fmt_num(p.txn_ns),
-            if p.fitted.iter().any(|f| f.parameter == "txn_ns") {
-                " <i>(fitted)</i>"
-            } else {
-                ""
-            }
+            fitted_html(p, "txn_ns"),
+            p.page_kb_scale,
+            fitted_html(p, "page_kb_scale"),
         );
         for f in &p.fitted {
             let _ = write!(
@@ -745,6 +743,15 @@ fn render_table(html: &mut String, table: &Table) {
 
 pub use crate::check::fmt_num;
 
+/// " <i>(fitted)</i>" when `p` fitted `parameter`.
+fn fitted_html(p: &flashlab_engine::cpu_calibration::Profile, parameter: &str) -> &'static str {
+    if p.fitted.iter().any(|f| f.parameter == parameter) {
+        " <i>(fitted)</i>"
+    } else {
+        ""
+    }
+}
+
 #[cfg(test)]
 mod tests {
     use super::*;
@@ -853,3 +860,4 @@ mod tests {
         }
     }
 }
+

@@ -38,10 +38,14 @@
 //!
 //! **CPU.** The CPU is the petrov2010 system profile
 //! (`flashlab_engine::cpu_calibration`): the engine's own event prices
-//! (statements, page accesses, page I/O and its KB, log bytes) times one
-//! scale, fitted by `flashlab calibrate` to one published point, the
-//! 1-CPU, 4 KB, 2560 MB maximum (that cell's check is calibration).
-//! Everything else, the page-size effect included, is a prediction.
+//! (statements, page accesses, page I/O, log bytes) times one scale, and
+//! its price per KB of page I/O times a second (the byte work, such as
+//! InnoDB's page checksum, that MySQL does on every page it moves),
+//! fitted by `flashlab calibrate` to two published points, the 1-CPU,
+//! 2560 MB maxima at 4 KB and 16 KB (those checks, and the page-size
+//! advantage between them, are calibration). Everything else, the other
+//! eight cells' page-size effect and every 2- and 4-CPU maximum included,
+//! is a prediction.
 
 use std::collections::HashMap;
 use std::sync::{Arc, Mutex, OnceLock};
@@ -143,6 +147,15 @@ pub(crate) const FITTED_CELL: Cell = Cell {
     cpus: 1,
 };
 pub(crate) const FITTED_CHECK: &str = "petrov2010.table4.notpm.4k.2560mb.1cpu";
+/// The cell the profile's page-KB price is fitted to, and its check.
+pub(crate) const FITTED_CELL_16K: Cell = Cell {
+    page_bytes: 16384,
+    buffer_mb: 2560,
+    cpus: 1,
+};
+pub(crate) const FITTED_CHECK_16K: &str = "petrov2010.table4.notpm.16k.2560mb.1cpu";
+/// The page-size advantage whose two cells are both fitted: calibration.
+pub(crate) const FITTED_ADVANTAGE: &str = "petrov2010.table4.advantage_4k_over_16k.2560mb.1cpu";
 /// The load of the fit's counting run.
 pub(crate) const FIT_LOAD: u32 = 400;
 

@@ -213,7 +213,11 @@ fn page_size_checks(s: &Study) -> Vec<Check> {
                 .with_miss_note(&page_size_note(s, buffer_mb, cpus)),
             );
             let pair = [cell(4096, buffer_mb, cpus), cell(16384, buffer_mb, cpus)];
-            let last = checks.pop().expect("just pushed");
+            let mut last = checks.pop().expect("just pushed");
+            if last.id == super::FITTED_ADVANTAGE {
+                // Both of its cells are fitted points: calibration.
+                last = last.fitted(&format!("{}; {}", fitted_text(0), fitted_text(1)));
+            }
             checks.push(at_peaks(last, s, &pair));
             // Table 5 is inverted: 16 KB over 4 KB response time.
             let (p, m) = ratio(s, "table5_new_order_response_s", buffer_mb, cpus, |x| {
@@ -302,19 +306,22 @@ fn absolute_checks(s: &Study) -> Vec<Check> {
             best.warehouses,
             100.0 * best.cpu_utilization
         );
-        if format!("petrov2010.{id}") == super::FITTED_CHECK {
-            check = check.fitted(&fitted_text());
+        let full_id = format!("petrov2010.{id}");
+        if full_id == super::FITTED_CHECK {
+            check = check.fitted(&fitted_text(0));
+        } else if full_id == super::FITTED_CHECK_16K {
+            check = check.fitted(&fitted_text(1));
         }
         checks.push(at_peaks(check, s, &[c]));
     }
     checks
 }
 
-/// What the petrov2010 CPU profile's fitted parameter was set from.
-fn fitted_text() -> String {
+/// What the petrov2010 CPU profile's fitted parameter `index` was set from.
+fn fitted_text(index: usize) -> String {
     flashlab_engine::cpu_calibration::profile(super::PROFILE)
         .and_then(|p| {
-            p.fitted.first().map(|f| {
+            p.fitted.get(index).map(|f| {
                 format!(
                     "{} of the {} CPU profile: from {}",
                     f.parameter, p.id, f.point
