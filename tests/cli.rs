@@ -16,18 +16,10 @@ fn devices_lists_every_preset_with_sources() {
         .iter()
         .map(|d| d["name"].as_str().unwrap())
         .collect();
-    for preset in [
-        "hdd-2008",
-        "hdd-seagate-7200-7",
-        "hdd-2010",
-        "ssd-2008",
-        "ssd-2008-poor-random",
-        "ssd-vertex-2009",
-        "ssd-2010",
-        "ssd-array-2010",
-        "nvme-2024",
-        "memory",
-    ] {
+    let mut presets = flashlab_devices::presets::model_names();
+    presets.push(flashlab_devices::presets::MEMORY);
+    assert_eq!(presets.len(), 10, "{presets:?}");
+    for preset in presets {
         assert!(names.contains(&preset), "{preset} missing from {names:?}");
     }
 }

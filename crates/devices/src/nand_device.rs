@@ -565,13 +565,13 @@ impl NandMedium for DeviceRef {
 
 /// Raw NAND behind the [`Device`] interface: the rules of NAND-D1..5 over a
 /// medium that holds every byte inverted. See the module documentation.
-pub struct RawNand<M> {
+pub struct NandChip<M> {
     rules: Rules,
     inner: M,
 }
 
 /// Raw NAND over a store (a simulated chip, or one in memory).
-pub type NandDevice = RawNand<Arc<dyn StoredDevice>>;
+pub type NandDevice = NandChip<Arc<dyn StoredDevice>>;
 
 /// Raw NAND in a file, for the real world (NAND-F1..3): the same rules
 /// as [`NandDevice`], over a device that is not a store (a
@@ -589,13 +589,13 @@ pub type NandDevice = RawNand<Arc<dyn StoredDevice>>;
 ///   its data allows (the chip keeps no count either);
 /// * NAND-F3: the rules see only this process's programs: one writer per
 ///   file, which the database directory's lock ensures.
-pub type NandFile = RawNand<DeviceRef>;
+pub type NandFile = NandChip<DeviceRef>;
 
 impl NandDevice {
     /// A NAND device over `inner`, whose capacity must be the spec's.
     pub fn new(spec: NandSpec, inner: Arc<dyn StoredDevice>) -> Result<NandDevice, DeviceError> {
         check_capacity(&spec, inner.capacity_bytes(), "the store under it")?;
-        Ok(RawNand {
+        Ok(NandChip {
             rules: Rules::new(spec, false)?,
             inner,
         })
@@ -623,14 +623,14 @@ impl NandFile {
     /// capacity, holding inverted bytes: a new sparse file is an erased chip).
     pub fn new(spec: NandSpec, inner: DeviceRef) -> Result<NandFile, DeviceError> {
         check_capacity(&spec, inner.capacity_bytes(), "the file under it")?;
-        Ok(RawNand {
+        Ok(NandChip {
             rules: Rules::new(spec, true)?,
             inner,
         })
     }
 }
 
-impl<M> RawNand<M> {
+impl<M> NandChip<M> {
     /// The chip's shape and timing.
     pub fn spec(&self) -> &NandSpec {
         &self.rules.spec
@@ -671,7 +671,7 @@ impl StoredDevice for NandDevice {
     }
 }
 
-impl<M: NandMedium> Device for RawNand<M> {
+impl<M: NandMedium> Device for NandChip<M> {
     fn name(&self) -> &str {
         self.inner.chip_name(&self.rules.spec)
     }

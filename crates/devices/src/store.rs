@@ -577,6 +577,19 @@ fn split(offset_bytes: u64) -> (u64, usize) {
 mod tests {
     use super::*;
 
+    /// Each `(offset, len, byte)`: the store's `len` bytes at `offset` all
+    /// read `byte`.
+    fn assert_runs(store: &SparseStore, runs: &[(u64, usize, u8)]) {
+        for &(offset, len, byte) in runs {
+            let mut buf = vec![!byte; len];
+            store.read(offset, &mut buf);
+            assert!(
+                buf.iter().all(|&b| b == byte),
+                "{len} bytes at {offset} are not all {byte}"
+            );
+        }
+    }
+
     #[test]
     fn unwritten_reads_zero_and_writes_span_chunks() {
         let mut store = SparseStore::new();
@@ -598,10 +611,7 @@ mod tests {
         store.write(0, &[2u8; 512]).unwrap();
         store.write(256, &[3u8; 512]).unwrap();
         store.crash();
-        let mut buf = vec![0u8; 1024];
-        store.read(0, &mut buf);
-        assert!(buf[..512].iter().all(|&b| b == 1));
-        assert!(buf[512..].iter().all(|&b| b == 0));
+        assert_runs(&store, &[(0, 512, 1), (512, 512, 0)]);
     }
 
     #[test]
@@ -609,10 +619,7 @@ mod tests {
         let mut store = SparseStore::new();
         store.write(0, &[9u8; 1024]).unwrap();
         store.crash_with(|_, _| CrashFate::Tear { bytes: 512 });
-        let mut buf = vec![0u8; 1024];
-        store.read(0, &mut buf);
-        assert!(buf[..512].iter().all(|&b| b == 9));
-        assert!(buf[512..].iter().all(|&b| b == 0));
+        assert_runs(&store, &[(0, 512, 9), (512, 512, 0)]);
     }
 
     #[test]
@@ -627,9 +634,7 @@ mod tests {
                 CrashFate::Drop
             }
         });
-        let mut buf = vec![0u8; 512];
-        store.read(0, &mut buf);
-        assert!(buf.iter().all(|&b| b == 1));
+        assert_runs(&store, &[(0, 512, 1)]);
     }
 
     #[test]
@@ -672,10 +677,7 @@ mod tests {
         store.write(1536, &[4u8; 512]).unwrap();
         store.flush_through(mark);
         store.crash();
-        let mut buf = vec![0u8; 2048];
-        store.read(0, &mut buf);
-        assert!(buf[1024..1536].iter().all(|&b| b == 3));
-        assert!(buf[1536..].iter().all(|&b| b == 0));
+        assert_runs(&store, &[(1024, 512, 3), (1536, 512, 0)]);
     }
 
     #[test]
@@ -708,10 +710,7 @@ mod tests {
         assert_eq!(fates[0].after, vec![1u8; 1024]);
         assert_eq!(fates[1].before, vec![0u8; 1024]);
         assert_eq!(store.durable_end_bytes(), 3072);
-        let mut buf = vec![0u8; 1024];
-        store.read(0, &mut buf);
-        assert!(buf[..512].iter().all(|&b| b == 1));
-        assert!(buf[512..].iter().all(|&b| b == 0));
+        assert_runs(&store, &[(0, 512, 1), (512, 512, 0)]);
     }
 
     #[test]
@@ -733,10 +732,8 @@ mod tests {
         second[512..].fill(0);
         assert_eq!(fates[1].before, second);
         assert_eq!(fates[2].after, vec![4u8; 512]);
-        let mut buf = vec![0u8; 1536];
-        store.read(0, &mut buf);
-        assert!(buf[..1024].iter().all(|&b| b == 2), "write 0 kept");
-        assert!(buf[1024..].iter().all(|&b| b == 0), "write 1 dropped");
+        // Write 0 kept, write 1 dropped.
+        assert_runs(&store, &[(0, 1024, 2), (1024, 512, 0)]);
     }
 
     #[test]
@@ -832,17 +829,10 @@ mod tests {
         // an unflushed write needs its bytes.
         store.forget(2048, 4 * CHUNK_BYTES as u64 - 2048);
         assert_eq!(store.resident_bytes(), 2 * CHUNK_BYTES as u64);
-        let mut buf = vec![9u8; 4096];
-        store.read(0, &mut buf);
-        assert!(buf[..2048].iter().all(|&b| b == 1));
-        assert!(buf[2048..].iter().all(|&b| b == 0));
-        store.read(3 * CHUNK_BYTES as u64, &mut buf);
-        assert!(buf[..512].iter().all(|&b| b == 2));
+        let chunk3 = 3 * CHUNK_BYTES as u64;
+        assert_runs(&store, &[(0, 2048, 1), (2048, 2048, 0), (chunk3, 512, 2)]);
         store.crash();
-        store.read(3 * CHUNK_BYTES as u64, &mut buf);
-        assert!(
-            buf.iter().all(|&b| b == 1),
-            "the remembered write rolls back"
-        );
+        // The remembered write rolls back.
+        assert_runs(&store, &[(chunk3, 4096, 1)]);
     }
 }

@@ -19,7 +19,7 @@ use std::sync::Arc;
 use std::sync::atomic::{AtomicU64, Ordering};
 
 use flashlab_engine::{Database, DbConfig, Table, TableSpec};
-use flashlab_runtime::{RealRuntime, Rt, Sim, SimConfig};
+use flashlab_runtime::{JoinHandle, RealRuntime, Rt, Sim, SimConfig};
 use rand::Rng;
 
 /// Hot rows: every writer transfers between these.
@@ -141,6 +141,38 @@ fn check(db: &Database, t: &Table, writers: u32, transfers: u32) {
     assert!(report.ok(), "{:?}", report.problems);
 }
 
+/// Spawns `writers.0` writers of `writers.1` transfers each, then
+/// `readers.0` readers of `readers.1` scans each (in that order, so a
+/// simulated run's task ids are fixed).
+fn spawn_clients(
+    db: &Database,
+    t: &Table,
+    rt: &Rt,
+    writers: (u32, u32),
+    readers: (u32, u32),
+    done: &Arc<AtomicU64>,
+) -> (Vec<JoinHandle<u64>>, Vec<JoinHandle<u32>>) {
+    let (count, transfers) = writers;
+    let tasks = (0..count)
+        .map(|w| {
+            let (db, t, task_rt, done) = (db.clone(), t.clone(), rt.clone(), done.clone());
+            rt.spawn(&format!("writer{w}"), move || {
+                writer(&db, &t, &task_rt, w, transfers, &done)
+            })
+        })
+        .collect();
+    let (count, scans) = readers;
+    let readers = (0..count)
+        .map(|r| {
+            let (db, t, task_rt, done) = (db.clone(), t.clone(), rt.clone(), done.clone());
+            rt.spawn(&format!("reader{r}"), move || {
+                reader(&db, &t, &task_rt, scans, &done)
+            })
+        })
+        .collect();
+    (tasks, readers)
+}
+
 /// What one simulated run ends with, to compare two runs of one seed.
 type Outcome = (Vec<i64>, u64, u64, u64);
 
@@ -159,21 +191,7 @@ fn simulated(seed: u64) -> Outcome {
         let misses_before: u64 = db.stats().buffers.values().map(|b| b.misses).sum();
         let restarts_before = db.tree_restarts();
         let done = Arc::new(AtomicU64::new(0));
-        let mut tasks = Vec::new();
-        for w in 0..WRITERS {
-            let (db, t, task_rt, done) = (db.clone(), t.clone(), rt.clone(), done.clone());
-            tasks.push(rt.spawn(&format!("writer{w}"), move || {
-                writer(&db, &t, &task_rt, w, TRANSFERS, &done)
-            }));
-        }
-        let readers: Vec<_> = (0..3)
-            .map(|r| {
-                let (db, t, task_rt, done) = (db.clone(), t.clone(), rt.clone(), done.clone());
-                rt.spawn(&format!("reader{r}"), move || {
-                    reader(&db, &t, &task_rt, 30, &done)
-                })
-            })
-            .collect();
+        let (tasks, readers) = spawn_clients(&db, &t, &rt, (WRITERS, TRANSFERS), (3, 30), &done);
         let retries: u64 = tasks.into_iter().map(|w| w.join()).sum();
         let wrong: u32 = readers.into_iter().map(|r| r.join()).sum();
         assert_eq!(wrong, 0, "seed {seed}: scans saw the sum change");
@@ -255,21 +273,7 @@ fn real_threads_many_clients_on_few_rows() {
             }
         });
     }
-    let mut tasks = Vec::new();
-    for w in 0..WRITERS {
-        let (db, t, task_rt, done) = (db.clone(), t.clone(), rt.clone(), done.clone());
-        tasks.push(rt.spawn(&format!("writer{w}"), move || {
-            writer(&db, &t, &task_rt, w, TRANSFERS, &done)
-        }));
-    }
-    let readers: Vec<_> = (0..4)
-        .map(|r| {
-            let (db, t, task_rt, done) = (db.clone(), t.clone(), rt.clone(), done.clone());
-            rt.spawn(&format!("reader{r}"), move || {
-                reader(&db, &t, &task_rt, 200, &done)
-            })
-        })
-        .collect();
+    let (tasks, readers) = spawn_clients(&db, &t, &rt, (WRITERS, TRANSFERS), (4, 200), &done);
     for w in tasks {
         w.join();
     }

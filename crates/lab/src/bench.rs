@@ -322,7 +322,7 @@ pub struct BenchReport {
     pub host_seconds: f64,
     /// Host seconds of the transactions alone: warm-up and measurement,
     /// clients, writer and checkpoints; the load and the final consistency
-    /// check excluded (the simulator's cost per transaction, issue 12).
+    /// check excluded (the simulator's host cost per transaction).
     pub run_host_seconds: f64,
     /// Transactions committed in that time, warm-up included.
     pub run_transactions: u64,

@@ -1,7 +1,26 @@
 //! The crash-recovery harness in CI: a few hundred seeds of every workload
 //! and profile, and the properties of the harness itself.
 
-use flashlab_lab::simtest::{StoreChoice, run, run_seed, run_seed_with, run_with};
+use flashlab_lab::simtest::{
+    SeedReport, StoreChoice, Summary, run, run_seed, run_seed_with, run_with,
+};
+
+/// A seed's failure, with its scenario, on stderr.
+fn print_failure(r: &SeedReport) {
+    if let Some(f) = &r.failure {
+        eprintln!("seed {} FAILED: {f}\n  {}", r.seed, r.scenario);
+    }
+}
+
+/// Every seed of `summary` passed and no acknowledged commit was lost.
+fn assert_all_passed(summary: &Summary, what: &str) {
+    assert!(
+        summary.failed.is_empty(),
+        "{} {what} seeds failed",
+        summary.failed.len()
+    );
+    assert_eq!(summary.lost_commits, 0);
+}
 
 /// Seeds CI runs (each takes milliseconds to a few tens of milliseconds).
 const CI_SEEDS: u64 = 300;
@@ -17,18 +36,9 @@ fn simtest_log_structured_seeds_all_pass() {
         CI_LOG_STRUCTURED_SEEDS,
         "mixed",
         StoreChoice::LogStructured,
-        |r| {
-            if let Some(f) = &r.failure {
-                eprintln!("seed {} FAILED: {f}\n  {}", r.seed, r.scenario);
-            }
-        },
+        print_failure,
     );
-    assert!(
-        summary.failed.is_empty(),
-        "{} log-structured seeds failed",
-        summary.failed.len()
-    );
-    assert_eq!(summary.lost_commits, 0);
+    assert_all_passed(&summary, "log-structured");
 }
 
 /// Seeds the log-structured seeds found bugs with: 83 ran out of segments
@@ -73,18 +83,9 @@ fn simtest_ci_seeds_all_pass() {
         .ok()
         .and_then(|s| s.parse().ok())
         .unwrap_or(0);
-    let summary = run(first, seeds, "mixed", |r| {
-        if let Some(f) = &r.failure {
-            eprintln!("seed {} FAILED: {f}\n  {}", r.seed, r.scenario);
-        }
-    });
+    let summary = run(first, seeds, "mixed", print_failure);
     eprintln!("{summary:#?}");
-    assert!(
-        summary.failed.is_empty(),
-        "{} seeds failed",
-        summary.failed.len()
-    );
-    assert_eq!(summary.lost_commits, 0);
+    assert_all_passed(&summary, "mixed-store");
 }
 
 #[test]
@@ -184,18 +185,9 @@ fn simtest_ipl_seeds_all_pass() {
         seeds,
         "mixed",
         flashlab_lab::simtest::StoreChoice::Ipl,
-        |r| {
-            if let Some(f) = &r.failure {
-                eprintln!("ipl seed {} FAILED: {f}\n  {}", r.seed, r.scenario);
-            }
-        },
+        print_failure,
     );
-    assert!(
-        summary.failed.is_empty(),
-        "{} IPL seeds failed",
-        summary.failed.len()
-    );
-    assert_eq!(summary.lost_commits, 0);
+    assert_all_passed(&summary, "IPL");
     assert!(summary.crashes >= seeds, "every seed crashed at least once");
     // Issue 14: restarts without a redo pass for IPL pages (REC-4).
     assert!(summary.ipl_recoveries >= seeds, "{summary:?}");

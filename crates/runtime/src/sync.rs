@@ -86,7 +86,7 @@ impl Waiter {
 ///   one waiter, a running thread may take the lock first (barging), and a
 ///   contended locker spins briefly and yields a few times before it
 ///   parks. A strict FIFO hand-off makes every contended unlock wait for a
-///   sleeping thread to wake (a lock convoy, issue 17); barging lets the
+///   sleeping thread to wake (a lock convoy); barging lets the
 ///   running thread go on.
 pub struct Mutex<T> {
     /// The simulated world's lock word (unused in the real world): `FREE`,

@@ -320,27 +320,8 @@ pub struct StoreOptions {
     pub log_structured: LogStructuredOptions,
 }
 
-/// Open (or format) the store of `kind` for a data space on `device`.
-pub fn open_store(
-    kind: StoreKind,
-    device: DeviceRef,
-    page_bytes: usize,
-    capacity_bytes: Option<u64>,
-    space_name: &str,
-    mode: StoreMode,
-) -> Result<Arc<dyn PageStore>> {
-    open_store_with(
-        kind,
-        device,
-        page_bytes,
-        capacity_bytes,
-        space_name,
-        mode,
-        StoreOptions::default(),
-    )
-}
-
-/// [`open_store`] with store settings.
+/// Open (or format) the store of `kind` for a data space on `device`,
+/// with store settings.
 pub fn open_store_with(
     kind: StoreKind,
     device: DeviceRef,

@@ -212,7 +212,7 @@ mod tests {
             (1..=8).contains(&missed),
             "{missed} waits ran out before the gate closed"
         );
-        // Forces that are not probes no longer wait; a probe does.
+        // With the gate closed, forces that are not probes do not wait; a probe does.
         let mut probes = 0;
         for _ in 0..GROUP_PROBE_FORCES {
             g.force_ended(15, 1, 20_000);

@@ -571,7 +571,7 @@ pub struct Wal {
     failure_hooks: std::sync::Mutex<Vec<FailureHook>>,
     /// The log before this LSN has been forgotten on the device (WAL-10).
     forgotten_lsn: std::sync::atomic::AtomicU64,
-    /// Test-only: put issue 10's defect 5 back (see
+    /// Test-only: re-create the master-record failure race (see
     /// [`Wal::reintroduce_master_failure_race`]).
     old_master_race: std::sync::atomic::AtomicBool,
     /// Copies of `LogState::failed.is_some()` and `image_horizon_lsn`,
@@ -1223,8 +1223,8 @@ impl Wal {
     }
 
     /// Test-only: make a failed master-record write give the flusher role
-    /// up, and wake the next flusher, *before* it records the failure, as
-    /// the log did before issue 10 fixed it (defect 5). A force can then
+    /// up, and wake the next flusher, *before* it records the failure (the
+    /// race `log_regressions.rs` names defect 5). A force can then
     /// flush the device after the failed flush, which WAL-4 forbids; the
     /// test `seeded_preemption_finds_the_old_master_failure_race` shows
     /// that the simulated world's seeded preemption (SIM-8) finds it.

@@ -225,8 +225,8 @@ fn a_full_log_names_the_oldest_open_transaction() {
 }
 
 /// One flipped bit before the durable end is damage, named by LSN and
-/// offset: never an end of the log (regression: the old reader took any
-/// bad record for the end and the log resumed over acknowledged commits).
+/// offset: never an end of the log (a reader that took any bad record for
+/// the end would resume the log over acknowledged commits).
 #[test]
 fn regression_a_flipped_bit_in_the_durable_log_is_refused_not_truncated() {
     sim(|_| {

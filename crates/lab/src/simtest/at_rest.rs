@@ -1,4 +1,4 @@
-//! Damage at rest (issue 41): after a seed's last power cut, before its
+//! Damage at rest: after a seed's last power cut, before its
 //! final recovery, one file of the stopped database is damaged the way a
 //! device or an operator damages it while no one has it open:
 //!

@@ -59,8 +59,8 @@
 //!
 //! ## Page stores
 //!
-//! `--store log-structured` runs every seed on a log-structured data space
-//! (issue 15), `--store mixed` every [`LOG_STRUCTURED_SEEDS_EVERY`]th seed;
+//! `--store log-structured` runs every seed on a log-structured data
+//! space, `--store mixed` every [`LOG_STRUCTURED_SEEDS_EVERY`]th seed;
 //! the default, `in-place`, changes nothing a seed draws. A
 //! log-structured seed keeps its drawn choices and adds: segments of
 //! [`LOG_STRUCTURED_SEGMENT_PAGES`] pages on a data space of

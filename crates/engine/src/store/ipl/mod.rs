@@ -40,7 +40,7 @@
 //! The engine's mini-transactions change several pages atomically (a
 //! B+tree split), its transactions are undone logically (MVCC rollback
 //! segments and compensation records), and its other stores recover by
-//! ARIES over the WAL. An IPL space restarts without redo (issue 14): its
+//! ARIES over the WAL. An IPL space restarts without redo: its
 //! flash holds the state of every page at `L*`, the WAL position of the
 //! newest durable force marker (`force`); recovery skips the redo of
 //! its pages and undoes, logically, every transaction that ended at or

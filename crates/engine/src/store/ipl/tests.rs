@@ -605,8 +605,8 @@ fn flip(inner: &MemoryDevice, offset_bytes: u64) {
     flashlab_devices::Device::write(inner, at, &s).unwrap();
 }
 
-/// Regression (IPL media seeds): a log sector that fails its crc used to
-/// fail every read and write of its unit for good. Now (IPL-6, IPL-7) a
+/// Regression (IPL media seeds): a log sector that fails its crc does not
+/// fail every read and write of its unit for good (IPL-6, IPL-7): a
 /// group this store wrote loses only its own slot, whose read names the
 /// damage; the next write of that page merges the unit, and every other
 /// page keeps its last version. After a reopen the damaged group's slot is
@@ -671,7 +671,7 @@ fn a_damaged_log_sector_loses_only_its_slot_and_a_write_merges_it_away() {
 }
 
 /// Regression (IPL media seeds): a latent read error on a commit sector
-/// used to refuse the open. Now (IPL-9) the unit is known by its first log
+/// does not refuse the open (IPL-9): the unit is known by its first log
 /// sector (logical unit, generation) or by its sealed pages when it is the
 /// logical unit's only version; an empty unit is free.
 #[test]
