@@ -607,6 +607,9 @@ mod tests {
     /// refused in one line naming the key.
     #[test]
     fn buffer_section_defaults_and_errors() {
+        let example = include_str!("../../../examples/database.toml");
+        let config = DbConfig::from_toml(example, "examples/database.toml").unwrap();
+        assert_eq!(config.buffer, BufferConfig::default());
         let base = "[[data]]\nname = \"t\"\ndevice = \"memory\"\n[log]\ndevice = \"memory\"\n";
         let config = DbConfig::from_toml(base, "db.toml").unwrap();
         assert_eq!(config.buffer, BufferConfig::default());

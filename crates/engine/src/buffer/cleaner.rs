@@ -40,8 +40,8 @@ use crate::page::PageId;
 /// The shortest interval between rounds of the page cleaner, so that an
 /// interval of 0 cannot spin without virtual time passing.
 pub const CLEANER_INTERVAL_MIN_NS: u64 = 1_000;
-/// Name of the page cleaner's task in traces.
-const CLEANER_TASK_NAME: &str = "page-cleaner";
+/// Name of the page cleaner's task in traces (and power-cut triggers).
+pub const CLEANER_TASK_NAME: &str = "page-cleaner";
 
 impl Core {
     /// The elevator stage's limits, if write-backs go through it.

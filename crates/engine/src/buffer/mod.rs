@@ -189,7 +189,7 @@ use meta::{Meta, Space};
 pub use read_ahead::READ_AHEAD_BYTES_MAX;
 use table::Hot;
 pub use table::INDEX_SLOTS_PER_FRAME;
-pub use cleaner::{CLEANER_INTERVAL_MIN_NS, CleanerReport, WriterStop};
+pub use cleaner::{CLEANER_INTERVAL_MIN_NS, CLEANER_TASK_NAME, CleanerReport, WriterStop};
 
 /// The smallest pool, in frames: a B+tree split pins a handful of pages.
 pub const FRAMES_MIN: usize = 8;

@@ -17,7 +17,7 @@
 //!    workload with several clients, and cut the power at a seeded point
 //!    ([`Cut`]): a virtual instant, or the n-th I/O event of a kind issued by
 //!    a kind of task: a log write or flush by a committing client (inside a
-//!    group-commit force), a data-page write by the background writer or by
+//!    group-commit force), a data-page write by the page cleaner or by
 //!    an evicting client, the checkpointer's data flush, log force or
 //!    master-record write. Then every device crashes: each unflushed write
 //!    is kept, dropped or torn at a 512-byte boundary. Later epochs cut the
@@ -574,7 +574,7 @@ fn workload_cut(rng: &mut ChaCha8Rng) -> Cut {
         2 => trigger(IoEvent::LogFlush, "client", rng.random_range(1..=60)),
         3 => trigger(
             IoEvent::DataWrite,
-            "buffer-writer",
+            flashlab_engine::buffer::CLEANER_TASK_NAME,
             rng.random_range(1..=20),
         ),
         4 => trigger(IoEvent::DataWrite, "client", rng.random_range(1..=20)),
