@@ -32,7 +32,8 @@ use flashlab_runtime::{Condvar, JoinHandle, Mutex, Rt};
 use serde::Serialize;
 
 use super::io::Wait;
-use super::{BufferPool, Core};
+use super::meta::Share;
+use super::{BufferPool, Core, FRAMES_MIN};
 use crate::config::BufferConfig;
 use crate::error::Result;
 use crate::page::PageId;
@@ -40,8 +41,12 @@ use crate::page::PageId;
 /// The shortest interval between rounds of the page cleaner, so that an
 /// interval of 0 cannot spin without virtual time passing.
 pub const CLEANER_INTERVAL_MIN_NS: u64 = 1_000;
-/// Name of the page cleaner's task in traces (and power-cut triggers).
+/// Name of the page cleaner's task in traces (and power-cut triggers);
+/// its other tasks are named `page-cleaner-1` and on.
 pub const CLEANER_TASK_NAME: &str = "page-cleaner";
+/// Tasks of one pool's page cleaner, each owning a share of the frames
+/// (InnoDB's `innodb_page_cleaners` defaults to 4).
+pub const CLEANER_TASKS: usize = 4;
 
 impl Core {
     /// The elevator stage's limits, if write-backs go through it.
@@ -85,7 +90,7 @@ impl Core {
 
     /// Write up to `max_pages` idle dirty pages with the smallest rec_lsn.
     pub(super) fn write_back_oldest(&self, max_pages: usize) -> Result<usize> {
-        let batch = self.meta.lock().oldest_dirty(max_pages);
+        let batch = self.meta.lock().oldest_dirty(max_pages, Share::ALL);
         if let Some(scheduler) = self.write_scheduler() {
             return self.write_back_batch(batch, &scheduler, false);
         }
@@ -98,15 +103,16 @@ impl Core {
         Ok(written)
     }
 
-    /// One round of the page cleaner: the scan ahead of the hand and the
-    /// oldest dirty pages, written sorted in batches of at most
-    /// `batch_pages` (CLEAN-2). Returns the pages written.
-    pub(super) fn clean_round(&self, batch_pages: usize) -> Result<usize> {
+    /// One round of the page cleaner task of `share`: the scan ahead of
+    /// the hand and its part of the oldest dirty pages, written sorted in
+    /// batches of at most `batch_pages` (CLEAN-2). Returns the pages
+    /// written.
+    pub(super) fn clean_round(&self, batch_pages: usize, share: Share) -> Result<usize> {
         let batch_pages = batch_pages.max(1);
         let mut pages: Vec<(PageId, usize)> = {
             let meta = self.meta.lock();
-            let mut pages = meta.scan_ahead();
-            pages.extend(meta.oldest_dirty(batch_pages));
+            let mut pages = meta.scan_ahead(share);
+            pages.extend(meta.oldest_dirty(batch_pages.div_ceil(share.of), share));
             pages
         };
         pages.sort_unstable();
@@ -134,21 +140,27 @@ pub(super) struct CleanerSignal {
 #[derive(Default)]
 struct SignalState {
     stop: bool,
-    /// A miss met a dirty victim since the cleaner last woke.
+    /// Wake-ups asked for so far (a miss met a dirty victim); each task
+    /// remembers the count it last saw.
+    nudges: u64,
+    /// Whether a nudge came since the last [`CleanerSignal::take_nudge`].
+    #[cfg(test)]
     nudged: bool,
 }
 
 impl CleanerSignal {
-    /// Wake the cleaner for a round now (a miss met a dirty victim).
+    /// Wake the cleaner's tasks for a round now (a miss met a dirty victim).
     pub(super) fn nudge(&self) {
         let mut state = self.state.lock();
-        if !state.nudged {
+        state.nudges += 1;
+        #[cfg(test)]
+        {
             state.nudged = true;
-            self.wake.notify_all();
         }
+        self.wake.notify_all();
     }
 
-    /// Whether the cleaner was nudged since it last woke, clearing it.
+    /// Whether the cleaner was nudged since the last call, clearing it.
     #[cfg(test)]
     pub(super) fn take_nudge(&self) -> bool {
         std::mem::take(&mut self.state.lock().nudged)
@@ -163,14 +175,15 @@ impl CleanerSignal {
         *self.state.lock() = SignalState::default();
     }
 
-    /// Sleep `duration_ns`, or until nudged or stopped; true if stopped.
-    fn sleep(&self, rt: &Rt, duration_ns: u64) -> bool {
+    /// Sleep `duration_ns`, or until nudged past `seen` or stopped; true if
+    /// stopped. `seen` becomes the nudges counted so far.
+    fn sleep(&self, rt: &Rt, duration_ns: u64, seen: &mut u64) -> bool {
         let deadline_ns = rt.now_ns().saturating_add(duration_ns);
         let mut state = self.state.lock();
-        while !state.stop && !state.nudged && rt.now_ns() < deadline_ns {
+        while !state.stop && state.nudges == *seen && rt.now_ns() < deadline_ns {
             state = self.wake.wait_until(state, deadline_ns).0;
         }
-        state.nudged = false;
+        *seen = state.nudges;
         state.stop
     }
 }
@@ -241,8 +254,23 @@ impl BufferPool {
     /// or when a miss meets a dirty victim, it runs a round (see the module
     /// documentation) until [`BufferPool::stop_cleaner`]. The scan depth
     /// is `config.clean_target` of the frames; misses look that far ahead
-    /// for a clean victim while the cleaner runs.
+    /// for a clean victim while the cleaner runs. It runs as
+    /// [`CLEANER_TASKS`] tasks (fewer in a pool of fewer than
+    /// `CLEANER_TASKS * FRAMES_MIN` frames), each owning a share of the
+    /// frames, so that their batches keep several device requests in
+    /// flight; the handle's report sums theirs.
     pub fn spawn_page_cleaner(&self, rt: &Rt, config: &BufferConfig) -> JoinHandle<CleanerReport> {
+        let tasks = (self.frames() / FRAMES_MIN).clamp(1, CLEANER_TASKS);
+        self.spawn_cleaner_tasks(rt, config, tasks)
+    }
+
+    /// [`BufferPool::spawn_page_cleaner`] with `tasks` tasks.
+    pub(super) fn spawn_cleaner_tasks(
+        &self,
+        rt: &Rt,
+        config: &BufferConfig,
+        tasks: usize,
+    ) -> JoinHandle<CleanerReport> {
         let core = self.core.clone();
         let task_rt = rt.clone();
         let interval_ns = config.cleaner_interval_ns.max(CLEANER_INTERVAL_MIN_NS);
@@ -250,24 +278,55 @@ impl BufferPool {
         self.core.meta.lock().set_scan_depth(config.clean_target);
         self.core.cleaner.start();
         rt.spawn(CLEANER_TASK_NAME, move || {
-            let report = run_cleaner(&core, &task_rt, interval_ns, batch_pages);
+            let helpers: Vec<_> = (1..tasks)
+                .map(|index| {
+                    let (core, helper_rt) = (core.clone(), task_rt.clone());
+                    let share = Share { index, of: tasks };
+                    task_rt.spawn(&format!("{CLEANER_TASK_NAME}-{index}"), move || {
+                        run_cleaner(&core, &helper_rt, interval_ns, batch_pages, share)
+                    })
+                })
+                .collect();
+            let first = Share { index: 0, of: tasks };
+            let mut report = run_cleaner(&core, &task_rt, interval_ns, batch_pages, first);
+            for helper in helpers {
+                report.add(&helper.join());
+            }
             core.meta.lock().set_scan_depth(0.0);
             report
         })
     }
 
-    /// Ask the page cleaner to stop; it ends after the batch it is writing,
-    /// if any.
+    /// Ask the page cleaner to stop; its tasks end after the batch each is
+    /// writing, if any.
     pub fn stop_cleaner(&self) {
         self.core.cleaner.stop();
     }
 }
 
-fn run_cleaner(core: &Core, rt: &Rt, interval_ns: u64, batch_pages: usize) -> CleanerReport {
+impl CleanerReport {
+    fn add(&mut self, other: &CleanerReport) {
+        self.rounds += other.rounds;
+        self.pages_written += other.pages_written;
+        self.failed_rounds += other.failed_rounds;
+        if other.last_error.is_some() {
+            self.last_error.clone_from(&other.last_error);
+        }
+    }
+}
+
+fn run_cleaner(
+    core: &Core,
+    rt: &Rt,
+    interval_ns: u64,
+    batch_pages: usize,
+    share: Share,
+) -> CleanerReport {
     let mut report = CleanerReport::default();
-    while !core.cleaner.sleep(rt, interval_ns) {
+    let mut seen = 0;
+    while !core.cleaner.sleep(rt, interval_ns, &mut seen) {
         report.rounds += 1;
-        match core.clean_round(batch_pages) {
+        match core.clean_round(batch_pages, share) {
             Ok(written) => report.pages_written += written as u64,
             Err(e) => {
                 report.failed_rounds += 1;

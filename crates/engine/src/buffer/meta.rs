@@ -159,6 +159,23 @@ pub(super) enum Victim {
     Exhausted,
 }
 
+/// The frames one page cleaner task owns: those whose number is `index`
+/// modulo `of` (CLEAN-7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Share {
+    pub(super) index: usize,
+    pub(super) of: usize,
+}
+
+impl Share {
+    /// Every frame.
+    pub(super) const ALL: Share = Share { index: 0, of: 1 };
+
+    pub(super) fn holds(self, frame: usize) -> bool {
+        frame % self.of == self.index
+    }
+}
+
 /// Everything the metadata lock protects.
 pub(super) struct Meta {
     pub(super) frames: Vec<FrameMeta>,
@@ -703,14 +720,14 @@ impl Meta {
     }
 
     /// Up to `max_pages` idle dirty pages with the smallest rec_lsn, append
-    /// pages still being filled excepted (BUF-10).
-    pub(super) fn oldest_dirty(&self, max_pages: usize) -> Vec<(PageId, usize)> {
+    /// pages still being filled excepted (BUF-10), in the frames of `share`.
+    pub(super) fn oldest_dirty(&self, max_pages: usize, share: Share) -> Vec<(PageId, usize)> {
         // The age index is in (rec_lsn, page, frame) order (BUF-12).
         self.dirty_by_age
             .iter()
             .filter(|&&(_, _, frame)| {
                 let f = &self.frames[frame];
-                !f.appending && f.state == FrameState::Ready && !f.is_busy()
+                share.holds(frame) && !f.appending && f.state == FrameState::Ready && !f.is_busy()
             })
             .take(max_pages)
             .map(|&(_, id, frame)| (id, frame))
@@ -733,15 +750,21 @@ impl Meta {
     /// BUF-10), until the scan depth's worth of frames the hand would take
     /// are clean or in the list, or every frame was looked at. Frames the
     /// hand would pass (pinned, busy, referenced) count for neither.
-    pub(super) fn scan_ahead(&self) -> Vec<(PageId, usize)> {
+    /// Only the frames of `share` are looked at, and its part of the
+    /// scan depth (CLEAN-7).
+    pub(super) fn scan_ahead(&self, share: Share) -> Vec<(PageId, usize)> {
         let n = self.frames.len();
+        let depth = self.scan_depth.div_ceil(share.of);
         let mut ready = 0;
         let mut found = Vec::new();
         for step in 0..n {
-            if ready >= self.scan_depth {
+            if ready >= depth {
                 break;
             }
             let frame = (self.hand + step) % n;
+            if !share.holds(frame) {
+                continue;
+            }
             let f = &self.frames[frame];
             if f.state == FrameState::Free {
                 ready += 1;

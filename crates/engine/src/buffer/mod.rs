@@ -156,6 +156,9 @@
 //! 6. `cleaner_pages + foreground_dirty_evictions <= writes`,
 //!    `cleaner_requests <= cleaner_pages` and
 //!    `foreground_dirty_evictions <= evictions`.
+//! 7. The cleaner's tasks own disjoint shares of the frames (frame number
+//!    modulo the tasks): each scans and writes only its own, so no two
+//!    of them claim one frame, and together they cover every frame.
 //!
 //! **Checking.** The O(1) checks of these invariants are `assert!`s, on in
 //! every build. [`BufferPool::check`] verifies the whole state (page table
@@ -189,7 +192,9 @@ use meta::{Meta, Space};
 pub use read_ahead::READ_AHEAD_BYTES_MAX;
 use table::Hot;
 pub use table::INDEX_SLOTS_PER_FRAME;
-pub use cleaner::{CLEANER_INTERVAL_MIN_NS, CLEANER_TASK_NAME, CleanerReport, WriterStop};
+pub use cleaner::{
+    CLEANER_INTERVAL_MIN_NS, CLEANER_TASK_NAME, CLEANER_TASKS, CleanerReport, WriterStop,
+};
 
 /// The smallest pool, in frames: a B+tree split pins a handful of pages.
 pub const FRAMES_MIN: usize = 8;

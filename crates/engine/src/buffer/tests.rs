@@ -317,7 +317,7 @@ fn page_cleaner_cleans_dirty_pages_oldest_first() {
         assert_eq!(pool.dirty_pages().len(), 6);
         // Clean target 0: the flush list only, two oldest a round, each
         // batch in page order (CLEAN-2).
-        let writer = pool.spawn_page_cleaner(&rt, &cleaner(0.0, 2, NS_PER_MS));
+        let writer = pool.spawn_cleaner_tasks(&rt, &cleaner(0.0, 2, NS_PER_MS), 1);
         rt.sleep(10 * NS_PER_MS);
         assert!(pool.dirty_pages().is_empty());
         assert_eq!(device.written_pages(), vec![4, 5, 2, 3, 0, 1]);
@@ -896,10 +896,15 @@ fn the_cleaner_scan_takes_dirty_frames_ahead_of_the_hand() {
         let (pool, _device, pinned) = dirty_pool_for_the_scan();
         let mut meta = pool.core.meta.lock();
         meta.set_scan_depth(0.5);
-        let frames: Vec<usize> = meta.scan_ahead().iter().map(|&(_, f)| f).collect();
-        assert_eq!(frames, vec![0, 3, 4, 5, 6, 7, 8, 9]);
+        let scan = |meta: &meta::Meta, share| -> Vec<usize> {
+            meta.scan_ahead(share).iter().map(|&(_, f)| f).collect()
+        };
+        assert_eq!(scan(&meta, meta::Share::ALL), vec![0, 3, 4, 5, 6, 7, 8, 9]);
+        // CLEAN-7: two tasks, each its own frames and half the depth.
+        assert_eq!(scan(&meta, meta::Share { index: 0, of: 2 }), vec![0, 4, 6, 8]);
+        assert_eq!(scan(&meta, meta::Share { index: 1, of: 2 }), vec![3, 5, 7, 9]);
         meta.set_scan_depth(0.0);
-        assert!(meta.scan_ahead().is_empty(), "clean target 0: no scan");
+        assert!(scan(&meta, meta::Share::ALL).is_empty(), "clean target 0: no scan");
         drop(meta);
         drop(pinned);
     });
@@ -917,7 +922,7 @@ fn a_cleaner_round_writes_sorted_batches() {
                 pool.set_write_scheduler(Some(Default::default()));
             }
             pool.core.meta.lock().set_scan_depth(0.5);
-            assert_eq!(pool.core.clean_round(4).unwrap(), 12);
+            assert_eq!(pool.core.clean_round(4, meta::Share::ALL).unwrap(), 12);
             let stats = pool.stats();
             assert_eq!(stats.cleaner_pages, 12);
             assert_eq!(stats.foreground_dirty_evictions, 0);
