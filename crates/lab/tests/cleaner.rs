@@ -8,7 +8,7 @@ use flashlab_runtime::NS_PER_S;
 use flashlab_workloads::tpcc::TpccOptions;
 
 /// Two warehouses with a tenth of the rows, on a 1 MB buffer of 4 KB
-/// pages (256 frames, a small share of the data), the Mtron-class SSD.
+/// pages (256 frames, a small share of the data), the OCZ-class SSD.
 fn options(seed: u64) -> BenchOptions {
     BenchOptions {
         workload: "tpcc".into(),
@@ -16,7 +16,7 @@ fn options(seed: u64) -> BenchOptions {
         duration_ns: 4 * NS_PER_S,
         warmup_ns: NS_PER_S,
         log_device: "memory".into(),
-        data_device: "ssd-2008-poor-random".into(),
+        data_device: "ssd-vertex-2009".into(),
         rollback_device: "memory".into(),
         tpcc: TpccOptions {
             warehouses: 2,
@@ -45,6 +45,7 @@ fn the_cleaner_writes_the_dirty_pages_of_a_steady_tpcc_run() {
     let (stats, committed) = run(7);
     assert!(committed > 0, "{stats:?}");
     assert!(stats.writes > 100, "a small buffer writes pages: {stats:?}");
+    eprintln!("committed {committed}, buffer {stats:?}");
     let share = |n: u64| n as f64 / stats.writes as f64;
     assert!(
         share(stats.cleaner_pages) >= 0.8,
