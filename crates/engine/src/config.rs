@@ -623,7 +623,10 @@ mod tests {
             ("clean_target = nan", "clean_target"),
             ("cleaner_batch_pages = 0", "cleaner_batch_pages"),
             ("cleaner_batch_pages = 5000", "cleaner_batch_pages"),
-            ("cleaner_interval_ns = 100000000000000000", "cleaner_interval_ns"),
+            (
+                "cleaner_interval_ns = 100000000000000000",
+                "cleaner_interval_ns",
+            ),
         ] {
             let text = format!("{base}[buffer]\n{line}\n");
             let err = DbConfig::from_toml(&text, "db.toml")

@@ -33,7 +33,12 @@ fn value(i: u32, version: u32) -> Vec<u8> {
 /// prices stay on: on memory devices they are what moves virtual time, so
 /// that the cleaner's rounds come between the commits.
 fn config() -> DbConfig {
-    let mut config = DbConfig::simple("memory", "memory", PAGE_BYTES, POOL_PAGES * PAGE_BYTES as u64);
+    let mut config = DbConfig::simple(
+        "memory",
+        "memory",
+        PAGE_BYTES,
+        POOL_PAGES * PAGE_BYTES as u64,
+    );
     config.checkpoint_interval_ns = 0;
     config.buffer = BufferConfig {
         clean_target: 0.25,
@@ -110,11 +115,18 @@ fn check_rows(rig: &Rig, version: u32, acked: u32) {
         for i in 0..ROWS {
             let got = txn.get(&t, &key(i)).unwrap();
             if i < acked {
-                assert_eq!(got, Some(value(i, version)), "row {i}: an acknowledged commit lost");
+                assert_eq!(
+                    got,
+                    Some(value(i, version)),
+                    "row {i}: an acknowledged commit lost"
+                );
             } else if i > acked {
                 assert_eq!(got, Some(value(i, 0)), "row {i}: an uncommitted effect");
             } else {
-                assert!(got == Some(value(i, 0)) || got == Some(value(i, version)), "row {i}");
+                assert!(
+                    got == Some(value(i, 0)) || got == Some(value(i, version)),
+                    "row {i}"
+                );
             }
         }
         txn.commit().unwrap();
@@ -133,7 +145,10 @@ fn a_power_cut_inside_a_cleaner_batch_loses_no_acknowledged_commit() {
     for (seed, nth) in [(1, 2), (2, 3), (3, 6), (4, 7), (5, 11)] {
         let rig = loaded_rig_cut_at(nth, seed);
         let (acked, _) = update_until_cut(&rig, 1);
-        assert!(rig.power.is_off() && acked < ROWS, "nth {nth}: cut inside the run");
+        assert!(
+            rig.power.is_off() && acked < ROWS,
+            "nth {nth}: cut inside the run"
+        );
         rig.crash();
         check_rows(&rig, 1, acked);
         assert!(

@@ -1159,11 +1159,7 @@ fn buffer_step(
     sign: i8,
 ) -> flashlab_engine::buffer::BufferStats {
     let f = |x: u64, y: u64| {
-        if sign < 0 {
-            x.saturating_sub(y)
-        } else {
-            x + y
-        }
+        if sign < 0 { x.saturating_sub(y) } else { x + y }
     };
     flashlab_engine::buffer::BufferStats {
         hits: f(a.hits, b.hits),

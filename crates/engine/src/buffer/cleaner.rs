@@ -60,7 +60,10 @@ impl Core {
     /// The limits a cleaner batch of up to `batch_pages` goes out with: the
     /// elevator's if it is on, else no merging (one request a page, in page
     /// order) and a queue that holds the whole batch.
-    fn cleaner_scheduler(&self, batch_pages: usize) -> flashlab_devices::scheduler::SchedulerConfig {
+    fn cleaner_scheduler(
+        &self,
+        batch_pages: usize,
+    ) -> flashlab_devices::scheduler::SchedulerConfig {
         self.write_scheduler()
             .unwrap_or(flashlab_devices::scheduler::SchedulerConfig {
                 merged_request_bytes_max: self.page_bytes as u64,
@@ -287,7 +290,10 @@ impl BufferPool {
                     })
                 })
                 .collect();
-            let first = Share { index: 0, of: tasks };
+            let first = Share {
+                index: 0,
+                of: tasks,
+            };
             let mut report = run_cleaner(&core, &task_rt, interval_ns, batch_pages, first);
             for helper in helpers {
                 report.add(&helper.join());

@@ -464,37 +464,46 @@ impl Meta {
                 passed = passed.or(Some((frame, step)));
                 continue;
             }
-            if !(if dirty {
-                want.evict_dirty
-            } else {
-                want.take_clean
-            }) {
-                return if dirty {
-                    Victim::Dirty(frame, id)
-                } else {
-                    Victim::Clean(frame)
-                };
+            if let Some(victim) = self.secure(frame, id, dirty, want) {
+                return victim;
             }
-            if !self.hot.unready_if_unpinned(frame) {
-                // A hit pinned it since the look above (real world only).
-                continue;
-            }
-            if dirty {
-                self.cleaner_wanted |= self.scan_depth > 0;
-                self.set_state(frame, FrameState::Evicting);
-                self.changed();
-                return Victim::Dirty(frame, id);
-            }
-            self.stats.evictions += 1;
-            self.unmap(frame);
-            self.changed();
-            return Victim::Clean(frame);
         }
         match passed.and_then(|(frame, _)| self.evict_passed(frame)) {
             Some(victim) => victim,
             None if busy => Victim::Busy,
             None => Victim::Exhausted,
         }
+    }
+
+    /// The hand chose `frame` (holding `id`, `dirty` or not): hand it back
+    /// as it is, or secure it as `want` asks. `None` if a hit pinned it
+    /// since the hand looked (real world only): the hand goes on.
+    fn secure(&mut self, frame: usize, id: PageId, dirty: bool, want: Want) -> Option<Victim> {
+        let act = if dirty {
+            want.evict_dirty
+        } else {
+            want.take_clean
+        };
+        if !act {
+            return Some(if dirty {
+                Victim::Dirty(frame, id)
+            } else {
+                Victim::Clean(frame)
+            });
+        }
+        if !self.hot.unready_if_unpinned(frame) {
+            return None;
+        }
+        if dirty {
+            self.cleaner_wanted |= self.scan_depth > 0;
+            self.set_state(frame, FrameState::Evicting);
+            self.changed();
+            return Some(Victim::Dirty(frame, id));
+        }
+        self.stats.evictions += 1;
+        self.unmap(frame);
+        self.changed();
+        Some(Victim::Clean(frame))
     }
 
     /// Start the eviction of dirty `frame`, which the hand passed over
@@ -805,7 +814,11 @@ impl Meta {
         {
             return Err(format!(
                 "CLEAN-6: counters disagree: {} cleaner pages in {} requests and {} foreground dirty evictions of {} writes and {} evictions",
-                s.cleaner_pages, s.cleaner_requests, s.foreground_dirty_evictions, s.writes, s.evictions
+                s.cleaner_pages,
+                s.cleaner_requests,
+                s.foreground_dirty_evictions,
+                s.writes,
+                s.evictions
             ));
         }
         Ok(())

@@ -187,14 +187,14 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::page::{self, PAGE_BODY_OFFSET, PageId, SpaceId};
 use crate::store::{InPlaceStore, PageStore};
+pub use cleaner::{
+    CLEANER_INTERVAL_MIN_NS, CLEANER_TASK_NAME, CLEANER_TASKS, CleanerReport, WriterStop,
+};
 use io::{Source, Wait};
 use meta::{Meta, Space};
 pub use read_ahead::READ_AHEAD_BYTES_MAX;
 use table::Hot;
 pub use table::INDEX_SLOTS_PER_FRAME;
-pub use cleaner::{
-    CLEANER_INTERVAL_MIN_NS, CLEANER_TASK_NAME, CLEANER_TASKS, CleanerReport, WriterStop,
-};
 
 /// The smallest pool, in frames: a B+tree split pins a handful of pages.
 pub const FRAMES_MIN: usize = 8;

@@ -173,7 +173,8 @@ fn eviction_round_trips_pages_through_the_device() {
         }
         let stats = pool.stats();
         assert!(
-            stats.foreground_dirty_evictions > 0 && stats.evictions >= stats.foreground_dirty_evictions,
+            stats.foreground_dirty_evictions > 0
+                && stats.evictions >= stats.foreground_dirty_evictions,
             "{stats:?}"
         );
         assert_eq!(stats.reads, device.reads());
@@ -901,10 +902,19 @@ fn the_cleaner_scan_takes_dirty_frames_ahead_of_the_hand() {
         };
         assert_eq!(scan(&meta, meta::Share::ALL), vec![0, 3, 4, 5, 6, 7, 8, 9]);
         // CLEAN-7: two tasks, each its own frames and half the depth.
-        assert_eq!(scan(&meta, meta::Share { index: 0, of: 2 }), vec![0, 4, 6, 8]);
-        assert_eq!(scan(&meta, meta::Share { index: 1, of: 2 }), vec![3, 5, 7, 9]);
+        assert_eq!(
+            scan(&meta, meta::Share { index: 0, of: 2 }),
+            vec![0, 4, 6, 8]
+        );
+        assert_eq!(
+            scan(&meta, meta::Share { index: 1, of: 2 }),
+            vec![3, 5, 7, 9]
+        );
         meta.set_scan_depth(0.0);
-        assert!(scan(&meta, meta::Share::ALL).is_empty(), "clean target 0: no scan");
+        assert!(
+            scan(&meta, meta::Share::ALL).is_empty(),
+            "clean target 0: no scan"
+        );
         drop(meta);
         drop(pinned);
     });

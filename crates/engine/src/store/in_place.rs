@@ -73,7 +73,8 @@ impl PageStore for InPlaceStore {
             .iter()
             .map(|&(page_no, image)| (self.offset_bytes(page_no), image))
             .collect();
-        let dispatched = flashlab_devices::scheduler::submit_batch(&*self.device, &batch, scheduler)?;
+        let dispatched =
+            flashlab_devices::scheduler::submit_batch(&*self.device, &batch, scheduler)?;
         self.pages_written
             .fetch_add(pages.len() as u64, Ordering::Relaxed);
         Ok(dispatched.requests)
