@@ -159,6 +159,10 @@
 //! 7. The cleaner's tasks own disjoint shares of the frames (frame number
 //!    modulo the tasks): each scans and writes only its own, so no two
 //!    of them claim one frame, and together they cover every frame.
+//! 8. The oldest dirty pages are written once per `cleaner_interval_ns`
+//!    (`cleaner_batch_pages` of them, shared among the tasks), whatever
+//!    the misses' wake-ups: those rounds scan ahead of the hand only, so
+//!    a busy pool does not rewrite its hot pages at every wake-up.
 //!
 //! **Checking.** The O(1) checks of these invariants are `assert!`s, on in
 //! every build. [`BufferPool::check`] verifies the whole state (page table

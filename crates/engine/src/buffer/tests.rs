@@ -932,7 +932,10 @@ fn a_cleaner_round_writes_sorted_batches() {
                 pool.set_write_scheduler(Some(Default::default()));
             }
             pool.core.meta.lock().set_scan_depth(0.5);
-            assert_eq!(pool.core.clean_round(4, meta::Share::ALL).unwrap(), 12);
+            assert_eq!(
+                pool.core.clean_round(4, meta::Share::ALL, true).unwrap(),
+                12
+            );
             let stats = pool.stats();
             assert_eq!(stats.cleaner_pages, 12);
             assert_eq!(stats.foreground_dirty_evictions, 0);
