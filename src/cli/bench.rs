@@ -109,7 +109,7 @@ pub struct Args {
     /// With --data-store ipl: on (the default; lee2007's selective merges and abort de-application, where a replay shows they change no page) or off (merges apply every record).
     #[arg(long, value_name = "on|off")]
     ipl_selection: Option<String>,
-    /// on: the background writer's and checkpoints' write-backs go through
+    /// on: the page cleaner's and checkpoints' write-backs go through
     /// an elevator stage that sorts and merges them (as Linux's block layer
     /// does); off (the default): one request each.
     #[arg(long, default_value = "off")]
@@ -622,6 +622,7 @@ fn print_summary(r: &BenchReport) {
         r.load_seconds, r.world, r.load_host_seconds
     );
     print_stores(r);
+    print_buffer(r);
     if let Some(t) = &r.tpcc {
         print_tpcc(t);
     }
@@ -694,6 +695,23 @@ fn print_stores(r: &BenchReport) {
             st.map_checkpoints
         );
     }
+}
+
+/// The buffer pools over the run: misses, and who wrote the dirty pages
+/// (the page cleaner's batches, or the misses themselves).
+fn print_buffer(r: &BenchReport) {
+    let b = &r.buffer;
+    println!(
+        "buffer              {} hits, {} misses, {} reads, {} evictions; {} page writes: {} by the page cleaner in {} requests, {} foreground dirty evictions",
+        b.hits,
+        b.misses,
+        b.reads,
+        b.evictions,
+        b.writes,
+        b.cleaner_pages,
+        b.cleaner_requests,
+        b.foreground_dirty_evictions
+    );
 }
 
 /// One line per data space with counters of its own store kind.

@@ -33,9 +33,9 @@
 //! A [`PowerSwitch`] shared by the devices of one database cuts the power at
 //! the n-th I/O event of a kind (a log write, a log flush, a master-record
 //! write, a data-page write, a data flush), optionally only when issued by a
-//! task whose name starts with a prefix (`buffer-writer`, `checkpointer`,
+//! task whose name starts with a prefix (`page-cleaner`, `checkpointer`,
 //! `client`, `root`): that is how a test crashes *during* a group-commit
-//! force, a checkpoint, a background write-back or recovery. After the cut,
+//! force, a checkpoint, a page cleaner's batch or recovery. After the cut,
 //! every request on every device of the switch blocks forever, so the run
 //! ends at its deadline with the cut request's data in the store but not
 //! durable. A write is cut after its data reached the store (its fate is

@@ -281,17 +281,14 @@ pub struct DbConfig {
     /// Take a fuzzy checkpoint this often (0: only at open and close).
     #[serde(default = "default_checkpoint_interval_ns")]
     pub checkpoint_interval_ns: u64,
-    /// The background writer wakes this often ...
-    #[serde(default = "default_writer_interval_ns")]
-    pub writer_interval_ns: u64,
-    /// ... and writes back at most this many of the oldest dirty pages.
-    #[serde(default = "default_writer_batch_pages")]
-    pub writer_batch_pages: usize,
+    /// The buffer pools' page cleaners (`[buffer]`).
+    #[serde(default)]
+    pub buffer: BufferConfig,
     /// Read this much ahead, in one request, when a data space is missed
     /// in page order (0: off; at most `buffer::READ_AHEAD_BYTES_MAX`).
     #[serde(default = "default_read_ahead_bytes")]
     pub read_ahead_bytes: u64,
-    /// Send the background writer's and checkpoints' write-backs through
+    /// Send the page cleaners' and checkpoints' write-backs through
     /// the block layer's elevator stage, sorted and merged
     /// (`flashlab_devices::scheduler`, Linux's defaults); off by default.
     #[serde(default)]
@@ -316,12 +313,68 @@ fn default_checkpoint_interval_ns() -> u64 {
     30_000_000_000
 }
 
-fn default_writer_interval_ns() -> u64 {
-    100_000_000
+/// The page cleaner of each buffer pool (`[buffer]`; see
+/// `crate::buffer` and ARCHITECTURE.md, "The page cleaner").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BufferConfig {
+    /// Share of the frames the cleaner keeps clean (or being cleaned) just
+    /// ahead of the CLOCK hand, 0 to 1; 0 turns that scan off and the
+    /// cleaner writes only the oldest dirty pages (for the checkpoint).
+    pub clean_target: f64,
+    /// Most pages of one cleaner batch (one log force, one sorted
+    /// dispatch), 1 to [`CLEANER_BATCH_PAGES_MAX`].
+    pub cleaner_batch_pages: usize,
+    /// The cleaner wakes this often (and when a miss meets a dirty victim);
+    /// at least `buffer::CLEANER_INTERVAL_MIN_NS` is kept.
+    pub cleaner_interval_ns: u64,
 }
 
-fn default_writer_batch_pages() -> usize {
-    64
+/// InnoDB's `innodb_lru_scan_depth` (1024) over the pages of one buffer
+/// pool instance (8192 of 16 KB in 128 MB): an eighth of the frames.
+pub const CLEAN_TARGET_DEFAULT: f64 = 0.125;
+/// 64 pages a batch: InnoDB's neighbour flush of one extent (64 pages).
+pub const CLEANER_BATCH_PAGES_DEFAULT: usize = 64;
+/// Most pages of one cleaner batch: the elevator's default queue of 128
+/// requests, eight times over.
+pub const CLEANER_BATCH_PAGES_MAX: usize = 1024;
+/// 100 ms: PostgreSQL's `bgwriter_delay` default is 200 ms, InnoDB's page
+/// cleaner runs once a second; a tenth of a second keeps small pools clean.
+pub const CLEANER_INTERVAL_NS_DEFAULT: u64 = 100_000_000;
+
+impl Default for BufferConfig {
+    fn default() -> Self {
+        BufferConfig {
+            clean_target: CLEAN_TARGET_DEFAULT,
+            cleaner_batch_pages: CLEANER_BATCH_PAGES_DEFAULT,
+            cleaner_interval_ns: CLEANER_INTERVAL_NS_DEFAULT,
+        }
+    }
+}
+
+impl BufferConfig {
+    /// Check each key; a one-line error names the key and the problem.
+    pub fn validate(&self) -> Result<()> {
+        if !(0.0..=1.0).contains(&self.clean_target) {
+            return Err(Error::Config(format!(
+                "[buffer] clean_target = {} must be a share of the frames from 0 to 1",
+                self.clean_target
+            )));
+        }
+        if !(1..=CLEANER_BATCH_PAGES_MAX).contains(&self.cleaner_batch_pages) {
+            return Err(Error::Config(format!(
+                "[buffer] cleaner_batch_pages = {} must be from 1 to {CLEANER_BATCH_PAGES_MAX} pages",
+                self.cleaner_batch_pages
+            )));
+        }
+        if self.cleaner_interval_ns > INTERVAL_NS_MAX {
+            return Err(Error::Config(format!(
+                "[buffer] cleaner_interval_ns = {} is more than the limit of {INTERVAL_NS_MAX} ns (a day)",
+                self.cleaner_interval_ns
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// 256 KB: a multi-block read of a full scan.
@@ -364,8 +417,7 @@ impl DbConfig {
             temp: None,
             wal: WalConfig::default(),
             checkpoint_interval_ns: default_checkpoint_interval_ns(),
-            writer_interval_ns: default_writer_interval_ns(),
-            writer_batch_pages: default_writer_batch_pages(),
+            buffer: BufferConfig::default(),
             read_ahead_bytes: default_read_ahead_bytes(),
             write_scheduler: false,
             cpu: CpuCosts::default(),
@@ -458,9 +510,9 @@ impl DbConfig {
         }
         validate_buffers(&self.data)?;
         self.cpu.validate()?;
+        self.buffer.validate()?;
         for (key, ns) in [
             ("checkpoint_interval_ns", self.checkpoint_interval_ns),
-            ("writer_interval_ns", self.writer_interval_ns),
             ("[mvcc] retention_ns", self.mvcc.retention_ns),
         ] {
             if ns > INTERVAL_NS_MAX {
@@ -549,5 +601,38 @@ mod tests {
         config.read_ahead_bytes = crate::buffer::READ_AHEAD_BYTES_MAX + 1;
         let err = config.validate().unwrap_err().to_string();
         assert!(err.contains("read_ahead_bytes"), "{err}");
+    }
+
+    /// The `[buffer]` section: defaults when absent, and bad values
+    /// refused in one line naming the key.
+    #[test]
+    fn buffer_section_defaults_and_errors() {
+        let example = include_str!("../../../examples/database.toml");
+        let config = DbConfig::from_toml(example, "examples/database.toml").unwrap();
+        assert_eq!(config.buffer, BufferConfig::default());
+        let base = "[[data]]\nname = \"t\"\ndevice = \"memory\"\n[log]\ndevice = \"memory\"\n";
+        let config = DbConfig::from_toml(base, "db.toml").unwrap();
+        assert_eq!(config.buffer, BufferConfig::default());
+        let set = format!("{base}[buffer]\nclean_target = 0.0\ncleaner_batch_pages = 8\n");
+        let config = DbConfig::from_toml(&set, "db.toml").unwrap();
+        assert_eq!(config.buffer.clean_target, 0.0);
+        assert_eq!(config.buffer.cleaner_batch_pages, 8);
+        for (line, key) in [
+            ("clean_target = 1.5", "clean_target"),
+            ("clean_target = -0.1", "clean_target"),
+            ("clean_target = nan", "clean_target"),
+            ("cleaner_batch_pages = 0", "cleaner_batch_pages"),
+            ("cleaner_batch_pages = 5000", "cleaner_batch_pages"),
+            (
+                "cleaner_interval_ns = 100000000000000000",
+                "cleaner_interval_ns",
+            ),
+        ] {
+            let text = format!("{base}[buffer]\n{line}\n");
+            let err = DbConfig::from_toml(&text, "db.toml")
+                .unwrap_err()
+                .to_string();
+            assert!(err.contains(key) && !err.contains('\n'), "{line}: {err}");
+        }
     }
 }

@@ -63,7 +63,7 @@
 //!
 //! Layers, bottom up: the page header every page carries (checksum, page
 //! id, LSN); one buffer pool per page size, steal/no-force, with a
-//! background writer; mini-transactions, which turn page changes into one
+//! page cleaner; mini-transactions, which turn page changes into one
 //! atomic log record; B+trees on pages; the typed row codec; data spaces
 //! and their page stores (in place, log-structured, In-Page Logging); the
 //! write-ahead log with group commit; recovery; row locks with deadlock
@@ -108,7 +108,7 @@ pub mod temp;
 #[doc(hidden)]
 pub mod wal;
 
-pub use config::{DataSpaceConfig, DbConfig, SpaceConfig};
+pub use config::{BufferConfig, DataSpaceConfig, DbConfig, SpaceConfig};
 pub use db::{
     Builder, Database, IndexRows, Rows, TRANSACT_ATTEMPTS_MAX, Table, TableSpec, Transaction,
     TypedRows,

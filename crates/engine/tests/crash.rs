@@ -25,6 +25,17 @@ fn config() -> DbConfig {
     busy_config(16)
 }
 
+/// The page cleaner's clean targets a run picks from by its seed.
+const CLEAN_TARGETS: [f64; 3] = [0.0, 0.05, flashlab_engine::config::CLEAN_TARGET_DEFAULT];
+
+/// [`config`] with the clean target picked from `seed`'s bits (no draw of
+/// its own, so the cut instants and schedules stay those of the seed).
+fn config_for(seed: u64) -> DbConfig {
+    let mut config = config();
+    config.buffer.clean_target = CLEAN_TARGETS[(seed % CLEAN_TARGETS.len() as u64) as usize];
+    config
+}
+
 fn account_key(i: u32) -> Vec<u8> {
     format!("acct{i:04}").into_bytes()
 }
@@ -63,7 +74,7 @@ fn workload(rig: &SsdRig, seed: u64, cut_ns: u64, acked: Arc<Mutex<BTreeMap<u32,
         ..SimConfig::default()
     };
     let (outcome, _) = Sim::run(sim_config, move |rt: Rt| {
-        let db = Database::open_with(&config(), devices).unwrap();
+        let db = Database::open_with(&config_for(seed), devices).unwrap();
         let t = db.table("bank").unwrap();
         let clients: Vec<_> = (0..CLIENTS)
             .map(|client| {

@@ -380,7 +380,7 @@ fn regression_rollback_pages_written_once() {
     };
     let mut config = config();
     config.data[0].buffer_bytes = 1024 * PAGE; // no evictions
-    config.writer_interval_ns = 1_000_000;
+    config.buffer.cleaner_interval_ns = 1_000_000;
     config.mvcc.retention_ns = 3600 * 1_000_000_000; // no extent reuse
     let reused = sim(11, move |rt| {
         let db = Database::open_with(&config, devices).unwrap();

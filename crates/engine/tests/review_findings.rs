@@ -432,7 +432,7 @@ fn a_torn_data_page_write_is_repaired_by_recovery() {
     use flashlab_devices::store::CrashFate;
     let mut config = DbConfig::simple("memory", "ssd-2008", 8192, 64 * 8192);
     config.checkpoint_interval_ns = 0;
-    config.writer_interval_ns = 1_000_000;
+    config.buffer.cleaner_interval_ns = 1_000_000;
     let data = Arc::new(SimDevice::new(presets::build_model("ssd-2008").unwrap()));
     let log = Arc::new(SimDevice::new(presets::build_model("ssd-2008").unwrap()));
     let devices = Devices {

@@ -329,6 +329,11 @@ pub struct BenchReport {
     /// What each data space's page store wrote from the end of the load to
     /// the end of the run (warm-up included), by space.
     pub data_stores: Vec<StoreReport>,
+    /// The buffer pools' counters over the same span, all pools summed:
+    /// hits, misses, page writes, and how many of those the page cleaner
+    /// wrote (in how many device requests) or a miss wrote itself
+    /// (foreground dirty evictions).
+    pub buffer: flashlab_engine::buffer::BufferStats,
     /// The error that stopped the run before its end (the figures above
     /// are as far as it got), or none.
     #[serde(skip_serializing_if = "Option::is_none")]
@@ -1089,6 +1094,8 @@ struct Loaded {
     /// and erases, if it is a modelled SSD.
     flash: Option<[u64; 3]>,
     stores: Vec<(String, flashlab_engine::store::StoreStats)>,
+    /// The buffer pools' counters, all pools summed.
+    buffer: flashlab_engine::buffer::BufferStats,
     seconds: f64,
     host_seconds: f64,
 }
@@ -1132,7 +1139,39 @@ fn load_phase(
         seconds: (rt.now_ns() - start_ns) as f64 / NS_PER_S as f64,
         host_seconds: host.elapsed().as_secs_f64(),
         stores: db.store_stats(),
+        buffer: buffer_totals(db),
     })
+}
+
+/// The buffer pools' counters, all pools summed.
+fn buffer_totals(db: &Database) -> flashlab_engine::buffer::BufferStats {
+    db.stats()
+        .buffers
+        .values()
+        .fold(Default::default(), |sum, s| buffer_step(&sum, s, 1))
+}
+
+/// `a + sign * b`, counter by counter (`sign` 1 or -1; a difference of
+/// counters that only grow never goes below 0).
+fn buffer_step(
+    a: &flashlab_engine::buffer::BufferStats,
+    b: &flashlab_engine::buffer::BufferStats,
+    sign: i8,
+) -> flashlab_engine::buffer::BufferStats {
+    let f = |x: u64, y: u64| {
+        if sign < 0 { x.saturating_sub(y) } else { x + y }
+    };
+    flashlab_engine::buffer::BufferStats {
+        hits: f(a.hits, b.hits),
+        misses: f(a.misses, b.misses),
+        reads: f(a.reads, b.reads),
+        writes: f(a.writes, b.writes),
+        evictions: f(a.evictions, b.evictions),
+        foreground_dirty_evictions: f(a.foreground_dirty_evictions, b.foreground_dirty_evictions),
+        cleaner_pages: f(a.cleaner_pages, b.cleaner_pages),
+        cleaner_requests: f(a.cleaner_requests, b.cleaner_requests),
+        repairs: f(a.repairs, b.repairs),
+    }
 }
 
 fn run_on(
@@ -1235,6 +1274,7 @@ fn add_store_reports(report: &mut BenchReport, db: &Database, loaded: &Loaded, c
     report.data_flash = flash_counts(db)
         .zip(loaded.flash)
         .map(|(a, b)| [a[0] - b[0], a[1] - b[1], a[2] - b[2]]);
+    report.buffer = buffer_step(&buffer_totals(db), &loaded.buffer, -1);
     report.data_stores = loaded
         .stores
         .iter()
@@ -1332,6 +1372,7 @@ fn report(
         run_transactions: 0,
         failure: r.failure,
         data_stores: Vec::new(),
+        buffer: Default::default(),
         trace,
     }
 }

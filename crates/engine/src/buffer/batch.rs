@@ -1,8 +1,8 @@
 //! Batched write-back through the block layer's elevator stage.
 //!
-//! The background writer picks a batch of dirty pages (the oldest rec_lsn
-//! first), and without a scheduler writes them one request each, in that
-//! order. An operating system does not: the pages a database writes through
+//! The page cleaner picks batches of dirty pages (those the CLOCK hand
+//! reaches next and those of the oldest rec_lsn), sorted by page; the
+//! checkpoint's `flush_all` takes every dirty page. An operating system does not: the pages a database writes through
 //! a file system queue in the block layer, whose elevator (Linux's
 //! Anticipatory or deadline scheduler, which wang2010 ran) sorts the queue
 //! by address and merges neighbours into one larger request. With
@@ -31,11 +31,13 @@ use crate::page::{self, PageId, SpaceId};
 
 impl Core {
     /// Write `batch` (page, frame) as one sorted, merged dispatch; returns
-    /// the pages written.
+    /// the pages written. A `cleaner` batch is counted in
+    /// [`super::BufferStats::cleaner_pages`] and `cleaner_requests`.
     pub(super) fn write_back_batch(
         &self,
         batch: Vec<(PageId, usize)>,
         scheduler: &SchedulerConfig,
+        cleaner: bool,
     ) -> Result<usize> {
         let claimed: Vec<(PageId, usize)> = {
             let mut meta = self.meta.lock();
@@ -74,17 +76,23 @@ impl Core {
                 let forced_to = written.as_ref().ok().map(|_| page::lsn(image));
                 meta.finish_write(*frame, forced_to);
             }
+            if let (true, Ok(requests)) = (cleaner, &written) {
+                meta.stats.cleaner_pages += images.len() as u64;
+                meta.stats.cleaner_requests += requests;
+                meta.changed();
+            }
         }
         self.changed.notify_all();
-        written.map(|()| images.len())
+        written.map(|_| images.len())
     }
 
-    /// Give each space's sealed pages to its store as one batch.
+    /// Give each space's sealed pages to its store as one batch; returns
+    /// the device requests they took.
     fn dispatch(
         &self,
         images: &[(PageId, usize, Vec<u8>)],
         scheduler: &SchedulerConfig,
-    ) -> Result<()> {
+    ) -> Result<u64> {
         let mut by_space: BTreeMap<SpaceId, Vec<(u32, &[u8])>> = BTreeMap::new();
         for (id, _, image) in images {
             by_space
@@ -92,13 +100,14 @@ impl Core {
                 .or_default()
                 .push((id.page_no, image.as_slice()));
         }
+        let mut requests = 0;
         for (space, pages) in by_space {
             let space = self.space_of(PageId::new(space, 0))?;
             for (_, image) in &pages {
                 self.owe_page_io(image.len());
             }
-            space.store.write_batch(&pages, scheduler)?;
+            requests += space.store.write_batch(&pages, scheduler)?;
         }
-        Ok(())
+        Ok(requests)
     }
 }

@@ -155,7 +155,11 @@ impl Core {
             match meta.pick_victim(Want::ROOM) {
                 Victim::Clean(_) => return Ok(()),
                 Victim::Dirty(frame, old) => {
+                    let wake = std::mem::take(&mut meta.cleaner_wanted);
                     drop(meta);
+                    if wake {
+                        self.cleaner.nudge();
+                    }
                     return self.evict_dirty(frame, old);
                 }
                 Victim::Busy => meta = self.changed.wait(meta),
@@ -182,8 +186,20 @@ impl Core {
     }
 
     /// Find `id` or a frame for it; wait while it or every candidate victim
-    /// has I/O in flight; fail at once when every frame is pinned.
+    /// has I/O in flight; fail at once when every frame is pinned. A miss
+    /// that met a dirty victim wakes the page cleaner (CLEAN-5).
     fn claim(&self, id: PageId) -> Result<Claim> {
+        let mut wake = false;
+        let claim = self.claim_frame(id, &mut wake);
+        if wake {
+            self.cleaner.nudge();
+        }
+        claim
+    }
+
+    /// [`Core::claim`] but the wake-up, which waits for the metadata lock
+    /// to be released (BUF-13): `wake` is set if a dirty victim was met.
+    fn claim_frame(&self, id: PageId, wake: &mut bool) -> Result<Claim> {
         let mut meta = self.meta.lock();
         loop {
             match meta.pin_resident(id) {
@@ -194,7 +210,9 @@ impl Core {
                 }
                 Lookup::Absent => {}
             }
-            match meta.pick_victim(Want::MISS) {
+            let victim = meta.pick_victim(Want::MISS);
+            *wake |= std::mem::take(&mut meta.cleaner_wanted);
+            match victim {
                 Victim::Clean(frame) => {
                     meta.map(frame, id);
                     return Ok(Claim::Claimed(frame));

@@ -62,7 +62,7 @@ pub(super) struct FrameMeta {
     pub(super) rec_lsn: u64,
     pub(super) write: WriteState,
     /// An append page still being filled (BUF-10): dirty, but left alone
-    /// by the background writer and `flush_all` until its owner seals it.
+    /// by the page cleaner and `flush_all` until its owner seals it.
     pub(super) appending: bool,
 }
 
@@ -159,6 +159,23 @@ pub(super) enum Victim {
     Exhausted,
 }
 
+/// The frames one page cleaner task owns: those whose number is `index`
+/// modulo `of` (CLEAN-7).
+#[derive(Clone, Copy, Debug, PartialEq, Eq)]
+pub(super) struct Share {
+    pub(super) index: usize,
+    pub(super) of: usize,
+}
+
+impl Share {
+    /// Every frame.
+    pub(super) const ALL: Share = Share { index: 0, of: 1 };
+
+    pub(super) fn holds(self, frame: usize) -> bool {
+        frame % self.of == self.index
+    }
+}
+
 /// Everything the metadata lock protects.
 pub(super) struct Meta {
     pub(super) frames: Vec<FrameMeta>,
@@ -170,6 +187,14 @@ pub(super) struct Meta {
     /// (BUF-12).
     dirty_by_age: BTreeSet<(u64, PageId, usize)>,
     hand: usize,
+    /// How far the page cleaner keeps frames clean ahead of the hand, and
+    /// how far a miss looks past a dirty victim for a clean one, in frames
+    /// (CLEAN-4); 0 while no cleaner runs or its clean target is 0.
+    scan_depth: usize,
+    /// A miss met a dirty victim since the flag was last taken while the
+    /// page cleaner scans ahead: the cleaner is to be woken (by the caller,
+    /// once this lock is released).
+    pub(super) cleaner_wanted: bool,
     pub(super) stats: BufferStats,
     /// Run [`Meta::check`] after every state change (the simulated world
     /// with debug assertions on; see [`super::BufferPool::check`]).
@@ -184,6 +209,8 @@ impl Meta {
             hot,
             dirty_by_age: BTreeSet::new(),
             hand: 0,
+            scan_depth: 0,
+            cleaner_wanted: false,
             stats: BufferStats::default(),
             checking,
         }
@@ -199,6 +226,7 @@ impl Meta {
                 self.frames.len()
             ));
         }
+        self.check_cleaner()?;
         for (&id, &frame) in &self.table {
             let ready = self
                 .frames
@@ -375,10 +403,40 @@ impl Meta {
     /// pin word, taken out of Ready with no pin held (BUF-15): a clean one
     /// is unmapped if `want.take_clean`, a dirty one made Evicting if
     /// `want.evict_dirty`; a hit that pinned it first makes the hand go on.
+    /// A miss that meets a dirty victim first looks up to the scan depth
+    /// further for a clean one (CLEAN-5); if that finds nothing it may
+    /// use, it sweeps again without looking ahead, so that it never fails
+    /// while a victim exists (BUF-8).
     pub(super) fn pick_victim(&mut self, want: Want) -> Victim {
+        let ahead = if want.take_clean && want.evict_dirty {
+            self.scan_depth
+        } else {
+            0
+        };
+        match self.sweep(want, ahead) {
+            Victim::Busy | Victim::Exhausted if ahead > 0 => self.sweep(want, 0),
+            victim => victim,
+        }
+    }
+
+    /// One run of the hand over every frame, [`CLOCK_SWEEPS`] times at
+    /// most; a dirty victim is passed over for up to `ahead` more frames
+    /// while a clean one is looked for.
+    fn sweep(&mut self, want: Want, ahead: usize) -> Victim {
         let n = self.frames.len();
         let mut busy = false;
+        // The first dirty victim passed while looking ahead, and the step
+        // at which it was met.
+        let mut passed: Option<(usize, usize)> = None;
         for step in 0..n * CLOCK_SWEEPS {
+            if let Some((frame, at)) = passed
+                && step - at > ahead
+            {
+                passed = None;
+                if let Some(victim) = self.evict_passed(frame) {
+                    return victim;
+                }
+            }
             // The last sweep gives no second chance: a hit may set a bit the
             // first sweep cleared (BUF-15), which must not make a miss fail
             // as if every frame were pinned (BUF-8).
@@ -401,36 +459,67 @@ impl Meta {
             }
             let id = f.page.expect("BUF-3: a frame in use holds a page");
             let dirty = f.dirty;
-            if !(if dirty {
-                want.evict_dirty
-            } else {
-                want.take_clean
-            }) {
-                return if dirty {
-                    Victim::Dirty(frame, id)
-                } else {
-                    Victim::Clean(frame)
-                };
-            }
-            if !self.hot.unready_if_unpinned(frame) {
-                // A hit pinned it since the look above (real world only).
+            if dirty && ahead > 0 {
+                self.cleaner_wanted = true;
+                passed = passed.or(Some((frame, step)));
                 continue;
             }
-            if dirty {
-                self.set_state(frame, FrameState::Evicting);
-                self.changed();
-                return Victim::Dirty(frame, id);
+            if let Some(victim) = self.secure(frame, id, dirty, want) {
+                return victim;
             }
-            self.stats.evictions += 1;
-            self.unmap(frame);
-            self.changed();
-            return Victim::Clean(frame);
         }
-        if busy {
-            Victim::Busy
+        match passed.and_then(|(frame, _)| self.evict_passed(frame)) {
+            Some(victim) => victim,
+            None if busy => Victim::Busy,
+            None => Victim::Exhausted,
+        }
+    }
+
+    /// The hand chose `frame` (holding `id`, `dirty` or not): hand it back
+    /// as it is, or secure it as `want` asks. `None` if a hit pinned it
+    /// since the hand looked (real world only): the hand goes on.
+    fn secure(&mut self, frame: usize, id: PageId, dirty: bool, want: Want) -> Option<Victim> {
+        let act = if dirty {
+            want.evict_dirty
         } else {
-            Victim::Exhausted
+            want.take_clean
+        };
+        if !act {
+            return Some(if dirty {
+                Victim::Dirty(frame, id)
+            } else {
+                Victim::Clean(frame)
+            });
         }
+        if !self.hot.unready_if_unpinned(frame) {
+            return None;
+        }
+        if dirty {
+            self.cleaner_wanted |= self.scan_depth > 0;
+            self.set_state(frame, FrameState::Evicting);
+            self.changed();
+            return Some(Victim::Dirty(frame, id));
+        }
+        self.stats.evictions += 1;
+        self.unmap(frame);
+        self.changed();
+        Some(Victim::Clean(frame))
+    }
+
+    /// Start the eviction of dirty `frame`, which the hand passed over
+    /// while looking ahead (this lock held since), unless a hit pinned it
+    /// meanwhile.
+    fn evict_passed(&mut self, frame: usize) -> Option<Victim> {
+        let f = &self.frames[frame];
+        let id = f.page?;
+        let idle = f.state == FrameState::Ready && f.dirty && !f.is_busy();
+        if !idle || !self.hot.unready_if_unpinned(frame) {
+            return None;
+        }
+        self.cleaner_wanted = true;
+        self.set_state(frame, FrameState::Evicting);
+        self.changed();
+        Some(Victim::Dirty(frame, id))
     }
 
     /// Give a free frame to `id`: Loading, pinned once by the caller
@@ -521,7 +610,7 @@ impl Meta {
             "BUF-7: evicting unwritten changes"
         );
         self.stats.evictions += 1;
-        self.stats.dirty_evictions += 1;
+        self.stats.foreground_dirty_evictions += 1;
         self.unmap(frame);
         self.changed();
     }
@@ -640,18 +729,99 @@ impl Meta {
     }
 
     /// Up to `max_pages` idle dirty pages with the smallest rec_lsn, append
-    /// pages still being filled excepted (BUF-10).
-    pub(super) fn oldest_dirty(&self, max_pages: usize) -> Vec<(PageId, usize)> {
+    /// pages still being filled excepted (BUF-10), in the frames of `share`.
+    pub(super) fn oldest_dirty(&self, max_pages: usize, share: Share) -> Vec<(PageId, usize)> {
         // The age index is in (rec_lsn, page, frame) order (BUF-12).
         self.dirty_by_age
             .iter()
             .filter(|&&(_, _, frame)| {
                 let f = &self.frames[frame];
-                !f.appending && f.state == FrameState::Ready && !f.is_busy()
+                share.holds(frame) && !f.appending && f.state == FrameState::Ready && !f.is_busy()
             })
             .take(max_pages)
             .map(|&(_, id, frame)| (id, frame))
             .collect()
+    }
+
+    /// Keep `clean_target` (a share, 0 to 1) of the frames clean ahead of
+    /// the hand, and let misses look that far past a dirty victim; 0: off.
+    /// Fewer than every frame, so that a miss's look ahead ends (CLEAN-4).
+    pub(super) fn set_scan_depth(&mut self, clean_target: f64) {
+        let n = self.frames.len();
+        let depth = (clean_target.clamp(0.0, 1.0) * n as f64).ceil() as usize;
+        self.scan_depth = depth.min(n - 1);
+        self.changed();
+    }
+
+    /// The page cleaner's scan (CLEAN-1): from the hand on, the dirty
+    /// frames the hand would take next that the cleaner may write now
+    /// (Ready, unpinned, no write in flight, not an unsealed append page,
+    /// BUF-10), until the scan depth's worth of frames the hand would take
+    /// are clean or in the list, or every frame was looked at. Frames the
+    /// hand would pass (pinned, busy, referenced) count for neither.
+    /// Only the frames of `share` are looked at, and its part of the
+    /// scan depth (CLEAN-7).
+    pub(super) fn scan_ahead(&self, share: Share) -> Vec<(PageId, usize)> {
+        let n = self.frames.len();
+        let depth = self.scan_depth.div_ceil(share.of);
+        let mut ready = 0;
+        let mut found = Vec::new();
+        for step in 0..n {
+            if ready >= depth {
+                break;
+            }
+            let frame = (self.hand + step) % n;
+            if !share.holds(frame) {
+                continue;
+            }
+            let f = &self.frames[frame];
+            if f.state == FrameState::Free {
+                ready += 1;
+                continue;
+            }
+            if self.hot.pins(frame) > 0 || f.is_busy() || self.hot.referenced(frame) {
+                continue;
+            }
+            if !f.dirty {
+                ready += 1;
+            } else if !f.appending {
+                let id = f.page.expect("BUF-3: a frame in use holds a page");
+                assert!(
+                    f.state == FrameState::Ready,
+                    "CLEAN-1: the scan picked frame {frame}, which is not Ready"
+                );
+                found.push((id, frame));
+                ready += 1;
+            }
+        }
+        found
+    }
+
+    /// The cleaner's part of the whole check: the scan depth is below the
+    /// frames (CLEAN-4), and its counters fit the pool's (CLEAN-6).
+    fn check_cleaner(&self) -> Result<(), String> {
+        let s = &self.stats;
+        if self.scan_depth >= self.frames.len().max(1) {
+            return Err(format!(
+                "CLEAN-4: scan depth {} is not below the {} frames",
+                self.scan_depth,
+                self.frames.len()
+            ));
+        }
+        if s.cleaner_pages + s.foreground_dirty_evictions > s.writes
+            || s.cleaner_requests > s.cleaner_pages
+            || s.foreground_dirty_evictions > s.evictions
+        {
+            return Err(format!(
+                "CLEAN-6: counters disagree: {} cleaner pages in {} requests and {} foreground dirty evictions of {} writes and {} evictions",
+                s.cleaner_pages,
+                s.cleaner_requests,
+                s.foreground_dirty_evictions,
+                s.writes,
+                s.evictions
+            ));
+        }
+        Ok(())
     }
 
     /// Drop every idle frame; return the pages kept because they are

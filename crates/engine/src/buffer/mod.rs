@@ -17,9 +17,14 @@
 //! **Replacement: CLOCK.** A miss sweeps a hand over the frames, skipping
 //! pinned ones and giving recently used ones a second chance. A dirty victim
 //! is written back first. Keeping clean victims available is the job of the
-//! background writer ([`BufferPool::spawn_background_writer`]), which writes
-//! the dirty pages with the oldest *rec_lsn* (the LSN of the first change not
-//! yet written) so that the checkpoint's redo start keeps moving forward.
+//! page cleaner ([`BufferPool::spawn_page_cleaner`], `cleaner.rs`): each
+//! round it writes, in sorted batches, the dirty frames the hand reaches
+//! next (up to the *clean target*, a share of the frames) and the dirty
+//! pages with the oldest *rec_lsn* (the LSN of the first change not yet
+//! written), so that the checkpoint's redo start keeps moving forward. A
+//! miss that meets a dirty victim looks that far further along the hand
+//! for a clean one and wakes the cleaner; it writes the victim itself (a
+//! *foreground dirty eviction*) only if none is there.
 //!
 //! **Read-ahead.** A space missed in page order is read ahead in one large
 //! request (see `read_ahead.rs`; off unless [`BufferPool::set_read_ahead_bytes`]
@@ -83,12 +88,12 @@
 //!    spaces, [`LogForce::rebuild_page`]) or reported; never returned.
 //! 10. An *append page* (installed with [`PageRef::install_append`], the
 //!     rollback segments' pages) is written once, when full: neither the
-//!     background writer nor `flush_all` writes it until its owner seals it
+//!     page cleaner nor `flush_all` writes it until its owner seals it
 //!     ([`BufferPool::seal_append`]). Only an eviction writes it earlier
 //!     (its frame was needed while its segment sat idle and unpinned).
 //! 11. The CLOCK hand is always a frame index.
 //! 12. The metadata's age index holds exactly the dirty frames, each once,
-//!     under its current rec_lsn, so the background writer finds the
+//!     under its current rec_lsn, so the page cleaner finds the
 //!     oldest dirty pages without a pass over the page table.
 //! 13. Lock order: a frame's data lock, then the metadata lock. Nothing
 //!     else is taken under the metadata lock; a hit, an unpin and an
@@ -128,6 +133,37 @@
 //!     can land behind a page LSN read from disk (BUF-7's assertion is the
 //!     engine's own logic again, never what a file holds).
 //!
+//! Invariants of the page cleaner (CLEAN-n):
+//! 1. The cleaner writes only frames that, under the metadata lock of its
+//!    scan, were Ready, dirty, unpinned, with no write in flight (BUF-6)
+//!    and not append pages still being filled (BUF-10); a batch claims each
+//!    again under the lock and skips any that changed meanwhile.
+//! 2. A cleaner batch holds at most `cleaner_batch_pages` pages, sorted by
+//!    page (so by address in an in-place space), and goes to the device
+//!    only after one log force to the highest page LSN of its images
+//!    (BUF-2).
+//! 3. The cleaner never evicts, maps or unmaps a frame: it only makes dirty
+//!    frames clean where they are (BUF-1 and BUF-3 are the miss's alone).
+//! 4. The scan depth (`clean_target` of the frames, rounded up) is below
+//!    the number of frames, and 0 while no cleaner runs: then a miss
+//!    behaves as plain CLOCK.
+//! 5. A miss that meets a dirty victim passes it for up to the scan depth
+//!    more frames, takes a clean victim found there, and wakes the cleaner
+//!    (after releasing the metadata lock, BUF-13); with none found it
+//!    evicts the first dirty victim it passed, writing it itself, and
+//!    counts a foreground dirty eviction. If looking ahead finds no victim
+//!    at all, the miss sweeps again without it, so BUF-8 holds.
+//! 6. `cleaner_pages + foreground_dirty_evictions <= writes`,
+//!    `cleaner_requests <= cleaner_pages` and
+//!    `foreground_dirty_evictions <= evictions`.
+//! 7. The cleaner's tasks own disjoint shares of the frames (frame number
+//!    modulo the tasks): each scans and writes only its own, so no two
+//!    of them claim one frame, and together they cover every frame.
+//! 8. The oldest dirty pages are written once per `cleaner_interval_ns`
+//!    (`cleaner_batch_pages` of them, shared among the tasks), whatever
+//!    the misses' wake-ups: those rounds scan ahead of the hand only, so
+//!    a busy pool does not rewrite its hot pages at every wake-up.
+//!
 //! **Checking.** The O(1) checks of these invariants are `assert!`s, on in
 //! every build. [`BufferPool::check`] verifies the whole state (page table
 //! and its index against frames, pins, dirty state, write-backs, the CLOCK
@@ -137,13 +173,13 @@
 //! O(frames).
 
 mod batch;
+mod cleaner;
 mod io;
 mod meta;
 mod read_ahead;
 mod table;
 #[cfg(test)]
 mod tests;
-mod writer;
 
 use std::collections::BTreeMap;
 use std::sync::Arc;
@@ -155,12 +191,14 @@ use serde::Serialize;
 use crate::error::{Error, Result};
 use crate::page::{self, PAGE_BODY_OFFSET, PageId, SpaceId};
 use crate::store::{InPlaceStore, PageStore};
+pub use cleaner::{
+    CLEANER_INTERVAL_MIN_NS, CLEANER_TASK_NAME, CLEANER_TASKS, CleanerReport, WriterStop,
+};
 use io::{Source, Wait};
 use meta::{Meta, Space};
 pub use read_ahead::READ_AHEAD_BYTES_MAX;
 use table::Hot;
 pub use table::INDEX_SLOTS_PER_FRAME;
-pub use writer::{WRITER_INTERVAL_MIN_NS, WriterReport, WriterStop};
 
 /// The smallest pool, in frames: a B+tree split pins a handful of pages.
 pub const FRAMES_MIN: usize = 8;
@@ -180,8 +218,15 @@ pub struct BufferStats {
     pub writes: u64,
     /// Frames taken from one page for another.
     pub evictions: u64,
-    /// Evictions that first had to write the victim back.
-    pub dirty_evictions: u64,
+    /// Evictions that first had to write the victim back themselves: a
+    /// miss (or a tree operation making room) that found no clean victim
+    /// within the scan depth (CLEAN-5).
+    pub foreground_dirty_evictions: u64,
+    /// Pages the page cleaner wrote, in its batches.
+    pub cleaner_pages: u64,
+    /// Device requests those batches took (fewer than the pages when the
+    /// write scheduler merged neighbours).
+    pub cleaner_requests: u64,
     /// Pages found damaged on their device and rebuilt from the log (BUF-9).
     pub repairs: u64,
 }
@@ -207,6 +252,8 @@ struct Core {
     checking: bool,
     /// Notified whenever a frame's load, write-back or eviction ends.
     changed: Condvar,
+    /// Stops the page cleaner, or wakes it for a round (`cleaner.rs`).
+    cleaner: cleaner::CleanerSignal,
     /// Page bytes per frame, allocated on first use; readers share them,
     /// a load, an install or a renewal holds them alone (BUF-16).
     data: Vec<RwLock<Vec<u8>>>,
@@ -242,6 +289,7 @@ impl BufferPool {
                 spaces: RwLock::new(BTreeMap::new()),
                 checking,
                 changed: Condvar::new(),
+                cleaner: cleaner::CleanerSignal::default(),
                 data: (0..frames).map(|_| RwLock::new(Vec::new())).collect(),
                 log,
                 cpu: std::sync::OnceLock::new(),
@@ -267,7 +315,7 @@ impl BufferPool {
         self.core.data.len()
     }
 
-    /// Send the background writer's and the checkpoint's write-backs
+    /// Send the page cleaner's and the checkpoint's write-backs
     /// through an elevator stage that sorts and merges them (`batch.rs`);
     /// `None` (the default) writes them one request each.
     pub fn set_write_scheduler(
@@ -453,7 +501,7 @@ impl BufferPool {
 
     /// Forget every page without writing it, as a crash would. Pages that
     /// are pinned or have I/O in flight are kept (BUF-1) and named in the
-    /// error; stop the background writer and drop page handles first.
+    /// error; stop the page cleaner and drop page handles first.
     pub fn discard_all(&self) -> Result<()> {
         let kept = self.core.meta.lock().discard_idle();
         if kept.is_empty() {
@@ -475,7 +523,7 @@ impl BufferPool {
     }
 
     /// The owner of append page `id` filled it (BUF-10): from now on the
-    /// background writer and `flush_all` write it like any dirty page. A
+    /// page cleaner and `flush_all` write it like any dirty page. A
     /// page no longer resident was written when it was evicted.
     pub fn seal_append(&self, id: PageId) {
         let mut meta = self.core.meta.lock();
@@ -491,7 +539,8 @@ impl BufferPool {
     /// frames have a write-back in flight (BUF-6); a dirty frame's rec_lsn
     /// is not after its page LSN, a clean one has none (BUF-7, the part of
     /// the WAL rule the pool sees without the log); the CLOCK hand is a
-    /// frame (BUF-11). O(frames). The error names the invariant.
+    /// frame (BUF-11); the cleaner's scan depth and counters fit the pool
+    /// (CLEAN-4, CLEAN-6). O(frames). The error names the invariant.
     pub fn check(&self) -> Result<()> {
         self.core
             .meta

@@ -318,6 +318,12 @@ impl Hot {
         (key != NO_PAGE).then_some(key)
     }
 
+    /// Whether `frame`'s reference bit is set, leaving it (the page
+    /// cleaner's scan: the hand would pass this frame once more).
+    pub(super) fn referenced(&self, frame: usize) -> bool {
+        self.frames[frame].referenced.load(Ordering::Relaxed)
+    }
+
     /// Clear `frame`'s reference bit; true if it was set (CLOCK).
     pub(super) fn take_referenced(&self, frame: usize) -> bool {
         self.frames[frame].referenced.swap(false, Ordering::Relaxed)

@@ -173,7 +173,8 @@ fn eviction_round_trips_pages_through_the_device() {
         }
         let stats = pool.stats();
         assert!(
-            stats.dirty_evictions > 0 && stats.evictions >= stats.dirty_evictions,
+            stats.foreground_dirty_evictions > 0
+                && stats.evictions >= stats.foreground_dirty_evictions,
             "{stats:?}"
         );
         assert_eq!(stats.reads, device.reads());
@@ -296,8 +297,18 @@ fn concurrent_fetches_of_one_page_read_it_once() {
     });
 }
 
+/// A cleaner configuration: `clean_target`, batches of `batch_pages`,
+/// a round every `interval_ns`.
+fn cleaner(clean_target: f64, batch_pages: usize, interval_ns: u64) -> crate::BufferConfig {
+    crate::BufferConfig {
+        clean_target,
+        cleaner_batch_pages: batch_pages,
+        cleaner_interval_ns: interval_ns,
+    }
+}
+
 #[test]
-fn background_writer_cleans_dirty_pages_oldest_first() {
+fn page_cleaner_cleans_dirty_pages_oldest_first() {
     sim(|rt| {
         let (pool, device, _log) = setup(2 * FRAMES_MIN, 0, 0);
         // Page n gets LSN 100 - n: the oldest change is on the last page.
@@ -305,13 +316,16 @@ fn background_writer_cleans_dirty_pages_oldest_first() {
             create(&pool, n, 1, 100 - u64::from(n));
         }
         assert_eq!(pool.dirty_pages().len(), 6);
-        let stop = WriterStop::new();
-        let writer = pool.spawn_background_writer(&rt, NS_PER_MS, 2, stop.clone());
+        // Clean target 0: the flush list only, two oldest a round, each
+        // batch in page order (CLEAN-2).
+        let writer = pool.spawn_cleaner_tasks(&rt, &cleaner(0.0, 2, NS_PER_MS), 1);
         rt.sleep(10 * NS_PER_MS);
         assert!(pool.dirty_pages().is_empty());
-        assert_eq!(device.written_pages(), vec![5, 4, 3, 2, 1, 0]);
+        assert_eq!(device.written_pages(), vec![4, 5, 2, 3, 0, 1]);
+        assert_eq!(pool.stats().cleaner_pages, 6);
+        assert_eq!(pool.stats().cleaner_requests, 6);
         let asked_ns = rt.now_ns();
-        stop.request();
+        pool.stop_cleaner();
         let report = writer.join();
         assert!(
             rt.now_ns() - asked_ns < NS_PER_MS,
@@ -452,13 +466,13 @@ fn never_written_page_reads_as_empty() {
 }
 
 /// Tasks that each own a few pages change them over and over through a
-/// pool far smaller than the data, with slow I/O and the background writer
+/// pool far smaller than the data, with slow I/O and the page cleaner
 /// running, under shuffled schedules; every page ends with its last image.
 #[test]
 fn concurrent_changes_under_pressure_survive_write_back() {
     for seed in 0..4 {
         let (stats, now_ns) = run_pressure(seed);
-        assert!(stats.dirty_evictions > 0 && stats.writes > 0, "{stats:?}");
+        assert!(stats.writes > 0, "{stats:?}");
         if seed == 0 {
             assert_eq!(run_pressure(seed), (stats, now_ns), "same seed, same run");
         }
@@ -477,8 +491,7 @@ fn run_pressure(seed: u64) -> (BufferStats, u64) {
     let (outcome, report) = Sim::run(config, |rt| {
         let (pool, _device, _log) = setup(FRAMES_MIN, 20 * NS_PER_US, 50 * NS_PER_US);
         let next_lsn = Arc::new(AtomicU64::new(1));
-        let stop = WriterStop::new();
-        let writer = pool.spawn_background_writer(&rt, 200 * NS_PER_US, 2, stop.clone());
+        let writer = pool.spawn_page_cleaner(&rt, &cleaner(0.25, 2, 200 * NS_PER_US));
         let tasks: Vec<_> = (0..TASKS)
             .map(|t| {
                 let (pool, next_lsn) = (pool.clone(), next_lsn.clone());
@@ -502,7 +515,7 @@ fn run_pressure(seed: u64) -> (BufferStats, u64) {
         for task in tasks {
             task.join();
         }
-        stop.request();
+        pool.stop_cleaner();
         assert_eq!(writer.join().failed_rounds, 0);
         pool.flush_all().unwrap();
         pool.discard_all().unwrap();
@@ -523,7 +536,7 @@ fn run_pressure(seed: u64) -> (BufferStats, u64) {
 }
 
 /// BUF-10: an append page is written once, when sealed; neither the
-/// background writer's batch nor `flush_all` writes it while it fills.
+/// page cleaner's batch nor `flush_all` writes it while it fills.
 #[test]
 fn append_pages_are_written_only_when_sealed() {
     sim(|_rt| {
@@ -641,7 +654,7 @@ fn read_ahead_leaves_a_damaged_page_to_its_own_fetch() {
     });
 }
 
-/// With a write scheduler, the background writer's batch reaches the device
+/// With a write scheduler, a write-back batch reaches the device
 /// sorted and merged: neighbours in one request, every page intact.
 #[test]
 fn a_write_scheduler_sorts_and_merges_a_write_back_batch() {
@@ -771,7 +784,7 @@ fn hits_and_unpins_race_evictions_on_real_threads() {
         "every pin is a hit or a miss"
     );
     assert!(after.evictions - before.evictions > 1_000, "{after:?}");
-    assert!(after.dirty_evictions > 0, "{after:?}");
+    assert!(after.foreground_dirty_evictions > 0, "{after:?}");
     pool.check().unwrap();
     pool.flush_all().unwrap();
     // BUF-1: fails if any pin was left behind.
@@ -853,5 +866,117 @@ fn regression_a_page_read_back_older_than_it_was_is_a_lost_write_not_a_panic() {
                 && err.contains("LSN 10, older than the LSN 20"),
             "{err}"
         );
+    });
+}
+
+/// Sixteen dirty pages, page `n` in frame `n` with LSN `100 - n` (the
+/// oldest change on the last page), no reference bits, the hand at frame
+/// 0; page 1 pinned (returned) and page 2 an unsealed append page.
+fn dirty_pool_for_the_scan() -> (Arc<BufferPool>, Arc<TestDevice>, PageRef) {
+    let (pool, device, _log) = setup(2 * FRAMES_MIN, 0, 0);
+    for n in 0..16 {
+        if n == 2 {
+            pool.fetch_new(id(n)).unwrap().install_append(&image(3));
+        } else {
+            create(&pool, n, n as u8 + 1, 100 - u64::from(n));
+        }
+    }
+    for frame in 0..16 {
+        pool.core.hot.take_referenced(frame);
+    }
+    let pinned = pool.fetch(id(1)).unwrap();
+    pool.core.hot.take_referenced(1);
+    (pool, device, pinned)
+}
+
+/// CLEAN-1: the scan takes the dirty frames the hand reaches next, up to
+/// the clean target, passing pinned frames and unsealed append pages.
+#[test]
+fn the_cleaner_scan_takes_dirty_frames_ahead_of_the_hand() {
+    sim(|_rt| {
+        let (pool, _device, pinned) = dirty_pool_for_the_scan();
+        let mut meta = pool.core.meta.lock();
+        meta.set_scan_depth(0.5);
+        let scan = |meta: &meta::Meta, share| -> Vec<usize> {
+            meta.scan_ahead(share).iter().map(|&(_, f)| f).collect()
+        };
+        assert_eq!(scan(&meta, meta::Share::ALL), vec![0, 3, 4, 5, 6, 7, 8, 9]);
+        // CLEAN-7: two tasks, each its own frames and half the depth.
+        assert_eq!(
+            scan(&meta, meta::Share { index: 0, of: 2 }),
+            vec![0, 4, 6, 8]
+        );
+        assert_eq!(
+            scan(&meta, meta::Share { index: 1, of: 2 }),
+            vec![3, 5, 7, 9]
+        );
+        meta.set_scan_depth(0.0);
+        assert!(
+            scan(&meta, meta::Share::ALL).is_empty(),
+            "clean target 0: no scan"
+        );
+        drop(meta);
+        drop(pinned);
+    });
+}
+
+/// CLEAN-2: a round writes the scan's pages and the oldest ones, sorted by
+/// page, in batches of at most `cleaner_batch_pages`, one request a page
+/// without a write scheduler and merged neighbours with one.
+#[test]
+fn a_cleaner_round_writes_sorted_batches() {
+    for merge in [false, true] {
+        sim(move |_rt| {
+            let (pool, device, pinned) = dirty_pool_for_the_scan();
+            if merge {
+                pool.set_write_scheduler(Some(Default::default()));
+            }
+            pool.core.meta.lock().set_scan_depth(0.5);
+            assert_eq!(
+                pool.core.clean_round(4, meta::Share::ALL, true).unwrap(),
+                12
+            );
+            let stats = pool.stats();
+            assert_eq!(stats.cleaner_pages, 12);
+            assert_eq!(stats.foreground_dirty_evictions, 0);
+            if merge {
+                // [0] [3 4 5] | [6 7 8 9] | [12 13 14 15]
+                assert_eq!(device.written_pages(), vec![0, 3, 6, 12]);
+                assert_eq!(stats.cleaner_requests, 4);
+            } else {
+                let pages = vec![0, 3, 4, 5, 6, 7, 8, 9, 12, 13, 14, 15];
+                assert_eq!(device.written_pages(), pages);
+                assert_eq!(stats.cleaner_requests, 12);
+            }
+            let dirty: Vec<PageNo> = pool.dirty_pages().iter().map(|(p, _)| p.page_no).collect();
+            assert_eq!(dirty, vec![1, 2, 10, 11]);
+            drop(pinned);
+            pool.check().unwrap();
+        });
+    }
+}
+
+/// CLEAN-5: a miss that meets a dirty victim takes a clean frame within
+/// the scan depth instead, and writes a dirty one itself only when there
+/// is none; a pool with every frame dirty still serves misses (BUF-8).
+#[test]
+fn a_miss_passes_a_dirty_victim_for_a_clean_one_within_the_scan_depth() {
+    sim(|_rt| {
+        let (pool, device, pinned) = dirty_pool_for_the_scan();
+        drop(pinned);
+        pool.write_back_page(id(5)).unwrap();
+        let written = device.written_pages().len();
+        pool.core.meta.lock().set_scan_depth(0.5);
+        // The hand meets dirty page 0 first; clean page 5 lies 5 frames on.
+        drop(pool.fetch_new(id(100)).unwrap());
+        assert!(pool.fetch_resident(id(5)).is_none(), "page 5 evicted");
+        assert_eq!(device.written_pages().len(), written, "no write");
+        assert_eq!(pool.stats().foreground_dirty_evictions, 0);
+        assert!(pool.core.cleaner.take_nudge(), "the cleaner was woken");
+        // Only dirty frames within reach now: the first one met is written.
+        drop(pool.fetch_new(id(101)).unwrap());
+        assert_eq!(pool.stats().foreground_dirty_evictions, 1);
+        assert_eq!(device.written_pages().len(), written + 1);
+        pool.check().unwrap();
     });
 }

@@ -12,8 +12,9 @@
 //! physical redo). Transactions take row locks (strict two-phase locking with
 //! deadlock detection; readers use MVCC snapshots) and commit by forcing the log (group commit).
 //!
-//! Background tasks: one writer per buffer pool (steal/no-force write-back of
-//! the oldest dirty pages) and a checkpointer (at its interval, and when the
+//! Background tasks: one page cleaner per buffer pool (steal/no-force
+//! write-back of the pages the CLOCK hand reaches next and of the oldest
+//! dirty pages, in sorted batches) and a checkpointer (at its interval, and when the
 //! log fills up: checkpoints recycle the log). With `no-sync` durability a
 //! log writer forces the log periodically.
 //!
@@ -290,6 +291,16 @@ pub(crate) struct Inner {
 }
 
 impl Inner {
+    /// Ask every background task to stop: the page cleaners, the
+    /// checkpointer (woken), the log writer.
+    fn request_stop(&self) {
+        self.stop.request();
+        self.wal.want_checkpoint();
+        for pool in self.pools.values() {
+            pool.stop_cleaner();
+        }
+    }
+
     /// The latch of the tree rooted at `root` in `space` (DB-1).
     pub fn latch(&self, space: SpaceId, root: PageNo) -> TreeLatch {
         let mut latches = self.latches.lock().expect("latches");
@@ -340,8 +351,7 @@ impl Drop for Inner {
     /// The last handle is gone: let the background tasks end (they hold no
     /// strong reference to the database itself).
     fn drop(&mut self) {
-        self.stop.request();
-        self.wal.want_checkpoint();
+        self.request_stop();
     }
 }
 
@@ -493,14 +503,7 @@ impl Database {
         let config = &self.inner.config;
         let mut tasks = self.inner.tasks.lock().expect("tasks");
         for pool in self.inner.pools.values() {
-            let handle = pool.spawn_background_writer(
-                &rt,
-                config
-                    .writer_interval_ns
-                    .max(crate::buffer::WRITER_INTERVAL_MIN_NS),
-                config.writer_batch_pages.max(1),
-                self.inner.stop.clone(),
-            );
+            let handle = pool.spawn_page_cleaner(&rt, &config.buffer);
             tasks.push(Box::new(move || {
                 let _ = handle.join();
             }));
@@ -706,8 +709,7 @@ impl Database {
     /// Write every dirty page and checkpoint, so the next open has nothing
     /// to redo; then stop the background tasks.
     pub fn close(self) -> Result<()> {
-        self.inner.stop.request();
-        self.inner.wal.want_checkpoint();
+        self.inner.request_stop();
         self.flush()?;
         let tasks: Vec<_> = std::mem::take(&mut *self.inner.tasks.lock().expect("tasks"));
         for join in tasks {
@@ -801,7 +803,6 @@ impl Database {
     /// Stop the background tasks without writing anything (for crash tests
     /// in the real world; in the simulated world a stopped run ends them).
     pub fn abandon(self) {
-        self.inner.stop.request();
-        self.inner.wal.want_checkpoint();
+        self.inner.request_stop();
     }
 }

@@ -16,7 +16,7 @@
 //! append-only streams, one per transaction, about one extent apart
 //! (lee2008 Figure 4(b)). A page is written to the device as soon as its
 //! segment has filled it, and not before: its image is installed in the
-//! buffer pool as an *append page* (BUF-10), which the background writer
+//! buffer pool as an *append page* (BUF-10), which the page cleaner
 //! and checkpoints leave alone until the segment seals it. Only an eviction
 //! (the segment idle, its page unpinned, the pool short of frames) writes a
 //! page before it is full; the page is then written again when it fills.

@@ -68,15 +68,16 @@ impl PageStore for InPlaceStore {
         &self,
         pages: &[(PageNo, &[u8])],
         scheduler: &flashlab_devices::scheduler::SchedulerConfig,
-    ) -> Result<()> {
+    ) -> Result<u64> {
         let batch: Vec<(u64, &[u8])> = pages
             .iter()
             .map(|&(page_no, image)| (self.offset_bytes(page_no), image))
             .collect();
-        flashlab_devices::scheduler::submit_batch(&*self.device, &batch, scheduler)?;
+        let dispatched =
+            flashlab_devices::scheduler::submit_batch(&*self.device, &batch, scheduler)?;
         self.pages_written
             .fetch_add(pages.len() as u64, Ordering::Relaxed);
-        Ok(())
+        Ok(dispatched.requests)
     }
 
     fn write_page(&self, page_no: PageNo, image: &[u8]) -> Result<()> {

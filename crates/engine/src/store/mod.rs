@@ -174,17 +174,18 @@ pub trait PageStore: Send + Sync {
 
     /// Write a batch of pages (page number, image), as the block layer's
     /// elevator stage would dispatch them (`scheduler`: sorted by address,
-    /// neighbours merged). The default writes page by page, in order.
+    /// neighbours merged); returns the device requests the batch took. The
+    /// default writes page by page, in order: a request a page.
     fn write_batch(
         &self,
         pages: &[(PageNo, &[u8])],
         scheduler: &flashlab_devices::scheduler::SchedulerConfig,
-    ) -> Result<()> {
+    ) -> Result<u64> {
         let _ = scheduler;
         for &(page_no, image) in pages {
             self.write_page(page_no, image)?;
         }
-        Ok(())
+        Ok(pages.len() as u64)
     }
 
     /// Write page `page_no`'s image. Durable after the next [`sync`].

@@ -134,7 +134,8 @@ pub fn faulty_data(
 pub fn quiet_config(data_device: &str, page_bytes: usize) -> DbConfig {
     let mut config = DbConfig::simple(data_device, "memory", page_bytes, 12 * page_bytes as u64);
     config.checkpoint_interval_ns = 0;
-    config.writer_interval_ns = 3600 * 1_000 * NS_PER_MS;
+    config.buffer.cleaner_interval_ns = 3600 * 1_000 * NS_PER_MS;
+    config.buffer.clean_target = 0.0;
     config.cpu = CpuCosts::free();
     config
 }
@@ -145,8 +146,8 @@ pub fn quiet_config(data_device: &str, page_bytes: usize) -> DbConfig {
 pub fn busy_config(pool_pages: u64) -> DbConfig {
     let mut config = DbConfig::simple("memory", "ssd-2008", 2048, pool_pages * 2048);
     config.checkpoint_interval_ns = 20 * NS_PER_MS;
-    config.writer_interval_ns = 5 * NS_PER_MS;
-    config.writer_batch_pages = 4;
+    config.buffer.cleaner_interval_ns = 5 * NS_PER_MS;
+    config.buffer.cleaner_batch_pages = 4;
     config
 }
 

@@ -17,7 +17,7 @@
 //!    workload with several clients, and cut the power at a seeded point
 //!    ([`Cut`]): a virtual instant, or the n-th I/O event of a kind issued by
 //!    a kind of task: a log write or flush by a committing client (inside a
-//!    group-commit force), a data-page write by the background writer or by
+//!    group-commit force), a data-page write by the page cleaner or by
 //!    an evicting client, the checkpointer's data flush, log force or
 //!    master-record write. Then every device crashes: each unflushed write
 //!    is kept, dropped or torn at a 512-byte boundary. Later epochs cut the
@@ -195,8 +195,12 @@ pub struct Scenario {
     pub pool_pages: u64,
     pub clients: u32,
     pub checkpoint_interval_ns: u64,
-    pub writer_interval_ns: u64,
-    pub writer_batch_pages: usize,
+    pub cleaner_interval_ns: u64,
+    pub cleaner_batch_pages: usize,
+    /// The page cleaner's clean target: 0, 0.05 or 0.125 of the frames,
+    /// chosen from the seed's bits alone (no draw of its own), so that the
+    /// other settings' draws do not depend on it.
+    pub clean_target: f64,
     pub commit_delay_ns: u64,
     /// Commits release their row locks before the force (DB-7); on for a
     /// third of the seeds, chosen from the seed alone so that the other
@@ -235,6 +239,10 @@ const IPL_SEED_SALT: u64 = 0x1b1_7007;
 
 /// One seed in this many runs its epochs with preemption at lock points.
 pub const PREEMPT_SEEDS_EVERY: u64 = 4;
+/// The page cleaner's clean targets a seed picks from (`seed / 3`, apart
+/// from `seed % 3`, which picks early lock release): off, a little, and
+/// the default.
+const CLEAN_TARGETS: [f64; 3] = [0.0, 0.05, flashlab_engine::config::CLEAN_TARGET_DEFAULT];
 
 /// With `--store mixed`, one seed in this many runs log-structured.
 pub const LOG_STRUCTURED_SEEDS_EVERY: u64 = 3;
@@ -367,8 +375,9 @@ impl Scenario {
             pool_pages: rng.random_range(24..=64),
             clients: rng.random_range(2..=CLIENTS_MAX),
             checkpoint_interval_ns: rng.random_range(5..=60) * NS_PER_MS,
-            writer_interval_ns: rng.random_range(1..=10) * NS_PER_MS,
-            writer_batch_pages: rng.random_range(1..=8),
+            cleaner_interval_ns: rng.random_range(1..=10) * NS_PER_MS,
+            cleaner_batch_pages: rng.random_range(1..=8),
+            clean_target: CLEAN_TARGETS[(seed / 3 % CLEAN_TARGETS.len() as u64) as usize],
             commit_delay_ns: *pick(&mut rng, &[0, 0, 0, 200_000]),
             early_lock_release: seed % 3 == 1,
             isolation: *pick(&mut rng, &[Isolation::Snapshot, Isolation::ReadCommitted]),
@@ -486,8 +495,9 @@ impl Scenario {
             self.pool_pages * self.page_bytes as u64,
         );
         config.checkpoint_interval_ns = self.checkpoint_interval_ns;
-        config.writer_interval_ns = self.writer_interval_ns;
-        config.writer_batch_pages = self.writer_batch_pages;
+        config.buffer.cleaner_interval_ns = self.cleaner_interval_ns;
+        config.buffer.cleaner_batch_pages = self.cleaner_batch_pages;
+        config.buffer.clean_target = self.clean_target;
         config.wal.commit_delay_ns = self.commit_delay_ns;
         config.wal.early_lock_release = self.early_lock_release;
         config.mvcc.isolation = self.isolation;
@@ -564,7 +574,7 @@ fn workload_cut(rng: &mut ChaCha8Rng) -> Cut {
         2 => trigger(IoEvent::LogFlush, "client", rng.random_range(1..=60)),
         3 => trigger(
             IoEvent::DataWrite,
-            "buffer-writer",
+            flashlab_engine::buffer::CLEANER_TASK_NAME,
             rng.random_range(1..=20),
         ),
         4 => trigger(IoEvent::DataWrite, "client", rng.random_range(1..=20)),
