@@ -139,127 +139,14 @@ pub struct SpaceConfig {
     pub mirror: Option<String>,
 }
 
-/// CPU prices of the engine's own events, charged in the simulated world
-/// ([`crate::cpu_prices`]; in the real world the CPU does the work).
-///
-/// A simulated transaction costs the sum of its events' prices: its begin
-/// and commit, each statement, each row a scan visits, each buffer page
-/// access, each page I/O request and its kilobytes, each kilobyte of log.
-/// The prices are a *system profile* ([`crate::cpu_calibration::Profile`]):
-/// what each event costs flashlab's own engine, measured by `flashlab
-/// calibrate` on the engine itself, times the profile's scale, plus the
-/// profile's fixed cost per transaction (charged with the commit). A
-/// profile fits at most two parameters, each to one declared published
-/// point of its own paper; the default is lee2008's server. No price is
-/// typed into the code: they come from the committed calibration file.
-/// Prices are ns at the profile's clock; [`CpuCosts::at_ghz`] moves them
-/// to another clock of the default profile's CPU.
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct CpuCosts {
-    /// Begin a transaction.
-    pub begin_ns: u64,
-    /// A point read through a B+tree (its page accesses apart).
-    pub get_ns: u64,
-    /// An insert, update or delete through a B+tree (its page accesses and
-    /// log bytes apart).
-    pub put_ns: u64,
-    /// Per row returned by a scan.
-    pub scan_row_ns: u64,
-    /// Commit processing (commit record, lock release), and the profile's
-    /// fixed cost per transaction.
-    pub commit_ns: u64,
-    /// A buffer page access (a fix of a resident or loaded page).
-    pub page_access_ns: u64,
-    /// A page I/O request to or from a data space (the I/O path's fixed part).
-    pub page_io_ns: u64,
-    /// Per KB of a page I/O request (copies, checksums).
-    pub page_io_ns_per_kb: u64,
-    /// Per KB of log record appended.
-    pub log_ns_per_kb: u64,
-}
-
-/// The prices of a [`CpuCosts`], one a kind of work.
-pub const CPU_PRICES: usize = 9;
+pub use crate::cpu_calibration::{CPU_COST_NS_MAX, CPU_PRICES, CpuCosts};
 
 /// Largest configuration file read (a whole database's layout is a few KB).
 pub const CONFIG_BYTES_MAX: u64 = 1 << 20;
-/// Largest CPU cost of one operation (one second): far above any real
-/// statement's, and low enough that sums over a run cannot overflow.
-pub const CPU_COST_NS_MAX: u64 = 1_000_000_000;
 /// Longest interval or delay a configuration may set (one day).
 pub const INTERVAL_NS_MAX: u64 = 86_400_000_000_000;
 
 pub use crate::cpu_calibration::REFERENCE_CPU_GHZ;
-
-impl Default for CpuCosts {
-    /// The default profile's prices ([`crate::cpu_calibration::default_profile`]).
-    fn default() -> Self {
-        crate::cpu_calibration::default_profile().costs()
-    }
-}
-
-impl CpuCosts {
-    /// Every price with its key, in the file's order.
-    pub fn named(&self) -> [(&'static str, u64); CPU_PRICES] {
-        [
-            ("begin_ns", self.begin_ns),
-            ("get_ns", self.get_ns),
-            ("put_ns", self.put_ns),
-            ("scan_row_ns", self.scan_row_ns),
-            ("commit_ns", self.commit_ns),
-            ("page_access_ns", self.page_access_ns),
-            ("page_io_ns", self.page_io_ns),
-            ("page_io_ns_per_kb", self.page_io_ns_per_kb),
-            ("log_ns_per_kb", self.log_ns_per_kb),
-        ]
-    }
-
-    /// The prices `values` gives in [`CpuCosts::named`]'s order.
-    pub fn from_values(values: [u64; CPU_PRICES]) -> CpuCosts {
-        CpuCosts {
-            begin_ns: values[0],
-            get_ns: values[1],
-            put_ns: values[2],
-            scan_row_ns: values[3],
-            commit_ns: values[4],
-            page_access_ns: values[5],
-            page_io_ns: values[6],
-            page_io_ns_per_kb: values[7],
-            log_ns_per_kb: values[8],
-        }
-    }
-
-    /// Every price multiplied by `factor` (rounded; `as` saturates, so a
-    /// cost at the limit on a slow clock stays finite).
-    pub fn scaled(&self, factor: f64) -> CpuCosts {
-        let f = |ns: u64| (ns as f64 * factor).round() as u64;
-        CpuCosts::from_values(self.named().map(|(_, ns)| f(ns)))
-    }
-
-    /// The default profile's work on its CPU clocked at `ghz` (costs scale
-    /// with 1/clock).
-    pub fn at_ghz(&self, ghz: f64) -> CpuCosts {
-        self.scaled(REFERENCE_CPU_GHZ / ghz.max(0.01))
-    }
-
-    /// Check every cost against [`CPU_COST_NS_MAX`], naming the key.
-    pub fn validate(&self) -> Result<()> {
-        for (key, ns) in self.named() {
-            if ns > CPU_COST_NS_MAX {
-                return Err(Error::Config(format!(
-                    "[cpu] {key} = {ns} is more than the limit of {CPU_COST_NS_MAX} ns"
-                )));
-            }
-        }
-        Ok(())
-    }
-
-    /// No CPU charges (for tests and loading).
-    pub fn free() -> CpuCosts {
-        CpuCosts::from_values([0; CPU_PRICES])
-    }
-}
 
 /// How a database is laid out and run.
 #[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
@@ -313,69 +200,12 @@ fn default_checkpoint_interval_ns() -> u64 {
     30_000_000_000
 }
 
-/// The page cleaner of each buffer pool (`[buffer]`; see
-/// `crate::buffer` and ARCHITECTURE.md, "The page cleaner").
-#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
-#[serde(default, deny_unknown_fields)]
-pub struct BufferConfig {
-    /// Share of the frames the cleaner keeps clean (or being cleaned) just
-    /// ahead of the CLOCK hand, 0 to 1; 0 turns that scan off and the
-    /// cleaner writes only the oldest dirty pages (for the checkpoint).
-    pub clean_target: f64,
-    /// Most pages of one cleaner batch (one log force, one sorted
-    /// dispatch), 1 to [`CLEANER_BATCH_PAGES_MAX`].
-    pub cleaner_batch_pages: usize,
-    /// The cleaner wakes this often (and when a miss meets a dirty victim);
-    /// at least `buffer::CLEANER_INTERVAL_MIN_NS` is kept.
-    pub cleaner_interval_ns: u64,
-}
-
-/// InnoDB's `innodb_lru_scan_depth` (1024) over the pages of one buffer
-/// pool instance (8192 of 16 KB in 128 MB): an eighth of the frames.
-pub const CLEAN_TARGET_DEFAULT: f64 = 0.125;
-/// 64 pages a batch: InnoDB's neighbour flush of one extent (64 pages).
-pub const CLEANER_BATCH_PAGES_DEFAULT: usize = 64;
-/// Most pages of one cleaner batch: the elevator's default queue of 128
-/// requests, eight times over.
-pub const CLEANER_BATCH_PAGES_MAX: usize = 1024;
-/// 100 ms: PostgreSQL's `bgwriter_delay` default is 200 ms, InnoDB's page
-/// cleaner runs once a second; a tenth of a second keeps small pools clean.
-pub const CLEANER_INTERVAL_NS_DEFAULT: u64 = 100_000_000;
-
-impl Default for BufferConfig {
-    fn default() -> Self {
-        BufferConfig {
-            clean_target: CLEAN_TARGET_DEFAULT,
-            cleaner_batch_pages: CLEANER_BATCH_PAGES_DEFAULT,
-            cleaner_interval_ns: CLEANER_INTERVAL_NS_DEFAULT,
-        }
-    }
-}
-
-impl BufferConfig {
-    /// Check each key; a one-line error names the key and the problem.
-    pub fn validate(&self) -> Result<()> {
-        if !(0.0..=1.0).contains(&self.clean_target) {
-            return Err(Error::Config(format!(
-                "[buffer] clean_target = {} must be a share of the frames from 0 to 1",
-                self.clean_target
-            )));
-        }
-        if !(1..=CLEANER_BATCH_PAGES_MAX).contains(&self.cleaner_batch_pages) {
-            return Err(Error::Config(format!(
-                "[buffer] cleaner_batch_pages = {} must be from 1 to {CLEANER_BATCH_PAGES_MAX} pages",
-                self.cleaner_batch_pages
-            )));
-        }
-        if self.cleaner_interval_ns > INTERVAL_NS_MAX {
-            return Err(Error::Config(format!(
-                "[buffer] cleaner_interval_ns = {} is more than the limit of {INTERVAL_NS_MAX} ns (a day)",
-                self.cleaner_interval_ns
-            )));
-        }
-        Ok(())
-    }
-}
+pub use crate::buffer::{
+    BufferConfig, CLEAN_TARGET_DEFAULT, CLEANER_BATCH_PAGES_DEFAULT, CLEANER_BATCH_PAGES_MAX,
+    CLEANER_INTERVAL_NS_DEFAULT,
+};
+// The cleaner's own copy of the interval limit.
+const _: () = assert!(crate::buffer::CLEANER_INTERVAL_NS_MAX == INTERVAL_NS_MAX);
 
 /// 256 KB: a multi-block read of a full scan.
 pub const READ_AHEAD_BYTES_DEFAULT: u64 = 256 << 10;

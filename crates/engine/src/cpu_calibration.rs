@@ -1,7 +1,7 @@
 //! # The CPU model's one calibration file
 //!
 //! The simulated CPU charges the engine's own events
-//! ([`crate::config::CpuCosts`]). Their prices come from two sources, both
+//! ([`crate::cpu_calibration::CpuCosts`]). Their prices come from two sources, both
 //! in one committed file, [`CALIBRATION_JSON`]:
 //!
 //! - **The engine's prices** ([`Price`]): what each event costs flashlab's
@@ -33,7 +33,123 @@ use std::sync::OnceLock;
 
 use serde::{Deserialize, Serialize};
 
-use crate::config::CpuCosts;
+use crate::error::{Error, Result};
+
+/// CPU prices of the engine's own events, charged in the simulated world
+/// ([`crate::cpu_prices`]; in the real world the CPU does the work).
+///
+/// A simulated transaction costs the sum of its events' prices: its begin
+/// and commit, each statement, each row a scan visits, each buffer page
+/// access, each page I/O request and its kilobytes, each kilobyte of log.
+/// The prices are a *system profile* ([`crate::cpu_calibration::Profile`]):
+/// what each event costs flashlab's own engine, measured by `flashlab
+/// calibrate` on the engine itself, times the profile's scale, plus the
+/// profile's fixed cost per transaction (charged with the commit). A
+/// profile fits at most two parameters, each to one declared published
+/// point of its own paper; the default is lee2008's server. No price is
+/// typed into the code: they come from the committed calibration file.
+/// Prices are ns at the profile's clock; [`CpuCosts::at_ghz`] moves them
+/// to another clock of the default profile's CPU.
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct CpuCosts {
+    /// Begin a transaction.
+    pub begin_ns: u64,
+    /// A point read through a B+tree (its page accesses apart).
+    pub get_ns: u64,
+    /// An insert, update or delete through a B+tree (its page accesses and
+    /// log bytes apart).
+    pub put_ns: u64,
+    /// Per row returned by a scan.
+    pub scan_row_ns: u64,
+    /// Commit processing (commit record, lock release), and the profile's
+    /// fixed cost per transaction.
+    pub commit_ns: u64,
+    /// A buffer page access (a fix of a resident or loaded page).
+    pub page_access_ns: u64,
+    /// A page I/O request to or from a data space (the I/O path's fixed part).
+    pub page_io_ns: u64,
+    /// Per KB of a page I/O request (copies, checksums).
+    pub page_io_ns_per_kb: u64,
+    /// Per KB of log record appended.
+    pub log_ns_per_kb: u64,
+}
+
+/// The prices of a [`CpuCosts`], one a kind of work.
+pub const CPU_PRICES: usize = 9;
+
+/// Largest CPU cost of one operation (one second): far above any real
+/// statement's, and low enough that sums over a run cannot overflow.
+pub const CPU_COST_NS_MAX: u64 = 1_000_000_000;
+
+impl Default for CpuCosts {
+    /// The default profile's prices ([`crate::cpu_calibration::default_profile`]).
+    fn default() -> Self {
+        crate::cpu_calibration::default_profile().costs()
+    }
+}
+
+impl CpuCosts {
+    /// Every price with its key, in the file's order.
+    pub fn named(&self) -> [(&'static str, u64); CPU_PRICES] {
+        [
+            ("begin_ns", self.begin_ns),
+            ("get_ns", self.get_ns),
+            ("put_ns", self.put_ns),
+            ("scan_row_ns", self.scan_row_ns),
+            ("commit_ns", self.commit_ns),
+            ("page_access_ns", self.page_access_ns),
+            ("page_io_ns", self.page_io_ns),
+            ("page_io_ns_per_kb", self.page_io_ns_per_kb),
+            ("log_ns_per_kb", self.log_ns_per_kb),
+        ]
+    }
+
+    /// The prices `values` gives in [`CpuCosts::named`]'s order.
+    pub fn from_values(values: [u64; CPU_PRICES]) -> CpuCosts {
+        CpuCosts {
+            begin_ns: values[0],
+            get_ns: values[1],
+            put_ns: values[2],
+            scan_row_ns: values[3],
+            commit_ns: values[4],
+            page_access_ns: values[5],
+            page_io_ns: values[6],
+            page_io_ns_per_kb: values[7],
+            log_ns_per_kb: values[8],
+        }
+    }
+
+    /// Every price multiplied by `factor` (rounded; `as` saturates, so a
+    /// cost at the limit on a slow clock stays finite).
+    pub fn scaled(&self, factor: f64) -> CpuCosts {
+        let f = |ns: u64| (ns as f64 * factor).round() as u64;
+        CpuCosts::from_values(self.named().map(|(_, ns)| f(ns)))
+    }
+
+    /// The default profile's work on its CPU clocked at `ghz` (costs scale
+    /// with 1/clock).
+    pub fn at_ghz(&self, ghz: f64) -> CpuCosts {
+        self.scaled(REFERENCE_CPU_GHZ / ghz.max(0.01))
+    }
+
+    /// Check every cost against [`CPU_COST_NS_MAX`], naming the key.
+    pub fn validate(&self) -> Result<()> {
+        for (key, ns) in self.named() {
+            if ns > CPU_COST_NS_MAX {
+                return Err(Error::Config(format!(
+                    "[cpu] {key} = {ns} is more than the limit of {CPU_COST_NS_MAX} ns"
+                )));
+            }
+        }
+        Ok(())
+    }
+
+    /// No CPU charges (for tests and loading).
+    pub fn free() -> CpuCosts {
+        CpuCosts::from_values([0; CPU_PRICES])
+    }
+}
 
 /// The committed calibration, compiled in.
 pub const CALIBRATION_JSON: &str = include_str!("../data/cpu-calibration.json");

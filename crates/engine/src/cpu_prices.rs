@@ -1,7 +1,7 @@
 //! # The CPU prices in force, shared by everything that does priced work
 //!
 //! The simulated world charges CPU time for the engine's own events
-//! ([`crate::config::CpuCosts`]): a transaction's begin and commit, a
+//! ([`crate::cpu_calibration::CpuCosts`]): a transaction's begin and commit, a
 //! statement, a row a scan visits, a buffer page access, a page I/O
 //! request and its kilobytes, and a kilobyte of log. The database, its
 //! buffer pools and its log share one [`CpuPrices`], so a change of prices
@@ -22,7 +22,7 @@ use std::sync::atomic::{AtomicU64, Ordering};
 
 use flashlab_runtime::Rt;
 
-use crate::config::CpuCosts;
+use crate::cpu_calibration::CpuCosts;
 
 /// One priced event (an index into [`CpuPrices`]).
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -39,7 +39,7 @@ pub enum Price {
 }
 
 /// How many prices there are.
-const PRICES: usize = crate::config::CPU_PRICES;
+const PRICES: usize = crate::cpu_calibration::CPU_PRICES;
 
 /// The prices in force. See the module documentation.
 #[derive(Debug)]

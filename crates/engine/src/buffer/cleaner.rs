@@ -30,14 +30,82 @@
 use std::sync::Arc;
 
 use flashlab_runtime::{Condvar, JoinHandle, Mutex, Rt};
-use serde::Serialize;
 
 use super::io::Wait;
 use super::meta::Share;
 use super::{BufferPool, Core, FRAMES_MIN};
-use crate::config::BufferConfig;
+use crate::error::Error;
 use crate::error::Result;
 use crate::page::PageId;
+use serde::{Deserialize, Serialize};
+
+/// Longest interval a configuration may give the cleaner (one day, the
+/// configuration's limit on every interval).
+pub const CLEANER_INTERVAL_NS_MAX: u64 = 86_400_000_000_000;
+
+/// The page cleaner of each buffer pool (`[buffer]`; see
+/// `crate::buffer` and ARCHITECTURE.md, "The page cleaner").
+#[derive(Clone, Debug, PartialEq, Serialize, Deserialize)]
+#[serde(default, deny_unknown_fields)]
+pub struct BufferConfig {
+    /// Share of the frames the cleaner keeps clean (or being cleaned) just
+    /// ahead of the CLOCK hand, 0 to 1; 0 turns that scan off and the
+    /// cleaner writes only the oldest dirty pages (for the checkpoint).
+    pub clean_target: f64,
+    /// Most pages of one cleaner batch (one log force, one sorted
+    /// dispatch), 1 to [`CLEANER_BATCH_PAGES_MAX`].
+    pub cleaner_batch_pages: usize,
+    /// The cleaner wakes this often (and when a miss meets a dirty victim);
+    /// at least `buffer::CLEANER_INTERVAL_MIN_NS` is kept.
+    pub cleaner_interval_ns: u64,
+}
+
+/// InnoDB's `innodb_lru_scan_depth` (1024) over the pages of one buffer
+/// pool instance (8192 of 16 KB in 128 MB): an eighth of the frames.
+pub const CLEAN_TARGET_DEFAULT: f64 = 0.125;
+/// 64 pages a batch: InnoDB's neighbour flush of one extent (64 pages).
+pub const CLEANER_BATCH_PAGES_DEFAULT: usize = 64;
+/// Most pages of one cleaner batch: the elevator's default queue of 128
+/// requests, eight times over.
+pub const CLEANER_BATCH_PAGES_MAX: usize = 1024;
+/// 100 ms: PostgreSQL's `bgwriter_delay` default is 200 ms, InnoDB's page
+/// cleaner runs once a second; a tenth of a second keeps small pools clean.
+pub const CLEANER_INTERVAL_NS_DEFAULT: u64 = 100_000_000;
+
+impl Default for BufferConfig {
+    fn default() -> Self {
+        BufferConfig {
+            clean_target: CLEAN_TARGET_DEFAULT,
+            cleaner_batch_pages: CLEANER_BATCH_PAGES_DEFAULT,
+            cleaner_interval_ns: CLEANER_INTERVAL_NS_DEFAULT,
+        }
+    }
+}
+
+impl BufferConfig {
+    /// Check each key; a one-line error names the key and the problem.
+    pub fn validate(&self) -> Result<()> {
+        if !(0.0..=1.0).contains(&self.clean_target) {
+            return Err(Error::Config(format!(
+                "[buffer] clean_target = {} must be a share of the frames from 0 to 1",
+                self.clean_target
+            )));
+        }
+        if !(1..=CLEANER_BATCH_PAGES_MAX).contains(&self.cleaner_batch_pages) {
+            return Err(Error::Config(format!(
+                "[buffer] cleaner_batch_pages = {} must be from 1 to {CLEANER_BATCH_PAGES_MAX} pages",
+                self.cleaner_batch_pages
+            )));
+        }
+        if self.cleaner_interval_ns > CLEANER_INTERVAL_NS_MAX {
+            return Err(Error::Config(format!(
+                "[buffer] cleaner_interval_ns = {} is more than the limit of {CLEANER_INTERVAL_NS_MAX} ns (a day)",
+                self.cleaner_interval_ns
+            )));
+        }
+        Ok(())
+    }
+}
 
 /// The shortest interval between rounds of the page cleaner, so that an
 /// interval of 0 cannot spin without virtual time passing.

@@ -192,7 +192,9 @@ use crate::error::{Error, Result};
 use crate::page::{self, PAGE_BODY_OFFSET, PageId, SpaceId};
 use crate::store::{InPlaceStore, PageStore};
 pub use cleaner::{
-    CLEANER_INTERVAL_MIN_NS, CLEANER_TASK_NAME, CLEANER_TASKS, CleanerReport, WriterStop,
+    BufferConfig, CLEAN_TARGET_DEFAULT, CLEANER_BATCH_PAGES_DEFAULT, CLEANER_BATCH_PAGES_MAX,
+    CLEANER_INTERVAL_MIN_NS, CLEANER_INTERVAL_NS_DEFAULT, CLEANER_INTERVAL_NS_MAX,
+    CLEANER_TASK_NAME, CLEANER_TASKS, CleanerReport, WriterStop,
 };
 use io::{Source, Wait};
 use meta::{Meta, Space};
