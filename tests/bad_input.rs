@@ -251,6 +251,39 @@ const ROWS: &[Row] = &[
         message: &["cpu.toml", "[cpu] commit_ns", "limit"],
     },
     Row {
+        what: "a page cleaner that keeps more than every frame clean",
+        args: &["bench", "update-commit", "--config", "{dir}/clean.toml"],
+        files: &[(
+            "clean.toml",
+            "[[data]]\nname = \"data\"\npage_bytes = 8192\ndevice = \"memory\"\n\n\
+             [log]\ndevice = \"memory\"\n\n[buffer]\nclean_target = 1.5\n",
+        )],
+        exit: 2,
+        message: &["clean.toml", "[buffer] clean_target"],
+    },
+    Row {
+        what: "a page cleaner batch of no pages",
+        args: &["bench", "update-commit", "--config", "{dir}/batch.toml"],
+        files: &[(
+            "batch.toml",
+            "[[data]]\nname = \"data\"\npage_bytes = 8192\ndevice = \"memory\"\n\n\
+             [log]\ndevice = \"memory\"\n\n[buffer]\ncleaner_batch_pages = 0\n",
+        )],
+        exit: 2,
+        message: &["batch.toml", "[buffer] cleaner_batch_pages"],
+    },
+    Row {
+        what: "the background writer's key the page cleaner replaced",
+        args: &["bench", "update-commit", "--config", "{dir}/old.toml"],
+        files: &[(
+            "old.toml",
+            "[[data]]\nname = \"data\"\npage_bytes = 8192\ndevice = \"memory\"\n\n\
+             [log]\ndevice = \"memory\"\n\n[buffer]\nwriter_interval_ns = 5\n",
+        )],
+        exit: 2,
+        message: &["old.toml", "writer_interval_ns"],
+    },
+    Row {
         what: "a configuration error names the file as well as the space",
         args: &["bench", "update-commit", "--config", "{dir}/buf.toml"],
         files: &[(
