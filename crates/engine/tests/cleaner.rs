@@ -10,12 +10,11 @@ use std::sync::atomic::{AtomicU32, Ordering};
 
 use flashlab_devices::fault::{CutTrigger, FaultPlan, IoEvent};
 use flashlab_engine::buffer::CLEANER_TASK_NAME;
-use flashlab_engine::db::verify::verify;
 use flashlab_engine::{BufferConfig, Database, DbConfig};
 use flashlab_runtime::{NS_PER_MS, NS_PER_S, Sim, SimConfig};
 
 mod common;
-use common::{Rig, faulty_data, load_table, row_key as key, row_value, run};
+use common::{Rig, check_cut_rows, faulty_data, load_table, row_key as key, row_value, run};
 
 const PAGE_BYTES: usize = 2048;
 const POOL_PAGES: u64 = 16;
@@ -110,28 +109,7 @@ fn check_rows(rig: &Rig, version: u32, acked: u32) {
     let devices = rig.devices();
     run(move || {
         let db = Database::open_with(&config(), devices).unwrap();
-        let t = db.table("t").unwrap();
-        let mut txn = db.begin().unwrap();
-        for i in 0..ROWS {
-            let got = txn.get(&t, &key(i)).unwrap();
-            if i < acked {
-                assert_eq!(
-                    got,
-                    Some(value(i, version)),
-                    "row {i}: an acknowledged commit lost"
-                );
-            } else if i > acked {
-                assert_eq!(got, Some(value(i, 0)), "row {i}: an uncommitted effect");
-            } else {
-                assert!(
-                    got == Some(value(i, 0)) || got == Some(value(i, version)),
-                    "row {i}"
-                );
-            }
-        }
-        txn.commit().unwrap();
-        let report = verify(&db).unwrap();
-        assert!(report.ok(), "{:?}", report.problems);
+        check_cut_rows(&db, ROWS, acked, version, value);
         db.close().unwrap();
     });
 }

@@ -24,7 +24,9 @@ const ROWS: u32 = 600;
 const NAND_BYTES: u64 = 8 << 20;
 
 mod common;
-use common::{Rig, commit_each, load_table, quiet_config, row_key as key, row_value, run};
+use common::{
+    Rig, check_cut_rows, commit_each, load_table, quiet_config, row_key as key, row_value, run,
+};
 
 /// A rig with the data space on raw NAND.
 fn rig(plan: FaultPlan) -> Rig {
@@ -117,28 +119,7 @@ fn check_rows_after_repairs(rig: &Rig, version: u32, acked: u32) -> (RecoveryRep
             let active = counters.iter().find(|(n, _)| *n == "active_transactions");
             assert_eq!(active.map_or(0.0, |(_, v)| *v), 0.0, "space {space}");
         }
-        let t = db.table("t").unwrap();
-        let mut txn = db.begin().unwrap();
-        for i in 0..ROWS {
-            let got = txn.get(&t, &key(i)).unwrap();
-            if i < acked {
-                assert_eq!(
-                    got,
-                    Some(value(i, version)),
-                    "row {i}: an acknowledged commit lost"
-                );
-            } else if i > acked {
-                assert_eq!(got, Some(value(i, 0)), "row {i}: an uncommitted effect");
-            } else {
-                assert!(
-                    got == Some(value(i, 0)) || got == Some(value(i, version)),
-                    "row {i}"
-                );
-            }
-        }
-        txn.commit().unwrap();
-        let report = verify(&db).unwrap();
-        assert!(report.ok(), "{:?}", report.problems);
+        check_cut_rows(&db, ROWS, acked, version, value);
         db.close().unwrap();
         assert_eq!(
             recovery.ipl_pages_redone, 0,

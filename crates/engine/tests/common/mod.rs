@@ -213,6 +213,41 @@ pub fn check_table(
     assert!(report.ok(), "{:?}", report.problems);
 }
 
+/// After a power cut during commits of `version` in key order: rows below
+/// `acked` hold `value(i, version)` (acknowledged), rows above it
+/// `value(i, 0)`, row `acked` either (its commit was in doubt); `verify`
+/// finds nothing.
+pub fn check_cut_rows(
+    db: &Database,
+    rows: u32,
+    acked: u32,
+    version: u32,
+    value: impl Fn(u32, u32) -> Vec<u8>,
+) {
+    let t = db.table("t").unwrap();
+    let mut txn = db.begin().unwrap();
+    for i in 0..rows {
+        let got = txn.get(&t, &row_key(i)).unwrap();
+        if i < acked {
+            assert_eq!(
+                got,
+                Some(value(i, version)),
+                "row {i}: an acknowledged commit lost"
+            );
+        } else if i > acked {
+            assert_eq!(got, Some(value(i, 0)), "row {i}: an uncommitted effect");
+        } else {
+            assert!(
+                got == Some(value(i, 0)) || got == Some(value(i, version)),
+                "row {i}"
+            );
+        }
+    }
+    txn.commit().unwrap();
+    let report = verify(db).unwrap();
+    assert!(report.ok(), "{:?}", report.problems);
+}
+
 /// The offset of the last 512-byte sector of a log file image that is not
 /// all zeros (the master region, the first 4 KB, left out).
 pub fn last_written_log_sector(log: &[u8]) -> usize {
