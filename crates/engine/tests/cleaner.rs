@@ -5,16 +5,16 @@
 //! device before the log records it carries (WAL-before-data, BUF-2,
 //! CLEAN-2), which the rig's checker verifies on every data write.
 
-use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
-
 use flashlab_devices::fault::{CutTrigger, FaultPlan, IoEvent};
 use flashlab_engine::buffer::CLEANER_TASK_NAME;
 use flashlab_engine::{BufferConfig, Database, DbConfig};
-use flashlab_runtime::{NS_PER_MS, NS_PER_S, Sim, SimConfig};
+use flashlab_runtime::NS_PER_MS;
 
 mod common;
-use common::{Rig, check_cut_rows, faulty_data, load_table, row_key as key, row_value, run};
+use common::{
+    Rig, check_cut_rows, faulty_data, load_table, row_key as key, row_value, run,
+    update_each_until_cut,
+};
 
 const PAGE_BYTES: usize = 2048;
 const POOL_PAGES: u64 = 16;
@@ -78,29 +78,9 @@ fn loaded_rig_cut_at(nth: u64, seed: u64) -> Rig {
 /// Update every row to `version`, one commit each, until the power goes;
 /// returns the commits acknowledged and the pages the cleaner wrote.
 fn update_until_cut(rig: &Rig, version: u32) -> (u32, u64) {
-    let devices = rig.devices();
-    let acked = Arc::new(AtomicU32::new(0));
-    let cleaned = Arc::new(std::sync::Mutex::new(0));
-    let (a, c) = (acked.clone(), cleaned.clone());
-    let sim = SimConfig {
-        deadline_ns: Some(600 * NS_PER_S),
-        ..SimConfig::default()
-    };
-    let _ = Sim::run(sim, move |_| {
-        let db = Database::open_with(&config(), devices).unwrap();
-        let t = db.table("t").unwrap();
-        for i in 0..ROWS {
-            let mut txn = db.begin().unwrap();
-            txn.put(&t, &key(i), &value(i, version)).unwrap();
-            txn.commit().unwrap();
-            a.store(i + 1, Ordering::SeqCst);
-            *c.lock().unwrap() = db.stats().buffers.values().map(|b| b.cleaner_pages).sum();
-        }
-        db.abandon();
-    })
-    .unwrap();
-    let cleaned = *cleaned.lock().unwrap();
-    (acked.load(Ordering::SeqCst), cleaned)
+    let cleaned = |db: &Database| db.stats().buffers.values().map(|b| b.cleaner_pages).sum();
+    let value = move |i| value(i, version);
+    update_each_until_cut(rig.devices(), config(), ROWS, value, cleaned, |_| {})
 }
 
 /// Rows below `acked` at `version`, rows above it at 0, row `acked` at

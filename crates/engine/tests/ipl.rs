@@ -9,7 +9,6 @@
 //! force marker's L*, and transactions that ended beyond it undone.
 
 use std::sync::Arc;
-use std::sync::atomic::{AtomicU32, Ordering};
 
 use flashlab_devices::fault::{CutTrigger, FaultPlan, FaultyDevice, IoEvent, Role};
 use flashlab_devices::nand_device::{NandDevice, NandSpec};
@@ -26,6 +25,7 @@ const NAND_BYTES: u64 = 8 << 20;
 mod common;
 use common::{
     Rig, check_cut_rows, commit_each, load_table, quiet_config, row_key as key, row_value, run,
+    update_each_until_cut,
 };
 
 /// A rig with the data space on raw NAND.
@@ -154,34 +154,17 @@ fn damage_on_flash(rig: &Rig, needle: &[u8]) -> usize {
 
 /// Update every row, one commit each, until the power goes (if armed).
 fn update_until_cut(rig: &Rig, version: u32) -> (u32, f64) {
-    let devices = rig.devices();
-    let acked = Arc::new(AtomicU32::new(0));
-    let merges = Arc::new(std::sync::Mutex::new(0.0));
-    let (a, m) = (acked.clone(), merges.clone());
-    let sim = SimConfig {
-        deadline_ns: Some(600 * NS_PER_S),
-        ..SimConfig::default()
-    };
-    let _ = Sim::run(sim, move |_| {
-        let db = Database::open_with(&config(), devices).unwrap();
+    let merges = |db: &Database| counter(db, "merges");
+    // An uncommitted change: never visible after the crash.
+    let uncommitted = |db: &Database| {
         let t = db.table("t").unwrap();
-        for i in 0..ROWS {
-            let mut txn = db.begin().unwrap();
-            txn.put(&t, &key(i), &value(i, version)).unwrap();
-            txn.commit().unwrap();
-            a.store(i + 1, Ordering::SeqCst);
-            *m.lock().unwrap() = counter(&db, "merges");
-        }
-        // An uncommitted change: never visible after the crash.
         let mut txn = db.begin().unwrap();
         txn.put(&t, &key(0), &value(0, 999)).unwrap();
         db.flush().unwrap();
         std::mem::forget(txn);
-        db.abandon();
-    })
-    .unwrap();
-    let merges = *merges.lock().unwrap();
-    (acked.load(Ordering::SeqCst), merges)
+    };
+    let value = move |i| value(i, version);
+    update_each_until_cut(rig.devices(), config(), ROWS, value, merges, uncommitted)
 }
 
 /// IPL pages restart without redo (issue 14): with every unflushed

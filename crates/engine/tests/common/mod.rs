@@ -213,6 +213,43 @@ pub fn check_table(
     assert!(report.ok(), "{:?}", report.problems);
 }
 
+/// In a simulation of up to 600 s, update rows `0..rows` of table `t` to
+/// `value(i)`, one commit each, until the power goes, noting `observe` of
+/// the database after each commit; `finish` runs if the power never went.
+/// Returns the commits acknowledged and the last observation.
+pub fn update_each_until_cut<T: Default + Send + 'static>(
+    devices: Devices,
+    config: DbConfig,
+    rows: u32,
+    value: impl Fn(u32) -> Vec<u8> + Send + 'static,
+    observe: impl Fn(&Database) -> T + Send + 'static,
+    finish: impl FnOnce(&Database) + Send + 'static,
+) -> (u32, T) {
+    let acked = Arc::new(std::sync::atomic::AtomicU32::new(0));
+    let seen = Arc::new(std::sync::Mutex::new(T::default()));
+    let (a, s) = (acked.clone(), seen.clone());
+    let sim = SimConfig {
+        deadline_ns: Some(600 * flashlab_runtime::NS_PER_S),
+        ..SimConfig::default()
+    };
+    let _ = Sim::run(sim, move |_| {
+        let db = Database::open_with(&config, devices).unwrap();
+        let t = db.table("t").unwrap();
+        for i in 0..rows {
+            let mut txn = db.begin().unwrap();
+            txn.put(&t, &row_key(i), &value(i)).unwrap();
+            txn.commit().unwrap();
+            a.store(i + 1, std::sync::atomic::Ordering::SeqCst);
+            *s.lock().unwrap() = observe(&db);
+        }
+        finish(&db);
+        db.abandon();
+    })
+    .unwrap();
+    let seen = std::mem::take(&mut *seen.lock().unwrap());
+    (acked.load(std::sync::atomic::Ordering::SeqCst), seen)
+}
+
 /// After a power cut during commits of `version` in key order: rows below
 /// `acked` hold `value(i, version)` (acknowledged), rows above it
 /// `value(i, 0)`, row `acked` either (its commit was in doubt); `verify`
