@@ -88,13 +88,16 @@ pub const CPUS: [u32; 3] = [1, 2, 4];
 #[derive(Clone, Copy, Debug)]
 struct Sweep {
     /// The loads swept first, in the paper's warehouses (each run uses a
-    /// tenth as many).
-    first: &'static [u32],
+    /// tenth as many), by the cell's CPUs (in [`CPUS`]' order).
+    first: [&'static [u32]; CPUS.len()],
     /// Past the paper's 800 warehouses the load rises by this step, every
     /// warehouse active and its terminals thinking proportionally less
     /// (see [`options`]), until the sweep has passed its peak
     /// ([`swept_past_peak`]).
     step: u32,
+    /// Points past the peak, none rising by [`RISE_MIN`], that end the
+    /// sweep.
+    past_peak_points: usize,
     /// Warm-up and measured time of each run (simulated).
     warmup_ns: u64,
     duration_ns: u64,
@@ -110,21 +113,28 @@ struct Sweep {
 /// its drawn share: shorter windows count too few of the long Delivery and
 /// Stock-Level transactions, and so too little CPU per New-Order.
 const FULL: Sweep = Sweep {
-    first: &[200, 400, 600, 800],
+    first: [&[200, 400, 600, 800]; CPUS.len()],
     step: 400,
+    past_peak_points: 2,
     warmup_ns: 10 * NS_PER_S,
     duration_ns: 20 * NS_PER_S,
 };
 
-/// `--quick`'s sweep: half the points, steps twice as long, and the full
-/// run's warm-up with half its measurement (the warm-up is what keeps the
-/// mix steady, see [`FULL`]). Its maxima lie on a coarser grid, so its
-/// verdicts are indicative (the full run is the reference).
+/// `--quick`'s sweep: two first loads a cell, placed where each CPU count
+/// saturates (a CPU of the profile is busy at about 400 of the paper's
+/// warehouses), steps twice as long, one flat point past the peak, and
+/// 6 s of warm-up and 6 s measured, about one terminal cycle each. The
+/// rule still holds: the sweep goes past its peak on both sides, below its
+/// first load if it must. The windows are too short to count every
+/// transaction type in its share (see [`FULL`]) and the maxima lie on a
+/// coarser grid, so its verdicts are indicative (the full run is the
+/// reference).
 const QUICK: Sweep = Sweep {
-    first: &[400, 800],
+    first: [&[400, 800], &[800, 1600], &[1600, 3200]],
     step: 800,
-    warmup_ns: 10 * NS_PER_S,
-    duration_ns: 10 * NS_PER_S,
+    past_peak_points: 1,
+    warmup_ns: 6 * NS_PER_S,
+    duration_ns: 6 * NS_PER_S,
 };
 
 fn sweep(ctx: &RunContext) -> &'static Sweep {
@@ -137,8 +147,6 @@ const SWEEP_MAX: u32 = 4000;
 /// A point counts as a rise only when it beats the best before it by this
 /// much (a run's own noise is about a percent).
 const RISE_MIN: f64 = 0.02;
-/// Points past the peak, none rising by [`RISE_MIN`], that end the sweep.
-const PAST_PEAK_POINTS: usize = 2;
 /// The cell whose maximum petrov2010's CPU profile is fitted to
 /// (`flashlab calibrate`), and its calibration check.
 pub(crate) const FITTED_CELL: Cell = Cell {
@@ -318,8 +326,10 @@ pub fn study(ctx: &RunContext) -> anyhow::Result<Arc<Study>> {
 
 fn run_study(ctx: &RunContext) -> anyhow::Result<Study> {
     // The sweeps' lengths are found as they run: the total is a forecast.
-    let steps =
-        ctx.steps(PAGE_BYTES.len() + cells().len() * (sweep(ctx).first.len() + PAST_PEAK_POINTS));
+    let steps = ctx.steps(
+        PAGE_BYTES.len()
+            + cells().len() * (sweep(ctx).first[0].len() + sweep(ctx).past_peak_points),
+    );
     let loaded = run_parallel(ctx, &PAGE_BYTES, |&page_bytes| {
         let cell = Cell {
             page_bytes,
@@ -336,7 +346,7 @@ fn run_study(ctx: &RunContext) -> anyhow::Result<Study> {
     let curves = run_parallel(ctx, &cells(), |&cell| {
         let image = &images[&cell.page_bytes];
         let mut curve: Vec<Point> = Vec::new();
-        while let Some(warehouses) = next_load(&loads(&curve), sweep(ctx)) {
+        while let Some(warehouses) = next_load(&loads(&curve), sweep(ctx), cell.cpus) {
             let report = bench(&options(ctx, cell, warehouses, Some(image.clone())), |_| {})?;
             steps.tick();
             curve.push(point(cell, warehouses, &report));
@@ -368,10 +378,11 @@ pub fn swept_past_peak(curve: &[(u32, f64)]) -> bool {
 
 /// The next load to run after `curve` (in load order), or `None` when the
 /// sweep is done: it has passed its peak on both sides and its last
-/// [`PAST_PEAK_POINTS`] loads each failed to beat the best before them by
-/// [`RISE_MIN`], or it reached [`SWEEP_MAX`].
-fn next_load(curve: &[(u32, f64)], sweep: &Sweep) -> Option<u32> {
-    if let Some(&first) = sweep.first.get(curve.len()) {
+/// `past_peak_points` loads each failed to beat the best before them by
+/// [`RISE_MIN`], or it reached [`SWEEP_MAX`]. `cpus` picks the first loads.
+fn next_load(curve: &[(u32, f64)], sweep: &Sweep, cpus: u32) -> Option<u32> {
+    let by_cpus = CPUS.iter().position(|&n| n == cpus).unwrap_or(0);
+    if let Some(&first) = sweep.first[by_cpus].get(curve.len()) {
         return Some(first);
     }
     let top = peak(curve)?;
@@ -390,7 +401,7 @@ fn next_load(curve: &[(u32, f64)], sweep: &Sweep) -> Option<u32> {
         .next_back()
         .unwrap_or(curve.len() - 1);
     let last = curve.last()?.0;
-    if (flat >= PAST_PEAK_POINTS && swept_past_peak(curve)) || last >= SWEEP_MAX {
+    if (flat >= sweep.past_peak_points && swept_past_peak(curve)) || last >= SWEEP_MAX {
         return None;
     }
     Some((last + sweep.step).min(SWEEP_MAX))
@@ -497,7 +508,7 @@ mod tests {
     fn the_sweep_goes_past_the_peak_on_both_sides() {
         let rising = |w: u32| f64::from(w.min(1600));
         let mut curve: Vec<(u32, f64)> = Vec::new();
-        while let Some(w) = next_load(&curve, &FULL) {
+        while let Some(w) = next_load(&curve, &FULL, 1) {
             curve.push((w, rising(w)));
             curve.sort_by_key(|p| p.0);
         }
@@ -506,7 +517,7 @@ mod tests {
         assert!(swept_past_peak(&curve));
         let falling = |w: u32| 1e6 / f64::from(w);
         let mut curve: Vec<(u32, f64)> = Vec::new();
-        while let Some(w) = next_load(&curve, &FULL) {
+        while let Some(w) = next_load(&curve, &FULL, 1) {
             curve.push((w, falling(w)));
             curve.sort_by_key(|p| p.0);
         }
@@ -514,22 +525,24 @@ mod tests {
         assert!(!swept_past_peak(&curve), "the peak is the lowest load");
         let endless = |w: u32| f64::from(w);
         let mut curve: Vec<(u32, f64)> = Vec::new();
-        while let Some(w) = next_load(&curve, &FULL) {
+        while let Some(w) = next_load(&curve, &FULL, 1) {
             curve.push((w, endless(w)));
         }
         assert_eq!(curve.last().unwrap().0, SWEEP_MAX);
         assert!(!swept_past_peak(&curve));
-        let mut curve: Vec<(u32, f64)> = Vec::new();
-        while let Some(w) = next_load(&curve, &QUICK) {
-            curve.push((w, rising(w)));
-            curve.sort_by_key(|p| p.0);
+        // A flat start at 4 CPUs sends the sweep below its first load.
+        for (cpus, expected) in [
+            (1, &[400, 800, 1600, 2400][..]),
+            (4, &[100, 1600, 3200][..]),
+        ] {
+            let mut curve: Vec<(u32, f64)> = Vec::new();
+            while let Some(w) = next_load(&curve, &QUICK, cpus) {
+                curve.push((w, rising(w)));
+                curve.sort_by_key(|p| p.0);
+            }
+            let loads: Vec<u32> = curve.iter().map(|p| p.0).collect();
+            assert_eq!(loads, expected, "--quick's coarser sweep at {cpus} CPUs");
         }
-        let loads: Vec<u32> = curve.iter().map(|p| p.0).collect();
-        assert_eq!(
-            loads,
-            [400, 800, 1600, 2400, 3200],
-            "--quick's coarser sweep"
-        );
     }
 
     /// Past 800 warehouses every warehouse is active and the terminals
