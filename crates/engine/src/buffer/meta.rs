@@ -16,7 +16,7 @@ use crate::store::PageStore;
 
 use super::BufferStats;
 use super::table::Hot;
-use crate::page::PageId;
+use crate::page::{PageId, PageNo};
 
 /// Sweeps of the CLOCK hand over every frame before a miss gives up: the
 /// first sweep may do nothing but clear reference bits.
@@ -159,8 +159,15 @@ pub(super) enum Victim {
     Exhausted,
 }
 
-/// The frames one page cleaner task owns: those whose number is `index`
-/// modulo `of` (CLEAN-7).
+/// Pages of one cleaner extent: the pages of an extent belong to one
+/// cleaner task, so that its sorted batches hold neighbours the elevator
+/// can merge (InnoDB maps a page to its buffer pool instance by
+/// `page_no >> 6` for the same reason: its neighbour flush).
+pub(super) const CLEANER_EXTENT_PAGES: PageNo = 64;
+
+/// The frames one page cleaner task owns (CLEAN-7): those holding a page
+/// of an extent whose number (space plus extent) is `index` modulo `of`,
+/// and free frames whose number is.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub(super) struct Share {
     pub(super) index: usize,
@@ -171,8 +178,13 @@ impl Share {
     /// Every frame.
     pub(super) const ALL: Share = Share { index: 0, of: 1 };
 
-    pub(super) fn holds(self, frame: usize) -> bool {
-        frame % self.of == self.index
+    /// Whether frame number `frame`, holding `page`, is this share's.
+    pub(super) fn holds(self, frame: usize, page: Option<PageId>) -> bool {
+        let key = match page {
+            Some(id) => id.space as usize + (id.page_no / CLEANER_EXTENT_PAGES) as usize,
+            None => frame,
+        };
+        key % self.of == self.index
     }
 }
 
@@ -736,7 +748,10 @@ impl Meta {
             .iter()
             .filter(|&&(_, _, frame)| {
                 let f = &self.frames[frame];
-                share.holds(frame) && !f.appending && f.state == FrameState::Ready && !f.is_busy()
+                share.holds(frame, f.page)
+                    && !f.appending
+                    && f.state == FrameState::Ready
+                    && !f.is_busy()
             })
             .take(max_pages)
             .map(|&(_, id, frame)| (id, frame))
@@ -760,30 +775,32 @@ impl Meta {
     /// are clean or in the list, or every frame was looked at. Frames the
     /// hand would pass (pinned, busy, referenced) count for neither.
     /// Only the frames of `share` are looked at, and its part of the
-    /// scan depth (CLEAN-7).
+    /// scan depth (CLEAN-7). While half that depth or more is clean the
+    /// scan takes nothing (CLEAN-9): the cleaner writes in batches of at
+    /// least half the depth, not a page or two at every miss.
     pub(super) fn scan_ahead(&self, share: Share) -> Vec<(PageId, usize)> {
         let n = self.frames.len();
         let depth = self.scan_depth.div_ceil(share.of);
-        let mut ready = 0;
+        let (mut ready, mut clean) = (0, 0);
         let mut found = Vec::new();
         for step in 0..n {
             if ready >= depth {
                 break;
             }
             let frame = (self.hand + step) % n;
-            if !share.holds(frame) {
+            let f = &self.frames[frame];
+            if !share.holds(frame, f.page) {
                 continue;
             }
-            let f = &self.frames[frame];
             if f.state == FrameState::Free {
-                ready += 1;
+                (ready, clean) = (ready + 1, clean + 1);
                 continue;
             }
             if self.hot.pins(frame) > 0 || f.is_busy() || self.hot.referenced(frame) {
                 continue;
             }
             if !f.dirty {
-                ready += 1;
+                (ready, clean) = (ready + 1, clean + 1);
             } else if !f.appending {
                 let id = f.page.expect("BUF-3: a frame in use holds a page");
                 assert!(
@@ -793,6 +810,9 @@ impl Meta {
                 found.push((id, frame));
                 ready += 1;
             }
+        }
+        if clean * 2 >= depth {
+            found.clear();
         }
         found
     }

@@ -156,13 +156,21 @@
 //! 6. `cleaner_pages + foreground_dirty_evictions <= writes`,
 //!    `cleaner_requests <= cleaner_pages` and
 //!    `foreground_dirty_evictions <= evictions`.
-//! 7. The cleaner's tasks own disjoint shares of the frames (frame number
-//!    modulo the tasks): each scans and writes only its own, so no two
-//!    of them claim one frame, and together they cover every frame.
+//! 7. The cleaner's tasks own disjoint shares of the frames: a frame
+//!    holding a page belongs to the task of the page's extent
+//!    (`CLEANER_EXTENT_PAGES` pages, space plus extent modulo the tasks), a
+//!    free frame to the task of its number modulo the tasks. Each scans and
+//!    writes only its own, so no two of them claim one frame, together
+//!    they cover every frame, and a batch's neighbours are one task's.
 //! 8. The oldest dirty pages are written once per `cleaner_interval_ns`
 //!    (`cleaner_batch_pages` of them, shared among the tasks), whatever
 //!    the misses' wake-ups: those rounds scan ahead of the hand only, so
 //!    a busy pool does not rewrite its hot pages at every wake-up.
+//! 9. The scan ahead of the hand takes nothing while half its share of
+//!    the depth or more is clean: a round that writes from the scan cleans
+//!    from below half the depth up to all of it, so its batches hold at
+//!    least half the depth's dirty frames (or all there are), never a page
+//!    or two per miss.
 //!
 //! **Checking.** The O(1) checks of these invariants are `assert!`s, on in
 //! every build. [`BufferPool::check`] verifies the whole state (page table
