@@ -436,17 +436,18 @@ impl Study for DiskVsFlash {
         for statement in STATEMENTS {
             for run in &m.runs {
                 let published = statement.published_s(&run.side);
-                let per_page_ms = run
-                    .runs
-                    .iter()
-                    .find(|r| r.statement == statement)
-                    .map_or(f64::NAN, |r| {
-                        r.elapsed_s * 1e3 / (r.read_requests + r.write_requests).max(1) as f64
-                    });
+                let measured = run.runs.iter().find(|r| r.statement == statement);
+                let per_page_ms = measured.map_or(f64::NAN, |r| {
+                    r.elapsed_s * 1e3 / (r.read_requests + r.write_requests).max(1) as f64
+                });
+                let pages_per_write = measured.map_or(f64::NAN, |r| {
+                    run.table_pages as f64 / r.write_requests.max(1) as f64
+                });
                 let published_ms = published * 1e3 / (m.scale() * run.table_pages as f64).max(1.0);
+                let note = miss_note(statement, per_page_ms, published_ms, pages_per_write);
                 checks.push(
                     check(statement, run, published, m.seconds(run, statement))
-                        .with_miss_note(&miss_note(statement, per_page_ms, published_ms)),
+                        .with_miss_note(&note),
                 );
             }
         }
@@ -540,8 +541,14 @@ fn read_pattern_checks(m: &DiskVsFlashRuns) -> Vec<Check> {
 
 const READ_PATTERN_NOTE: &str = "the scan reads 256 KB ahead per request (the engine's linear read-ahead), the indexed read one 8 KB request a page; on the disk a page the drive has read ahead into its segmented read cache crosses the interface and any other pays a seek and a rotation, and on the flash SSD each pays a command's latency";
 
-/// Why a statement's time misses, from what flashlab did per page.
-fn miss_note(statement: Statement, per_page_ms: f64, published_ms: f64) -> String {
+/// Why a statement's time misses, from what flashlab did per page and the
+/// table pages an update's write requests carried on average.
+fn miss_note(
+    statement: Statement,
+    per_page_ms: f64,
+    published_ms: f64,
+    pages_per_write: f64,
+) -> String {
     let costs = format!(
         "flashlab spent {} ms per device request; the published time is {} ms per table page.",
         fmt_num(per_page_ms),
@@ -555,7 +562,15 @@ fn miss_note(statement: Statement, per_page_ms: f64, published_ms: f64) -> Strin
             "Each page is read once, in the index's order, one 8 KB request each. On the disk a page the drive has already read ahead into a segment of its read cache (`flashlab devices` lists the segments; the read-ahead after a miss yields to the next command) crosses the interface, and any other pays a seek and a rotational delay. Published disk times of 1 to 3 ms per page are below a 7200 rpm disk's average rotational delay alone, so the slides' drive answered most pages from its buffer: in an order random within each 1 MB extent that needs most of an extent read ahead between two requests, more than one segment and the host's time between requests allow here."
         }
         Statement::UpdateSequential | Statement::UpdateIndexed(_) => {
-            "Dirty pages are written one 8 KB request each as they are evicted, interleaved with the reads of the next pages; in index order those writes are random, which the disk pays for in seeks and rotations and the flash SSD in merges. A commercial server's writer sorts and batches its writes."
+            return format!(
+                "{costs} The page cleaner wrote the dirty pages in sorted batches of its extents through the elevator, {} table pages a write request on average; {}",
+                fmt_num(pages_per_write),
+                if statement == Statement::UpdateSequential {
+                    "in table order a batch's pages are neighbours, merged into requests of several pages; the reads of the next pages come between the batches."
+                } else {
+                    "in index order a batch's dirty pages are rarely neighbours, so most requests are one page at a scattered address, which the disk pays for in seeks and rotations and the flash SSD in merges."
+                }
+            );
         }
     };
     format!("{costs} {cause}")
