@@ -25,6 +25,9 @@ enum Fate {
     Keep,
     /// A child process (its pid), stopped with SIGTERM first.
     Kill(u32),
+    /// A results directory: its half-written `.partial-*` files (and its
+    /// `units/` directory's) are removed, everything else kept.
+    Partials,
 }
 
 /// Registered paths, with an id for their guards.
@@ -59,6 +62,27 @@ pub fn remove_on_interrupt(path: &Path) -> Registered {
 /// Name `path` as kept if a signal stops the run.
 pub fn keep_on_interrupt(path: &Path) -> Registered {
     register(path, Fate::Keep)
+}
+
+/// Remove the half-written `.partial-*` files of results directory `dir`
+/// and of its `units/` if a signal stops the run (atomic writes not yet
+/// renamed); the finished files stay.
+pub fn remove_partials_on_interrupt(dir: &Path) -> Registered {
+    register(dir, Fate::Partials)
+}
+
+/// The `.partial-*` files directly in `dir` and in `dir/units`.
+fn partials(dir: &Path) -> Vec<PathBuf> {
+    [dir.to_path_buf(), dir.join("units")]
+        .iter()
+        .filter_map(|d| std::fs::read_dir(d).ok())
+        .flatten()
+        .filter_map(|entry| entry.ok().map(|e| e.path()))
+        .filter(|p| {
+            p.file_name()
+                .is_some_and(|n| n.to_string_lossy().starts_with(".partial-"))
+        })
+        .collect()
 }
 
 /// Stop child process `pid` (SIGTERM) if a signal stops the run, before
@@ -105,6 +129,13 @@ fn clean_up() -> (String, String) {
     for (_, path, fate) in &paths {
         match fate {
             Fate::Kill(_) => {}
+            Fate::Partials => {
+                for partial in partials(path) {
+                    if std::fs::remove_file(&partial).is_ok() {
+                        removed.push(partial.display().to_string());
+                    }
+                }
+            }
             Fate::Remove => {
                 let gone = if path.is_dir() {
                     std::fs::remove_dir_all(path)
@@ -167,4 +198,35 @@ pub fn stop_for_error(problem: &str) -> ! {
     };
     let _ = std::io::Write::write_all(&mut std::io::stderr(), line.as_bytes());
     std::process::exit(2);
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// A results directory's half-written files are found, in it and in
+    /// its units/, and nothing finished is.
+    #[test]
+    fn partials_are_the_half_written_files_only() {
+        let dir = tempfile::tempdir().unwrap();
+        let units = dir.path().join("units");
+        std::fs::create_dir(&units).unwrap();
+        for path in [
+            dir.path().join(".partial-results.json"),
+            units.join(".partial-devices.json"),
+            dir.path().join("index.html"),
+            units.join("devices.json"),
+        ] {
+            std::fs::write(path, "x").unwrap();
+        }
+        let mut found = partials(dir.path());
+        found.sort();
+        assert_eq!(
+            found,
+            vec![
+                dir.path().join(".partial-results.json"),
+                units.join(".partial-devices.json")
+            ]
+        );
+    }
 }

@@ -114,6 +114,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         }
     }
     super::output::check_dir("--out", &args.out)?;
+    let _partials = super::interrupt::remove_partials_on_interrupt(&args.out);
     let terminal = !args.quiet && std::io::stderr().is_terminal();
     let summary = if args.merge.is_empty() {
         run_units(&args, terminal)?
