@@ -406,7 +406,7 @@ fn checks(runs: &[Run]) -> Vec<Check> {
     ]
 }
 
-const MTRON_NOTE: &str = "In place, flashlab's data writes on the Mtron-class SSD are single 4 KB pages at scattered addresses (see the write requests per transaction and Figure 10). The page cleaner writes most of them, in batches sorted by page, but a batch of a 200-frame buffer rarely holds two pages of one 2 MB super-block, so each write still costs the preset a super-block merge, and the terminals write the rest themselves when the cleaner falls behind. The paper's EXT2 writes were \"approximately linear in each run within the file address space\" (its section 4.2), so its in-place runs paid far fewer merges and its gain was 6x, not the 50x a fully random pattern would give.";
+const MTRON_NOTE: &str = "In place, flashlab's data writes on the Mtron-class SSD are single 4 KB pages at scattered addresses (see the write requests per transaction and Figure 10). The page cleaner writes most of them, in batches sorted by page, but a batch of a 200-frame buffer rarely holds two pages of one 2 MB super-block, so each write still costs the preset a super-block merge, and the terminals write the rest themselves when the cleaner falls behind. The paper's EXT2 writes were \"approximately linear in each run within the file address space\" (its section 4.2), so its in-place runs paid far fewer merges and its gain was 6x, not the gain measured here for a scattered pattern.";
 
 fn notes(runs: &[Run]) -> Vec<String> {
     let mut notes = Vec::new();
