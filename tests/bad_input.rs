@@ -308,6 +308,46 @@ const ROWS: &[Row] = &[
         exit: 2,
         message: &["slow.toml", "controller_overhead_us", "limit"],
     },
+    // Issue 49: every controller option is a device-file key, and a key
+    // the file misspells or a value it cannot take names the key.
+    Row {
+        what: "a misspelt key in a device file",
+        args: &["devices", "{dir}/typo.toml"],
+        files: &[(
+            "typo.toml",
+            "kind = \"ssd\"\nname = \"t\"\nreads_frist = true\n",
+        )],
+        exit: 2,
+        message: &["typo.toml", "reads_frist"],
+    },
+    Row {
+        what: "a read-ahead beyond its limit in a device file",
+        args: &["devices", "{dir}/ahead.toml"],
+        files: &[(
+            "ahead.toml",
+            "kind = \"ssd\"\nname = \"ahead\"\nchannels = 2\nchips_per_channel = 1\n\
+             dies_per_chip = 1\nplanes_per_die = 1\nblocks_per_plane = 64\npage_bytes = 4096\n\
+             erase_unit_bytes = 262144\nover_provisioning = 0.1\npage_read_us = 50.0\n\
+             page_program_us = 500.0\nblock_erase_ms = 3.0\nchannel_mb_s = 200.0\n\
+             host_mb_s = 300.0\nread_ahead_pages = 1000000\n",
+        )],
+        exit: 2,
+        message: &["ahead.toml", "read_ahead_pages", "65536"],
+    },
+    Row {
+        what: "log blocks for an FTL without them in a device file",
+        args: &["devices", "{dir}/logs.toml"],
+        files: &[(
+            "logs.toml",
+            "kind = \"ssd\"\nname = \"logs\"\nchannels = 2\nchips_per_channel = 1\n\
+             dies_per_chip = 1\nplanes_per_die = 1\nblocks_per_plane = 64\npage_bytes = 4096\n\
+             erase_unit_bytes = 262144\nover_provisioning = 0.1\npage_read_us = 50.0\n\
+             page_program_us = 500.0\nblock_erase_ms = 3.0\nchannel_mb_s = 200.0\n\
+             host_mb_s = 300.0\nlog_blocks = 0\nftl = \"bast\"\n",
+        )],
+        exit: 2,
+        message: &["logs.toml", "log_blocks"],
+    },
     // Issue 42: messages that name the option the user gave.
     Row {
         what: "more warehouses than default terminals allow",

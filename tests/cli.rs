@@ -24,6 +24,44 @@ fn devices_lists_every_preset_with_sources() {
     }
 }
 
+/// `flashlab devices FILE` lists that device alone, every parameter with
+/// its source in the file (the key that set it, or its default).
+#[test]
+fn devices_lists_a_device_file_with_its_keys() {
+    let dir = tempfile::tempdir().unwrap();
+    let file = write(
+        dir.path(),
+        "mine.toml",
+        "kind = \"ssd\"\nname = \"mine\"\nchannels = 2\nchips_per_channel = 1\n\
+         dies_per_chip = 1\nplanes_per_die = 2\nblocks_per_plane = 64\npage_bytes = 4096\n\
+         erase_unit_bytes = 262144\nover_provisioning = 0.1\npage_read_us = 50.0\n\
+         page_program_us = 500.0\nblock_erase_ms = 3.0\nchannel_mb_s = 200.0\n\
+         host_mb_s = 300.0\nreads_first = true\nread_ahead_pages = 8\n\
+         ftl = \"super-block\"\nerase_units_per_super_block = 2\n",
+    );
+    let out = flashlab(&["devices", &file]);
+    assert!(out.status.success(), "{}", stderr(&out));
+    let text = stdout(&out);
+    let lines: Vec<&str> = text.lines().collect();
+    assert!(lines[0].starts_with("mine  ("), "{text}");
+    let row = |name: &str| {
+        let found = lines
+            .iter()
+            .find(|l| l.split_whitespace().next() == Some(name));
+        found
+            .unwrap_or_else(|| panic!("{name} not listed:\n{text}"))
+            .to_string()
+    };
+    assert!(row("reads_first").contains("true"), "{text}");
+    assert!(row("read_ahead_pages").ends_with("mine.toml: read_ahead_pages"));
+    assert!(row("erase_units_per_super_block").contains(" 2 "), "{text}");
+    assert!(row("log_super_blocks").ends_with("log_super_blocks not set, default"));
+    for line in lines.iter().skip(1).filter(|l| !l.trim().is_empty()) {
+        assert!(line.contains("device file"), "{line}");
+    }
+    assert!(!text.contains("hdd-2008"), "only the file's device: {text}");
+}
+
 #[test]
 fn unknown_preset_is_bad_input() {
     assert_bad_input(

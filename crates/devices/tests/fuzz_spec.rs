@@ -23,9 +23,35 @@ block_erase_ms = 3.0
 channel_mb_s = 200.0
 host_mb_s = 500.0
 controller_overhead_us = 10.0
+write_command_us = 20.0
+random_write_page_us = 5.0
+read_latency_us = 2.0
+write_latency_us = 3.0
+cache_program = true
+reads_first = true
+read_ahead_pages = 16
 write_buffer_bytes = 0
 ftl = "page-greedy"
+stripe_pages = 2
 "#;
+
+/// The SSD template with the FTL lines replaced by `ftl`.
+fn ssd_with_ftl(ftl: &str) -> String {
+    SSD.replace("ftl = \"page-greedy\"\nstripe_pages = 2\n", ftl)
+}
+
+/// Every template: the SSD under a page, a super-block and a FAST FTL,
+/// and the disk.
+fn templates() -> [String; 4] {
+    [
+        SSD.to_string(),
+        ssd_with_ftl(
+            "ftl = \"super-block\"\nerase_units_per_super_block = 4\nlog_super_blocks = 4\n",
+        ),
+        ssd_with_ftl("ftl = \"fast\"\nlog_blocks = 8\n"),
+        HDD.to_string(),
+    ]
+}
 
 const HDD: &str = r#"kind = "hdd"
 name = "fuzz-hdd"
@@ -75,8 +101,10 @@ fn build(text: &str) {
 
 #[test]
 fn the_templates_are_valid() {
-    build_from_toml(SSD, Path::new("ssd.toml")).unwrap();
-    build_from_toml(HDD, Path::new("hdd.toml")).unwrap();
+    for template in templates() {
+        build_from_toml(&template, Path::new("template.toml")).unwrap();
+    }
+    assert_ne!(templates()[1], SSD, "the FTL lines were replaced");
 }
 
 proptest! {
@@ -89,10 +117,10 @@ proptest! {
 
     #[test]
     fn extreme_numbers_never_panic(
-        ssd in any::<bool>(),
-        edits in prop::collection::vec((0usize..20, number()), 1..4),
+        template in 0usize..4,
+        edits in prop::collection::vec((0usize..40, number()), 1..4),
     ) {
-        let mut text = if ssd { SSD.to_string() } else { HDD.to_string() };
+        let mut text = templates()[template].clone();
         for (line, value) in &edits {
             text = with_value(&text, *line, value);
         }
@@ -101,10 +129,10 @@ proptest! {
 
     #[test]
     fn mangled_descriptions_never_panic(
-        ssd in any::<bool>(),
+        template in 0usize..4,
         cuts in prop::collection::vec((any::<prop::sample::Index>(), any::<u8>()), 1..6),
     ) {
-        let mut bytes = if ssd { SSD.as_bytes().to_vec() } else { HDD.as_bytes().to_vec() };
+        let mut bytes = templates()[template].as_bytes().to_vec();
         for (at, b) in cuts {
             let i = at.index(bytes.len());
             bytes[i] = b;

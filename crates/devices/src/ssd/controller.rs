@@ -83,6 +83,8 @@ const BUFFER_SLOTS_PREALLOCATED: usize = 1 << 16;
 const SOURCE_CALLER: &str = "given by the caller";
 /// The source of a controller extra left at zero.
 const SOURCE_UNUSED: &str = "not modelled (zero)";
+/// The source of an FTL parameter that the `ftl` entry's source explains.
+const SOURCE_SEE_FTL: &str = "part of the ftl: see its source";
 /// The source of the default stripe unit.
 const SOURCE_PAGE_STRIPE: &str = "default: pages striped one by one";
 
@@ -270,6 +272,11 @@ impl SsdModel {
     pub fn with_extras(mut self, extras: ControllerExtras) -> SsdModel {
         self.extras = extras;
         self
+    }
+
+    /// The controller costs beyond [`Timing`].
+    pub fn extras(&self) -> ControllerExtras {
+        self.extras
     }
 
     /// Attach the source of each parameter, by the names [`describe`]
@@ -733,6 +740,15 @@ impl DeviceModel for SsdModel {
             p("write_buffer_bytes", self.write_buffer_bytes.to_string()),
             p("ftl", self.ftl_kind.as_str().to_string()),
         ];
+        // The FTL's own parameters; one without a source of its own is
+        // explained by the `ftl` entry's.
+        for (name, value) in self.ftl.parameters() {
+            let source = match self.source(name) {
+                SOURCE_CALLER if self.source("ftl") != SOURCE_CALLER => SOURCE_SEE_FTL,
+                source => source,
+            };
+            out.push(Parameter::new(name, value, source));
+        }
         for (name, source) in &self.sources {
             if !out.iter().any(|q| q.name == *name) {
                 out.push(Parameter::new(name, "", source));

@@ -151,6 +151,10 @@ impl Ftl for HybridFtl {
             Engine::Fast(core) => core.erase_counts(),
         }
     }
+
+    fn parameters(&self) -> Vec<(&'static str, u64)> {
+        vec![("log_blocks", u64::from(self.log_blocks()))]
+    }
 }
 
 #[cfg(test)]

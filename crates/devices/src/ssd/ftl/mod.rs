@@ -103,6 +103,12 @@ pub trait Ftl: Send {
     fn stripe_pages(&self) -> u64 {
         1
     }
+    /// The FTL's own parameters as it runs them (after clamping), by the
+    /// names a device file sets them under: log blocks, super-block size.
+    /// The stripe unit is [`Ftl::stripe_pages`].
+    fn parameters(&self) -> Vec<(&'static str, u64)> {
+        Vec::new()
+    }
 }
 
 /// Erase units per super-block when an [`FtlKind::SuperBlock`] is built

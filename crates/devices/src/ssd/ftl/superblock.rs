@@ -103,6 +103,16 @@ impl Ftl for SuperBlockFtl {
     fn erase_counts(&self) -> &[u32] {
         self.core.erase_counts()
     }
+
+    fn parameters(&self) -> Vec<(&'static str, u64)> {
+        vec![
+            (
+                "erase_units_per_super_block",
+                u64::from(self.erase_units_per_super_block()),
+            ),
+            ("log_super_blocks", u64::from(self.log_super_blocks())),
+        ]
+    }
 }
 
 #[cfg(test)]
