@@ -739,11 +739,12 @@ impl fmt::Display for Characterization {
 
 /// SplitMix64 (Steele, Lea, Flood 2014): tiny, seedable, and good enough for
 /// offsets; the same seed gives the same sequence on every platform.
+/// The FTL tests draw their pages from it too.
 #[derive(Clone, Debug)]
-struct SplitMix64(u64);
+pub(crate) struct SplitMix64(pub(crate) u64);
 
 impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
