@@ -656,6 +656,17 @@ mod tests {
         }
     }
 
+    /// A greedy FTL over `geometry(0.07)` written sequentially `passes`
+    /// times, and the operations buffer it used.
+    fn filled(passes: u32) -> (PageFtl, Vec<FlashOp>) {
+        let mut ftl = PageFtl::new(&geometry(0.07), GcPolicy::Greedy).unwrap();
+        let mut ops = Vec::new();
+        for _ in 0..passes {
+            fill_sequentially(&mut ftl, &mut ops);
+        }
+        (ftl, ops)
+    }
+
     fn random_overwrite_waf(policy: GcPolicy, over_provisioning: f64, writes: u64) -> f64 {
         let mut ftl = PageFtl::new(&geometry(over_provisioning), policy).unwrap();
         let mut ops = Vec::new();
@@ -726,11 +737,7 @@ mod tests {
 
     #[test]
     fn sequential_overwrite_has_waf_one() {
-        let mut ftl = PageFtl::new(&geometry(0.07), GcPolicy::Greedy).unwrap();
-        let mut ops = Vec::new();
-        for _ in 0..5 {
-            fill_sequentially(&mut ftl, &mut ops);
-        }
+        let (ftl, _) = filled(5);
         let s = ftl.stats();
         let waf = s.flash_pages_written as f64 / s.host_pages_written as f64;
         assert!(waf < 1.01, "sequential WAF {waf}");
@@ -760,9 +767,7 @@ mod tests {
 
     #[test]
     fn gc_copies_stay_in_the_die_and_erase_last() {
-        let mut ftl = PageFtl::new(&geometry(0.07), GcPolicy::Greedy).unwrap();
-        let mut ops = Vec::new();
-        fill_sequentially(&mut ftl, &mut ops);
+        let (mut ftl, mut ops) = filled(1);
         let mut rng = SplitMix64(3);
         let pages_per_plane = 64 * 32;
         for _ in 0..20_000 {
@@ -779,9 +784,7 @@ mod tests {
 
     #[test]
     fn trim_unmaps_and_lowers_amplification() {
-        let mut ftl = PageFtl::new(&geometry(0.07), GcPolicy::Greedy).unwrap();
-        let mut ops = Vec::new();
-        fill_sequentially(&mut ftl, &mut ops);
+        let (mut ftl, mut ops) = filled(1);
         for lpn in 0..ftl.logical_pages() / 2 {
             ftl.trim(lpn);
         }
@@ -803,11 +806,7 @@ mod tests {
 
     #[test]
     fn wear_is_counted_per_block() {
-        let mut ftl = PageFtl::new(&geometry(0.07), GcPolicy::Greedy).unwrap();
-        let mut ops = Vec::new();
-        for _ in 0..3 {
-            fill_sequentially(&mut ftl, &mut ops);
-        }
+        let (ftl, _) = filled(3);
         let total: u64 = ftl.erase_counts().iter().map(|&c| u64::from(c)).sum();
         assert_eq!(total, ftl.stats().erases);
         assert_eq!(ftl.erase_counts().len(), 256);
