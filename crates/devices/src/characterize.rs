@@ -762,24 +762,7 @@ impl SplitMix64 {
 mod tests {
     use super::*;
     use crate::hdd::HddModel;
-
-    /// A device with a fixed latency and unlimited parallelism, which checks
-    /// that submit times never go backwards (CHAR-1).
-    struct FixedLatency {
-        latency_ns: u64,
-        last_submit_ns: u64,
-        backwards: bool,
-    }
-
-    impl FixedLatency {
-        fn new(latency_ns: u64) -> FixedLatency {
-            FixedLatency {
-                latency_ns,
-                last_submit_ns: 0,
-                backwards: false,
-            }
-        }
-    }
+    use crate::model::testing::FixedLatency;
 
     /// Characterize a [`FixedLatency`] device of `latency_ns`: the device
     /// afterwards, and what was measured.
@@ -790,29 +773,6 @@ mod tests {
         let mut device = FixedLatency::new(latency_ns);
         let c = characterize(&mut device, &options).unwrap();
         (device, c)
-    }
-
-    impl DeviceModel for FixedLatency {
-        fn name(&self) -> &str {
-            "fixed"
-        }
-        fn capacity_bytes(&self) -> u64 {
-            1 << 30
-        }
-        fn sector_bytes(&self) -> u32 {
-            512
-        }
-        fn submit(&mut self, now_ns: u64, _req: &IoRequest) -> u64 {
-            self.backwards |= now_ns < self.last_submit_ns;
-            self.last_submit_ns = now_ns;
-            now_ns + self.latency_ns
-        }
-        fn stats(&self) -> crate::model::ModelStats {
-            Default::default()
-        }
-        fn describe(&self) -> Vec<crate::model::Parameter> {
-            Vec::new()
-        }
     }
 
     /// Disks keep no state that preconditioning would change, so the disk

@@ -143,7 +143,11 @@ impl BastCore {
     pub(crate) fn new(geometry: &Geometry, blocks_per_unit: u32, log_units: u32) -> BastCore {
         let units = MappedUnits::new(geometry, blocks_per_unit, log_units, MIN_LOG_UNITS);
         BastCore {
-            logs: LogSlots::new(units.plan.log_units, units.logical_units, units.unit_pages),
+            logs: LogSlots::new(
+                units.plan.log_units,
+                units.logical_units(),
+                units.unit_pages,
+            ),
             units,
         }
     }
@@ -419,7 +423,7 @@ impl BastCore {
                 }
             }
         }
-        for logical_unit in 0..self.units.logical_units {
+        for logical_unit in 0..self.units.logical_units() {
             if let Some(unit) = self.units.data.unit(logical_unit) {
                 for offset in 0..self.units.unit_pages {
                     if self.units.data.is_valid(logical_unit, offset) {

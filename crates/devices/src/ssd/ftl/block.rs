@@ -85,7 +85,7 @@ impl BlockFtl {
     fn check_invariants(&self) {
         let accounted = self.units.data.mapped() + self.units.flash.free_units();
         assert_eq!(accounted, self.units.flash.layout().units(), "U-1");
-        for logical_block in 0..self.units.logical_units {
+        for logical_block in 0..self.units.logical_units() {
             let Some(block) = self.units.data.unit(logical_block) else {
                 continue;
             };

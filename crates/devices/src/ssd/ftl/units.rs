@@ -481,7 +481,6 @@ pub(crate) struct MappedUnits {
     pub(crate) flash: Flash,
     pub(crate) plan: Plan,
     pub(crate) unit_pages: u32,
-    pub(crate) logical_units: u32,
     pub(crate) data: DataMap,
 }
 
@@ -501,14 +500,17 @@ impl MappedUnits {
             min_log_units,
         );
         let unit_pages = flash.layout().unit_pages();
-        let logical_units = logical_units(plan.logical_pages, unit_pages);
         MappedUnits {
-            data: DataMap::new(logical_units, unit_pages),
+            data: DataMap::new(logical_units(plan.logical_pages, unit_pages), unit_pages),
             flash,
             plan,
             unit_pages,
-            logical_units,
         }
+    }
+
+    /// Logical units of the plan's logical pages.
+    pub(crate) fn logical_units(&self) -> u32 {
+        logical_units(self.plan.logical_pages, self.unit_pages)
     }
 
     /// The first step of a host write in every unit-mapped FTL: ignore an
