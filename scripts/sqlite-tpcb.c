@@ -51,6 +51,19 @@ static void step(sqlite3 *db, sqlite3_stmt *s) {
     sqlite3_reset(s);
 }
 
+/* Insert rows 1 to n with `sql`: column 1 the row's id and, unless
+ * `per_branch` is 0, column 2 its branch ((id - 1) / per_branch + 1). */
+static void load(sqlite3 *db, const char *sql, long n, long per_branch) {
+    sqlite3_stmt *ins = prepare(db, sql);
+    for (long id = 1; id <= n; id++) {
+        sqlite3_bind_int64(ins, 1, id);
+        if (per_branch != 0)
+            sqlite3_bind_int64(ins, 2, (id - 1) / per_branch + 1);
+        step(db, ins);
+    }
+    sqlite3_finalize(ins);
+}
+
 int main(int argc, char **argv) {
     if (argc != 4) {
         fprintf(stderr, "usage: sqlite-tpcb DB_FILE BRANCHES SECONDS\n");
@@ -71,26 +84,9 @@ int main(int argc, char **argv) {
     exec(db, "CREATE TABLE accounts(aid INTEGER PRIMARY KEY, bid INTEGER, abalance INTEGER, filler TEXT)");
     exec(db, "CREATE TABLE history(tid INTEGER, bid INTEGER, aid INTEGER, delta INTEGER, mtime INTEGER, filler TEXT)");
     exec(db, "BEGIN");
-    sqlite3_stmt *ins = prepare(db, "INSERT INTO accounts VALUES(?, ?, 0, '                                                                                    ')");
-    for (long a = 1; a <= accounts; a++) {
-        sqlite3_bind_int64(ins, 1, a);
-        sqlite3_bind_int64(ins, 2, (a - 1) / 100000 + 1);
-        step(db, ins);
-    }
-    sqlite3_finalize(ins);
-    ins = prepare(db, "INSERT INTO tellers VALUES(?, ?, 0, '')");
-    for (int t = 1; t <= tellers; t++) {
-        sqlite3_bind_int(ins, 1, t);
-        sqlite3_bind_int(ins, 2, (t - 1) / 10 + 1);
-        step(db, ins);
-    }
-    sqlite3_finalize(ins);
-    ins = prepare(db, "INSERT INTO branches VALUES(?, 0, '')");
-    for (int b = 1; b <= branches; b++) {
-        sqlite3_bind_int(ins, 1, b);
-        step(db, ins);
-    }
-    sqlite3_finalize(ins);
+    load(db, "INSERT INTO accounts VALUES(?, ?, 0, '                                                                                    ')", accounts, 100000);
+    load(db, "INSERT INTO tellers VALUES(?, ?, 0, '')", tellers, 10);
+    load(db, "INSERT INTO branches VALUES(?, 0, '')", branches, 0);
     exec(db, "COMMIT");
     exec(db, "PRAGMA wal_checkpoint(TRUNCATE)");
 

@@ -7,7 +7,7 @@ mod common;
 
 use std::process::Command;
 
-use common::{assert_bad_input, names};
+use common::{assert_bad_input, names, real_runtime};
 
 /// One row: `args` run in a fresh directory holding `files` (name,
 /// contents); `{dir}` in an argument is replaced by that directory.
@@ -534,11 +534,9 @@ fn a_trace_line_past_the_limit_is_refused_and_echoes_are_cut() {
 fn query_finds_integer_keys_and_an_unknown_table_lists_the_tables() {
     use flashlab::engine::row::{Column, Schema, Type, Value};
     use flashlab::engine::{Database, DbConfig, TableSpec};
-    use flashlab::runtime::RealRuntime;
     let dir = tempfile::tempdir().unwrap();
     {
-        let rt = RealRuntime::new(1);
-        let _enter = RealRuntime::enter(&rt);
+        let _rt = real_runtime(1);
         let mut config = DbConfig::simple("file", "file", 4096, 1 << 20);
         config.data[0].capacity_bytes = Some(4 << 20);
         config.log.capacity_bytes = Some(4 << 20);

@@ -116,8 +116,7 @@ fn characterize_json_has_the_documented_shape_and_is_deterministic() {
 
 #[test]
 fn malformed_trace_line_is_bad_input_naming_the_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let trace = write(dir.path(), "t.mqsim", "0 0 0 8 1\n1000 0 8 x 0\n");
+    let (_dir, trace) = temp_file("t.mqsim", "0 0 0 8 1\n1000 0 8 x 0\n");
     assert_bad_input(
         &flashlab(&[
             "replay", "--device", "ssd-2010", "--trace", &trace, "--format", "mqsim",
@@ -128,12 +127,7 @@ fn malformed_trace_line_is_bad_input_naming_the_line() {
 
 #[test]
 fn request_beyond_capacity_is_bad_input_naming_the_line() {
-    let dir = tempfile::tempdir().unwrap();
-    let trace = write(
-        dir.path(),
-        "t.mqsim",
-        "0 0 0 8 1\n1000 0 999999999999 8 0\n",
-    );
+    let (_dir, trace) = temp_file("t.mqsim", "0 0 0 8 1\n1000 0 999999999999 8 0\n");
     assert_bad_input(
         &flashlab(&[
             "replay", "--device", "ssd-2008", "--trace", &trace, "--format", "mqsim",
@@ -247,9 +241,7 @@ fn trace_generate_convert_replay_and_plot() {
 
 fn make_database(dir: &Path) {
     use flashlab::engine::{Database, DbConfig, TableSpec};
-    use flashlab::runtime::RealRuntime;
-    let rt = RealRuntime::new(1);
-    let _enter = RealRuntime::enter(&rt);
+    let _rt = real_runtime(1);
     let mut config = DbConfig::simple("file", "file", 4096, 1 << 20);
     config.data[0].capacity_bytes = Some(4 << 20);
     config.log.capacity_bytes = Some(4 << 20);

@@ -17,6 +17,8 @@
 //! file (`--data-store ipl`, `NandFile`): erase units merged, commit
 //! sectors and log sectors programmed, when the kill lands (issue 14).
 
+mod common;
+
 use std::collections::BTreeSet;
 use std::path::Path;
 use std::process::{Command, Stdio};
@@ -25,9 +27,10 @@ use std::time::Duration;
 use flashlab_engine::Database;
 use flashlab_engine::db::dir::config_from_manifest;
 use flashlab_engine::db::verify::verify;
-use flashlab_runtime::RealRuntime;
 use flashlab_workloads::Workload;
 use flashlab_workloads::tpcb::TpcB;
+
+use common::{flashlab, real_runtime, stderr, stdout};
 
 /// Kills (the issue asks for at least 20).
 const KILLS: u32 = 22;
@@ -115,8 +118,7 @@ fn acked(path: &Path) -> BTreeSet<i64> {
 /// Recover the database through the library and check it against the
 /// acknowledgements; returns the history ids present.
 fn recover_and_check(dir: &Path, acks: &BTreeSet<i64>) -> BTreeSet<i64> {
-    let rt = RealRuntime::new(0);
-    let _enter = RealRuntime::enter(&rt);
+    let _rt = real_runtime(0);
     let config = config_from_manifest(dir).unwrap();
     let db = Database::open_dir(dir, &config).unwrap();
     // An In-Page Logging space restarts without a redo pass (issue 14).
@@ -215,16 +217,11 @@ fn kill_rounds(store: Option<&str>, kills_wanted: u32) {
         kills += 1;
         let acks = acked(&acks_path);
         if round % 7 == 0 || round + 1 == kills_wanted {
-            let out = Command::new(env!("CARGO_BIN_EXE_flashlab"))
-                .arg("check")
-                .arg(&dir)
-                .output()
-                .unwrap();
+            let out = flashlab(&["check", dir.to_str().unwrap()]);
+            let said = format!("{}{}", stdout(&out), stderr(&out));
             assert!(
                 out.status.success(),
-                "round {round}: flashlab check failed: {}{}",
-                String::from_utf8_lossy(&out.stdout),
-                String::from_utf8_lossy(&out.stderr)
+                "round {round}: flashlab check failed: {said}"
             );
         }
         present = recover_and_check(&dir, &acks);

@@ -2,8 +2,12 @@
 //! index.html that headless Chromium renders to a PNG, and every figure in
 //! it is present and not empty.
 
+mod common;
+
 use std::path::Path;
 use std::process::Command;
+
+use common::{flashlab, stderr};
 
 /// Smallest SVG that still draws something (axes, labels and marks).
 const FIGURE_SVG_BYTES_MIN: usize = 2_000;
@@ -54,24 +58,12 @@ fn screenshot(browser: &str, html: &Path, png: &Path, profile: &Path) {
 fn report_renders_in_headless_chromium_with_every_figure() {
     let dir = tempfile::tempdir().unwrap();
     let out = dir.path().join("report");
-    let run = Command::new(env!("CARGO_BIN_EXE_flashlab"))
-        .args([
-            "reproduce",
-            "--quick",
-            "--only",
-            "lee2008-table2",
-            "--only",
-            "lee2008-table3",
-            "--out",
-        ])
-        .arg(&out)
-        .output()
-        .unwrap();
-    assert!(
-        run.status.success(),
-        "{}",
-        String::from_utf8_lossy(&run.stderr)
-    );
+    let only = ["--only", "lee2008-table2", "--only", "lee2008-table3"];
+    let mut args = vec!["reproduce", "--quick"];
+    args.extend(only);
+    args.extend(["--out", out.to_str().unwrap()]);
+    let run = flashlab(&args);
+    assert!(run.status.success(), "{}", stderr(&run));
     let html = std::fs::read_to_string(out.join("index.html")).unwrap();
     let figs = figures(&html);
     assert!(

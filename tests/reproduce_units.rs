@@ -4,7 +4,7 @@
 
 mod common;
 
-use std::path::Path;
+use std::path::{Path, PathBuf};
 use std::process::{Command, Output, Stdio};
 use std::time::{Duration, Instant};
 
@@ -37,11 +37,18 @@ fn reproduce(dir: &Path, ids: &[&str], extra: &[&str]) -> Output {
     run(&args)
 }
 
+/// A temporary directory and, in it, the run of [`SMALL`] on one job that
+/// the others are compared with: the directory and the run's folder.
+fn reference_run() -> (tempfile::TempDir, PathBuf) {
+    let dir = tempfile::tempdir().unwrap();
+    let reference = dir.path().join("reference");
+    reproduce(&reference, &SMALL, &["--jobs", "1"]);
+    (dir, reference)
+}
+
 #[test]
 fn units_run_apart_and_merged_give_the_bytes_of_one_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let one = dir.path().join("one");
-    reproduce(&one, &SMALL, &["--jobs", "1"]);
+    let (dir, one) = reference_run();
     let two = dir.path().join("two");
     reproduce(&two, &SMALL, &["--jobs", "2"]);
     assert!(results(&one) == results(&two), "--jobs 2 differs");
@@ -62,9 +69,7 @@ fn units_run_apart_and_merged_give_the_bytes_of_one_run() {
 
 #[test]
 fn a_run_stopped_by_sigint_keeps_its_finished_units_and_resume_completes_it() {
-    let dir = tempfile::tempdir().unwrap();
-    let whole = dir.path().join("whole");
-    reproduce(&whole, &SMALL, &["--jobs", "1"]);
+    let (dir, whole) = reference_run();
     let cut = dir.path().join("cut");
     let mut args = vec!["reproduce", "--quick", "--jobs", "1", "--out", path(&cut)];
     for id in SMALL {

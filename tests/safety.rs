@@ -7,9 +7,8 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::{assert_bad_input, flashlab, names, stderr, stdout, success_json};
+use common::{assert_bad_input, flashlab, names, real_runtime, stderr, stdout, success_json};
 use flashlab::engine::{Database, DbConfig, TableSpec};
-use flashlab::runtime::RealRuntime;
 
 fn config() -> DbConfig {
     let mut config = DbConfig::simple("file", "file", 4096, 1 << 20);
@@ -20,8 +19,7 @@ fn config() -> DbConfig {
 
 /// A small database with table `kv` (200 rows), closed cleanly.
 fn make_database(dir: &Path) {
-    let rt = RealRuntime::new(1);
-    let _enter = RealRuntime::enter(&rt);
+    let _rt = real_runtime(1);
     let db = Database::open_or_create_dir(dir, &config()).unwrap();
     fill(&db, 0..200);
     db.close().unwrap();
@@ -99,8 +97,7 @@ fn path(dir: &Path) -> String {
 fn crash_image(to: &Path) {
     let live = tempfile::tempdir().unwrap();
     make_database(live.path());
-    let rt = RealRuntime::new(1);
-    let _enter = RealRuntime::enter(&rt);
+    let _rt = real_runtime(1);
     let db = Database::open_dir(live.path(), &config()).unwrap();
     fill(&db, 200..400);
     for (name, bytes) in snapshot(live.path()) {
@@ -113,8 +110,7 @@ fn crash_image(to: &Path) {
 fn a_second_writer_is_refused_naming_the_directory_and_the_holders_pid() {
     let dir = tempfile::tempdir().unwrap();
     make_database(dir.path());
-    let rt = RealRuntime::new(1);
-    let _enter = RealRuntime::enter(&rt);
+    let _rt = real_runtime(1);
     let held = Database::open_dir(dir.path(), &config()).unwrap();
     // Two opens in one process conflict too (flock is per open file).
     let err = Database::open_dir(dir.path(), &config())
@@ -164,8 +160,7 @@ fn check_and_query_write_nothing_even_when_recovery_is_needed() {
 fn readers_share_the_directory_and_keep_writers_out() {
     let dir = tempfile::tempdir().unwrap();
     make_database(dir.path());
-    let rt = RealRuntime::new(1);
-    let _enter = RealRuntime::enter(&rt);
+    let _rt = real_runtime(1);
     let reader = Database::open_dir_read_only(dir.path(), &config()).unwrap();
     let out = flashlab(&["query", &path(dir.path()), "--table", "kv"]);
     assert!(out.status.success(), "{}", stderr(&out));
@@ -243,8 +238,7 @@ fn damaged_master_records_are_reported_with_evidence_and_never_reinitialised() {
 #[test]
 fn opening_never_creates_and_creation_never_overwrites() {
     let dir = tempfile::tempdir().unwrap();
-    let rt = RealRuntime::new(1);
-    let _enter = RealRuntime::enter(&rt);
+    let _rt = real_runtime(1);
     let err = Database::open_dir(dir.path(), &config())
         .err()
         .unwrap()
@@ -336,8 +330,7 @@ fn a_file_size_limit_at_creation_is_a_clean_error_and_leaves_nothing_behind() {
 fn space_files_grow_on_demand_instead_of_being_preallocated() {
     use std::os::unix::fs::MetadataExt;
     let dir = tempfile::tempdir().unwrap();
-    let rt = RealRuntime::new(1);
-    let _enter = RealRuntime::enter(&rt);
+    let _rt = real_runtime(1);
     let mut config = config();
     config.data[0].capacity_bytes = Some(1 << 30);
     config.log.capacity_bytes = Some(1 << 30);
@@ -501,8 +494,7 @@ fn check_refuses_a_file_of_another_database_with(config: &DbConfig, file: &str, 
     let a = tempfile::tempdir().unwrap();
     let b = tempfile::tempdir().unwrap();
     for dir in [a.path(), b.path()] {
-        let rt = RealRuntime::new(1);
-        let _enter = RealRuntime::enter(&rt);
+        let _rt = real_runtime(1);
         let db = Database::open_or_create_dir(dir, config).unwrap();
         fill(&db, 0..200);
         db.close().unwrap();
@@ -559,8 +551,7 @@ fn data_files_swapped_among_themselves_are_named() {
     second.name = "second".into();
     config.data.push(second);
     {
-        let rt = RealRuntime::new(1);
-        let _enter = RealRuntime::enter(&rt);
+        let _rt = real_runtime(1);
         Database::create_dir(dir.path(), &config).unwrap();
     }
     let (a, b) = (dir.path().join("data.data"), dir.path().join("second.data"));
@@ -591,8 +582,7 @@ fn regression_a_log_file_of_ragged_length_takes_commits_and_reopens() {
     let dir = tempfile::tempdir().unwrap();
     let mut config = config();
     config.log.capacity_bytes = Some((4 << 20) + 256);
-    let rt = RealRuntime::new(1);
-    let _enter = RealRuntime::enter(&rt);
+    let _rt = real_runtime(1);
     let db = Database::open_or_create_dir(dir.path(), &config).unwrap();
     fill(&db, 0..200);
     db.close().unwrap();

@@ -12,10 +12,9 @@ use std::path::Path;
 use std::process::{Child, Command, Stdio};
 use std::time::{Duration, Instant};
 
-use common::{assert_bad_input, flashlab, stderr, write};
+use common::{assert_bad_input, flashlab, real_runtime, stderr, temp_dir, temp_file, write};
 use flashlab::engine::Database;
 use flashlab::engine::db::dir::{MANIFEST_FILE, config_from_manifest};
-use flashlab::runtime::RealRuntime;
 use flashlab_workloads::tpcb::TpcB;
 
 /// Longest a test waits for a child that should end by itself.
@@ -47,8 +46,7 @@ fn acked(path: &Path) -> BTreeSet<i64> {
 
 /// The history ids the database at `dir` holds, after recovery.
 fn history_ids(dir: &Path, accounts: u32) -> BTreeSet<i64> {
-    let rt = RealRuntime::new(0);
-    let _enter = RealRuntime::enter(&rt);
+    let _rt = real_runtime(0);
     let config = config_from_manifest(dir).unwrap();
     let db = Database::open_dir(dir, &config).unwrap();
     let ids = TpcB::new(1, accounts).history_ids(&db).unwrap();
@@ -64,8 +62,7 @@ const SMALL_ROLLBACK: &str = "[[data]]\nname = \"data\"\npage_bytes = 8192\n\
 
 #[test]
 fn a_kept_database_that_acknowledged_commits_survives_a_failed_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let config = write(dir.path(), "small.toml", SMALL_ROLLBACK);
+    let (dir, config) = temp_file("small.toml", SMALL_ROLLBACK);
     let db = dir.path().join("db");
     std::fs::create_dir(&db).unwrap();
     let acks = dir.path().join("acks");
@@ -106,10 +103,8 @@ fn a_kept_database_that_acknowledged_commits_survives_a_failed_run() {
 
 #[test]
 fn a_half_loaded_database_is_removed_and_the_message_says_so() {
-    let dir = tempfile::tempdir().unwrap();
     // A data space of 4 MB cannot hold 100,000 accounts: the load fails.
-    let config = write(
-        dir.path(),
+    let (dir, config) = temp_file(
         "tiny.toml",
         "[[data]]\nname = \"data\"\npage_bytes = 8192\nbuffer_bytes = 16777216\n\
          device = \"file\"\ncapacity_bytes = 4194304\n\n[log]\ndevice = \"file\"\n\
@@ -133,10 +128,8 @@ fn a_half_loaded_database_is_removed_and_the_message_says_so() {
 
 #[test]
 fn a_failed_simulated_run_stops_at_once_and_reports_how_far_it_got() {
-    let dir = tempfile::tempdir().unwrap();
     // A 4 MB data space: TPC-B's history fills it after about half a minute.
-    let config = write(
-        dir.path(),
+    let (_dir, config) = temp_file(
         "small.toml",
         "[[data]]\nname = \"data\"\npage_bytes = 8192\ndevice = \"memory\"\n\
          capacity_bytes = 4194304\n\n[log]\ndevice = \"ssd-2008\"\n",
@@ -161,8 +154,7 @@ fn a_failed_simulated_run_stops_at_once_and_reports_how_far_it_got() {
 
 #[test]
 fn an_acks_file_that_cannot_be_written_fails_the_run() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().display().to_string();
+    let (_dir, d) = temp_dir();
     let out = bench_tpcb(&[
         "--real",
         &d,
@@ -311,8 +303,7 @@ fn sigint_during_characterize_removes_its_test_file() {
 #[test]
 fn a_refused_second_writer_creates_no_acks_file() {
     let dir = tempfile::tempdir().unwrap();
-    let rt = RealRuntime::new(0);
-    let _enter = RealRuntime::enter(&rt);
+    let _rt = real_runtime(0);
     let mut config = flashlab::engine::DbConfig::simple("file", "file", 8192, 1 << 20);
     config.data[0].capacity_bytes = Some(4 << 20);
     config.log.capacity_bytes = Some(4 << 20);
@@ -335,8 +326,7 @@ fn a_refused_second_writer_creates_no_acks_file() {
 
 #[test]
 fn tpcc_keeps_a_database_it_creates_in_an_empty_directory() {
-    let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().display().to_string();
+    let (dir, d) = temp_dir();
     let small = ["--items", "1000", "--customers-per-district", "30"];
     let mut args = vec!["bench", "tpcc", "--real", &d, "--keep", "--duration", "1s"];
     args.extend(small);

@@ -47,6 +47,21 @@ pub fn write(dir: &Path, name: &str, text: &str) -> String {
     path.display().to_string()
 }
 
+/// A fresh temporary directory holding `name` with `text`: the directory
+/// (removed when dropped) and the file's path.
+pub fn temp_file(name: &str, text: &str) -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = write(dir.path(), name, text);
+    (dir, path)
+}
+
+/// A fresh temporary directory (removed when dropped) and its path.
+pub fn temp_dir() -> (tempfile::TempDir, String) {
+    let dir = tempfile::tempdir().unwrap();
+    let path = dir.path().display().to_string();
+    (dir, path)
+}
+
 /// The names of the entries of `dir`, sorted.
 pub fn names(dir: &Path) -> Vec<String> {
     let mut names: Vec<String> = std::fs::read_dir(dir)
@@ -55,4 +70,11 @@ pub fn names(dir: &Path) -> Vec<String> {
         .collect();
     names.sort();
     names
+}
+
+/// A real runtime seeded `seed`, entered on this thread until the value
+/// returned is dropped (bind it to a named `_` variable).
+pub fn real_runtime(seed: u64) -> impl Sized {
+    let rt = flashlab::runtime::RealRuntime::new(seed);
+    (flashlab::runtime::RealRuntime::enter(&rt), rt)
 }

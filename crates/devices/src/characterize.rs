@@ -739,11 +739,12 @@ impl fmt::Display for Characterization {
 
 /// SplitMix64 (Steele, Lea, Flood 2014): tiny, seedable, and good enough for
 /// offsets; the same seed gives the same sequence on every platform.
+/// The FTL tests draw their pages from it too.
 #[derive(Clone, Debug)]
-struct SplitMix64(u64);
+pub(crate) struct SplitMix64(pub(crate) u64);
 
 impl SplitMix64 {
-    fn next_u64(&mut self) -> u64 {
+    pub(crate) fn next_u64(&mut self) -> u64 {
         self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
         let mut z = self.0;
         z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
@@ -761,24 +762,7 @@ impl SplitMix64 {
 mod tests {
     use super::*;
     use crate::hdd::HddModel;
-
-    /// A device with a fixed latency and unlimited parallelism, which checks
-    /// that submit times never go backwards (CHAR-1).
-    struct FixedLatency {
-        latency_ns: u64,
-        last_submit_ns: u64,
-        backwards: bool,
-    }
-
-    impl FixedLatency {
-        fn new(latency_ns: u64) -> FixedLatency {
-            FixedLatency {
-                latency_ns,
-                last_submit_ns: 0,
-                backwards: false,
-            }
-        }
-    }
+    use crate::model::testing::FixedLatency;
 
     /// Characterize a [`FixedLatency`] device of `latency_ns`: the device
     /// afterwards, and what was measured.
@@ -789,29 +773,6 @@ mod tests {
         let mut device = FixedLatency::new(latency_ns);
         let c = characterize(&mut device, &options).unwrap();
         (device, c)
-    }
-
-    impl DeviceModel for FixedLatency {
-        fn name(&self) -> &str {
-            "fixed"
-        }
-        fn capacity_bytes(&self) -> u64 {
-            1 << 30
-        }
-        fn sector_bytes(&self) -> u32 {
-            512
-        }
-        fn submit(&mut self, now_ns: u64, _req: &IoRequest) -> u64 {
-            self.backwards |= now_ns < self.last_submit_ns;
-            self.last_submit_ns = now_ns;
-            now_ns + self.latency_ns
-        }
-        fn stats(&self) -> crate::model::ModelStats {
-            Default::default()
-        }
-        fn describe(&self) -> Vec<crate::model::Parameter> {
-            Vec::new()
-        }
     }
 
     /// Disks keep no state that preconditioning would change, so the disk

@@ -160,3 +160,86 @@ pub fn check_request(
     }
     Ok(())
 }
+
+/// Test doubles for the models built on other models.
+#[cfg(test)]
+pub(crate) mod testing {
+    use super::{DeviceModel, IoKind, IoRequest, ModelStats, Parameter};
+
+    /// A 1 GiB model of 512-byte sectors whose requests take `latency_ns`
+    /// each: all at once, or (`serial`) one after another. It counts reads
+    /// and writes, and notes a submit time that went backwards (CHAR-1).
+    pub(crate) struct FixedLatency {
+        latency_ns: u64,
+        serial: bool,
+        busy_ns: u64,
+        last_submit_ns: u64,
+        pub(crate) backwards: bool,
+        reads: u64,
+        writes: u64,
+    }
+
+    impl FixedLatency {
+        /// Unlimited parallelism.
+        pub(crate) fn new(latency_ns: u64) -> FixedLatency {
+            FixedLatency {
+                latency_ns,
+                serial: false,
+                busy_ns: 0,
+                last_submit_ns: 0,
+                backwards: false,
+                reads: 0,
+                writes: 0,
+            }
+        }
+
+        /// One request at a time.
+        pub(crate) fn serial(latency_ns: u64) -> FixedLatency {
+            FixedLatency {
+                serial: true,
+                ..FixedLatency::new(latency_ns)
+            }
+        }
+    }
+
+    impl DeviceModel for FixedLatency {
+        fn name(&self) -> &str {
+            "fixed"
+        }
+
+        fn capacity_bytes(&self) -> u64 {
+            1 << 30
+        }
+
+        fn sector_bytes(&self) -> u32 {
+            512
+        }
+
+        fn submit(&mut self, now_ns: u64, req: &IoRequest) -> u64 {
+            self.backwards |= now_ns < self.last_submit_ns;
+            self.last_submit_ns = now_ns;
+            match req.kind {
+                IoKind::Read => self.reads += 1,
+                IoKind::Write => self.writes += 1,
+                _ => {}
+            }
+            if !self.serial {
+                return now_ns + self.latency_ns;
+            }
+            self.busy_ns = now_ns.max(self.busy_ns) + self.latency_ns;
+            self.busy_ns
+        }
+
+        fn stats(&self) -> ModelStats {
+            ModelStats {
+                reads: self.reads,
+                writes: self.writes,
+                ..ModelStats::default()
+            }
+        }
+
+        fn describe(&self) -> Vec<Parameter> {
+            Vec::new()
+        }
+    }
+}

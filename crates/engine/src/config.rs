@@ -364,6 +364,13 @@ impl DbConfig {
 mod tests {
     use super::*;
 
+    /// The one-line error `DbConfig::from_toml` gives `text` (as `db.toml`).
+    fn refused(text: &str) -> String {
+        DbConfig::from_toml(text, "db.toml")
+            .unwrap_err()
+            .to_string()
+    }
+
     #[test]
     fn toml_round_trip_and_errors_name_the_problem() {
         let text = r#"
@@ -389,17 +396,13 @@ mod tests {
         assert_eq!(config.data.len(), 2);
         assert_eq!(config.data[1].page_bytes, 16384);
         let bad = text.replace("4096", "3000");
-        let err = DbConfig::from_toml(&bad, "db.toml")
-            .unwrap_err()
-            .to_string();
+        let err = refused(&bad);
         assert!(
             err.contains("'tables'") && err.contains("power of two"),
             "{err}"
         );
         let tiny = text.replace("1048576", "8192");
-        let err = DbConfig::from_toml(&tiny, "db.toml")
-            .unwrap_err()
-            .to_string();
+        let err = refused(&tiny);
         assert!(err.contains("at least 8"), "{err}");
         let err = DbConfig::from_toml("[[data]]\nname = 1", "db.toml")
             .unwrap_err()
@@ -419,9 +422,7 @@ mod tests {
             let text = format!(
                 "[[data]]\nname = \"t\"\ndevice = \"memory\"\n{key} = {value}\n[log]\ndevice = \"memory\"\n"
             );
-            let err = DbConfig::from_toml(&text, "db.toml")
-                .unwrap_err()
-                .to_string();
+            let err = refused(&text);
             assert!(
                 err.contains("'t'") && err.contains("log-structured"),
                 "{key}: {err}"
@@ -459,9 +460,7 @@ mod tests {
             ),
         ] {
             let text = format!("{base}[buffer]\n{line}\n");
-            let err = DbConfig::from_toml(&text, "db.toml")
-                .unwrap_err()
-                .to_string();
+            let err = refused(&text);
             assert!(err.contains(key) && !err.contains('\n'), "{line}: {err}");
         }
     }

@@ -313,6 +313,20 @@ impl<'a> Reader<'a> {
     fn done(&self) -> bool {
         self.at >= self.bytes.len()
     }
+
+    /// Malformed `what` unless every byte was read ("after the last `part`").
+    fn finish(&self, what: &'static str, part: &str) -> Result<()> {
+        if self.done() {
+            return Ok(());
+        }
+        Err(Error::malformed(
+            what,
+            format!(
+                "{} bytes left after the last {part}",
+                self.bytes.len() - self.at
+            ),
+        ))
+    }
 }
 
 /// Columns and primary key of a table or index. See ROW-4.
@@ -415,15 +429,7 @@ impl Schema {
             .enumerate()
             .map(|(i, column)| column.decode(i, &mut reader))
             .collect::<Result<Vec<_>>>()?;
-        if !reader.done() {
-            return Err(Error::malformed(
-                "row",
-                format!(
-                    "{} bytes left after the last column",
-                    bytes.len() - reader.at
-                ),
-            ));
-        }
+        reader.finish("row", "column")?;
         Ok(row)
     }
 
@@ -553,15 +559,7 @@ pub fn decode_key(types: &[Type], bytes: &[u8]) -> Result<Vec<Value>> {
         };
         values.push(value);
     }
-    if !reader.done() {
-        return Err(Error::malformed(
-            "key",
-            format!(
-                "{} bytes left after the last value",
-                bytes.len() - reader.at
-            ),
-        ));
-    }
+    reader.finish("key", "value")?;
     Ok(values)
 }
 

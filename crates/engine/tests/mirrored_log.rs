@@ -71,13 +71,7 @@ fn zero_the_last_sector_of(
         let rig = Rig::new();
         let (devices, _) = rig.devices();
         let db = Database::open_with(&config(), devices).unwrap();
-        let t = db.create_table(TableSpec::bytes("kv")).unwrap();
-        for i in 0..100u32 {
-            let mut txn = db.begin().unwrap();
-            txn.put(&t, format!("{i:05}").as_bytes(), &[1u8; 60])
-                .unwrap();
-            txn.commit().unwrap();
-        }
+        commit_rows(&db, 100);
         db.abandon();
         let copy = damaged(&rig);
         let last = last_written_sector(&copy);
@@ -124,6 +118,17 @@ fn count(db: &Database) -> usize {
     rows.len()
 }
 
+/// Create table `kv` and commit `rows` rows to it, one a transaction.
+fn commit_rows(db: &Database, rows: u32) {
+    let t = db.create_table(TableSpec::bytes("kv")).unwrap();
+    for i in 0..rows {
+        let mut txn = db.begin().unwrap();
+        txn.put(&t, format!("{i:05}").as_bytes(), &[1u8; 60])
+            .unwrap();
+        txn.commit().unwrap();
+    }
+}
+
 #[test]
 fn regression_a_zeroed_last_sector_of_the_primary_is_repaired_from_the_mirror() {
     zero_the_last_sector_of(|rig| rig.primary.clone(), true);
@@ -156,13 +161,7 @@ fn regression_a_directorys_log_mirror_repairs_a_zeroed_last_sector() {
     let manifest = std::fs::read_to_string(dir.path().join("flashlab.manifest")).unwrap();
     assert!(manifest.contains("log.mirror"), "{manifest}");
     let db = Database::open_dir(dir.path(), &config).unwrap();
-    let t = db.create_table(TableSpec::bytes("kv")).unwrap();
-    for i in 0..50u32 {
-        let mut txn = db.begin().unwrap();
-        txn.put(&t, format!("{i:05}").as_bytes(), &[1u8; 60])
-            .unwrap();
-        txn.commit().unwrap();
-    }
+    commit_rows(&db, 50);
     // A crash image of both paths, taken while the database is open.
     for entry in std::fs::read_dir(dir.path()).unwrap() {
         let entry = entry.unwrap();

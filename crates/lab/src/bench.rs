@@ -28,7 +28,7 @@ use flashlab_devices::{DeviceRef, TraceRecord, presets};
 use flashlab_engine::config::REFERENCE_CPU_GHZ;
 use flashlab_engine::db::dir::MANIFEST_FILE;
 use flashlab_engine::{Database, DbConfig, Devices, Durability};
-use flashlab_runtime::{NS_PER_S, RealRuntime, Sim, SimConfig};
+use flashlab_runtime::{NS_PER_S, RealRuntime, Rt, Sim, SimConfig};
 use flashlab_workloads::driver::{AckSink, Progress, RunConfig, RunResult};
 use flashlab_workloads::{WorkloadOptions, build};
 use serde::Serialize;
@@ -733,13 +733,7 @@ fn bench_simulated(
     options: &BenchOptions,
     progress: impl FnMut(&Progress) + Send + 'static,
 ) -> anyhow::Result<BenchReport> {
-    let sim = SimConfig {
-        seed: options.seed,
-        cores: options.cores,
-        ..SimConfig::default()
-    };
-    let options = options.clone();
-    let (outcome, _) = Sim::run(sim, move |_rt| -> anyhow::Result<BenchReport> {
+    in_simulated_world(options, move |options, _rt| {
         let config = db_config(&options);
         let tracer = options.trace.then(Tracer::new);
         // A benchmark never crashes its devices: they remember no write
@@ -775,7 +769,21 @@ fn bench_simulated(
             progress,
         )
     })
-    .map_err(|e| anyhow!("{e}"))?;
+}
+
+/// Run `f` in a simulated world of the seed and cores of `options`, given a
+/// copy of them and the world's runtime: its result, once the world ends.
+fn in_simulated_world<T: Send + 'static>(
+    options: &BenchOptions,
+    f: impl FnOnce(BenchOptions, Rt) -> anyhow::Result<T> + Send + 'static,
+) -> anyhow::Result<T> {
+    let sim = SimConfig {
+        seed: options.seed,
+        cores: options.cores,
+        ..SimConfig::default()
+    };
+    let options = options.clone();
+    let (outcome, _) = Sim::run(sim, move |rt| f(options, rt)).map_err(|e| anyhow!("{e}"))?;
     outcome
         .finished()
         .ok_or_else(|| anyhow!("the simulation stopped early"))?
@@ -879,13 +887,7 @@ pub fn load_image(options: &BenchOptions) -> anyhow::Result<Arc<DbImage>> {
             "a database image is made in the simulated world, without a temp space"
         ));
     }
-    let sim = SimConfig {
-        seed: options.seed,
-        cores: options.cores,
-        ..SimConfig::default()
-    };
-    let options = options.clone();
-    let (outcome, _) = Sim::run(sim, move |rt| -> anyhow::Result<DbImage> {
+    let image = in_simulated_world(options, move |options, rt| {
         let config = db_config(&options);
         let stored = stored_devices(&config, None)?;
         let db = Database::open_with(&config, stored.devices).map_err(|e| anyhow!("{e}"))?;
@@ -916,11 +918,7 @@ pub fn load_image(options: &BenchOptions) -> anyhow::Result<Arc<DbImage>> {
             load_seconds: (rt.now_ns() - start_ns) as f64 / NS_PER_S as f64,
             load_host_seconds: host.elapsed().as_secs_f64(),
         })
-    })
-    .map_err(|e| anyhow!("{e}"))?;
-    let image = outcome
-        .finished()
-        .ok_or_else(|| anyhow!("the simulation stopped early"))??;
+    })?;
     Ok(Arc::new(image))
 }
 

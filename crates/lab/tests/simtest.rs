@@ -27,6 +27,20 @@ const CI_SEEDS: u64 = 300;
 /// Seeds CI runs on a log-structured data space (issue 15).
 const CI_LOG_STRUCTURED_SEEDS: u64 = 150;
 
+/// The number in the environment variable `name`, or `default`.
+fn env_or(name: &str, default: u64) -> u64 {
+    std::env::var(name)
+        .ok()
+        .and_then(|s| s.parse().ok())
+        .unwrap_or(default)
+}
+
+/// Seed `seed` of `workload` passes with the data space on `store`.
+fn assert_passes(seed: u64, workload: &str, store: StoreChoice) {
+    let report = run_seed_with(seed, workload, store);
+    assert!(report.passed(), "seed {seed}: {:?}", report.failure);
+}
+
 /// Log-structured seeds: small segments on a small space, so cleaning and
 /// map checkpoints run all the time and the cuts land in them; 0 lost.
 #[test]
@@ -68,21 +82,14 @@ fn simtest_log_structured_seeds_all_pass() {
 #[test]
 fn regression_log_structured_seeds() {
     for seed in [44, 83, 103, 289, 3392, 10550, 14766, 22585, 32531, 109120] {
-        let report = run_seed_with(seed, "mixed", StoreChoice::LogStructured);
-        assert!(report.passed(), "seed {seed}: {:?}", report.failure);
+        assert_passes(seed, "mixed", StoreChoice::LogStructured);
     }
 }
 
 #[test]
 fn simtest_ci_seeds_all_pass() {
-    let seeds = std::env::var("SIMTEST_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(CI_SEEDS);
-    let first = std::env::var("SIMTEST_FIRST")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(0);
+    let seeds = env_or("SIMTEST_SEEDS", CI_SEEDS);
+    let first = env_or("SIMTEST_FIRST", 0);
     let summary = run(first, seeds, "mixed", print_failure);
     eprintln!("{summary:#?}");
     assert_all_passed(&summary, "mixed-store");
@@ -97,39 +104,28 @@ fn a_seed_replays_exactly() {
     }
 }
 
-/// Seed 2153 (tpcb, Media profile) found that `verify` reported as damage a
-/// space-header page it had itself just rebuilt from the log (read through
-/// the pool first, so the device copy was still the damaged one). Verify
-/// counts a damaged page whose repaired copy awaits write-back as
-/// repaired.
+/// Seeds of the media profiles that found bugs:
+/// - 2153 (tpcb, Media): `verify` reported as damage a space-header page it
+///   had itself just rebuilt from the log (read through the pool first, so
+///   the device copy was still the damaged one). Verify counts a damaged
+///   page whose repaired copy awaits write-back as repaired.
+/// - 2241 (tpcb, Media): a rollback met a page damaged at rest (a latent
+///   read error, no image in the recycled log) and failed the database, as
+///   it must; the harness took the client's "log failed" for an unexpected
+///   error. A failure that names damage is an expected outcome of the media
+///   profiles.
+/// - 3163 (bank, LogMedia, preempted): a bit flipped on the write of the
+///   newer master-record copy, in its version byte, was taken for a
+///   database of another log format, and the final open refused it without
+///   naming any damage. The master record's checksum covers its version
+///   (log format 3), so that copy is damaged and the older one serves
+///   (`wal::master`'s
+///   `regression_a_flipped_bit_in_a_master_copys_header_is_damage_not_another_format`).
 #[test]
-fn regression_seed_2153_verify_counts_a_page_it_repaired_itself() {
-    let report = run_seed(2153, "mixed");
-    assert!(report.passed(), "{:?}", report.failure);
-}
-
-/// Seed 2241 (tpcb, Media profile): a rollback met a page damaged at rest
-/// (a latent read error, no image in the recycled log) and failed the
-/// database, as it must; the harness took the client's "log failed" for an
-/// unexpected error. A failure that names damage is an expected outcome
-/// of the media profiles.
-#[test]
-fn regression_seed_2241_a_rollback_that_meets_damage_fails_the_database() {
-    let report = run_seed(2241, "mixed");
-    assert!(report.passed(), "{:?}", report.failure);
-}
-
-/// Seed 3163 (bank, LogMedia profile, preempted): a bit flipped on the
-/// write of the newer master-record copy, in its version byte, was taken
-/// for a database of another log format, and the final open refused it
-/// without naming any damage. The master record's checksum covers its
-/// version (log format 3), so that copy is damaged and the older one
-/// serves (`wal::master`'s
-/// `regression_a_flipped_bit_in_a_master_copys_header_is_damage_not_another_format`).
-#[test]
-fn regression_seed_3163_a_flipped_master_version_is_damage() {
-    let report = run_seed(3163, "mixed");
-    assert!(report.passed(), "{:?}", report.failure);
+fn regression_seeds_of_the_media_profiles() {
+    for seed in [2153, 2241, 3163] {
+        assert_passes(seed, "mixed", StoreChoice::InPlace);
+    }
 }
 
 /// Seeds 5,000 to 35,000, run once in the `crash` profile, found these:
@@ -154,8 +150,7 @@ fn regression_seeds_from_the_35000_seed_sweep() {
         (31421, "tpcb"),
         (32713, "tpcb"),
     ] {
-        let report = run_seed(seed, workload);
-        assert!(report.passed(), "seed {seed}: {:?}", report.failure);
+        assert_passes(seed, workload, StoreChoice::InPlace);
     }
 }
 
@@ -166,8 +161,7 @@ fn regression_seeds_from_the_35000_seed_sweep() {
 #[test]
 fn regression_seeds_that_found_the_flush_failure_bugs() {
     for seed in [0, 3, 87, 220] {
-        let report = run_seed(seed, "mixed");
-        assert!(report.passed(), "seed {seed}: {:?}", report.failure);
+        assert_passes(seed, "mixed", StoreChoice::InPlace);
     }
 }
 
@@ -176,10 +170,7 @@ fn regression_seeds_that_found_the_flush_failure_bugs() {
 /// checkpoints and write-backs) and in recovery; the same promise.
 #[test]
 fn simtest_ipl_seeds_all_pass() {
-    let seeds = std::env::var("SIMTEST_IPL_SEEDS")
-        .ok()
-        .and_then(|s| s.parse().ok())
-        .unwrap_or(IPL_CI_SEEDS);
+    let seeds = env_or("SIMTEST_IPL_SEEDS", IPL_CI_SEEDS);
     let summary = flashlab_lab::simtest::run_with(
         0,
         seeds,

@@ -249,18 +249,29 @@ impl<T: Default> Default for Mutex<T> {
     }
 }
 
-impl<T> Deref for MutexGuard<'_, T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        self.data.as_ref().expect("guard holds data")
-    }
+/// `Deref` (with `mut`, `DerefMut` too) of a guard to the value its `data`
+/// holds while the guard lives (a trait impl: no function can write it).
+macro_rules! deref_to_data {
+    ($guard:ident) => {
+        impl<T> Deref for $guard<'_, T> {
+            type Target = T;
+            fn deref(&self) -> &T {
+                self.data.as_ref().expect("guard holds data")
+            }
+        }
+    };
+    ($guard:ident, mut) => {
+        deref_to_data!($guard);
+
+        impl<T> DerefMut for $guard<'_, T> {
+            fn deref_mut(&mut self) -> &mut T {
+                self.data.as_mut().expect("guard holds data")
+            }
+        }
+    };
 }
 
-impl<T> DerefMut for MutexGuard<'_, T> {
-    fn deref_mut(&mut self) -> &mut T {
-        self.data.as_mut().expect("guard holds data")
-    }
-}
+deref_to_data!(MutexGuard, mut);
 
 impl<T> Drop for MutexGuard<'_, T> {
     fn drop(&mut self) {
@@ -628,32 +639,24 @@ impl RwLatch {
 
     /// Take the latch shared.
     pub fn read(&self) -> RwLatchReadGuard<'_> {
-        if !crate::sim::in_simulated_task() {
-            return RwLatchReadGuard {
-                latch: self,
-                real: Some(self.real.read()),
-            };
-        }
-        self.acquire_simulated(false);
-        RwLatchReadGuard {
-            latch: self,
-            real: None,
-        }
+        let real = self.acquire_real(false).then(|| self.real.read());
+        RwLatchReadGuard { latch: self, real }
     }
 
     /// Take the latch exclusive.
     pub fn write(&self) -> RwLatchWriteGuard<'_> {
+        let real = self.acquire_real(true).then(|| self.real.write());
+        RwLatchWriteGuard { latch: self, real }
+    }
+
+    /// In a simulated task, take the latch there and return false; outside
+    /// one, true: the caller takes the real lock.
+    fn acquire_real(&self, exclusive: bool) -> bool {
         if !crate::sim::in_simulated_task() {
-            return RwLatchWriteGuard {
-                latch: self,
-                real: Some(self.real.write()),
-            };
+            return true;
         }
-        self.acquire_simulated(true);
-        RwLatchWriteGuard {
-            latch: self,
-            real: None,
-        }
+        self.acquire_simulated(exclusive);
+        false
     }
 
     fn acquire_simulated(&self, exclusive: bool) {
@@ -803,25 +806,8 @@ impl<T> RwLock<T> {
     }
 }
 
-impl<T> Deref for RwLockReadGuard<'_, T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        self.data.as_ref().expect("guard holds data")
-    }
-}
-
-impl<T> Deref for RwLockWriteGuard<'_, T> {
-    type Target = T;
-    fn deref(&self) -> &T {
-        self.data.as_ref().expect("guard holds data")
-    }
-}
-
-impl<T> DerefMut for RwLockWriteGuard<'_, T> {
-    fn deref_mut(&mut self) -> &mut T {
-        self.data.as_mut().expect("guard holds data")
-    }
-}
+deref_to_data!(RwLockReadGuard);
+deref_to_data!(RwLockWriteGuard, mut);
 
 impl<T> Drop for RwLockReadGuard<'_, T> {
     fn drop(&mut self) {

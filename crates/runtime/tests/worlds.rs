@@ -17,6 +17,18 @@ fn sim<T: Send + 'static>(cores: u32, seed: u64, f: impl FnOnce(Rt) -> T + Send 
     outcome.finished().expect("finished")
 }
 
+/// A simulated world of two cores, otherwise the default, running `f`: its
+/// outcome and report.
+fn on_two_cores<T: Send + 'static>(
+    f: impl FnOnce(Rt) -> T + Send + 'static,
+) -> (SimOutcome<T>, flashlab_runtime::SimReport) {
+    let config = SimConfig {
+        cores: 2,
+        ..SimConfig::default()
+    };
+    Sim::run(config, f).expect("simulation")
+}
+
 #[test]
 fn sleep_advances_virtual_time_exactly() {
     let t = sim(1, 0, |rt| {
@@ -54,11 +66,7 @@ fn owed_cpu_is_charged_with_the_next_burst() {
 #[test]
 fn cpu_charges_queue_for_cores() {
     // Four 10 ms charges on two cores take 20 ms, with both cores busy.
-    let config = SimConfig {
-        cores: 2,
-        ..SimConfig::default()
-    };
-    let (outcome, report) = Sim::run(config, |rt| {
+    let (outcome, report) = on_two_cores(|rt| {
         let handles: Vec<_> = (0..4)
             .map(|i| {
                 let task_rt = rt.clone();
@@ -69,8 +77,7 @@ fn cpu_charges_queue_for_cores() {
             })
             .collect();
         handles.into_iter().map(|h| h.join()).collect::<Vec<_>>()
-    })
-    .expect("simulation");
+    });
     let ends = outcome.finished().expect("finished");
     assert_eq!(
         ends,
@@ -87,39 +94,40 @@ fn cpu_charges_queue_for_cores() {
 
 #[test]
 fn cpu_utilization_is_partial_when_cores_idle() {
-    let config = SimConfig {
-        cores: 2,
-        ..SimConfig::default()
-    };
-    let (_, report) = Sim::run(config, |rt| {
+    let (_, report) = on_two_cores(|rt| {
         rt.cpu(10 * NS_PER_MS);
         rt.sleep(10 * NS_PER_MS);
-    })
-    .expect("simulation");
+    });
     // 10 ms busy of 2 cores x 20 ms.
     assert!((report.cpu.utilization() - 0.25).abs() < 1e-9);
     assert_eq!(report.cpu.per_core(), vec![0.5, 0.0]);
 }
 
-fn counter_under_mutex(rt: &Rt, tasks: usize, rounds: usize) -> u64 {
-    let counter = Arc::new(Mutex::new(0u64));
-    let handles: Vec<_> = (0..tasks)
-        .map(|i| {
-            let counter = counter.clone();
-            let task_rt = rt.clone();
-            rt.spawn(&format!("t{i}"), move || {
-                for _ in 0..rounds {
-                    let mut guard = counter.lock();
-                    let seen = *guard;
-                    task_rt.sleep(1_000); // hold the lock across a blocking call
-                    *guard = seen + 1;
-                }
-            })
-        })
+/// Spawn tasks `t0` to `t{n - 1}`, task `i` running what `task(i)` makes,
+/// all before any is joined; then join them all.
+fn spawn_and_join<F: FnOnce() + Send + 'static>(rt: &Rt, n: usize, task: impl Fn(usize) -> F) {
+    let handles: Vec<_> = (0..n)
+        .map(|i| rt.spawn(&format!("t{i}"), task(i)))
         .collect();
     for handle in handles {
         handle.join();
     }
+}
+
+fn counter_under_mutex(rt: &Rt, tasks: usize, rounds: usize) -> u64 {
+    let counter = Arc::new(Mutex::new(0u64));
+    spawn_and_join(rt, tasks, |_| {
+        let counter = counter.clone();
+        let task_rt = rt.clone();
+        move || {
+            for _ in 0..rounds {
+                let mut guard = counter.lock();
+                let seen = *guard;
+                task_rt.sleep(1_000); // hold the lock across a blocking call
+                *guard = seen + 1;
+            }
+        }
+    });
     *counter.lock()
 }
 
@@ -174,27 +182,22 @@ fn latch_held_across_sleep_loses_no_update_in_both_worlds() {
 /// [`RwLock`], each holding it across a 1 us sleep; returns the value.
 fn rw_lock_readers_and_writers(rt: &Rt, readers: usize, writers: usize) -> u64 {
     let value = Arc::new(RwLock::new(0u64));
-    let handles: Vec<_> = (0..readers + writers)
-        .map(|i| {
-            let value = value.clone();
-            let task_rt = rt.clone();
-            rt.spawn(&format!("t{i}"), move || {
-                if i < writers {
-                    let mut guard = value.write();
-                    let seen = *guard;
-                    task_rt.sleep(1_000);
-                    *guard = seen + 1;
-                } else {
-                    let guard = value.read();
-                    task_rt.sleep(1_000);
-                    assert!(*guard <= writers as u64);
-                }
-            })
-        })
-        .collect();
-    for handle in handles {
-        handle.join();
-    }
+    spawn_and_join(rt, readers + writers, |i| {
+        let value = value.clone();
+        let task_rt = rt.clone();
+        move || {
+            if i < writers {
+                let mut guard = value.write();
+                let seen = *guard;
+                task_rt.sleep(1_000);
+                *guard = seen + 1;
+            } else {
+                let guard = value.read();
+                task_rt.sleep(1_000);
+                assert!(*guard <= writers as u64);
+            }
+        }
+    });
     *value.read()
 }
 

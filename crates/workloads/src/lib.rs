@@ -101,6 +101,31 @@ impl Default for WorkloadOptions {
     }
 }
 
+/// Every row of `table`, read in a transaction of its own.
+pub(crate) fn all_rows(
+    db: &Database,
+    table: &flashlab_engine::Table,
+) -> Result<Vec<(Vec<u8>, Vec<u8>)>> {
+    let mut txn = db.begin()?;
+    let rows = txn.scan(
+        table,
+        std::ops::Bound::Unbounded,
+        std::ops::Bound::Unbounded,
+    )?;
+    txn.commit()?;
+    Ok(rows)
+}
+
+/// Run `load` with the database's CPU costs off (a load is not part of
+/// what a run measures), then put them back.
+pub(crate) fn uncharged<T>(db: &Database, load: impl FnOnce() -> Result<T>) -> Result<T> {
+    let costs = db.config().cpu.clone();
+    db.set_cpu_costs(flashlab_engine::config::CpuCosts::free());
+    let loaded = load();
+    db.set_cpu_costs(costs);
+    loaded
+}
+
 /// Build a workload by name; `None` if unknown.
 pub fn build(name: &str, options: &WorkloadOptions) -> Option<Box<dyn Workload>> {
     match name {

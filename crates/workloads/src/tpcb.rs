@@ -16,7 +16,6 @@
 //! as lee2008's load generator and pgbench do), and the number of accounts
 //! per branch may be lowered for quick simulated runs.
 
-use flashlab_engine::config::CpuCosts;
 use flashlab_engine::row::{Column, Schema, Type, Value};
 use flashlab_engine::{Database, Result, TableSpec};
 use rand::Rng;
@@ -207,13 +206,7 @@ impl TpcB {
     pub fn history_ids(&self, db: &Database) -> Result<Vec<i64>> {
         let history = db.table("history")?;
         let schema = history.def().schema.clone().expect("typed");
-        let mut txn = db.begin()?;
-        let rows = txn.scan(
-            &history,
-            std::ops::Bound::Unbounded,
-            std::ops::Bound::Unbounded,
-        )?;
-        txn.commit()?;
+        let rows = crate::all_rows(db, &history)?;
         let mut hids = Vec::with_capacity(rows.len());
         for (_, bytes) in &rows {
             if let Some(Value::Int(hid)) = schema.decode_row(bytes)?.first() {
@@ -239,11 +232,7 @@ impl Workload for TpcB {
     }
 
     fn setup(&self, db: &Database) -> Result<()> {
-        let costs = db.config().cpu.clone();
-        db.set_cpu_costs(CpuCosts::free());
-        let loaded = self.load(db);
-        db.set_cpu_costs(costs);
-        loaded
+        crate::uncharged(db, || self.load(db))
     }
 
     fn transaction(&self, db: &Database, _client: u32, rng: &mut ChaCha8Rng) -> Result<()> {

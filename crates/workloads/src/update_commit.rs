@@ -5,7 +5,6 @@
 //! one update and one commit, so its cost is the log force: with the log on
 //! a disk, clients wait for the platter; on flash, for the CPU (Table 2).
 
-use flashlab_engine::config::CpuCosts;
 use flashlab_engine::{Database, Result, TableSpec};
 use rand::Rng;
 use rand_chacha::ChaCha8Rng;
@@ -37,13 +36,7 @@ impl UpdateCommit {
 /// value counts 0, which the check then reports as a mismatch).
 pub fn counter_total(db: &Database) -> Result<(usize, u64)> {
     let table = db.table("uc")?;
-    let mut txn = db.begin()?;
-    let rows = txn.scan(
-        &table,
-        std::ops::Bound::Unbounded,
-        std::ops::Bound::Unbounded,
-    )?;
-    txn.commit()?;
+    let rows = crate::all_rows(db, &table)?;
     let total = rows
         .iter()
         .map(|(_, v)| {
@@ -63,18 +56,17 @@ impl Workload for UpdateCommit {
     }
 
     fn setup(&self, db: &Database) -> Result<()> {
-        let costs = db.config().cpu.clone();
-        db.set_cpu_costs(CpuCosts::free());
-        let table = db.create_table(TableSpec::bytes("uc"))?;
-        for start in (0..self.rows).step_by(LOAD_BATCH_ROWS as usize) {
-            let mut txn = db.begin()?;
-            for row in start..(start + LOAD_BATCH_ROWS).min(self.rows) {
-                txn.put(&table, &key(row), &[0u8; ROW_BYTES])?;
+        crate::uncharged(db, || {
+            let table = db.create_table(TableSpec::bytes("uc"))?;
+            for start in (0..self.rows).step_by(LOAD_BATCH_ROWS as usize) {
+                let mut txn = db.begin()?;
+                for row in start..(start + LOAD_BATCH_ROWS).min(self.rows) {
+                    txn.put(&table, &key(row), &[0u8; ROW_BYTES])?;
+                }
+                txn.commit()?;
             }
-            txn.commit()?;
-        }
-        db.set_cpu_costs(costs);
-        Ok(())
+            Ok(())
+        })
     }
 
     fn transaction(&self, db: &Database, _client: u32, rng: &mut ChaCha8Rng) -> Result<()> {

@@ -249,29 +249,65 @@ const SSD2008_SOURCES: [(&str, &str); 11] = [
     ),
 ];
 
+/// A drive of K9WAG08U1A chips, one die each, under a super-block FTL
+/// (`ssd-2008` and the Mtron class): what a preset sets beyond the part.
+struct K9Drive {
+    channels: u32,
+    chips_per_channel: u32,
+    blocks_per_plane: u32,
+    over_provisioning: f64,
+    host_bytes_per_s: u64,
+    controller_ns: u64,
+    write_buffer_bytes: u64,
+    erase_units_per_super_block: u32,
+    log_super_blocks: u32,
+}
+
+impl K9Drive {
+    /// The model called `name`, with `sources` before the part's.
+    fn model(
+        &self,
+        name: &str,
+        sources: &[(&'static str, &'static str)],
+    ) -> Result<SsdModel, DeviceError> {
+        let geometry = k9wag08u1a_geometry(
+            self.channels,
+            self.chips_per_channel,
+            self.blocks_per_plane,
+            self.over_provisioning,
+        );
+        let preset = SsdPreset {
+            geometry,
+            timing: k9wag08u1a_timing(self.host_bytes_per_s, self.controller_ns),
+            ftl_kind: FtlKind::SuperBlock,
+            write_buffer_bytes: self.write_buffer_bytes,
+            extras: ControllerExtras::default(),
+            sources: sources_with(sources, &K9WAG08U1A_SOURCES),
+        };
+        let (units, logs) = (self.erase_units_per_super_block, self.log_super_blocks);
+        preset.build(name, |geometry| {
+            Ok(Box::new(SuperBlockFtl::new(geometry, units, logs)))
+        })
+    }
+}
+
 /// lee2008's Samsung MCAQE32G8APP: 32 GB, dual channel, 4-way
 /// interleaving, super-block FTL.
+const SSD2008: K9Drive = K9Drive {
+    channels: SSD2008_CHANNELS,
+    chips_per_channel: SSD2008_CHIPS_PER_CHANNEL,
+    blocks_per_plane: SSD2008_BLOCKS_PER_PLANE,
+    over_provisioning: SSD2008_OVER_PROVISIONING,
+    host_bytes_per_s: SSD2008_HOST_BYTES_PER_S,
+    controller_ns: SSD2008_CONTROLLER_NS,
+    write_buffer_bytes: SSD2008_WRITE_BUFFER_BYTES,
+    erase_units_per_super_block: SSD2008_ERASE_UNITS_PER_SUPER_BLOCK,
+    log_super_blocks: SSD2008_LOG_SUPER_BLOCKS,
+};
+
+/// The `ssd-2008` preset ([`SSD2008`]).
 pub fn ssd_2008() -> Result<SsdModel, DeviceError> {
-    let preset = SsdPreset {
-        geometry: k9wag08u1a_geometry(
-            SSD2008_CHANNELS,
-            SSD2008_CHIPS_PER_CHANNEL,
-            SSD2008_BLOCKS_PER_PLANE,
-            SSD2008_OVER_PROVISIONING,
-        ),
-        timing: k9wag08u1a_timing(SSD2008_HOST_BYTES_PER_S, SSD2008_CONTROLLER_NS),
-        ftl_kind: FtlKind::SuperBlock,
-        write_buffer_bytes: SSD2008_WRITE_BUFFER_BYTES,
-        extras: ControllerExtras::default(),
-        sources: sources_with(&SSD2008_SOURCES, &K9WAG08U1A_SOURCES),
-    };
-    preset.build("ssd-2008", |geometry| {
-        Ok(Box::new(SuperBlockFtl::new(
-            geometry,
-            SSD2008_ERASE_UNITS_PER_SUPER_BLOCK,
-            SSD2008_LOG_SUPER_BLOCKS,
-        )))
-    })
+    SSD2008.model("ssd-2008", &SSD2008_SOURCES)
 }
 
 // ------------------------------------------------------------------ 2010

@@ -99,16 +99,7 @@ pub(crate) fn create(config: &DbConfig, devices: Devices) -> Result<Database> {
     for space in &db.inner.spaces {
         format_space(&db, space)?;
     }
-    // The catalog tree: its root lands on page 1 of space 0.
-    let mut mtr = db.inner.mtr(0)?;
-    let catalog = BTree::create(&mut mtr)?;
-    if catalog.root() != CATALOG_ROOT {
-        return Err(Error::Open(format!(
-            "catalog root landed on page {}",
-            catalog.root()
-        )));
-    }
-    mtr.commit(&db.inner.wal, 0, 0, None)?;
+    create_catalog(&db)?;
     db.flush()?;
     Ok(db)
 }
@@ -156,18 +147,24 @@ pub(crate) fn finish_creation(db: &Database, created: bool) -> Result<bool> {
         ));
     }
     if no_catalog {
-        let mut mtr = db.inner.mtr(0)?;
-        let tree = BTree::create(&mut mtr)?;
-        if tree.root() != CATALOG_ROOT {
-            return Err(Error::Open(format!(
-                "catalog root landed on page {}",
-                tree.root()
-            )));
-        }
-        mtr.commit(&db.inner.wal, 0, 0, None)?;
+        create_catalog(db)?;
         finished = true;
     }
     Ok(finished)
+}
+
+/// The catalog tree: its root lands on page 1 of space 0.
+fn create_catalog(db: &Database) -> Result<()> {
+    let mut mtr = db.inner.mtr(0)?;
+    let catalog = BTree::create(&mut mtr)?;
+    if catalog.root() != CATALOG_ROOT {
+        return Err(Error::Open(format!(
+            "catalog root landed on page {}",
+            catalog.root()
+        )));
+    }
+    mtr.commit(&db.inner.wal, 0, 0, None)?;
+    Ok(())
 }
 
 /// REC-5: a page of an existing database that must hold `what` is zeros.

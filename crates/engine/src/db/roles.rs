@@ -77,64 +77,68 @@ fn u32_at(bytes: &[u8], at: usize) -> u32 {
     u32::from_le_bytes(bytes[at..at + 4].try_into().expect("4 bytes"))
 }
 
-/// A data file's header must be its own space's, of this database.
-fn check_data_identity(
-    dir: &Path,
-    manifest: &Manifest,
-    file: &str,
+/// A data file being checked against the manifest: where it is and which
+/// data space it should hold.
+struct DataFile<'a> {
+    dir: &'a Path,
+    manifest: &'a Manifest,
+    file: &'a str,
     space_index: u32,
-    first: &[u8],
-) -> Result<()> {
-    let found_space = u32_at(first, SPACE_ID_OFFSET);
-    if found_space != space_index {
-        let other = manifest
-            .spaces
-            .iter()
-            .filter(|s| s.kind == "data")
-            .nth(found_space as usize)
-            .map_or("a space this manifest does not list".to_string(), |s| {
-                format!("swapped with {}?", s.file)
-            });
-        return Err(Error::Damaged(format!(
-            "{}: holds the header of data space {found_space}, not of space {space_index}: {other}; nothing was changed",
-            dir.join(file).display()
-        )));
-    }
-    let found = u64_at(first, IDENTITY_OFFSET);
-    match manifest.identity() {
-        Some(id) if found != 0 && found != id => Err(Error::Damaged(format!(
-            "{}: belongs to another database (id {found:016x}; {MANIFEST_FILE} says {id:016x}); nothing was changed",
-            dir.join(file).display()
-        ))),
-        _ => Ok(()),
-    }
 }
 
-/// A log-structured data file's superblock, once it records an identity,
-/// must be its own space's, of this database.
-fn check_log_structured_identity(
-    dir: &Path,
-    manifest: &Manifest,
-    file: &str,
-    space_index: u32,
-    first: &[u8],
-) -> Result<()> {
-    let Some((found, found_space)) = identity_at(first) else {
-        return Ok(()); // created before identities were recorded
-    };
-    if let Some(id) = manifest.identity().filter(|&id| id != found) {
-        return Err(Error::Damaged(format!(
+impl DataFile<'_> {
+    /// The error for a file whose identity `found` is not the manifest's `id`.
+    fn of_another_database(&self, found: u64, id: u64) -> Error {
+        Error::Damaged(format!(
             "{}: belongs to another database (id {found:016x}; {MANIFEST_FILE} says {id:016x}); nothing was changed",
-            dir.join(file).display()
-        )));
+            self.dir.join(self.file).display()
+        ))
     }
-    if found_space != space_index {
-        return Err(Error::Damaged(format!(
-            "{}: holds the log-structured superblock of data space {found_space}, not of space {space_index}; nothing was changed",
-            dir.join(file).display()
-        )));
+
+    /// A data file's header must be its own space's, of this database.
+    fn check_header(&self, first: &[u8]) -> Result<()> {
+        let space_index = self.space_index;
+        let found_space = u32_at(first, SPACE_ID_OFFSET);
+        if found_space != space_index {
+            let other = self
+                .manifest
+                .spaces
+                .iter()
+                .filter(|s| s.kind == "data")
+                .nth(found_space as usize)
+                .map_or("a space this manifest does not list".to_string(), |s| {
+                    format!("swapped with {}?", s.file)
+                });
+            return Err(Error::Damaged(format!(
+                "{}: holds the header of data space {found_space}, not of space {space_index}: {other}; nothing was changed",
+                self.dir.join(self.file).display()
+            )));
+        }
+        let found = u64_at(first, IDENTITY_OFFSET);
+        match self.manifest.identity() {
+            Some(id) if found != 0 && found != id => Err(self.of_another_database(found, id)),
+            _ => Ok(()),
+        }
     }
-    Ok(())
+
+    /// A log-structured data file's superblock, once it records an identity,
+    /// must be its own space's, of this database.
+    fn check_superblock(&self, first: &[u8]) -> Result<()> {
+        let space_index = self.space_index;
+        let Some((found, found_space)) = identity_at(first) else {
+            return Ok(()); // created before identities were recorded
+        };
+        if let Some(id) = self.manifest.identity().filter(|&id| id != found) {
+            return Err(self.of_another_database(found, id));
+        }
+        if found_space != space_index {
+            return Err(Error::Damaged(format!(
+                "{}: holds the log-structured superblock of data space {found_space}, not of space {space_index}; nothing was changed",
+                self.dir.join(self.file).display()
+            )));
+        }
+        Ok(())
+    }
 }
 
 /// What the first bytes of a file look like.
@@ -230,10 +234,16 @@ pub(crate) fn check(
         if kind == "log" {
             check_master(dir, file, device, manifest.identity())?;
         } else if kind == "data" {
+            let data = DataFile {
+                dir,
+                manifest,
+                file,
+                space_index: data_index,
+            };
             if role == Role::Data {
-                check_data_identity(dir, manifest, file, data_index, &head(device)?)?;
+                data.check_header(&head(device)?)?;
             } else if role == Role::LogStructuredData {
-                check_log_structured_identity(dir, manifest, file, data_index, &head(device)?)?;
+                data.check_superblock(&head(device)?)?;
             }
             data_index += 1;
         }

@@ -265,26 +265,18 @@ impl TempSpace {
 
     /// Write at `offset_bytes` of the device, counted.
     pub(crate) fn write(&self, offset_bytes: u64, data: &[u8]) -> Result<()> {
-        self.inner.writes.fetch_add(1, Ordering::Relaxed);
-        self.inner
-            .bytes_written
-            .fetch_add(data.len() as u64, Ordering::Relaxed);
-        self.inner
-            .device
-            .write(offset_bytes, data)
-            .map_err(|e| self.device_error(e))
+        let inner = &self.inner;
+        count(&inner.writes, &inner.bytes_written, data.len());
+        let written = inner.device.write(offset_bytes, data);
+        written.map_err(|e| self.device_error(e))
     }
 
     /// Read at `offset_bytes` of the device, counted.
     pub(crate) fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<()> {
-        self.inner.reads.fetch_add(1, Ordering::Relaxed);
-        self.inner
-            .bytes_read
-            .fetch_add(buf.len() as u64, Ordering::Relaxed);
-        self.inner
-            .device
-            .read(offset_bytes, buf)
-            .map_err(|e| self.device_error(e))
+        let inner = &self.inner;
+        count(&inner.reads, &inner.bytes_read, buf.len());
+        let read = inner.device.read(offset_bytes, buf);
+        read.map_err(|e| self.device_error(e))
     }
 
     fn device_error(&self, e: DeviceError) -> TempError {
@@ -308,6 +300,12 @@ impl std::fmt::Debug for TempSpace {
             .field("capacity_bytes", &self.inner.capacity_bytes)
             .finish()
     }
+}
+
+/// One request of `bytes` more in a request counter and its byte counter.
+fn count(requests: &AtomicU64, byte_total: &AtomicU64, bytes: usize) {
+    requests.fetch_add(1, Ordering::Relaxed);
+    byte_total.fetch_add(bytes as u64, Ordering::Relaxed);
 }
 
 #[cfg(test)]

@@ -173,10 +173,6 @@ pub struct DeviceRuns {
 
 impl Study for DeviceCharacterization {
     type Measured = DeviceRuns;
-    const ID: &'static str = "devices";
-    const TITLE: &'static str = "Device characterization of every preset";
-    const PAPER: &'static str =
-        "lee2008 Table 1; petrov2010 Tables 1 and 3; lee2007's disk; wang2010 Figure 11";
 
     fn measure(&self, ctx: &RunContext) -> anyhow::Result<DeviceRuns> {
         let names = presets::model_names();

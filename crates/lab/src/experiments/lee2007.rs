@@ -463,11 +463,6 @@ fn erases_per_txn(p: &Point) -> f64 {
 
 impl Study for Ipl {
     type Measured = IplRuns;
-    const ID: &'static str = "lee2007-ipl";
-    const TITLE: &'static str =
-        "lee2007: In-Page Logging, log segment size vs merges and write performance vs buffer";
-    const PAPER: &'static str =
-        "lee2007 slides: \"Log Segment Size vs Merges\", \"Estimated Write Performance\"";
 
     fn measure(&self, ctx: &RunContext) -> anyhow::Result<IplRuns> {
         let sweep_traces: &[Trace] = if ctx.quick { &TRACES[..1] } else { &TRACES };

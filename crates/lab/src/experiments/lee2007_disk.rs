@@ -42,14 +42,14 @@ use flashlab_devices::IoKind;
 use flashlab_devices::trace::traced::TracedDevice;
 use flashlab_devices::trace::{Space, Tracer};
 use flashlab_engine::config::CpuCosts;
-use flashlab_engine::{Database, DbConfig, Devices, Table, TableSpec};
+use flashlab_engine::{Database, DbConfig, Devices, Table};
 use flashlab_runtime::{NS_PER_S, Rt, Sim, SimConfig};
 use rand::SeedableRng;
 use rand::seq::SliceRandom;
 use serde::Serialize;
 
-use super::RunContext;
 use super::skeleton::Study;
+use super::{RunContext, load_dotted_table};
 use crate::check::Check;
 use crate::published;
 use crate::report::{Table as ReportTable, fmt_num};
@@ -259,15 +259,7 @@ fn scenario(rt: &Rt, side: &str, device: &str, pages: u64, seed: u64) -> anyhow:
 fn load(db: &Database, tuples: u64) -> anyhow::Result<u64> {
     let costs = db.config().cpu.clone();
     db.set_cpu_costs(CpuCosts::free());
-    let table = db.create_table(TableSpec::bytes("t")).map_err(err)?;
-    let value = vec![b'.'; VALUE_BYTES];
-    for start in (0..tuples).step_by(BATCH_TUPLES as usize) {
-        let mut txn = db.begin().map_err(err)?;
-        for tuple in start..(start + BATCH_TUPLES).min(tuples) {
-            txn.put(&table, &key(tuple), &value).map_err(err)?;
-        }
-        txn.commit().map_err(err)?;
-    }
+    load_dotted_table(db, tuples, BATCH_TUPLES, VALUE_BYTES).map_err(err)?;
     db.checkpoint().map_err(err)?;
     db.set_cpu_costs(costs);
     let report = flashlab_engine::db::verify::verify(db).map_err(err)?;
@@ -382,9 +374,6 @@ impl DiskVsFlashRuns {
 
 impl Study for DiskVsFlash {
     type Measured = DiskVsFlashRuns;
-    const ID: &'static str = "lee2007-disk-vs-flash";
-    const TITLE: &'static str = "lee2007: disk-based DBMS performance, disk against flash";
-    const PAPER: &'static str = "lee2007";
 
     fn measure(&self, ctx: &RunContext) -> anyhow::Result<DiskVsFlashRuns> {
         let steps = ctx.steps(DEVICES.len());

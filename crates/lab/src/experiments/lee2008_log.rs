@@ -76,23 +76,16 @@ pub(crate) fn options(
     }
 }
 
-fn run(
-    ctx: &RunContext,
-    workload: &str,
-    log: &str,
-    clients: u32,
-    cores: u32,
-    ghz: f64,
-    trace: bool,
-) -> anyhow::Result<BenchReport> {
-    let options = BenchOptions {
-        trace,
-        ..options(ctx, workload, log, clients, cores, ghz)
-    };
+/// One run of `options`, traced when `trace`, its consistency checked.
+fn run(options: BenchOptions, trace: bool) -> anyhow::Result<BenchReport> {
+    let options = BenchOptions { trace, ..options };
     let report = bench(&options, |_| {})?;
     if report.consistency != "ok" {
         return Err(anyhow!(
-            "{workload} on {log} with {clients} clients: consistency violated: {}",
+            "{} on {} with {} clients: consistency violated: {}",
+            options.workload,
+            options.log_device,
+            options.clients,
             report.consistency
         ));
     }
@@ -109,16 +102,19 @@ const TABLE2_KEY: &str = "lee2008.table2_update_commit";
 
 impl Study for Table2 {
     type Measured = Vec<Table2Row>;
-    const ID: &'static str = "lee2008-table2";
-    const TITLE: &'static str = "lee2008 Table 2: commit-time performance of update-commit";
-    const PAPER: &'static str = "lee2008 section 4.1, Table 2";
 
     fn measure(&self, ctx: &RunContext) -> anyhow::Result<Vec<Table2Row>> {
         let mut measured = Vec::new();
         let steps = ctx.steps(2 * table2_clients().len());
         for c in table2_clients() {
-            let hdd = steps.after(run(ctx, "update-commit", HDD, c, 2, DUAL_GHZ, false)?);
-            let ssd = steps.after(run(ctx, "update-commit", SSD, c, 2, DUAL_GHZ, false)?);
+            let hdd = steps.after(run(
+                options(ctx, "update-commit", HDD, c, 2, DUAL_GHZ),
+                false,
+            )?);
+            let ssd = steps.after(run(
+                options(ctx, "update-commit", SSD, c, 2, DUAL_GHZ),
+                false,
+            )?);
             measured.push((
                 c,
                 hdd.tps,
@@ -406,15 +402,12 @@ fn log_writes(report: &BenchReport) -> Vec<flashlab_devices::TraceRecord> {
 
 impl Study for Table3 {
     type Measured = Table3Runs;
-    const ID: &'static str = "lee2008-table3";
-    const TITLE: &'static str = "lee2008 Table 3: TPC-B with 20 clients, and the log-write pattern";
-    const PAPER: &'static str = "lee2008 section 4.2, Table 3";
 
     fn measure(&self, ctx: &RunContext) -> anyhow::Result<Table3Runs> {
         let steps = ctx.steps(2);
         Ok(Table3Runs {
-            hdd: steps.after(run(ctx, "tpcb", HDD, 20, 2, DUAL_GHZ, true)?),
-            ssd: steps.after(run(ctx, "tpcb", SSD, 20, 2, DUAL_GHZ, true)?),
+            hdd: steps.after(run(options(ctx, "tpcb", HDD, 20, 2, DUAL_GHZ), true)?),
+            ssd: steps.after(run(options(ctx, "tpcb", SSD, 20, 2, DUAL_GHZ), true)?),
             accounts_per_branch: accounts_per_branch(ctx),
         })
     }
@@ -583,9 +576,6 @@ fn figure3_published(field: &str) -> f64 {
 
 impl Study for Figure3 {
     type Measured = Figure3Runs;
-    const ID: &'static str = "lee2008-figure3";
-    const TITLE: &'static str = "lee2008 Figure 3: TPC-B, I/O-bound against CPU-bound";
-    const PAPER: &'static str = "lee2008 section 4.3, Figure 3";
 
     fn measure(&self, ctx: &RunContext) -> anyhow::Result<Figure3Runs> {
         let clients: Vec<u32> = if ctx.quick {
@@ -608,7 +598,7 @@ impl Study for Figure3 {
                 cpus: Vec::new(),
             };
             for &c in &clients {
-                let r = steps.after(run(ctx, "tpcb", log, c, cores, ghz, false)?);
+                let r = steps.after(run(options(ctx, "tpcb", log, c, cores, ghz), false)?);
                 curve.points.push((f64::from(c), r.tps));
                 curve.cpus.push(r.cpu_utilization);
             }

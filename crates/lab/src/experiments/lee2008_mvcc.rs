@@ -13,18 +13,19 @@
 //!   time on the disk and on the SSD against the published 7.1 and 6.8 ms.
 
 use anyhow::anyhow;
+use std::ops::Bound::Unbounded;
 use std::sync::Arc;
 
 use flashlab_devices::trace::traced::TracedDevice;
 use flashlab_devices::trace::{Space, Tracer};
 use flashlab_devices::{DeviceRef, TraceRecord};
 use flashlab_engine::config::SpaceConfig;
-use flashlab_engine::{Database, DbConfig, Devices, TableSpec};
+use flashlab_engine::{Database, DbConfig, Devices};
 use flashlab_runtime::{NS_PER_S, Rt, Sim, SimConfig};
 use serde::Serialize;
 
-use super::RunContext;
 use super::skeleton::Study;
+use super::{RunContext, load_dotted_table};
 use crate::bench::{BenchOptions, bench};
 use crate::check::Check;
 use crate::published;
@@ -126,25 +127,11 @@ fn scenario(rt: &Rt, device: &str, rows: u64, buffer_bytes: u64) -> anyhow::Resu
     let db = Database::open_with(&config, devices).map_err(e)?;
     let costs = db.config().cpu.clone();
     db.set_cpu_costs(flashlab_engine::config::CpuCosts::free());
-    let table = db.create_table(TableSpec::bytes("t")).map_err(e)?;
-    let value = vec![b'.'; VALUE_BYTES];
-    for start in (0..rows).step_by(LOAD_BATCH_ROWS as usize) {
-        let mut txn = db.begin().map_err(e)?;
-        for row in start..(start + LOAD_BATCH_ROWS).min(rows) {
-            txn.put(&table, &key(row), &value).map_err(e)?;
-        }
-        txn.commit().map_err(e)?;
-    }
+    let table = load_dotted_table(&db, rows, LOAD_BATCH_ROWS, VALUE_BYTES).map_err(e)?;
     db.flush().map_err(e)?;
     // T1 takes its snapshot and scans.
     let mut t1 = db.begin().map_err(e)?;
-    let first = t1
-        .scan(
-            &table,
-            std::ops::Bound::Unbounded,
-            std::ops::Bound::Unbounded,
-        )
-        .map_err(e)?;
+    let first = t1.scan(&table, Unbounded, Unbounded).map_err(e)?;
     // T2, T3, T4 each update every tuple.
     for round in 1..=3u64 {
         let mut txn = db.begin().map_err(e)?;
@@ -165,13 +152,7 @@ fn scenario(rt: &Rt, device: &str, rows: u64, buffer_bytes: u64) -> anyhow::Resu
     let cpu_before = rt.cpu_report();
     tracer.set_enabled(true);
     let started_ns = rt.now_ns();
-    let second = t1
-        .scan(
-            &table,
-            std::ops::Bound::Unbounded,
-            std::ops::Bound::Unbounded,
-        )
-        .map_err(e)?;
+    let second = t1.scan(&table, Unbounded, Unbounded).map_err(e)?;
     let elapsed_ns = rt.now_ns() - started_ns;
     tracer.set_enabled(false);
     let after = db.stats().rollback;
@@ -241,18 +222,26 @@ fn per_page_ms(r: &Table4Run) -> f64 {
     r.read_s * 1e3 / r.rollback_pages_read.max(1) as f64
 }
 
+/// `run` with the rollback space on the 2008 disk, then on the 2008 SSD:
+/// two configurations.
+fn on_disk_then_ssd<R>(
+    ctx: &RunContext,
+    run: impl Fn(&RunContext, &str) -> anyhow::Result<R>,
+) -> anyhow::Result<(R, R)> {
+    let steps = ctx.steps(2);
+    let disk = steps.after(run(ctx, "hdd-2008")?);
+    let ssd = steps.after(run(ctx, "ssd-2008")?);
+    Ok((disk, ssd))
+}
+
 impl Study for Table4 {
     type Measured = Table4Runs;
-    const ID: &'static str = "lee2008-table4";
-    const TITLE: &'static str =
-        "lee2008 Table 4 and Figure 5: reading old versions from rollback segments";
-    const PAPER: &'static str = "lee2008 section 5.2, Table 4, Figure 5";
 
     fn measure(&self, ctx: &RunContext) -> anyhow::Result<Table4Runs> {
-        let steps = ctx.steps(2);
+        let (hdd, ssd) = on_disk_then_ssd(ctx, table4_run)?;
         Ok(Table4Runs {
-            hdd: steps.after(table4_run(ctx, "hdd-2008")?),
-            ssd: steps.after(table4_run(ctx, "ssd-2008")?),
+            hdd,
+            ssd,
             scale: if ctx.quick { 0.1 } else { 1.0 },
             quick: ctx.quick,
         })
@@ -428,16 +417,10 @@ fn figure4_published_ms(key: &str) -> f64 {
 
 impl Study for Figure4 {
     type Measured = Figure4Runs;
-    const ID: &'static str = "lee2008-figure4";
-    const TITLE: &'static str = "lee2008 Figure 4: rollback-segment writes";
-    const PAPER: &'static str = "lee2008 section 5.1, Figure 4";
 
     fn measure(&self, ctx: &RunContext) -> anyhow::Result<Figure4Runs> {
-        let steps = ctx.steps(2);
-        Ok(Figure4Runs {
-            disk: steps.after(figure4_run(ctx, "hdd-2008")?),
-            ssd: steps.after(figure4_run(ctx, "ssd-2008")?),
-        })
+        let (disk, ssd) = on_disk_then_ssd(ctx, figure4_run)?;
+        Ok(Figure4Runs { disk, ssd })
     }
 
     fn description(&self, ctx: &RunContext, _: &Figure4Runs) -> String {

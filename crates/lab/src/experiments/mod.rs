@@ -33,6 +33,7 @@ use std::sync::atomic::{AtomicUsize, Ordering};
 use std::sync::{Arc, Mutex};
 
 use crate::report::ExperimentResult;
+use skeleton::described;
 
 /// How an experiment should run.
 #[derive(Clone, Debug, Default)]
@@ -128,29 +129,51 @@ pub trait Experiment: Send + Sync {
     fn run(&self, ctx: &RunContext) -> anyhow::Result<ExperimentResult>;
 }
 
-/// Every experiment, in report order.
+/// Every experiment, in report order: the study, its id, title and paper.
+#[rustfmt::skip]
 pub fn registry() -> Vec<Box<dyn Experiment>> {
     vec![
-        Box::new(devices::DeviceCharacterization),
-        Box::new(lee2008_log::Table2),
-        Box::new(lee2008_log::Table3),
-        Box::new(lee2008_log::Figure3),
-        Box::new(lee2008_mvcc::Table4),
-        Box::new(lee2008_mvcc::Figure4),
-        Box::new(lee2008_temp::Figure6),
-        Box::new(lee2008_temp::Figure7),
-        Box::new(lee2008_temp::Figure8),
-        Box::new(petrov2010::figures::Table4),
-        Box::new(petrov2010::figures::Figure5),
-        Box::new(lee2007_disk::DiskVsFlash),
-        Box::new(lee2007::Ipl),
-        Box::new(wang2010::LfsVsInPlace),
+        described(devices::DeviceCharacterization, "devices", "Device characterization of every preset", "lee2008 Table 1; petrov2010 Tables 1 and 3; lee2007's disk; wang2010 Figure 11"),
+        described(lee2008_log::Table2, "lee2008-table2", "lee2008 Table 2: commit-time performance of update-commit", "lee2008 section 4.1, Table 2"),
+        described(lee2008_log::Table3, "lee2008-table3", "lee2008 Table 3: TPC-B with 20 clients, and the log-write pattern", "lee2008 section 4.2, Table 3"),
+        described(lee2008_log::Figure3, "lee2008-figure3", "lee2008 Figure 3: TPC-B, I/O-bound against CPU-bound", "lee2008 section 4.3, Figure 3"),
+        described(lee2008_mvcc::Table4, "lee2008-table4", "lee2008 Table 4 and Figure 5: reading old versions from rollback segments", "lee2008 section 5.2, Table 4, Figure 5"),
+        described(lee2008_mvcc::Figure4, "lee2008-figure4", "lee2008 Figure 4: rollback-segment writes", "lee2008 section 5.1, Figure 4"),
+        described(lee2008_temp::Figure6, "lee2008-figure6", "lee2008 Figure 6: the I/O pattern of an external sort", "lee2008 section 6.1, Figure 6"),
+        described(lee2008_temp::Figure7, "lee2008-figure7", "lee2008 Figure 7: external sort time against cluster size and memory", "lee2008 section 6.1, Figure 7"),
+        described(lee2008_temp::Figure8, "lee2008-figure8", "lee2008 Figure 8: hash join and sort-merge join, disk against flash", "lee2008 section 6.2, Figure 8"),
+        described(petrov2010::figures::Table4, "petrov2010-table4", "petrov2010 Figure 4, Tables 4 and 5: TPC-C with 4 KB and 16 KB pages on SSDs", petrov2010::figures::PAPER),
+        described(petrov2010::figures::Figure5, "petrov2010-figure5", "petrov2010 Figure 5: NoTPM against CPUs and buffer size", petrov2010::figures::PAPER),
+        described(lee2007_disk::DiskVsFlash, "lee2007-disk-vs-flash", "lee2007: disk-based DBMS performance, disk against flash", "lee2007"),
+        described(lee2007::Ipl, "lee2007-ipl", "lee2007: In-Page Logging, log segment size vs merges and write performance vs buffer", "lee2007 slides: \"Log Segment Size vs Merges\", \"Estimated Write Performance\""),
+        described(wang2010::LfsVsInPlace, "wang2010-lfs", "wang2010: log-structured against in-place, three SSDs", "wang2010"),
     ]
 }
 
 /// Identifiers of every experiment.
 pub fn ids() -> Vec<&'static str> {
     registry().iter().map(|e| e.id()).collect()
+}
+
+/// Create the byte table `t` and load `rows` rows of `value_bytes` dots,
+/// keyed by their number (8 bytes, big-endian: key order is number order),
+/// `batch` rows a transaction.
+pub(crate) fn load_dotted_table(
+    db: &flashlab_engine::Database,
+    rows: u64,
+    batch: u64,
+    value_bytes: usize,
+) -> flashlab_engine::Result<flashlab_engine::Table> {
+    let table = db.create_table(flashlab_engine::TableSpec::bytes("t"))?;
+    let value = vec![b'.'; value_bytes];
+    for start in (0..rows).step_by(batch as usize) {
+        let mut txn = db.begin()?;
+        for row in start..(start + batch).min(rows) {
+            txn.put(&table, &row.to_be_bytes(), &value)?;
+        }
+        txn.commit()?;
+    }
+    Ok(table)
 }
 
 /// Host threads a study's independent simulations run on by default.

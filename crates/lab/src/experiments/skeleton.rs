@@ -7,7 +7,8 @@
 //! [`Study::measure`] runs anything; every other step is a view of its
 //! result, so a check cannot depend on something the tables do not show,
 //! and each step is small enough to read on its own. [`run_study`] runs the
-//! steps in one order and times the whole; every `Study` is an
+//! steps in one order and times the whole; every `Study`, entered in the
+//! registry with its [`About`] (id, title, paper) by [`described`], is an
 //! [`Experiment`] through it.
 //!
 //! REPORT-1: `results.json` holds only what the seed decides, so the same
@@ -28,12 +29,6 @@ use anyhow::anyhow;
 pub(crate) trait Study {
     /// What the simulations measured.
     type Measured;
-    /// Stable identifier, used by `--only`.
-    const ID: &'static str;
-    /// What it reproduces, for progress lines and the report.
-    const TITLE: &'static str;
-    /// Where in which paper.
-    const PAPER: &'static str;
 
     /// Run the simulations.
     fn measure(&self, ctx: &RunContext) -> anyhow::Result<Self::Measured>;
@@ -62,14 +57,46 @@ pub(crate) trait Study {
     }
 }
 
+/// What an experiment reproduces, beside its [`Study`] in the registry.
+#[derive(Clone, Copy, Debug)]
+pub(crate) struct About {
+    /// Stable identifier, used by `--only`.
+    pub(crate) id: &'static str,
+    /// What it reproduces, for progress lines and the report.
+    pub(crate) title: &'static str,
+    /// Where in which paper.
+    pub(crate) paper: &'static str,
+}
+
+/// A [`Study`] and its [`About`]: an [`Experiment`].
+struct Described<S> {
+    about: About,
+    study: S,
+}
+
+/// The registry's entry for `study`, under `id`, `title` and `paper`.
+pub(crate) fn described<S: Study + Send + Sync + 'static>(
+    study: S,
+    id: &'static str,
+    title: &'static str,
+    paper: &'static str,
+) -> Box<dyn Experiment> {
+    let about = About { id, title, paper };
+    Box::new(Described { about, study })
+}
+
 /// Measure, then take every view of the measurement.
-pub(crate) fn run_study<S: Study>(study: &S, ctx: &RunContext) -> anyhow::Result<ExperimentResult> {
+pub(crate) fn run_study<S: Study>(
+    about: &About,
+    study: &S,
+    ctx: &RunContext,
+) -> anyhow::Result<ExperimentResult> {
     let started = std::time::Instant::now();
     let m = study.measure(ctx)?;
     let result = ExperimentResult {
-        id: S::ID.into(),
-        title: S::TITLE.into(),
-        paper: S::PAPER.into(),
+        id: about.id.into(),
+        title: about.title.into(),
+        paper: about.paper.into(),
         description: study.description(ctx, &m),
         tables: study.tables(&m),
         figures: study.figures(&m)?,
@@ -81,7 +108,7 @@ pub(crate) fn run_study<S: Study>(study: &S, ctx: &RunContext) -> anyhow::Result
     };
     check_no_host_time(&result)?;
     let made: Vec<&str> = result.checks.iter().map(|c| c.id.as_str()).collect();
-    if let Some(why) = super::check_ids::disagreement(S::ID, &made) {
+    if let Some(why) = super::check_ids::disagreement(about.id, &made) {
         return Err(anyhow!(why));
     }
     Ok(result)
@@ -107,17 +134,17 @@ fn check_no_host_time(result: &ExperimentResult) -> anyhow::Result<()> {
     Ok(())
 }
 
-impl<S: Study + Send + Sync> Experiment for S {
+impl<S: Study + Send + Sync> Experiment for Described<S> {
     fn id(&self) -> &'static str {
-        S::ID
+        self.about.id
     }
 
     fn title(&self) -> &'static str {
-        S::TITLE
+        self.about.title
     }
 
     fn run(&self, ctx: &RunContext) -> anyhow::Result<ExperimentResult> {
-        run_study(self, ctx)
+        run_study(&self.about, &self.study, ctx)
     }
 }
 
@@ -131,9 +158,6 @@ mod tests {
 
     impl Study for Timed {
         type Measured = ();
-        const ID: &'static str = "timed";
-        const TITLE: &'static str = "timed";
-        const PAPER: &'static str = "none";
 
         fn measure(&self, _: &RunContext) -> anyhow::Result<()> {
             Ok(())
@@ -158,10 +182,15 @@ mod tests {
     #[test]
     fn regression_an_experiment_quoting_host_time_is_refused() {
         let ctx = RunContext::new(true, 1);
-        let err = run_study(&Timed("loaded once (185 host s for both)"), &ctx)
+        let about = About {
+            id: "timed",
+            title: "timed",
+            paper: "none",
+        };
+        let err = run_study(&about, &Timed("loaded once (185 host s for both)"), &ctx)
             .unwrap_err()
             .to_string();
         assert!(err.contains("REPORT-1"), "{err}");
-        assert!(run_study(&Timed("loaded once"), &ctx).is_ok());
+        assert!(run_study(&about, &Timed("loaded once"), &ctx).is_ok());
     }
 }

@@ -219,9 +219,6 @@ pub struct LfsVsInPlace;
 
 impl Study for LfsVsInPlace {
     type Measured = Vec<Run>;
-    const ID: &'static str = "wang2010-lfs";
-    const TITLE: &'static str = "wang2010: log-structured against in-place, three SSDs";
-    const PAPER: &'static str = "wang2010";
 
     fn measure(&self, ctx: &RunContext) -> anyhow::Result<Vec<Run>> {
         study(ctx)

@@ -45,7 +45,6 @@ pub mod txn;
 use std::sync::Mutex;
 use std::sync::atomic::{AtomicBool, AtomicI64, AtomicU64, Ordering};
 
-use flashlab_engine::config::CpuCosts;
 use flashlab_engine::{Database, Error, Result};
 use flashlab_runtime::{NS_PER_S, Rt};
 use hdrhistogram::Histogram;
@@ -503,11 +502,7 @@ impl Workload for TpcC {
 
     fn setup(&self, db: &Database) -> Result<()> {
         self.options.validate().map_err(Error::Invalid)?;
-        let costs = db.config().cpu.clone();
-        db.set_cpu_costs(CpuCosts::free());
-        let loaded = load::load(db, &self.options, &self.constants);
-        db.set_cpu_costs(costs);
-        loaded
+        crate::uncharged(db, || load::load(db, &self.options, &self.constants))
     }
 
     /// Continue on a database exactly as loaded (an image taken after the

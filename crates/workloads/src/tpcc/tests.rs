@@ -47,6 +47,24 @@ fn with_db<T: Send + 'static>(
     .expect("finished")
 }
 
+/// Drive `workload` on `db` with `clients` clients for `duration_ns` after
+/// `warmup_ns` of warm-up, reporting no progress.
+fn drive(
+    db: &Database,
+    workload: &Arc<dyn Workload>,
+    clients: u32,
+    duration_ns: u64,
+    warmup_ns: u64,
+) -> crate::driver::RunResult {
+    let config = crate::driver::RunConfig {
+        clients,
+        duration_ns,
+        warmup_ns,
+        progress_interval_ns: 0,
+    };
+    crate::driver::run(db, workload.clone(), &config, |_| {}).unwrap()
+}
+
 fn get(db: &Database, table: &str, key: &[Value]) -> Option<Vec<Value>> {
     let t = db.table(table).unwrap();
     let mut txn = db.begin().unwrap();
@@ -544,13 +562,7 @@ fn driven_run_runs_every_type_and_stays_consistent() {
     };
     let (reports, check, departures) = with_db(options, |db, tpcc| {
         let workload: Arc<dyn Workload> = Arc::new(TpcC::new(tpcc.options().clone()));
-        let config = crate::driver::RunConfig {
-            clients: 10,
-            duration_ns: 20 * NS_PER_S,
-            warmup_ns: NS_PER_S,
-            progress_interval_ns: 0,
-        };
-        crate::driver::run(db, workload.clone(), &config, |_| {}).unwrap();
+        drive(db, &workload, 10, 20 * NS_PER_S, NS_PER_S);
         (
             workload.transaction_types(),
             workload.check(db, 0).unwrap(),
@@ -639,13 +651,7 @@ fn think_times_bring_efficiency_near_100_percent() {
     };
     let summary = with_db(options, |db, tpcc| {
         let workload: Arc<dyn Workload> = Arc::new(TpcC::new(tpcc.options().clone()));
-        let config = crate::driver::RunConfig {
-            clients: 20,
-            duration_ns: 1_200 * NS_PER_S,
-            warmup_ns: 60 * NS_PER_S,
-            progress_interval_ns: 0,
-        };
-        let run = crate::driver::run(db, workload.clone(), &config, |_| {}).unwrap();
+        let run = drive(db, &workload, 20, 1_200 * NS_PER_S, 60 * NS_PER_S);
         assert_eq!(workload.check(db, 0).unwrap(), Ok(()));
         TpccSummary::new(2, run.measured_s, workload.transaction_types())
     });
@@ -682,13 +688,7 @@ fn think_divisor_active_warehouses_and_connections_do_what_they_say() {
         let tpcc = Arc::new(TpcC::new(tpcc.options().clone()));
         let homes: Vec<u32> = (0..20).map(|t| tpcc.home(t).0).collect();
         let workload: Arc<dyn Workload> = tpcc.clone();
-        let config = crate::driver::RunConfig {
-            clients: 20,
-            duration_ns: 120 * NS_PER_S,
-            warmup_ns: 6 * NS_PER_S,
-            progress_interval_ns: 0,
-        };
-        let run = crate::driver::run(db, workload.clone(), &config, |_| {}).unwrap();
+        let run = drive(db, &workload, 20, 120 * NS_PER_S, 6 * NS_PER_S);
         assert_eq!(workload.check(db, 0).unwrap(), Ok(()));
         let summary = TpccSummary::new(2, run.measured_s, workload.transaction_types());
         (summary, tpcc.connections_in_use_max(), homes)

@@ -3,55 +3,12 @@
 //! fixed time per request.
 
 use super::*;
+use crate::model::testing::FixedLatency;
 
 const US: u64 = 1_000;
 const UNIT: u64 = 16 * 1024;
 const MEMBER_NS: u64 = 300 * US;
 const T0: u64 = 1_000_000;
-
-/// A member that serves one request at a time in `MEMBER_NS` and counts
-/// what it was asked.
-struct Fixed {
-    busy_ns: u64,
-    reads: u64,
-    writes: u64,
-}
-
-impl DeviceModel for Fixed {
-    fn name(&self) -> &str {
-        "fixed"
-    }
-
-    fn capacity_bytes(&self) -> u64 {
-        1 << 30
-    }
-
-    fn sector_bytes(&self) -> u32 {
-        512
-    }
-
-    fn submit(&mut self, now_ns: u64, req: &IoRequest) -> u64 {
-        match req.kind {
-            IoKind::Read => self.reads += 1,
-            IoKind::Write => self.writes += 1,
-            _ => {}
-        }
-        self.busy_ns = now_ns.max(self.busy_ns) + MEMBER_NS;
-        self.busy_ns
-    }
-
-    fn stats(&self) -> ModelStats {
-        ModelStats {
-            reads: self.reads,
-            writes: self.writes,
-            ..ModelStats::default()
-        }
-    }
-
-    fn describe(&self) -> Vec<Parameter> {
-        Vec::new()
-    }
-}
 
 /// 4 members; 1 GB/s paths (16 KB in 16,384 ns); 10 us per read
 /// command, 40 per write, 10 per appended write; a 1 MB cache; writes
@@ -75,11 +32,8 @@ fn config() -> ArrayConfig {
 fn array(config: ArrayConfig) -> ArrayModel {
     let members = (0..4)
         .map(|_| {
-            Box::new(Fixed {
-                busy_ns: 0,
-                reads: 0,
-                writes: 0,
-            }) as Box<dyn DeviceModel>
+            // Serves one request at a time in `MEMBER_NS`, counting them.
+            Box::new(FixedLatency::serial(MEMBER_NS)) as Box<dyn DeviceModel>
         })
         .collect();
     ArrayModel::new("a", config, members).unwrap()

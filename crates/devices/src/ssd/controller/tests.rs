@@ -164,11 +164,7 @@ fn random_writes_pay_per_page_and_a_stream_pays_once() {
     // A jump elsewhere is random again.
     let t3 = m.submit(t2, &req(IoKind::Write, 65536, 8192));
     assert_eq!(t3, t2 + busy(2) + 2 * HOST_NS);
-    assert!(
-        m.describe()
-            .iter()
-            .any(|p| p.name == "random_write_page_ns" && p.value == "7000")
-    );
+    assert_describes(&m, "random_write_page_ns", "7000");
 }
 
 #[test]
@@ -194,11 +190,7 @@ fn stripe_units_put_a_units_pages_on_one_die() {
         .map(|lpn| m.ftl().lookup(lpn).unwrap() / pages_per_die)
         .collect();
     assert_eq!(dies, vec![0, 0, 1, 1]);
-    assert!(
-        m.describe()
-            .iter()
-            .any(|p| p.name == "stripe_pages" && p.value == "2")
-    );
+    assert_describes(&m, "stripe_pages", "2");
 }
 
 #[test]
@@ -437,4 +429,11 @@ fn read_ahead_serves_a_streams_next_request_from_controller_ram() {
     let t = w + 1_000_000;
     let r3 = m.submit(t, &req(IoKind::Read, 32768, 16384));
     assert!(r3 > t + CONTROLLER_NS + READ_NS + CHANNEL_NS);
+}
+
+/// `m` lists the parameter `name` with the value `value`.
+fn assert_describes(m: &SsdModel, name: &str, value: &str) {
+    let described = m.describe();
+    let found = described.iter().any(|p| p.name == name && p.value == value);
+    assert!(found, "{name} = {value} is not described");
 }

@@ -23,7 +23,7 @@
 //! 3. `in_order` holds iff every log position so far holds its own offset.
 //! 4. Log units in use + free slots = planned log units.
 
-use crate::ssd::ftl::block::units::{self, DataMap, Flash, NONE, Plan};
+use crate::ssd::ftl::block::units::{self, FullMerge, MappedUnits, NONE};
 use crate::ssd::ftl::{FlashOp, FtlStats};
 use crate::ssd::geometry::Geometry;
 
@@ -133,59 +133,49 @@ enum MergeKind {
 /// BAST over units of any number of blocks. See the module docs.
 #[derive(Debug)]
 pub(crate) struct BastCore {
-    flash: Flash,
-    data: DataMap,
+    units: MappedUnits,
     logs: LogSlots,
-    plan: Plan,
-    unit_pages: u32,
 }
 
 impl BastCore {
     /// BAST over units of `blocks_per_unit` blocks with `log_units` log
     /// units, clamped by [`units::plan`].
     pub(crate) fn new(geometry: &Geometry, blocks_per_unit: u32, log_units: u32) -> BastCore {
-        let flash = Flash::new(geometry, blocks_per_unit);
-        let plan = units::plan(
-            geometry.logical_pages(),
-            flash.layout(),
-            log_units,
-            MIN_LOG_UNITS,
-        );
-        let unit_pages = flash.layout().unit_pages();
-        let logical_units = units::logical_units(plan.logical_pages, unit_pages);
+        let units = MappedUnits::new(geometry, blocks_per_unit, log_units, MIN_LOG_UNITS);
         BastCore {
-            data: DataMap::new(logical_units, unit_pages),
-            logs: LogSlots::new(plan.log_units, logical_units, unit_pages),
-            flash,
-            plan,
-            unit_pages,
+            logs: LogSlots::new(
+                units.plan.log_units,
+                units.logical_units(),
+                units.unit_pages,
+            ),
+            units,
         }
     }
 
     pub(crate) fn logical_pages(&self) -> u64 {
-        self.plan.logical_pages
+        self.units.plan.logical_pages
     }
 
     /// Log units after clamping.
     pub(crate) fn log_units(&self) -> u32 {
-        self.plan.log_units
+        self.units.plan.log_units
     }
 
     /// Erase units per unit after clamping.
     pub(crate) fn blocks_per_unit(&self) -> u32 {
-        self.flash.layout().blocks_per_unit()
+        self.units.flash.layout().blocks_per_unit()
     }
 
     pub(crate) fn stats(&self) -> FtlStats {
-        self.flash.stats().clone()
+        self.units.flash.stats().clone()
     }
 
     pub(crate) fn erase_counts(&self) -> &[u32] {
-        self.flash.erase_counts()
+        self.units.flash.erase_counts()
     }
 
     fn latest_index(&self, slot: u32, offset: u32) -> usize {
-        slot as usize * self.unit_pages as usize + offset as usize
+        slot as usize * self.units.unit_pages as usize + offset as usize
     }
 
     fn log_position(&self, slot: u32, offset: u32) -> Option<u32> {
@@ -194,26 +184,26 @@ impl BastCore {
     }
 
     pub(crate) fn lookup(&self, lpn: u64) -> Option<u64> {
-        if lpn >= self.plan.logical_pages {
+        if lpn >= self.units.plan.logical_pages {
             return None;
         }
-        let (logical_unit, offset) = units::split(lpn, self.unit_pages);
-        let data_unit = self.data.unit(logical_unit)?;
+        let (logical_unit, offset) = units::split(lpn, self.units.unit_pages);
+        let data_unit = self.units.data.unit(logical_unit)?;
         let in_log = self
             .logs
             .slot_of(logical_unit)
             .and_then(|slot| Some((slot, self.log_position(slot, offset)?)));
         if let Some((slot, position)) = in_log {
             let unit = self.logs.unit[slot as usize];
-            return Some(self.flash.layout().ppn(unit, position));
+            return Some(self.units.flash.layout().ppn(unit, position));
         }
-        let valid = self.data.is_valid(logical_unit, offset);
-        valid.then(|| self.flash.layout().ppn(data_unit, offset))
+        let valid = self.units.data.is_valid(logical_unit, offset);
+        valid.then(|| self.units.flash.layout().ppn(data_unit, offset))
     }
 
     pub(crate) fn trim(&mut self, lpn: u64) {
-        if lpn < self.plan.logical_pages {
-            let (logical_unit, offset) = units::split(lpn, self.unit_pages);
+        if lpn < self.units.plan.logical_pages {
+            let (logical_unit, offset) = units::split(lpn, self.units.unit_pages);
             self.invalidate(logical_unit, offset);
         }
     }
@@ -224,30 +214,24 @@ impl BastCore {
             let index = self.latest_index(slot, offset);
             self.logs.latest[index] = NONE;
         }
-        self.data.set_valid(logical_unit, offset, false);
+        self.units.data.set_valid(logical_unit, offset, false);
     }
 
     pub(crate) fn write(&mut self, lpn: u64, ops: &mut Vec<FlashOp>) {
-        let Some((logical_unit, offset, data_unit)) = units::begin_host_write(
-            &mut self.flash,
-            &mut self.data,
-            &self.plan,
-            self.unit_pages,
-            lpn,
-        ) else {
+        let Some((logical_unit, offset, data_unit)) = self.units.begin_host_write(lpn) else {
             return;
         };
-        if self.flash.in_order(data_unit, offset) {
+        if self.units.flash.in_order(data_unit, offset) {
             return self.write_in_place(logical_unit, offset, data_unit, ops);
         }
         let full_log = self
             .logs
             .slot_of(logical_unit)
-            .filter(|&slot| self.logs.used[slot as usize] == self.unit_pages);
+            .filter(|&slot| self.logs.used[slot as usize] == self.units.unit_pages);
         if let Some(slot) = full_log {
             self.merge(slot, ops);
-            let merged = self.data.unit(logical_unit);
-            if let Some(unit) = merged.filter(|&unit| self.flash.in_order(unit, offset)) {
+            let merged = self.units.data.unit(logical_unit);
+            if let Some(unit) = merged.filter(|&unit| self.units.flash.in_order(unit, offset)) {
                 return self.write_in_place(logical_unit, offset, unit, ops);
             }
         }
@@ -269,8 +253,8 @@ impl BastCore {
         ops: &mut Vec<FlashOp>,
     ) {
         self.invalidate(logical_unit, offset);
-        self.data.set_valid(logical_unit, offset, true);
-        self.flash.program(data_unit, offset, ops);
+        self.units.data.set_valid(logical_unit, offset, true);
+        self.units.flash.program(data_unit, offset, ops);
     }
 
     /// Give `logical_unit` a log unit, merging the least recent log if none
@@ -281,11 +265,12 @@ impl BastCore {
             self.merge(victim, ops);
         }
         let zone = self
+            .units
             .data
             .unit(logical_unit)
-            .map_or(0, |unit| self.flash.layout().zone(unit));
+            .map_or(0, |unit| self.units.flash.layout().zone(unit));
         let slot = *self.logs.free.last()?;
-        let unit = self.flash.allocate(zone)?;
+        let unit = self.units.flash.allocate(zone)?;
         self.logs.free.pop();
         let index = slot as usize;
         self.logs.unit[index] = unit;
@@ -307,13 +292,15 @@ impl BastCore {
         let latest = self.latest_index(slot, offset);
         self.logs.latest[latest] = position;
         self.logs.recency.touch(slot);
-        self.flash.program(self.logs.unit[index], position, ops);
+        self.units
+            .flash
+            .program(self.logs.unit[index], position, ops);
     }
 
     fn merge_kind(&self, slot: u32) -> MergeKind {
         let index = slot as usize;
         match (self.logs.in_order[index], self.logs.used[index]) {
-            (true, used) if used == self.unit_pages => MergeKind::Switch,
+            (true, used) if used == self.units.unit_pages => MergeKind::Switch,
             (true, _) => MergeKind::Partial,
             (false, _) => MergeKind::Full,
         }
@@ -322,7 +309,7 @@ impl BastCore {
     /// Merge a log unit into its data unit and free its slot.
     fn merge(&mut self, slot: u32, ops: &mut Vec<FlashOp>) {
         let logical_unit = self.logs.owner[slot as usize];
-        let data_unit = self.data.unit(logical_unit);
+        let data_unit = self.units.data.unit(logical_unit);
         debug_assert!(data_unit.is_some(), "BAST-1: log without data unit");
         let Some(data_unit) = data_unit else {
             return;
@@ -341,10 +328,10 @@ impl BastCore {
         for offset in 0..self.logs.used[slot as usize] {
             let in_log = self.log_position(slot, offset).is_some();
             debug_assert!(
-                !(in_log && self.data.is_valid(logical_unit, offset)),
+                !(in_log && self.units.data.is_valid(logical_unit, offset)),
                 "BAST-2"
             );
-            self.data.set_valid(logical_unit, offset, in_log);
+            self.units.data.set_valid(logical_unit, offset, in_log);
         }
     }
 
@@ -356,10 +343,11 @@ impl BastCore {
         ops: &mut Vec<FlashOp>,
     ) {
         self.adopt_in_order_log(slot, logical_unit);
-        self.data
+        self.units
+            .data
             .set_unit(logical_unit, self.logs.unit[slot as usize]);
-        self.flash.erase(data_unit, ops);
-        self.flash.stats_mut().switch_merges += 1;
+        self.units.flash.erase(data_unit, ops);
+        self.units.flash.stats_mut().switch_merges += 1;
     }
 
     fn partial_merge(
@@ -370,46 +358,36 @@ impl BastCore {
         ops: &mut Vec<FlashOp>,
     ) {
         let log_unit = self.logs.unit[slot as usize];
-        for offset in self.logs.used[slot as usize]..self.unit_pages {
-            if self.data.is_valid(logical_unit, offset) {
-                self.flash
+        for offset in self.logs.used[slot as usize]..self.units.unit_pages {
+            if self.units.data.is_valid(logical_unit, offset) {
+                self.units
+                    .flash
                     .copy((data_unit, offset), (log_unit, offset), ops);
             }
         }
         self.adopt_in_order_log(slot, logical_unit);
-        self.data.set_unit(logical_unit, log_unit);
-        self.flash.erase(data_unit, ops);
-        self.flash.stats_mut().partial_merges += 1;
+        self.units.data.set_unit(logical_unit, log_unit);
+        self.units.flash.erase(data_unit, ops);
+        self.units.flash.stats_mut().partial_merges += 1;
     }
 
     fn full_merge(&mut self, slot: u32, logical_unit: u32, data_unit: u32, ops: &mut Vec<FlashOp>) {
-        let zone = self.flash.layout().zone(data_unit);
-        let Some(target) = self.flash.allocate(zone) else {
+        let Some(merge) = FullMerge::start(&mut self.units, logical_unit, data_unit) else {
             return;
         };
         let log_unit = self.logs.unit[slot as usize];
-        for offset in 0..self.unit_pages {
-            let source = match self.log_position(slot, offset) {
-                Some(position) => Some((log_unit, position)),
-                None => self
-                    .data
-                    .is_valid(logical_unit, offset)
-                    .then_some((data_unit, offset)),
-            };
-            if let Some(source) = source {
-                self.flash.copy(source, (target, offset), ops);
-            }
-            self.data.set_valid(logical_unit, offset, source.is_some());
+        for offset in 0..self.units.unit_pages {
+            let in_log = self.log_position(slot, offset).map(|p| (log_unit, p));
+            merge.page(&mut self.units, offset, in_log, ops);
         }
-        self.data.set_unit(logical_unit, target);
-        self.flash.erase(data_unit, ops);
-        self.flash.erase(log_unit, ops);
-        self.flash.stats_mut().full_merges += 1;
+        merge.finish(&mut self.units, ops);
+        self.units.flash.erase(log_unit, ops);
+        self.units.flash.stats_mut().full_merges += 1;
     }
 
     fn release(&mut self, slot: u32, logical_unit: u32) {
         let start = self.latest_index(slot, 0);
-        self.logs.latest[start..start + self.unit_pages as usize].fill(NONE);
+        self.logs.latest[start..start + self.units.unit_pages as usize].fill(NONE);
         let index = slot as usize;
         self.logs.owner[index] = NONE;
         self.logs.unit[index] = NONE;
@@ -426,30 +404,30 @@ impl BastCore {
         let in_use = self.logs.owner.iter().filter(|&&o| o != NONE).count() as u32;
         assert_eq!(
             in_use + self.logs.free.len() as u32,
-            self.plan.log_units,
+            self.units.plan.log_units,
             "BAST-4"
         );
-        let accounted = self.data.mapped() + in_use + self.flash.free_units();
-        assert_eq!(accounted, self.flash.layout().units(), "U-1");
+        let accounted = self.units.data.mapped() + in_use + self.units.flash.free_units();
+        assert_eq!(accounted, self.units.flash.layout().units(), "U-1");
         for (logical_unit, &slot) in self.logs.slot_of.iter().enumerate() {
             let logical_unit = logical_unit as u32;
             if slot == NONE {
                 continue;
             }
-            assert!(self.data.unit(logical_unit).is_some(), "BAST-1");
+            assert!(self.units.data.unit(logical_unit).is_some(), "BAST-1");
             let unit = self.logs.unit[slot as usize];
-            for offset in 0..self.unit_pages {
+            for offset in 0..self.units.unit_pages {
                 if let Some(position) = self.log_position(slot, offset) {
-                    assert!(!self.data.is_valid(logical_unit, offset), "BAST-2");
-                    assert!(self.flash.is_programmed(unit, position), "BAST-2");
+                    assert!(!self.units.data.is_valid(logical_unit, offset), "BAST-2");
+                    assert!(self.units.flash.is_programmed(unit, position), "BAST-2");
                 }
             }
         }
-        for logical_unit in 0..units::logical_units(self.plan.logical_pages, self.unit_pages) {
-            if let Some(unit) = self.data.unit(logical_unit) {
-                for offset in 0..self.unit_pages {
-                    if self.data.is_valid(logical_unit, offset) {
-                        assert!(self.flash.is_programmed(unit, offset), "U-3");
+        for logical_unit in 0..self.units.logical_units() {
+            if let Some(unit) = self.units.data.unit(logical_unit) {
+                for offset in 0..self.units.unit_pages {
+                    if self.units.data.is_valid(logical_unit, offset) {
+                        assert!(self.units.flash.is_programmed(unit, offset), "U-3");
                     }
                 }
             }

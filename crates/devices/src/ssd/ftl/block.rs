@@ -33,7 +33,7 @@
 #[path = "units.rs"]
 pub(super) mod units;
 
-use self::units::{DataMap, Flash, Plan};
+use self::units::MappedUnits;
 use super::{FlashOp, Ftl, FtlStats};
 use crate::ssd::geometry::Geometry;
 
@@ -43,29 +43,15 @@ const LOG_BLOCKS: u32 = 0;
 /// Block-mapped FTL. See the module documentation.
 #[derive(Debug)]
 pub struct BlockFtl {
-    flash: Flash,
-    data: DataMap,
-    plan: Plan,
-    pages_per_block: u32,
+    /// Its flash and data map (`unit_pages`: pages per block).
+    units: MappedUnits,
 }
 
 impl BlockFtl {
     /// A block-mapped FTL over `geometry`, every block erased.
     pub fn new(geometry: &Geometry) -> BlockFtl {
-        let flash = Flash::new(geometry, 1);
-        let plan = units::plan(
-            geometry.logical_pages(),
-            flash.layout(),
-            LOG_BLOCKS,
-            LOG_BLOCKS,
-        );
-        let pages_per_block = flash.layout().unit_pages();
-        let logical_blocks = units::logical_units(plan.logical_pages, pages_per_block);
         BlockFtl {
-            data: DataMap::new(logical_blocks, pages_per_block),
-            flash,
-            plan,
-            pages_per_block,
+            units: MappedUnits::new(geometry, 1, LOG_BLOCKS, LOG_BLOCKS),
         }
     }
 
@@ -79,31 +65,33 @@ impl BlockFtl {
         old: u32,
         ops: &mut Vec<FlashOp>,
     ) -> Option<u32> {
-        let target = self.flash.allocate(self.flash.layout().zone(old))?;
-        for page in (0..self.pages_per_block).filter(|&page| page != offset) {
-            if self.data.is_valid(logical_block, page) {
-                self.flash.copy((old, page), (target, page), ops);
+        let target = self
+            .units
+            .flash
+            .allocate(self.units.flash.layout().zone(old))?;
+        for page in (0..self.units.unit_pages).filter(|&page| page != offset) {
+            if self.units.data.is_valid(logical_block, page) {
+                self.units.flash.copy((old, page), (target, page), ops);
             }
         }
-        self.data.set_unit(logical_block, target);
-        self.flash.erase(old, ops);
-        self.flash.stats_mut().full_merges += 1;
+        self.units.data.set_unit(logical_block, target);
+        self.units.flash.erase(old, ops);
+        self.units.flash.stats_mut().full_merges += 1;
         Some(target)
     }
 
     /// Check U-1 and U-3 over the whole map (tests only).
     #[cfg(test)]
     fn check_invariants(&self) {
-        let accounted = self.data.mapped() + self.flash.free_units();
-        assert_eq!(accounted, self.flash.layout().units(), "U-1");
-        for logical_block in 0..units::logical_units(self.plan.logical_pages, self.pages_per_block)
-        {
-            let Some(block) = self.data.unit(logical_block) else {
+        let accounted = self.units.data.mapped() + self.units.flash.free_units();
+        assert_eq!(accounted, self.units.flash.layout().units(), "U-1");
+        for logical_block in 0..self.units.logical_units() {
+            let Some(block) = self.units.data.unit(logical_block) else {
                 continue;
             };
-            for page in 0..self.pages_per_block {
-                if self.data.is_valid(logical_block, page) {
-                    assert!(self.flash.is_programmed(block, page), "U-3");
+            for page in 0..self.units.unit_pages {
+                if self.units.data.is_valid(logical_block, page) {
+                    assert!(self.units.flash.is_programmed(block, page), "U-3");
                 }
             }
         }
@@ -112,52 +100,46 @@ impl BlockFtl {
 
 impl Ftl for BlockFtl {
     fn logical_pages(&self) -> u64 {
-        self.plan.logical_pages
+        self.units.plan.logical_pages
     }
 
     fn lookup(&self, lpn: u64) -> Option<u64> {
-        if lpn >= self.plan.logical_pages {
+        if lpn >= self.units.plan.logical_pages {
             return None;
         }
-        let (logical_block, offset) = units::split(lpn, self.pages_per_block);
-        let block = self.data.unit(logical_block)?;
-        let valid = self.data.is_valid(logical_block, offset);
-        valid.then(|| self.flash.layout().ppn(block, offset))
+        let (logical_block, offset) = units::split(lpn, self.units.unit_pages);
+        let block = self.units.data.unit(logical_block)?;
+        let valid = self.units.data.is_valid(logical_block, offset);
+        valid.then(|| self.units.flash.layout().ppn(block, offset))
     }
 
     fn write(&mut self, lpn: u64, ops: &mut Vec<FlashOp>) {
-        let Some((logical_block, offset, mut block)) = units::begin_host_write(
-            &mut self.flash,
-            &mut self.data,
-            &self.plan,
-            self.pages_per_block,
-            lpn,
-        ) else {
+        let Some((logical_block, offset, mut block)) = self.units.begin_host_write(lpn) else {
             return;
         };
-        if !self.flash.in_order(block, offset) {
+        if !self.units.flash.in_order(block, offset) {
             let Some(target) = self.copy_block(logical_block, offset, block, ops) else {
                 return;
             };
             block = target;
         }
-        self.data.set_valid(logical_block, offset, true);
-        self.flash.program(block, offset, ops);
+        self.units.data.set_valid(logical_block, offset, true);
+        self.units.flash.program(block, offset, ops);
     }
 
     fn trim(&mut self, lpn: u64) {
-        if lpn < self.plan.logical_pages {
-            let (logical_block, offset) = units::split(lpn, self.pages_per_block);
-            self.data.set_valid(logical_block, offset, false);
+        if lpn < self.units.plan.logical_pages {
+            let (logical_block, offset) = units::split(lpn, self.units.unit_pages);
+            self.units.data.set_valid(logical_block, offset, false);
         }
     }
 
     fn stats(&self) -> FtlStats {
-        self.flash.stats().clone()
+        self.units.flash.stats().clone()
     }
 
     fn erase_counts(&self) -> &[u32] {
-        self.flash.erase_counts()
+        self.units.flash.erase_counts()
     }
 }
 

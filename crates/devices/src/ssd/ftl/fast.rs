@@ -29,7 +29,7 @@
 use std::collections::HashMap;
 use std::hash::{BuildHasherDefault, Hasher};
 
-use crate::ssd::ftl::block::units::{self, DataMap, Flash, NONE, Plan};
+use crate::ssd::ftl::block::units::{self, FullMerge, MappedUnits, NONE};
 use crate::ssd::ftl::{FlashOp, FtlStats};
 use crate::ssd::geometry::Geometry;
 
@@ -67,10 +67,7 @@ type LogMap = HashMap<u64, u32, BuildHasherDefault<LpnHasher>>;
 /// FAST over one-block units. See the module docs.
 #[derive(Debug)]
 pub(crate) struct FastCore {
-    flash: Flash,
-    data: DataMap,
-    plan: Plan,
-    unit_pages: u32,
+    units: MappedUnits,
     /// Physical unit of each log slot (NONE when not in use).
     slot_unit: Vec<u32>,
     /// Positions appended in each log slot.
@@ -90,23 +87,13 @@ impl FastCore {
     /// FAST with `log_units` log blocks (one sequential, the rest random),
     /// clamped by [`units::plan`].
     pub(crate) fn new(geometry: &Geometry, log_units: u32) -> FastCore {
-        let flash = Flash::new(geometry, 1);
-        let plan = units::plan(
-            geometry.logical_pages(),
-            flash.layout(),
-            log_units,
-            MIN_LOG_UNITS,
-        );
-        let unit_pages = flash.layout().unit_pages();
-        let logical_units = units::logical_units(plan.logical_pages, unit_pages);
-        let log_pages = plan.log_units as usize * unit_pages as usize;
+        let units = MappedUnits::new(geometry, 1, log_units, MIN_LOG_UNITS);
+        let plan = units.plan;
+        let log_pages = plan.log_units as usize * units.unit_pages as usize;
         let mut log_map = LogMap::default();
         log_map.reserve(log_pages);
         FastCore {
-            data: DataMap::new(logical_units, unit_pages),
-            flash,
-            plan,
-            unit_pages,
+            units,
             slot_unit: vec![NONE; plan.log_units as usize],
             used: vec![0; plan.log_units as usize],
             reverse: vec![0; log_pages],
@@ -118,56 +105,59 @@ impl FastCore {
     }
 
     pub(crate) fn logical_pages(&self) -> u64 {
-        self.plan.logical_pages
+        self.units.plan.logical_pages
     }
 
     /// Log blocks after clamping.
     pub(crate) fn log_units(&self) -> u32 {
-        self.plan.log_units
+        self.units.plan.log_units
     }
 
     pub(crate) fn stats(&self) -> FtlStats {
-        self.flash.stats().clone()
+        self.units.flash.stats().clone()
     }
 
     pub(crate) fn erase_counts(&self) -> &[u32] {
-        self.flash.erase_counts()
+        self.units.flash.erase_counts()
     }
 
     fn random_slots(&self) -> u32 {
-        self.plan.log_units - 1
+        self.units.plan.log_units - 1
     }
 
     fn lpn(&self, logical_unit: u32, offset: u32) -> u64 {
-        u64::from(logical_unit) * u64::from(self.unit_pages) + u64::from(offset)
+        u64::from(logical_unit) * u64::from(self.units.unit_pages) + u64::from(offset)
     }
 
     fn log_page(&self, slot: u32, position: u32) -> u32 {
-        slot * self.unit_pages + position
+        slot * self.units.unit_pages + position
     }
 
     /// (slot, position) of a `log_page`.
     fn log_place(&self, log_page: u32) -> (u32, u32) {
-        (log_page / self.unit_pages, log_page % self.unit_pages)
+        (
+            log_page / self.units.unit_pages,
+            log_page % self.units.unit_pages,
+        )
     }
 
     pub(crate) fn lookup(&self, lpn: u64) -> Option<u64> {
-        if lpn >= self.plan.logical_pages {
+        if lpn >= self.units.plan.logical_pages {
             return None;
         }
         if let Some(&log_page) = self.log_map.get(&lpn) {
             let (slot, position) = self.log_place(log_page);
             let unit = self.slot_unit[slot as usize];
-            return Some(self.flash.layout().ppn(unit, position));
+            return Some(self.units.flash.layout().ppn(unit, position));
         }
-        let (logical_unit, offset) = units::split(lpn, self.unit_pages);
-        let unit = self.data.unit(logical_unit)?;
-        let valid = self.data.is_valid(logical_unit, offset);
-        valid.then(|| self.flash.layout().ppn(unit, offset))
+        let (logical_unit, offset) = units::split(lpn, self.units.unit_pages);
+        let unit = self.units.data.unit(logical_unit)?;
+        let valid = self.units.data.is_valid(logical_unit, offset);
+        valid.then(|| self.units.flash.layout().ppn(unit, offset))
     }
 
     pub(crate) fn trim(&mut self, lpn: u64) {
-        if lpn < self.plan.logical_pages {
+        if lpn < self.units.plan.logical_pages {
             self.invalidate(lpn);
         }
     }
@@ -175,25 +165,19 @@ impl FastCore {
     /// Forget the current version of a page, wherever it is (FAST-1).
     fn invalidate(&mut self, lpn: u64) {
         if self.log_map.remove(&lpn).is_none() {
-            let (logical_unit, offset) = units::split(lpn, self.unit_pages);
-            self.data.set_valid(logical_unit, offset, false);
+            let (logical_unit, offset) = units::split(lpn, self.units.unit_pages);
+            self.units.data.set_valid(logical_unit, offset, false);
         }
     }
 
     pub(crate) fn write(&mut self, lpn: u64, ops: &mut Vec<FlashOp>) {
-        let Some((logical_unit, offset, data_unit)) = units::begin_host_write(
-            &mut self.flash,
-            &mut self.data,
-            &self.plan,
-            self.unit_pages,
-            lpn,
-        ) else {
+        let Some((logical_unit, offset, data_unit)) = self.units.begin_host_write(lpn) else {
             return;
         };
-        if self.flash.in_order(data_unit, offset) {
+        if self.units.flash.in_order(data_unit, offset) {
             self.invalidate(lpn);
-            self.data.set_valid(logical_unit, offset, true);
-            return self.flash.program(data_unit, offset, ops);
+            self.units.data.set_valid(logical_unit, offset, true);
+            return self.units.flash.program(data_unit, offset, ops);
         }
         let seq = SEQUENTIAL_SLOT as usize;
         let slot = if offset == 0 {
@@ -215,7 +199,8 @@ impl FastCore {
         self.used[slot as usize] += 1;
         self.reverse[log_page as usize] = lpn;
         self.log_map.insert(lpn, log_page);
-        self.flash
+        self.units
+            .flash
             .program(self.slot_unit[slot as usize], position, ops);
     }
 
@@ -229,8 +214,8 @@ impl FastCore {
         if self.sequential_owner != NONE {
             self.merge_sequential(ops);
         }
-        let zone = self.flash.layout().zone(data_unit);
-        self.slot_unit[SEQUENTIAL_SLOT as usize] = self.flash.allocate(zone)?;
+        let zone = self.units.flash.layout().zone(data_unit);
+        self.slot_unit[SEQUENTIAL_SLOT as usize] = self.units.flash.allocate(zone)?;
         self.used[SEQUENTIAL_SLOT as usize] = 0;
         self.sequential_owner = logical_unit;
         Some(SEQUENTIAL_SLOT)
@@ -241,7 +226,7 @@ impl FastCore {
         let ring = self.random_slots();
         if self.count > 0 {
             let current = 1 + (self.oldest + self.count - 1) % ring;
-            if self.used[current as usize] < self.unit_pages {
+            if self.used[current as usize] < self.units.unit_pages {
                 return Some(current);
             }
         }
@@ -252,8 +237,8 @@ impl FastCore {
             self.count -= 1;
         }
         let next = 1 + (self.oldest + self.count) % ring;
-        let zone = self.flash.layout().zone(data_unit);
-        self.slot_unit[next as usize] = self.flash.allocate(zone)?;
+        let zone = self.units.flash.layout().zone(data_unit);
+        self.slot_unit[next as usize] = self.units.flash.allocate(zone)?;
         self.used[next as usize] = 0;
         self.count += 1;
         Some(next)
@@ -265,12 +250,13 @@ impl FastCore {
         let logical_unit = self.sequential_owner;
         let seq = SEQUENTIAL_SLOT as usize;
         let (log_unit, used) = (self.slot_unit[seq], self.used[seq]);
-        let Some(data_unit) = self.data.unit(logical_unit) else {
+        let Some(data_unit) = self.units.data.unit(logical_unit) else {
             return;
         };
-        for offset in used..self.unit_pages {
-            if self.data.is_valid(logical_unit, offset) {
-                self.flash
+        for offset in used..self.units.unit_pages {
+            if self.units.data.is_valid(logical_unit, offset) {
+                self.units
+                    .flash
                     .copy((data_unit, offset), (log_unit, offset), ops);
             }
         }
@@ -278,16 +264,16 @@ impl FastCore {
             let lpn = self.lpn(logical_unit, offset);
             let here = self.log_page(SEQUENTIAL_SLOT, offset);
             let latest = self.log_map.get(&lpn) == Some(&here);
-            debug_assert!(!self.data.is_valid(logical_unit, offset), "FAST-1");
+            debug_assert!(!self.units.data.is_valid(logical_unit, offset), "FAST-1");
             if latest {
                 self.log_map.remove(&lpn);
             }
-            self.data.set_valid(logical_unit, offset, latest);
+            self.units.data.set_valid(logical_unit, offset, latest);
         }
-        self.data.set_unit(logical_unit, log_unit);
-        self.flash.erase(data_unit, ops);
-        let stats = self.flash.stats_mut();
-        if used == self.unit_pages {
+        self.units.data.set_unit(logical_unit, log_unit);
+        self.units.flash.erase(data_unit, ops);
+        let stats = self.units.flash.stats_mut();
+        if used == self.units.unit_pages {
             stats.switch_merges += 1;
         } else {
             stats.partial_merges += 1;
@@ -308,10 +294,10 @@ impl FastCore {
             let log_page = self.log_page(victim, position);
             let lpn = self.reverse[log_page as usize];
             if self.log_map.get(&lpn) == Some(&log_page) {
-                self.full_merge(units::split(lpn, self.unit_pages).0, ops);
+                self.full_merge(units::split(lpn, self.units.unit_pages).0, ops);
             }
         }
-        self.flash.erase(self.slot_unit[victim as usize], ops);
+        self.units.flash.erase(self.slot_unit[victim as usize], ops);
         self.slot_unit[victim as usize] = NONE;
         self.used[victim as usize] = 0;
     }
@@ -320,37 +306,30 @@ impl FastCore {
     /// fresh block; erase the old data block (and the sequential log block
     /// if it belonged to this data block, as it is then empty).
     fn full_merge(&mut self, logical_unit: u32, ops: &mut Vec<FlashOp>) {
-        let Some(data_unit) = self.data.unit(logical_unit) else {
+        let Some(data_unit) = self.units.data.unit(logical_unit) else {
             return;
         };
-        let zone = self.flash.layout().zone(data_unit);
-        let Some(target) = self.flash.allocate(zone) else {
+        let Some(merge) = FullMerge::start(&mut self.units, logical_unit, data_unit) else {
             return;
         };
-        for offset in 0..self.unit_pages {
-            let source = match self.log_map.remove(&self.lpn(logical_unit, offset)) {
-                Some(log_page) => {
+        for offset in 0..self.units.unit_pages {
+            let in_log = self
+                .log_map
+                .remove(&self.lpn(logical_unit, offset))
+                .map(|log_page| {
                     let (slot, position) = self.log_place(log_page);
-                    Some((self.slot_unit[slot as usize], position))
-                }
-                None => self
-                    .data
-                    .is_valid(logical_unit, offset)
-                    .then_some((data_unit, offset)),
-            };
-            if let Some(source) = source {
-                self.flash.copy(source, (target, offset), ops);
-            }
-            self.data.set_valid(logical_unit, offset, source.is_some());
+                    (self.slot_unit[slot as usize], position)
+                });
+            merge.page(&mut self.units, offset, in_log, ops);
         }
-        self.data.set_unit(logical_unit, target);
-        self.flash.erase(data_unit, ops);
+        merge.finish(&mut self.units, ops);
         if self.sequential_owner == logical_unit {
-            self.flash
+            self.units
+                .flash
                 .erase(self.slot_unit[SEQUENTIAL_SLOT as usize], ops);
             self.close_sequential();
         }
-        self.flash.stats_mut().full_merges += 1;
+        self.units.flash.stats_mut().full_merges += 1;
     }
 
     /// Check U-1, FAST-1 and FAST-3 over the whole map (tests only).
@@ -359,15 +338,15 @@ impl FastCore {
         let in_use = self.slot_unit.iter().filter(|&&u| u != NONE).count() as u32;
         let sequential = u32::from(self.sequential_owner != NONE);
         assert_eq!(in_use, sequential + self.count, "FAST-3");
-        let accounted = self.data.mapped() + in_use + self.flash.free_units();
-        assert_eq!(accounted, self.flash.layout().units(), "U-1");
+        let accounted = self.units.data.mapped() + in_use + self.units.flash.free_units();
+        assert_eq!(accounted, self.units.flash.layout().units(), "U-1");
         for (&lpn, &log_page) in &self.log_map {
-            let (logical_unit, offset) = units::split(lpn, self.unit_pages);
-            assert!(!self.data.is_valid(logical_unit, offset), "FAST-1");
+            let (logical_unit, offset) = units::split(lpn, self.units.unit_pages);
+            assert!(!self.units.data.is_valid(logical_unit, offset), "FAST-1");
             assert_eq!(self.reverse[log_page as usize], lpn, "FAST-1");
             let (slot, position) = self.log_place(log_page);
             let unit = self.slot_unit[slot as usize];
-            assert!(unit != NONE && self.flash.is_programmed(unit, position));
+            assert!(unit != NONE && self.units.flash.is_programmed(unit, position));
         }
     }
 }

@@ -183,19 +183,28 @@ mod tests {
         }
     }
 
+    /// Sequential overwrites only switch-merge, in both engines: (kind,
+    /// passes over the drive, the fewest switch merges).
     #[test]
-    fn ftl_bast_sequential_overwrite_is_switch_merges_only() {
+    fn ftl_hybrid_sequential_overwrite_is_switch_merges_only() {
         let geometry = small_geometry(ALIGNED_OP);
-        let mut ftl = HybridFtl::new(&geometry, HybridKind::Bast, LOG_BLOCKS);
-        let mut reference = Reference::new(&geometry);
-        fill_sequentially(&mut ftl, &mut reference, 4);
-        reference.check(&ftl);
-        ftl.check_invariants();
-        let stats = ftl.stats();
-        eprintln!("bast sequential: {stats:?} waf {:.3}", waf(&ftl));
-        assert!(stats.switch_merges >= 3 * 56 - u64::from(LOG_BLOCKS));
-        assert_eq!((stats.partial_merges, stats.full_merges), (0, 0));
-        assert_eq!(waf(&ftl), 1.0);
+        let cases = [
+            (HybridKind::Bast, 4, 3 * 56 - u64::from(LOG_BLOCKS)),
+            (HybridKind::Fast, 3, 56),
+        ];
+        for (kind, passes, switch_merges_min) in cases {
+            let mut ftl = HybridFtl::new(&geometry, kind, LOG_BLOCKS);
+            let mut reference = Reference::new(&geometry);
+            fill_sequentially(&mut ftl, &mut reference, passes);
+            reference.check(&ftl);
+            ftl.check_invariants();
+            let stats = ftl.stats();
+            eprintln!("{kind:?} sequential: {stats:?} waf {:.3}", waf(&ftl));
+            assert!(stats.switch_merges >= switch_merges_min, "{kind:?}");
+            let merges = (stats.partial_merges, stats.full_merges);
+            assert_eq!(merges, (0, 0), "{kind:?}");
+            assert_eq!(waf(&ftl), 1.0, "{kind:?}");
+        }
     }
 
     #[test]
@@ -230,19 +239,6 @@ mod tests {
         };
         let (bast, fast) = (erases(HybridKind::Bast), erases(HybridKind::Fast));
         assert!(fast * 3 < bast * 2, "fast {fast} erases, bast {bast}");
-    }
-
-    #[test]
-    fn ftl_fast_sequential_overwrite_is_switch_merges_only() {
-        let geometry = small_geometry(ALIGNED_OP);
-        let mut ftl = HybridFtl::new(&geometry, HybridKind::Fast, LOG_BLOCKS);
-        let mut reference = Reference::new(&geometry);
-        fill_sequentially(&mut ftl, &mut reference, 3);
-        reference.check(&ftl);
-        let stats = ftl.stats();
-        assert!(stats.switch_merges >= 56);
-        assert_eq!((stats.partial_merges, stats.full_merges), (0, 0));
-        assert_eq!(waf(&ftl), 1.0);
     }
 
     #[test]

@@ -632,6 +632,7 @@ fn stripe_order(g: &Geometry) -> Vec<u32> {
 #[cfg(test)]
 mod tests {
     use super::*;
+    use crate::characterize::SplitMix64;
 
     /// 2 channels x 1 chip x 1 die x 2 planes, 64 blocks of 32 pages of
     /// 4 KiB per plane: 256 blocks, 8192 pages.
@@ -648,19 +649,6 @@ mod tests {
         }
     }
 
-    /// A small deterministic generator (SplitMix64), so tests need no seed
-    /// plumbing.
-    struct SplitMix(u64);
-    impl SplitMix {
-        fn next(&mut self) -> u64 {
-            self.0 = self.0.wrapping_add(0x9E37_79B9_7F4A_7C15);
-            let mut z = self.0;
-            z = (z ^ (z >> 30)).wrapping_mul(0xBF58_476D_1CE4_E5B9);
-            z = (z ^ (z >> 27)).wrapping_mul(0x94D0_49BB_1331_11EB);
-            z ^ (z >> 31)
-        }
-    }
-
     fn fill_sequentially(ftl: &mut PageFtl, ops: &mut Vec<FlashOp>) {
         for lpn in 0..ftl.logical_pages() {
             ops.clear();
@@ -668,15 +656,26 @@ mod tests {
         }
     }
 
+    /// A greedy FTL over `geometry(0.07)` written sequentially `passes`
+    /// times, and the operations buffer it used.
+    fn filled(passes: u32) -> (PageFtl, Vec<FlashOp>) {
+        let mut ftl = PageFtl::new(&geometry(0.07), GcPolicy::Greedy).unwrap();
+        let mut ops = Vec::new();
+        for _ in 0..passes {
+            fill_sequentially(&mut ftl, &mut ops);
+        }
+        (ftl, ops)
+    }
+
     fn random_overwrite_waf(policy: GcPolicy, over_provisioning: f64, writes: u64) -> f64 {
         let mut ftl = PageFtl::new(&geometry(over_provisioning), policy).unwrap();
         let mut ops = Vec::new();
         fill_sequentially(&mut ftl, &mut ops);
         let before = ftl.stats();
-        let mut rng = SplitMix(7);
+        let mut rng = SplitMix64(7);
         for _ in 0..writes {
             ops.clear();
-            ftl.write(rng.next() % ftl.logical_pages(), &mut ops);
+            ftl.write(rng.next_u64() % ftl.logical_pages(), &mut ops);
             assert!(matches!(ops.last(), Some(FlashOp::Program { .. })), "FTL-3");
         }
         ftl.check_invariants().unwrap();
@@ -738,11 +737,7 @@ mod tests {
 
     #[test]
     fn sequential_overwrite_has_waf_one() {
-        let mut ftl = PageFtl::new(&geometry(0.07), GcPolicy::Greedy).unwrap();
-        let mut ops = Vec::new();
-        for _ in 0..5 {
-            fill_sequentially(&mut ftl, &mut ops);
-        }
+        let (ftl, _) = filled(5);
         let s = ftl.stats();
         let waf = s.flash_pages_written as f64 / s.host_pages_written as f64;
         assert!(waf < 1.01, "sequential WAF {waf}");
@@ -772,14 +767,12 @@ mod tests {
 
     #[test]
     fn gc_copies_stay_in_the_die_and_erase_last() {
-        let mut ftl = PageFtl::new(&geometry(0.07), GcPolicy::Greedy).unwrap();
-        let mut ops = Vec::new();
-        fill_sequentially(&mut ftl, &mut ops);
-        let mut rng = SplitMix(3);
+        let (mut ftl, mut ops) = filled(1);
+        let mut rng = SplitMix64(3);
         let pages_per_plane = 64 * 32;
         for _ in 0..20_000 {
             ops.clear();
-            ftl.write(rng.next() % ftl.logical_pages(), &mut ops);
+            ftl.write(rng.next_u64() % ftl.logical_pages(), &mut ops);
             for op in &ops {
                 if let FlashOp::CopyBack { from_ppn, to_ppn } = op {
                     assert_eq!(from_ppn / pages_per_plane, to_ppn / pages_per_plane);
@@ -791,20 +784,18 @@ mod tests {
 
     #[test]
     fn trim_unmaps_and_lowers_amplification() {
-        let mut ftl = PageFtl::new(&geometry(0.07), GcPolicy::Greedy).unwrap();
-        let mut ops = Vec::new();
-        fill_sequentially(&mut ftl, &mut ops);
+        let (mut ftl, mut ops) = filled(1);
         for lpn in 0..ftl.logical_pages() / 2 {
             ftl.trim(lpn);
         }
         assert_eq!(ftl.lookup(0), None);
         ftl.check_invariants().unwrap();
-        let mut rng = SplitMix(5);
+        let mut rng = SplitMix64(5);
         let half = ftl.logical_pages() / 2;
         let before = ftl.stats();
         for _ in 0..20_000 {
             ops.clear();
-            ftl.write(half + rng.next() % half, &mut ops);
+            ftl.write(half + rng.next_u64() % half, &mut ops);
         }
         let after = ftl.stats();
         let waf = (after.flash_pages_written - before.flash_pages_written) as f64
@@ -815,11 +806,7 @@ mod tests {
 
     #[test]
     fn wear_is_counted_per_block() {
-        let mut ftl = PageFtl::new(&geometry(0.07), GcPolicy::Greedy).unwrap();
-        let mut ops = Vec::new();
-        for _ in 0..3 {
-            fill_sequentially(&mut ftl, &mut ops);
-        }
+        let (ftl, _) = filled(3);
         let total: u64 = ftl.erase_counts().iter().map(|&c| u64::from(c)).sum();
         assert_eq!(total, ftl.stats().erases);
         assert_eq!(ftl.erase_counts().len(), 256);

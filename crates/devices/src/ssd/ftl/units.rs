@@ -473,24 +473,114 @@ impl DataMap {
     }
 }
 
-/// The first step of a host write in every unit-mapped FTL (block, BAST,
-/// FAST): ignore an out-of-range page (no operations, as in the page FTL),
-/// count the host page, and find or allocate the logical unit's data unit.
-/// Returns `(logical unit, offset, data unit)`; `None` drops the write.
-pub(crate) fn begin_host_write(
-    flash: &mut Flash,
-    data: &mut DataMap,
-    plan: &Plan,
-    unit_pages: u32,
-    lpn: u64,
-) -> Option<(u32, u32, u32)> {
-    if lpn >= plan.logical_pages {
-        return None;
+/// What every unit-mapped FTL (block, BAST, FAST) starts from: its flash in
+/// units of `blocks_per_unit` blocks, the plan of its logical pages and log
+/// units, and an empty data map over the logical units.
+#[derive(Debug)]
+pub(crate) struct MappedUnits {
+    pub(crate) flash: Flash,
+    pub(crate) plan: Plan,
+    pub(crate) unit_pages: u32,
+    pub(crate) data: DataMap,
+}
+
+impl MappedUnits {
+    /// `log_units` requested (at least `min_log_units`), clamped by [`plan`].
+    pub(crate) fn new(
+        geometry: &Geometry,
+        blocks_per_unit: u32,
+        log_units: u32,
+        min_log_units: u32,
+    ) -> MappedUnits {
+        let flash = Flash::new(geometry, blocks_per_unit);
+        let plan = plan(
+            geometry.logical_pages(),
+            flash.layout(),
+            log_units,
+            min_log_units,
+        );
+        let unit_pages = flash.layout().unit_pages();
+        MappedUnits {
+            data: DataMap::new(logical_units(plan.logical_pages, unit_pages), unit_pages),
+            flash,
+            plan,
+            unit_pages,
+        }
     }
-    flash.stats_mut().host_pages_written += 1;
-    let (logical_unit, offset) = split(lpn, unit_pages);
-    let data_unit = data.unit_or_allocate(flash, logical_unit)?;
-    Some((logical_unit, offset, data_unit))
+
+    /// Logical units of the plan's logical pages.
+    pub(crate) fn logical_units(&self) -> u32 {
+        logical_units(self.plan.logical_pages, self.unit_pages)
+    }
+
+    /// The first step of a host write in every unit-mapped FTL: ignore an
+    /// out-of-range page (no operations, as in the page FTL), count the host
+    /// page, and find or allocate the logical unit's data unit. Returns
+    /// `(logical unit, offset, data unit)`; `None` drops the write.
+    pub(crate) fn begin_host_write(&mut self, lpn: u64) -> Option<(u32, u32, u32)> {
+        if lpn >= self.plan.logical_pages {
+            return None;
+        }
+        self.flash.stats_mut().host_pages_written += 1;
+        let (logical_unit, offset) = split(lpn, self.unit_pages);
+        let data_unit = self.data.unit_or_allocate(&mut self.flash, logical_unit)?;
+        Some((logical_unit, offset, data_unit))
+    }
+}
+
+/// A full merge of one logical unit (BAST, FAST): the latest version of
+/// each of its pages, from a log unit or else from its data unit, copied to
+/// the same offset of a fresh unit in the data unit's zone.
+pub(crate) struct FullMerge {
+    logical_unit: u32,
+    data_unit: u32,
+    target: u32,
+}
+
+impl FullMerge {
+    /// Allocate the target; `None` (no free unit) leaves the merge undone.
+    pub(crate) fn start(
+        units: &mut MappedUnits,
+        logical_unit: u32,
+        data_unit: u32,
+    ) -> Option<FullMerge> {
+        let flash = &mut units.flash;
+        let target = flash.allocate(flash.layout().zone(data_unit))?;
+        Some(FullMerge {
+            logical_unit,
+            data_unit,
+            target,
+        })
+    }
+
+    /// Copy the page at `offset` from `in_log` (its latest version in a log,
+    /// as (unit, position)) or else from the data unit if valid there.
+    pub(crate) fn page(
+        &self,
+        units: &mut MappedUnits,
+        offset: u32,
+        in_log: Option<(u32, u32)>,
+        ops: &mut Vec<FlashOp>,
+    ) {
+        let source = in_log.or_else(|| {
+            units
+                .data
+                .is_valid(self.logical_unit, offset)
+                .then_some((self.data_unit, offset))
+        });
+        if let Some(source) = source {
+            units.flash.copy(source, (self.target, offset), ops);
+        }
+        units
+            .data
+            .set_valid(self.logical_unit, offset, source.is_some());
+    }
+
+    /// Point the logical unit at the target and erase the old data unit.
+    pub(crate) fn finish(self, units: &mut MappedUnits, ops: &mut Vec<FlashOp>) {
+        units.data.set_unit(self.logical_unit, self.target);
+        units.flash.erase(self.data_unit, ops);
+    }
 }
 
 /// How many logical pages and log units an FTL gets. See the module docs.

@@ -94,6 +94,46 @@ struct Loop {
     latency_ms: f64,
 }
 
+/// Closed loops run one after another on one model from time 0, each over
+/// the first `region_bytes`.
+struct Loops<'a> {
+    model: &'a mut dyn DeviceModel,
+    now_ns: u64,
+    region_bytes: u64,
+}
+
+impl<'a> Loops<'a> {
+    fn new(model: &'a mut dyn DeviceModel, region_bytes: u64) -> Loops<'a> {
+        Loops {
+            model,
+            now_ns: 0,
+            region_bytes,
+        }
+    }
+
+    /// The next closed loop (see [`closed_loop`]).
+    fn run(
+        &mut self,
+        kind: crate::model::IoKind,
+        block_bytes: u64,
+        sequential: bool,
+        depth: usize,
+        requests: u64,
+    ) -> Loop {
+        let (model, region) = (&mut *self.model, self.region_bytes);
+        closed_loop(
+            model,
+            &mut self.now_ns,
+            kind,
+            block_bytes,
+            sequential,
+            depth,
+            requests,
+            region,
+        )
+    }
+}
+
 /// A closed loop of `requests` requests of `block_bytes`, `depth` kept
 /// outstanding, sequential from offset 0 or random (SplitMix64 of `seed`)
 /// over the first `region_bytes`; starts at `*now_ns` and advances it.
@@ -174,17 +214,7 @@ fn ssd_2008_matches_lee2008_table1() {
     // super-blocks and take tens of ms, which is the paper's point about
     // random writes, not Table 1's figure.
     let mut fresh = build("ssd-2008").unwrap().unwrap();
-    let mut now_ns = 0;
-    let log = closed_loop(
-        fresh.as_mut(),
-        &mut now_ns,
-        IoKind::Write,
-        4096,
-        true,
-        1,
-        1_000,
-        1 << 30,
-    );
+    let log = Loops::new(fresh.as_mut(), 1 << 30).run(IoKind::Write, 4096, true, 1, 1_000);
     let c = run(build("ssd-2008").unwrap().unwrap());
     println!("{c}");
     let checks = [
@@ -211,17 +241,7 @@ fn ssd_2010_matches_petrov2010_table1() {
     // 0.294 ms, and the host link delivers them in order, so about 0.25 ms
     // pass before it streams. Two reads in flight hide that.
     let mut fresh = build("ssd-2010").unwrap().unwrap();
-    let mut now_ns = 0;
-    let queued = closed_loop(
-        fresh.as_mut(),
-        &mut now_ns,
-        IoKind::Read,
-        128 << 10,
-        true,
-        4,
-        1_000,
-        1 << 30,
-    );
+    let queued = Loops::new(fresh.as_mut(), 1 << 30).run(IoKind::Read, 128 << 10, true, 4, 1_000);
     let checks = [
         check("seq read 128K QD4 MB/s", 250.0, queued.mb_s),
         known_miss("seq read 128K QD1 MB/s", 250.0, seq(&c, 128).read_mb_s),
@@ -252,19 +272,9 @@ fn ssd_2010_matches_petrov2010_table1() {
 fn ssd_array_2010_matches_petrov2010_table3() {
     let mut array = build("ssd-array-2010").unwrap().unwrap();
     let region = array.capacity_bytes();
-    let mut now = 0;
-    let mut point = |kind, kb: u64, sequential, depth| {
-        closed_loop(
-            array.as_mut(),
-            &mut now,
-            kind,
-            kb * 1024,
-            sequential,
-            depth,
-            4_000,
-            region,
-        )
-    };
+    let mut loops = Loops::new(array.as_mut(), region);
+    let mut point =
+        |kind, kb: u64, sequential, depth| loops.run(kind, kb * 1024, sequential, depth, 4_000);
     let read_4k = point(IoKind::Read, 4, false, 14);
     let read_16k = point(IoKind::Read, 16, false, 16);
     let read_32k = point(IoKind::Read, 32, false, 13);
@@ -320,47 +330,11 @@ fn ssd_array_2010_matches_petrov2010_table3() {
 fn nvme_2024_matches_its_datasheet() {
     let mut m = build("nvme-2024").unwrap().unwrap();
     let region = 8 << 30;
-    let mut now = 0;
-    let read_qd1 = closed_loop(
-        m.as_mut(),
-        &mut now,
-        IoKind::Read,
-        4096,
-        false,
-        1,
-        2_000,
-        region,
-    );
-    let write_qd1 = closed_loop(
-        m.as_mut(),
-        &mut now,
-        IoKind::Write,
-        4096,
-        false,
-        1,
-        2_000,
-        region,
-    );
-    let read_seq = closed_loop(
-        m.as_mut(),
-        &mut now,
-        IoKind::Read,
-        128 << 10,
-        true,
-        32,
-        4_000,
-        region,
-    );
-    let write_seq = closed_loop(
-        m.as_mut(),
-        &mut now,
-        IoKind::Write,
-        128 << 10,
-        true,
-        32,
-        4_000,
-        region,
-    );
+    let mut loops = Loops::new(m.as_mut(), region);
+    let read_qd1 = loops.run(IoKind::Read, 4096, false, 1, 2_000);
+    let write_qd1 = loops.run(IoKind::Write, 4096, false, 1, 2_000);
+    let read_seq = loops.run(IoKind::Read, 128 << 10, true, 32, 4_000);
+    let write_seq = loops.run(IoKind::Write, 128 << 10, true, 32, 4_000);
     let checks = [
         check("read 4K QD1 IOPS", 22_000.0, read_qd1.iops),
         check("write 4K QD1 IOPS", 80_000.0, write_qd1.iops),
@@ -438,27 +412,10 @@ fn ssd_vertex_2009_writes_randomly_8_to_18x_slower() {
 fn replay_speed_ssd_2010() {
     let mut m = ssd_2010().unwrap();
     let region = m.capacity_bytes() / (1 << 20) * (1 << 20);
-    let mut now = 0;
-    closed_loop(
-        &mut m,
-        &mut now,
-        IoKind::Write,
-        1 << 20,
-        true,
-        32,
-        region >> 20,
-        region,
-    );
-    closed_loop(
-        &mut m,
-        &mut now,
-        IoKind::Write,
-        4096,
-        false,
-        32,
-        3_000_000,
-        region,
-    );
+    let mut loops = Loops::new(&mut m, region);
+    loops.run(IoKind::Write, 1 << 20, true, 32, region >> 20);
+    loops.run(IoKind::Write, 4096, false, 32, 3_000_000);
+    let mut now = loops.now_ns;
     let gc_before = m.stats().gc_runs;
     let pages = region / 4096;
     let mut x = 99u64;

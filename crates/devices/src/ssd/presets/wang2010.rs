@@ -51,13 +51,9 @@ use super::super::controller::{ControllerExtras, SsdModel};
 use super::super::ftl::{
     FtlKind,
     hybrid::{HybridFtl, HybridKind},
-    superblock::SuperBlockFtl,
 };
 use super::super::geometry::{Geometry, Timing};
-use super::{
-    K9WAG08U1A_SOURCES, KIB, MB, SsdPreset, US, k9wag08u1a_geometry, k9wag08u1a_timing,
-    sources_with,
-};
+use super::{K9Drive, KIB, MB, SSD2008, SsdPreset, US};
 use crate::error::DeviceError;
 
 // ------------------------------------------------------------------ Mtron
@@ -67,24 +63,28 @@ use crate::error::DeviceError;
 /// the write rate recalled from Mtron's MSD-SATA product sheet (not
 /// checked against it).
 const MTRON_CHANNELS: u32 = 4;
-const MTRON_CHIPS_PER_CHANNEL: u32 = 2;
 /// 32 GiB of flash (lee2007: a 32 GB M-Tron; its K9WAG08U1A in 2 KB pages
 /// and 128 KB blocks) over 16 planes of 128 KB blocks.
 const MTRON_BLOCKS_PER_PLANE: u32 = 16_384;
-/// 32 GB decimal exported from 32 GiB of flash (assumed, as for ssd-2008).
-const MTRON_OVER_PROVISIONING: f64 = 0.0687;
 /// SATA 1.5 Gb/s after 8b/10b encoding (the MSD-SATA drives are SATA-150).
 const MTRON_HOST_BYTES_PER_S: u64 = 150 * MB;
-/// Assumed, as ssd-2008's controller (lee2008 Table 1's calibration).
-const MTRON_CONTROLLER_NS: u64 = 20 * US;
 /// One erase unit from each of the 16 planes: a 2 MB super-block striped
 /// over all eight dies (the scheme of lee2008 section 2.2, widened to the
 /// drive's dies; assumed).
 const MTRON_ERASE_UNITS_PER_SUPER_BLOCK: u32 = 16;
-/// Log super-blocks: assumed, as ssd-2008's.
-const MTRON_LOG_SUPER_BLOCKS: u32 = 16;
-/// No write cache (assumed; none recalled for the MSD-SATA drives).
-const MTRON_WRITE_BUFFER_BYTES: u64 = 0;
+
+/// The Mtron is `ssd-2008`'s drive but for the four numbers above. The rest
+/// is assumed as `ssd-2008`'s: 2 chips a channel, 32 GB decimal exported
+/// from 32 GiB of flash, the controller (lee2008 Table 1's calibration),
+/// 16 log super-blocks, and no write cache (none recalled for the
+/// MSD-SATA drives).
+const MTRON: K9Drive = K9Drive {
+    channels: MTRON_CHANNELS,
+    blocks_per_plane: MTRON_BLOCKS_PER_PLANE,
+    host_bytes_per_s: MTRON_HOST_BYTES_PER_S,
+    erase_units_per_super_block: MTRON_ERASE_UNITS_PER_SUPER_BLOCK,
+    ..SSD2008
+};
 
 const MTRON_SOURCES: [(&str, &str); 11] = [
     (
@@ -123,26 +123,7 @@ const MTRON_SOURCES: [(&str, &str); 11] = [
 
 /// wang2010's Mtron (and lee2007's M-Tron): see the module documentation.
 pub fn ssd_mtron(name: &str) -> Result<SsdModel, DeviceError> {
-    let preset = SsdPreset {
-        geometry: k9wag08u1a_geometry(
-            MTRON_CHANNELS,
-            MTRON_CHIPS_PER_CHANNEL,
-            MTRON_BLOCKS_PER_PLANE,
-            MTRON_OVER_PROVISIONING,
-        ),
-        timing: k9wag08u1a_timing(MTRON_HOST_BYTES_PER_S, MTRON_CONTROLLER_NS),
-        ftl_kind: FtlKind::SuperBlock,
-        write_buffer_bytes: MTRON_WRITE_BUFFER_BYTES,
-        extras: ControllerExtras::default(),
-        sources: sources_with(&MTRON_SOURCES, &K9WAG08U1A_SOURCES),
-    };
-    preset.build(name, |geometry| {
-        Ok(Box::new(SuperBlockFtl::new(
-            geometry,
-            MTRON_ERASE_UNITS_PER_SUPER_BLOCK,
-            MTRON_LOG_SUPER_BLOCKS,
-        )))
-    })
+    MTRON.model(name, &MTRON_SOURCES)
 }
 
 // ------------------------------------------------------------------ OCZ Vertex

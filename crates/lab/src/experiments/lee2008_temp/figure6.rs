@@ -30,11 +30,11 @@ impl Figure6Runs {
     }
 }
 
+/// What every trace figure of an external sort shows.
+const TRACE_CAPTION: &str = "Time x address of every temp-space request: runs written one after the other (writes), then the merge reading all runs in parallel (reads scattered over the whole region).";
+
 impl Study for Figure6 {
     type Measured = Figure6Runs;
-    const ID: &'static str = "lee2008-figure6";
-    const TITLE: &'static str = "lee2008 Figure 6: the I/O pattern of an external sort";
-    const PAPER: &'static str = "lee2008 section 6.1, Figure 6";
 
     fn measure(&self, ctx: &RunContext) -> anyhow::Result<Figure6Runs> {
         let key = "lee2008.figure7_external_sort";
@@ -125,17 +125,13 @@ impl Study for Figure6 {
     }
 
     fn figures(&self, m: &Figure6Runs) -> anyhow::Result<Vec<Figure>> {
-        m.both()
-            .iter()
-            .map(|(name, r)| {
-                trace_figure(
-                    &format!("lee2008-figure6-{name}"),
-                    &format!("External sort, temp space on {} ({} KB clusters, 2 MB memory)", r.device, r.cluster_bytes / KB),
-                    "Time x address of every temp-space request: runs written one after the other (writes), then the merge reading all runs in parallel (reads scattered over the whole region).",
-                    &r.trace,
-                )
-            })
-            .collect()
+        trace_figures("lee2008-figure6", TRACE_CAPTION, &m.both(), |r| {
+            let kb = r.cluster_bytes / KB;
+            let device = &r.device;
+            let title =
+                format!("External sort, temp space on {device} ({kb} KB clusters, 2 MB memory)");
+            (title, r.trace.as_slice())
+        })
     }
 
     fn notes(&self, m: &Figure6Runs) -> Vec<String> {

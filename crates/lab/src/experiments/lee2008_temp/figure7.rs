@@ -106,10 +106,6 @@ fn memory_sizes(input: f64, largest_cluster_kb: usize) -> Vec<usize> {
 
 impl Study for Figure7 {
     type Measured = Figure7Runs;
-    const ID: &'static str = "lee2008-figure7";
-    const TITLE: &'static str =
-        "lee2008 Figure 7: external sort time against cluster size and memory";
-    const PAPER: &'static str = "lee2008 section 6.1, Figure 7";
 
     fn measure(&self, ctx: &RunContext) -> anyhow::Result<Figure7Runs> {
         let n = tuples(ctx);

@@ -104,12 +104,11 @@ fn floor_note(what: &str, h: &JoinRun, sd: &JoinRun, lo: f64, hi: f64) -> String
     )
 }
 
+/// What every trace figure of a join shows.
+const TRACE_CAPTION: &str = "Time x address of every temp-space request: sequential (append-only) writes, then scattered reads, in both joins.";
+
 impl Study for Figure8 {
     type Measured = Figure8Runs;
-    const ID: &'static str = "lee2008-figure8";
-    const TITLE: &'static str =
-        "lee2008 Figure 8: hash join and sort-merge join, disk against flash";
-    const PAPER: &'static str = "lee2008 section 6.2, Figure 8";
 
     fn measure(&self, ctx: &RunContext) -> anyhow::Result<Figure8Runs> {
         let n = tuples(ctx);
@@ -181,62 +180,56 @@ impl Study for Figure8 {
     }
 
     fn checks(&self, m: &Figure8Runs) -> Vec<Check> {
-        let (hj_hdd, hj_ssd) = (&m.hash_hdd, &m.hash_ssd);
-        let (smj_hdd, smj_ssd) = (&m.sort_merge_hdd, &m.sort_merge_ssd);
+        let (hj_ssd, smj_ssd) = (&m.hash_ssd, &m.sort_merge_ssd);
+        let p = published;
+        // Each join's disk time over its SSD time: (key, what, disk, SSD).
+        let joins = [
+            ("hash_join", "hash join", &m.hash_hdd, hj_ssd),
+            (
+                "sort_merge_join",
+                "sort-merge join",
+                &m.sort_merge_hdd,
+                smj_ssd,
+            ),
+        ];
+        let mut checks: Vec<Check> = joins
+            .into_iter()
+            .map(|(key, what, h, sd)| {
+                let mut check = Check::ratio(
+                    &format!("lee2008.figure8.{key}_hdd_over_ssd"),
+                    "lee2008 Figure 8",
+                    &format!("{what}, disk time over SSD time"),
+                    p(&format!("{key}_hdd_s")) / p(&format!("{key}_ssd_s")),
+                    h.elapsed_s / sd.elapsed_s,
+                );
+                if !check.pass {
+                    check.note = floor_note(what, h, sd, check.range[0], check.range[1]);
+                }
+                check
+            })
+            .collect();
         let ssd_pair =
             hj_ssd.elapsed_s.max(smj_ssd.elapsed_s) / hj_ssd.elapsed_s.min(smj_ssd.elapsed_s);
-        let p = published;
-        let mut checks = vec![
-            Check::ratio(
-                "lee2008.figure8.hash_join_hdd_over_ssd",
-                "lee2008 Figure 8",
-                "hash join, disk time over SSD time",
-                p("hash_join_hdd_s") / p("hash_join_ssd_s"),
-                hj_hdd.elapsed_s / hj_ssd.elapsed_s,
-            ),
-            Check::ratio(
-                "lee2008.figure8.sort_merge_join_hdd_over_ssd",
-                "lee2008 Figure 8",
-                "sort-merge join, disk time over SSD time",
-                p("sort_merge_join_hdd_s") / p("sort_merge_join_ssd_s"),
-                smj_hdd.elapsed_s / smj_ssd.elapsed_s,
-            ),
-            Check::ratio(
-                "lee2008.figure8.ssd_hash_vs_sort_merge",
-                "lee2008 Figure 8",
-                "on the SSD, the slower join's time over the faster's",
-                p("hash_join_ssd_s").max(p("sort_merge_join_ssd_s"))
-                    / p("hash_join_ssd_s").min(p("sort_merge_join_ssd_s")),
-                ssd_pair,
-            ),
-        ];
-        let runs = [
-            ("hash join", hj_hdd, hj_ssd),
-            ("sort-merge join", smj_hdd, smj_ssd),
-        ];
-        for (check, (what, h, sd)) in checks.iter_mut().zip(runs) {
-            if !check.pass {
-                check.note = floor_note(what, h, sd, check.range[0], check.range[1]);
-            }
+        let mut pair = Check::ratio(
+            "lee2008.figure8.ssd_hash_vs_sort_merge",
+            "lee2008 Figure 8",
+            "on the SSD, the slower join's time over the faster's",
+            p("hash_join_ssd_s").max(p("sort_merge_join_ssd_s"))
+                / p("hash_join_ssd_s").min(p("sort_merge_join_ssd_s")),
+            ssd_pair,
+        );
+        if !pair.pass {
+            pair.note = pair_note(hj_ssd, smj_ssd);
         }
-        if !checks[2].pass {
-            checks[2].note = pair_note(hj_ssd, smj_ssd);
-        }
+        checks.push(pair);
         checks
     }
 
     fn figures(&self, m: &Figure8Runs) -> anyhow::Result<Vec<Figure>> {
-        m.traced()
-            .iter()
-            .map(|(name, r)| {
-                trace_figure(
-                    &format!("lee2008-figure8-{name}"),
-                    &format!("{} on {} ({:.1} s)", r.kind, r.device, r.elapsed_s),
-                    "Time x address of every temp-space request: sequential (append-only) writes, then scattered reads, in both joins.",
-                    &r.trace,
-                )
-            })
-            .collect()
+        trace_figures("lee2008-figure8", TRACE_CAPTION, &m.traced(), |r| {
+            let title = format!("{} on {} ({:.1} s)", r.kind, r.device, r.elapsed_s);
+            (title, r.trace.as_slice())
+        })
     }
 
     fn notes(&self, m: &Figure8Runs) -> Vec<String> {

@@ -115,6 +115,24 @@ fn sim<T: Send + 'static>(
         .ok_or_else(|| anyhow!("simulation stopped"))
 }
 
+/// Run `f` in a simulated world over a fresh temp space on the preset
+/// `device`, its requests traced when `trace`: `f`'s result, and the trace.
+fn on_temp_space<T: Send + 'static>(
+    ctx: &RunContext,
+    device: &str,
+    trace: bool,
+    f: impl FnOnce(&Rt, &TempSpace) -> anyhow::Result<T> + Send + 'static,
+) -> anyhow::Result<(T, Vec<TraceRecord>)> {
+    let device = device.to_string();
+    sim(ctx, move |rt| -> anyhow::Result<(T, Vec<TraceRecord>)> {
+        let tracer = trace.then(Tracer::new);
+        let space = TempSpace::new(temp_device(&device, tracer.as_ref())?, None)
+            .map_err(|e| anyhow!("{e}"))?;
+        let run = f(&rt, &space)?;
+        Ok((run, tracer.map(|t| t.records()).unwrap_or_default()))
+    })?
+}
+
 /// Sort `n` generated records on `device` and check the output like valsort.
 pub fn sort_once(
     ctx: &RunContext,
@@ -138,15 +156,13 @@ pub fn sort_with(
     overlap: bool,
     trace: bool,
 ) -> anyhow::Result<SortRun> {
-    let device = device.to_string();
+    let name = device.to_string();
     let seed = ctx.seed;
-    sim(ctx, move |rt| -> anyhow::Result<SortRun> {
-        let tracer = trace.then(Tracer::new);
-        let space = TempSpace::new(temp_device(&device, tracer.as_ref())?, None)
-            .map_err(|e| anyhow!("{e}"))?;
+    let (run, trace) = on_temp_space(ctx, device, trace, move |rt, space| {
+        let device = name;
         let mut config = SortConfig::new(memory_bytes, cluster_bytes, SortKey::sort_benchmark());
         config.overlap = overlap;
-        let sort = ExternalSort::new(&space, config).map_err(|e| anyhow!("{e}"))?;
+        let sort = ExternalSort::new(space, config).map_err(|e| anyhow!("{e}"))?;
         let start = rt.now_ns();
         let mut input = SortRecords::new(seed, n);
         let mut stream = sort.sort(&mut input).map_err(|e| anyhow!("{e}"))?;
@@ -167,16 +183,17 @@ pub fn sort_with(
             return Err(anyhow!("sort on {device}: temp space not freed"));
         }
         Ok(SortRun {
-            device: device.clone(),
+            device,
             memory_bytes,
             cluster_bytes,
             elapsed_s: elapsed_ns as f64 / NS_PER_S as f64,
             run_generation_s: stats.run_generation_ns as f64 / NS_PER_S as f64,
             merge_s: (stats.intermediate_merge_ns + stats.final_merge_ns) as f64 / NS_PER_S as f64,
             stats,
-            trace: tracer.map(|t| t.records()).unwrap_or_default(),
+            trace: Vec::new(),
         })
-    })?
+    })?;
+    Ok(SortRun { trace, ..run })
 }
 
 /// Which join.
@@ -210,12 +227,10 @@ pub fn join_once(
     cluster_bytes: usize,
     trace: bool,
 ) -> anyhow::Result<JoinRun> {
-    let device = device.to_string();
+    let name = device.to_string();
     let seed = ctx.seed;
-    sim(ctx, move |rt| -> anyhow::Result<JoinRun> {
-        let tracer = trace.then(Tracer::new);
-        let space = TempSpace::new(temp_device(&device, tracer.as_ref())?, None)
-            .map_err(|e| anyhow!("{e}"))?;
+    let (run, trace) = on_temp_space(ctx, device, trace, move |rt, space| {
+        let device = name;
         let mut left = SortRecords::with_keys(seed, n, KeyDist::Permutation { salt: 1 });
         let mut right =
             SortRecords::with_keys(seed + 1, n, KeyDist::Permutation { salt: 2 }).starting_at(n);
@@ -233,7 +248,7 @@ pub fn join_once(
         let (name, first_ns, hash, sort_merge) = match kind {
             JoinKind::Hash(layout) => {
                 let config = HashJoinConfig::new(memory_bytes, cluster_bytes, layout, key(), key());
-                let join = HashJoin::new(&space, config).map_err(|e| anyhow!("{e}"))?;
+                let join = HashJoin::new(space, config).map_err(|e| anyhow!("{e}"))?;
                 let stats = join
                     .join(&mut left, &mut right, &mut sink)
                     .map_err(|e| anyhow!("{e}"))?;
@@ -246,7 +261,7 @@ pub fn join_once(
             }
             JoinKind::SortMerge => {
                 let config = MergeJoinConfig::new(memory_bytes, cluster_bytes, key(), key());
-                let join = MergeJoin::new(&space, config).map_err(|e| anyhow!("{e}"))?;
+                let join = MergeJoin::new(space, config).map_err(|e| anyhow!("{e}"))?;
                 let stats = join
                     .join(&mut left, &mut right, &mut sink)
                     .map_err(|e| anyhow!("{e}"))?;
@@ -266,16 +281,17 @@ pub fn join_once(
             ));
         }
         Ok(JoinRun {
-            device: device.clone(),
+            device,
             kind: name,
             elapsed_s: elapsed_ns as f64 / NS_PER_S as f64,
             first_phase_s: first_ns as f64 / NS_PER_S as f64,
             output_tuples: matched,
             hash,
             sort_merge,
-            trace: tracer.map(|t| t.records()).unwrap_or_default(),
+            trace: Vec::new(),
         })
-    })?
+    })?;
+    Ok(JoinRun { trace, ..run })
 }
 
 fn trace_figure(
@@ -290,6 +306,22 @@ fn trace_figure(
         caption: caption.into(),
         svg: crate::plot::trace_img_html(records, title).map_err(|e| anyhow!("{e}"))?,
     })
+}
+
+/// One trace figure a run, `{figure}-{name}`: `title_and_trace` gives the
+/// title and the records of a run; every figure has `caption`.
+fn trace_figures<R>(
+    figure: &str,
+    caption: &str,
+    runs: &[(&str, &R)],
+    title_and_trace: impl Fn(&R) -> (String, &[TraceRecord]),
+) -> anyhow::Result<Vec<Figure>> {
+    runs.iter()
+        .map(|(name, run)| {
+            let (title, records) = title_and_trace(run);
+            trace_figure(&format!("{figure}-{name}"), &title, caption, records)
+        })
+        .collect()
 }
 
 fn trace_csv(name: &str, records: &[TraceRecord]) -> anyhow::Result<RawFile> {

@@ -13,7 +13,8 @@ use crate::experiments::RunContext;
 use crate::experiments::skeleton::Study as Skeleton;
 use crate::report::{Figure, Table, fmt_num};
 
-const PAPER: &str = "petrov2010 section 4, Figures 4-5, Tables 4-5";
+/// Where in the paper (the registry's entry and every check).
+pub(crate) const PAPER: &str = "petrov2010 section 4, Figures 4-5, Tables 4-5";
 
 /// A check of a cell's maximum fails unless the sweep passed the peak on
 /// both sides (the rule's optimum clause): a maximum at the end of a
@@ -385,10 +386,6 @@ pub struct Table4;
 
 impl Skeleton for Table4 {
     type Measured = Arc<Study>;
-    const ID: &'static str = "petrov2010-table4";
-    const TITLE: &'static str =
-        "petrov2010 Figure 4, Tables 4 and 5: TPC-C with 4 KB and 16 KB pages on SSDs";
-    const PAPER: &'static str = PAPER;
 
     fn measure(&self, ctx: &RunContext) -> anyhow::Result<Arc<Study>> {
         study(ctx)
@@ -454,9 +451,6 @@ fn figure5_gains(s: &Study) -> ((f64, f64), (f64, f64)) {
 
 impl Skeleton for Figure5 {
     type Measured = Arc<Study>;
-    const ID: &'static str = "petrov2010-figure5";
-    const TITLE: &'static str = "petrov2010 Figure 5: NoTPM against CPUs and buffer size";
-    const PAPER: &'static str = PAPER;
 
     fn measure(&self, ctx: &RunContext) -> anyhow::Result<Arc<Study>> {
         study(ctx)
