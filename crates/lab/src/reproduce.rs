@@ -153,25 +153,25 @@ pub fn units() -> Vec<(&'static str, &'static str)> {
         .collect()
 }
 
-/// Host seconds each unit took with `--jobs 2` on the 2-core development
-/// machine with other builds beside (docs/REPRODUCE.md), full run and
-/// `--quick`: the ETA when `--out` holds no earlier run, and the order
-/// units start in. petrov2010 Figure 5 takes the study Table 4 ran.
+/// Host seconds each unit took with `--jobs 2` on the quiet 2-core
+/// development machine (docs/REPRODUCE.md), full run and `--quick`: the
+/// ETA when `--out` holds no earlier run, and the order units start in.
+/// petrov2010 Figure 5 takes the study Table 4 ran.
 const EXPECTED_SECONDS: [(&str, f64, f64); 14] = [
-    ("devices", 113.2, 254.2),
-    ("lee2008-table2", 1.6, 0.5),
-    ("lee2008-table3", 1.5, 0.5),
-    ("lee2008-figure3", 35.2, 2.1),
-    ("lee2008-table4", 12.9, 1.7),
-    ("lee2008-figure4", 4.5, 0.6),
-    ("lee2008-figure6", 1.7, 0.3),
-    ("lee2008-figure7", 39.9, 12.3),
-    ("lee2008-figure8", 7.5, 2.5),
-    ("petrov2010-table4", 319.6, 400.7),
+    ("devices", 109.8, 105.5),
+    ("lee2008-table2", 2.0, 0.4),
+    ("lee2008-table3", 1.5, 0.3),
+    ("lee2008-figure3", 37.2, 2.1),
+    ("lee2008-table4", 13.3, 1.2),
+    ("lee2008-figure4", 5.2, 0.9),
+    ("lee2008-figure6", 1.8, 0.3),
+    ("lee2008-figure7", 67.7, 9.2),
+    ("lee2008-figure8", 7.7, 1.2),
+    ("petrov2010-table4", 381.4, 155.5),
     ("petrov2010-figure5", 0.0, 0.0),
-    ("lee2007-disk-vs-flash", 69.5, 10.5),
-    ("lee2007-ipl", 110.3, 29.3),
-    ("wang2010-lfs", 36.9, 22.1),
+    ("lee2007-disk-vs-flash", 68.6, 3.4),
+    ("lee2007-ipl", 118.1, 13.4),
+    ("wang2010-lfs", 43.8, 23.2),
 ];
 
 /// Expected host seconds of unit `id`: its record or `timings.json` in
