@@ -384,26 +384,14 @@ fn ssd_extras(path: &Path, s: &SsdSpec) -> Result<ControllerExtras, DeviceError>
     })
 }
 
-/// The FTLs a file may name.
-const FTL_KINDS: [FtlKind; 6] = [
-    FtlKind::PageGreedy,
-    FtlKind::PageCostBenefit,
-    FtlKind::Block,
-    FtlKind::Bast,
-    FtlKind::Fast,
-    FtlKind::SuperBlock,
-];
-
 /// An FTL and its kind.
 type BuiltFtl = (FtlKind, Box<dyn Ftl>);
 
 /// The FTL the file names, with the FTL keys it sets; unset keys take the
 /// defaults [`ftl::build`] uses.
 fn ssd_ftl(path: &Path, s: &SsdSpec, geometry: &Geometry) -> Result<BuiltFtl, DeviceError> {
-    let kind = FTL_KINDS
-        .into_iter()
-        .find(|k| k.as_str() == s.ftl)
-        .ok_or_else(|| bad(path, format!("unknown ftl '{}'", s.ftl)))?;
+    let kind =
+        FtlKind::parse(&s.ftl).ok_or_else(|| bad(path, format!("unknown ftl '{}'", s.ftl)))?;
     refuse_other_ftls_keys(path, s, kind)?;
     match kind {
         FtlKind::PageGreedy | FtlKind::PageCostBenefit => page_ftl(path, s, geometry, kind),
@@ -850,7 +838,7 @@ mod tests {
     /// writes that fill the device and force GC and merges.
     #[test]
     fn unset_keys_keep_the_defaults_of_every_ftl() {
-        for kind in FTL_KINDS {
+        for kind in FtlKind::ALL {
             let (_dir, path) = write(&format!("{SSD}ftl = \"{}\"\n", kind.as_str()));
             let mut file = build_from_file(&path).unwrap();
             let spec: SsdSpec = toml::from_str(SSD).unwrap();

@@ -71,6 +71,21 @@ pub enum FtlKind {
 }
 
 impl FtlKind {
+    /// Every FTL, in the order device files and `flashlab devices` name them.
+    pub const ALL: [FtlKind; 6] = [
+        FtlKind::PageGreedy,
+        FtlKind::PageCostBenefit,
+        FtlKind::Block,
+        FtlKind::Bast,
+        FtlKind::Fast,
+        FtlKind::SuperBlock,
+    ];
+
+    /// The FTL called `name` ([`FtlKind::as_str`]), if any.
+    pub fn parse(name: &str) -> Option<FtlKind> {
+        FtlKind::ALL.into_iter().find(|k| k.as_str() == name)
+    }
+
     pub fn as_str(self) -> &'static str {
         match self {
             FtlKind::PageGreedy => "page-greedy",
