@@ -9,6 +9,23 @@ use std::process::Command;
 
 use common::{assert_bad_input, names, real_runtime};
 
+/// A small valid SSD device file called `$name`, with `$extra` lines
+/// after its required keys.
+macro_rules! small_ssd {
+    ($name:literal, $extra:literal) => {
+        concat!(
+            "kind = \"ssd\"\nname = \"",
+            $name,
+            "\"\nchannels = 2\nchips_per_channel = 1\ndies_per_chip = 1\n\
+             planes_per_die = 1\nblocks_per_plane = 64\npage_bytes = 4096\n\
+             erase_unit_bytes = 262144\nover_provisioning = 0.1\npage_read_us = 50.0\n\
+             page_program_us = 500.0\nblock_erase_ms = 3.0\nchannel_mb_s = 200.0\n\
+             host_mb_s = 300.0\n",
+            $extra
+        )
+    };
+}
+
 /// One row: `args` run in a fresh directory holding `files` (name,
 /// contents); `{dir}` in an argument is replaced by that directory.
 struct Row {
@@ -299,17 +316,20 @@ const ROWS: &[Row] = &[
         args: &["bench", "tpcb", "--log-device", "{dir}/slow.toml"],
         files: &[(
             "slow.toml",
-            "kind = \"ssd\"\nname = \"slow\"\nchannels = 2\nchips_per_channel = 1\n\
-             dies_per_chip = 1\nplanes_per_die = 1\nblocks_per_plane = 64\npage_bytes = 4096\n\
-             erase_unit_bytes = 262144\nover_provisioning = 0.1\npage_read_us = 50.0\n\
-             page_program_us = 500.0\nblock_erase_ms = 3.0\nchannel_mb_s = 200.0\n\
-             host_mb_s = 300.0\ncontroller_overhead_us = 1e12\n",
+            small_ssd!("slow", "controller_overhead_us = 1e12\n"),
         )],
         exit: 2,
         message: &["slow.toml", "controller_overhead_us", "limit"],
     },
     // Issue 49: every controller option is a device-file key, and a key
     // the file misspells or a value it cannot take names the key.
+    Row {
+        what: "devices with a device name that is no preset",
+        args: &["devices", "no-such-device"],
+        files: &[],
+        exit: 2,
+        message: &["unknown device 'no-such-device'"],
+    },
     Row {
         what: "a misspelt key in a device file",
         args: &["devices", "{dir}/typo.toml"],
@@ -325,11 +345,7 @@ const ROWS: &[Row] = &[
         args: &["devices", "{dir}/ahead.toml"],
         files: &[(
             "ahead.toml",
-            "kind = \"ssd\"\nname = \"ahead\"\nchannels = 2\nchips_per_channel = 1\n\
-             dies_per_chip = 1\nplanes_per_die = 1\nblocks_per_plane = 64\npage_bytes = 4096\n\
-             erase_unit_bytes = 262144\nover_provisioning = 0.1\npage_read_us = 50.0\n\
-             page_program_us = 500.0\nblock_erase_ms = 3.0\nchannel_mb_s = 200.0\n\
-             host_mb_s = 300.0\nread_ahead_pages = 1000000\n",
+            small_ssd!("ahead", "read_ahead_pages = 1000000\n"),
         )],
         exit: 2,
         message: &["ahead.toml", "read_ahead_pages", "65536"],
@@ -339,11 +355,7 @@ const ROWS: &[Row] = &[
         args: &["devices", "{dir}/logs.toml"],
         files: &[(
             "logs.toml",
-            "kind = \"ssd\"\nname = \"logs\"\nchannels = 2\nchips_per_channel = 1\n\
-             dies_per_chip = 1\nplanes_per_die = 1\nblocks_per_plane = 64\npage_bytes = 4096\n\
-             erase_unit_bytes = 262144\nover_provisioning = 0.1\npage_read_us = 50.0\n\
-             page_program_us = 500.0\nblock_erase_ms = 3.0\nchannel_mb_s = 200.0\n\
-             host_mb_s = 300.0\nlog_blocks = 0\nftl = \"bast\"\n",
+            small_ssd!("logs", "log_blocks = 0\nftl = \"bast\"\n"),
         )],
         exit: 2,
         message: &["logs.toml", "log_blocks"],
