@@ -128,8 +128,9 @@ pub fn run(args: Args) -> anyhow::Result<()> {
         |p| p.display().to_string(),
     );
     let mut result = match &args.trace {
-        // In arrival order: two passes over the file, nothing held; out of
-        // order: read whole (bounded) and sorted.
+        // Checked in one pass and replayed from memory, or for a long file
+        // read again; a long file out of order is read whole (bounded) and
+        // sorted.
         Some(path) => match replay_file(model.as_mut(), path, args.format, &options) {
             Ok(Some(result)) => Ok(result),
             Ok(None) => {

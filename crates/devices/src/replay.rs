@@ -31,12 +31,14 @@
 //! garbage collections, erases), and how fast the simulation itself ran on
 //! the host.
 //!
-//! **Memory.** A trace file in arrival order is replayed in two passes over
-//! the file ([`replay_file`]): the first checks every request, the second
-//! submits them as they are read, so memory stays constant whatever the
-//! trace's length. Only a file out of order is read whole (to sort it), up
-//! to [`crate::trace::formats::TRACE_FILE_REQUESTS_MAX`] requests; generated
-//! requests are streamed ([`replay_stream`]).
+//! **Memory.** A trace file is checked in a first pass ([`replay_file`]),
+//! which holds its requests only while there are at most
+//! [`REPLAY_HELD_REQUESTS_MAX`] of them: such a file is then replayed from
+//! memory. A longer file in arrival order is read a second time and each
+//! request submitted as it is read, so memory stays bounded whatever the
+//! trace's length. Only a longer file out of order is read whole (to sort
+//! it), up to [`crate::trace::formats::TRACE_FILE_REQUESTS_MAX`] requests;
+//! generated requests are streamed ([`replay_stream`]).
 //!
 //! [`random_trace`] makes a seeded synthetic trace (uniform random offsets,
 //! Poisson arrivals) for the replay benchmark and for tests.
@@ -56,6 +58,10 @@ use crate::trace::formats::{
 };
 use crate::trace::summary::{LatencyHistogram, LatencySummary};
 
+/// Most requests of a trace file [`replay_file`] holds after checking them,
+/// about 72 bytes each with their prepared copies; a longer file is
+/// read a second time instead.
+pub const REPLAY_HELD_REQUESTS_MAX: usize = 1 << 20;
 /// How many refused lines beyond the first an error lists by number.
 pub const REFUSED_LINES_SHOWN_MAX: usize = 10;
 
@@ -171,12 +177,7 @@ pub fn replay(
 ) -> Result<ReplayResult, ReplayError> {
     let (ordered, resorted) = in_arrival_order(requests);
     let prepared = prepare(&*model, &ordered, options)?;
-    let shifted: Vec<(u64, IoRequest)> = prepared
-        .requests
-        .iter()
-        .map(|(arrival_ns, io)| (arrival_ns + options.start_ns, *io))
-        .collect();
-    let run = submit_all(model, &shifted);
+    let run = submit_all(model, &prepared.requests);
     Ok(finish(&*model, run, resorted, prepared.folded))
 }
 
@@ -190,7 +191,8 @@ fn in_arrival_order(requests: &[TraceRequest]) -> (Cow<'_, [TraceRequest]>, bool
     (Cow::Owned(sorted), true)
 }
 
-/// Requests ready to submit: folded if asked, all checked.
+/// Requests ready to submit at their arrival times (shifted by the
+/// options' start): folded if asked, all checked.
 struct Prepared {
     requests: Vec<(u64, IoRequest)>,
     folded: u64,
@@ -217,7 +219,9 @@ fn prepare(
             prepared.folded += 1;
         }
         match validate(model, &io) {
-            Ok(()) => prepared.requests.push((request.arrival_ns, io)),
+            Ok(()) => prepared
+                .requests
+                .push((request.arrival_ns + options.start_ns, io)),
             Err(problem) => refused.add(request.line, problem),
         }
     }
@@ -512,32 +516,46 @@ fn io_of(
     (io, folded)
 }
 
-/// Replay a trace file in two passes without holding it (see the module
-/// documentation): the first checks every request, so nothing is
-/// submitted if any is refused; the second submits them as they are read.
-/// `Ok(None)`: the file is not in arrival order; read it whole and
-/// [`replay`] it, which sorts.
+/// Replay a trace file without holding more than
+/// [`REPLAY_HELD_REQUESTS_MAX`] of its requests (see the module
+/// documentation): a first pass checks every request, so nothing is
+/// submitted if any is refused. A file that short is then replayed from
+/// memory (sorted if need be); a longer one is read again and each request
+/// submitted as it is read. `Ok(None)`: a longer file out of arrival order;
+/// read it whole and [`replay`] it, which sorts.
 pub fn replay_file(
     model: &mut dyn DeviceModel,
     path: &std::path::Path,
     format: TraceFormat,
     options: &ReplayOptions,
 ) -> Result<Option<ReplayResult>, ReplayError> {
-    let scan = scan_trace_file(path, format)?;
-    if !scan.in_order {
-        return Ok(None);
-    }
+    replay_file_holding(model, path, format, options, REPLAY_HELD_REQUESTS_MAX)
+}
+
+/// [`replay_file`], holding at most `hold_max` requests.
+fn replay_file_holding(
+    model: &mut dyn DeviceModel,
+    path: &std::path::Path,
+    format: TraceFormat,
+    options: &ReplayOptions,
+    hold_max: usize,
+) -> Result<Option<ReplayResult>, ReplayError> {
     let mut refused = Refusals::default();
     let mut folded = 0;
-    stream_trace_file(path, format, &scan, |request| {
-        let (io, changed) = io_of(&*model, &request, options);
+    let (scan, held) = scan_trace_file(path, format, hold_max, |request| {
+        let (io, changed) = io_of(&*model, request, options);
         folded += u64::from(changed);
         if let Err(problem) = validate(&*model, &io) {
             refused.add(request.line, problem);
         }
-        Ok(())
     })?;
     refused.into_result()?;
+    if let Some(requests) = held {
+        return replay(model, &requests, options).map(Some);
+    }
+    if !scan.in_order {
+        return Ok(None);
+    }
     let mut run = Run::new();
     let started = Instant::now();
     let mut first = true;
@@ -760,56 +778,42 @@ mod tests {
         assert_eq!(result.requests, 1000);
     }
 
-    /// A file in arrival order is replayed in two streaming passes, with
-    /// the same result as reading it whole; a refused request still stops
-    /// the replay before anything is submitted; a file out of order is
-    /// left to the sorting replay.
+    /// A trace file gives the same result as reading it whole, whether it
+    /// is held after its checking pass or read a second time; a refused
+    /// request still stops the replay before anything is submitted; a file
+    /// out of order is sorted when held, else left to the sorting replay.
     #[test]
-    fn a_trace_file_streams_with_the_same_result_as_read_whole() {
+    fn a_trace_file_replays_with_the_same_result_as_read_whole() {
         use crate::trace::formats::{TraceFormat, read_trace_file, write_mqsim};
         let dir = tempfile::tempdir().unwrap();
         let path = dir.path().join("t.mqsim");
         let trace = random_trace(3, 5000, 0.7, 4096, 64 * MIB, 50_000.0);
         write_mqsim(&trace, std::fs::File::create(&path).unwrap()).unwrap();
         let whole = read_trace_file(&path, TraceFormat::Mqsim).unwrap();
-        let mut a = replay(
-            &mut SerialModel::new(64 * MIB),
-            &whole,
-            &ReplayOptions::default(),
-        )
-        .unwrap();
-        let mut b = replay_file(
-            &mut SerialModel::new(64 * MIB),
-            &path,
-            TraceFormat::Mqsim,
-            &ReplayOptions::default(),
-        )
-        .unwrap()
-        .expect("in arrival order");
-        for r in [&mut a, &mut b] {
+        let from_file = |capacity: u64, hold_max: usize| {
+            let options = ReplayOptions::default();
+            let mut model = SerialModel::new(capacity);
+            replay_file_holding(&mut model, &path, TraceFormat::Mqsim, &options, hold_max)
+        };
+        let mut a = replay(&mut SerialModel::new(64 * MIB), &whole, &ReplayOptions::default())
+            .unwrap();
+        let mut held = from_file(64 * MIB, 5000).unwrap().expect("held");
+        let mut streamed = from_file(64 * MIB, 4999).unwrap().expect("in order");
+        for r in [&mut a, &mut held, &mut streamed] {
             r.host_seconds = 0.0;
             r.simulated_ios_per_host_second = 0.0;
         }
-        assert_eq!(a, b);
-        let err = replay_file(
-            &mut SerialModel::new(MIB),
-            &path,
-            TraceFormat::Mqsim,
-            &ReplayOptions::default(),
-        )
-        .unwrap_err()
-        .to_string();
-        assert!(err.contains("more requests refused"), "{err}");
+        assert_eq!(a, held);
+        assert_eq!(a, streamed);
+        for hold_max in [0, 5000] {
+            let err = from_file(MIB, hold_max).unwrap_err().to_string();
+            assert!(err.contains("more requests refused"), "{err}");
+        }
         let mut shuffled = trace.clone();
         shuffled.swap(0, 10);
         write_mqsim(&shuffled, std::fs::File::create(&path).unwrap()).unwrap();
-        let out_of_order = replay_file(
-            &mut SerialModel::new(64 * MIB),
-            &path,
-            TraceFormat::Mqsim,
-            &ReplayOptions::default(),
-        );
-        assert!(out_of_order.unwrap().is_none());
+        assert!(from_file(64 * MIB, 0).unwrap().is_none());
+        assert!(from_file(64 * MIB, 5000).unwrap().expect("held").resorted);
     }
 
     #[test]

@@ -287,8 +287,16 @@ pub fn stream_trace_file(
 }
 
 /// The first pass over a trace file: how many requests, where times start,
-/// whether they are in arrival order.
-pub fn scan_trace_file(path: &Path, format: TraceFormat) -> Result<TraceScan, TraceError> {
+/// whether they are in arrival order. `each` sees every request, with its
+/// time as the file states it (not yet rebased). A file of at most
+/// `hold_max` requests is also returned whole, rebased, so that its caller
+/// need not read it again; a longer one is not held (`None`).
+pub fn scan_trace_file(
+    path: &Path,
+    format: TraceFormat,
+    hold_max: usize,
+    mut each: impl FnMut(&TraceRequest),
+) -> Result<(TraceScan, Option<Vec<TraceRequest>>), TraceError> {
     let queued = format == TraceFormat::Blkparse && {
         let mut any = false;
         for_each_raw(path, format, true, |_, _| {
@@ -303,18 +311,34 @@ pub fn scan_trace_file(path: &Path, format: TraceFormat) -> Result<TraceScan, Tr
         queued,
         ..TraceScan::default()
     };
+    let mut held = Some(Vec::new());
     let mut previous_ns = 0;
-    for_each_raw(path, format, queued, |_, r| {
+    for_each_raw(path, format, queued, |line, r| {
         scan.requests += 1;
         scan.start_ns = scan.start_ns.min(r.time_ns);
         scan.in_order &= r.time_ns >= previous_ns;
         previous_ns = r.time_ns;
+        let request = TraceRequest {
+            arrival_ns: r.time_ns,
+            kind: r.kind,
+            offset_bytes: r.offset_bytes,
+            len_bytes: r.len_bytes,
+            line,
+        };
+        each(&request);
+        match held.as_mut() {
+            Some(requests) if requests.len() < hold_max => requests.push(request),
+            _ => held = None,
+        }
         Ok(())
     })?;
     if scan.requests == 0 {
         scan.start_ns = 0;
     }
-    Ok(scan)
+    for request in held.iter_mut().flatten() {
+        request.arrival_ns -= scan.start_ns;
+    }
+    Ok((scan, held))
 }
 
 /// Every raw request of a trace file, in file order (blkparse: the queue
