@@ -86,12 +86,13 @@ impl Timeline {
         debug_assert!(start >= self.floor, "TL-2: reserved below the floor");
         debug_assert!(self.conflict(start, end).is_none(), "TL-2: overlap");
         // Most reservations go after the last one: no search.
-        let i = match self.busy.back() {
-            Some(&(last_start, _)) if last_start >= start => {
-                self.busy.partition_point(|&(s, _)| s < start)
-            }
-            _ => self.busy.len(),
-        };
+        match self.busy.back_mut() {
+            None => return self.busy.push_back((start, end)),
+            Some(last) if last.1 == start => return last.1 = end,
+            Some(last) if last.1 < start => return self.busy.push_back((start, end)),
+            Some(_) => {}
+        }
+        let i = self.busy.partition_point(|&(s, _)| s < start);
         let joins_prev = i > 0 && self.busy[i - 1].1 == start;
         let joins_next = i < self.busy.len() && self.busy[i].0 == end;
         match (joins_prev, joins_next) {
