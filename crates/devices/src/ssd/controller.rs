@@ -13,13 +13,15 @@
 //! waits for a die busy with garbage collection holds its link only for its
 //! own slot and never blocks transfers submitted after it to other dies.
 //! On a die, programs, erases and copy-backs keep their order (a block's
-//! pages are programmed in order) and start at the end of the die's last
-//! reservation; reads do too, unless the device lets reads go ahead of
-//! queued writes ([`ControllerExtras::reads_first`]), in which case a read
-//! takes the earliest gap on its die long enough for it. The controller
-//! itself (command decode and mapping) is one serial resource, taken in
-//! submission order. Independent pages on different dies and channels
-//! overlap, and pages that contend queue up. The schedule is a function of
+//! pages are programmed in order) and start at the die's queue tail, the
+//! end of its last reservation other than a merged page's program booked
+//! off the queue (see Writes); reads do too, unless the device lets reads
+//! go ahead of queued writes ([`ControllerExtras::reads_first`]), in which
+//! case a read takes the earliest gap on its die long enough for it.
+//! Erases and copy-backs start after every reservation of their die. The
+//! controller itself (command decode and mapping) is one serial resource,
+//! taken in submission order. Independent pages on different dies and
+//! channels overlap, and pages that contend queue up. The schedule is a function of
 //! the requests and their times only: runs are deterministic.
 //!
 //! Reads: controller overhead, then per page the die's array read, the
@@ -36,7 +38,15 @@
 //! merge operations on the dies they touch (a copy's program waits for its
 //! read), and the host page's program after all of them. A write that
 //! covers only part of a page first reads the old page, if it is mapped
-//! (read-modify-write, counted in `partial_page_writes`). A random write
+//! (read-modify-write, counted in `partial_page_writes`): the read is its
+//! own command on the old page's die, the controller merges the page in
+//! its RAM, and hands the merged page's program to its die only then. If
+//! the die's queued work ends later, the program joins the queue;
+//! otherwise it takes the die's earliest gap from the time its data is
+//! there and leaves the queue tail where it is, so work queued on the die
+//! after it runs in the gaps before it. The FTL's choice of physical page
+//! is only a label for timing: the order in which a die programs the
+//! pages of one block is the controller's, not the FTL's. A random write
 //! occupies the controller `random_write_page_ns` longer per page (see
 //! [`ControllerExtras`]); a write that starts where the previous write
 //! ended continues a sequential stream and pays that once.
@@ -61,6 +71,11 @@
 //!    (TL-2); the controller's busy-until time only moves forward.
 //! 2. A completion is never earlier than the submission (MODEL-2).
 //! 3. The buffer never holds more pages than it has slots.
+//! 4. A program starts only once its data is in the controller and after
+//!    every erase and copy-back booked on its die before it; a merged
+//!    page's program delays no queued work on its die whose data was ready
+//!    before it. The booking changes timing only: the FTL sees the same
+//!    requests in the same order, so every flash counter is unchanged.
 //!
 //! The hot path allocates nothing: the FTL's operations go into one reused
 //! vector and the buffer ring has fixed capacity.
@@ -176,6 +191,10 @@ struct Timelines {
     /// When each die's cache register is free for the next page's data
     /// (with cache program: when the die's last program started).
     register_ns: Vec<u64>,
+    /// Per die, the end of its last reservation other than a
+    /// read-modify-write's program booked off its queue: the tail its
+    /// queued work follows (CTRL-4).
+    queue_ns: Vec<u64>,
     channel: Vec<Timeline>,
     host: Timeline,
     controller_ns: u64,
@@ -242,6 +261,7 @@ impl SsdModel {
             lines: Timelines {
                 die: vec![Timeline::default(); geometry.dies() as usize],
                 register_ns: vec![0; geometry.dies() as usize],
+                queue_ns: vec![0; geometry.dies() as usize],
                 channel: vec![Timeline::default(); geometry.channels as usize],
                 host: Timeline::default(),
                 controller_ns: 0,
@@ -378,28 +398,38 @@ impl SsdModel {
         channel
     }
 
-    /// Reserve `[start, end)` on `die`, at or after its last reservation.
+    /// Reserve `[start, end)` on `die` for queued work, at or after the
+    /// die's queue tail.
     fn die_reserve(&mut self, die: usize, start: u64, end: u64) {
         self.lines.die[die].reserve(start, end);
         self.lines.register_ns[die] = self.lines.register_ns[die].max(end);
+        self.lines.queue_ns[die] = self.lines.queue_ns[die].max(end);
+    }
+
+    /// Where queued work on `die` may start: its queue tail, and never on
+    /// time already pruned.
+    fn queue_tail(&self, die: usize) -> u64 {
+        self.lines.queue_ns[die].max(self.lines.die[die].floor())
     }
 
     /// Array read of `ppn` and its transfer to the controller; answers when
     /// the data is in the controller. The die is held from the array read
     /// until its page register is emptied over the channel; the transfer
-    /// takes the channel's first idle gap after the array read.
+    /// takes the channel's first idle gap after the array read. The read
+    /// follows the die's queue tail (in the earliest gap from there, as
+    /// only programs booked off the queue lie beyond it), or with
+    /// `reads_first` takes the die's earliest gap from `ready_ns`.
     fn flash_read(&mut self, ppn: u64, ready_ns: u64) -> u64 {
         let die = self.die_of(ppn);
         let channel = self.prune(die);
         let read_ns = self.timing.page_read_ns;
         let xfer_ns = self.derived.page_channel_ns;
         let mut ready = ready_ns;
+        if !self.extras.reads_first {
+            ready = ready.max(self.queue_tail(die));
+        }
         loop {
-            let start = if self.extras.reads_first {
-                self.lines.die[die].fit(ready, read_ns + xfer_ns)
-            } else {
-                ready.max(self.lines.die[die].tail())
-            };
+            let start = self.lines.die[die].fit(ready, read_ns + xfer_ns);
             let sent = self.lines.channel[channel].fit(start + read_ns, xfer_ns);
             let done = sent + xfer_ns;
             match self.lines.die[die].conflict(start, done) {
@@ -408,40 +438,85 @@ impl SsdModel {
                 Some(busy_until) => ready = busy_until,
                 None => {
                     self.lines.channel[channel].reserve(sent, done);
-                    self.lines.die[die].reserve(start, done);
-                    let register = &mut self.lines.register_ns[die];
-                    *register = (*register).max(done);
+                    self.die_reserve(die, start, done);
                     return done;
                 }
             }
         }
     }
 
-    /// Transfer of a page to its die and its program; answers when done.
-    /// Without cache program the transfer waits until the die is idle;
-    /// with it the transfer needs only the die's cache register free. The
-    /// transfer takes its channel's first idle gap from then; the program
-    /// starts when the data is in and the die's earlier work is done.
+    /// Transfer of a page to its die and its program, queued on the die;
+    /// answers when done. Without cache program the transfer waits until
+    /// the die's queued work is done; with it the transfer needs only the
+    /// die's cache register free. The transfer takes its channel's first
+    /// idle gap from then; the program starts when the data is in and the
+    /// die's queued work is done. Both go around any read-modify-write
+    /// program booked off the queue (`flash_program_merged`).
     fn flash_program(&mut self, ppn: u64, data_ready_ns: u64) -> u64 {
         let die = self.die_of(ppn);
         let channel = self.prune(die);
-        let tail = self.lines.die[die].tail();
-        let die_ready = if self.extras.cache_program {
+        let mut after = self.queue_tail(die);
+        let mut die_ready = if self.extras.cache_program {
             self.lines.register_ns[die]
         } else {
-            tail
+            after
         };
         let xfer_ns = self.derived.page_channel_ns;
-        let start = self.lines.channel[channel].fit(data_ready_ns.max(die_ready), xfer_ns);
-        let sent = start + xfer_ns;
-        self.lines.channel[channel].reserve(start, sent);
-        let program_start = sent.max(tail);
-        let done = program_start + self.timing.page_program_ns;
-        // The die is taken from the later of the transfer's start and its
-        // last reservation: its register fills, then it programs.
-        self.die_reserve(die, start.max(tail), done);
-        self.lines.register_ns[die] = program_start;
-        done
+        loop {
+            let start = self.lines.channel[channel].fit(data_ready_ns.max(die_ready), xfer_ns);
+            let sent = start + xfer_ns;
+            let program_start = sent.max(after);
+            let done = program_start + self.timing.page_program_ns;
+            // The die is taken from the later of the transfer's start and
+            // its queued work: its register fills, then it programs.
+            let held = start.max(after);
+            if let Some(busy_until) = self.lines.die[die].conflict(held, done) {
+                // A merged page's program lies in the way: go after it.
+                after = busy_until;
+                die_ready = busy_until;
+                continue;
+            }
+            debug_assert!(start >= data_ready_ns, "CTRL-4");
+            self.lines.channel[channel].reserve(start, sent);
+            self.die_reserve(die, held, done);
+            self.lines.register_ns[die] = program_start;
+            return done;
+        }
+    }
+
+    /// The program of a read-modify-write's merged page, whose data is in
+    /// the controller at `data_ready_ns`; answers when done. If that is no
+    /// later than the die's queue tail the page joins the queue
+    /// ([`SsdModel::flash_program`]). Otherwise the controller hands it to
+    /// the die only then: it takes the die's earliest gap from then that
+    /// holds its transfer and program, with the transfer in a gap of the
+    /// channel, and leaves the queue tail where it is, so work queued on
+    /// the die after it runs in the gaps before it (CTRL-4).
+    fn flash_program_merged(&mut self, ppn: u64, data_ready_ns: u64) -> u64 {
+        let die = self.die_of(ppn);
+        let channel = self.prune(die);
+        if data_ready_ns <= self.queue_tail(die) {
+            return self.flash_program(ppn, data_ready_ns);
+        }
+        let xfer_ns = self.derived.page_channel_ns;
+        let len_ns = xfer_ns + self.timing.page_program_ns;
+        let mut ready = data_ready_ns;
+        loop {
+            let start = self.lines.die[die].fit(ready, len_ns);
+            let sent = self.lines.channel[channel].fit(start, xfer_ns);
+            let done = sent + len_ns;
+            match self.lines.die[die].conflict(sent, done) {
+                // The channel's wait made the page overrun the gap on its
+                // die: try the next gap.
+                Some(busy_until) => ready = busy_until,
+                None => {
+                    debug_assert!(sent > self.lines.queue_ns[die], "CTRL-4");
+                    self.lines.channel[channel].reserve(sent, sent + xfer_ns);
+                    self.lines.die[die].reserve(sent, done);
+                    return done;
+                }
+            }
+        }
     }
 
     /// A copy inside one die (no channel); across dies it is a read and a
@@ -470,8 +545,9 @@ impl SsdModel {
 
     /// Schedule the FTL's operations for one page (in `self.ops`): the
     /// ones before the last from `start_ns`, the last (the host page's
-    /// program, FTL-3) once its data and all of them are done.
-    fn schedule_ops(&mut self, start_ns: u64, data_ready_ns: u64) -> u64 {
+    /// program, FTL-3) once its data and all of them are done; `merged`
+    /// if that page is a read-modify-write's.
+    fn schedule_ops(&mut self, start_ns: u64, data_ready_ns: u64, merged: bool) -> u64 {
         let n = self.ops.len();
         let mut before_ns = start_ns;
         let mut copy_data_ns = start_ns;
@@ -479,6 +555,9 @@ impl SsdModel {
             let op = self.ops[i];
             let last = i + 1 == n;
             let done = match op {
+                FlashOp::Program { ppn } if last && merged => {
+                    self.flash_program_merged(ppn, data_ready_ns.max(before_ns))
+                }
                 FlashOp::Program { ppn } if last => {
                     self.flash_program(ppn, data_ready_ns.max(before_ns))
                 }
@@ -593,16 +672,18 @@ impl SsdModel {
             let bytes = self.covered_bytes(req, lpn);
             let in_controller = self.host_transfer(start.max(slot_ns), bytes);
             let mut data_ready = in_controller;
+            let mut merged = false;
             if bytes < self.derived.page_bytes
                 && let Some(old) = self.ftl.lookup(lpn)
             {
                 self.counts.partial_page_writes += 1;
                 self.counts.host_flash_reads += 1;
                 data_ready = data_ready.max(self.flash_read(old, start));
+                merged = true;
             }
             self.ops.clear();
             self.ftl.write(lpn, &mut self.ops);
-            let programmed = self.schedule_ops(start, data_ready);
+            let programmed = self.schedule_ops(start, data_ready, merged);
             if buffered {
                 self.buffer_hold(programmed);
                 done = done.max(in_controller);

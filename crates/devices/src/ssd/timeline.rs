@@ -51,6 +51,11 @@ impl Timeline {
             .map_or(self.floor, |&(_, end)| end.max(self.floor))
     }
 
+    /// The latest pruned end: nothing is scheduled before it.
+    pub fn floor(&self) -> u64 {
+        self.floor
+    }
+
     /// The earliest start at or after `ready_ns` (and the floor) at which
     /// `[start, start + len_ns)` is free.
     pub fn fit(&self, ready_ns: u64, len_ns: u64) -> u64 {

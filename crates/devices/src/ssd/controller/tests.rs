@@ -384,7 +384,7 @@ fn with_reads_first_a_read_takes_a_gap_before_queued_work_on_its_die() {
         // A program queued on the die, due to start 1 ms from now (as one
         // waiting for its channel or for the write buffer would be).
         let t = t1 + 1;
-        m.lines.die[die].reserve(t + 1_000_000, t + 1_000_000 + PROGRAM_NS);
+        m.die_reserve(die, t + 1_000_000, t + 1_000_000 + PROGRAM_NS);
         let read = m.submit(t, &req(IoKind::Read, 0, 4096));
         let idle = t + CONTROLLER_NS + READ_NS + CHANNEL_NS + HOST_NS;
         if reads_first {
@@ -436,4 +436,126 @@ fn assert_describes(m: &SsdModel, name: &str, value: &str) {
     let described = m.describe();
     let found = described.iter().any(|p| p.name == name && p.value == value);
     assert!(found, "{name} = {value} is not described");
+}
+
+/// Flash counters of a mixed run: unaligned reads, writes (many partial,
+/// so read-modify-writes) and trims, arriving faster than the device
+/// serves writes so that GC runs and dies queue up.
+fn mixed_run_counters(buffer_bytes: u64, extras: ControllerExtras) -> [u64; 9] {
+    let mut m = ssd_with(buffer_bytes, extras);
+    let capacity = m.capacity_bytes();
+    let mut now = 0;
+    let mut x = 49u64;
+    for _ in 0..20_000u64 {
+        x = x
+            .wrapping_mul(6_364_136_223_846_793_005)
+            .wrapping_add(1_442_695_040_888_963_407);
+        let kind = [
+            IoKind::Read,
+            IoKind::Write,
+            IoKind::Write,
+            IoKind::Read,
+            IoKind::Trim,
+        ][(x >> 59) as usize % 5];
+        let len = 512 * (1 + (x >> 40) % 16);
+        let offset = ((x >> 8) % (capacity - len)) / 512 * 512;
+        m.submit(now, &req(kind, offset, len));
+        now += (x >> 20) % 150_000;
+    }
+    let s = m.stats();
+    [
+        s.host_pages_written,
+        s.flash_pages_written,
+        s.flash_pages_read,
+        s.gc_runs,
+        s.erases,
+        s.partial_page_writes,
+        s.wear_min,
+        s.wear_max,
+        s.waf.map_or(0, |w| (w * 1e9) as u64),
+    ]
+}
+
+#[test]
+fn rmw_booking_keeps_every_flash_counter() {
+    let cached = ControllerExtras {
+        cache_program: true,
+        ..ControllerExtras::default()
+    };
+    let reads_first = ControllerExtras {
+        reads_first: true,
+        ..cached
+    };
+    // Host pages, flash pages written and read, GC runs, erases, partial
+    // page writes, least and most erases of a block, WAF x 1e9: the values
+    // of the booking that put every program at its die's tail.
+    let expected = [
+        15650,
+        31249,
+        43095,
+        3878,
+        3878,
+        11651,
+        110,
+        134,
+        1_996_741_214,
+    ];
+    assert_eq!(mixed_run_counters(0, ControllerExtras::default()), expected);
+    assert_eq!(mixed_run_counters(16 * 1024, cached), expected);
+    assert_eq!(mixed_run_counters(16 * 1024, reads_first), expected);
+}
+
+#[test]
+fn a_read_modify_write_waiting_on_a_busy_die_does_not_hold_up_its_program_die() {
+    const BUSY_NS: u64 = 2_000_000;
+    for cache_program in [false, true] {
+        let g = geometry();
+        let ftl = ftl::page::PageFtl::new(&g, ftl::page::GcPolicy::Greedy)
+            .unwrap()
+            .with_stripe_pages(2);
+        let mut m = SsdModel::with_ftl("t", g, timing(), FtlKind::PageGreedy, Box::new(ftl), 0)
+            .unwrap()
+            .with_extras(ControllerExtras {
+                cache_program,
+                ..ControllerExtras::default()
+            });
+        // Page 0 on die 0; then die 0 busy for 2 ms (as with GC).
+        let t = m.submit(T0, &req(IoKind::Write, 0, 4096)) + 1;
+        assert_eq!(m.die_of(m.ftl.lookup(0).unwrap()), 0);
+        m.die_reserve(0, t, t + BUSY_NS);
+        // Rewriting 512 bytes of page 0 reads it on die 0 once die 0 is
+        // free; the merged page goes to die 1 (channel 1).
+        let rmw = m.submit(t, &req(IoKind::Write, 512, 512));
+        assert_eq!(m.die_of(m.ftl.lookup(0).unwrap()), 1);
+        // Page 1 continues page 0's stripe unit: die 1 too.
+        let full = m.submit(t, &req(IoKind::Write, 4096, 4096));
+        assert_eq!(m.die_of(m.ftl.lookup(1).unwrap()), 1);
+        assert_eq!(
+            full,
+            t + 2 * CONTROLLER_NS + HOST_NS + CHANNEL_NS + PROGRAM_NS,
+            "the full-page write waited for the read-modify-write's program"
+        );
+        assert_eq!(
+            rmw,
+            t + BUSY_NS + READ_NS + CHANNEL_NS + CHANNEL_NS + PROGRAM_NS
+        );
+    }
+}
+
+#[test]
+fn a_program_never_starts_before_an_erase_booked_on_its_die() {
+    let mut m = ssd(0);
+    let t = T0;
+    // An erase of block 16 (die 1) from t + 1 ms, then a page for die 1
+    // whose data is ready at t: it follows the erase.
+    let erased = m.flash_erase(16, t + 1_000_000);
+    assert_eq!(erased, t + 2_000_000);
+    let done = m.flash_program(16 * 8, t);
+    assert_eq!(done, erased + CHANNEL_NS + PROGRAM_NS);
+    // A merged page ready after the erase is booked at its time, and a
+    // page queued after it with earlier data runs before it.
+    let merged = m.flash_program_merged(16 * 8 + 1, done + 1_000_000);
+    assert_eq!(merged, done + 1_000_000 + CHANNEL_NS + PROGRAM_NS);
+    let queued = m.flash_program(16 * 8 + 2, done);
+    assert_eq!(queued, done + CHANNEL_NS + PROGRAM_NS);
 }
