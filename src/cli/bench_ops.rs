@@ -287,9 +287,168 @@ fn real(
     // The temp file is sparse and unlinked at once; its cap is generous.
     let space = TempSpace::in_dir(&scratch.0, 4 * bytes + (1 << 30), false)
         .map_err(|e| anyhow::anyhow!("{e}"))?;
+    let run = RealRun {
+        args,
+        space: &space,
+        records,
+        memory,
+        cluster,
+    };
     match args.workload.as_str() {
-        "sort" => real_sort(args, &scratch.0, &space, records, memory, cluster),
-        _ => real_join(args, &space, records, memory, cluster),
+        "sort" => run.sort(&scratch.0),
+        _ => run.join(),
+    }
+}
+
+/// One `--real` operator run: the options, the temp space in the scratch
+/// directory, the records and the memory and cluster sizes.
+#[derive(Clone, Copy)]
+struct RealRun<'a> {
+    args: &'a OpsArgs,
+    space: &'a TempSpace,
+    records: u64,
+    memory: usize,
+    cluster: usize,
+}
+
+impl RealRun<'_> {
+    fn sort(&self, scratch: &Path) -> anyhow::Result<Report> {
+        let bytes = self.records * RECORD_BYTES as u64;
+        let mb = bytes as f64 / (1 << 20) as f64;
+        let input_path = scratch.join("input");
+        let output_path = scratch.join("output");
+        let t = Instant::now();
+        write_sort_input(&input_path, self.args.seed, self.records)?;
+        let generate_s = t.elapsed().as_secs_f64();
+        let input_sum = validate(&input_path, self.records)?;
+
+        let mut config = SortConfig::new(self.memory, self.cluster, SortKey::sort_benchmark());
+        config.overlap = self.args.overlap;
+        let sort = ExternalSort::new(self.space, config).map_err(|e| anyhow::anyhow!("{e}"))?;
+        let t = Instant::now();
+        let stats = {
+            let mut input = FileRecords::open(&input_path, self.records)?;
+            let mut stream = sort.sort(&mut input)?;
+            let mut out = BufWriter::with_capacity(1 << 20, std::fs::File::create(&output_path)?);
+            while let Some(r) = stream.next_tuple()? {
+                out.write_all(r)?;
+            }
+            out.flush()?;
+            stream.finish()
+        };
+        let elapsed_s = t.elapsed().as_secs_f64();
+        let t = Instant::now();
+        let out_sum = validate(&output_path, self.records)?;
+        let validate_s = t.elapsed().as_secs_f64();
+        let mut verified = check_sorted(&out_sum, &input_sum);
+        if self.space.used_bytes() != 0 {
+            verified = format!("temp space not freed ({} bytes)", self.space.used_bytes());
+        }
+        let gnu = match self.args.gnu_sort {
+            true => {
+                let paths = (input_path.as_path(), output_path.as_path());
+                let (gnu, gnu_check) =
+                    gnu_sort(scratch, paths, &input_sum, self.memory, self.records)?;
+                if gnu_check != "ok" {
+                    verified = format!("GNU sort's output: {gnu_check}");
+                }
+                Some(gnu)
+            }
+            false => None,
+        };
+        Ok(Report {
+            workload: "sort".into(),
+            world: "real".into(),
+            input_bytes: bytes,
+            memory_bytes: self.memory as u64,
+            cluster_bytes: self.cluster as u64,
+            elapsed_s,
+            mb_per_s: mb / elapsed_s,
+            verified,
+            detail: serde_json::json!({
+                "generate_input_s": generate_s,
+                "validate_output_s": validate_s,
+                "checksum": out_sum,
+                "runs": stats.runs,
+                "merge_steps": stats.merge_steps,
+                "final_fan_in": stats.final_runs,
+                "overlap": stats.overlap,
+                "forecast": stats.forecast,
+                "run_generation_s": stats.run_generation_ns as f64 / 1e9,
+                "merge_s": (stats.intermediate_merge_ns + stats.final_merge_ns) as f64 / 1e9,
+                "temp": self.space.stats(),
+            }),
+            gnu_sort: gnu,
+        })
+    }
+
+    fn join(&self) -> anyhow::Result<Report> {
+        let bytes = self.records * RECORD_BYTES as u64;
+        let mut left = SortRecords::with_keys(
+            self.args.seed,
+            self.records,
+            KeyDist::Permutation { salt: 1 },
+        );
+        let mut right = SortRecords::with_keys(
+            self.args.seed + 1,
+            self.records,
+            KeyDist::Permutation { salt: 2 },
+        )
+        .starting_at(self.records);
+        let mut matched = 0u64;
+        let mut wrong = 0u64;
+        let mut sum = Checksum::default();
+        let mut sink = |a: &[u8], b: &[u8]| {
+            matched += 1;
+            if a[..10] != b[..10] {
+                wrong += 1;
+            }
+            Validator::add_unordered(&mut sum, a);
+            Validator::add_unordered(&mut sum, b);
+            Ok(())
+        };
+        let key = SortKey::sort_benchmark;
+        let t = Instant::now();
+        let detail = if self.args.workload == "hash-join" {
+            let mut config = HashJoinConfig::new(
+                self.memory,
+                self.cluster,
+                PartitionLayout::AppendLinked,
+                key(),
+                key(),
+            );
+            config.overlap = self.args.overlap;
+            let join = HashJoin::new(self.space, config).map_err(|e| anyhow::anyhow!("{e}"))?;
+            serde_json::to_value(join.join(&mut left, &mut right, &mut sink)?)?
+        } else {
+            let mut config = MergeJoinConfig::new(self.memory, self.cluster, key(), key());
+            config.overlap = self.args.overlap;
+            let join = MergeJoin::new(self.space, config).map_err(|e| anyhow::anyhow!("{e}"))?;
+            serde_json::to_value(join.join(&mut left, &mut right, &mut sink)?)?
+        };
+        let elapsed_s = t.elapsed().as_secs_f64();
+        let verified = if matched != self.records || wrong != 0 {
+            format!(
+                "{matched} matches of {}, {wrong} with unequal keys",
+                self.records
+            )
+        } else if self.space.used_bytes() != 0 {
+            format!("temp space not freed ({} bytes)", self.space.used_bytes())
+        } else {
+            "ok".into()
+        };
+        Ok(Report {
+            workload: self.args.workload.clone(),
+            world: "real".into(),
+            input_bytes: bytes,
+            memory_bytes: self.memory as u64,
+            cluster_bytes: self.cluster as u64,
+            elapsed_s,
+            mb_per_s: 2.0 * bytes as f64 / (1 << 20) as f64 / elapsed_s,
+            verified,
+            detail: serde_json::json!({"operator": detail, "pairs_checksum": sum, "temp": self.space.stats()}),
+            gnu_sort: None,
+        })
     }
 }
 
@@ -400,82 +559,6 @@ fn read_full(r: &mut impl Read, buf: &mut [u8]) -> std::io::Result<usize> {
     Ok(n)
 }
 
-fn real_sort(
-    args: &OpsArgs,
-    scratch: &Path,
-    space: &TempSpace,
-    records: u64,
-    memory: usize,
-    cluster: usize,
-) -> anyhow::Result<Report> {
-    let bytes = records * RECORD_BYTES as u64;
-    let mb = bytes as f64 / (1 << 20) as f64;
-    let input_path = scratch.join("input");
-    let output_path = scratch.join("output");
-    let t = Instant::now();
-    write_sort_input(&input_path, args.seed, records)?;
-    let generate_s = t.elapsed().as_secs_f64();
-    let input_sum = validate(&input_path, records)?;
-
-    let mut config = SortConfig::new(memory, cluster, SortKey::sort_benchmark());
-    config.overlap = args.overlap;
-    let sort = ExternalSort::new(space, config).map_err(|e| anyhow::anyhow!("{e}"))?;
-    let t = Instant::now();
-    let stats = {
-        let mut input = FileRecords::open(&input_path, records)?;
-        let mut stream = sort.sort(&mut input)?;
-        let mut out = BufWriter::with_capacity(1 << 20, std::fs::File::create(&output_path)?);
-        while let Some(r) = stream.next_tuple()? {
-            out.write_all(r)?;
-        }
-        out.flush()?;
-        stream.finish()
-    };
-    let elapsed_s = t.elapsed().as_secs_f64();
-    let t = Instant::now();
-    let out_sum = validate(&output_path, records)?;
-    let validate_s = t.elapsed().as_secs_f64();
-    let mut verified = check_sorted(&out_sum, &input_sum);
-    if space.used_bytes() != 0 {
-        verified = format!("temp space not freed ({} bytes)", space.used_bytes());
-    }
-    let gnu = match args.gnu_sort {
-        true => {
-            let paths = (input_path.as_path(), output_path.as_path());
-            let (gnu, gnu_check) = gnu_sort(scratch, paths, &input_sum, memory, records)?;
-            if gnu_check != "ok" {
-                verified = format!("GNU sort's output: {gnu_check}");
-            }
-            Some(gnu)
-        }
-        false => None,
-    };
-    Ok(Report {
-        workload: "sort".into(),
-        world: "real".into(),
-        input_bytes: bytes,
-        memory_bytes: memory as u64,
-        cluster_bytes: cluster as u64,
-        elapsed_s,
-        mb_per_s: mb / elapsed_s,
-        verified,
-        detail: serde_json::json!({
-            "generate_input_s": generate_s,
-            "validate_output_s": validate_s,
-            "checksum": out_sum,
-            "runs": stats.runs,
-            "merge_steps": stats.merge_steps,
-            "final_fan_in": stats.final_runs,
-            "overlap": stats.overlap,
-            "forecast": stats.forecast,
-            "run_generation_s": stats.run_generation_ns as f64 / 1e9,
-            "merge_s": (stats.intermediate_merge_ns + stats.final_merge_ns) as f64 / 1e9,
-            "temp": space.stats(),
-        }),
-        gnu_sort: gnu,
-    })
-}
-
 /// Write `records` generated records (the sort benchmark's, from `seed`)
 /// to the file `path`.
 fn write_sort_input(path: &Path, seed: u64, records: u64) -> anyhow::Result<()> {
@@ -550,64 +633,4 @@ fn check_sorted(out: &Checksum, input: &Checksum) -> String {
         );
     }
     "ok".into()
-}
-
-fn real_join(
-    args: &OpsArgs,
-    space: &TempSpace,
-    records: u64,
-    memory: usize,
-    cluster: usize,
-) -> anyhow::Result<Report> {
-    let bytes = records * RECORD_BYTES as u64;
-    let mut left = SortRecords::with_keys(args.seed, records, KeyDist::Permutation { salt: 1 });
-    let mut right =
-        SortRecords::with_keys(args.seed + 1, records, KeyDist::Permutation { salt: 2 })
-            .starting_at(records);
-    let mut matched = 0u64;
-    let mut wrong = 0u64;
-    let mut sum = Checksum::default();
-    let mut sink = |a: &[u8], b: &[u8]| {
-        matched += 1;
-        if a[..10] != b[..10] {
-            wrong += 1;
-        }
-        Validator::add_unordered(&mut sum, a);
-        Validator::add_unordered(&mut sum, b);
-        Ok(())
-    };
-    let key = SortKey::sort_benchmark;
-    let t = Instant::now();
-    let detail = if args.workload == "hash-join" {
-        let mut config =
-            HashJoinConfig::new(memory, cluster, PartitionLayout::AppendLinked, key(), key());
-        config.overlap = args.overlap;
-        let join = HashJoin::new(space, config).map_err(|e| anyhow::anyhow!("{e}"))?;
-        serde_json::to_value(join.join(&mut left, &mut right, &mut sink)?)?
-    } else {
-        let mut config = MergeJoinConfig::new(memory, cluster, key(), key());
-        config.overlap = args.overlap;
-        let join = MergeJoin::new(space, config).map_err(|e| anyhow::anyhow!("{e}"))?;
-        serde_json::to_value(join.join(&mut left, &mut right, &mut sink)?)?
-    };
-    let elapsed_s = t.elapsed().as_secs_f64();
-    let verified = if matched != records || wrong != 0 {
-        format!("{matched} matches of {records}, {wrong} with unequal keys")
-    } else if space.used_bytes() != 0 {
-        format!("temp space not freed ({} bytes)", space.used_bytes())
-    } else {
-        "ok".into()
-    };
-    Ok(Report {
-        workload: args.workload.clone(),
-        world: "real".into(),
-        input_bytes: bytes,
-        memory_bytes: memory as u64,
-        cluster_bytes: cluster as u64,
-        elapsed_s,
-        mb_per_s: 2.0 * bytes as f64 / (1 << 20) as f64 / elapsed_s,
-        verified,
-        detail: serde_json::json!({"operator": detail, "pairs_checksum": sum, "temp": space.stats()}),
-        gnu_sort: None,
-    })
 }

@@ -305,11 +305,11 @@ impl HashJoin {
             }
             table.finish();
             stats.partition_ns = rt.now_ns() - start_ns;
-            let mut kbuf = Vec::new();
+            let mut prober = self.prober(0);
             while let Some(p) = probe.next_tuple()? {
                 stats.probe_tuples += 1;
                 cpu.tuples(1, p.len() as u64);
-                self.probe_one(&table, p, 0, &mut kbuf, &mut cpu, &mut stats, sink)?;
+                prober.probe(&table, p, &mut cpu, &mut stats, sink)?;
             }
         } else {
             let pool = Arc::new(IoPool::new(&self.space, self.config.io_workers));
@@ -344,42 +344,13 @@ impl HashJoin {
         Ok(stats)
     }
 
-    #[allow(clippy::too_many_arguments)]
-    fn probe_one(
-        &self,
-        table: &Table,
-        p: &[u8],
-        seed: u64,
-        kbuf: &mut Vec<u8>,
-        cpu: &mut CpuMeter,
-        stats: &mut HashJoinStats,
-        sink: &mut JoinSink<'_>,
-    ) -> Result<()> {
-        cpu.hashes(1);
-        let key = match self.config.probe_key.identity() {
-            Some(_) => self.config.probe_key.slice(p)?,
-            None => {
-                kbuf.clear();
-                self.config.probe_key.normalize_into(p, kbuf)?;
-                kbuf.as_slice()
-            }
-        };
-        let h = hash_key(key, seed);
-        let mut compares = 0;
-        let mut at = table.head(h);
-        while let Some(i) = at {
-            let e = &table.entries[i as usize];
-            compares += 1;
-            if e.hash == h && table.key(e) == key {
-                let b = table.tuple(e);
-                cpu.tuples(1, (b.len() + p.len()) as u64);
-                sink(b, p)?;
-                stats.output_tuples += 1;
-            }
-            at = (e.next != u32::MAX).then_some(e.next);
+    /// A prober of this join's probe key under hash seed `seed`.
+    fn prober(&self, seed: u64) -> Prober<'_> {
+        Prober {
+            key: &self.config.probe_key,
+            seed,
+            kbuf: Vec::new(),
         }
-        cpu.compares(compares);
-        Ok(())
     }
 
     /// Reading ahead into `free_clusters` of memory: `(pool, depth)`, or
@@ -493,7 +464,7 @@ impl HashJoin {
     ) -> Result<()> {
         let mut table = Table::new(self.config.table_bytes());
         let mut pages = PageCursor::new(parts_b, b, self.config.cluster_bytes, ahead);
-        let mut kbuf = Vec::new();
+        let mut prober = self.prober(seed);
         while pages.next(&self.space, cpu, stats)? {
             for t in pages.tuples(parts_b.fixed_len) {
                 let t = t?;
@@ -502,7 +473,7 @@ impl HashJoin {
                 if !table.insert(t, &self.config.build_key, seed)? {
                     table.finish();
                     let probe = (parts_p, p, ahead);
-                    self.probe_partition(&table, probe, seed, &mut kbuf, cpu, stats, sink)?;
+                    self.probe_partition(&table, probe, &mut prober, cpu, stats, sink)?;
                     table.clear();
                     if !table.insert(t, &self.config.build_key, seed)? {
                         return Err(TempError::Memory(format!(
@@ -518,18 +489,17 @@ impl HashJoin {
         if !table.entries.is_empty() {
             table.finish();
             let probe = (parts_p, p, ahead);
-            self.probe_partition(&table, probe, seed, &mut kbuf, cpu, stats, sink)?;
+            self.probe_partition(&table, probe, &mut prober, cpu, stats, sink)?;
         }
         Ok(())
     }
 
-    #[allow(clippy::too_many_arguments)]
+    /// Probe `table` with every tuple of probe partition `p`.
     fn probe_partition(
         &self,
         table: &Table,
         (parts_p, p, ahead): (&Partitions, &Part, Option<(&Arc<IoPool>, usize)>),
-        seed: u64,
-        kbuf: &mut Vec<u8>,
+        prober: &mut Prober<'_>,
         cpu: &mut CpuMeter,
         stats: &mut HashJoinStats,
         sink: &mut JoinSink<'_>,
@@ -539,9 +509,55 @@ impl HashJoin {
             for t in pages.tuples(parts_p.fixed_len) {
                 let t = t?;
                 cpu.tuples(1, t.len() as u64);
-                self.probe_one(table, t, seed, kbuf, cpu, stats, sink)?;
+                prober.probe(table, t, cpu, stats, sink)?;
             }
         }
+        Ok(())
+    }
+}
+
+/// Probing hash tables with one probe key under one hash seed, with a
+/// buffer for normalized keys reused from tuple to tuple.
+struct Prober<'k> {
+    key: &'k SortKey,
+    seed: u64,
+    kbuf: Vec<u8>,
+}
+
+impl Prober<'_> {
+    /// Look probe tuple `p` up in `table`, sending each match to `sink`.
+    fn probe(
+        &mut self,
+        table: &Table,
+        p: &[u8],
+        cpu: &mut CpuMeter,
+        stats: &mut HashJoinStats,
+        sink: &mut JoinSink<'_>,
+    ) -> Result<()> {
+        cpu.hashes(1);
+        let key = match self.key.identity() {
+            Some(_) => self.key.slice(p)?,
+            None => {
+                self.kbuf.clear();
+                self.key.normalize_into(p, &mut self.kbuf)?;
+                self.kbuf.as_slice()
+            }
+        };
+        let h = hash_key(key, self.seed);
+        let mut compares = 0;
+        let mut at = table.head(h);
+        while let Some(i) = at {
+            let e = &table.entries[i as usize];
+            compares += 1;
+            if e.hash == h && table.key(e) == key {
+                let b = table.tuple(e);
+                cpu.tuples(1, (b.len() + p.len()) as u64);
+                sink(b, p)?;
+                stats.output_tuples += 1;
+            }
+            at = (e.next != u32::MAX).then_some(e.next);
+        }
+        cpu.compares(compares);
         Ok(())
     }
 }

@@ -10,6 +10,20 @@ use super::select::{self, Fate};
 use super::*;
 use sector::SECTOR_PAYLOAD_BYTES;
 
+/// What a merge rewrites: logical unit `logical` in state `st`, with its
+/// log's `records` and `unflushed` (records of the replaced slot not yet
+/// on flash: the write group that did not fit) applied, `replace`'s
+/// images in their slots, and the slots `damage` hits poisoned.
+#[derive(Clone, Copy)]
+pub(super) struct MergeInput<'a> {
+    pub(super) logical: u32,
+    pub(super) st: UnitState,
+    pub(super) records: &'a [Record],
+    pub(super) unflushed: &'a [Record],
+    pub(super) replace: &'a [(u32, &'a [u8])],
+    pub(super) damage: Option<&'a LogDamage>,
+}
+
 /// A slot's records carried over by a selective merge: its write group
 /// (the records, then the header record of the page readers see).
 pub(super) struct Carried {
@@ -75,18 +89,16 @@ impl IplStore {
     ///
     /// With `tag`, selective (IPL-SEL): each page's records are selected by
     /// their transactions' fates, and the pages' carried write groups
-    /// (their header records tagged `tag`) are returned. `records.1` are
-    /// records of the replaced slot not yet on flash (the write group that
-    /// did not fit).
-    fn merged_pages(
-        &self,
-        logical: u32,
-        st: UnitState,
-        (records, unflushed): (&[Record], &[Record]),
-        replace: &[(u32, &[u8])],
-        damage: Option<&LogDamage>,
-        tag: Option<u64>,
-    ) -> Result<(Vec<u8>, Vec<Carried>)> {
+    /// (their header records tagged `tag`) are returned.
+    fn merged_pages(&self, m: MergeInput<'_>, tag: Option<u64>) -> Result<(Vec<u8>, Vec<Carried>)> {
+        let MergeInput {
+            logical,
+            st,
+            records,
+            unflushed,
+            replace,
+            damage,
+        } = m;
         let l = self.layout;
         let pb = l.page_bytes;
         let mut pages = vec![0u8; pb * l.pages_per_unit as usize];
@@ -327,27 +339,14 @@ impl IplStore {
     /// The new copy's commit sector carries the force now writing (IPL-12):
     /// when that force is not yet marked and the old copy is, the old copy
     /// is erased only after the force's marker is durable.
-    pub(super) fn merge(
-        &self,
-        logical: u32,
-        st: UnitState,
-        (records, unflushed): (&[Record], &[Record]),
-        replace: &[(u32, &[u8])],
-        damage: Option<&LogDamage>,
-    ) -> Result<()> {
+    pub(super) fn merge(&self, m: MergeInput<'_>) -> Result<()> {
+        let MergeInput { logical, st, .. } = m;
         let _merging = self.merging.lock();
         let rt = Rt::try_current();
         let start_ns = rt.as_ref().map_or(0, |rt| rt.now_ns());
         let generation = st.generation + 1;
         let tag = self.seq_now.load(Ordering::SeqCst);
-        let (pages, carried) = self.merged_pages(
-            logical,
-            st,
-            (records, unflushed),
-            replace,
-            damage,
-            Some(tag),
-        )?;
+        let (pages, carried) = self.merged_pages(m, Some(tag))?;
         let marked = self.marked.lock().expect("marked").0;
         let target = self.write_new_copy(logical, generation, tag, &pages)?;
         self.spans.lock().expect("spans").remove(&logical);

@@ -2,6 +2,7 @@
 //! of logical to physical erase units from the units' commit sectors
 //! (IPL-9 for a unit whose commit sector cannot be read).
 
+use super::merge::MergeInput;
 use super::*;
 
 /// What the data units' commit sectors say at open.
@@ -309,7 +310,14 @@ impl IplStore {
                 let zeros = vec![0u8; l.page_bytes];
                 let replace: Vec<(u32, &[u8])> =
                     unmarked_slots.iter().map(|&s| (s, &zeros[..])).collect();
-                self.merge(logical, st, (&records, &[]), &replace, damage.as_ref())?;
+                self.merge(MergeInput {
+                    logical,
+                    st,
+                    records: &records,
+                    unflushed: &[],
+                    replace: &replace,
+                    damage: damage.as_ref(),
+                })?;
                 bump(&self.counters.open_merges, 1);
             }
         }

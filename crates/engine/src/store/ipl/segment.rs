@@ -2,6 +2,7 @@
 //! (IPL-2, IPL-3, IPL-6), and appending a write group (a page's records
 //! at write-back or at a commit's force).
 
+use super::merge::MergeInput;
 use super::*;
 
 /// What one log sector turned out to be.
@@ -262,7 +263,14 @@ impl IplStore {
         let sectors = sector::pack(&records);
         let next = st.log_next.expect("read_log knows it");
         if st.needs_merge || usize::from(next) + sectors.len() > usize::from(l.segment_sectors()) {
-            self.merge(logical, st, (log, &records), &[(slot, image)], damage)?;
+            self.merge(MergeInput {
+                logical,
+                st,
+                records: log,
+                unflushed: &records,
+                replace: &[(slot, image)],
+                damage,
+            })?;
             return Ok(0);
         }
         let bytes = sector::encode_group(logical, st.generation, next, &sectors);
