@@ -795,8 +795,12 @@ mod tests {
             let mut model = SerialModel::new(capacity);
             replay_file_holding(&mut model, &path, TraceFormat::Mqsim, &options, hold_max)
         };
-        let mut a = replay(&mut SerialModel::new(64 * MIB), &whole, &ReplayOptions::default())
-            .unwrap();
+        let mut a = replay(
+            &mut SerialModel::new(64 * MIB),
+            &whole,
+            &ReplayOptions::default(),
+        )
+        .unwrap();
         let mut held = from_file(64 * MIB, 5000).unwrap().expect("held");
         let mut streamed = from_file(64 * MIB, 4999).unwrap().expect("in order");
         for r in [&mut a, &mut held, &mut streamed] {
