@@ -225,6 +225,22 @@ fn trim_forgets_whole_pages_only() {
     assert_eq!(m.stats().trims, 1);
 }
 
+/// The next value of the tests' linear congruential generator.
+fn lcg(x: u64) -> u64 {
+    x.wrapping_mul(6_364_136_223_846_793_005)
+        .wrapping_add(1_442_695_040_888_963_407)
+}
+
+/// An unaligned request drawn from `x`: of kind
+/// `kinds[(x >> kind_shift) % kinds.len()]`, 1 to 16 sectors long, at a
+/// sector offset within `capacity`.
+fn drawn_request(x: u64, kinds: &[IoKind], kind_shift: u32, capacity: u64) -> IoRequest {
+    let kind = kinds[(x >> kind_shift) as usize % kinds.len()];
+    let len = 512 * (1 + (x >> 40) % 16);
+    let offset = ((x >> 8) % (capacity - len)) / 512 * 512;
+    req(kind, offset, len)
+}
+
 #[test]
 fn completions_never_precede_submissions() {
     let mut m = ssd(16 * 1024);
@@ -232,14 +248,9 @@ fn completions_never_precede_submissions() {
     let mut now = 0;
     let mut x = 1u64;
     for i in 0..5_000u64 {
-        x = x
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        let kind =
-            [IoKind::Read, IoKind::Write, IoKind::Write, IoKind::Trim][(x >> 60) as usize % 4];
-        let len = 512 * (1 + (x >> 40) % 16);
-        let offset = ((x >> 8) % (capacity - len)) / 512 * 512;
-        let r = req(kind, offset, len);
+        x = lcg(x);
+        let kinds = [IoKind::Read, IoKind::Write, IoKind::Write, IoKind::Trim];
+        let r = drawn_request(x, &kinds, 60, capacity);
         check_request("t", capacity, SECTOR_BYTES, &r).unwrap();
         let done = m.submit(now, &r);
         assert!(done >= now, "MODEL-2");
@@ -447,19 +458,15 @@ fn mixed_run_counters(buffer_bytes: u64, extras: ControllerExtras) -> [u64; 9] {
     let mut now = 0;
     let mut x = 49u64;
     for _ in 0..20_000u64 {
-        x = x
-            .wrapping_mul(6_364_136_223_846_793_005)
-            .wrapping_add(1_442_695_040_888_963_407);
-        let kind = [
+        x = lcg(x);
+        let kinds = [
             IoKind::Read,
             IoKind::Write,
             IoKind::Write,
             IoKind::Read,
             IoKind::Trim,
-        ][(x >> 59) as usize % 5];
-        let len = 512 * (1 + (x >> 40) % 16);
-        let offset = ((x >> 8) % (capacity - len)) / 512 * 512;
-        m.submit(now, &req(kind, offset, len));
+        ];
+        m.submit(now, &drawn_request(x, &kinds, 59, capacity));
         now += (x >> 20) % 150_000;
     }
     let s = m.stats();
