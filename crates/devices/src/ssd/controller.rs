@@ -21,8 +21,8 @@
 //! Erases and copy-backs start after every reservation of their die. The
 //! controller itself (command decode and mapping) is one serial resource,
 //! taken in submission order. Independent pages on different dies and
-//! channels overlap, and pages that contend queue up. The schedule is a function of
-//! the requests and their times only: runs are deterministic.
+//! channels overlap, and pages that contend queue up. The schedule is a
+//! function of the requests and their times only: runs are deterministic.
 //!
 //! Reads: controller overhead, then per page the die's array read, the
 //! transfer over the die's channel (the die's page register stays busy until

@@ -92,10 +92,15 @@ impl Timeline {
         debug_assert!(self.conflict(start, end).is_none(), "TL-2: overlap");
         // Most reservations go after the last one: no search.
         match self.busy.back_mut() {
-            None => return self.busy.push_back((start, end)),
-            Some(last) if last.1 == start => return last.1 = end,
-            Some(last) if last.1 < start => return self.busy.push_back((start, end)),
-            Some(_) => {}
+            Some(last) if last.1 == start => {
+                last.1 = end;
+                return;
+            }
+            Some(last) if last.1 > start => {}
+            _ => {
+                self.busy.push_back((start, end));
+                return;
+            }
         }
         let i = self.busy.partition_point(|&(s, _)| s < start);
         let joins_prev = i > 0 && self.busy[i - 1].1 == start;
