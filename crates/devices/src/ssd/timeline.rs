@@ -18,36 +18,55 @@
 //! once reserved. Everything is deterministic: the same reservations in
 //! the same order give the same answers.
 //!
+//! The intervals live in a plain vector from a head index: pruning moves
+//! the head, and the dropped prefix is removed once it is as long as
+//! what is left and at least [`PRUNED_KEPT_MAX`] long, so every search is over one contiguous slice and a
+//! reservation after the last one is a push.
+//!
 //! Invariants (TL-n):
 //! 1. Intervals are sorted, non-empty, disjoint and not adjacent.
 //! 2. Nothing is reserved that overlaps an existing reservation.
 
-use std::collections::VecDeque;
+/// Pruned intervals a timeline may keep before it removes them: enough
+/// that the removal's copy is paid rarely.
+pub const PRUNED_KEPT_MAX: usize = 64;
 
 /// The busy intervals of one resource. See the module documentation.
 #[derive(Clone, Debug, Default)]
 pub struct Timeline {
-    busy: VecDeque<(u64, u64)>,
+    /// The reservations are `all[head..]`; `all[..head]` were pruned.
+    all: Vec<(u64, u64)>,
+    head: usize,
     /// Nothing is scheduled before this (the latest pruned end).
     floor: u64,
 }
 
 impl Timeline {
     /// Drop the intervals that ended at or before `now_ns`.
+    #[inline]
     pub fn prune(&mut self, now_ns: u64) {
-        while let Some(&(_, end)) = self.busy.front() {
+        while let Some(&(_, end)) = self.all.get(self.head) {
             if end > now_ns {
                 break;
             }
             self.floor = self.floor.max(end);
-            self.busy.pop_front();
+            self.head += 1;
         }
+        if self.head >= PRUNED_KEPT_MAX && self.head >= self.all.len() - self.head {
+            self.all.drain(..self.head);
+            self.head = 0;
+        }
+    }
+
+    /// The reservations still held, in order.
+    fn busy(&self) -> &[(u64, u64)] {
+        &self.all[self.head..]
     }
 
     /// When the last reservation ends (the floor if there is none).
     pub fn tail(&self) -> u64 {
-        self.busy
-            .back()
+        self.busy()
+            .last()
             .map_or(self.floor, |&(_, end)| end.max(self.floor))
     }
 
@@ -58,14 +77,23 @@ impl Timeline {
 
     /// The earliest start at or after `ready_ns` (and the floor) at which
     /// `[start, start + len_ns)` is free.
+    #[inline]
     pub fn fit(&self, ready_ns: u64, len_ns: u64) -> u64 {
-        let mut t = ready_ns.max(self.floor);
+        let t = ready_ns.max(self.floor);
         // Most work is ready after every reservation: no search.
-        if self.busy.back().is_none_or(|&(_, end)| end <= t) {
+        if self.busy().last().is_none_or(|&(_, end)| end <= t) {
             return t;
         }
-        let first = self.busy.partition_point(|&(_, end)| end <= t);
-        for &(start, end) in self.busy.range(first..) {
+        self.fit_in_gap(t, len_ns)
+    }
+
+    /// The earliest free `[start, start + len_ns)` from `t`, which is
+    /// before the last reservation's end.
+    #[inline(never)]
+    fn fit_in_gap(&self, mut t: u64, len_ns: u64) -> u64 {
+        let busy = self.busy();
+        let first = busy.partition_point(|&(_, end)| end <= t);
+        for &(start, end) in &busy[first..] {
             if start >= t.saturating_add(len_ns) {
                 break;
             }
@@ -76,14 +104,17 @@ impl Timeline {
 
     /// The end of the first reservation overlapping `[start, end)`, if any.
     pub fn conflict(&self, start: u64, end: u64) -> Option<u64> {
-        let first = self.busy.partition_point(|&(_, e)| e <= start);
-        self.busy
-            .get(first)
-            .filter(|&&(s, _)| s < end)
-            .map(|&(_, e)| e)
+        let busy = self.busy();
+        // Most work goes after every reservation: no search.
+        if busy.last().is_none_or(|&(_, e)| e <= start) {
+            return None;
+        }
+        let first = busy.partition_point(|&(_, e)| e <= start);
+        busy.get(first).filter(|&&(s, _)| s < end).map(|&(_, e)| e)
     }
 
     /// Reserve `[start, end)`, which must be free (TL-2).
+    #[inline]
     pub fn reserve(&mut self, start: u64, end: u64) {
         if end <= start {
             return;
@@ -91,39 +122,47 @@ impl Timeline {
         debug_assert!(start >= self.floor, "TL-2: reserved below the floor");
         debug_assert!(self.conflict(start, end).is_none(), "TL-2: overlap");
         // Most reservations go after the last one: no search.
-        match self.busy.back_mut() {
+        let head = self.head;
+        match self.all[head..].last_mut() {
             Some(last) if last.1 == start => {
                 last.1 = end;
                 return;
             }
             Some(last) if last.1 > start => {}
             _ => {
-                self.busy.push_back((start, end));
+                self.all.push((start, end));
                 return;
             }
         }
-        let i = self.busy.partition_point(|&(s, _)| s < start);
-        let joins_prev = i > 0 && self.busy[i - 1].1 == start;
-        let joins_next = i < self.busy.len() && self.busy[i].0 == end;
+        self.reserve_in_gap(start, end);
+    }
+
+    /// Reserve `[start, end)` before the last reservation.
+    #[inline(never)]
+    fn reserve_in_gap(&mut self, start: u64, end: u64) {
+        let head = self.head;
+        let i = head + self.busy().partition_point(|&(s, _)| s < start);
+        let joins_prev = i > head && self.all[i - 1].1 == start;
+        let joins_next = i < self.all.len() && self.all[i].0 == end;
         match (joins_prev, joins_next) {
             (true, true) => {
-                self.busy[i - 1].1 = self.busy[i].1;
-                self.busy.remove(i);
+                self.all[i - 1].1 = self.all[i].1;
+                self.all.remove(i);
             }
-            (true, false) => self.busy[i - 1].1 = end,
-            (false, true) => self.busy[i].0 = start,
-            (false, false) => self.busy.insert(i, (start, end)),
+            (true, false) => self.all[i - 1].1 = end,
+            (false, true) => self.all[i].0 = start,
+            (false, false) => self.all.insert(i, (start, end)),
         }
     }
 
     /// Reservations held (for tests and invariant checks).
     pub fn len(&self) -> usize {
-        self.busy.len()
+        self.busy().len()
     }
 
     /// True when nothing is reserved.
     pub fn is_empty(&self) -> bool {
-        self.busy.is_empty()
+        self.busy().is_empty()
     }
 }
 

@@ -21,11 +21,14 @@
 //! GC stays inside one plane, so a copy never leaves its die and is emitted
 //! as a [`FlashOp::CopyBack`].
 //!
-//! Victims. *Greedy* takes the block with the fewest valid pages. Each plane
-//! keeps its sealed (full) blocks in buckets by valid count, one intrusive
-//! doubly linked list per count, so invalidating a page moves its block one
-//! bucket down in O(1) and a pick scans at most `pages_per_block + 1` bucket
-//! heads: O(pages_per_block), independent of the device size. *Cost-benefit*
+//! Victims. *Greedy* takes the block with the fewest valid pages, and of
+//! those the one whose valid count changed last. Every sealed (full) block
+//! carries a victim key, its valid count above a sequence number of the
+//! key's last change, in one array per plane (8 bytes a block, so a
+//! plane's keys stay in the host's cache). Invalidating a page rewrites
+//! one key, and a pick is a scan of the plane's keys for the least:
+//! O(blocks_per_plane) per pick over contiguous memory, and O(1) per host
+//! write with no other block touched. *Cost-benefit*
 //! (Rosenblum and Ousterhout's LFS cleaner) takes the block with the highest
 //! `(1 - u) / (2u) * age`, where `u` is the block's valid fraction and `age`
 //! the number of host page writes since the block was last modified; it
@@ -39,7 +42,7 @@
 //! know whom a valid page belongs to) is allocated when the block is opened
 //! and returned to a pool when it is erased, so the pool never holds more
 //! maps than there were open or full blocks at once. Per-block counters
-//! (valid pages, write pointer, erase count, bucket links) are a few dozen
+//! (valid pages, write pointer, erase count, victim key) are a few dozen
 //! bytes per erase block, which is small next to the block itself.
 //!
 //! Invariants, besides FTL-1..3 of [`super`]:
@@ -47,8 +50,8 @@
 //!    [`GC_RESERVE_BLOCKS`] free blocks, so GC always has a destination
 //!    for the at most `pages_per_block - 1` pages a victim holds.
 //! 2. (PAGE-2) A block's valid count equals the number of mapped entries
-//!    in its reverse map, and a sealed block sits in the bucket of its
-//!    valid count.
+//!    in its reverse map; a block has a victim key exactly when it is
+//!    sealed, and the key holds its valid count.
 //! 3. (PAGE-3) The host capacity leaves [`RESERVED_BLOCKS_PER_PLANE`]
 //!    blocks per plane unmapped, so some plane always has either a free
 //!    block beyond the reserve or a sealed block with an invalid page: a
@@ -78,8 +81,18 @@ pub const BLOCKS_PER_PLANE_MIN: u32 = RESERVED_BLOCKS_PER_PLANE + 2;
 /// (16 KiB of `u32`s).
 pub const L2P_CHUNK_PAGES: u64 = 1 << L2P_CHUNK_SHIFT;
 const L2P_CHUNK_SHIFT: u32 = 12;
-/// Marks an unmapped entry in either map, and the end of a bucket list.
+/// Marks an unmapped entry in either map.
 const NONE: u32 = u32::MAX;
+/// The victim key of a block that is not sealed (no GC candidate).
+const NO_KEY: u64 = u64::MAX;
+/// Bits of a victim key below its valid count: the sequence number.
+const KEY_SEQ_BITS: u32 = 48;
+/// The most pages per block: a victim key's valid count has 16 bits, and
+/// `NO_KEY`'s count must lie above every real one.
+pub const PAGES_PER_BLOCK_MAX: u32 = (1 << (64 - KEY_SEQ_BITS)) - 2;
+/// Victim keys a device may assign in its life (about 2.8e14, years of
+/// simulated writes); a greedy pick stays exact below it.
+pub const KEY_SEQ_MAX: u64 = (1 << KEY_SEQ_BITS) - 1;
 
 /// How GC chooses its victim.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -97,7 +110,7 @@ enum BlockState {
     Free,
     /// Being filled (a host or GC active block).
     Open,
-    /// Full, in the bucket of its valid count; a GC candidate.
+    /// Full, with a victim key; a GC candidate.
     Sealed,
 }
 
@@ -108,6 +121,30 @@ enum Stream {
     Gc,
 }
 
+/// What the FTL keeps per erase block, packed so that invalidating a page
+/// touches one cache line of its block.
+#[derive(Clone, Copy, Debug)]
+struct BlockMeta {
+    /// Host page writes when a page of the block was last programmed or
+    /// invalidated (cost-benefit's age).
+    modified_at: u64,
+    valid: u32,
+    write_ptr: u32,
+    /// Slot of the block's reverse map in `PageFtl::p2l`, or `NONE`.
+    map: u32,
+    state: BlockState,
+}
+
+impl BlockMeta {
+    const ERASED: BlockMeta = BlockMeta {
+        modified_at: 0,
+        valid: 0,
+        write_ptr: 0,
+        map: NONE,
+        state: BlockState::Free,
+    };
+}
+
 /// The page-mapping FTL. See the module documentation.
 pub struct PageFtl {
     policy: GcPolicy,
@@ -116,22 +153,25 @@ pub struct PageFtl {
     logical_pages: u64,
     /// Logical-to-physical map in lazily allocated chunks.
     l2p: Vec<Option<Box<[u32]>>>,
-    // Per block (global block number).
-    valid: Vec<u32>,
-    write_ptr: Vec<u32>,
-    state: Vec<BlockState>,
-    prev: Vec<u32>,
-    next: Vec<u32>,
-    modified_at: Vec<u64>,
+    /// Per block (global block number): everything a host write touches
+    /// of a block, in one cache line's worth.
+    blocks: Vec<BlockMeta>,
     erase_counts: Vec<u32>,
-    p2l: Vec<Option<Box<[u32]>>>,
-    p2l_pool: Vec<Box<[u32]>>,
+    /// Reverse maps, `pages_per_block` entries per slot; a block's slot is
+    /// `BlockMeta::map`.
+    p2l: Vec<u32>,
+    /// Slots of `p2l` no block holds.
+    p2l_free: Vec<u32>,
     // Per plane.
     free: Vec<VecDeque<u32>>,
     host_active: Vec<u32>,
     gc_active: Vec<u32>,
-    /// `bucket_heads[plane * (pages_per_block + 1) + valid]`.
-    bucket_heads: Vec<u32>,
+    /// Per block: `valid << KEY_SEQ_BITS | (KEY_SEQ_MAX - seq)` while
+    /// sealed, `NO_KEY` otherwise; greedy's victim has the least key of
+    /// its plane (fewest valid pages, then the latest change).
+    victim_keys: Vec<u64>,
+    /// Victim keys assigned so far.
+    key_seq: u64,
     /// Planes in channel-first striping order.
     stripe: Vec<u32>,
     cursor: usize,
@@ -161,6 +201,15 @@ impl PageFtl {
                 ),
             });
         }
+        if geometry.pages_per_block > PAGES_PER_BLOCK_MAX {
+            return Err(DeviceError::Geometry {
+                device: "page-mapping FTL".to_string(),
+                problem: format!(
+                    "{} pages per block; page mapping takes at most {PAGES_PER_BLOCK_MAX}",
+                    geometry.pages_per_block
+                ),
+            });
+        }
         let planes = geometry.planes();
         let blocks = geometry.blocks() as usize;
         let ppb = geometry.pages_per_block;
@@ -181,19 +230,15 @@ impl PageFtl {
             blocks_per_plane: geometry.blocks_per_plane,
             logical_pages,
             l2p: vec![None; logical_pages.div_ceil(L2P_CHUNK_PAGES) as usize],
-            valid: vec![0; blocks],
-            write_ptr: vec![0; blocks],
-            state: vec![BlockState::Free; blocks],
-            prev: vec![NONE; blocks],
-            next: vec![NONE; blocks],
-            modified_at: vec![0; blocks],
+            blocks: vec![BlockMeta::ERASED; blocks],
             erase_counts: vec![0; blocks],
-            p2l: vec![None; blocks],
-            p2l_pool: Vec::new(),
+            p2l: Vec::new(),
+            p2l_free: Vec::new(),
             free,
             host_active: vec![NONE; planes as usize],
             gc_active: vec![NONE; planes as usize],
-            bucket_heads: vec![NONE; planes as usize * (ppb as usize + 1)],
+            victim_keys: vec![NO_KEY; blocks],
+            key_seq: 0,
             stripe: stripe_order(geometry),
             cursor: 0,
             stripe_pages: 1,
@@ -232,20 +277,20 @@ impl PageFtl {
             mapped_lpns += 1;
             let block = (ppn / ppb) as usize;
             let page = (ppn % ppb) as usize;
-            if page as u32 >= self.write_ptr[block] {
+            if page as u32 >= self.blocks[block].write_ptr {
                 return Err(format!("FTL-1: lpn {lpn} maps to unprogrammed ppn {ppn}"));
             }
-            let back = self.p2l[block].as_ref().map(|m| m[page]);
+            let back = self.reverse_map(block).map(|m| m[page]);
             if back != Some(lpn as u32) {
                 return Err(format!("FTL-2: ppn {ppn} maps back to {back:?}, not {lpn}"));
             }
         }
         let mut valid_pages = 0u64;
-        for block in 0..self.valid.len() {
-            let live = self.p2l[block]
-                .as_ref()
+        for block in 0..self.blocks.len() {
+            let live = self
+                .reverse_map(block)
                 .map_or(0, |m| m.iter().filter(|&&l| l != NONE).count());
-            if live as u32 != self.valid[block] {
+            if live as u32 != self.blocks[block].valid {
                 return Err(format!("PAGE-2: block {block} valid count is off"));
             }
             valid_pages += live as u64;
@@ -255,7 +300,7 @@ impl PageFtl {
                 "FTL-2: {valid_pages} valid pages for {mapped_lpns} mapped lpns"
             ));
         }
-        self.check_buckets()?;
+        self.check_keys()?;
         match self
             .free
             .iter()
@@ -266,32 +311,32 @@ impl PageFtl {
         }
     }
 
-    fn check_buckets(&self) -> Result<(), String> {
-        let width = self.pages_per_block as usize + 1;
-        let mut listed = 0usize;
-        for (i, &head) in self.bucket_heads.iter().enumerate() {
-            let mut block = head;
-            while block != NONE {
-                let b = block as usize;
-                if self.state[b] != BlockState::Sealed || self.valid[b] as usize != i % width {
-                    return Err(format!("PAGE-2: block {b} in the wrong bucket"));
-                }
-                listed += 1;
-                block = self.next[b];
+    fn check_keys(&self) -> Result<(), String> {
+        for (block, (meta, &key)) in self.blocks.iter().zip(&self.victim_keys).enumerate() {
+            let sealed = meta.state == BlockState::Sealed;
+            if sealed != (key != NO_KEY) {
+                return Err(format!("PAGE-2: block {block} has a victim key iff sealed"));
+            }
+            if sealed && key >> KEY_SEQ_BITS != u64::from(meta.valid) {
+                return Err(format!("PAGE-2: block {block}'s victim key is off"));
             }
         }
-        let sealed = self
-            .state
-            .iter()
-            .filter(|&&s| s == BlockState::Sealed)
-            .count();
-        if listed == sealed {
-            Ok(())
-        } else {
-            Err(format!(
-                "PAGE-2: {sealed} sealed blocks, {listed} in buckets"
-            ))
-        }
+        Ok(())
+    }
+
+    /// A block's reverse map (physical page to logical page), if it has one.
+    fn reverse_map(&self, block: usize) -> Option<&[u32]> {
+        let slot = self.blocks[block].map;
+        (slot != NONE).then(|| {
+            let start = slot as usize * self.pages_per_block as usize;
+            &self.p2l[start..start + self.pages_per_block as usize]
+        })
+    }
+
+    /// The `p2l` index of `page` in `block`'s reverse map, if it has one.
+    fn reverse_index(&self, block: usize, page: u32) -> Option<usize> {
+        let slot = self.blocks[block].map;
+        (slot != NONE).then(|| slot as usize * self.pages_per_block as usize + page as usize)
     }
 
     fn plane_of(&self, block: u32) -> u32 {
@@ -316,70 +361,51 @@ impl PageFtl {
     /// Mark a physical page invalid (its logical page moved or was trimmed).
     fn invalidate(&mut self, ppn: u32, lpn: u64) {
         let block = ppn / self.pages_per_block;
-        let page = (ppn % self.pages_per_block) as usize;
         let b = block as usize;
-        if let Some(map) = self.p2l[b].as_mut() {
-            debug_assert_eq!(map[page], lpn as u32, "FTL-2: reverse map disagrees");
-            map[page] = NONE;
+        if let Some(i) = self.reverse_index(b, ppn % self.pages_per_block) {
+            debug_assert_eq!(self.p2l[i], lpn as u32, "FTL-2: reverse map disagrees");
+            self.p2l[i] = NONE;
         }
-        debug_assert!(self.valid[b] > 0, "PAGE-2: valid count underflow");
-        let sealed = self.state[b] == BlockState::Sealed;
-        if sealed {
-            self.bucket_remove(block);
-        }
-        self.valid[b] -= 1;
-        self.modified_at[b] = self.clock;
-        if sealed {
-            self.bucket_push(block);
+        debug_assert!(self.blocks[b].valid > 0, "PAGE-2: valid count underflow");
+        self.blocks[b].valid -= 1;
+        self.blocks[b].modified_at = self.clock;
+        if self.blocks[b].state == BlockState::Sealed {
+            self.set_victim_key(b);
         }
     }
 
-    fn bucket_index(&self, block: u32) -> usize {
-        let plane = self.plane_of(block) as usize;
-        plane * (self.pages_per_block as usize + 1) + self.valid[block as usize] as usize
-    }
-
-    fn bucket_push(&mut self, block: u32) {
-        let head_index = self.bucket_index(block);
-        let head = self.bucket_heads[head_index];
-        self.prev[block as usize] = NONE;
-        self.next[block as usize] = head;
-        if head != NONE {
-            self.prev[head as usize] = block;
-        }
-        self.bucket_heads[head_index] = block;
-    }
-
-    fn bucket_remove(&mut self, block: u32) {
-        let (prev, next) = (self.prev[block as usize], self.next[block as usize]);
-        if prev == NONE {
-            let head_index = self.bucket_index(block);
-            debug_assert_eq!(self.bucket_heads[head_index], block, "PAGE-2");
-            self.bucket_heads[head_index] = next;
-        } else {
-            self.next[prev as usize] = next;
-        }
-        if next != NONE {
-            self.prev[next as usize] = prev;
-        }
-        self.prev[block as usize] = NONE;
-        self.next[block as usize] = NONE;
+    /// Give a sealed block a fresh victim key for its valid count.
+    fn set_victim_key(&mut self, block: usize) {
+        debug_assert!(self.key_seq < KEY_SEQ_MAX, "PAGE-2: victim keys exhausted");
+        self.key_seq = (self.key_seq + 1).min(KEY_SEQ_MAX);
+        let valid = u64::from(self.blocks[block].valid);
+        self.victim_keys[block] = valid << KEY_SEQ_BITS | (KEY_SEQ_MAX - self.key_seq);
     }
 
     /// Take a free block of `plane` and make it writable.
     fn open_block(&mut self, plane: u32) -> Option<u32> {
         let block = self.free[plane as usize].pop_front()?;
         let b = block as usize;
-        debug_assert_eq!(self.state[b], BlockState::Free);
-        debug_assert_eq!(self.write_ptr[b], 0, "FTL-1: opening an unerased block");
+        debug_assert_eq!(self.blocks[b].state, BlockState::Free);
+        debug_assert_eq!(
+            self.blocks[b].write_ptr, 0,
+            "FTL-1: opening an unerased block"
+        );
         let ppb = self.pages_per_block as usize;
-        let mut map = self
-            .p2l_pool
-            .pop()
-            .unwrap_or_else(|| vec![NONE; ppb].into_boxed_slice());
-        map.fill(NONE);
-        self.p2l[b] = Some(map);
-        self.state[b] = BlockState::Open;
+        let slot = match self.p2l_free.pop() {
+            Some(slot) => {
+                let start = slot as usize * ppb;
+                self.p2l[start..start + ppb].fill(NONE);
+                slot
+            }
+            None => {
+                let slot = (self.p2l.len() / ppb) as u32;
+                self.p2l.resize(self.p2l.len() + ppb, NONE);
+                slot
+            }
+        };
+        self.blocks[b].map = slot;
+        self.blocks[b].state = BlockState::Open;
         Some(block)
     }
 
@@ -404,17 +430,18 @@ impl PageFtl {
             self.open_block(plane)?
         };
         let b = block as usize;
-        let page = self.write_ptr[b];
+        let page = self.blocks[b].write_ptr;
         debug_assert!(
             page < self.pages_per_block,
             "FTL-1: programming a full block"
         );
-        if let Some(map) = self.p2l[b].as_mut() {
-            map[page as usize] = lpn as u32;
+        if let Some(i) = self.reverse_index(b, page) {
+            self.p2l[i] = lpn as u32;
         }
-        self.write_ptr[b] = page + 1;
-        self.valid[b] += 1;
-        self.modified_at[b] = self.clock;
+        let meta = &mut self.blocks[b];
+        meta.write_ptr = page + 1;
+        meta.valid += 1;
+        meta.modified_at = self.clock;
         let full = page + 1 == self.pages_per_block;
         let slot = if full { NONE } else { block };
         match stream {
@@ -422,8 +449,8 @@ impl PageFtl {
             Stream::Gc => self.gc_active[p] = slot,
         }
         if full {
-            self.state[b] = BlockState::Sealed;
-            self.bucket_push(block);
+            self.blocks[b].state = BlockState::Sealed;
+            self.set_victim_key(b);
         }
         self.stats.flash_pages_written += 1;
         Some(block * self.pages_per_block + page)
@@ -472,14 +499,17 @@ impl PageFtl {
         }
     }
 
-    /// The first non-empty bucket below "all valid": O(pages_per_block).
+    /// The least victim key of the plane, if its block has an invalid
+    /// page: O(blocks_per_plane) over contiguous keys.
     fn pick_greedy(&self, plane: u32) -> Option<u32> {
-        let width = self.pages_per_block as usize + 1;
-        let first = plane as usize * width;
-        self.bucket_heads[first..first + width - 1]
-            .iter()
-            .copied()
-            .find(|&head| head != NONE)
+        let first = (plane * self.blocks_per_plane) as usize;
+        let keys = &self.victim_keys[first..first + self.blocks_per_plane as usize];
+        let least = keys.iter().copied().fold(NO_KEY, u64::min);
+        if least >> KEY_SEQ_BITS >= u64::from(self.pages_per_block) {
+            return None;
+        }
+        let at = keys.iter().position(|&k| k == least)?;
+        Some(first as u32 + at as u32)
     }
 
     /// Scan the plane's sealed blocks for the best `(1-u)/(2u) * age`.
@@ -488,15 +518,15 @@ impl PageFtl {
         let ppb = f64::from(self.pages_per_block);
         let mut best: Option<(f64, u32)> = None;
         for block in first..first + self.blocks_per_plane {
-            let b = block as usize;
-            if self.state[b] != BlockState::Sealed || self.valid[b] == self.pages_per_block {
+            let meta = &self.blocks[block as usize];
+            if meta.state != BlockState::Sealed || meta.valid == self.pages_per_block {
                 continue;
             }
-            if self.valid[b] == 0 {
+            if meta.valid == 0 {
                 return Some(block);
             }
-            let u = f64::from(self.valid[b]) / ppb;
-            let age = (self.clock - self.modified_at[b]) as f64 + 1.0;
+            let u = f64::from(meta.valid) / ppb;
+            let age = (self.clock - meta.modified_at) as f64 + 1.0;
             let score = (1.0 - u) / (2.0 * u) * age;
             if best.is_none_or(|(s, _)| score > s) {
                 best = Some((score, block));
@@ -509,12 +539,13 @@ impl PageFtl {
     fn reclaim(&mut self, victim: u32, ops: &mut Vec<FlashOp>) {
         let plane = self.plane_of(victim);
         let v = victim as usize;
-        self.bucket_remove(victim);
-        self.state[v] = BlockState::Open;
+        self.victim_keys[v] = NO_KEY;
+        self.blocks[v].state = BlockState::Open;
         self.stats.gc_runs += 1;
         let base = victim * self.pages_per_block;
         for page in 0..self.pages_per_block {
-            let lpn = self.p2l[v].as_ref().map_or(NONE, |m| m[page as usize]);
+            let index = self.reverse_index(v, page);
+            let lpn = index.map_or(NONE, |i| self.p2l[i]);
             if lpn == NONE {
                 continue;
             }
@@ -528,13 +559,16 @@ impl PageFtl {
                 to_ppn: u64::from(to),
             });
             self.stats.flash_pages_read += 1;
-            if let Some(map) = self.p2l[v].as_mut() {
-                map[page as usize] = NONE;
+            if let Some(i) = index {
+                self.p2l[i] = NONE;
             }
-            self.valid[v] -= 1;
+            self.blocks[v].valid -= 1;
             self.l2p_set(u64::from(lpn), to);
         }
-        debug_assert_eq!(self.valid[v], 0, "PAGE-2: victim still holds valid pages");
+        debug_assert_eq!(
+            self.blocks[v].valid, 0,
+            "PAGE-2: victim still holds valid pages"
+        );
         self.erase(victim, ops);
     }
 
@@ -545,11 +579,14 @@ impl PageFtl {
         });
         self.stats.erases += 1;
         self.erase_counts[b] = self.erase_counts[b].saturating_add(1);
-        self.write_ptr[b] = 0;
-        self.valid[b] = 0;
-        self.state[b] = BlockState::Free;
-        if let Some(map) = self.p2l[b].take() {
-            self.p2l_pool.push(map);
+        let meta = &mut self.blocks[b];
+        let slot = meta.map;
+        *meta = BlockMeta {
+            modified_at: meta.modified_at,
+            ..BlockMeta::ERASED
+        };
+        if slot != NONE {
+            self.p2l_free.push(slot);
         }
         let plane = self.plane_of(block) as usize;
         self.free[plane].push_back(block);
@@ -682,6 +719,53 @@ mod tests {
         let after = ftl.stats();
         (after.flash_pages_written - before.flash_pages_written) as f64
             / (after.host_pages_written - before.host_pages_written) as f64
+    }
+
+    /// The sealed block of plane 0 holding the `nth` logical page found
+    /// there, and that page.
+    fn plane0_page(ftl: &PageFtl, nth: usize) -> (u32, u64) {
+        let ppb = u64::from(ftl.pages_per_block);
+        (0..ftl.logical_pages())
+            .filter_map(|lpn| ftl.lookup(lpn).map(|ppn| ((ppn / ppb) as u32, lpn)))
+            .filter(|&(block, _)| ftl.plane_of(block) == 0)
+            .nth(nth)
+            .unwrap()
+    }
+
+    #[test]
+    fn greedy_takes_the_fewest_valid_pages_then_the_latest_change() {
+        let (mut ftl, _) = filled(1);
+        assert_eq!(
+            ftl.pick_greedy(0),
+            None,
+            "no block of plane 0 has an invalid page"
+        );
+        let ppb = ftl.pages_per_block as usize;
+        let (a, a_lpn) = plane0_page(&ftl, 0);
+        let (b, b_lpn) = plane0_page(&ftl, ppb);
+        assert_ne!(a, b);
+        ftl.trim(a_lpn);
+        assert_eq!(ftl.pick_greedy(0), Some(a));
+        ftl.trim(b_lpn);
+        assert_eq!(
+            ftl.pick_greedy(0),
+            Some(b),
+            "a tie goes to the latest change"
+        );
+        let (a_again, a_second) = plane0_page(&ftl, 1);
+        assert_eq!(a_again, a);
+        ftl.trim(a_second);
+        assert_eq!(ftl.pick_greedy(0), Some(a), "fewest valid pages first");
+        ftl.check_invariants().unwrap();
+    }
+
+    #[test]
+    fn pages_per_block_beyond_the_victim_key_are_refused() {
+        let g = Geometry {
+            pages_per_block: PAGES_PER_BLOCK_MAX + 1,
+            ..geometry(0.07)
+        };
+        assert!(PageFtl::new(&g, GcPolicy::Greedy).is_err());
     }
 
     #[test]
