@@ -39,9 +39,10 @@
 //! logical-to-physical table is allocated in chunks of
 //! [`L2P_CHUNK_PAGES`] entries on the first write into the chunk, and a
 //! block's reverse map (physical page to logical page, needed by GC to
-//! know whom a valid page belongs to) is allocated when the block is opened
-//! and returned to a pool when it is erased, so the pool never holds more
-//! maps than there were open or full blocks at once. Per-block counters
+//! know whom a valid page belongs to) is a slot taken when the block is
+//! opened and freed when it is erased, so there are never more slots than
+//! there were open or full blocks at once; slots are allocated in chunks
+//! of [`REVERSE_MAP_CHUNK_SLOTS`] that never move. Per-block counters
 //! (valid pages, write pointer, erase count, victim key) are a few dozen
 //! bytes per erase block, which is small next to the block itself.
 //!
@@ -157,9 +158,8 @@ pub struct PageFtl {
     /// of a block, in one cache line's worth.
     blocks: Vec<BlockMeta>,
     erase_counts: Vec<u32>,
-    /// Reverse maps, `pages_per_block` entries per slot; a block's slot is
-    /// `BlockMeta::map`.
-    p2l: Vec<u32>,
+    /// Reverse maps; a block's slot is `BlockMeta::map`.
+    p2l: ReverseMaps,
     /// Slots of `p2l` no block holds.
     p2l_free: Vec<u32>,
     // Per plane.
@@ -232,7 +232,7 @@ impl PageFtl {
             l2p: vec![None; logical_pages.div_ceil(L2P_CHUNK_PAGES) as usize],
             blocks: vec![BlockMeta::ERASED; blocks],
             erase_counts: vec![0; blocks],
-            p2l: Vec::new(),
+            p2l: ReverseMaps::new(ppb),
             p2l_free: Vec::new(),
             free,
             host_active: vec![NONE; planes as usize],
@@ -327,16 +327,13 @@ impl PageFtl {
     /// A block's reverse map (physical page to logical page), if it has one.
     fn reverse_map(&self, block: usize) -> Option<&[u32]> {
         let slot = self.blocks[block].map;
-        (slot != NONE).then(|| {
-            let start = slot as usize * self.pages_per_block as usize;
-            &self.p2l[start..start + self.pages_per_block as usize]
-        })
+        (slot != NONE).then(|| self.p2l.slot(slot))
     }
 
-    /// The `p2l` index of `page` in `block`'s reverse map, if it has one.
-    fn reverse_index(&self, block: usize, page: u32) -> Option<usize> {
+    /// Where `page` of `block`'s reverse map lies, if it has one.
+    fn reverse_index(&self, block: usize, page: u32) -> Option<(u32, u32)> {
         let slot = self.blocks[block].map;
-        (slot != NONE).then(|| slot as usize * self.pages_per_block as usize + page as usize)
+        (slot != NONE).then_some((slot, page))
     }
 
     fn plane_of(&self, block: u32) -> u32 {
@@ -363,8 +360,8 @@ impl PageFtl {
         let block = ppn / self.pages_per_block;
         let b = block as usize;
         if let Some(i) = self.reverse_index(b, ppn % self.pages_per_block) {
-            debug_assert_eq!(self.p2l[i], lpn as u32, "FTL-2: reverse map disagrees");
-            self.p2l[i] = NONE;
+            debug_assert_eq!(self.p2l.get(i), lpn as u32, "FTL-2: reverse map disagrees");
+            self.p2l.set(i, NONE);
         }
         debug_assert!(self.blocks[b].valid > 0, "PAGE-2: valid count underflow");
         self.blocks[b].valid -= 1;
@@ -391,18 +388,12 @@ impl PageFtl {
             self.blocks[b].write_ptr, 0,
             "FTL-1: opening an unerased block"
         );
-        let ppb = self.pages_per_block as usize;
         let slot = match self.p2l_free.pop() {
             Some(slot) => {
-                let start = slot as usize * ppb;
-                self.p2l[start..start + ppb].fill(NONE);
+                self.p2l.slot_mut(slot).fill(NONE);
                 slot
             }
-            None => {
-                let slot = (self.p2l.len() / ppb) as u32;
-                self.p2l.resize(self.p2l.len() + ppb, NONE);
-                slot
-            }
+            None => self.p2l.add_slot(),
         };
         self.blocks[b].map = slot;
         self.blocks[b].state = BlockState::Open;
@@ -436,7 +427,7 @@ impl PageFtl {
             "FTL-1: programming a full block"
         );
         if let Some(i) = self.reverse_index(b, page) {
-            self.p2l[i] = lpn as u32;
+            self.p2l.set(i, lpn as u32);
         }
         let meta = &mut self.blocks[b];
         meta.write_ptr = page + 1;
@@ -545,7 +536,7 @@ impl PageFtl {
         let base = victim * self.pages_per_block;
         for page in 0..self.pages_per_block {
             let index = self.reverse_index(v, page);
-            let lpn = index.map_or(NONE, |i| self.p2l[i]);
+            let lpn = index.map_or(NONE, |i| self.p2l.get(i));
             if lpn == NONE {
                 continue;
             }
@@ -560,7 +551,7 @@ impl PageFtl {
             });
             self.stats.flash_pages_read += 1;
             if let Some(i) = index {
-                self.p2l[i] = NONE;
+                self.p2l.set(i, NONE);
             }
             self.blocks[v].valid -= 1;
             self.l2p_set(u64::from(lpn), to);
@@ -590,6 +581,65 @@ impl PageFtl {
         }
         let plane = self.plane_of(block) as usize;
         self.free[plane].push_back(block);
+    }
+}
+
+/// Block reverse maps (physical page to logical page), `pages_per_block`
+/// entries a slot, in chunks of [`REVERSE_MAP_CHUNK_SLOTS`] slots, so the
+/// maps grow without moving and a page's entry is one step from its chunk.
+struct ReverseMaps {
+    pages_per_block: usize,
+    chunks: Vec<Box<[u32]>>,
+    slots: u32,
+}
+
+/// Reverse-map slots per chunk (128 KiB of entries at 128 pages a block).
+pub const REVERSE_MAP_CHUNK_SLOTS: u32 = 256;
+
+impl ReverseMaps {
+    fn new(pages_per_block: u32) -> ReverseMaps {
+        ReverseMaps {
+            pages_per_block: pages_per_block as usize,
+            chunks: Vec::new(),
+            slots: 0,
+        }
+    }
+
+    /// A new slot, all entries `NONE`.
+    fn add_slot(&mut self) -> u32 {
+        let slot = self.slots;
+        if slot % REVERSE_MAP_CHUNK_SLOTS == 0 {
+            let entries = self.pages_per_block * REVERSE_MAP_CHUNK_SLOTS as usize;
+            self.chunks.push(vec![NONE; entries].into_boxed_slice());
+        }
+        self.slots += 1;
+        slot
+    }
+
+    fn offset(&self, slot: u32) -> (usize, usize) {
+        let chunk = (slot / REVERSE_MAP_CHUNK_SLOTS) as usize;
+        let first = (slot % REVERSE_MAP_CHUNK_SLOTS) as usize * self.pages_per_block;
+        (chunk, first)
+    }
+
+    fn slot(&self, slot: u32) -> &[u32] {
+        let (chunk, first) = self.offset(slot);
+        &self.chunks[chunk][first..first + self.pages_per_block]
+    }
+
+    fn slot_mut(&mut self, slot: u32) -> &mut [u32] {
+        let (chunk, first) = self.offset(slot);
+        &mut self.chunks[chunk][first..first + self.pages_per_block]
+    }
+
+    fn get(&self, (slot, page): (u32, u32)) -> u32 {
+        let (chunk, first) = self.offset(slot);
+        self.chunks[chunk][first + page as usize]
+    }
+
+    fn set(&mut self, (slot, page): (u32, u32), lpn: u32) {
+        let (chunk, first) = self.offset(slot);
+        self.chunks[chunk][first + page as usize] = lpn;
     }
 }
 
