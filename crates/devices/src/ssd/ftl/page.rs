@@ -608,7 +608,7 @@ impl ReverseMaps {
     /// A new slot, all entries `NONE`.
     fn add_slot(&mut self) -> u32 {
         let slot = self.slots;
-        if slot % REVERSE_MAP_CHUNK_SLOTS == 0 {
+        if slot.is_multiple_of(REVERSE_MAP_CHUNK_SLOTS) {
             let entries = self.pages_per_block * REVERSE_MAP_CHUNK_SLOTS as usize;
             self.chunks.push(vec![NONE; entries].into_boxed_slice());
         }
