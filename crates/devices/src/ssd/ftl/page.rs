@@ -24,11 +24,14 @@
 //! Victims. *Greedy* takes the block with the fewest valid pages, and of
 //! those the one whose valid count changed last. Every sealed (full) block
 //! carries a victim key, its valid count above a sequence number of the
-//! key's last change, in one array per plane (8 bytes a block, so a
-//! plane's keys stay in the host's cache). Invalidating a page rewrites
-//! one key, and a pick is a scan of the plane's keys for the least:
-//! O(blocks_per_plane) per pick over contiguous memory, and O(1) per host
-//! write with no other block touched. *Cost-benefit*
+//! key's last change (8 bytes a block, so the keys stay in the host's
+//! cache), and each group of [`KEY_GROUP_BLOCKS`] blocks of a plane keeps
+//! its least key. A key only falls while its block is sealed (a page
+//! invalidated lowers the valid count), so rewriting one is O(1) with no
+//! other block touched; a pick scans the plane's group minima and then one
+//! group, and a victim's group is rescanned when it leaves:
+//! O(blocks_per_plane / KEY_GROUP_BLOCKS + KEY_GROUP_BLOCKS) per GC run.
+//! *Cost-benefit*
 //! (Rosenblum and Ousterhout's LFS cleaner) takes the block with the highest
 //! `(1 - u) / (2u) * age`, where `u` is the block's valid fraction and `age`
 //! the number of host page writes since the block was last modified; it
@@ -52,7 +55,8 @@
 //!    for the at most `pages_per_block - 1` pages a victim holds.
 //! 2. (PAGE-2) A block's valid count equals the number of mapped entries
 //!    in its reverse map; a block has a victim key exactly when it is
-//!    sealed, and the key holds its valid count.
+//!    sealed, the key holds its valid count, and each key group's minimum
+//!    is the least key of its blocks.
 //! 3. (PAGE-3) The host capacity leaves [`RESERVED_BLOCKS_PER_PLANE`]
 //!    blocks per plane unmapped, so some plane always has either a free
 //!    block beyond the reserve or a sealed block with an invalid page: a
@@ -91,6 +95,8 @@ const KEY_SEQ_BITS: u32 = 48;
 /// The most pages per block: a victim key's valid count has 16 bits, and
 /// `NO_KEY`'s count must lie above every real one.
 pub const PAGES_PER_BLOCK_MAX: u32 = (1 << (64 - KEY_SEQ_BITS)) - 2;
+/// Blocks of a plane whose least victim key is kept as one.
+pub const KEY_GROUP_BLOCKS: u32 = 64;
 /// Victim keys a device may assign in its life (about 2.8e14, years of
 /// simulated writes); a greedy pick stays exact below it.
 pub const KEY_SEQ_MAX: u64 = (1 << KEY_SEQ_BITS) - 1;
@@ -170,6 +176,9 @@ pub struct PageFtl {
     /// sealed, `NO_KEY` otherwise; greedy's victim has the least key of
     /// its plane (fewest valid pages, then the latest change).
     victim_keys: Vec<u64>,
+    /// The least victim key of each group: `groups_per_plane` per plane.
+    group_min: Vec<u64>,
+    groups_per_plane: u32,
     /// Victim keys assigned so far.
     key_seq: u64,
     /// Planes in channel-first striping order.
@@ -212,6 +221,7 @@ impl PageFtl {
         }
         let planes = geometry.planes();
         let blocks = geometry.blocks() as usize;
+        let groups_per_plane = geometry.blocks_per_plane.div_ceil(KEY_GROUP_BLOCKS);
         let ppb = geometry.pages_per_block;
         let reserved_pages =
             u64::from(planes) * u64::from(RESERVED_BLOCKS_PER_PLANE) * u64::from(ppb);
@@ -238,6 +248,8 @@ impl PageFtl {
             host_active: vec![NONE; planes as usize],
             gc_active: vec![NONE; planes as usize],
             victim_keys: vec![NO_KEY; blocks],
+            group_min: vec![NO_KEY; (planes * groups_per_plane) as usize],
+            groups_per_plane,
             key_seq: 0,
             stripe: stripe_order(geometry),
             cursor: 0,
@@ -321,6 +333,17 @@ impl PageFtl {
                 return Err(format!("PAGE-2: block {block}'s victim key is off"));
             }
         }
+        for (group, &least) in self.group_min.iter().enumerate() {
+            let range = self.group_blocks(group);
+            if self.victim_keys[range]
+                .iter()
+                .copied()
+                .fold(NO_KEY, u64::min)
+                != least
+            {
+                return Err(format!("PAGE-2: key group {group}'s minimum is off"));
+            }
+        }
         Ok(())
     }
 
@@ -376,7 +399,39 @@ impl PageFtl {
         debug_assert!(self.key_seq < KEY_SEQ_MAX, "PAGE-2: victim keys exhausted");
         self.key_seq = (self.key_seq + 1).min(KEY_SEQ_MAX);
         let valid = u64::from(self.blocks[block].valid);
-        self.victim_keys[block] = valid << KEY_SEQ_BITS | (KEY_SEQ_MAX - self.key_seq);
+        let key = valid << KEY_SEQ_BITS | (KEY_SEQ_MAX - self.key_seq);
+        debug_assert!(key < self.victim_keys[block], "PAGE-2: a victim key rose");
+        self.victim_keys[block] = key;
+        let group = self.key_group(block as u32);
+        self.group_min[group] = self.group_min[group].min(key);
+    }
+
+    /// Take a block's victim key away (it leaves the sealed state) and
+    /// find its group's least key again.
+    fn clear_victim_key(&mut self, block: u32) {
+        self.victim_keys[block as usize] = NO_KEY;
+        let group = self.key_group(block);
+        let range = self.group_blocks(group);
+        self.group_min[group] = self.victim_keys[range]
+            .iter()
+            .copied()
+            .fold(NO_KEY, u64::min);
+    }
+
+    /// The key group `block` belongs to.
+    fn key_group(&self, block: u32) -> usize {
+        let plane = self.plane_of(block);
+        let in_plane = block - plane * self.blocks_per_plane;
+        (plane * self.groups_per_plane + in_plane / KEY_GROUP_BLOCKS) as usize
+    }
+
+    /// The blocks of key group `group`.
+    fn group_blocks(&self, group: usize) -> std::ops::Range<usize> {
+        let plane = group as u32 / self.groups_per_plane;
+        let plane_first = plane * self.blocks_per_plane;
+        let first = plane_first + (group as u32 % self.groups_per_plane) * KEY_GROUP_BLOCKS;
+        let end = (first + KEY_GROUP_BLOCKS).min(plane_first + self.blocks_per_plane);
+        first as usize..end as usize
     }
 
     /// Take a free block of `plane` and make it writable.
@@ -490,17 +545,22 @@ impl PageFtl {
         }
     }
 
-    /// The least victim key of the plane, if its block has an invalid
-    /// page: O(blocks_per_plane) over contiguous keys.
+    /// The block with the plane's least victim key, if it has an invalid
+    /// page: the least group minimum, then its place in the group.
     fn pick_greedy(&self, plane: u32) -> Option<u32> {
-        let first = (plane * self.blocks_per_plane) as usize;
-        let keys = &self.victim_keys[first..first + self.blocks_per_plane as usize];
-        let least = keys.iter().copied().fold(NO_KEY, u64::min);
+        let first = (plane * self.groups_per_plane) as usize;
+        let minima = &self.group_min[first..first + self.groups_per_plane as usize];
+        let (at, least) = minima
+            .iter()
+            .copied()
+            .enumerate()
+            .min_by_key(|&(_, key)| key)?;
         if least >> KEY_SEQ_BITS >= u64::from(self.pages_per_block) {
             return None;
         }
-        let at = keys.iter().position(|&k| k == least)?;
-        Some(first as u32 + at as u32)
+        let range = self.group_blocks(first + at);
+        let block = range.start + self.victim_keys[range].iter().position(|&k| k == least)?;
+        Some(block as u32)
     }
 
     /// Scan the plane's sealed blocks for the best `(1-u)/(2u) * age`.
@@ -530,7 +590,7 @@ impl PageFtl {
     fn reclaim(&mut self, victim: u32, ops: &mut Vec<FlashOp>) {
         let plane = self.plane_of(victim);
         let v = victim as usize;
-        self.victim_keys[v] = NO_KEY;
+        self.clear_victim_key(victim);
         self.blocks[v].state = BlockState::Open;
         self.stats.gc_runs += 1;
         let base = victim * self.pages_per_block;
