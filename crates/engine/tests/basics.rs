@@ -10,7 +10,7 @@ use flashlab_devices::memory::MemoryDevice;
 use flashlab_engine::row::{Column, Schema, Type, Value};
 use flashlab_engine::{Database, DbConfig, Devices, Error, TableSpec};
 
-use common::sim;
+use common::{assert_verified, sim};
 
 fn memory_devices() -> (Devices, Vec<Arc<MemoryDevice>>) {
     let data = Arc::new(MemoryDevice::new("data", 64 << 20));
@@ -71,8 +71,7 @@ fn put_get_scan_delete_commit_and_abort() {
             "abort restored the update"
         );
         txn.commit().unwrap();
-        let report = flashlab_engine::db::verify::verify(&db).unwrap();
-        assert!(report.ok(), "{:?}", report.problems);
+        let report = assert_verified(&db);
         assert!(report.entries >= 500);
     });
 }
@@ -127,8 +126,7 @@ fn crash_loses_uncommitted_and_keeps_committed() {
         assert_eq!(all.len(), 300, "only the committed rows");
         assert!(all.iter().all(|(k, _)| k.starts_with(b"c")));
         txn.commit().unwrap();
-        let report = flashlab_engine::db::verify::verify(&db).unwrap();
-        assert!(report.ok(), "{:?}", report.problems);
+        assert_verified(&db);
     });
 }
 
@@ -240,8 +238,7 @@ fn full_data_device_fails_the_transaction_and_the_database_stays_usable() {
         let rows = txn.scan(&t, Bound::Unbounded, Bound::Unbounded).unwrap();
         assert_eq!(rows.len() as u32, committed * 20);
         txn.commit().unwrap();
-        let report = flashlab_engine::db::verify::verify(&db).unwrap();
-        assert!(report.ok(), "{:?}", report.problems);
+        assert_verified(&db);
     });
 }
 

@@ -12,13 +12,12 @@ use std::sync::Arc;
 use flashlab_devices::DeviceRef;
 use flashlab_devices::fault::{FaultPlan, FaultyDevice, Role};
 use flashlab_devices::memory::MemoryDevice;
-use flashlab_engine::db::verify::verify;
 use flashlab_engine::{Database, DbConfig, Devices, Error, PageId, Table, TableSpec};
 
 mod common;
 use common::{
-    Rig, check_table, commit_each, commit_each_and_abandon, faulty_data, load_table, quiet_config,
-    row_key as key, row_value, run,
+    Rig, assert_verified, check_table, commit_each, commit_each_and_abandon, faulty_data,
+    load_table, quiet_config, row_key as key, row_value, run,
 };
 
 const PAGE: usize = 2048;
@@ -367,8 +366,7 @@ fn regression_a_failed_log_structured_write_fails_the_database() {
             "every acknowledged row is present"
         );
         txn.commit().unwrap();
-        let report = verify(&db).unwrap();
-        assert!(report.ok(), "{:?}", report.problems);
+        assert_verified(&db);
         db.close().unwrap();
     });
 }
