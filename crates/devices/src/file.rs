@@ -52,7 +52,7 @@ use std::sync::Arc;
 
 use crate::device::Device;
 use crate::error::DeviceError;
-use crate::model::{IoKind, IoRequest, check_request};
+use crate::model::{Geometry, IoKind};
 
 /// Sector size the file device enforces (the raw-device sector of lee2008).
 pub const FILE_SECTOR_BYTES: u32 = 512;
@@ -105,14 +105,13 @@ struct ZeroState {
 
 /// A file used as a block device.
 pub struct FileDevice {
-    name: String,
+    /// Named by the path; the sector the device enforces is
+    /// [`FILE_SECTOR_BYTES`], or with `O_DIRECT` the offset alignment the
+    /// file system asks for.
+    geometry: Geometry,
     path: PathBuf,
     file: File,
-    capacity_bytes: u64,
     options: FileOptions,
-    /// The sector the device enforces: [`FILE_SECTOR_BYTES`], or with
-    /// `O_DIRECT` the offset alignment the file system asks for.
-    sector_bytes: u32,
     /// Chunks known to be allocated (see [`GROWTH_CHUNK_BYTES`]).
     allocated: std::sync::Mutex<Vec<bool>>,
     /// Zeroing ahead of the writer, with its thread (FILE-1).
@@ -189,12 +188,10 @@ impl FileDevice {
             FILE_SECTOR_BYTES
         };
         FileDevice {
-            name: path.display().to_string(),
+            geometry: Geometry::new(path.display().to_string(), capacity_bytes, sector_bytes),
             path: path.to_path_buf(),
             file,
-            capacity_bytes,
             options,
-            sector_bytes,
             allocated: std::sync::Mutex::new(vec![false; chunks]),
             zero_ahead: None,
         }
@@ -216,7 +213,7 @@ impl FileDevice {
         if self.zero_ahead.is_some() {
             return Ok(self);
         }
-        let chunks = self.capacity_bytes.div_ceil(GROWTH_CHUNK_BYTES) as usize;
+        let chunks = self.geometry.capacity_bytes().div_ceil(GROWTH_CHUNK_BYTES) as usize;
         let shared = Arc::new(ZeroAhead {
             state: std::sync::Mutex::new(ZeroState {
                 chunks: vec![ChunkState::Unknown; chunks],
@@ -230,7 +227,7 @@ impl FileDevice {
             stopping: std::sync::atomic::AtomicBool::new(false),
         });
         let file = self.file.try_clone().map_err(|e| self.err("clone", e))?;
-        let (thread_shared, capacity_bytes) = (shared.clone(), self.capacity_bytes);
+        let (thread_shared, capacity_bytes) = (shared.clone(), self.geometry.capacity_bytes());
         let thread = std::thread::Builder::new()
             .name("zero-ahead".into())
             .spawn(move || zero_ahead_thread(&thread_shared, &file, capacity_bytes))
@@ -269,7 +266,8 @@ impl FileDevice {
                         // The thread is behind: prepare it here.
                         st.chunks[chunk] = ChunkState::Preparing;
                         drop(st);
-                        let prepared = prepare_chunk(&self.file, chunk, self.capacity_bytes, None);
+                        let prepared =
+                            prepare_chunk(&self.file, chunk, self.geometry.capacity_bytes(), None);
                         st = zero.state.lock().expect("zero-ahead state");
                         st.chunks[chunk] = match prepared {
                             Ok(_) => ChunkState::Ready,
@@ -311,16 +309,6 @@ impl FileDevice {
         &self.path
     }
 
-    fn check(&self, kind: IoKind, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
-        let sector = self.sector_bytes;
-        let req = IoRequest {
-            kind,
-            offset_bytes,
-            len_bytes,
-        };
-        check_request(&self.name, self.capacity_bytes, sector, &req)
-    }
-
     /// Allocate the chunks `[offset, offset + len)` touches that are not yet
     /// known to be allocated. The lock is a std one held across
     /// `fallocate`: a file device lives in the real world only.
@@ -339,7 +327,7 @@ impl FileDevice {
                 continue;
             }
             let start = chunk * GROWTH_CHUNK_BYTES;
-            let len = GROWTH_CHUNK_BYTES.min(self.capacity_bytes - start);
+            let len = GROWTH_CHUNK_BYTES.min(self.geometry.capacity_bytes() - start);
             allocate(&self.file, start, len).map_err(|e| self.err("allocate", e))?;
             allocated[chunk as usize] = true;
         }
@@ -509,19 +497,20 @@ impl AlignedBuf {
 
 impl Device for FileDevice {
     fn name(&self) -> &str {
-        &self.name
+        self.geometry.name()
     }
 
     fn capacity_bytes(&self) -> u64 {
-        self.capacity_bytes
+        self.geometry.capacity_bytes()
     }
 
     fn sector_bytes(&self) -> u32 {
-        self.sector_bytes
+        self.geometry.sector_bytes()
     }
 
     fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
-        self.check(IoKind::Read, offset_bytes, buf.len() as u64)?;
+        self.geometry
+            .check_io(IoKind::Read, offset_bytes, buf.len() as u64)?;
         if self.options.direct {
             let mut bounce = AlignedBuf::new(buf.len());
             self.file
@@ -536,7 +525,8 @@ impl Device for FileDevice {
     }
 
     fn write(&self, offset_bytes: u64, data: &[u8]) -> Result<(), DeviceError> {
-        self.check(IoKind::Write, offset_bytes, data.len() as u64)?;
+        self.geometry
+            .check_io(IoKind::Write, offset_bytes, data.len() as u64)?;
         self.reserve(offset_bytes, data.len() as u64)?;
         if self.options.direct {
             let bounce = AlignedBuf::copy_of(data);
@@ -563,7 +553,8 @@ impl Device for FileDevice {
     }
 
     fn trim(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
-        self.check(IoKind::Trim, offset_bytes, len_bytes)?;
+        self.geometry
+            .check_io(IoKind::Trim, offset_bytes, len_bytes)?;
         self.forget(offset_bytes, len_bytes);
         punch_hole(&self.file, offset_bytes, len_bytes).map_err(|e| self.err("trim", e))
     }

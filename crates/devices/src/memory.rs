@@ -9,7 +9,7 @@ use std::sync::Mutex;
 
 use crate::device::Device;
 use crate::error::DeviceError;
-use crate::model::{IoKind, IoRequest, check_request};
+use crate::model::{Geometry, IoKind};
 use crate::store::{SparseStore, StoredDevice};
 
 /// Sector size of memory devices.
@@ -17,18 +17,26 @@ pub const MEMORY_SECTOR_BYTES: u32 = 512;
 
 /// A zero-latency device backed by a sparse store.
 pub struct MemoryDevice {
-    name: String,
-    capacity_bytes: u64,
+    geometry: Geometry,
     store: Mutex<SparseStore>,
 }
 
 impl MemoryDevice {
     pub fn new(name: &str, capacity_bytes: u64) -> MemoryDevice {
+        MemoryDevice::with_geometry(Geometry::new(name, capacity_bytes, MEMORY_SECTOR_BYTES))
+    }
+
+    /// A memory device of any sector size: what a simulated device keeps
+    /// its data in, on its model's geometry.
+    pub(crate) fn with_geometry(geometry: Geometry) -> MemoryDevice {
         MemoryDevice {
-            name: name.to_string(),
-            capacity_bytes,
+            geometry,
             store: Mutex::new(SparseStore::new()),
         }
+    }
+
+    pub(crate) fn geometry(&self) -> &Geometry {
+        &self.geometry
     }
 
     /// Lose every write since the last flush, as a power failure would.
@@ -36,13 +44,16 @@ impl MemoryDevice {
         self.store.lock().expect("store").crash();
     }
 
-    fn check(&self, kind: IoKind, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
-        let req = IoRequest {
-            kind,
-            offset_bytes,
-            len_bytes,
-        };
-        check_request(&self.name, self.capacity_bytes, MEMORY_SECTOR_BYTES, &req)
+    /// Apply a write or a zeroing to the store; one that would hold more
+    /// unflushed bytes than the store's limit finds the device full.
+    fn change(
+        &self,
+        op: impl FnOnce(&mut SparseStore) -> Result<(), u64>,
+    ) -> Result<(), DeviceError> {
+        op(&mut self.store.lock().expect("store")).map_err(|limit| DeviceError::Full {
+            device: self.geometry.name().to_string(),
+            problem: format!("more than {limit} bytes written without a flush"),
+        })
     }
 }
 
@@ -54,30 +65,28 @@ impl StoredDevice for MemoryDevice {
 
 impl Device for MemoryDevice {
     fn name(&self) -> &str {
-        &self.name
+        self.geometry.name()
     }
 
     fn capacity_bytes(&self) -> u64 {
-        self.capacity_bytes
+        self.geometry.capacity_bytes()
     }
 
     fn sector_bytes(&self) -> u32 {
-        MEMORY_SECTOR_BYTES
+        self.geometry.sector_bytes()
     }
 
     fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
-        self.check(IoKind::Read, offset_bytes, buf.len() as u64)?;
+        self.geometry
+            .check_io(IoKind::Read, offset_bytes, buf.len() as u64)?;
         self.store.lock().expect("store").read(offset_bytes, buf);
         Ok(())
     }
 
     fn write(&self, offset_bytes: u64, data: &[u8]) -> Result<(), DeviceError> {
-        self.check(IoKind::Write, offset_bytes, data.len() as u64)?;
-        self.store
-            .lock()
-            .expect("store")
-            .write(offset_bytes, data)
-            .map_err(|limit| unflushed_full(&self.name, limit))
+        self.geometry
+            .check_io(IoKind::Write, offset_bytes, data.len() as u64)?;
+        self.change(|store| store.write(offset_bytes, data))
     }
 
     fn flush(&self) -> Result<(), DeviceError> {
@@ -93,18 +102,8 @@ impl Device for MemoryDevice {
     }
 
     fn trim(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
-        self.check(IoKind::Trim, offset_bytes, len_bytes)?;
-        self.store
-            .lock()
-            .expect("store")
-            .zero(offset_bytes, len_bytes)
-            .map_err(|limit| unflushed_full(&self.name, limit))
-    }
-}
-
-pub(crate) fn unflushed_full(device: &str, limit: u64) -> DeviceError {
-    DeviceError::Full {
-        device: device.to_string(),
-        problem: format!("more than {limit} bytes written without a flush"),
+        self.geometry
+            .check_io(IoKind::Trim, offset_bytes, len_bytes)?;
+        self.change(|store| store.zero(offset_bytes, len_bytes))
     }
 }

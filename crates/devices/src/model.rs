@@ -130,6 +130,57 @@ impl Parameter {
     }
 }
 
+/// What every request to a device is checked against (MODEL-3): the name
+/// its errors give, the bytes it can address and the sector its offsets
+/// and lengths align to.
+#[derive(Clone, Debug, PartialEq, Eq)]
+pub(crate) struct Geometry {
+    name: String,
+    capacity_bytes: u64,
+    sector_bytes: u32,
+}
+
+impl Geometry {
+    pub fn new(name: impl Into<String>, capacity_bytes: u64, sector_bytes: u32) -> Geometry {
+        Geometry {
+            name: name.into(),
+            capacity_bytes,
+            sector_bytes,
+        }
+    }
+
+    pub fn name(&self) -> &str {
+        &self.name
+    }
+
+    pub fn capacity_bytes(&self) -> u64 {
+        self.capacity_bytes
+    }
+
+    pub fn sector_bytes(&self) -> u32 {
+        self.sector_bytes
+    }
+
+    /// [`check_request`] on `req`.
+    pub fn check(&self, req: &IoRequest) -> Result<(), DeviceError> {
+        check_request(&self.name, self.capacity_bytes, self.sector_bytes, req)
+    }
+
+    /// [`Geometry::check`] on a request of `kind` for `len_bytes` at `offset_bytes`.
+    pub fn check_io(
+        &self,
+        kind: IoKind,
+        offset_bytes: u64,
+        len_bytes: u64,
+    ) -> Result<(), DeviceError> {
+        self.check(&IoRequest {
+            kind,
+            offset_bytes,
+            len_bytes,
+        })
+    }
+}
+
 /// Check a request against a device's capacity and sector size (MODEL-3).
 pub fn check_request(
     device: &str,

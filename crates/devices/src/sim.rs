@@ -26,8 +26,8 @@ use flashlab_runtime::Rt;
 
 use crate::device::Device;
 use crate::error::DeviceError;
-use crate::memory::unflushed_full;
-use crate::model::{DeviceModel, IoKind, IoRequest, ModelStats, check_request};
+use crate::memory::MemoryDevice;
+use crate::model::{DeviceModel, Geometry, IoKind, IoRequest, ModelStats};
 use crate::store::{CrashFate, SparseStore, StoredDevice};
 
 /// Largest write [`SimDevice::preloaded`] submits to the model at once.
@@ -35,11 +35,10 @@ pub const PRELOAD_PIECE_BYTES: u64 = 256 << 10;
 
 /// A device model with data, in virtual time.
 pub struct SimDevice {
-    name: String,
-    capacity_bytes: u64,
-    sector_bytes: u32,
+    /// The data, on the model's geometry: every request is checked and
+    /// applied there as a memory device would, and only timed here.
+    data: MemoryDevice,
     model: Mutex<Timed>,
-    store: Mutex<SparseStore>,
 }
 
 /// A model and the mapping from runtime time to model time.
@@ -70,16 +69,17 @@ impl Timed {
 impl SimDevice {
     pub fn new(model: Box<dyn DeviceModel>) -> SimDevice {
         SimDevice {
-            name: model.name().to_string(),
-            capacity_bytes: model.capacity_bytes(),
-            sector_bytes: model.sector_bytes(),
+            data: MemoryDevice::with_geometry(Geometry::new(
+                model.name(),
+                model.capacity_bytes(),
+                model.sector_bytes(),
+            )),
             model: Mutex::new(Timed {
                 model,
                 offset_ns: 0,
                 last_arrival_ns: 0,
                 horizon_ns: 0,
             }),
-            store: Mutex::new(SparseStore::new()),
         }
     }
 
@@ -115,24 +115,24 @@ impl SimDevice {
             timed.last_arrival_ns = now_ns;
             timed.horizon_ns = now_ns;
         }
-        *device.store.lock().expect("store") = image;
+        *device.store().lock().expect("store") = image;
         device
     }
 
     /// A copy of the device's contents, or `None` while writes are
     /// unflushed: what [`SimDevice::preloaded`] starts another device from.
     pub fn image(&self) -> Option<SparseStore> {
-        self.store.lock().expect("store").image()
+        self.store().lock().expect("store").image()
     }
 
     /// Lose every write since the last flush.
     pub fn crash(&self) {
-        self.store.lock().expect("store").crash();
+        self.data.crash();
     }
 
     /// A crash where `fate` decides each unflushed write (see [`SparseStore::crash_with`]).
     pub fn crash_with(&self, fate: impl FnMut(usize, u64) -> CrashFate) {
-        self.store.lock().expect("store").crash_with(fate);
+        self.store().lock().expect("store").crash_with(fate);
     }
 
     /// Submit to the model and sleep until the request completes.
@@ -142,7 +142,7 @@ impl SimDevice {
             offset_bytes,
             len_bytes,
         };
-        check_request(&self.name, self.capacity_bytes, self.sector_bytes, &req)?;
+        self.data.geometry().check(&req)?;
         let rt = Rt::current();
         let now_ns = rt.now_ns();
         let done_ns = self.model.lock().expect("model").submit(now_ns, &req);
@@ -154,65 +154,41 @@ impl SimDevice {
 
 impl StoredDevice for SimDevice {
     fn store(&self) -> &Mutex<SparseStore> {
-        &self.store
+        self.data.store()
     }
 }
 
-impl Device for SimDevice {
-    fn name(&self) -> &str {
-        &self.name
-    }
-
-    fn capacity_bytes(&self) -> u64 {
-        self.capacity_bytes
-    }
-
-    fn sector_bytes(&self) -> u32 {
-        self.sector_bytes
+/// Requests go to the data as they would to a memory device; the model
+/// times them (a write is applied before it is timed, see the module doc).
+impl crate::device::Wrapper for SimDevice {
+    fn inner(&self) -> &dyn Device {
+        &self.data
     }
 
     fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
         self.timed(IoKind::Read, offset_bytes, buf.len() as u64)?;
-        self.store.lock().expect("store").read(offset_bytes, buf);
-        Ok(())
+        self.data.read(offset_bytes, buf)
     }
 
     fn write(&self, offset_bytes: u64, data: &[u8]) -> Result<(), DeviceError> {
-        let req = IoRequest {
-            kind: IoKind::Write,
-            offset_bytes,
-            len_bytes: data.len() as u64,
-        };
-        check_request(&self.name, self.capacity_bytes, self.sector_bytes, &req)?;
-        self.store
-            .lock()
-            .expect("store")
-            .write(offset_bytes, data)
-            .map_err(|limit| unflushed_full(&self.name, limit))?;
+        self.data.write(offset_bytes, data)?;
         self.timed(IoKind::Write, offset_bytes, data.len() as u64)
     }
 
     fn flush(&self) -> Result<(), DeviceError> {
-        let mark = self.store.lock().expect("store").flush_mark();
+        let mark = self.store().lock().expect("store").flush_mark();
         self.timed(IoKind::Flush, 0, 0)?;
-        self.store.lock().expect("store").flush_through(mark);
+        self.store().lock().expect("store").flush_through(mark);
         Ok(())
     }
 
     fn trim(&self, offset_bytes: u64, len_bytes: u64) -> Result<(), DeviceError> {
         self.timed(IoKind::Trim, offset_bytes, len_bytes)?;
-        self.store
-            .lock()
-            .expect("store")
-            .zero(offset_bytes, len_bytes)
-            .map_err(|limit| unflushed_full(&self.name, limit))
+        self.data.trim(offset_bytes, len_bytes)
     }
 
     fn forget(&self, offset_bytes: u64, len_bytes: u64) {
-        self.store
-            .lock()
-            .expect("store")
-            .forget(offset_bytes, len_bytes);
+        self.data.forget(offset_bytes, len_bytes);
     }
 
     fn model_stats(&self) -> Option<ModelStats> {

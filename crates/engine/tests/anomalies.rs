@@ -120,8 +120,10 @@ fn run(script: &str, isolation: Isolation) -> (String, String) {
     outcome.finished().unwrap()
 }
 
+/// Run `script` after [`SETUP`] and compare every outcome with the one it
+/// names.
 fn check(script: &str, isolation: Isolation) {
-    let (expected, actual) = run(script, isolation);
+    let (expected, actual) = run(&format!("{SETUP}{script}"), isolation);
     assert_eq!(
         actual, expected,
         "\n--- expected\n{expected}\n--- actual\n{actual}"
@@ -148,8 +150,7 @@ const T2_UPDATES_X_T1_READ: &str = "
 #[test]
 fn dirty_write_is_prevented() {
     check(
-        &format!(
-            "{SETUP}
+        "
         t1: begin => ok
         t2: begin => ok
         t1: put x 10 => ok
@@ -158,8 +159,7 @@ fn dirty_write_is_prevented() {
         t1: commit => ok; t2: error: serialization
         t3: begin => ok
         t3: get x => 10
-    "
-        ),
+    ",
         Isolation::Snapshot,
     );
 }
@@ -167,16 +167,14 @@ fn dirty_write_is_prevented() {
 #[test]
 fn dirty_read_is_prevented() {
     check(
-        &format!(
-            "{SETUP}
+        "
         t1: begin => ok
         t1: put x 10 => ok
         t2: begin => ok
         t2: get x => 1
         t1: abort => ok
         t2: get x => 1
-    "
-        ),
+    ",
         Isolation::Snapshot,
     );
 }
@@ -184,8 +182,7 @@ fn dirty_read_is_prevented() {
 #[test]
 fn lost_update_is_prevented() {
     check(
-        &format!(
-            "{SETUP}
+        "
         t1: begin => ok
         t2: begin => ok
         t1: get x => 1
@@ -193,8 +190,7 @@ fn lost_update_is_prevented() {
         t1: put x 2 => ok
         t1: commit => ok
         t2: put x 2 => error: serialization
-    "
-        ),
+    ",
         Isolation::Snapshot,
     );
 }
@@ -203,7 +199,7 @@ fn lost_update_is_prevented() {
 fn non_repeatable_read_is_prevented() {
     check(
         &format!(
-            "{SETUP}{T2_UPDATES_X_T1_READ}
+            "{T2_UPDATES_X_T1_READ}
         t1: get x => 1
     "
         ),
@@ -214,8 +210,7 @@ fn non_repeatable_read_is_prevented() {
 #[test]
 fn read_skew_is_prevented() {
     check(
-        &format!(
-            "{SETUP}
+        "
         t1: begin => ok
         t1: get x => 1
         t2: begin => ok
@@ -224,8 +219,7 @@ fn read_skew_is_prevented() {
         t2: commit => ok
         # x + y stays 2 in t1's snapshot
         t1: get y => 1
-    "
-        ),
+    ",
         Isolation::Snapshot,
     );
 }
@@ -236,8 +230,7 @@ fn write_skew_is_allowed() {
     // read both, each takes a different one off call, both commit: the
     // invariant x + y >= 1 is broken. Snapshot isolation allows this.
     check(
-        &format!(
-            "{SETUP}
+        "
         t1: begin => ok
         t2: begin => ok
         t1: get x => 1
@@ -251,8 +244,7 @@ fn write_skew_is_allowed() {
         t3: begin => ok
         t3: get x => 0
         t3: get y => 0
-    "
-        ),
+    ",
         Isolation::Snapshot,
     );
 }
@@ -260,8 +252,7 @@ fn write_skew_is_allowed() {
 #[test]
 fn readers_and_writers_do_not_block_each_other() {
     check(
-        &format!(
-            "{SETUP}
+        "
         t1: begin => ok
         t1: put x 5 => ok
         t2: begin => ok
@@ -270,8 +261,7 @@ fn readers_and_writers_do_not_block_each_other() {
         t1: get y => 1
         t1: commit => ok
         t2: commit => ok
-    "
-        ),
+    ",
         Isolation::Snapshot,
     );
 }
@@ -280,7 +270,7 @@ fn readers_and_writers_do_not_block_each_other() {
 fn read_committed_allows_non_repeatable_reads_and_updates_the_latest() {
     check(
         &format!(
-            "{SETUP}{T2_UPDATES_X_T1_READ}
+            "{T2_UPDATES_X_T1_READ}
         t1: get x => 2
         t1: put x 3 => ok
         t1: commit => ok

@@ -8,9 +8,9 @@ use std::sync::Arc;
 use flashlab_devices::DeviceRef;
 use flashlab_devices::memory::MemoryDevice;
 use flashlab_engine::row::{Column, Schema, Type, Value};
-use flashlab_engine::{Database, DbConfig, Devices, Error, TableSpec};
+use flashlab_engine::{Database, DbConfig, Devices, Error, Table, TableSpec};
 
-use common::sim;
+use common::{assert_verified, sim};
 
 fn memory_devices() -> (Devices, Vec<Arc<MemoryDevice>>) {
     let data = Arc::new(MemoryDevice::new("data", 64 << 20));
@@ -28,12 +28,25 @@ fn small_config() -> DbConfig {
     DbConfig::simple("memory", "memory", 2048, 64 * 2048)
 }
 
+/// A new database on `devices` with the empty byte table "kv".
+fn create_kv(devices: Devices) -> (Database, Table) {
+    let db = Database::open_with(&small_config(), devices).unwrap();
+    let t = db.create_table(TableSpec::bytes("kv")).unwrap();
+    (db, t)
+}
+
+/// The database on `devices` opened again (recovered), and its table "kv".
+fn reopen_kv(devices: Devices) -> (Database, Table) {
+    let db = Database::open_with(&small_config(), devices).unwrap();
+    let t = db.table("kv").unwrap();
+    (db, t)
+}
+
 #[test]
 fn put_get_scan_delete_commit_and_abort() {
     sim(|_| {
         let (devices, _) = memory_devices();
-        let db = Database::open_with(&small_config(), devices).unwrap();
-        let t = db.create_table(TableSpec::bytes("kv")).unwrap();
+        let (db, t) = create_kv(devices);
         let mut txn = db.begin().unwrap();
         for i in 0..500u32 {
             txn.put(
@@ -71,8 +84,7 @@ fn put_get_scan_delete_commit_and_abort() {
             "abort restored the update"
         );
         txn.commit().unwrap();
-        let report = flashlab_engine::db::verify::verify(&db).unwrap();
-        assert!(report.ok(), "{:?}", report.problems);
+        let report = assert_verified(&db);
         assert!(report.entries >= 500);
     });
 }
@@ -81,14 +93,12 @@ fn put_get_scan_delete_commit_and_abort() {
 fn committed_data_survives_close_and_reopen() {
     sim(|_| {
         let (devices, _) = memory_devices();
-        let db = Database::open_with(&small_config(), devices.clone()).unwrap();
-        let t = db.create_table(TableSpec::bytes("kv")).unwrap();
+        let (db, t) = create_kv(devices.clone());
         let mut txn = db.begin().unwrap();
         txn.put(&t, b"a", b"1").unwrap();
         txn.commit().unwrap();
         db.close().unwrap();
-        let db = Database::open_with(&small_config(), devices).unwrap();
-        let t = db.table("kv").unwrap();
+        let (db, t) = reopen_kv(devices);
         let mut txn = db.begin().unwrap();
         assert_eq!(txn.get(&t, b"a").unwrap().unwrap(), b"1");
     });
@@ -98,8 +108,7 @@ fn committed_data_survives_close_and_reopen() {
 fn crash_loses_uncommitted_and_keeps_committed() {
     sim(|_| {
         let (devices, raw) = memory_devices();
-        let db = Database::open_with(&small_config(), devices.clone()).unwrap();
-        let t = db.create_table(TableSpec::bytes("kv")).unwrap();
+        let (db, t) = create_kv(devices.clone());
         let mut txn = db.begin().unwrap();
         for i in 0..300u32 {
             txn.put(&t, format!("c{i:04}").as_bytes(), &[7u8; 40])
@@ -120,15 +129,13 @@ fn crash_loses_uncommitted_and_keeps_committed() {
         for device in &raw {
             device.crash();
         }
-        let db = Database::open_with(&small_config(), devices).unwrap();
-        let t = db.table("kv").unwrap();
+        let (db, t) = reopen_kv(devices);
         let mut txn = db.begin().unwrap();
         let all = txn.scan(&t, Bound::Unbounded, Bound::Unbounded).unwrap();
         assert_eq!(all.len(), 300, "only the committed rows");
         assert!(all.iter().all(|(k, _)| k.starts_with(b"c")));
         txn.commit().unwrap();
-        let report = flashlab_engine::db::verify::verify(&db).unwrap();
-        assert!(report.ok(), "{:?}", report.problems);
+        assert_verified(&db);
     });
 }
 
@@ -205,8 +212,7 @@ fn full_data_device_fails_the_transaction_and_the_database_stays_usable() {
             rollback: None,
             temp: None,
         };
-        let db = Database::open_with(&small_config(), devices).unwrap();
-        let t = db.create_table(TableSpec::bytes("kv")).unwrap();
+        let (db, t) = create_kv(devices);
         let mut failure = None;
         let mut committed = 0u32;
         for batch in 0..100u32 {
@@ -240,8 +246,7 @@ fn full_data_device_fails_the_transaction_and_the_database_stays_usable() {
         let rows = txn.scan(&t, Bound::Unbounded, Bound::Unbounded).unwrap();
         assert_eq!(rows.len() as u32, committed * 20);
         txn.commit().unwrap();
-        let report = flashlab_engine::db::verify::verify(&db).unwrap();
-        assert!(report.ok(), "{:?}", report.problems);
+        assert_verified(&db);
     });
 }
 

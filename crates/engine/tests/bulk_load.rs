@@ -9,7 +9,7 @@ use flashlab_engine::{Database, DbConfig, TableSpec};
 use flashlab_runtime::{NS_PER_MS, Sim, SimConfig};
 
 mod common;
-use common::{SsdRig, busy_config};
+use common::{SsdRig, assert_verified, busy_config};
 
 const BATCH: i64 = 700;
 const BATCHES: i64 = 6;
@@ -88,8 +88,7 @@ fn put_rows_matches_put_row_and_rolls_back() {
         let mut txn = db.begin().unwrap();
         assert_eq!(txn.get_row(&t, &[Value::Int(10_500)]).unwrap(), None);
         txn.commit().unwrap();
-        let report = flashlab_engine::db::verify::verify(&db).unwrap();
-        assert!(report.ok(), "{:?}", report.problems);
+        assert_verified(&db);
         db.close().unwrap();
     })
     .unwrap();

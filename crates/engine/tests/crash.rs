@@ -13,7 +13,7 @@ use flashlab_runtime::{NS_PER_MS, Rt, Sim, SimConfig, SimOutcome};
 use rand::{Rng, SeedableRng};
 
 mod common;
-use common::{SsdRig, busy_config};
+use common::{SsdRig, assert_verified, busy_config};
 
 const ACCOUNTS: u32 = 64;
 const BALANCE: i64 = 1_000;
@@ -235,8 +235,7 @@ fn recover_and_check(rig: &SsdRig, acked: &BTreeMap<u32, u64>) {
             );
         }
         txn.commit().unwrap();
-        let report = flashlab_engine::db::verify::verify(&db).unwrap();
-        assert!(report.ok(), "{:?}", report.problems);
+        assert_verified(&db);
     })
     .unwrap();
 }

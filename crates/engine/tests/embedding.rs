@@ -10,6 +10,7 @@ use flashlab_devices::DeviceRef;
 use flashlab_devices::memory::MemoryDevice;
 use flashlab_engine::row::{Column, Schema, Type, Value};
 use flashlab_engine::{Database, DbConfig, Devices, ErrorKind, Table, TableSpec};
+use flashlab_runtime::Rt;
 
 const ROWS: i64 = 1_000;
 
@@ -48,45 +49,51 @@ fn loaded(db: &Database) -> Table {
     t
 }
 
-#[test]
-fn a_stream_gives_what_the_vec_scan_gives_and_stops_early() {
-    sim(|_| {
+/// Run `f` in a simulation on a fresh database holding the [`loaded`]
+/// table, then close the database cleanly.
+fn with_loaded(f: impl FnOnce(&Rt, &Database, &Table) + Send + 'static) {
+    sim(move |rt| {
         let db = database();
         let t = loaded(&db);
-        db.read(|txn| {
-            let all = txn.scan(&t, Bound::Unbounded, Bound::Unbounded)?;
-            let streamed: Vec<_> = txn
-                .range(&t, Bound::Unbounded, Bound::Unbounded)
-                .collect::<Result<_, _>>()?;
-            assert_eq!(streamed, all);
-            assert_eq!(all.len(), ROWS as usize);
-            let first: Vec<_> = txn
-                .rows_from(&t, &[Value::Int(500)])
-                .take(3)
-                .collect::<Result<_, _>>()?;
-            assert_eq!(first[0], [Value::Int(500), Value::Int(500 % 7)]);
-            assert_eq!(first.len(), 3);
-            let group: Vec<_> = txn
-                .index_rows(&t, "by_group", &[Value::Int(3)])?
-                .collect::<Result<_, _>>()?;
-            assert_eq!(group, txn.index_scan(&t, "by_group", &[Value::Int(3)])?);
-            assert!(group.iter().all(|r| r[1] == Value::Int(3)));
-            Ok(())
-        })
-        .unwrap();
+        f(&rt, &db, &t);
         db.close().unwrap();
     });
 }
 
 #[test]
+fn a_stream_gives_what_the_vec_scan_gives_and_stops_early() {
+    with_loaded(|_, db, t| {
+        db.read(|txn| {
+            let all = txn.scan(t, Bound::Unbounded, Bound::Unbounded)?;
+            let streamed: Vec<_> = txn
+                .range(t, Bound::Unbounded, Bound::Unbounded)
+                .collect::<Result<_, _>>()?;
+            assert_eq!(streamed, all);
+            assert_eq!(all.len(), ROWS as usize);
+            let first: Vec<_> = txn
+                .rows_from(t, &[Value::Int(500)])
+                .take(3)
+                .collect::<Result<_, _>>()?;
+            assert_eq!(first[0], [Value::Int(500), Value::Int(500 % 7)]);
+            assert_eq!(first.len(), 3);
+            let group: Vec<_> = txn
+                .index_rows(t, "by_group", &[Value::Int(3)])?
+                .collect::<Result<_, _>>()?;
+            assert_eq!(group, txn.index_scan(t, "by_group", &[Value::Int(3)])?);
+            assert!(group.iter().all(|r| r[1] == Value::Int(3)));
+            Ok(())
+        })
+        .unwrap();
+    });
+}
+
+#[test]
 fn a_read_keeps_its_snapshot_while_others_commit() {
-    sim(|_| {
-        let db = database();
-        let t = loaded(&db);
+    with_loaded(|_, db, t| {
         let writer = db.clone();
         let (t2, before) = (t.clone(), db.visible_ts());
         db.read(|txn| {
-            let mut rows = txn.rows_from(&t, &[]);
+            let mut rows = txn.rows_from(t, &[]);
             rows.next().unwrap()?;
             // Another transaction deletes a row ahead of the stream.
             writer.transact(|w| w.delete_row(&t2, &[Value::Int(900)]))?;
@@ -98,21 +105,18 @@ fn a_read_keeps_its_snapshot_while_others_commit() {
             Ok(())
         })
         .unwrap();
-        let after = db.read(|txn| Ok(txn.rows_from(&t, &[]).count())).unwrap();
+        let after = db.read(|txn| Ok(txn.rows_from(t, &[]).count())).unwrap();
         assert_eq!(after, ROWS as usize - 1);
         let old = db
-            .read_as_of(before, |txn| txn.get_row(&t, &[Value::Int(900)]))
+            .read_as_of(before, |txn| txn.get_row(t, &[Value::Int(900)]))
             .unwrap();
         assert!(old.is_some(), "as of before the delete, the row is there");
-        db.close().unwrap();
     });
 }
 
 #[test]
 fn transact_retries_a_deadlock_victim_and_returns_other_errors() {
-    sim(|rt| {
-        let db = database();
-        let t = loaded(&db);
+    with_loaded(|rt, db, t| {
         // Two transactions update rows 1 and 2 in opposite orders, each
         // pausing between its updates: one is chosen as a deadlock victim
         // and transact runs it again.
@@ -141,8 +145,8 @@ fn transact_retries_a_deadlock_victim_and_returns_other_errors() {
         );
         let rows = db.read(|txn| {
             Ok([
-                txn.get_row(&t, &[Value::Int(1)])?,
-                txn.get_row(&t, &[Value::Int(2)])?,
+                txn.get_row(t, &[Value::Int(1)])?,
+                txn.get_row(t, &[Value::Int(2)])?,
             ])
         });
         assert!(
@@ -155,11 +159,10 @@ fn transact_retries_a_deadlock_victim_and_returns_other_errors() {
         let err = db
             .transact(|txn| {
                 tries += 1;
-                txn.put_row(&t, &[Value::Int(1)])
+                txn.put_row(t, &[Value::Int(1)])
             })
             .unwrap_err();
         assert_eq!(tries, 1);
         assert_eq!(err.kind(), ErrorKind::InvalidInput, "{err}");
-        db.close().unwrap();
     });
 }

@@ -12,13 +12,12 @@ use std::sync::Arc;
 use flashlab_devices::DeviceRef;
 use flashlab_devices::fault::{FaultPlan, FaultyDevice, Role};
 use flashlab_devices::memory::MemoryDevice;
-use flashlab_engine::db::verify::verify;
 use flashlab_engine::{Database, DbConfig, Devices, Error, PageId, Table, TableSpec};
 
 mod common;
 use common::{
-    Rig, check_table, commit_each, commit_each_and_abandon, faulty_data, load_table, quiet_config,
-    row_key as key, row_value, run,
+    Rig, assert_verified, check_table, commit_each, commit_each_and_abandon, faulty_data,
+    load_table, quiet_config, row_key as key, row_value, run,
 };
 
 const PAGE: usize = 2048;
@@ -85,6 +84,43 @@ fn check_rows(rig: &Rig, version: u32, upto: u32) {
     });
 }
 
+/// The error the database on `rig` refuses to open with; `must_not_open`
+/// says why an open there must fail.
+fn refused_open(rig: &Rig, must_not_open: &'static str) -> String {
+    let devices = rig.devices();
+    run(move || {
+        Database::open_with(&config(), devices)
+            .err()
+            .expect(must_not_open)
+            .to_string()
+    })
+}
+
+/// The rig every failed-flush test shares: load ROWS rows on a rig whose
+/// devices crash on the plans seeded `data_seed` and `log_seed`, then, in a
+/// simulation, open the database, commit rows `0..rows` at `version` and
+/// run `scenario` on it with the data and log devices; it arms the failed
+/// flush, checks the database stops, abandons it and returns the commits
+/// it saw acknowledged. No device may flush after its failure; the rig is
+/// then crashed and returned with that count.
+fn after_failed_flush(
+    (data_seed, log_seed): (u64, u64),
+    (rows, version): (u32, u32),
+    scenario: impl FnOnce(Database, Table, &FaultyDevice, &FaultyDevice) -> u32 + Send + 'static,
+) -> (Rig, u32) {
+    let rig = rig(FaultPlan::crashes(data_seed), FaultPlan::crashes(log_seed));
+    load(&rig);
+    let (data, log, devices) = (rig.data.clone(), rig.log.clone(), rig.devices());
+    let acked = run(move || {
+        let (db, t) = open_and_commit(devices, rows, version);
+        scenario(db, t, &data, &log)
+    });
+    assert_eq!(rig.data.counts().flushes_after_failure, 0);
+    assert_eq!(rig.log.counts().flushes_after_failure, 0);
+    rig.crash();
+    (rig, acked)
+}
+
 /// Bug 1, found by the first simtest seeds (and by 90 of the first 100 when
 /// the fix is taken out): a page torn by a crash (a write-back the crash
 /// cut at a 512-byte boundary) failed its checksum when recovery's redo
@@ -124,22 +160,9 @@ fn regression_torn_page_is_rebuilt_from_the_log() {
 /// flush until recovery.
 #[test]
 fn regression_failed_data_flush_stops_the_database() {
-    let rig = rig(FaultPlan::crashes(3), FaultPlan::crashes(4));
-    load(&rig);
-    let (data, log) = (rig.data.clone(), rig.log.clone());
-    let devices = rig.devices();
-    let acked = run(move || {
-        let db = Database::open_with(&config(), devices).unwrap();
-        let t = db.table("t").unwrap();
-        let mut acked = 0;
-        for i in 0..ROWS / 2 {
-            let mut txn = db.begin().unwrap();
-            txn.put(&t, &key(i), &value(i, 2)).unwrap();
-            txn.commit().unwrap();
-            acked = i + 1;
-        }
+    let (rig, acked) = after_failed_flush((3, 4), (ROWS / 2, 2), |db, _, data, log| {
         // The next flush of the data device fails: the checkpoint's.
-        fail_flush(&data, 1);
+        fail_flush(data, 1);
         let err = db.checkpoint().unwrap_err();
         assert!(matches!(err, Error::LogFailed(_)), "{err}");
         // The database refuses work until it is recovered...
@@ -151,10 +174,8 @@ fn regression_failed_data_flush_stops_the_database() {
         // ...and never flushes again.
         assert_eq!((data.flushes(), log.flushes()), (data_flushes, log_flushes));
         db.abandon();
-        acked
+        ROWS / 2
     });
-    assert_eq!(rig.data.counts().flushes_after_failure, 0);
-    rig.crash();
     check_rows(&rig, 2, acked);
 }
 
@@ -169,15 +190,10 @@ fn regression_failed_data_flush_stops_the_database() {
 /// force that sees the log failed when its flush returns reports failure.
 #[test]
 fn regression_failed_master_flush_fails_the_log() {
-    let rig = rig(FaultPlan::crashes(5), FaultPlan::crashes(6));
-    load(&rig);
-    let log = rig.log.clone();
-    let devices = rig.devices();
-    let acked = run(move || {
-        let (db, _) = open_and_commit(devices, 10, 3);
+    let (rig, acked) = after_failed_flush((5, 6), (10, 3), |db, _, _, log| {
         // A checkpoint flushes the log twice: the force of its end record,
         // then the master record. Fail the second.
-        fail_flush(&log, 2);
+        fail_flush(log, 2);
         assert!(matches!(db.checkpoint(), Err(Error::LogFailed(_))));
         let flushes = log.flushes();
         assert!(matches!(db.begin(), Err(Error::LogFailed(_))));
@@ -186,9 +202,7 @@ fn regression_failed_master_flush_fails_the_log() {
         db.abandon();
         10
     });
-    assert_eq!(rig.log.counts().flushes_after_failure, 0);
     assert_eq!(rig.log.counts().flush_errors, 1);
-    rig.crash();
     check_rows(&rig, 3, acked);
 }
 
@@ -198,13 +212,8 @@ fn regression_failed_master_flush_fails_the_log() {
 /// database works again.
 #[test]
 fn failed_log_flush_stops_commits_until_recovery() {
-    let rig = rig(FaultPlan::crashes(8), FaultPlan::crashes(9));
-    load(&rig);
-    let log = rig.log.clone();
-    let devices = rig.devices();
-    let acked = run(move || {
-        let (db, t) = open_and_commit(devices, 20, 4);
-        fail_flush(&log, 1);
+    let (rig, acked) = after_failed_flush((8, 9), (20, 4), |db, t, _, log| {
+        fail_flush(log, 1);
         let mut txn = db.begin().unwrap();
         txn.put(&t, &key(20), &value(20, 4)).unwrap();
         assert!(matches!(txn.commit(), Err(Error::LogFailed(_))));
@@ -217,8 +226,6 @@ fn failed_log_flush_stops_commits_until_recovery() {
         db.abandon();
         20
     });
-    assert_eq!(rig.log.counts().flushes_after_failure, 0);
-    rig.crash();
     // Row 20's commit was never acknowledged: it may or may not be there.
     let devices = rig.devices();
     run(move || {
@@ -270,13 +277,10 @@ fn flipped_pages_at_rest_are_caught_and_reported() {
     let err = flashlab_engine::page::verify(&image, PageId::new(0, 12), "data", 12 * PAGE as u64)
         .unwrap_err();
     assert!(err.to_string().contains("misdirected"), "{err}");
-    let devices = rig.devices();
-    let err = run(move || {
-        Database::open_with(&config(), devices)
-            .err()
-            .expect("a database with damaged pages must not open as if intact")
-            .to_string()
-    });
+    let err = refused_open(
+        &rig,
+        "a database with damaged pages must not open as if intact",
+    );
     assert!(
         err.contains("corruption in space 'data' page 1") && err.contains("checksum"),
         "{err}"
@@ -362,8 +366,7 @@ fn regression_a_failed_log_structured_write_fails_the_database() {
             "every acknowledged row is present"
         );
         txn.commit().unwrap();
-        let report = verify(&db).unwrap();
-        assert!(report.ok(), "{:?}", report.problems);
+        assert_verified(&db);
         db.close().unwrap();
     });
 }
@@ -391,13 +394,7 @@ fn regression_both_master_copies_damaged_is_refused_as_damage_never_recreated() 
         store.flush();
     };
     flip(&rig);
-    let devices = rig.devices();
-    let err = run(move || {
-        Database::open_with(&config(), devices)
-            .err()
-            .expect("a log without a valid master copy must not open")
-            .to_string()
-    });
+    let err = refused_open(&rig, "a log without a valid master copy must not open");
     assert!(
         err.contains("log damaged") && err.contains("both copies of the master record"),
         "{err}"

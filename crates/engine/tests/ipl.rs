@@ -13,7 +13,6 @@ use std::sync::Arc;
 use flashlab_devices::fault::{CutTrigger, FaultPlan, FaultyDevice, IoEvent, Role};
 use flashlab_devices::nand_device::{NandDevice, NandSpec};
 use flashlab_engine::db::recovery::RecoveryReport;
-use flashlab_engine::db::verify::verify;
 use flashlab_engine::store::StoreKind;
 use flashlab_engine::{Database, DbConfig, TableSpec};
 use flashlab_runtime::{NS_PER_S, Sim, SimConfig};
@@ -24,8 +23,8 @@ const NAND_BYTES: u64 = 8 << 20;
 
 mod common;
 use common::{
-    Rig, check_cut_rows, commit_each, load_table, quiet_config, row_key as key, row_value, run,
-    update_each_until_cut,
+    Rig, assert_verified, check_cut_rows, commit_each, load_table, quiet_config, row_key as key,
+    row_value, run, update_each_until_cut,
 };
 
 /// A rig with the data space on raw NAND.
@@ -356,8 +355,7 @@ fn a_created_table_survives_a_crash_right_after_its_creation() {
         let mut txn = db.begin().unwrap();
         txn.put(&u, b"k", b"v").unwrap();
         txn.commit().unwrap();
-        let report = verify(&db).unwrap();
-        assert!(report.ok(), "{:?}", report.problems);
+        assert_verified(&db);
         db.close().unwrap();
     });
 }

@@ -24,8 +24,8 @@ const SMALL_BYTES: u64 = 22 * SEGMENT_BYTES + (32 << 10);
 
 mod common;
 use common::{
-    Rig, check_table, commit_each, commit_each_and_abandon, faulty_data, load_table, quiet_config,
-    row_key as key, row_value, run,
+    Rig, assert_verified, check_table, commit_each, commit_each_and_abandon, faulty_data,
+    load_table, quiet_config, row_key as key, row_value, run,
 };
 
 /// A rig with the log-structured data space on a memory device of
@@ -353,8 +353,7 @@ fn cut_and_recover(event: IoEvent, nth: u64, cleaning: Cleaning) -> CutRun {
             assert_eq!(got, value(i, v));
         }
         txn.commit().unwrap();
-        let report = verify(&db).unwrap();
-        assert!(report.ok(), "{:?}", report.problems);
+        assert_verified(&db);
         db.close().unwrap();
     });
     assert!(rig.checker.violations().is_empty());

@@ -143,17 +143,16 @@ fn pct_range(published: f64) -> [f64; 2] {
 }
 
 impl Check {
-    #[allow(clippy::too_many_arguments)]
+    /// A check on `[id, paper, what, unit]`: pass when `measured` is a
+    /// number inside `range`.
     fn new(
-        id: &str,
-        paper: &str,
-        what: &str,
-        unit: &str,
+        subject: [&str; 4],
         published: f64,
         measured: f64,
         range: [f64; 2],
         form: Form,
     ) -> Check {
+        let [id, paper, what, unit] = subject;
         Check {
             id: id.to_string(),
             paper: paper.to_string(),
@@ -170,6 +169,11 @@ impl Check {
         }
     }
 
+    /// A check on `subject` whose range is ±[`TOLERANCE_PCT`]% of `published`.
+    fn near(subject: [&str; 4], published: f64, measured: f64, form: Form) -> Check {
+        Check::new(subject, published, measured, pct_range(published), form)
+    }
+
     /// A published absolute value: pass within ±[`TOLERANCE_PCT`]%.
     pub fn value(
         id: &str,
@@ -179,36 +183,17 @@ impl Check {
         published: f64,
         measured: f64,
     ) -> Check {
-        Check::new(
-            id,
-            paper,
-            what,
-            unit,
-            published,
-            measured,
-            pct_range(published),
-            Form::Value,
-        )
+        Check::near([id, paper, what, unit], published, measured, Form::Value)
     }
 
     /// A published ratio (unit "x"): pass within ±[`TOLERANCE_PCT`]% of it.
     pub fn ratio(id: &str, paper: &str, what: &str, published: f64, measured: f64) -> Check {
-        Check::new(
-            id,
-            paper,
-            what,
-            "x",
-            published,
-            measured,
-            pct_range(published),
-            Form::Ratio,
-        )
+        Check::near([id, paper, what, "x"], published, measured, Form::Ratio)
     }
 
     /// A bound check on `[id, paper, what, unit]`: pass when `got` is in `range`.
     fn bounded(subject: [&str; 4], bound: f64, got: f64, range: [f64; 2]) -> Check {
-        let [id, paper, what, unit] = subject;
-        Check::new(id, paper, what, unit, bound, got, range, Form::Bound)
+        Check::new(subject, bound, got, range, Form::Bound)
     }
 
     /// A published lower bound: pass when `got >= bound`.
@@ -240,17 +225,7 @@ impl Check {
         sweep: &[(f64, f64)],
     ) -> Check {
         let best = sweep_optimum(sweep);
-        let check = Check::new(
-            id,
-            paper,
-            what,
-            unit,
-            published,
-            best,
-            pct_range(published),
-            Form::Optimum,
-        );
-        check.past_both_ends(sweep)
+        Check::near([id, paper, what, unit], published, best, Form::Optimum).past_both_ends(sweep)
     }
 
     /// An optimum the paper's text gives as a range, `lo` to `hi` ("in the
@@ -266,17 +241,15 @@ impl Check {
         [lo, hi]: [f64; 2],
         sweep: &[(f64, f64)],
     ) -> Check {
-        let check = Check::new(
-            id,
-            paper,
-            what,
-            unit,
+        let best = sweep_optimum(sweep);
+        Check::new(
+            [id, paper, what, unit],
             lo,
-            sweep_optimum(sweep),
+            best,
             [lo, hi],
             Form::OptimumRange,
-        );
-        check.past_both_ends(sweep)
+        )
+        .past_both_ends(sweep)
     }
 
     /// Miss, with the reason in the note, when the measured optimum is at an

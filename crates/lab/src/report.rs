@@ -37,17 +37,25 @@ pub struct Table {
     pub rows: Vec<Vec<String>>,
 }
 
+impl Table {
+    /// A table titled `title` under these column headings.
+    pub fn new(title: impl Into<String>, columns: &[&str], rows: Vec<Vec<String>>) -> Table {
+        Table {
+            title: title.into(),
+            columns: columns.iter().map(|c| c.to_string()).collect(),
+            rows,
+        }
+    }
+}
+
 /// A table of the disk against the SSD: a row a quantity, `(what, HDD,
 /// paper's HDD, SSD, paper's SSD)`, each number as [`fmt_num`] shows it
 /// (NaN: no published value).
 pub fn hdd_ssd_table(title: &str, rows: &[(&str, f64, f64, f64, f64)]) -> Table {
-    Table {
-        title: title.into(),
-        columns: ["", "HDD", "paper", "SSD", "paper"]
-            .map(String::from)
-            .to_vec(),
-        rows: rows
-            .iter()
+    Table::new(
+        title,
+        &["", "HDD", "paper", "SSD", "paper"],
+        rows.iter()
             .map(|&(what, hdd, hdd_paper, ssd, ssd_paper)| {
                 vec![
                     what.to_string(),
@@ -58,7 +66,7 @@ pub fn hdd_ssd_table(title: &str, rows: &[(&str, f64, f64, f64, f64)]) -> Table 
                 ]
             })
             .collect(),
-    }
+    )
 }
 
 /// A figure of the report: inline SVG and a caption.

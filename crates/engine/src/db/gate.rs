@@ -126,6 +126,26 @@ struct GatedDevice {
     view: OverlayDevice,
 }
 
+impl GatedDevice {
+    /// A write or a trim, `apply`: straight to the base once the gate is
+    /// open; before, to the view, and `op` is kept for the release (or, if
+    /// the gate opened meanwhile, `apply` goes on to the base after all).
+    fn change(
+        &self,
+        op: impl FnOnce() -> Op,
+        apply: impl Fn(&dyn Device) -> std::result::Result<(), DeviceError>,
+    ) -> std::result::Result<(), DeviceError> {
+        if self.gate.is_open() {
+            return apply(&*self.base);
+        }
+        apply(&self.view)?;
+        match self.gate.keep(op()) {
+            Ok(()) => Ok(()),
+            Err(_) => apply(&*self.base),
+        }
+    }
+}
+
 impl flashlab_devices::Wrapper for GatedDevice {
     fn inner(&self) -> &dyn Device {
         &*self.base
@@ -139,19 +159,12 @@ impl flashlab_devices::Wrapper for GatedDevice {
     }
 
     fn write(&self, offset_bytes: u64, data: &[u8]) -> std::result::Result<(), DeviceError> {
-        if self.gate.is_open() {
-            return self.base.write(offset_bytes, data);
-        }
-        self.view.write(offset_bytes, data)?;
-        let op = Op::Write {
+        let op = || Op::Write {
             device: self.index,
             offset_bytes,
             data: data.to_vec(),
         };
-        match self.gate.keep(op) {
-            Ok(()) => Ok(()),
-            Err(_) => self.base.write(offset_bytes, data),
-        }
+        self.change(op, |device| device.write(offset_bytes, data))
     }
 
     fn flush(&self) -> std::result::Result<(), DeviceError> {
@@ -162,19 +175,12 @@ impl flashlab_devices::Wrapper for GatedDevice {
     }
 
     fn trim(&self, offset_bytes: u64, len_bytes: u64) -> std::result::Result<(), DeviceError> {
-        if self.gate.is_open() {
-            return self.base.trim(offset_bytes, len_bytes);
-        }
-        self.view.trim(offset_bytes, len_bytes)?;
-        let op = Op::Trim {
+        let op = || Op::Trim {
             device: self.index,
             offset_bytes,
             len_bytes,
         };
-        match self.gate.keep(op) {
-            Ok(()) => Ok(()),
-            Err(_) => self.base.trim(offset_bytes, len_bytes),
-        }
+        self.change(op, |device| device.trim(offset_bytes, len_bytes))
     }
 
     fn model_stats(&self) -> Option<flashlab_devices::model::ModelStats> {

@@ -10,21 +10,21 @@ use std::ops::Bound;
 use flashlab_runtime::Rt;
 
 use super::access::TreeRef;
-use super::{IndexDef, Table, Transaction};
+use super::{IndexDef, Inner, Table, Transaction};
 use crate::error::Result;
 use crate::row::{Type, Value};
 
 /// Entries read from the tree in one step (one latched descent).
 pub const ROWS_CHUNK: usize = 64;
 
+/// A tree entry: its key and its stored bytes.
+type Entry = (Vec<u8>, Vec<u8>);
+
 /// The visible rows of a key range, in key order: `(key, value)`.
 pub struct Rows<'t> {
     txn: &'t mut Transaction,
     table: &'t Table,
-    from: Bound<Vec<u8>>,
-    upper: Bound<Vec<u8>>,
-    ready: VecDeque<(Vec<u8>, Vec<u8>)>,
-    exhausted: bool,
+    chunks: Chunks<(Vec<u8>, Vec<u8>)>,
     started: bool,
 }
 
@@ -38,12 +38,72 @@ impl<'t> Rows<'t> {
         Rows {
             txn,
             table,
-            from: lower.map(<[u8]>::to_vec),
-            upper: upper.map(<[u8]>::to_vec),
-            ready: VecDeque::new(),
-            exhausted: false,
+            chunks: Chunks::new(lower.map(<[u8]>::to_vec), upper.map(<[u8]>::to_vec)),
             started: false,
         }
+    }
+}
+
+/// Where a stream stands in its tree: the key range left to read, the
+/// rows read and not yet returned, and whether the range is read to its end.
+struct Chunks<R> {
+    from: Bound<Vec<u8>>,
+    upper: Bound<Vec<u8>>,
+    ready: VecDeque<R>,
+    exhausted: bool,
+}
+
+impl<R> Chunks<R> {
+    fn new(from: Bound<Vec<u8>>, upper: Bound<Vec<u8>>) -> Chunks<R> {
+        Chunks {
+            from,
+            upper,
+            ready: VecDeque::new(),
+            exhausted: false,
+        }
+    }
+
+    /// The next chunk of `tree`'s entries in the range, in one latched
+    /// descent; `None` while a row is ready or once the range is read.
+    fn next_entries(&mut self, db: &Inner, tree: TreeRef) -> Result<Option<Vec<Entry>>> {
+        if !self.ready.is_empty() || self.exhausted {
+            return Ok(None);
+        }
+        let entries = db.tree_scan(
+            tree,
+            self.from.as_ref().map(Vec::as_slice),
+            self.upper.as_ref().map(Vec::as_slice),
+            ROWS_CHUNK,
+        )?;
+        self.exhausted = entries.len() < ROWS_CHUNK;
+        Ok(Some(entries))
+    }
+}
+
+/// A stream read a chunk at a time: what [`Rows`] and [`IndexRows`] share.
+trait Chunked {
+    type Row;
+    fn chunks(&mut self) -> &mut Chunks<Self::Row>;
+    /// Read chunks until one yields a row or the range ends.
+    fn refill(&mut self) -> Result<()>;
+
+    /// The next row: refill when none is ready; an error ends the stream
+    /// after it is returned.
+    fn next_row(&mut self) -> Option<Result<Self::Row>> {
+        if self.chunks().ready.is_empty()
+            && let Err(e) = self.refill()
+        {
+            self.chunks().exhausted = true;
+            return Some(Err(e));
+        }
+        self.chunks().ready.pop_front().map(Ok)
+    }
+}
+
+impl Chunked for Rows<'_> {
+    type Row = (Vec<u8>, Vec<u8>);
+    fn chunks(&mut self) -> &mut Chunks<Self::Row> {
+        &mut self.chunks
     }
 
     /// Read chunks until one yields a visible row or the range ends.
@@ -54,56 +114,17 @@ impl<'t> Rows<'t> {
             self.started = true;
         }
         let cost = self.txn.db.cpu.ns(crate::cpu_prices::Price::ScanRow);
-        while self.ready.is_empty() && !self.exhausted {
-            let entries = self.txn.db.tree_scan(
-                Transaction::tree(self.table),
-                self.from.as_ref().map(Vec::as_slice),
-                self.upper.as_ref().map(Vec::as_slice),
-                ROWS_CHUNK,
-            )?;
-            self.exhausted = entries.len() < ROWS_CHUNK;
+        let tree = Transaction::tree(self.table);
+        while let Some(entries) = self.chunks.next_entries(&self.txn.db, tree)? {
             for (key, stored) in entries {
                 Rt::cpu_current(cost);
-                self.from = Bound::Excluded(key.clone());
+                self.chunks.from = Bound::Excluded(key.clone());
                 if let Some(row) = self.txn.visible(stored)? {
-                    self.ready.push_back((key, row));
+                    self.chunks.ready.push_back((key, row));
                 }
             }
         }
         Ok(())
-    }
-}
-
-/// A stream read a chunk at a time: what [`Rows`] and [`IndexRows`] share.
-trait Chunked {
-    type Row;
-    fn ready(&mut self) -> &mut VecDeque<Self::Row>;
-    fn refill(&mut self) -> Result<()>;
-    fn end(&mut self);
-
-    /// The next row: refill when none is ready; an error ends the stream
-    /// after it is returned.
-    fn next_row(&mut self) -> Option<Result<Self::Row>> {
-        if self.ready().is_empty()
-            && let Err(e) = self.refill()
-        {
-            self.end();
-            return Some(Err(e));
-        }
-        self.ready().pop_front().map(Ok)
-    }
-}
-
-impl Chunked for Rows<'_> {
-    type Row = (Vec<u8>, Vec<u8>);
-    fn ready(&mut self) -> &mut VecDeque<Self::Row> {
-        &mut self.ready
-    }
-    fn refill(&mut self) -> Result<()> {
-        Rows::refill(self)
-    }
-    fn end(&mut self) {
-        self.exhausted = true;
     }
 }
 
@@ -139,26 +160,22 @@ pub struct IndexRows<'t> {
     index: &'t IndexDef,
     /// The index key's column types, then the primary key's.
     types: Vec<Type>,
-    from: Bound<Vec<u8>>,
-    upper: Bound<Vec<u8>>,
-    ready: VecDeque<Vec<Value>>,
-    exhausted: bool,
+    chunks: Chunks<Vec<Value>>,
 }
 
-impl IndexRows<'_> {
+impl Chunked for IndexRows<'_> {
+    type Row = Vec<Value>;
+    fn chunks(&mut self) -> &mut Chunks<Self::Row> {
+        &mut self.chunks
+    }
+
     /// Read index chunks until one yields a row the snapshot sees.
     fn refill(&mut self) -> Result<()> {
         let schema = Transaction::schema(self.table)?;
-        while self.ready.is_empty() && !self.exhausted {
-            let entries = self.txn.db.tree_scan(
-                TreeRef::index(&self.table.def, self.index),
-                self.from.as_ref().map(Vec::as_slice),
-                self.upper.as_ref().map(Vec::as_slice),
-                ROWS_CHUNK,
-            )?;
-            self.exhausted = entries.len() < ROWS_CHUNK;
+        let tree = TreeRef::index(&self.table.def, self.index);
+        while let Some(entries) = self.chunks.next_entries(&self.txn.db, tree)? {
             for (index_key, _) in entries {
-                self.from = Bound::Excluded(index_key.clone());
+                self.chunks.from = Bound::Excluded(index_key.clone());
                 let values = crate::row::decode_key(&self.types, &index_key)?;
                 let pk = crate::row::encode_key(&values[self.index.columns.len()..]);
                 let stored = self.txn.db.tree_get(Transaction::tree(self.table), &pk)?;
@@ -171,24 +188,11 @@ impl IndexRows<'_> {
                 // sees has this entry's index values.
                 let own = schema.index_key(&row, &self.index.columns)?;
                 if own == index_key[..index_key.len() - pk.len()] {
-                    self.ready.push_back(row);
+                    self.chunks.ready.push_back(row);
                 }
             }
         }
         Ok(())
-    }
-}
-
-impl Chunked for IndexRows<'_> {
-    type Row = Vec<Value>;
-    fn ready(&mut self) -> &mut VecDeque<Self::Row> {
-        &mut self.ready
-    }
-    fn refill(&mut self) -> Result<()> {
-        IndexRows::refill(self)
-    }
-    fn end(&mut self) {
-        self.exhausted = true;
     }
 }
 
@@ -221,10 +225,7 @@ impl Transaction {
             table,
             index: def,
             types,
-            from: Bound::Included(start),
-            upper,
-            ready: VecDeque::new(),
-            exhausted: false,
+            chunks: Chunks::new(Bound::Included(start), upper),
         })
     }
 

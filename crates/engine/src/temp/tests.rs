@@ -55,6 +55,11 @@ fn reference_sort(tuples: &[Vec<u8>], parts: &[(usize, usize, Order)]) -> Vec<Ve
     v
 }
 
+/// Sort `input` with `sort` and drain the result.
+fn sort_all(sort: &ExternalSort, input: &[Vec<u8>]) -> (Vec<Vec<u8>>, SortStats) {
+    drain(sort.sort(&mut VecSource::new(input.to_vec())).unwrap())
+}
+
 fn drain(mut s: SortedStream) -> (Vec<Vec<u8>>, SortStats) {
     let mut out = Vec::new();
     while let Some(t) = s.next_tuple().unwrap() {
@@ -96,8 +101,7 @@ fn temp_sort_equals_reference_across_memory_and_inputs() {
                                 continue;
                             }
                             let sort = ExternalSort::new(&space, config).unwrap();
-                            let (got, stats) =
-                                drain(sort.sort(&mut VecSource::new(input.clone())).unwrap());
+                            let (got, stats) = sort_all(&sort, &input);
                             assert!(
                                 got == want,
                                 "dist {dist:?} n {n} memory {memory} {rg:?} overlap {overlap}: {stats:?}"
@@ -126,7 +130,7 @@ fn temp_sort_multi_pass_stats_and_fan_in_rule() {
         let overlapped = SortConfig::new(9 * c, c, SortKey::sort_benchmark());
         assert_eq!((overlapped.fan_in(), overlapped.final_fan_in()), (4, 7));
         let sort = ExternalSort::new(&space, config).unwrap();
-        let (got, stats) = drain(sort.sort(&mut VecSource::new(input.clone())).unwrap());
+        let (got, stats) = sort_all(&sort, &input);
         assert_eq!(got, reference_sort(&input, &[(0, 10, Order::Ascending)]));
         assert!(stats.runs > 6, "{stats:?}");
         assert!(stats.merge_steps > 1 && stats.passes > 1.5, "{stats:?}");
@@ -138,12 +142,7 @@ fn temp_sort_multi_pass_stats_and_fan_in_rule() {
         let mut config = SortConfig::new(20 * c, c, SortKey::sort_benchmark());
         config.run_generation = RunGeneration::ReplacementSelection;
         let heap_tuples = config.load_bytes() / (100 + 10 + sort::RS_TUPLE_OVERHEAD_BYTES);
-        let (got, rs) = drain(
-            ExternalSort::new(&space, config)
-                .unwrap()
-                .sort(&mut VecSource::new(input.clone()))
-                .unwrap(),
-        );
+        let (got, rs) = sort_all(&ExternalSort::new(&space, config).unwrap(), &input);
         assert!(got == reference_sort(&input, &[(0, 10, Order::Ascending)]));
         let mean = 6000.0 / rs.runs as f64;
         assert!(
@@ -178,17 +177,12 @@ fn temp_sort_multi_column_descending_and_stable() {
         for memory in [7 * 2048, 11 * 2048, 1 << 30] {
             let config = SortConfig::new(memory, 2048, SortKey::fields(parts.clone()).unwrap());
             let sort = ExternalSort::new(&space, config).unwrap();
-            let (got, _) = drain(sort.sort(&mut VecSource::new(input.clone())).unwrap());
+            let (got, _) = sort_all(&sort, &input);
             assert!(got == want, "memory {memory}");
         }
         // Reversed: the whole benchmark key descending.
         let config = SortConfig::new(8 * 2048, 2048, SortKey::sort_benchmark().reversed());
-        let (got, _) = drain(
-            ExternalSort::new(&space, config)
-                .unwrap()
-                .sort(&mut VecSource::new(input.clone()))
-                .unwrap(),
-        );
+        let (got, _) = sort_all(&ExternalSort::new(&space, config).unwrap(), &input);
         assert!(got == reference_sort(&input, &[(0, 10, Order::Descending)]));
     });
 }
@@ -561,6 +555,29 @@ fn failing_space(writes: i64, reads: i64) -> TempSpace {
     TempSpace::new(Arc::new(device), None).unwrap()
 }
 
+/// A sort of the sort benchmark's keys on `space` in `memory_bytes`, in
+/// clusters of `c` bytes.
+fn benchmark_sort(space: &TempSpace, memory_bytes: usize, c: usize) -> ExternalSort {
+    ExternalSort::new(
+        space,
+        SortConfig::new(memory_bytes, c, SortKey::sort_benchmark()),
+    )
+    .unwrap()
+}
+
+/// A merge join of the sort benchmark's keys in eight clusters of `c` bytes.
+fn benchmark_merge_join(space: &TempSpace, c: usize) -> MergeJoin {
+    let key = SortKey::sort_benchmark;
+    MergeJoin::new(space, MergeJoinConfig::new(8 * c, c, key(), key())).unwrap()
+}
+
+/// A hash join of the sort benchmark's keys in eight clusters of `c`
+/// bytes, its partitions laid out as `layout`.
+fn benchmark_hash_join(space: &TempSpace, c: usize, layout: PartitionLayout) -> HashJoin {
+    let key = SortKey::sort_benchmark;
+    HashJoin::new(space, HashJoinConfig::new(8 * c, c, layout, key(), key())).unwrap()
+}
+
 #[test]
 fn temp_space_is_freed_after_injected_errors() {
     sim(|_| {
@@ -576,9 +593,7 @@ fn temp_space_is_freed_after_injected_errors() {
             (i64::MAX, 150),
         ] {
             let space = failing_space(writes, reads);
-            let sort =
-                ExternalSort::new(&space, SortConfig::new(8 * c, c, SortKey::sort_benchmark()))
-                    .unwrap();
+            let sort = benchmark_sort(&space, 8 * c, c);
             let result = sort
                 .sort(&mut VecSource::new(input.clone()))
                 .and_then(drain_result);
@@ -586,16 +601,7 @@ fn temp_space_is_freed_after_injected_errors() {
             assert_eq!(space.used_bytes(), 0, "sort: writes {writes} reads {reads}");
 
             let space = failing_space(writes, reads);
-            let join = MergeJoin::new(
-                &space,
-                MergeJoinConfig::new(
-                    8 * c,
-                    c,
-                    SortKey::sort_benchmark(),
-                    SortKey::sort_benchmark(),
-                ),
-            )
-            .unwrap();
+            let join = benchmark_merge_join(&space, c);
             let r = self_join(&input, |l, r, sink| join.join(l, r, sink));
             assert!(r.is_err());
             assert_eq!(space.used_bytes(), 0, "merge join");
@@ -605,17 +611,7 @@ fn temp_space_is_freed_after_injected_errors() {
                 PartitionLayout::Regions { extent_clusters: 3 },
             ] {
                 let space = failing_space(writes, reads);
-                let join = HashJoin::new(
-                    &space,
-                    HashJoinConfig::new(
-                        8 * c,
-                        c,
-                        layout,
-                        SortKey::sort_benchmark(),
-                        SortKey::sort_benchmark(),
-                    ),
-                )
-                .unwrap();
+                let join = benchmark_hash_join(&space, c, layout);
                 let r = self_join(&input, |l, r, sink| join.join(l, r, sink));
                 assert!(r.is_err());
                 assert_eq!(space.used_bytes(), 0, "hash join {layout:?}");
@@ -623,23 +619,12 @@ fn temp_space_is_freed_after_injected_errors() {
         }
         // A write failure that is "device full" is reported as temp space full.
         let space = failing_space(3, i64::MAX);
-        let sort = ExternalSort::new(&space, SortConfig::new(8 * c, c, SortKey::sort_benchmark()))
-            .unwrap();
+        let sort = benchmark_sort(&space, 8 * c, c);
         let err = sort.sort(&mut VecSource::new(input.clone())).err().unwrap();
         assert!(err.is_full(), "{err}");
         // A consumer that gives up half way.
         let space = memory_space(None);
-        let join = HashJoin::new(
-            &space,
-            HashJoinConfig::new(
-                8 * c,
-                c,
-                PartitionLayout::AppendLinked,
-                SortKey::sort_benchmark(),
-                SortKey::sort_benchmark(),
-            ),
-        )
-        .unwrap();
+        let join = benchmark_hash_join(&space, c, PartitionLayout::AppendLinked);
         let mut n = 0;
         let r = join.join(
             &mut VecSource::new(input.clone()),
@@ -656,8 +641,7 @@ fn temp_space_is_freed_after_injected_errors() {
         assert!(matches!(r, Err(TempError::Consumer(_))));
         assert_eq!(space.used_bytes(), 0);
         // A sorted stream dropped before its end frees everything too.
-        let sort = ExternalSort::new(&space, SortConfig::new(8 * c, c, SortKey::sort_benchmark()))
-            .unwrap();
+        let sort = benchmark_sort(&space, 8 * c, c);
         let mut s = sort.sort(&mut VecSource::new(input.clone())).unwrap();
         s.next_tuple().unwrap();
         assert!(space.used_bytes() > 0);
@@ -676,11 +660,7 @@ fn temp_space_cap_gives_temp_space_full_not_out_of_memory() {
     sim(|_| {
         let input = records(12, 3000, KeyDist::Uniform);
         let space = memory_space(Some(64 << 10));
-        let sort = ExternalSort::new(
-            &space,
-            SortConfig::new(8 * 2048, 2048, SortKey::sort_benchmark()),
-        )
-        .unwrap();
+        let sort = benchmark_sort(&space, 8 * 2048, 2048);
         let err = sort.sort(&mut VecSource::new(input)).err().unwrap();
         assert!(err.is_full(), "{err}");
         let text = err.to_string();
@@ -692,12 +672,8 @@ fn temp_space_cap_gives_temp_space_full_not_out_of_memory() {
         // When the cap is reached, the free list is used.
         let input = records(13, 1600, KeyDist::Uniform);
         let space = memory_space(Some(400 << 10));
-        let sort = ExternalSort::new(
-            &space,
-            SortConfig::new(8 * 2048, 2048, SortKey::sort_benchmark()),
-        )
-        .unwrap();
-        let (got, stats) = drain(sort.sort(&mut VecSource::new(input.clone())).unwrap());
+        let sort = benchmark_sort(&space, 8 * 2048, 2048);
+        let (got, stats) = sort_all(&sort, &input);
         assert_eq!(got, reference_sort(&input, &[(0, 10, Order::Ascending)]));
         assert!(stats.merge_steps > 2);
         assert!(space.stats().high_water_bytes <= 400 << 10);
@@ -807,12 +783,8 @@ fn temp_real_world_file_is_gone_during_and_after() {
             "unlinked at once"
         );
         let input = records(14, 5000, KeyDist::Uniform);
-        let sort = ExternalSort::new(
-            &space,
-            SortConfig::new(16 * 4096, 4096, SortKey::sort_benchmark()),
-        )
-        .unwrap();
-        let (got, stats) = drain(sort.sort(&mut VecSource::new(input.clone())).unwrap());
+        let sort = benchmark_sort(&space, 16 * 4096, 4096);
+        let (got, stats) = sort_all(&sort, &input);
         assert_eq!(got, reference_sort(&input, &[(0, 10, Order::Ascending)]));
         assert!(stats.runs > 1);
     }

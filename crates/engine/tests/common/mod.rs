@@ -14,7 +14,7 @@ use flashlab_devices::presets;
 use flashlab_devices::sim::SimDevice;
 use flashlab_devices::{Device, DeviceRef};
 use flashlab_engine::config::CpuCosts;
-use flashlab_engine::db::verify::verify;
+use flashlab_engine::db::verify::{VerifyReport, verify};
 use flashlab_engine::{Database, DbConfig, Devices, Table, TableSpec};
 use flashlab_runtime::{NS_PER_MS, Rt, Sim, SimConfig};
 
@@ -297,6 +297,14 @@ pub fn last_written_log_sector(log: &[u8]) -> usize {
 /// Run `f` as the root task of a default simulation.
 pub fn run<T: Send + 'static>(f: impl FnOnce() -> T + Send + 'static) -> T {
     sim(move |_| f())
+}
+
+/// Verify `db` and fail on any problem found; the report, for what a
+/// test checks further.
+pub fn assert_verified(db: &Database) -> VerifyReport {
+    let report = verify(db).unwrap();
+    assert!(report.ok(), "{:?}", report.problems);
+    report
 }
 
 /// Run `f` as the root task of a default simulation, with its runtime.

@@ -613,9 +613,9 @@ fn array_row_checks(row: &ArrayRow, published: (f64, f64), point: &PointResult) 
 }
 
 fn table_for(c: &Characterization) -> Table {
-    let mut table = Table {
-        title: format!("{}: measured figures", c.device),
-        columns: [
+    let mut table = Table::new(
+        format!("{}: measured figures", c.device),
+        &[
             "point",
             "block KB",
             "QD",
@@ -623,11 +623,9 @@ fn table_for(c: &Characterization) -> Table {
             "write",
             "read latency ms",
             "write latency ms",
-        ]
-        .map(String::from)
-        .to_vec(),
-        rows: Vec::new(),
-    };
+        ],
+        Vec::new(),
+    );
     for s in &c.sequential {
         table.rows.push(vec![
             "sequential MB/s".into(),
@@ -773,9 +771,9 @@ fn wang2010_bounds(key: &str, write: bool) -> (f64, Option<f64>) {
 fn wang2010_figure11(ctx: &RunContext) -> anyhow::Result<(Vec<Check>, Table, Figure)> {
     let paper = "wang2010 Figure 11";
     let mut checks = Vec::new();
-    let mut table = Table {
-        title: "wang2010 Figure 11: sequential over random IOPS, queue depth 1".into(),
-        columns: [
+    let mut table = Table::new(
+        "wang2010 Figure 11: sequential over random IOPS, queue depth 1",
+        &[
             "SSD",
             "preset",
             "block KB",
@@ -785,11 +783,9 @@ fn wang2010_figure11(ctx: &RunContext) -> anyhow::Result<(Vec<Check>, Table, Fig
             "seq write/s",
             "rand write/s",
             "write x",
-        ]
-        .map(String::from)
-        .to_vec(),
-        rows: Vec::new(),
-    };
+        ],
+        Vec::new(),
+    );
     let mut series = Vec::new();
     for (preset, key, drive) in WANG2010_SSDS {
         let points = measure_speedups(preset, ctx)?;

@@ -296,15 +296,6 @@ impl IplRuns {
     }
 }
 
-/// A table of `columns` and `rows`.
-fn table(title: String, columns: &[&str], rows: Vec<Vec<String>>) -> Table {
-    Table {
-        title,
-        columns: columns.iter().map(|c| c.to_string()).collect(),
-        rows,
-    }
-}
-
 /// The report's tables.
 impl IplRuns {
     /// Per trace and segment size, the counters of `cells`.
@@ -331,8 +322,8 @@ impl IplRuns {
                 fmt(p.tpmc),
             ]
         });
-        table(
-            "Log segment size against merges".into(),
+        Table::new(
+            "Log segment size against merges",
             &[
                 "trace",
                 "segment KB",
@@ -362,7 +353,7 @@ impl IplRuns {
                 ]
             })
             .collect();
-        table(
+        Table::new(
             format!(
                 "{}: write performance against buffer size (8 KB segments)",
                 TRACES[0].name
@@ -407,7 +398,7 @@ impl IplRuns {
             row("in place, page-mapping FTL", &self.page, "-".into()),
             row("in place, block-mapping FTL", &self.block, block_estimate),
         ];
-        table(
+        Table::new(
             format!(
                 "{}: IPL against in-place writes on FTLs of the same flash",
                 TRACES[0].name
@@ -428,8 +419,8 @@ impl IplRuns {
     fn selection_table(&self) -> Table {
         let rows =
             self.segment_rows(|p| SELECTION_COUNTERS.iter().map(|c| fmt(p.get(c))).collect());
-        table(
-            "Support for recovery: selective merges and abort de-application".into(),
+        Table::new(
+            "Support for recovery: selective merges and abort de-application",
             &[
                 "trace",
                 "segment KB",

@@ -154,16 +154,14 @@ impl Study for Table2 {
                 ]
             })
             .collect();
-        vec![Table {
-            title: "Update-commit: measured beside published".into(),
-            columns: [
+        vec![Table::new(
+            "Update-commit: measured beside published",
+            &[
                 "clients", "HDD TPS", "paper", "HDD %CPU", "paper", "SSD TPS", "paper", "SSD %CPU",
                 "paper",
-            ]
-            .map(String::from)
-            .to_vec(),
+            ],
             rows,
-        }]
+        )]
     }
 
     fn checks(&self, measured: &Vec<Table2Row>) -> Vec<Check> {
@@ -630,13 +628,11 @@ impl Study for Figure3 {
                     })
             })
             .collect();
-        vec![Table {
-            title: "TPC-B TPS".into(),
-            columns: ["configuration", "clients", "TPS", "%CPU"]
-                .map(String::from)
-                .to_vec(),
+        vec![Table::new(
+            "TPC-B TPS",
+            &["configuration", "clients", "TPS", "%CPU"],
             rows,
-        }]
+        )]
     }
 
     fn checks(&self, m: &Figure3Runs) -> Vec<Check> {

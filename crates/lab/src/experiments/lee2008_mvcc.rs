@@ -453,9 +453,9 @@ impl Study for Figure4 {
             ]
         })
         .collect();
-        vec![Table {
-            title: "Rollback writes".into(),
-            columns: [
+        vec![Table::new(
+            "Rollback writes",
+            &[
                 "rollback device",
                 "writes",
                 "in-place metadata writes",
@@ -463,11 +463,9 @@ impl Study for Figure4 {
                 "extent pages written more than once",
                 "mean write ms",
                 "paper: block write ms",
-            ]
-            .map(String::from)
-            .to_vec(),
+            ],
             rows,
-        }]
+        )]
     }
 
     fn checks(&self, m: &Figure4Runs) -> Vec<Check> {

@@ -282,9 +282,9 @@ fn table(runs: &[Run]) -> Table {
             ]
         })
         .collect();
-    Table {
-        title: "Figure 2, 5 and 7: New-Order throughput and data writes per transaction".into(),
-        columns: [
+    Table::new(
+        "Figure 2, 5 and 7: New-Order throughput and data writes per transaction",
+        &[
             "SSD",
             "preset",
             "store",
@@ -292,12 +292,9 @@ fn table(runs: &[Run]) -> Table {
             "write requests/txn",
             "write KB/txn",
             "consistency",
-        ]
-        .iter()
-        .map(|s| s.to_string())
-        .collect(),
+        ],
         rows,
-    }
+    )
 }
 
 fn figures(runs: &[Run]) -> anyhow::Result<Vec<Figure>> {

@@ -75,9 +75,9 @@ impl Study for Figure6 {
                 ]
             })
             .collect();
-        vec![Table {
-            title: "The two phases".into(),
-            columns: [
+        vec![Table::new(
+            "The two phases",
+            &[
                 "device",
                 "cluster KB",
                 "runs",
@@ -86,11 +86,9 @@ impl Study for Figure6 {
                 "run generation s",
                 "merge s",
                 "total s",
-            ]
-            .map(String::from)
-            .to_vec(),
+            ],
             rows,
-        }]
+        )]
     }
 
     // lee2008 section 6.1 gives the two phases in words: run generation

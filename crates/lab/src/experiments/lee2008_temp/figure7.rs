@@ -191,11 +191,10 @@ impl Study for Figure7 {
                 ]
             })
             .collect();
-        let columns = |names: &[&str]| names.iter().map(|c| c.to_string()).collect();
         vec![
-            Table {
-                title: "Figure 7a: cluster size sweep (2 MB memory)".into(),
-                columns: columns(&[
+            Table::new(
+                "Figure 7a: cluster size sweep (2 MB memory)",
+                &[
                     "device",
                     "overlap",
                     "cluster KB",
@@ -207,12 +206,12 @@ impl Study for Figure7 {
                     "run generation s",
                     "merge s",
                     "total s",
-                ]),
-                rows: a_rows,
-            },
-            Table {
-                title: "Figure 7b: memory sweep".into(),
-                columns: columns(&[
+                ],
+                a_rows,
+            ),
+            Table::new(
+                "Figure 7b: memory sweep",
+                &[
                     "memory MB",
                     "% of input",
                     "disk s",
@@ -222,9 +221,9 @@ impl Study for Figure7 {
                     "SSD runs",
                     "SSD passes",
                     "disk / SSD",
-                ]),
-                rows: b_rows,
-            },
+                ],
+                b_rows,
+            ),
         ]
     }
 

@@ -156,19 +156,17 @@ impl Study for Figure8 {
                 fmt_num(published),
             ]
         };
-        vec![Table {
-            title: "Elapsed time".into(),
-            columns: [
+        vec![Table::new(
+            "Elapsed time",
+            &[
                 "join",
                 "device",
                 "partition / sort s",
                 "probe / merge s",
                 "total s",
                 "paper s",
-            ]
-            .map(String::from)
-            .to_vec(),
-            rows: vec![
+            ],
+            vec![
                 row(&m.hash_hdd, published("hash_join_hdd_s")),
                 row(&m.hash_ssd, published("hash_join_ssd_s")),
                 row(&m.sort_merge_hdd, published("sort_merge_join_hdd_s")),
@@ -176,7 +174,7 @@ impl Study for Figure8 {
                 row(&m.regions_hdd, f64::NAN),
                 row(&m.regions_ssd, f64::NAN),
             ],
-        }]
+        )]
     }
 
     fn checks(&self, m: &Figure8Runs) -> Vec<Check> {

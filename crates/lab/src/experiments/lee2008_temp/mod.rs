@@ -116,19 +116,21 @@ fn sim<T: Send + 'static>(
 }
 
 /// Run `f` in a simulated world over a fresh temp space on the preset
-/// `device`, its requests traced when `trace`: `f`'s result, and the trace.
+/// `device`, its requests traced when `trace`: `f` is given the runtime,
+/// the space, the device's name and the run's seed; `f`'s result, and the
+/// trace.
 fn on_temp_space<T: Send + 'static>(
     ctx: &RunContext,
     device: &str,
     trace: bool,
-    f: impl FnOnce(&Rt, &TempSpace) -> anyhow::Result<T> + Send + 'static,
+    f: impl FnOnce(&Rt, &TempSpace, String, u64) -> anyhow::Result<T> + Send + 'static,
 ) -> anyhow::Result<(T, Vec<TraceRecord>)> {
-    let device = device.to_string();
+    let (device, seed) = (device.to_string(), ctx.seed);
     sim(ctx, move |rt| -> anyhow::Result<(T, Vec<TraceRecord>)> {
         let tracer = trace.then(Tracer::new);
         let space = TempSpace::new(temp_device(&device, tracer.as_ref())?, None)
             .map_err(|e| anyhow!("{e}"))?;
-        let run = f(&rt, &space)?;
+        let run = f(&rt, &space, device, seed)?;
         Ok((run, tracer.map(|t| t.records()).unwrap_or_default()))
     })?
 }
@@ -156,10 +158,7 @@ pub fn sort_with(
     overlap: bool,
     trace: bool,
 ) -> anyhow::Result<SortRun> {
-    let name = device.to_string();
-    let seed = ctx.seed;
-    let (run, trace) = on_temp_space(ctx, device, trace, move |rt, space| {
-        let device = name;
+    let (run, trace) = on_temp_space(ctx, device, trace, move |rt, space, device, seed| {
         let mut config = SortConfig::new(memory_bytes, cluster_bytes, SortKey::sort_benchmark());
         config.overlap = overlap;
         let sort = ExternalSort::new(space, config).map_err(|e| anyhow!("{e}"))?;
@@ -227,10 +226,7 @@ pub fn join_once(
     cluster_bytes: usize,
     trace: bool,
 ) -> anyhow::Result<JoinRun> {
-    let name = device.to_string();
-    let seed = ctx.seed;
-    let (run, trace) = on_temp_space(ctx, device, trace, move |rt, space| {
-        let device = name;
+    let (run, trace) = on_temp_space(ctx, device, trace, move |rt, space, device, seed| {
         let mut left = SortRecords::with_keys(seed, n, KeyDist::Permutation { salt: 1 });
         let mut right =
             SortRecords::with_keys(seed + 1, n, KeyDist::Permutation { salt: 2 }).starting_at(n);

@@ -146,15 +146,13 @@ fn table4(s: &Study) -> Table {
             format!("{:.0}%", 100.0 * best.cpu_utilization),
         ]
     });
-    Table {
-        title: "Table 4: maximum NoTPM (measured, published, at warehouses, CPU busy)".into(),
-        columns: [
+    Table::new(
+        "Table 4: maximum NoTPM (measured, published, at warehouses, CPU busy)",
+        &[
             "buffer", "CPUs", "4 KB", "paper", "at W", "CPU", "16 KB", "paper", "at W", "CPU",
-        ]
-        .map(String::from)
-        .to_vec(),
+        ],
         rows,
-    }
+    )
 }
 
 fn table5(s: &Study) -> Table {
@@ -164,13 +162,11 @@ fn table5(s: &Study) -> Table {
             fmt_num(published("table5_new_order_response_s", c)),
         ]
     });
-    Table {
-        title: "Table 5: New-Order mean response time at the maximum, seconds".into(),
-        columns: ["buffer", "CPUs", "4 KB", "paper", "16 KB", "paper"]
-            .map(String::from)
-            .to_vec(),
+    Table::new(
+        "Table 5: New-Order mean response time at the maximum, seconds",
+        &["buffer", "CPUs", "4 KB", "paper", "16 KB", "paper"],
         rows,
-    }
+    )
 }
 
 fn ratio(
