@@ -468,7 +468,8 @@ impl<'a> Runner<'a> {
 
     /// The closed loop: keep `queue_depth` requests outstanding; submit the
     /// next when the earliest completes (CHAR-1). Advances the clock to the
-    /// last completion.
+    /// last completion. Each request is drawn one ahead, in the same order,
+    /// so the model can prefetch for it while the one before is submitted.
     fn run_from(&mut self, spec: &LoopSpec, cursor: &mut u64) -> Result<Measurement, DeviceError> {
         let start_ns = self.now_ns;
         let depth = spec.queue_depth.max(1) as usize;
@@ -476,7 +477,8 @@ impl<'a> Runner<'a> {
         let mut submit_ns = start_ns;
         let mut measured = Measurement::default();
         let mut end_ns = start_ns;
-        for _ in 0..spec.requests {
+        let mut next = (spec.requests > 0).then(|| self.next_request(spec, cursor));
+        for i in 0..spec.requests {
             if outstanding.len() == depth {
                 let Some(Reverse(done_ns)) = outstanding.pop() else {
                     break;
@@ -484,7 +486,14 @@ impl<'a> Runner<'a> {
                 debug_assert!(done_ns >= submit_ns, "CHAR-1");
                 submit_ns = done_ns;
             }
-            let req = self.next_request(spec, cursor);
+            let Some(req) = next.take() else {
+                break;
+            };
+            if i + 1 < spec.requests {
+                let ahead = self.next_request(spec, cursor);
+                self.device.prefetch(&ahead);
+                next = Some(ahead);
+            }
             let done_ns = self.submit(submit_ns, &req)?;
             outstanding.push(Reverse(done_ns));
             end_ns = end_ns.max(done_ns);

@@ -105,6 +105,10 @@ pub trait DeviceModel: Send {
     /// Submit a request arriving at `now_ns`; return its completion time.
     /// The request has passed [`check_request`] (MODEL-3).
     fn submit(&mut self, now_ns: u64, req: &IoRequest) -> u64;
+    /// A hint that `req` is submitted soon: the model may start loading
+    /// what it will look up for it (a host cache prefetch). It changes
+    /// nothing the model answers.
+    fn prefetch(&self, _req: &IoRequest) {}
     /// What the model has counted so far.
     fn stats(&self) -> ModelStats;
     /// The model's parameters, each with the source of its number, for

@@ -330,7 +330,10 @@ fn submit_all(model: &mut dyn DeviceModel, requests: &[(u64, IoRequest)]) -> Run
         ..Run::new()
     };
     let started = Instant::now();
-    for (arrival_ns, io) in requests {
+    for (i, (arrival_ns, io)) in requests.iter().enumerate() {
+        if let Some((_, ahead)) = requests.get(i + 1) {
+            model.prefetch(ahead);
+        }
         let completion_ns = model.submit(*arrival_ns, io);
         run.latency
             .record(completion_ns.saturating_sub(*arrival_ns));
@@ -470,7 +473,16 @@ pub fn replay_stream(
     let mut folded = 0;
     let mut previous_ns = 0;
     let started = Instant::now();
-    for (i, request) in requests.into_iter().enumerate() {
+    let mut requests = requests.into_iter().peekable();
+    let mut i = 0usize;
+    while let Some(request) = requests.next() {
+        if let Some(ahead) = requests.peek() {
+            model.prefetch(&IoRequest {
+                kind: ahead.kind,
+                offset_bytes: ahead.offset_bytes,
+                len_bytes: ahead.len_bytes,
+            });
+        }
         let mut io = IoRequest {
             kind: request.kind,
             offset_bytes: request.offset_bytes,
@@ -495,6 +507,7 @@ pub fn replay_stream(
         run.latency.record(completion_ns.saturating_sub(arrival_ns));
         run.last_completion_ns = run.last_completion_ns.max(completion_ns);
         count(&mut run.counts, &io);
+        i += 1;
     }
     run.host_seconds = started.elapsed().as_secs_f64();
     Ok(finish(&*model, run, false, folded))

@@ -747,6 +747,14 @@ impl DeviceModel for SsdModel {
         done.max(now_ns)
     }
 
+    /// Start loading the map entry of the request's first page.
+    fn prefetch(&self, req: &IoRequest) {
+        if matches!(req.kind, IoKind::Read | IoKind::Write) {
+            self.ftl
+                .prefetch(req.offset_bytes / self.derived.page_bytes);
+        }
+    }
+
     fn stats(&self) -> ModelStats {
         let f = self.ftl.stats();
         let (wear_min, wear_max, wear_mean) = wear(self.ftl.erase_counts());

@@ -263,6 +263,30 @@ fn completions_never_precede_submissions() {
 }
 
 #[test]
+fn prefetch_hints_change_no_completion() {
+    let run = |hint: bool| {
+        let mut m = ssd(16 * 1024);
+        let capacity = m.capacity_bytes();
+        let kinds = [IoKind::Read, IoKind::Write, IoKind::Write, IoKind::Trim];
+        let mut x = 3u64;
+        let mut next = drawn_request(x, &kinds, 60, capacity);
+        let mut out = Vec::new();
+        for i in 0..5_000u64 {
+            x = lcg(x);
+            let r = std::mem::replace(&mut next, drawn_request(x, &kinds, 60, capacity));
+            if hint {
+                m.prefetch(&next);
+            }
+            out.push(m.submit(i * 20_000, &r));
+        }
+        (out, m.stats().gc_runs)
+    };
+    let (hinted, gc_runs) = run(true);
+    assert!(gc_runs > 0, "the run should reach GC");
+    assert_eq!(hinted, run(false).0);
+}
+
+#[test]
 fn runs_are_deterministic() {
     let run = || {
         let mut m = ssd(8192);

@@ -99,11 +99,29 @@ impl FtlKind {
 }
 
 /// A flash translation layer. See the module documentation.
+/// Ask the host CPU to start loading the cache line that holds `value`:
+/// a hint with no effect on any result, so a lookup at a random address
+/// (an FTL's map) can overlap the work before it.
+#[inline]
+pub(crate) fn prefetch_line<T>(value: &T) {
+    #[cfg(target_arch = "x86_64")]
+    // SAFETY: a prefetch has no architectural effect and never faults, and
+    // the address is that of a live reference.
+    unsafe {
+        use core::arch::x86_64::{_MM_HINT_T0, _mm_prefetch};
+        _mm_prefetch::<_MM_HINT_T0>((value as *const T).cast::<i8>());
+    }
+    #[cfg(not(target_arch = "x86_64"))]
+    let _ = value;
+}
+
 pub trait Ftl: Send {
     /// Logical pages the host can address.
     fn logical_pages(&self) -> u64;
     /// Where a logical page lives, or `None` if it was never written or is trimmed.
     fn lookup(&self, lpn: u64) -> Option<u64>;
+    /// A hint that `lpn` is looked up soon (see [`prefetch_line`]).
+    fn prefetch(&self, _lpn: u64) {}
     /// Write one logical page: push the operations it costs onto `ops`, the
     /// host page's program last (FTL-3).
     fn write(&mut self, lpn: u64, ops: &mut Vec<FlashOp>);

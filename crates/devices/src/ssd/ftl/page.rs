@@ -712,6 +712,15 @@ impl Ftl for PageFtl {
         self.stripe_pages
     }
 
+    fn prefetch(&self, lpn: u64) {
+        let chunk = (lpn >> L2P_CHUNK_SHIFT) as usize;
+        if let Some(Some(entries)) = self.l2p.get(chunk)
+            && let Some(entry) = entries.get((lpn & (L2P_CHUNK_PAGES - 1)) as usize)
+        {
+            super::prefetch_line(entry);
+        }
+    }
+
     fn lookup(&self, lpn: u64) -> Option<u64> {
         match self.l2p_get(lpn) {
             NONE => None,
