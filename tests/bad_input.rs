@@ -80,6 +80,26 @@ const ROWS: &[Row] = &[
         message: &["buffer", "memory"],
     },
     Row {
+        what: "an SSD erase unit of more pages than the page FTL's victim key holds",
+        args: &[
+            "replay",
+            "--device",
+            "{dir}/bigblock.toml",
+            "--synthetic",
+            "10",
+        ],
+        files: &[(
+            "bigblock.toml",
+            "kind = \"ssd\"\nname = \"bigblock\"\nchannels = 2\nchips_per_channel = 1\n\
+             dies_per_chip = 1\nplanes_per_die = 1\nblocks_per_plane = 8\npage_bytes = 512\n\
+             erase_unit_bytes = 67108864\nover_provisioning = 0.1\npage_read_us = 50.0\n\
+             page_program_us = 500.0\nblock_erase_ms = 3.0\nchannel_mb_s = 200.0\n\
+             host_mb_s = 300.0\n",
+        )],
+        exit: 2,
+        message: &["bigblock.toml", "131072 pages per block", "at most 65534"],
+    },
+    Row {
         what: "a synthetic replay of 10^12 requests",
         args: &[
             "replay",
