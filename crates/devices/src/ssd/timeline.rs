@@ -19,9 +19,9 @@
 //! the same order give the same answers.
 //!
 //! The intervals live in a plain vector from a head index: pruning moves
-//! the head, and the dropped prefix is removed once it is as long as
-//! what is left and at least [`PRUNED_KEPT_MAX`] long, so every search is over one contiguous slice and a
-//! reservation after the last one is a push.
+//! the head, and the dropped prefix is removed once it is as long as what
+//! is left and at least [`PRUNED_KEPT_MAX`] long, so every search is over
+//! one contiguous slice and a reservation after the last one is a push.
 //!
 //! Invariants (TL-n):
 //! 1. Intervals are sorted, non-empty, disjoint and not adjacent.
