@@ -334,14 +334,18 @@ fn submit_all(model: &mut dyn DeviceModel, requests: &[(u64, IoRequest)]) -> Run
         if let Some((_, ahead)) = requests.get(i + 1) {
             model.prefetch(ahead);
         }
-        let completion_ns = model.submit(*arrival_ns, io);
-        run.latency
-            .record(completion_ns.saturating_sub(*arrival_ns));
-        run.last_completion_ns = run.last_completion_ns.max(completion_ns);
-        count(&mut run.counts, io);
+        submit_one(model, &mut run, *arrival_ns, io);
     }
     run.host_seconds = started.elapsed().as_secs_f64();
     run
+}
+
+/// Submit `io` at `arrival_ns` and record it in `run`.
+fn submit_one(model: &mut dyn DeviceModel, run: &mut Run, arrival_ns: u64, io: &IoRequest) {
+    let completion_ns = model.submit(arrival_ns, io);
+    run.latency.record(completion_ns.saturating_sub(arrival_ns));
+    run.last_completion_ns = run.last_completion_ns.max(completion_ns);
+    count(&mut run.counts, io);
 }
 
 fn count(counts: &mut ModelStats, io: &IoRequest) {
@@ -503,10 +507,7 @@ pub fn replay_stream(
         if i == 0 {
             run.first_arrival_ns = arrival_ns;
         }
-        let completion_ns = model.submit(arrival_ns, &io);
-        run.latency.record(completion_ns.saturating_sub(arrival_ns));
-        run.last_completion_ns = run.last_completion_ns.max(completion_ns);
-        count(&mut run.counts, &io);
+        submit_one(model, &mut run, arrival_ns, &io);
         i += 1;
     }
     run.host_seconds = started.elapsed().as_secs_f64();
@@ -571,19 +572,22 @@ fn replay_file_holding(
     }
     let mut run = Run::new();
     let started = Instant::now();
-    let mut first = true;
+    // A request is submitted once the next one is read, so the model can
+    // prefetch for the next while it works on this one.
+    let mut pending: Option<(u64, IoRequest)> = None;
     stream_trace_file(path, format, &scan, |request| {
         let (io, _) = io_of(&*model, &request, options);
+        model.prefetch(&io);
         let arrival_ns = request.arrival_ns + options.start_ns;
-        if std::mem::take(&mut first) {
-            run.first_arrival_ns = arrival_ns;
+        match pending.replace((arrival_ns, io)) {
+            Some((at, before)) => submit_one(model, &mut run, at, &before),
+            None => run.first_arrival_ns = arrival_ns,
         }
-        let completion_ns = model.submit(arrival_ns, &io);
-        run.latency.record(completion_ns.saturating_sub(arrival_ns));
-        run.last_completion_ns = run.last_completion_ns.max(completion_ns);
-        count(&mut run.counts, &io);
         Ok(())
     })?;
+    if let Some((at, last)) = pending {
+        submit_one(model, &mut run, at, &last);
+    }
     run.host_seconds = started.elapsed().as_secs_f64();
     Ok(Some(finish(&*model, run, false, folded)))
 }
