@@ -478,7 +478,7 @@ pub fn replay_stream(
     let mut previous_ns = 0;
     let started = Instant::now();
     let mut requests = requests.into_iter().peekable();
-    let mut i = 0usize;
+    let mut first = true;
     while let Some(request) = requests.next() {
         if let Some(ahead) = requests.peek() {
             model.prefetch(&IoRequest {
@@ -504,11 +504,10 @@ pub fn replay_stream(
         refused.into_result()?;
         previous_ns = request.arrival_ns;
         let arrival_ns = request.arrival_ns + options.start_ns;
-        if i == 0 {
+        if std::mem::take(&mut first) {
             run.first_arrival_ns = arrival_ns;
         }
         submit_one(model, &mut run, arrival_ns, &io);
-        i += 1;
     }
     run.host_seconds = started.elapsed().as_secs_f64();
     Ok(finish(&*model, run, false, folded))

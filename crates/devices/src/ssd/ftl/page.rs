@@ -166,8 +166,6 @@ pub struct PageFtl {
     erase_counts: Vec<u32>,
     /// Reverse maps; a block's slot is `BlockMeta::map`.
     p2l: ReverseMaps,
-    /// Slots of `p2l` no block holds.
-    p2l_free: Vec<u32>,
     // Per plane.
     free: Vec<VecDeque<u32>>,
     host_active: Vec<u32>,
@@ -243,7 +241,6 @@ impl PageFtl {
             blocks: vec![BlockMeta::ERASED; blocks],
             erase_counts: vec![0; blocks],
             p2l: ReverseMaps::new(ppb),
-            p2l_free: Vec::new(),
             free,
             host_active: vec![NONE; planes as usize],
             gc_active: vec![NONE; planes as usize],
@@ -443,13 +440,7 @@ impl PageFtl {
             self.blocks[b].write_ptr, 0,
             "FTL-1: opening an unerased block"
         );
-        let slot = match self.p2l_free.pop() {
-            Some(slot) => {
-                self.p2l.slot_mut(slot).fill(NONE);
-                slot
-            }
-            None => self.p2l.add_slot(),
-        };
+        let slot = self.p2l.take_slot();
         self.blocks[b].map = slot;
         self.blocks[b].state = BlockState::Open;
         Some(block)
@@ -637,7 +628,7 @@ impl PageFtl {
             ..BlockMeta::ERASED
         };
         if slot != NONE {
-            self.p2l_free.push(slot);
+            self.p2l.free_slot(slot);
         }
         let plane = self.plane_of(block) as usize;
         self.free[plane].push_back(block);
@@ -651,6 +642,8 @@ struct ReverseMaps {
     pages_per_block: usize,
     chunks: Vec<Box<[u32]>>,
     slots: u32,
+    /// Slots no block holds.
+    free: Vec<u32>,
 }
 
 /// Reverse-map slots per chunk (128 KiB of entries at 128 pages a block).
@@ -662,11 +655,17 @@ impl ReverseMaps {
             pages_per_block: pages_per_block as usize,
             chunks: Vec::new(),
             slots: 0,
+            free: Vec::new(),
         }
     }
 
-    /// A new slot, all entries `NONE`.
-    fn add_slot(&mut self) -> u32 {
+    /// A slot for a block being opened, all entries `NONE`: a freed one if
+    /// there is one, else a new one.
+    fn take_slot(&mut self) -> u32 {
+        if let Some(slot) = self.free.pop() {
+            self.slot_mut(slot).fill(NONE);
+            return slot;
+        }
         let slot = self.slots;
         if slot.is_multiple_of(REVERSE_MAP_CHUNK_SLOTS) {
             let entries = self.pages_per_block * REVERSE_MAP_CHUNK_SLOTS as usize;
@@ -680,6 +679,12 @@ impl ReverseMaps {
         let chunk = (slot / REVERSE_MAP_CHUNK_SLOTS) as usize;
         let first = (slot % REVERSE_MAP_CHUNK_SLOTS) as usize * self.pages_per_block;
         (chunk, first)
+    }
+
+    /// Give back an erased block's slot.
+    fn free_slot(&mut self, slot: u32) {
+        debug_assert!(slot < self.slots, "PAGE-2: freeing a slot never taken");
+        self.free.push(slot);
     }
 
     fn slot(&self, slot: u32) -> &[u32] {
