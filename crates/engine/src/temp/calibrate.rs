@@ -104,7 +104,13 @@ pub fn measure(tuples: u64) -> crate::Result<HostCosts> {
         let count = if size == 100 { n } else { n / 10 };
         let tuple = vec![b'x'; size];
         let t0 = Instant::now();
-        let mut w = run::RunWriter::new(&space, &pool, 64 << 10, Some(size));
+        let mut w = run::RunWriter::new(
+            &space,
+            &pool,
+            64 << 10,
+            Some(size),
+            super::cluster::WRITE_BEHIND_CLUSTERS,
+        );
         for _ in 0..count {
             w.push(&tuple, &tuple[..10], &mut cpu)?;
         }

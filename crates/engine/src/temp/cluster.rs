@@ -39,13 +39,34 @@ pub const CLUSTER_MAGIC: u32 = u32::from_le_bytes(*b"FLTC");
 /// The link of the first cluster of a chain.
 pub const NO_LINK: u64 = u64::MAX;
 /// Cluster writes an operator keeps in flight behind the cluster it is
-/// filling (write-behind). Two let a device overlap one request's transfer
-/// with the next one's work; the modelled 2008 SSD reaches its rated
-/// sequential write rate (lee2008 Table 1: 32 MB/s) only so.
+/// filling (write-behind), at the fewest. Two let a device overlap one
+/// request's transfer with the next one's work.
 pub const WRITE_BEHIND_CLUSTERS: usize = 2;
-/// Output buffers of an operator that writes to the temp space: the one
-/// being filled and the ones written behind it.
+/// Output buffers of an operator that writes to the temp space with the
+/// fewest writes behind: the one being filled and the ones written behind it.
 pub const OUTPUT_CLUSTERS: usize = WRITE_BEHIND_CLUSTERS + 1;
+/// Bytes a run generator keeps written behind the cluster it fills, when
+/// its memory allows ([`run_write_behind`]): with small clusters, enough
+/// requests in flight for every die of a flash device to program one
+/// (64 KB is 32 of the 2008 SSD's 2 KB flash pages, four for each of its
+/// eight planes), as the merge keeps several reads in flight.
+pub const RUN_WRITE_BEHIND_BYTES: usize = 64 << 10;
+/// Most cluster writes a run generator keeps in flight (64 KB of 2 KB
+/// clusters).
+pub const RUN_WRITE_BEHIND_CLUSTERS_MAX: usize = 32;
+/// The share of an operator's memory its run write-behind may take, at most
+/// (one part in this many).
+pub const RUN_WRITE_BEHIND_MEMORY_SHARE: usize = 8;
+
+/// Cluster writes run generation keeps in flight behind the cluster it
+/// fills, with `memory_bytes` of memory and clusters of `cluster_bytes`:
+/// [`RUN_WRITE_BEHIND_BYTES`] (or an eighth of memory, if less) of
+/// clusters, no fewer than [`WRITE_BEHIND_CLUSTERS`] and no more than
+/// [`RUN_WRITE_BEHIND_CLUSTERS_MAX`].
+pub fn run_write_behind(memory_bytes: usize, cluster_bytes: usize) -> usize {
+    let bytes = RUN_WRITE_BEHIND_BYTES.min(memory_bytes / RUN_WRITE_BEHIND_MEMORY_SHARE);
+    (bytes / cluster_bytes.max(1)).clamp(WRITE_BEHIND_CLUSTERS, RUN_WRITE_BEHIND_CLUSTERS_MAX)
+}
 
 /// The header of one cluster.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]

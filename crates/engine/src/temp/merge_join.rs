@@ -27,7 +27,7 @@ use std::sync::Arc;
 use flashlab_runtime::Rt;
 use serde::Serialize;
 
-use super::cluster::{IoPool, OUTPUT_CLUSTERS};
+use super::cluster::{IoPool, OUTPUT_CLUSTERS, WRITE_BEHIND_CLUSTERS};
 use super::cpu::{CpuMeter, OperatorCosts};
 use super::run::{Run, RunReader, RunWriter};
 use super::sort::{
@@ -247,7 +247,13 @@ impl MergeJoin {
             match spilled.as_mut() {
                 Some(w) => w.push(t, key, cpu)?,
                 None if used + t.len() + TUPLE_OVERHEAD_BYTES > group_bytes => {
-                    let mut w = RunWriter::new(&self.space, pool, self.config.cluster_bytes, None);
+                    let mut w = RunWriter::new(
+                        &self.space,
+                        pool,
+                        self.config.cluster_bytes,
+                        None,
+                        WRITE_BEHIND_CLUSTERS,
+                    );
                     for g in group.drain(..) {
                         w.push(&g, key, cpu)?;
                     }

@@ -3,7 +3,7 @@
 //! A run is a stream of tuples in key order, cut into clusters and written
 //! sequentially: [`RunWriter`] fills one cluster buffer while the previous
 //! ones are being written (write-behind through the operator's [`IoPool`],
-//! [`super::cluster::OUTPUT_CLUSTERS`] cluster buffers in all), allocating each cluster from the temp space as
+//! as many writes in flight as the writer was given), allocating each cluster from the temp space as
 //! it is sealed, so a run written alone lands on consecutive clusters.
 //! Tuples are stored back to back and may span clusters; a run of tuples of
 //! one fixed length stores no lengths, otherwise each tuple is preceded by
@@ -23,7 +23,7 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::cluster::{
-    CLUSTER_HEADER_BYTES, ClusterHeader, Extents, IoPool, NO_LINK, Ticket, WRITE_BEHIND_CLUSTERS,
+    CLUSTER_HEADER_BYTES, ClusterHeader, Extents, IoPool, NO_LINK, Ticket,
     forecast_key, forecast_of, payload_capacity,
 };
 use super::cpu::CpuMeter;
@@ -75,11 +75,15 @@ pub struct RunWriter {
 }
 
 impl RunWriter {
+    /// A writer of clusters of `cluster_bytes` that keeps up to
+    /// `write_behind` of them in flight behind the one it fills (0: each
+    /// written in place before the next is filled).
     pub fn new(
         space: &TempSpace,
         pool: &Arc<IoPool>,
         cluster_bytes: usize,
         fixed_len: Option<usize>,
+        write_behind: usize,
     ) -> RunWriter {
         RunWriter {
             pool: pool.clone(),
@@ -93,7 +97,7 @@ impl RunWriter {
             link: NO_LINK,
             spare: Vec::new(),
             in_flight: VecDeque::new(),
-            write_behind: WRITE_BEHIND_CLUSTERS,
+            write_behind,
             tuples: 0,
             clusters: 0,
             stream_bytes: 0,

@@ -25,9 +25,11 @@
 //! cluster, and with overlap `R = FORECAST_CLUSTERS_MIN` (2) clusters are
 //! kept for forecast reads in every merge step (`R = 0` without):
 //!
-//! - run generation holds tuples in `M - 3C` (three output clusters: the
-//!   one being filled and two being written behind it,
-//!   [`super::cluster::WRITE_BEHIND_CLUSTERS`]);
+//! - run generation holds tuples in `M - (W + 1)C`: the cluster being
+//!   filled and `W` written behind it, 64 KB of clusters or an eighth of
+//!   `M` if less, 2 to 32 of them ([`super::cluster::run_write_behind`]),
+//!   so small clusters keep as many writes in flight as a merge keeps
+//!   reads;
 //! - an intermediate merge step, whose output goes to the temp space, has
 //!   fan-in `F = floor((M - 3C) / C) - R`;
 //! - the final merge, whose output goes to the consumer, has fan-in
@@ -55,7 +57,7 @@ use std::sync::Arc;
 use flashlab_runtime::Rt;
 use serde::Serialize;
 
-use super::cluster::{IoPool, OUTPUT_CLUSTERS, WRITE_BEHIND_CLUSTERS};
+use super::cluster::{IoPool, OUTPUT_CLUSTERS, WRITE_BEHIND_CLUSTERS, run_write_behind};
 use super::cpu::{CpuMeter, OperatorCosts};
 use super::forecast::{FORECAST_CLUSTERS_MIN, Forecast, ForecastStats, READS_IN_FLIGHT_MAX};
 use super::run::{Run, RunReader, RunWriter};
@@ -68,7 +70,8 @@ use super::{Result, TempError, validate_cluster_bytes};
 pub const RS_TUPLE_OVERHEAD_BYTES: usize = 72;
 /// I/O worker tasks of an operator by default: one for each write behind
 /// and each read a merge may keep in flight, so every request the operator
-/// issues reaches the device at once.
+/// issues reaches the device at once (run generation's write-behind, at most
+/// [`super::cluster::RUN_WRITE_BEHIND_CLUSTERS_MAX`], fits in as many).
 pub const IO_WORKERS_DEFAULT: usize = WRITE_BEHIND_CLUSTERS + READS_IN_FLIGHT_MAX;
 
 /// How runs are made.
@@ -159,10 +162,16 @@ impl SortConfig {
         Forecast::new(pool, self.io_workers, self.cluster_bytes, clusters)
     }
 
-    /// Memory for tuples during run generation.
+    /// Cluster writes run generation keeps in flight behind the cluster it
+    /// fills ([`run_write_behind`]).
+    pub fn run_write_behind(&self) -> usize {
+        run_write_behind(self.memory_bytes, self.cluster_bytes)
+    }
+
+    /// Memory for tuples during run generation: all but its output clusters.
     pub fn load_bytes(&self) -> usize {
         self.memory_bytes
-            .saturating_sub(OUTPUT_CLUSTERS * self.cluster_bytes)
+            .saturating_sub((self.run_write_behind() + 1) * self.cluster_bytes)
     }
 
     /// Check the settings against the temp device's sector.
@@ -212,7 +221,7 @@ pub struct SortStats {
     pub overlap: bool,
     /// Forecast reads of every merge (intermediate and final).
     pub forecast: ForecastStats,
-    /// Clusters written behind the one being filled.
+    /// Clusters run generation writes behind the one being filled.
     pub write_behind_clusters: u64,
     pub clusters_written: u64,
     pub clusters_read: u64,
@@ -386,7 +395,7 @@ impl ExternalSort {
             fan_in: self.config.fan_in() as u64,
             final_fan_in: self.config.final_fan_in() as u64,
             overlap: self.config.overlap,
-            write_behind_clusters: WRITE_BEHIND_CLUSTERS as u64,
+            write_behind_clusters: self.config.run_write_behind() as u64,
             passes: 1.0,
             ..SortStats::default()
         }
@@ -505,7 +514,13 @@ impl ExternalSort {
         cpu: &mut CpuMeter,
         stats: &mut SortStats,
     ) -> Result<Run> {
-        let mut writer = RunWriter::new(&self.space, pool, self.config.cluster_bytes, fixed_len);
+        let mut writer = RunWriter::new(
+            &self.space,
+            pool,
+            self.config.cluster_bytes,
+            fixed_len,
+            self.config.run_write_behind(),
+        );
         for e in &load.entries {
             let t = load.tuple(e);
             cpu.tuples(1, t.len() as u64);
@@ -626,8 +641,13 @@ impl ExternalSort {
                 .collect();
             let spare = self.config.merge_clusters().saturating_sub(k);
             let mut merge = Merge::new(readers, self.config.forecast(pool, spare));
-            let mut writer =
-                RunWriter::new(&self.space, pool, self.config.cluster_bytes, fixed_len);
+            let mut writer = RunWriter::new(
+                &self.space,
+                pool,
+                self.config.cluster_bytes,
+                fixed_len,
+                WRITE_BEHIND_CLUSTERS,
+            );
             merge.start(cpu)?;
             while let Some(w) = merge.winner() {
                 let r = &merge.readers[w];
@@ -705,6 +725,7 @@ impl RsOutput {
                 pool,
                 sorter.config.cluster_bytes,
                 self.fixed_len,
+                sorter.config.run_write_behind(),
             ));
         }
         cpu.tuples(1, out.tuple.len() as u64);

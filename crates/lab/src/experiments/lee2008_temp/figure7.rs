@@ -23,7 +23,8 @@ fn sensitivity(points: &[(usize, f64)]) -> f64 {
     max / min
 }
 
-fn mb_per_s(bytes: u64, seconds: f64) -> f64 {
+/// `bytes` over `seconds`, MB/s.
+pub(super) fn mb_per_s(bytes: u64, seconds: f64) -> f64 {
     bytes as f64 / MB as f64 / seconds.max(1e-9)
 }
 
@@ -149,7 +150,7 @@ impl Study for Figure7 {
 
     fn description(&self, ctx: &RunContext, _: &Figure7Runs) -> String {
         format!(
-            "External sort of the sort benchmark's records, temp space on the modelled 2008 disk or SSD. (a) 2 MB of memory, clusters of 2 to 256 KB (one size past the paper's 128 KB, so an optimum at 128 KB can be told from the end of the sweep), with overlapped merge reads (the engine's default and the configuration the checks use: each merge forecasts which run runs dry next and keeps up to 32 reads in flight in the memory its inputs leave) and without them (each cluster read when its run runs dry, one request at a time); (b) memory from 0.5% to 20% of the input at the paper's cluster sizes (64 KB on the disk, 2 KB on the SSD), overlapped. Quicksort run generation, write-behind of two clusters, intermediate merge fan-in floor((M - 3C) / C) - 2 and final fan-in floor(M / C) - 2 (two clusters kept for forecast reads; without overlap the full floor((M - 3C) / C) and floor(M / C)). {}.",
+            "External sort of the sort benchmark's records, temp space on the modelled 2008 disk or SSD. (a) 2 MB of memory, clusters of 2 to 256 KB (one size past the paper's 128 KB, so an optimum at 128 KB can be told from the end of the sweep), with overlapped merge reads (the engine's default and the configuration the checks use: each merge forecasts which run runs dry next and keeps up to 32 reads in flight in the memory its inputs leave) and without them (each cluster read when its run runs dry, one request at a time); (b) memory from 0.5% to 20% of the input at the paper's cluster sizes (64 KB on the disk, 2 KB on the SSD), overlapped. Quicksort run generation, write-behind of 64 KB of clusters (2 to 32 of them, at most an eighth of memory), intermediate merge fan-in floor((M - 3C) / C) - 2 and final fan-in floor(M / C) - 2 (two clusters kept for forecast reads; without overlap the full floor((M - 3C) / C) and floor(M / C)). {}.",
             scale_note(ctx)
         )
     }
@@ -268,7 +269,7 @@ impl Study for Figure7 {
             "SSD",
             BEST_CLUSTER_KB_SSD,
             1,
-            "With overlapped merge reads the SSD's merge is nearly flat from 2 to 16 KB; its 2 KB run writes, each paying the fixed cost per request with two written behind, double run generation against 8 KB",
+            "With overlapped merge reads and run writes the SSD's sort is nearly flat from 2 to 16 KB; its 2 KB merge reads, each paying the controller's fixed cost per request, leave the optimum at 8 KB",
         );
         let (sens_hdd, sens_ssd) = (m.sensitivity(0), m.sensitivity(1));
         let mut check_sens = Check::at_most(
@@ -419,13 +420,18 @@ fn optimum_note<'a>(
     };
     let merge = |d: &str, kb: usize, ahead: bool| field(d, kb, ahead, |r| r.merge_s);
     let generation = |kb: usize| field(SSD, kb, true, |r| r.run_generation_s);
+    let behind = |kb: usize| {
+        find(SSD, kb, true)
+            .map(|r| r.stats.write_behind_clusters)
+            .unwrap_or(0)
+    };
     let passes = |kb: usize| field(HDD, kb, true, |r| r.stats.passes);
     let runs = find(HDD, 16, true).map(|r| r.stats.runs).unwrap_or(0);
     format!(
         "What sets the optimum. Each merge forecasts the run to run dry next and keeps up to 32 reads in flight in the memory its inputs leave; the passes grow once the runs ({runs} at 16 KB) outnumber the fan-in floor((M - 3C) / C) - 2: {:.2} passes at 32 KB, {:.2} at 64 KB, {:.2} at 128 KB. \
-         SSD: the merge takes {:.1} s at 2 KB, {:.1} s at 8 KB and {:.1} s at 16 KB (without overlap {:.1} s, {:.1} s and {:.1} s), so reads no longer decide it below 32 KB; run generation does: {:.1} s at 2 KB ({:.1} MB/s) against {:.1} s at 8 KB ({:.1} MB/s). Runs are written with two clusters behind the one being filled, so each 2 KB write pays the controller's fixed cost and a flash-page program with at most three requests in flight; best at {best_ssd} KB. \
+         SSD: the merge takes {:.1} s at 2 KB, {:.1} s at 8 KB and {:.1} s at 16 KB (without overlap {:.1} s, {:.1} s and {:.1} s): each 2 KB read pays the controller's fixed cost per request for a quarter of an 8 KB read's bytes. Run generation keeps {} clusters written behind the one being filled at 2 KB and {} at 8 KB (64 KB in flight), so it takes {:.1} s at 2 KB ({:.1} MB/s) against {:.1} s at 8 KB ({:.1} MB/s); best at {best_ssd} KB. \
          Disk: the merge spends {:.1} ms per cluster read at 2 KB and {:.1} ms at 128 KB (merge time over clusters read), nearly all of it seek and rotation, which its FIFO queue serves one request after another however many are in flight, so a larger cluster wins even at the price of more passes: best at {best_hdd} KB. \
-         Without overlap (one read at a time) the optima are {plain_best_hdd} KB on the disk and {plain_best_ssd} KB on the SSD. The paper's 2 KB optimum would need the SSD's run writes to cost as little per byte at 2 KB as at 8 KB, which the write-behind of two clusters and the model's fixed cost per request (lee2008 Table 1: 0.4 ms a write) do not give.",
+         Without overlap (one read at a time) the optima are {plain_best_hdd} KB on the disk and {plain_best_ssd} KB on the SSD. The paper's 2 KB optimum would need the SSD's 2 KB merge reads to cost as little per byte as 8 KB ones, which the model's fixed cost per request (lee2008 Table 1: 0.2 ms a read) does not give.",
         passes(32),
         passes(64),
         passes(128),
@@ -435,6 +441,8 @@ fn optimum_note<'a>(
         merge(SSD, 2, false),
         merge(SSD, 8, false),
         merge(SSD, 16, false),
+        behind(2),
+        behind(8),
         generation(2),
         write_rate(find(SSD, 2, true)),
         generation(8),
@@ -454,7 +462,7 @@ fn speedup_note(runs: &[(SortRun, SortRun)], limit_bytes: f64) -> String {
     let best_ratio = eligible.iter().map(ratio).fold(0.0, f64::max);
     match worst {
         Some((h, s)) => format!(
-            "At {:.1} MB of memory (the smallest ratio) the disk took {:.1} s (run generation {:.1} s, merge {:.1} s) and the SSD {:.1} s (run generation {:.1} s, merge {:.1} s). With overlapped reads the disk's merge is {:.1} times the SSD's, as the paper's Figure 6 has it; run generation decides instead. The SSD writes its runs in {} KB clusters at {:.1} MB/s, each write paying the controller's fixed cost and a flash-page program with two written behind the one being filled, while the disk writes {} KB clusters at {:.1} MB/s. Where several merge passes are needed (the smallest memory sizes) the SSD is up to {:.1} times as fast.",
+            "At {:.1} MB of memory (the smallest ratio) the disk took {:.1} s (run generation {:.1} s, merge {:.1} s) and the SSD {:.1} s (run generation {:.1} s, merge {:.1} s). With overlapped reads the disk's merge is {:.1} times the SSD's, as the paper's Figure 6 has it; run generation decides instead. The SSD writes its runs in {} KB clusters at {:.1} MB/s over the phase with {} written behind the one being filled (its sustained write rate: 32 MB/s, lee2008 Table 1), and writes nothing while each memory load is quicksorted, while the disk writes {} KB clusters at {:.1} MB/s. Where several merge passes are needed (the smallest memory sizes) the SSD is up to {:.1} times as fast.",
             h.memory_bytes as f64 / MB as f64,
             h.elapsed_s,
             h.run_generation_s,
@@ -465,6 +473,7 @@ fn speedup_note(runs: &[(SortRun, SortRun)], limit_bytes: f64) -> String {
             h.merge_s / s.merge_s.max(1e-9),
             s.cluster_bytes / KB,
             mb_per_s(s.stats.input_bytes, s.run_generation_s),
+            s.stats.write_behind_clusters,
             h.cluster_bytes / KB,
             mb_per_s(h.stats.input_bytes, h.run_generation_s),
             best_ratio,

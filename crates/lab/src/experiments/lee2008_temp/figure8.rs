@@ -64,7 +64,7 @@ fn pair_note(hj: &JoinRun, smj: &JoinRun) -> String {
     let read = l.clusters_read + r.clusters_read;
     let on_demand = l.forecast.on_demand + r.forecast.on_demand;
     format!(
-        "{base}. Both joins write every tuple once in {} KB clusters, but the sort-merge join's run generation (a quicksort of each memory load, then its run writes with two clusters written behind the one being filled) takes {:.1} s against the hash join's partitioning in {:.1} s, and its two final merges of {} runs share the clusters their inputs leave: {} and {} forecast buffers, so {} of its {} cluster reads waited for no read issued ahead, where the hash join reads each partition up to {} pages ahead",
+        "{base}. Both joins write every tuple once in {} KB clusters, but the sort-merge join's run generation (a quicksort of each memory load, then its run writes, which stop while each load is sorted) takes {:.1} s against the hash join's partitioning in {:.1} s, and its two final merges of {} runs share the clusters their inputs leave: {} and {} forecast buffers, so {} of its {} cluster reads waited for no read issued ahead, where the hash join reads each partition up to {} pages ahead",
         l.cluster_bytes / KB as u64,
         smj.first_phase_s,
         hj.first_phase_s,
