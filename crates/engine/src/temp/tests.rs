@@ -117,6 +117,48 @@ fn temp_sort_equals_reference_across_memory_and_inputs() {
 }
 
 #[test]
+fn run_write_behind_is_64_kb_of_clusters_within_its_bounds() {
+    use super::cluster::{RUN_WRITE_BEHIND_CLUSTERS_MAX, WRITE_BEHIND_CLUSTERS, run_write_behind};
+    let mb = 1 << 20;
+    assert_eq!(run_write_behind(2 * mb, 2048), 32);
+    assert_eq!(run_write_behind(2 * mb, 8192), 8);
+    assert_eq!(run_write_behind(2 * mb, 64 << 10), WRITE_BEHIND_CLUSTERS);
+    assert_eq!(run_write_behind(2 * mb, 256 << 10), WRITE_BEHIND_CLUSTERS);
+    // An eighth of memory at most: 40 clusters of memory give 5 written behind.
+    assert_eq!(run_write_behind(40 * 2048, 2048), 5);
+    assert_eq!(run_write_behind(5 * 2048, 2048), WRITE_BEHIND_CLUSTERS);
+    for c in [2048usize, 4096, 16384] {
+        for m in [5 * c, 64 * c, 1 << 30] {
+            let w = run_write_behind(m, c);
+            assert!((WRITE_BEHIND_CLUSTERS..=RUN_WRITE_BEHIND_CLUSTERS_MAX).contains(&w));
+        }
+    }
+}
+
+#[test]
+fn temp_sort_with_deep_run_write_behind_equals_reference() {
+    sim(|_| {
+        let space = memory_space(None);
+        let c = 2048;
+        let input = records(11, 20_000, KeyDist::Uniform);
+        let want = reference_sort(&input, &[(0, 10, Order::Ascending)]);
+        for rg in [
+            RunGeneration::Quicksort,
+            RunGeneration::ReplacementSelection,
+        ] {
+            let mut config = SortConfig::new(300 * c, c, SortKey::sort_benchmark());
+            config.run_generation = rg;
+            let sort = ExternalSort::new(&space, config).unwrap();
+            let (got, stats) = sort_all(&sort, &input);
+            assert!(got == want, "{rg:?}: {stats:?}");
+            assert_eq!(stats.write_behind_clusters, 32, "{rg:?}");
+            assert!(stats.runs > 1, "{rg:?}: {stats:?}");
+            assert_eq!(space.used_bytes(), 0, "temp freed");
+        }
+    });
+}
+
+#[test]
 fn temp_sort_multi_pass_stats_and_fan_in_rule() {
     sim(|_| {
         let space = memory_space(None);
