@@ -23,8 +23,8 @@ use std::collections::VecDeque;
 use std::sync::Arc;
 
 use super::cluster::{
-    CLUSTER_HEADER_BYTES, ClusterHeader, Extents, IoPool, NO_LINK, Ticket,
-    forecast_key, forecast_of, payload_capacity,
+    CLUSTER_HEADER_BYTES, ClusterHeader, Extents, IoPool, NO_LINK, Ticket, forecast_key,
+    forecast_of, payload_capacity,
 };
 use super::cpu::CpuMeter;
 use super::space::TempSpace;

@@ -640,8 +640,11 @@ fn figure4_run(ctx: &RunContext, device: &str) -> anyhow::Result<Figure4Run> {
         / writes.len().max(1) as f64;
     let metadata = writes.iter().filter(|r| r.offset_bytes < 8 * 8192).count();
     let (extent_pages, rewritten_pages) = extent_page_writes(&writes);
-    let rollback_requests: Vec<&TraceRecord> =
-        report.trace.iter().filter(|r| r.space == Space::Rollback).collect();
+    let rollback_requests: Vec<&TraceRecord> = report
+        .trace
+        .iter()
+        .filter(|r| r.space == Space::Rollback)
+        .collect();
     let (service_ms, jump_mb) = (
         mean_write_service_ms(&rollback_requests),
         mean_jump_mb(&writes),
