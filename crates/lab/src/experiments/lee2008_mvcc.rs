@@ -105,7 +105,10 @@ pub fn table4_run(ctx: &RunContext, device: &str) -> anyhow::Result<Table4Run> {
         .ok_or_else(|| anyhow!("the simulation stopped early"))?
 }
 
-fn scenario(rt: &Rt, device: &str, rows: u64, buffer_bytes: u64) -> anyhow::Result<Table4Run> {
+/// The scenario's database: table and log in memory, the rollback space on
+/// `device` behind a tracer (off until the second scan). Returns it with
+/// the tracer and the untraced rollback device (for its model counters).
+fn scenario_db(device: &str, buffer_bytes: u64) -> anyhow::Result<(Database, Tracer, DeviceRef)> {
     let e = |e: flashlab_engine::Error| anyhow!("{e}");
     let mut config = DbConfig::simple("memory", "memory", PAGE_BYTES, buffer_bytes);
     config.rollback = Some(SpaceConfig {
@@ -132,6 +135,12 @@ fn scenario(rt: &Rt, device: &str, rows: u64, buffer_bytes: u64) -> anyhow::Resu
         ..devices
     };
     let db = Database::open_with(&config, devices).map_err(e)?;
+    Ok((db, tracer, rollback_model))
+}
+
+fn scenario(rt: &Rt, device: &str, rows: u64, buffer_bytes: u64) -> anyhow::Result<Table4Run> {
+    let e = |e: flashlab_engine::Error| anyhow!("{e}");
+    let (db, tracer, rollback_model) = scenario_db(device, buffer_bytes)?;
     let costs = db.config().cpu.clone();
     db.set_cpu_costs(flashlab_engine::config::CpuCosts::free());
     let table = load_dotted_table(&db, rows, LOAD_BATCH_ROWS, VALUE_BYTES).map_err(e)?;
