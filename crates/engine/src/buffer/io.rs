@@ -67,26 +67,28 @@ impl Core {
         // A hit takes no lock (BUF-15); a page is resident only in a
         // registered space.
         if let Some(frame) = self.hot.pin_if_ready(id) {
-            let page = self.page_ref(frame, id);
-            if source == Source::Zero {
-                self.renew(&page)?;
-            }
-            return Ok(page);
+            return self.hit(frame, id, source);
         }
         let space = self.space_of(id)?;
         let frame = match self.claim(id)? {
-            Claim::Resident(frame) => {
-                let page = self.page_ref(frame, id);
-                if source == Source::Zero {
-                    self.renew(&page)?;
-                }
-                return Ok(page);
-            }
+            Claim::Resident(frame) => return self.hit(frame, id, source),
             Claim::Claimed(frame) => frame,
         };
         let page = self.fill(frame, id, &space, source)?;
         if source == Source::Device {
             self.after_miss(&space, id);
+        }
+        Ok(page)
+    }
+
+    /// A fetch of resident `id` in `frame`: renew it if asked, and read the
+    /// next window if it is the read-ahead marker.
+    fn hit(self: &Arc<Self>, frame: usize, id: PageId, source: Source) -> Result<PageRef> {
+        let page = self.page_ref(frame, id);
+        if source == Source::Zero {
+            self.renew(&page)?;
+        } else {
+            self.after_hit(id);
         }
         Ok(page)
     }
@@ -115,6 +117,11 @@ impl Core {
     /// Pin `id` if it is resident and ready; never waits, never does I/O
     /// (a tree operation under its latch, DB-2).
     pub(super) fn fetch_resident(self: &Arc<Self>, id: PageId) -> Option<PageRef> {
+        // The read-ahead marker's fetch reads the next window: not under a
+        // latch, so the caller takes the path that may do I/O.
+        if self.is_marker(id) {
+            return None;
+        }
         let frame = self.hot.pin_if_ready(id)?;
         self.owe_page_access();
         Some(self.page_ref(frame, id))

@@ -273,6 +273,9 @@ struct Core {
     cpu: std::sync::OnceLock<Arc<crate::cpu_prices::CpuPrices>>,
     /// Pages read ahead after a sequential miss; 0: off (`read_ahead`).
     read_ahead_pages: std::sync::atomic::AtomicUsize,
+    /// The last page of the newest read-ahead window, packed
+    /// (`read_ahead::marker_of`): a hit on it reads the next window.
+    ahead_marker: std::sync::atomic::AtomicU64,
     /// The elevator stage batched write-backs go through; `None`: off
     /// (`batch.rs`). Read once per batch, never held across I/O.
     write_scheduler: std::sync::Mutex<Option<flashlab_devices::scheduler::SchedulerConfig>>,
@@ -304,6 +307,7 @@ impl BufferPool {
                 log,
                 cpu: std::sync::OnceLock::new(),
                 read_ahead_pages: std::sync::atomic::AtomicUsize::new(0),
+                ahead_marker: std::sync::atomic::AtomicU64::new(read_ahead::NO_MARKER),
                 write_scheduler: std::sync::Mutex::new(None),
             }),
         })
@@ -451,6 +455,10 @@ impl BufferPool {
     /// Pin `id`'s frame if it is resident and Ready, and run `f` on its
     /// bytes (and its frame number) under the frame's data lock.
     fn visit_frame<R>(&self, id: PageId, f: impl FnOnce(&[u8], usize) -> R) -> Option<R> {
+        // As `fetch_resident`: the read-ahead marker is left to a fetch.
+        if self.core.is_marker(id) {
+            return None;
+        }
         let frame = self.core.hot.pin_if_ready(id)?;
         self.core.owe_page_access();
         // Unpinned on the way out, a panic of `f` included (BUF-1).

@@ -13,8 +13,15 @@
 //!   follow (up to the pool's read-ahead window), reads them with one store
 //!   request ([`crate::store::PageStore::read_pages`]), verifies each, and
 //!   leaves them Ready and unpinned;
-//! - the cursor moves to the last page read ahead, so a scan that goes on
-//!   misses right after it and reads the next window.
+//! - the cursor moves to the last page read ahead, and that page becomes
+//!   the pool's *read-ahead marker*: a fetch that hits the marker reads the
+//!   next window before it returns (as Linux's readahead does at its marked
+//!   page), so a scan that goes on never misses again and each window is
+//!   one request; a scan that stops leaves its marker unread. A fetch under
+//!   a tree latch (`fetch_resident`, DB-2) does not take the marker: it
+//!   answers "not resident", so the caller fetches it unlatched. The pool keeps
+//!   one marker: of two scans at once, the one whose marker was replaced
+//!   goes on by its next miss, as without a marker.
 //!
 //! Read-ahead is advisory: it never writes a dirty victim back (it stops at
 //! the first frame that is not clean), never waits, and a page that fails
@@ -35,6 +42,13 @@ use crate::page::{self, PageId};
 pub const READ_AHEAD_BYTES_MAX: u64 = 4 << 20;
 /// The cursor of a space nothing was missed in yet.
 pub(super) const NO_MISS: u64 = u64::MAX;
+/// No read-ahead window awaits its marker hit.
+pub(super) const NO_MARKER: u64 = u64::MAX;
+
+/// `id` as a read-ahead marker: its space in the high half, its page below.
+pub(super) fn marker_of(id: PageId) -> u64 {
+    (u64::from(id.space) << 32) | u64::from(id.page_no)
+}
 
 impl Core {
     /// After a miss of `id` in `space`: read ahead if the miss continues
@@ -48,6 +62,44 @@ impl Core {
         }
         let last = self.read_ahead(space, id, window);
         space.last_miss.store(last, Ordering::Relaxed);
+        self.set_marker(id, last);
+    }
+
+    /// After a hit on `id`: if it is the read-ahead marker, read the next
+    /// window (one fetch does, the one that takes the marker away).
+    pub(super) fn after_hit(self: &Arc<Self>, id: PageId) {
+        let window = self.read_ahead_pages.load(Ordering::Relaxed);
+        let marker = marker_of(id);
+        if window == 0
+            || self.ahead_marker.load(Ordering::Relaxed) != marker
+            || self
+                .ahead_marker
+                .compare_exchange(marker, NO_MARKER, Ordering::Relaxed, Ordering::Relaxed)
+                .is_err()
+        {
+            return;
+        }
+        let Ok(space) = self.space_of(id) else {
+            return;
+        };
+        let last = self.read_ahead(&space, id, window);
+        space.last_miss.store(last, Ordering::Relaxed);
+        self.set_marker(id, last);
+    }
+
+    /// Whether `id` is the read-ahead marker (with read-ahead on).
+    pub(super) fn is_marker(&self, id: PageId) -> bool {
+        self.read_ahead_pages.load(Ordering::Relaxed) > 0
+            && self.ahead_marker.load(Ordering::Relaxed) == marker_of(id)
+    }
+
+    /// Mark page `last` of `id`'s space, if a window after `id` was read.
+    fn set_marker(&self, id: PageId, last: u64) {
+        if last > u64::from(id.page_no) {
+            let page_no = last as crate::page::PageNo;
+            let marker = marker_of(PageId::new(id.space, page_no));
+            self.ahead_marker.store(marker, Ordering::Relaxed);
+        }
     }
 
     /// Load up to `window` pages after `id` into clean frames with one

@@ -609,10 +609,12 @@ fn sequential_misses_read_ahead_in_large_requests() {
         for n in 0..pages {
             assert_holds(&pool, n, n as u8 + 1, 100 + u64::from(n));
         }
-        // Pages 0 and 1 one by one; then each miss (10, 19, 28, 37) and
-        // the window of 8 after it.
+        // Pages 0 and 1 one by one, the window 2..=9 after the sequential
+        // miss of 1; then each hit on a window's last page (9, 17, 25, 33)
+        // reads the next window: 10..=17, 18..=25, 26..=33, 34..=39 (and
+        // the two unwritten pages after 39, not kept). No miss after page 1.
         let requests = device.reads() - before;
-        assert_eq!(requests, 11, "{requests} requests for {pages} pages");
+        assert_eq!(requests, 7, "{requests} requests for {pages} pages");
         assert_eq!(pool.stats().reads, u64::from(pages), "each page read once");
         pool.check().unwrap();
         // A random order does not read ahead: one request per page.
@@ -622,6 +624,49 @@ fn sequential_misses_read_ahead_in_large_requests() {
             assert_holds(&pool, n, n as u8 + 1, 100 + u64::from(n));
         }
         assert_eq!(device.reads() - before, 5);
+    });
+}
+
+/// Only a hit on a window's last page reads the next window: a scan that
+/// stops inside a window reads nothing more.
+#[test]
+fn only_the_marker_hit_reads_the_next_window() {
+    sim(|_rt| {
+        let (pool, device, _log) = setup(64, 0, 0);
+        for n in 0..30 {
+            create(&pool, n, n as u8 + 1, 100 + u64::from(n));
+        }
+        pool.flush_all().unwrap();
+        pool.discard_all().unwrap();
+        pool.set_read_ahead_bytes(8 * PAGE_BYTES as u64);
+        let before = device.reads();
+        for n in 0..9 {
+            assert_holds(&pool, n, n as u8 + 1, 100 + u64::from(n));
+        }
+        // 0, 1, then the window 2..=9: hits on 2..=8 read nothing.
+        assert_eq!(device.reads() - before, 3);
+        for n in [8, 3, 5] {
+            assert_holds(&pool, n, n as u8 + 1, 100 + u64::from(n));
+        }
+        assert_eq!(
+            device.reads() - before,
+            3,
+            "hits off the marker read nothing"
+        );
+        assert_holds(&pool, 9, 10, 109);
+        assert_eq!(device.reads() - before, 4, "the marker hit read 10..=17");
+        assert_holds(&pool, 9, 10, 109);
+        assert_eq!(device.reads() - before, 4, "a marker is read once");
+        for n in 10..18 {
+            assert_holds(&pool, n, n as u8 + 1, 100 + u64::from(n));
+        }
+        assert_eq!(
+            device.reads() - before,
+            5,
+            "17, the new marker, read 18..=25"
+        );
+        assert_eq!(pool.stats().reads, 26, "each page read once");
+        pool.check().unwrap();
     });
 }
 
