@@ -592,18 +592,25 @@ fn check_runs_after_each_change_only_in_simulated_debug_builds() {
     assert!(!real.core.meta.lock().checking);
 }
 
+/// A 64-frame pool whose pages `0..pages` were written (page `n` holding
+/// byte `n + 1` at LSN `100 + n`), flushed and dropped from the pool.
+fn written_out(pages: PageNo) -> (Arc<BufferPool>, Arc<TestDevice>, Arc<FakeLog>) {
+    let (pool, device, log) = setup(64, 0, 0);
+    for n in 0..pages {
+        create(&pool, n, n as u8 + 1, 100 + u64::from(n));
+    }
+    pool.flush_all().unwrap();
+    pool.discard_all().unwrap();
+    (pool, device, log)
+}
+
 /// Pages missed in page order are read ahead a window at a time, in one
 /// request each; every page still arrives verified.
 #[test]
 fn sequential_misses_read_ahead_in_large_requests() {
     sim(|_rt| {
-        let (pool, device, _log) = setup(64, 0, 0);
         let pages = 40 as PageNo;
-        for n in 0..pages {
-            create(&pool, n, n as u8 + 1, 100 + u64::from(n));
-        }
-        pool.flush_all().unwrap();
-        pool.discard_all().unwrap();
+        let (pool, device, _log) = written_out(pages);
         pool.set_read_ahead_bytes(8 * PAGE_BYTES as u64);
         let before = device.reads();
         for n in 0..pages {
@@ -632,12 +639,7 @@ fn sequential_misses_read_ahead_in_large_requests() {
 #[test]
 fn only_the_marker_hit_reads_the_next_window() {
     sim(|_rt| {
-        let (pool, device, _log) = setup(64, 0, 0);
-        for n in 0..30 {
-            create(&pool, n, n as u8 + 1, 100 + u64::from(n));
-        }
-        pool.flush_all().unwrap();
-        pool.discard_all().unwrap();
+        let (pool, device, _log) = written_out(30);
         pool.set_read_ahead_bytes(8 * PAGE_BYTES as u64);
         let before = device.reads();
         for n in 0..9 {
@@ -675,12 +677,7 @@ fn only_the_marker_hit_reads_the_next_window() {
 #[test]
 fn read_ahead_leaves_a_damaged_page_to_its_own_fetch() {
     sim(|_rt| {
-        let (pool, device, _log) = setup(64, 0, 0);
-        for n in 0..20 {
-            create(&pool, n, n as u8 + 1, 100 + u64::from(n));
-        }
-        pool.flush_all().unwrap();
-        pool.discard_all().unwrap();
+        let (pool, device, _log) = written_out(20);
         let mut raw = device.raw(5);
         raw[PAGE_BYTES - 1] ^= 0xFF;
         device.inner.write(5 * PAGE_BYTES as u64, &raw).unwrap();
