@@ -534,7 +534,8 @@ mod tests {
     fn a_calibration_missing_or_repeating_a_price_is_refused() {
         // Each case: a change to the committed calibration, and what the
         // refusal of the changed file says.
-        let cases: [(fn(&mut Calibration), &str); 3] = [
+        type Case = (fn(&mut Calibration), &'static str);
+        let cases: [Case; 3] = [
             (|c| drop(c.prices.pop()), "appears 0 times"),
             (|c| c.prices[1].key = PriceKey::Begin, "appears 2 times"),
             (|c| c.prices[0].host_ns = -1.0, "CAL-1"),
