@@ -48,6 +48,26 @@ pub trait Device: Send + Sync {
     }
 }
 
+/// The identity methods of a [`Device`] whose `geometry` field (a
+/// [`crate::model::Geometry`]) holds its name, capacity and sector size:
+/// written once for every device that keeps its own geometry.
+macro_rules! identity_from_geometry {
+    () => {
+        fn name(&self) -> &str {
+            self.geometry.name()
+        }
+
+        fn capacity_bytes(&self) -> u64 {
+            self.geometry.capacity_bytes()
+        }
+
+        fn sector_bytes(&self) -> u32 {
+            self.geometry.sector_bytes()
+        }
+    };
+}
+pub(crate) use identity_from_geometry;
+
 /// A device that stands in front of another ([`Wrapper::inner`]) to count,
 /// delay, check or fail its requests. Implement this instead of [`Device`]:
 /// every request a wrapper does not override goes to the inner device as it

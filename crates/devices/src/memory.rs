@@ -64,17 +64,7 @@ impl StoredDevice for MemoryDevice {
 }
 
 impl Device for MemoryDevice {
-    fn name(&self) -> &str {
-        self.geometry.name()
-    }
-
-    fn capacity_bytes(&self) -> u64 {
-        self.geometry.capacity_bytes()
-    }
-
-    fn sector_bytes(&self) -> u32 {
-        self.geometry.sector_bytes()
-    }
+    crate::device::identity_from_geometry!();
 
     fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
         self.geometry

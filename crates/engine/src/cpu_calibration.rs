@@ -532,26 +532,21 @@ mod tests {
 
     #[test]
     fn a_calibration_missing_or_repeating_a_price_is_refused() {
-        let mut c = committed().clone();
-        c.prices.pop();
-        let text = serde_json::to_string(&c).unwrap();
-        assert!(
-            Calibration::parse(&text)
-                .unwrap_err()
-                .contains("appears 0 times")
-        );
-        let mut c = committed().clone();
-        c.prices[1].key = PriceKey::Begin;
-        let text = serde_json::to_string(&c).unwrap();
-        assert!(
-            Calibration::parse(&text)
-                .unwrap_err()
-                .contains("appears 2 times")
-        );
-        let mut c = committed().clone();
-        c.prices[0].host_ns = -1.0;
-        let text = serde_json::to_string(&c).unwrap();
-        assert!(Calibration::parse(&text).unwrap_err().contains("CAL-1"));
+        // Each case: a change to the committed calibration, and what the
+        // refusal of the changed file says.
+        type Case = (fn(&mut Calibration), &'static str);
+        let cases: [Case; 3] = [
+            (|c| drop(c.prices.pop()), "appears 0 times"),
+            (|c| c.prices[1].key = PriceKey::Begin, "appears 2 times"),
+            (|c| c.prices[0].host_ns = -1.0, "CAL-1"),
+        ];
+        for (change, refusal) in cases {
+            let mut c = committed().clone();
+            change(&mut c);
+            let text = serde_json::to_string(&c).unwrap();
+            let err = Calibration::parse(&text).unwrap_err();
+            assert!(err.contains(refusal), "{refusal}: {err}");
+        }
     }
 
     #[test]
