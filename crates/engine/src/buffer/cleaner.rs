@@ -176,8 +176,8 @@ impl Core {
     }
 
     /// One round of the page cleaner task of `share`: the scan ahead of
-    /// the hand and, with `flush_list`, its part of the `batch_pages`
-    /// oldest dirty pages, written sorted in batches of at most
+    /// the hand and, with `flush_list`, its part of the pool's `batch_pages`
+    /// oldest dirty pages (up to their LSN limit), written sorted in batches of at most
     /// `batch_pages` (CLEAN-2). Returns the pages written.
     pub(super) fn clean_round(
         &self,
@@ -190,7 +190,7 @@ impl Core {
             let meta = self.meta.lock();
             let mut pages = meta.scan_ahead(share);
             if flush_list {
-                pages.extend(meta.oldest_dirty(batch_pages.div_ceil(share.of), share));
+                pages.extend(meta.oldest_dirty_to_limit(batch_pages, share));
             }
             pages
         };

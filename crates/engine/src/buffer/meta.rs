@@ -746,16 +746,52 @@ impl Meta {
         // The age index is in (rec_lsn, page, frame) order (BUF-12).
         self.dirty_by_age
             .iter()
-            .filter(|&&(_, _, frame)| {
-                let f = &self.frames[frame];
-                share.holds(frame, f.page)
-                    && !f.appending
-                    && f.state == FrameState::Ready
-                    && !f.is_busy()
-            })
+            .filter(|&&(_, _, frame)| self.writable_by(frame, share))
             .take(max_pages)
             .map(|&(_, id, frame)| (id, frame))
             .collect()
+    }
+
+    /// A cleaner task's part of the pool's `max_pages` oldest dirty pages:
+    /// those of `share` it may write whose rec_lsn is at most the
+    /// `max_pages`-th oldest dirty page's (its *LSN limit*, as InnoDB flushes
+    /// a flush list up to an LSN). The task owning the oldest extent writes
+    /// them together, where an even split would send every task a few
+    /// pages of its own extents.
+    pub(super) fn oldest_dirty_to_limit(
+        &self,
+        max_pages: usize,
+        share: Share,
+    ) -> Vec<(PageId, usize)> {
+        // Pages being written count toward the limit (tasks that run in the
+        // same interval share one limit while the first one's writes fly);
+        // pages no cleaner may write do not, so they cannot stall it.
+        let limit = self
+            .dirty_by_age
+            .iter()
+            .filter(|&&(_, _, frame)| {
+                let f = &self.frames[frame];
+                !f.appending && f.state == FrameState::Ready
+            })
+            .take(max_pages.max(1))
+            .last()
+            .map(|&(lsn, _, _)| lsn);
+        let Some(limit) = limit else {
+            return Vec::new();
+        };
+        self.dirty_by_age
+            .iter()
+            .take_while(|&&(lsn, _, _)| lsn <= limit)
+            .filter(|&&(_, _, frame)| self.writable_by(frame, share))
+            .take(max_pages)
+            .map(|&(_, id, frame)| (id, frame))
+            .collect()
+    }
+
+    /// Whether a cleaner task of `share` may write dirty `frame` now.
+    fn writable_by(&self, frame: usize, share: Share) -> bool {
+        let f = &self.frames[frame];
+        share.holds(frame, f.page) && !f.appending && f.state == FrameState::Ready && !f.is_busy()
     }
 
     /// Keep `clean_target` (a share, 0 to 1) of the frames clean ahead of

@@ -163,7 +163,9 @@
 //!    writes only its own, so no two of them claim one frame, together
 //!    they cover every frame, and a batch's neighbours are one task's.
 //! 8. The oldest dirty pages are written once per `cleaner_interval_ns`
-//!    (`cleaner_batch_pages` of them, shared among the tasks), whatever
+//!    (the pool's `cleaner_batch_pages` oldest: each task writes its own
+//!    pages up to the LSN of the pool's `cleaner_batch_pages`-th oldest, so
+//!    the owner of the oldest extent writes its neighbours in one batch), whatever
 //!    the misses' wake-ups: those rounds scan ahead of the hand only, so
 //!    a busy pool does not rewrite its hot pages at every wake-up.
 //! 9. The scan ahead of the hand takes nothing while half its share of

@@ -1080,6 +1080,44 @@ fn a_cleaner_round_writes_sorted_batches() {
     }
 }
 
+/// CLEAN-8: the flush-list part of a round writes the pool's oldest pages
+/// up to their LSN limit, so the task owning the oldest extent writes all
+/// of it, in one merged request, and the other tasks write none.
+#[test]
+fn the_oldest_pages_go_out_from_their_extent_s_owner() {
+    sim(|_rt| {
+        let (pool, device, _log) = setup(256, 0, 0);
+        // Pages 0..128 dirty in page order: extent 0 holds the 64 oldest.
+        for n in 0..128 {
+            create(&pool, n, 1, 100 + u64::from(n));
+        }
+        pool.set_write_scheduler(Some(Default::default()));
+        pool.core.meta.lock().set_scan_depth(0.0);
+        // Extent 0 is task (SPACE + 0) % 4's.
+        let owner = SPACE as usize % 4;
+        for index in 0..4 {
+            let share = meta::Share { index, of: 4 };
+            let taken = pool.core.meta.lock().oldest_dirty_to_limit(64, share);
+            let pages: Vec<PageNo> = taken.iter().map(|(p, _)| p.page_no).collect();
+            let want: Vec<PageNo> = if index == owner {
+                (0..64).collect()
+            } else {
+                Vec::new()
+            };
+            assert_eq!(pages, want, "task {index}");
+        }
+        let share = meta::Share {
+            index: owner,
+            of: 4,
+        };
+        assert_eq!(pool.core.clean_round(64, share, true).unwrap(), 64);
+        assert_eq!(device.written_pages(), vec![0], "one request from page 0");
+        let dirty: Vec<PageNo> = pool.dirty_pages().iter().map(|(p, _)| p.page_no).collect();
+        assert_eq!(dirty, (64..128).collect::<Vec<_>>());
+        pool.check().unwrap();
+    });
+}
+
 /// CLEAN-5: a miss that meets a dirty victim takes a clean frame within
 /// the scan depth instead, and writes a dirty one itself only when there
 /// is none; a pool with every frame dirty still serves misses (BUF-8).
