@@ -68,10 +68,8 @@ impl Core {
     /// After a hit on `id`: if it is the read-ahead marker, read the next
     /// window (one fetch does, the one that takes the marker away).
     pub(super) fn after_hit(self: &Arc<Self>, id: PageId) {
-        let window = self.read_ahead_pages.load(Ordering::Relaxed);
         let marker = marker_of(id);
-        if window == 0
-            || self.ahead_marker.load(Ordering::Relaxed) != marker
+        if !self.is_marker(id)
             || self
                 .ahead_marker
                 .compare_exchange(marker, NO_MARKER, Ordering::Relaxed, Ordering::Relaxed)
@@ -82,6 +80,7 @@ impl Core {
         let Ok(space) = self.space_of(id) else {
             return;
         };
+        let window = self.read_ahead_pages.load(Ordering::Relaxed);
         let last = self.read_ahead(&space, id, window);
         space.last_miss.store(last, Ordering::Relaxed);
         self.set_marker(id, last);
