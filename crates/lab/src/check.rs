@@ -49,12 +49,6 @@
 //! that the run is sound, shown apart and counted in neither predictions
 //! nor calibration ([`Check::sanity`]), since no wrong model can fail it.
 //!
-//! # Constructors with explicit bounds
-//!
-//! [`Check::within_pct`] and [`Check::in_range`] take explicit bounds but
-//! apply the rule to the published value and ignore the bounds; new code
-//! uses [`Check::value`] or [`Check::ratio`].
-
 use serde::{Deserialize, Serialize};
 
 /// The tolerance of the rule, in percent of the published value or ratio.
@@ -311,42 +305,6 @@ impl Check {
         }
     }
 
-    /// Kept for experiments written before the rule: a published value under
-    /// the rule ([`Check::value`]). `_pct` is ignored: the range is always
-    /// ±[`TOLERANCE_PCT`]%.
-    pub fn within_pct(
-        id: &str,
-        paper: &str,
-        what: &str,
-        unit: &str,
-        published: f64,
-        measured: f64,
-        _pct: f64,
-    ) -> Check {
-        Check::value(id, paper, what, unit, published, measured)
-    }
-
-    /// Kept for experiments written before the rule: a published value or
-    /// ratio under the rule (a ratio when `unit` is "x"). `_lo` and `_hi`
-    /// are ignored: the range is always ±[`TOLERANCE_PCT`]% of `published`.
-    #[allow(clippy::too_many_arguments)]
-    pub fn in_range(
-        id: &str,
-        paper: &str,
-        what: &str,
-        unit: &str,
-        published: f64,
-        measured: f64,
-        _lo: f64,
-        _hi: f64,
-    ) -> Check {
-        if unit == "x" {
-            Check::ratio(id, paper, what, published, measured)
-        } else {
-            Check::value(id, paper, what, unit, published, measured)
-        }
-    }
-
     /// True when the check's range and verdict are what the rule gives for
     /// its form and published value (nothing changed them after
     /// construction).
@@ -441,10 +399,10 @@ mod tests {
     }
 
     #[test]
-    fn older_constructors_apply_the_rule() {
-        // A ±50% request gets ±25%; an ad-hoc range gets the rule's.
-        assert!(!Check::within_pct("a", "p", "w", "ms", 8.0, 11.0, 50.0).pass);
-        let c = Check::in_range("a", "p", "w", "x", 4.0, 2.5, 2.0, 5.0);
+    fn values_and_ratios_are_held_to_the_rule() {
+        // 11 against 8 is outside ±25%; a ratio's range is ±25% of it.
+        assert!(!Check::value("a", "p", "w", "ms", 8.0, 11.0).pass);
+        let c = Check::ratio("a", "p", "w", 4.0, 2.5);
         assert!(!c.pass);
         assert_eq!(c.range, [3.0, 5.0]);
         assert_eq!(c.form, Form::Ratio);

@@ -770,7 +770,7 @@ mod tests {
         let e = ExperimentResult {
             id: "x".into(),
             title: "X <test>".into(),
-            checks: vec![Check::within_pct("x.a", "paper", "a", "ms", 1.0, 1.1, 25.0)],
+            checks: vec![Check::value("x.a", "paper", "a", "ms", 1.0, 1.1)],
             ..ExperimentResult::default()
         };
         let meta = ReportMeta {
