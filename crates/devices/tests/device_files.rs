@@ -12,55 +12,11 @@ use flashlab_devices::{DeviceModel, IoKind, IoRequest, ModelStats};
 
 /// `ssd-2010` (petrov2010's X25-E): page FTL in 8 KB stripe units, cache
 /// program, read-ahead, per-command and per-page write costs, a buffer.
-const SSD_2010: &str = r#"
-kind = "ssd"
-name = "ssd-2010"
-channels = 10
-chips_per_channel = 2
-dies_per_chip = 1
-planes_per_die = 2
-blocks_per_plane = 2048
-page_bytes = 4096
-erase_unit_bytes = 524288
-over_provisioning = 0.2
-page_read_us = 55.0
-page_program_us = 500.0
-block_erase_ms = 0.9
-channel_mb_s = 66.0
-host_mb_s = 250.0
-controller_overhead_us = 28.0
-write_command_us = 63.0
-random_write_page_us = 45.0
-cache_program = true
-read_ahead_pages = 32
-write_buffer_bytes = 262144
-ftl = "page-greedy"
-stripe_pages = 2
-"#;
+const SSD_2010: &str = include_str!("device-files/ssd-2010.toml");
 
 /// `ssd-2008` (lee2008's Samsung): super-blocks of 8 erase units, 16 log
 /// super-blocks.
-const SSD_2008: &str = r#"
-kind = "ssd"
-name = "ssd-2008"
-channels = 2
-chips_per_channel = 2
-dies_per_chip = 1
-planes_per_die = 2
-blocks_per_plane = 32768
-page_bytes = 2048
-erase_unit_bytes = 131072
-over_provisioning = 0.0687
-page_read_us = 80.0
-page_program_us = 200.0
-block_erase_ms = 1.5
-channel_mb_s = 40.0
-host_mb_s = 66.0
-controller_overhead_us = 20.0
-ftl = "super-block"
-erase_units_per_super_block = 8
-log_super_blocks = 16
-"#;
+const SSD_2008: &str = include_str!("device-files/ssd-2008.toml");
 
 /// `ssd-2008-poor-random` (wang2010's Mtron): ssd-2008's chips and timing
 /// with four channels of 16,384-block planes, a 150 MB/s host link and
@@ -85,28 +41,7 @@ fn mtron() -> String {
 
 /// `ssd-vertex-2009` (wang2010's OCZ): FAST with 8,192 log blocks, cache
 /// program, a 64 MB write buffer.
-const VERTEX: &str = r#"
-kind = "ssd"
-name = "ssd-vertex-2009"
-channels = 4
-chips_per_channel = 8
-dies_per_chip = 1
-planes_per_die = 1
-blocks_per_plane = 8192
-page_bytes = 4096
-erase_unit_bytes = 524288
-over_provisioning = 0.127
-page_read_us = 60.0
-page_program_us = 800.0
-block_erase_ms = 1.5
-channel_mb_s = 66.0
-host_mb_s = 300.0
-controller_overhead_us = 20.0
-cache_program = true
-write_buffer_bytes = 67108864
-ftl = "fast"
-log_blocks = 8192
-"#;
+const VERTEX: &str = include_str!("device-files/ssd-vertex-2009.toml");
 
 /// Requests in the sequence.
 const REQUESTS: usize = 3_000;

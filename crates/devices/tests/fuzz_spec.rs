@@ -7,33 +7,7 @@ use std::path::Path;
 use flashlab_devices::spec::build_from_toml;
 use proptest::prelude::*;
 
-const SSD: &str = r#"kind = "ssd"
-name = "fuzz-ssd"
-channels = 4
-chips_per_channel = 2
-dies_per_chip = 1
-planes_per_die = 2
-blocks_per_plane = 64
-page_bytes = 4096
-erase_unit_bytes = 262144
-over_provisioning = 0.07
-page_read_us = 50.0
-page_program_us = 600.0
-block_erase_ms = 3.0
-channel_mb_s = 200.0
-host_mb_s = 500.0
-controller_overhead_us = 10.0
-write_command_us = 20.0
-random_write_page_us = 5.0
-read_latency_us = 2.0
-write_latency_us = 3.0
-cache_program = true
-reads_first = true
-read_ahead_pages = 16
-write_buffer_bytes = 0
-ftl = "page-greedy"
-stripe_pages = 2
-"#;
+const SSD: &str = include_str!("device-files/fuzz-ssd.toml");
 
 /// The SSD template with the FTL lines replaced by `ftl`.
 fn ssd_with_ftl(ftl: &str) -> String {
@@ -53,16 +27,7 @@ fn templates() -> [String; 4] {
     ]
 }
 
-const HDD: &str = r#"kind = "hdd"
-name = "fuzz-hdd"
-capacity_gb = 80.0
-rpm = 7200
-sustained_mb_s = 60.0
-seek_avg_ms = 8.5
-seek_track_to_track_ms = 1.0
-seek_full_stroke_ms = 18.0
-write_cache = false
-"#;
+const HDD: &str = include_str!("device-files/fuzz-hdd.toml");
 
 /// A number as TOML: small, huge, zero, negative, fractional, not finite.
 fn number() -> impl Strategy<Value = String> {
