@@ -573,7 +573,7 @@ fn figure4_note(r: &Figure4Run) -> String {
     } else {
         format!(
             "a rollback page write on the 2008 disk takes {} ms of the drive's time, a short seek and on average half a rotation (consecutive writes lie {} MB apart: the concurrent streams' extents are scattered over 1 GB, and {} of {} writes rewrite the metadata in place), below the paper's 7.1 ms; measured from its submission it takes {} ms, the rest waiting behind the other terminals' writes (write cache off, as the paper's drive ran). The paper does not say whether its 7.1 ms includes such waits",
-            fmt_num(r.service_ms),
+            fmt_num(r.service_ms.unwrap_or(f64::NAN)),
             fmt_num(r.jump_mb),
             r.metadata,
             r.writes.len(),
@@ -593,8 +593,9 @@ struct Figure4Run {
     extent_pages: usize,
     rewritten_pages: usize,
     mean_ms: f64,
-    /// The rollback device's time per write, its queueing apart, ms.
-    service_ms: f64,
+    /// A disk's time per rollback write, its queueing apart, ms (`None`
+    /// on an SSD, whose dies serve several requests at once).
+    service_ms: Option<f64>,
     /// Mean distance between one rollback write and the next, MB.
     jump_mb: f64,
     committed: u64,
@@ -654,10 +655,12 @@ fn figure4_run(ctx: &RunContext, device: &str) -> anyhow::Result<Figure4Run> {
         .iter()
         .filter(|r| r.space == Space::Rollback)
         .collect();
-    let (service_ms, jump_mb) = (
-        mean_write_service_ms(&rollback_requests),
-        mean_jump_mb(&writes),
-    );
+    // One request at a time only on a disk: only there does the
+    // completion order give each write's own service time.
+    let service_ms = device
+        .starts_with("hdd")
+        .then(|| mean_write_service_ms(&rollback_requests));
+    let jump_mb = mean_jump_mb(&writes);
     Ok(Figure4Run {
         device: device.to_string(),
         writes,
