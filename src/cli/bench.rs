@@ -488,6 +488,22 @@ fn on_off(flag: &str, value: &str) -> anyhow::Result<bool> {
     }
 }
 
+/// Scratch space the run's simulated devices need; `None` in the real
+/// world.
+pub fn scratch_need_bytes(args: &Args) -> anyhow::Result<Option<u64>> {
+    // The arguments' own errors come first: they name the flag at fault.
+    refuse_irrelevant(args)?;
+    if args.real.is_some() {
+        return Ok(None);
+    }
+    if super::bench_ops::WORKLOADS.contains(&args.workload.as_str()) {
+        return super::bench_ops::scratch_need_bytes(args.size.as_deref()).map(Some);
+    }
+    let options = options(args)?;
+    flashlab_lab::bench::validate(&options)?;
+    Ok(Some(flashlab_lab::bench::scratch_need_bytes(&options)))
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     refuse_irrelevant(&args)?;
     if super::bench_ops::WORKLOADS.contains(&args.workload.as_str()) {
@@ -740,6 +756,7 @@ fn print_store_counters(r: &BenchReport) {
 /// What the run cost the host.
 fn print_host(r: &BenchReport) {
     println!("host time           {:.1} s", r.host_seconds);
+    super::print_scratch();
     if r.run_transactions > 0 {
         println!(
             "host per txn        {:.1} us ({} transactions, warm-up included, in {:.2} host s; load and check excluded)",

@@ -116,13 +116,12 @@ pub const INPUT_BYTES_MAX: u64 = 1 << 40;
 /// How many times its input a real run may write to its directory at most
 /// (input, temp runs, output, GNU sort's output).
 const REAL_BYTES_PER_INPUT_BYTE: u64 = 4;
+/// An input's size when `--size` is not given.
+const SIZE_DEFAULT: &str = "100MB";
 
-/// --size within its limit (and, for a real run, what the file system can
-/// hold); --memory within this machine's memory.
+/// For a real run, --size within what the file system can hold; --memory
+/// within this machine's memory.
 fn check_sizes(size: u64, memory: u64, args: &OpsArgs) -> anyhow::Result<()> {
-    if size > INPUT_BYTES_MAX {
-        bail!("--size {size} bytes is more than the limit of {INPUT_BYTES_MAX}");
-    }
     if let Some(total) = flashlab_engine::config::machine_memory_bytes().filter(|&m| memory > m) {
         bail!("--memory {memory} bytes is more than this machine's {total} bytes of memory");
     }
@@ -138,8 +137,25 @@ fn check_sizes(size: u64, memory: u64, args: &OpsArgs) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// `--size`, or its default, within its limit.
+fn input_bytes(size: Option<&str>) -> anyhow::Result<u64> {
+    let size = parse_bytes(size.unwrap_or(SIZE_DEFAULT), "--size")?;
+    if size > INPUT_BYTES_MAX {
+        bail!("--size {size} bytes is more than the limit of {INPUT_BYTES_MAX}");
+    }
+    Ok(size)
+}
+
+/// Scratch space a simulated run of a temp-space operator needs for its
+/// inputs, runs and output: as a real run's files.
+pub fn scratch_need_bytes(size: Option<&str>) -> anyhow::Result<u64> {
+    Ok(input_bytes(size)?
+        .saturating_mul(REAL_BYTES_PER_INPUT_BYTE)
+        .max(flashlab_lab::bench::SCRATCH_BYTES_MIN))
+}
+
 pub fn run(args: OpsArgs) -> anyhow::Result<()> {
-    let size = parse_bytes(args.size.as_deref().unwrap_or("100MB"), "--size")?;
+    let size = input_bytes(args.size.as_deref())?;
     let memory = parse_bytes(args.memory.as_deref().unwrap_or("64MB"), "--memory")? as usize;
     check_sizes(size, memory as u64, &args)?;
     let records = size / RECORD_BYTES as u64;

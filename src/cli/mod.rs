@@ -22,6 +22,11 @@ use clap::{Parser, Subcommand};
 #[derive(Parser, Debug)]
 #[command(name = "flashlab", version, about, long_about = None)]
 pub struct Cli {
+    /// Directory for the contents of simulated devices, in sparse files
+    /// that vanish when the run ends, however it ends (default: the
+    /// system's temp directory)
+    #[arg(long, global = true, value_name = "DIR")]
+    sim_dir: Option<std::path::PathBuf>,
     #[command(subcommand)]
     command: Command,
 }
@@ -54,6 +59,9 @@ enum Command {
 
 /// Run the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
+    if let Some(need) = scratch_need_bytes(&cli.command)? {
+        use_scratch_dir(cli.sim_dir.as_deref(), need)?;
+    }
     match cli.command {
         Command::Reproduce(args) => reproduce::run(args),
         Command::Calibrate(args) => calibrate::run(args),
@@ -69,6 +77,32 @@ pub fn run(cli: Cli) -> anyhow::Result<()> {
     }
 }
 
+/// What the simulated devices' contents took in the scratch directory,
+/// as `bench` and `reproduce` print it last; nothing if they took none.
+pub fn print_scratch() {
+    let peak = flashlab_devices::store::scratch::peak_held_bytes();
+    if peak > 0 {
+        println!(
+            "scratch files       {:.1} MB at most of simulated devices' contents (--sim-dir)",
+            peak as f64 / 1e6
+        );
+    }
+}
+
+/// Scratch space the command's simulated devices need, or `None` for a
+/// command that simulates no device contents.
+fn scratch_need_bytes(command: &Command) -> anyhow::Result<Option<u64>> {
+    use flashlab_lab::bench::SCRATCH_BYTES_MIN;
+    Ok(match command {
+        Command::Reproduce(args) => Some(reproduce::scratch_need_bytes(args)),
+        Command::Bench(args) => bench::scratch_need_bytes(args)?,
+        Command::Simtest(_) | Command::Calibrate(_) | Command::Characterize(_) => {
+            Some(SCRATCH_BYTES_MIN)
+        }
+        _ => None,
+    })
+}
+
 /// Print a value as pretty JSON on standard output.
 pub fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
     println!("{}", serde_json::to_string_pretty(value)?);
@@ -77,11 +111,16 @@ pub fn print_json<T: serde::Serialize>(value: &T) -> anyhow::Result<()> {
 
 /// Bytes available to this user on the file system holding `path`.
 pub fn free_bytes(path: &std::path::Path) -> Option<u64> {
-    use std::os::unix::ffi::OsStrExt;
-    let path = std::ffi::CString::new(path.as_os_str().as_bytes()).ok()?;
-    // SAFETY: statvfs is plain data; zeroed is a valid value for it.
-    let mut stat: libc::statvfs = unsafe { std::mem::zeroed() };
-    // SAFETY: a NUL-terminated path and a statvfs the call fills in.
-    let rc = unsafe { libc::statvfs(path.as_ptr(), &mut stat) };
-    (rc == 0).then(|| stat.f_bavail as u64 * stat.f_frsize as u64)
+    flashlab_devices::store::scratch::free_bytes(path).ok()
+}
+
+/// Keep the contents of simulated devices in sparse files in `--sim-dir`
+/// (the system's temp directory by default), once it is checked to have
+/// `need_bytes` free.
+fn use_scratch_dir(dir: Option<&std::path::Path>, need_bytes: u64) -> anyhow::Result<()> {
+    use flashlab_devices::store::scratch;
+    let default = std::env::temp_dir();
+    let dir = scratch::ScratchDir::open(dir.unwrap_or(&default), need_bytes)?;
+    scratch::keep_contents_in(Some(dir));
+    Ok(())
 }

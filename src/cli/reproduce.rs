@@ -97,6 +97,21 @@ fn check_flags(args: &Args) -> anyhow::Result<()> {
     Ok(())
 }
 
+/// Scratch space a full report's simulated devices need at once (two
+/// jobs' databases, images and temp spaces), with room to spare.
+const SCRATCH_BYTES_FULL: u64 = 8 << 30;
+/// The same for `--quick`.
+const SCRATCH_BYTES_QUICK: u64 = 2 << 30;
+
+/// Scratch space the units about to run need.
+pub fn scratch_need_bytes(args: &Args) -> u64 {
+    if args.quick {
+        SCRATCH_BYTES_QUICK
+    } else {
+        SCRATCH_BYTES_FULL
+    }
+}
+
 pub fn run(args: Args) -> anyhow::Result<()> {
     check_flags(&args)?;
     if args.list_units {
@@ -185,6 +200,7 @@ fn print_summary(summary: &ReproduceSummary, out: &Path) {
         summary.host_seconds,
         out.join("index.html").display()
     );
+    super::print_scratch();
 }
 
 /// `--list-units`: one line per unit, with its expected host seconds.

@@ -10,7 +10,7 @@ use std::sync::Mutex;
 use crate::device::Device;
 use crate::error::DeviceError;
 use crate::model::{Geometry, IoKind};
-use crate::store::{SparseStore, StoredDevice};
+use crate::store::{SparseStore, StoreError, StoredDevice};
 
 /// Sector size of memory devices.
 pub const MEMORY_SECTOR_BYTES: u32 = 512;
@@ -48,12 +48,9 @@ impl MemoryDevice {
     /// unflushed bytes than the store's limit finds the device full.
     fn change(
         &self,
-        op: impl FnOnce(&mut SparseStore) -> Result<(), u64>,
+        op: impl FnOnce(&mut SparseStore) -> Result<(), StoreError>,
     ) -> Result<(), DeviceError> {
-        op(&mut self.store.lock().expect("store")).map_err(|limit| DeviceError::Full {
-            device: self.geometry.name().to_string(),
-            problem: format!("more than {limit} bytes written without a flush"),
-        })
+        op(&mut self.store.lock().expect("store")).map_err(|e| e.on_device(self.geometry.name()))
     }
 }
 
@@ -69,8 +66,8 @@ impl Device for MemoryDevice {
     fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
         self.geometry
             .check_io(IoKind::Read, offset_bytes, buf.len() as u64)?;
-        self.store.lock().expect("store").read(offset_bytes, buf);
-        Ok(())
+        let read = self.store.lock().expect("store").read(offset_bytes, buf);
+        read.map_err(|e| e.on_device(self.geometry.name()))
     }
 
     fn write(&self, offset_bytes: u64, data: &[u8]) -> Result<(), DeviceError> {

@@ -539,8 +539,8 @@ impl NandMedium for Arc<dyn StoredDevice> {
     }
 
     fn raw(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), DeviceError> {
-        self.store().lock().expect("store").read(offset_bytes, buf);
-        Ok(())
+        let read = self.store().lock().expect("store").read(offset_bytes, buf);
+        read.map_err(|e| e.on_device(self.name()))
     }
 
     fn chip_name<'a>(&'a self, spec: &'a NandSpec) -> &'a str {

@@ -386,7 +386,9 @@ fn regression_both_master_copies_damaged_is_refused_as_damage_never_recreated() 
         let mut store = store.lock().unwrap();
         for offset in [0u64, 512] {
             let mut sector = vec![0u8; 512];
-            store.read(offset, &mut sector);
+            store
+                .read(offset, &mut sector)
+                .expect("the store reads back");
             assert_eq!(&sector[..8], b"FLSHLOG\0", "a master copy at {offset}");
             sector[300] ^= 0x04;
             store.write(offset, &sector).unwrap();

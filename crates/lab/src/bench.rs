@@ -19,7 +19,7 @@
 
 use anyhow::anyhow;
 use std::path::{Path, PathBuf};
-use std::sync::Arc;
+use std::sync::{Arc, Mutex};
 
 use flashlab_devices::store::{SparseStore, StoredDevice};
 use flashlab_devices::trace::traced::TracedDevice;
@@ -635,6 +635,27 @@ fn tpcc_data_bytes(o: &flashlab_workloads::tpcc::TpccOptions) -> u64 {
         .max(flashlab_engine::config::FILE_CAPACITY_BYTES_DEFAULT)
 }
 
+/// Least scratch space a simulated run asks for: its log, rollback space
+/// and a small database.
+pub const SCRATCH_BYTES_MIN: u64 = 1 << 30;
+/// Scratch room per TPC-B account or update-commit row: the row, its
+/// B+tree share and its log.
+const SCRATCH_BYTES_PER_ROW: u64 = 512;
+
+/// Disk space the simulated devices of `options` need in the scratch
+/// directory: the loaded database with room for the run, at least
+/// [`SCRATCH_BYTES_MIN`]. An estimate, checked before any work; a device
+/// that still finds the disk full reports an I/O error naming it.
+pub fn scratch_need_bytes(options: &BenchOptions) -> u64 {
+    let rows = match options.workload.as_str() {
+        "tpcc" => return tpcc_data_bytes(&options.tpcc).max(SCRATCH_BYTES_MIN),
+        "tpcb" => u64::from(options.scale) * u64::from(options.accounts_per_branch),
+        _ => u64::from(options.scale) * 1000,
+    };
+    rows.saturating_mul(SCRATCH_BYTES_PER_ROW)
+        .max(SCRATCH_BYTES_MIN)
+}
+
 fn check_writable_dir(dir: &Path) -> anyhow::Result<()> {
     if !dir.is_dir() {
         return Err(anyhow!("--real {}: not a directory", dir.display()));
@@ -794,9 +815,10 @@ fn in_simulated_world<T: Send + 'static>(
 /// models preloaded with these contents ([`presets::open_simulated_stored`]),
 /// so a study of many configurations loads its database once.
 pub struct DbImage {
-    data: Vec<SparseStore>,
-    log: SparseStore,
-    rollback: Option<SparseStore>,
+    /// Each store is locked only to image it for a run.
+    data: Vec<Mutex<SparseStore>>,
+    log: Mutex<SparseStore>,
+    rollback: Option<Mutex<SparseStore>>,
     /// Virtual and host seconds of the load.
     pub load_seconds: f64,
     pub load_host_seconds: f64,
@@ -828,8 +850,13 @@ impl StoredDevices {
 
 /// The simulated devices of `config`, started from `image` if given.
 fn stored_devices(config: &DbConfig, image: Option<&DbImage>) -> anyhow::Result<StoredDevices> {
-    let open = |name: &str, image: Option<&SparseStore>| {
-        let image = image.map(|i| i.image().expect("images are flushed"));
+    let open = |name: &str, image: Option<&Mutex<SparseStore>>| {
+        let image = image.map(|i| {
+            i.lock()
+                .expect("image")
+                .image()
+                .expect("images are flushed")
+        });
         presets::open_simulated_stored(name, image).map_err(|e| anyhow!("{e}"))
     };
     let data = config
@@ -896,16 +923,16 @@ pub fn load_image(options: &BenchOptions) -> anyhow::Result<Arc<DbImage>> {
         let (start_ns, host) = (rt.now_ns(), std::time::Instant::now());
         workload.setup(&db).map_err(|e| anyhow!("loading: {e}"))?;
         db.close().map_err(|e| anyhow!("{e}"))?;
-        let mut images =
-            stored
-                .imaged
-                .iter()
-                .map(|d| {
-                    d.store().lock().expect("store").image().ok_or_else(|| {
-                        anyhow!("a device still holds unflushed writes after the close")
-                    })
-                })
-                .collect::<Result<Vec<_>, _>>()?;
+        let mut images = stored
+            .imaged
+            .iter()
+            .map(|d| {
+                let image = d.store().lock().expect("store").image();
+                image
+                    .map(Mutex::new)
+                    .ok_or_else(|| anyhow!("a device still holds unflushed writes after the close"))
+            })
+            .collect::<Result<Vec<_>, _>>()?;
         let rollback = config
             .rollback
             .as_ref()

@@ -94,7 +94,7 @@ fn zero_log_tail(rig: &Rig) -> Damage {
     for (start, len) in store.written_runs() {
         let first = start.max(region).div_ceil(sector) * sector;
         for at in (first..start + len).step_by(sector as usize) {
-            store.read(at, &mut bytes);
+            store.read(at, &mut bytes).expect("the store reads back");
             let crc = u32::from_le_bytes(bytes[0..4].try_into().expect("4 bytes"));
             if bytes.iter().all(|&b| b == 0)
                 || flashlab_engine::page::compute_checksum(&bytes) != crc
@@ -118,7 +118,7 @@ fn restore_log(rig: &Rig, image: &SparseStore) -> Damage {
     let mut store = rig.log.inner().store().lock().expect("store");
     for (start, len) in store.written_runs() {
         let mut bytes = vec![0u8; len as usize];
-        image.read(start, &mut bytes);
+        image.read(start, &mut bytes).expect("the store reads back");
         write_durably(&mut store, start, &bytes);
     }
     Damage::StaleLog
@@ -137,7 +137,7 @@ fn zero_data_block(rig: &Rig, store: StoreKind, rng: &mut ChaCha8Rng) -> Damage 
             }
             1 => {
                 let mut block0 = vec![0u8; page as usize];
-                data.read(0, &mut block0);
+                data.read(0, &mut block0).expect("the store reads back");
                 let m = u64::from(u32::from_le_bytes(
                     block0[44..48].try_into().expect("4 bytes"),
                 ));
@@ -153,7 +153,7 @@ fn zero_data_block(rig: &Rig, store: StoreKind, rng: &mut ChaCha8Rng) -> Damage 
     let mut bytes = vec![0u8; page as usize];
     for (start, len) in data.written_runs() {
         for at in (start.div_ceil(page) * page..start + len).step_by(page as usize) {
-            data.read(at, &mut bytes);
+            data.read(at, &mut bytes).expect("the store reads back");
             if bytes.iter().any(|&b| b != 0) {
                 written.push(at / page);
             }

@@ -1,9 +1,13 @@
-//! A sparse in-memory byte store with crash semantics.
+//! A sparse byte store with crash semantics.
 //!
 //! Memory and simulated devices keep their contents here. Bytes never
-//! written read as zeros; memory grows with what is written, in chunks of
-//! [`CHUNK_BYTES`], not with the device's capacity, so a 250 GB disk model
-//! costs nothing until used.
+//! written read as zeros; the store grows with what is written, in chunks
+//! of [`CHUNK_BYTES`], not with the device's capacity, so a 250 GB disk
+//! model costs nothing until used. The chunks live on the heap or, when the
+//! process names a scratch directory ([`scratch`]), in sparse host files
+//! ([`chunks`]): then host memory holds only a map entry per chunk, and a
+//! database larger than memory can be simulated. Which one never changes
+//! what a read returns.
 //!
 //! To model a crash, the store remembers every write since the last flush:
 //! where it went, the bytes it replaced (its *before-image*) and the bytes it
@@ -60,19 +64,56 @@
 //! the crash model off: a write goes straight to the chunks, and every
 //! byte written counts as durable. Crash tests keep it on.
 
-use std::collections::hash_map::Entry;
-use std::collections::{HashMap, VecDeque};
+mod chunks;
+pub mod scratch;
+#[cfg(test)]
+mod tests;
+
+use std::collections::VecDeque;
+use std::io;
 use std::sync::{Arc, Mutex};
 
 use crate::device::Device;
+use chunks::Chunks;
+pub use chunks::LAYERS_MAX;
+use scratch::ScratchDir;
 
 /// Allocation unit of the store.
 pub const CHUNK_BYTES: usize = 4096;
 
-/// A chunk of a store's bytes, copied on write when an image shares it.
-type Chunk = Arc<[u8; CHUNK_BYTES]>;
 /// Most bytes that may be written between two flushes (STORE-2).
 pub const UNFLUSHED_BYTES_MAX: u64 = 8 << 30;
+
+/// Why a store could not take a write or give back a read.
+#[derive(Debug, thiserror::Error)]
+pub enum StoreError {
+    /// STORE-2's limit.
+    #[error("more than {limit} bytes written without a flush")]
+    Unflushed { limit: u64 },
+    /// The host file holding the chunks failed (a full scratch disk).
+    #[error("scratch file: {0}")]
+    Scratch(#[from] io::Error),
+}
+
+impl StoreError {
+    /// The error of device `device`, whose store this is: a device full at
+    /// STORE-2's limit, or an I/O error of its scratch file.
+    pub fn on_device(self, device: &str) -> crate::error::DeviceError {
+        use crate::error::DeviceError;
+        let device = device.to_string();
+        match self {
+            StoreError::Unflushed { .. } => DeviceError::Full {
+                device,
+                problem: self.to_string(),
+            },
+            StoreError::Scratch(source) => DeviceError::Io {
+                device,
+                op: "scratch file",
+                source,
+            },
+        }
+    }
+}
 
 /// What a crash does with one unflushed write.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
@@ -156,7 +197,7 @@ impl Unflushed {
 pub struct SparseStore {
     /// Shared with the images made of this store and the stores started
     /// from them; a write to a shared chunk copies it first.
-    chunks: HashMap<u64, Chunk>,
+    chunks: Chunks,
     unflushed: VecDeque<Unflushed>,
     unflushed_bytes: u64,
     next_seq: u64,
@@ -167,8 +208,26 @@ pub struct SparseStore {
 }
 
 impl SparseStore {
+    /// A store in the process's scratch directory if it names one
+    /// ([`scratch::keep_contents_in`]), else on the heap.
     pub fn new() -> SparseStore {
+        match scratch::current() {
+            Some(dir) => SparseStore::in_scratch(dir),
+            None => SparseStore::in_memory(),
+        }
+    }
+
+    /// A store whose chunks are on the heap.
+    pub fn in_memory() -> SparseStore {
         SparseStore::default()
+    }
+
+    /// A store whose chunks are in sparse files in `dir`.
+    pub fn in_scratch(dir: Arc<ScratchDir>) -> SparseStore {
+        SparseStore {
+            chunks: Chunks::in_scratch(dir),
+            ..SparseStore::default()
+        }
     }
 
     /// Stop remembering writes: this store will never be crashed (STORE-6).
@@ -186,7 +245,7 @@ impl SparseStore {
     /// copy shares the chunks: each side copies a chunk when it first
     /// writes it, so a study that starts many runs from one loaded
     /// database copies only what each run writes.
-    pub fn image(&self) -> Option<SparseStore> {
+    pub fn image(&mut self) -> Option<SparseStore> {
         assert!(
             !self.crash_model_off,
             "STORE-6: a store without a crash model is not imaged (its writes are never unflushed)"
@@ -195,7 +254,7 @@ impl SparseStore {
             return None;
         }
         Some(SparseStore {
-            chunks: self.chunks.clone(),
+            chunks: self.chunks.share(),
             durable_end_bytes: self.durable_end_bytes,
             ..SparseStore::default()
         })
@@ -204,10 +263,8 @@ impl SparseStore {
     /// The written byte ranges, in address order, each a run of adjacent
     /// chunks: what a device preloaded with this image must have written.
     pub fn written_runs(&self) -> Vec<(u64, u64)> {
-        let mut keys: Vec<u64> = self.chunks.keys().copied().collect();
-        keys.sort_unstable();
         let mut runs: Vec<(u64, u64)> = Vec::new();
-        for key in keys {
+        for key in self.chunks.held() {
             let offset_bytes = key * CHUNK_BYTES as u64;
             match runs.last_mut() {
                 Some((start, len)) if *start + *len == offset_bytes => *len += CHUNK_BYTES as u64,
@@ -218,39 +275,41 @@ impl SparseStore {
     }
 
     /// Copy bytes at `offset_bytes` into `buf`.
-    pub fn read(&self, offset_bytes: u64, buf: &mut [u8]) {
-        let mut done = 0usize;
-        while done < buf.len() {
-            let at = offset_bytes + done as u64;
-            let (chunk, within) = split(at);
-            let n = (CHUNK_BYTES - within).min(buf.len() - done);
-            match self.chunks.get(&chunk) {
-                Some(data) => buf[done..done + n].copy_from_slice(&data[within..within + n]),
-                None => buf[done..done + n].fill(0),
-            }
-            done += n;
+    pub fn read(&self, offset_bytes: u64, buf: &mut [u8]) -> Result<(), StoreError> {
+        Ok(self.chunks.read(offset_bytes, buf)?)
+    }
+
+    /// A read inside the crash model, whose callers cannot fail: a scratch
+    /// file the process wrote and holds open does not fail to read back
+    /// but for a host disk error, and a crash test cannot go on past one.
+    fn read_back(&self, offset_bytes: u64, buf: &mut [u8]) {
+        if let Err(e) = self.chunks.read(offset_bytes, buf) {
+            panic!("the scratch file of a crashed store failed to read back: {e}");
         }
     }
 
     /// Write `data` at `offset_bytes`, remembering what it replaced. Fails
     /// (writing nothing) if the unflushed bytes would pass the limit.
-    pub fn write(&mut self, offset_bytes: u64, data: &[u8]) -> Result<(), u64> {
+    pub fn write(&mut self, offset_bytes: u64, data: &[u8]) -> Result<(), StoreError> {
         let len = data.len() as u64;
         if self.crash_model_off {
-            self.put(offset_bytes, data);
+            self.chunks.write(offset_bytes, data)?;
             self.durable_end_bytes = self.durable_end_bytes.max(offset_bytes + len);
             return Ok(());
         }
         if self.unflushed_bytes + len > UNFLUSHED_BYTES_MAX {
-            return Err(UNFLUSHED_BYTES_MAX);
+            return Err(StoreError::Unflushed {
+                limit: UNFLUSHED_BYTES_MAX,
+            });
         }
         let before = if self.never_written(offset_bytes, len) {
             None
         } else {
             let mut before = vec![0u8; data.len()];
-            self.read(offset_bytes, &mut before);
+            self.read(offset_bytes, &mut before)?;
             Some(before.into_boxed_slice())
         };
+        self.chunks.write(offset_bytes, data)?;
         self.unflushed.push_back(Unflushed {
             seq: self.next_seq,
             offset_bytes,
@@ -261,7 +320,6 @@ impl SparseStore {
         });
         self.next_seq += 1;
         self.unflushed_bytes += len;
-        self.put(offset_bytes, data);
         Ok(())
     }
 
@@ -272,14 +330,14 @@ impl SparseStore {
         }
         let first = offset_bytes / CHUNK_BYTES as u64;
         let last = (offset_bytes + len_bytes - 1) / CHUNK_BYTES as u64;
-        (first..=last).all(|c| !self.chunks.contains_key(&c))
+        (first..=last).all(|c| !self.chunks.holds(c))
     }
 
     /// The after-image of remembered write `index` over `from..to` (inside
     /// it), from later before-images and the current bytes (STORE-5).
     fn after_range(&self, index: usize, from: u64, to: u64) -> Vec<u8> {
         let mut out = vec![0u8; (to - from) as usize];
-        self.read(from, &mut out);
+        self.read_back(from, &mut out);
         // Newest first, so the oldest later write over a byte wins.
         for later in self.unflushed.iter().skip(index + 1).rev() {
             let a = later.offset_bytes.max(from);
@@ -319,43 +377,24 @@ impl SparseStore {
                 continue;
             }
             if offset_bytes <= chunk_start && chunk_end <= end {
-                self.chunks.remove(&chunk);
-            } else if let Some(slot) = self.chunks.get_mut(&chunk) {
-                let a = (offset_bytes.max(chunk_start) - chunk_start) as usize;
-                let b = (end.min(chunk_end) - chunk_start) as usize;
-                Arc::make_mut(slot)[a..b].fill(0);
+                self.chunks.remove(chunk);
+            } else {
+                let a = offset_bytes.max(chunk_start);
+                let b = end.min(chunk_end);
+                self.put_zeros(a, b - a);
             }
         }
     }
 
+    /// A write inside the crash model (see [`SparseStore::read_back`]).
     fn put(&mut self, offset_bytes: u64, data: &[u8]) {
-        let mut done = 0usize;
-        while done < data.len() {
-            let at = offset_bytes + done as u64;
-            let (chunk, within) = split(at);
-            let n = (CHUNK_BYTES - within).min(data.len() - done);
-            let bytes = &data[done..done + n];
-            match self.chunks.entry(chunk) {
-                Entry::Occupied(mut slot) => {
-                    Arc::make_mut(slot.get_mut())[within..within + n].copy_from_slice(bytes)
-                }
-                // A whole new chunk is made from the data, not zeroed first.
-                Entry::Vacant(slot) if n == CHUNK_BYTES => {
-                    let whole: [u8; CHUNK_BYTES] = bytes.try_into().expect("a whole chunk");
-                    slot.insert(Arc::new(whole));
-                }
-                Entry::Vacant(slot) => {
-                    let mut fresh = Arc::new([0u8; CHUNK_BYTES]);
-                    Arc::make_mut(&mut fresh)[within..within + n].copy_from_slice(bytes);
-                    slot.insert(fresh);
-                }
-            }
-            done += n;
+        if let Err(e) = self.chunks.write(offset_bytes, data) {
+            panic!("the scratch file of a store failed to take a crash's rollback: {e}");
         }
     }
 
     /// Zero a range (trim); remembered like a write.
-    pub fn zero(&mut self, offset_bytes: u64, len_bytes: u64) -> Result<(), u64> {
+    pub fn zero(&mut self, offset_bytes: u64, len_bytes: u64) -> Result<(), StoreError> {
         let mut at = offset_bytes;
         let end = offset_bytes + len_bytes;
         while at < end {
@@ -508,7 +547,7 @@ impl SparseStore {
         let mut afters = vec![Vec::new(); unflushed.len()];
         for (i, write) in unflushed.iter().enumerate().rev() {
             let mut after = vec![0u8; write.len_bytes as usize];
-            self.read(write.offset_bytes, &mut after);
+            self.read_back(write.offset_bytes, &mut after);
             afters[i] = after;
             match &write.before {
                 Some(bytes) => self.put(write.offset_bytes, bytes),
@@ -548,291 +587,14 @@ impl SparseStore {
 
     /// Zero `offset_bytes..+len_bytes`, allocating only chunks that exist.
     fn put_zeros(&mut self, offset_bytes: u64, len_bytes: u64) {
-        let end = offset_bytes + len_bytes;
-        let mut at = offset_bytes;
-        while at < end {
-            let (chunk, within) = split(at);
-            let n = (CHUNK_BYTES - within).min((end - at) as usize);
-            if let Some(slot) = self.chunks.get_mut(&chunk) {
-                Arc::make_mut(slot)[within..within + n].fill(0);
-            }
-            at += n as u64;
+        if let Err(e) = self.chunks.zero_held(offset_bytes, len_bytes) {
+            panic!("the scratch file of a store failed to take zeros: {e}");
         }
     }
 
-    /// Bytes of memory held by data chunks.
-    pub fn resident_bytes(&self) -> u64 {
-        (self.chunks.len() * CHUNK_BYTES) as u64
-    }
-}
-
-fn split(offset_bytes: u64) -> (u64, usize) {
-    (
-        offset_bytes / CHUNK_BYTES as u64,
-        (offset_bytes % CHUNK_BYTES as u64) as usize,
-    )
-}
-
-#[cfg(test)]
-mod tests {
-    use super::*;
-
-    /// Each `(offset, len, byte)`: the store's `len` bytes at `offset` all
-    /// read `byte`.
-    fn assert_runs(store: &SparseStore, runs: &[(u64, usize, u8)]) {
-        for &(offset, len, byte) in runs {
-            let mut buf = vec![!byte; len];
-            store.read(offset, &mut buf);
-            assert!(
-                buf.iter().all(|&b| b == byte),
-                "{len} bytes at {offset} are not all {byte}"
-            );
-        }
-    }
-
-    #[test]
-    fn unwritten_reads_zero_and_writes_span_chunks() {
-        let mut store = SparseStore::new();
-        let mut buf = vec![7u8; 100];
-        store.read(10_000, &mut buf);
-        assert!(buf.iter().all(|&b| b == 0));
-        let data: Vec<u8> = (0..10_000u32).map(|i| i as u8).collect();
-        store.write(4000, &data).unwrap();
-        let mut back = vec![0u8; 10_000];
-        store.read(4000, &mut back);
-        assert_eq!(back, data);
-    }
-
-    #[test]
-    fn crash_restores_the_last_flushed_state() {
-        let mut store = SparseStore::new();
-        store.write(0, &[1u8; 512]).unwrap();
-        store.flush();
-        store.write(0, &[2u8; 512]).unwrap();
-        store.write(256, &[3u8; 512]).unwrap();
-        store.crash();
-        assert_runs(&store, &[(0, 512, 1), (512, 512, 0)]);
-    }
-
-    #[test]
-    fn torn_write_keeps_only_its_prefix() {
-        let mut store = SparseStore::new();
-        store.write(0, &[9u8; 1024]).unwrap();
-        store.crash_with(|_, _| CrashFate::Tear { bytes: 512 });
-        assert_runs(&store, &[(0, 512, 9), (512, 512, 0)]);
-    }
-
-    #[test]
-    fn kept_old_write_survives_under_dropped_new_one() {
-        let mut store = SparseStore::new();
-        store.write(0, &[1u8; 512]).unwrap();
-        store.write(0, &[2u8; 512]).unwrap();
-        store.crash_with(|i, _| {
-            if i == 0 {
-                CrashFate::Keep
-            } else {
-                CrashFate::Drop
-            }
-        });
-        assert_runs(&store, &[(0, 512, 1)]);
-    }
-
-    #[test]
-    fn orphan_stays_lost_under_a_later_durable_write() {
-        let mut store = SparseStore::new();
-        store.write(0, &[1u8; 1024]).unwrap();
-        store.flush();
-        // A write covered by a failed flush...
-        store.write(0, &[2u8; 1024]).unwrap();
-        let mark = store.flush_mark();
-        assert_eq!(store.fail_flush_through(mark), 1);
-        // ...is not made durable by the next flush, but a newer write is.
-        store.write(512, &[3u8; 512]).unwrap();
-        store.flush();
-        assert_eq!(store.orphaned_writes(), 1);
-        let mut buf = vec![0u8; 1024];
-        store.read(0, &mut buf);
-        assert!(buf[..512].iter().all(|&b| b == 2), "reads see the orphan");
-        store.crash();
-        store.read(0, &mut buf);
-        assert!(buf[..512].iter().all(|&b| b == 1), "the orphan is lost");
-        assert!(
-            buf[512..].iter().all(|&b| b == 3),
-            "the durable write stays"
-        );
-    }
-
-    #[test]
-    fn a_flush_covers_only_writes_issued_before_it_began() {
-        let mut store = SparseStore::new();
-        store.write(0, &[1u8; 512]).unwrap();
-        let early = store.flush_mark();
-        store.write(512, &[2u8; 512]).unwrap();
-        let late = store.flush_mark();
-        store.flush_through(late);
-        store.flush_through(early); // the earlier flush ends last
-        assert_eq!(store.unflushed_writes(), 0);
-        store.write(1024, &[3u8; 512]).unwrap();
-        let mark = store.flush_mark();
-        store.write(1536, &[4u8; 512]).unwrap();
-        store.flush_through(mark);
-        store.crash();
-        assert_runs(&store, &[(1024, 512, 3), (1536, 512, 0)]);
-    }
-
-    #[test]
-    fn identical_rewrites_do_not_count_as_changes() {
-        let mut store = SparseStore::new();
-        store.write(4096, &[5u8; 512]).unwrap();
-        store.flush();
-        assert_eq!(store.durable_end_bytes(), 4608);
-        let mut sector = vec![5u8; 512];
-        sector[300..].fill(6);
-        store.write(4096, &sector).unwrap();
-        assert!(!store.changed_since_durable(4096, 4096 + 300));
-        assert!(store.changed_since_durable(4096, 4096 + 301));
-    }
-
-    #[test]
-    fn crash_detailed_reports_offsets_and_fates() {
-        let mut store = SparseStore::new();
-        store.write(0, &[1u8; 1024]).unwrap();
-        store.write(2048, &[2u8; 1024]).unwrap();
-        let fates = store.crash_detailed(|w| {
-            if w.offset_bytes == 0 {
-                CrashFate::Tear { bytes: 512 }
-            } else {
-                CrashFate::Keep
-            }
-        });
-        assert_eq!(fates.len(), 2);
-        assert_eq!(fates[1].write.offset_bytes, 2048);
-        assert_eq!(fates[0].after, vec![1u8; 1024]);
-        assert_eq!(fates[1].before, vec![0u8; 1024]);
-        assert_eq!(store.durable_end_bytes(), 3072);
-        assert_runs(&store, &[(0, 512, 1), (512, 512, 0)]);
-    }
-
-    #[test]
-    fn after_images_come_from_later_before_images() {
-        let mut store = SparseStore::new();
-        store.write(0, &[1u8; 1024]).unwrap();
-        store.flush();
-        store.write(0, &[2u8; 1024]).unwrap(); // before: 1s
-        store.write(512, &[3u8; 1024]).unwrap(); // before: 2s then zeros
-        store.write(0, &[4u8; 512]).unwrap(); // before: 2s
-        let fates = store.crash_detailed(|w| match w.index {
-            0 => CrashFate::Keep,
-            _ => CrashFate::Drop,
-        });
-        assert_eq!(fates[0].after, vec![2u8; 1024]);
-        let mut second = vec![3u8; 1024];
-        assert_eq!(fates[1].after, second);
-        second[..512].fill(2);
-        second[512..].fill(0);
-        assert_eq!(fates[1].before, second);
-        assert_eq!(fates[2].after, vec![4u8; 512]);
-        // Write 0 kept, write 1 dropped.
-        assert_runs(&store, &[(0, 1024, 2), (1024, 512, 0)]);
-    }
-
-    #[test]
-    fn writes_to_fresh_bytes_keep_no_before_image() {
-        let mut store = SparseStore::new();
-        store.write(0, &[1u8; 8192]).unwrap();
-        assert!(store.unflushed[0].before.is_none());
-        store.write(4096, &[2u8; 512]).unwrap();
-        assert!(store.unflushed[1].before.is_some());
-        assert!(store.changed_since_durable(0, 1));
-        store.flush();
-        assert!(!store.changed_since_durable(0, 8192));
-    }
-
-    #[test]
-    fn a_store_without_crash_model_remembers_nothing_and_reads_back_every_write() {
-        let mut store = SparseStore::new();
-        store.turn_off_crash_model();
-        // A whole chunk, a part of one, and an overwrite across two.
-        store.write(0, &[1u8; CHUNK_BYTES]).unwrap();
-        store.write(CHUNK_BYTES as u64 + 100, &[2u8; 50]).unwrap();
-        store.write(CHUNK_BYTES as u64 - 10, &[3u8; 20]).unwrap();
-        assert_eq!(store.unflushed_writes(), 0);
-        assert_eq!(store.unflushed_bytes, 0);
-        assert_eq!(store.durable_end_bytes(), CHUNK_BYTES as u64 + 150);
-        let mut buf = vec![9u8; 2 * CHUNK_BYTES];
-        store.read(0, &mut buf);
-        let mut want = vec![0u8; 2 * CHUNK_BYTES];
-        want[..CHUNK_BYTES].fill(1);
-        want[CHUNK_BYTES + 100..CHUNK_BYTES + 150].fill(2);
-        want[CHUNK_BYTES - 10..CHUNK_BYTES + 10].fill(3);
-        assert_eq!(buf, want);
-        store.flush();
-        assert_eq!(store.unflushed_writes(), 0);
-    }
-
-    #[test]
-    #[should_panic(expected = "STORE-6")]
-    fn a_store_without_crash_model_refuses_an_image() {
-        let mut store = SparseStore::new();
-        store.turn_off_crash_model();
-        store.write(0, &[1u8; 512]).unwrap();
-        let _ = store.image();
-    }
-
-    #[test]
-    #[should_panic(expected = "STORE-6")]
-    fn a_store_without_crash_model_refuses_a_crash() {
-        let mut store = SparseStore::new();
-        store.turn_off_crash_model();
-        store.write(0, &[1u8; 512]).unwrap();
-        store.crash();
-    }
-
-    #[test]
-    fn an_image_shares_chunks_until_either_side_writes_them() {
-        let mut store = SparseStore::new();
-        store.write(0, &[1u8; 2 * CHUNK_BYTES]).unwrap();
-        store.flush();
-        let mut image = store.image().expect("flushed");
-        // Each side's writes stay its own.
-        store.write(100, &[2u8; 10]).unwrap();
-        image.write(CHUNK_BYTES as u64 + 100, &[3u8; 10]).unwrap();
-        image.forget(0, 50);
-        let read = |s: &SparseStore, at: u64| {
-            let mut byte = [9u8; 1];
-            s.read(at, &mut byte);
-            byte[0]
-        };
-        assert_eq!((read(&store, 100), read(&image, 100)), (2, 1));
-        assert_eq!(
-            (
-                read(&store, CHUNK_BYTES as u64 + 100),
-                read(&image, CHUNK_BYTES as u64 + 100)
-            ),
-            (1, 3)
-        );
-        assert_eq!((read(&store, 0), read(&image, 0)), (1, 0));
-        // A crash of the original rolls back only its own write.
-        store.crash();
-        assert_eq!(read(&store, 100), 1);
-        assert_eq!(read(&image, CHUNK_BYTES as u64 + 100), 3);
-    }
-
-    #[test]
-    fn forget_frees_chunks_but_not_remembered_ones() {
-        let mut store = SparseStore::new();
-        store.write(0, &[1u8; 4 * CHUNK_BYTES]).unwrap();
-        store.flush();
-        store.write(3 * CHUNK_BYTES as u64, &[2u8; 512]).unwrap();
-        assert_eq!(store.resident_bytes(), 4 * CHUNK_BYTES as u64);
-        // Half of chunk 0 is zeroed, chunks 1 and 2 freed, chunk 3 kept:
-        // an unflushed write needs its bytes.
-        store.forget(2048, 4 * CHUNK_BYTES as u64 - 2048);
-        assert_eq!(store.resident_bytes(), 2 * CHUNK_BYTES as u64);
-        let chunk3 = 3 * CHUNK_BYTES as u64;
-        assert_runs(&store, &[(0, 2048, 1), (2048, 2048, 0), (chunk3, 512, 2)]);
-        store.crash();
-        // The remembered write rolls back.
-        assert_runs(&store, &[(chunk3, 4096, 1)]);
+    /// Bytes of written data the store holds (on the heap or in its
+    /// scratch files).
+    pub fn held_bytes(&self) -> u64 {
+        (self.chunks.held_count() * CHUNK_BYTES) as u64
     }
 }
