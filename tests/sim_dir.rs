@@ -117,7 +117,9 @@ fn contents_in_scratch_files_change_no_result_and_leave_no_file() {
     scratch::keep_contents_in(None);
     let on_heap = everything();
     let dir = tempfile::tempdir().unwrap();
-    scratch::keep_contents_in(Some(ScratchDir::open(dir.path(), 0).unwrap()));
+    // No heap budget: every chunk goes to a file.
+    let in_files = ScratchDir::with_heap_budget(dir.path(), 0, 0).unwrap();
+    scratch::keep_contents_in(Some(in_files));
     let in_files = everything();
     scratch::keep_contents_in(None);
     assert!(
@@ -135,12 +137,12 @@ fn contents_in_scratch_files_change_no_result_and_leave_no_file() {
 fn a_scratch_directory_too_small_or_missing_is_refused_before_any_work() {
     let dir = tempfile::tempdir().unwrap();
     let d = dir.path().to_str().unwrap();
-    // 100,000 warehouses need far more than any test machine's disk.
+    // 10,000 warehouses need far more than any test machine's disk.
     let out = flashlab(&[
         "bench",
         "tpcc",
         "--warehouses",
-        "100000",
+        "10000",
         "--terminals",
         "10",
         "--sim-dir",
@@ -168,6 +170,8 @@ fn an_interrupted_run_leaves_no_scratch_file() {
         "0",
         "--sim-dir",
         d,
+        "--sim-memory",
+        "0",
     ];
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_flashlab"))
         .args(args)

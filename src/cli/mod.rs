@@ -27,6 +27,10 @@ pub struct Cli {
     /// system's temp directory)
     #[arg(long, global = true, value_name = "DIR")]
     sim_dir: Option<std::path::PathBuf>,
+    /// MB of simulated devices' contents kept in memory before the rest
+    /// goes to --sim-dir (default 512; 0: all of it in files)
+    #[arg(long, global = true, value_name = "MB")]
+    sim_memory: Option<u64>,
     #[command(subcommand)]
     command: Command,
 }
@@ -60,7 +64,7 @@ enum Command {
 /// Run the parsed command line.
 pub fn run(cli: Cli) -> anyhow::Result<()> {
     if let Some(need) = scratch_need_bytes(&cli.command)? {
-        use_scratch_dir(cli.sim_dir.as_deref(), need)?;
+        use_scratch_dir(cli.sim_dir.as_deref(), cli.sim_memory, need)?;
     }
     match cli.command {
         Command::Reproduce(args) => reproduce::run(args),
@@ -94,7 +98,7 @@ pub fn print_scratch() {
 fn scratch_need_bytes(command: &Command) -> anyhow::Result<Option<u64>> {
     use flashlab_lab::bench::SCRATCH_BYTES_MIN;
     Ok(match command {
-        Command::Reproduce(args) => Some(reproduce::scratch_need_bytes(args)),
+        Command::Reproduce(args) => Some(reproduce::scratch_need_bytes(args)?),
         Command::Bench(args) => bench::scratch_need_bytes(args)?,
         Command::Simtest(_) | Command::Calibrate(_) | Command::Characterize(_) => {
             Some(SCRATCH_BYTES_MIN)
@@ -114,13 +118,27 @@ pub fn free_bytes(path: &std::path::Path) -> Option<u64> {
     flashlab_devices::store::scratch::free_bytes(path).ok()
 }
 
-/// Keep the contents of simulated devices in sparse files in `--sim-dir`
-/// (the system's temp directory by default), once it is checked to have
-/// `need_bytes` free.
-fn use_scratch_dir(dir: Option<&std::path::Path>, need_bytes: u64) -> anyhow::Result<()> {
+/// Most `--sim-memory`: a million MB (a terabyte).
+const SIM_MEMORY_MB_MAX: u64 = 1 << 20;
+
+/// Keep the contents of simulated devices on the heap up to `memory_mb`,
+/// and the rest in sparse files in `--sim-dir` (the system's temp
+/// directory by default), once it is checked to have `need_bytes` free.
+fn use_scratch_dir(
+    dir: Option<&std::path::Path>,
+    memory_mb: Option<u64>,
+    need_bytes: u64,
+) -> anyhow::Result<()> {
     use flashlab_devices::store::scratch;
+    let budget = match memory_mb {
+        Some(mb) if mb > SIM_MEMORY_MB_MAX => {
+            anyhow::bail!("--sim-memory {mb}: at most {SIM_MEMORY_MB_MAX} MB")
+        }
+        Some(mb) => mb << 20,
+        None => scratch::HEAP_BUDGET_BYTES_DEFAULT,
+    };
     let default = std::env::temp_dir();
-    let dir = scratch::ScratchDir::open(dir.unwrap_or(&default), need_bytes)?;
+    let dir = scratch::ScratchDir::with_heap_budget(dir.unwrap_or(&default), need_bytes, budget)?;
     scratch::keep_contents_in(Some(dir));
     Ok(())
 }

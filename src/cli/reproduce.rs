@@ -43,6 +43,10 @@ pub struct Args {
     /// seed, options and binary.
     #[arg(long)]
     resume: bool,
+    /// Data scale against the papers, 1/N (petrov2010's units: 1/100,
+    /// the default, or 1/10).
+    #[arg(long, value_name = "1/N")]
+    scale: Option<String>,
     /// Print only the final summary, even on a terminal.
     #[arg(long)]
     quiet: bool,
@@ -61,6 +65,29 @@ pub struct Args {
 const JOBS_MAX: usize = 64;
 /// The seed when --seed is not given.
 const SEED_DEFAULT: u64 = 1;
+
+/// `--scale 1/N`, for units that can run at it: petrov2010's.
+fn scale(args: &Args) -> anyhow::Result<Option<u32>> {
+    use flashlab_lab::experiments::petrov2010::SCALES;
+    let Some(text) = &args.scale else {
+        return Ok(None);
+    };
+    let n = text
+        .strip_prefix("1/")
+        .and_then(|n| n.parse::<u32>().ok())
+        .filter(|n| SCALES.contains(n))
+        .ok_or_else(|| {
+            let known: Vec<String> = SCALES.iter().map(|n| format!("1/{n}")).collect();
+            anyhow::anyhow!("--scale '{text}': must be one of {}", known.join(", "))
+        })?;
+    let units: Vec<&String> = args.unit.iter().chain(&args.only).collect();
+    if units.is_empty() || units.iter().any(|u| !u.starts_with("petrov2010-")) {
+        bail!(
+            "--scale {text}: only petrov2010's units run at another scale (give --only petrov2010-table4, petrov2010-figure5)"
+        );
+    }
+    Ok(Some(n))
+}
 
 /// Refuse flags that do not go together, naming the flag.
 fn check_flags(args: &Args) -> anyhow::Result<()> {
@@ -102,14 +129,22 @@ fn check_flags(args: &Args) -> anyhow::Result<()> {
 const SCRATCH_BYTES_FULL: u64 = 8 << 30;
 /// The same for `--quick`.
 const SCRATCH_BYTES_QUICK: u64 = 2 << 30;
+/// The same for petrov2010 at `--scale 1/10`: two databases of 80 full
+/// warehouses (one per page size) and what each run writes over them.
+const SCRATCH_BYTES_PETROV_TENTH: u64 = 24 << 30;
 
-/// Scratch space the units about to run need.
-pub fn scratch_need_bytes(args: &Args) -> u64 {
-    if args.quick {
-        SCRATCH_BYTES_QUICK
-    } else {
-        SCRATCH_BYTES_FULL
+/// Scratch space the units about to run need, once the flags' own errors
+/// (which name the flag at fault) are ruled out.
+pub fn scratch_need_bytes(args: &Args) -> anyhow::Result<u64> {
+    check_flags(args)?;
+    if args.list_units || !args.merge.is_empty() {
+        return Ok(0);
     }
+    Ok(match (scale(args)?, args.quick) {
+        (Some(_), _) => SCRATCH_BYTES_PETROV_TENTH,
+        (None, true) => SCRATCH_BYTES_QUICK,
+        (None, false) => SCRATCH_BYTES_FULL,
+    })
 }
 
 pub fn run(args: Args) -> anyhow::Result<()> {
@@ -143,6 +178,7 @@ pub fn run(args: Args) -> anyhow::Result<()> {
 /// Run the experiments (all, --only's or --unit's), with progress.
 fn run_units(args: &Args, terminal: bool) -> anyhow::Result<ReproduceSummary> {
     let options = ReproduceOptions {
+        scale: scale(args)?,
         quick: args.quick,
         seed: args.seed.unwrap_or(SEED_DEFAULT),
         only: match &args.unit {

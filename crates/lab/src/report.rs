@@ -168,6 +168,10 @@ pub struct UnitRecord {
     pub binary: String,
     pub seed: u64,
     pub quick: bool,
+    /// The data scale against the papers (`--scale 1/N`), if not each
+    /// experiment's default.
+    #[serde(default, skip_serializing_if = "Option::is_none")]
+    pub scale: Option<u32>,
     pub host_seconds: f64,
     /// `timings.json` entries of the experiment (its `*host_seconds*` data).
     pub timings: serde_json::Map<String, serde_json::Value>,
@@ -200,6 +204,7 @@ pub struct UnitOrigin {
     pub binary: String,
     pub seed: u64,
     pub quick: bool,
+    pub scale: Option<u32>,
 }
 
 fn pretty(value: &impl Serialize) -> std::io::Result<String> {
@@ -239,6 +244,7 @@ impl UnitRecord {
             binary: origin.binary.clone(),
             seed: origin.seed,
             quick: origin.quick,
+            scale: origin.scale,
             host_seconds: e.host_seconds,
             timings,
             raw_files: e.raw_files.iter().map(|r| r.name.clone()).collect(),
@@ -272,6 +278,14 @@ impl UnitRecord {
             Some(format!("seed {} (not {})", self.seed, origin.seed))
         } else if self.quick != origin.quick {
             Some(format!("{} (not {})", mode(self.quick), mode(origin.quick)))
+        } else if self.scale != origin.scale {
+            let scale =
+                |s: Option<u32>| s.map_or("the default scale".into(), |n| format!("scale 1/{n}"));
+            Some(format!(
+                "{} (not {})",
+                scale(self.scale),
+                scale(origin.scale)
+            ))
         } else {
             None
         }
@@ -284,6 +298,7 @@ impl UnitRecord {
             binary: self.binary.clone(),
             seed: self.seed,
             quick: self.quick,
+            scale: self.scale,
         }
     }
 }
@@ -796,6 +811,7 @@ mod tests {
             binary: "b".into(),
             seed: 1,
             quick: true,
+            scale: None,
         }
     }
 

@@ -39,6 +39,9 @@ pub struct ReproduceOptions {
     pub jobs: usize,
     /// Reuse the finished units in the output directory.
     pub resume: bool,
+    /// The data scale against the papers, `--scale 1/N` (each experiment's
+    /// default when `None`; see [`RunContext::scale`]).
+    pub scale: Option<u32>,
 }
 
 /// What happens during a run, for the CLI's progress display.
@@ -120,12 +123,13 @@ impl ReproduceSummary {
 }
 
 /// The version and binary this process's units are recorded with.
-pub fn origin(seed: u64, quick: bool) -> UnitOrigin {
+pub fn origin(seed: u64, quick: bool, scale: Option<u32>) -> UnitOrigin {
     UnitOrigin {
         version: env!("CARGO_PKG_VERSION").to_string(),
         binary: binary_digest().to_string(),
         seed,
         quick,
+        scale,
     }
 }
 
@@ -266,6 +270,7 @@ fn run_unit(
     let ctx = RunContext {
         quick: options.quick,
         seed: options.seed,
+        scale: options.scale,
         progress: Progress::to(move |done, total| {
             step_events(Event::Step {
                 id: step_id.clone(),
@@ -282,7 +287,7 @@ fn run_unit(
         .map_err(|e| anyhow!("experiment '{id}': {e}"))?;
     // The runner times every experiment, so none can leave it unset.
     result.host_seconds = t.elapsed().as_secs_f64();
-    let record = UnitRecord::of(&origin(options.seed, options.quick), &result)
+    let record = UnitRecord::of(&origin(options.seed, options.quick, options.scale), &result)
         .map_err(|e| anyhow!("experiment '{id}': {e}"))?;
     let mut state = state.lock().unwrap_or_else(|e| e.into_inner());
     let path = write_unit(state.out, &record, &result.raw_files)
@@ -340,7 +345,7 @@ pub fn reproduce(
 ) -> anyhow::Result<ReproduceSummary> {
     let selected = select(&options.only)?;
     let started = Instant::now();
-    let origin = origin(options.seed, options.quick);
+    let origin = origin(options.seed, options.quick, options.scale);
     let ids: Vec<String> = selected.iter().map(|e| e.id().to_string()).collect();
     let records: Vec<Option<UnitRecord>> = ids
         .iter()
@@ -534,6 +539,7 @@ mod tests {
             only: only.iter().map(|s| s.to_string()).collect(),
             jobs,
             resume: false,
+            scale: None,
         }
     }
 

@@ -384,6 +384,7 @@ impl SparseStore {
                 self.put_zeros(a, b - a);
             }
         }
+        self.chunks.give_back(first, last);
     }
 
     /// A write inside the crash model (see [`SparseStore::read_back`]).
@@ -595,6 +596,6 @@ impl SparseStore {
     /// Bytes of written data the store holds (on the heap or in its
     /// scratch files).
     pub fn held_bytes(&self) -> u64 {
-        (self.chunks.held_count() * CHUNK_BYTES) as u64
+        (self.chunks.held().len() * CHUNK_BYTES) as u64
     }
 }

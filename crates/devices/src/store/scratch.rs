@@ -28,12 +28,20 @@ static CURRENT: Mutex<Option<Arc<ScratchDir>>> = Mutex::new(None);
 static HELD_BYTES: AtomicU64 = AtomicU64::new(0);
 static PEAK_BYTES: AtomicU64 = AtomicU64::new(0);
 
+/// Bytes of chunks the stores of one directory keep on the heap before
+/// new ones go to files, unless `--sim-memory` says otherwise: small runs
+/// stay as fast as memory, large ones spill.
+pub const HEAP_BUDGET_BYTES_DEFAULT: u64 = 512 << 20;
+
 /// A directory checked to be usable, with room for what a run declared.
 #[derive(Debug)]
 pub struct ScratchDir {
     path: PathBuf,
     /// Numbers the files this process creates here.
     next_file: AtomicU64,
+    /// Chunk bytes its stores may keep on the heap, and keep now.
+    heap_budget_bytes: u64,
+    heap_held_bytes: AtomicU64,
 }
 
 /// Why a scratch directory cannot be used: a one-line message.
@@ -61,9 +69,21 @@ impl ScratchDir {
     /// `path`, if a file can be created in it and its file system has
     /// `need_bytes` free.
     pub fn open(path: &Path, need_bytes: u64) -> Result<Arc<ScratchDir>, ScratchError> {
+        ScratchDir::with_heap_budget(path, need_bytes, HEAP_BUDGET_BYTES_DEFAULT)
+    }
+
+    /// [`ScratchDir::open`], its stores keeping at most `heap_budget_bytes`
+    /// of chunks on the heap (0: every chunk in a file).
+    pub fn with_heap_budget(
+        path: &Path,
+        need_bytes: u64,
+        heap_budget_bytes: u64,
+    ) -> Result<Arc<ScratchDir>, ScratchError> {
         let dir = ScratchDir {
             path: path.to_path_buf(),
             next_file: AtomicU64::new(0),
+            heap_budget_bytes,
+            heap_held_bytes: AtomicU64::new(0),
         };
         let unusable = |source| ScratchError::Unusable {
             path: path.display().to_string(),
@@ -83,6 +103,24 @@ impl ScratchDir {
 
     pub fn path(&self) -> &Path {
         &self.path
+    }
+
+    pub fn heap_budget_bytes(&self) -> u64 {
+        self.heap_budget_bytes
+    }
+
+    /// Count `bytes` more on the heap if the budget has room (CHUNK-3).
+    pub(crate) fn reserve_heap(&self, bytes: u64) -> bool {
+        self.heap_held_bytes
+            .fetch_update(Ordering::Relaxed, Ordering::Relaxed, |held| {
+                (held + bytes <= self.heap_budget_bytes).then_some(held + bytes)
+            })
+            .is_ok()
+    }
+
+    /// Count `bytes` fewer on the heap.
+    pub(crate) fn release_heap(&self, bytes: u64) {
+        self.heap_held_bytes.fetch_sub(bytes, Ordering::Relaxed);
     }
 
     /// A new empty file, already unlinked: it disappears when closed.

@@ -1,21 +1,25 @@
-use std::sync::{Arc, OnceLock};
-
 use super::scratch::ScratchDir;
 use super::*;
 
-/// The scratch directory of these tests: the system's temp directory.
-fn test_dir() -> Arc<ScratchDir> {
-    static DIR: OnceLock<Arc<ScratchDir>> = OnceLock::new();
-    DIR.get_or_init(|| ScratchDir::open(&std::env::temp_dir(), 0).expect("temp dir"))
-        .clone()
-}
+/// Chunks a mixed store keeps on the heap before the rest go to its file.
+const MIXED_HEAP_CHUNKS: u64 = 8;
 
+/// A store whose every chunk is in a scratch file in the temp directory.
 fn in_scratch() -> SparseStore {
-    SparseStore::in_scratch(test_dir())
+    let dir = ScratchDir::with_heap_budget(&std::env::temp_dir(), 0, 0).expect("temp dir");
+    SparseStore::in_scratch(dir)
 }
 
-/// Each named test, run once on each backend: `heap` and `scratch`.
-macro_rules! on_both_backends {
+/// A store whose first chunks are on the heap and the rest in a file.
+fn mixed() -> SparseStore {
+    let budget = MIXED_HEAP_CHUNKS * CHUNK_BYTES as u64;
+    let dir = ScratchDir::with_heap_budget(&std::env::temp_dir(), 0, budget).expect("temp dir");
+    SparseStore::in_scratch(dir)
+}
+
+/// Each named test, run once per placement of the chunks: all on the
+/// heap, all in a scratch file, and some of each.
+macro_rules! on_every_placement {
     ($($name:ident),* $(,)?) => {$(
         mod $name {
             #[test]
@@ -26,11 +30,15 @@ macro_rules! on_both_backends {
             fn scratch() {
                 super::$name(super::in_scratch)
             }
+            #[test]
+            fn mixed() {
+                super::$name(super::mixed)
+            }
         }
     )*};
 }
 
-on_both_backends!(
+on_every_placement!(
     unwritten_reads_zero_and_writes_span_chunks,
     crash_restores_the_last_flushed_state,
     torn_write_keeps_only_its_prefix,
@@ -294,7 +302,7 @@ fn forget_frees_chunks_but_not_remembered_ones(new: fn() -> SparseStore) {
     assert_runs(&store, &[(chunk3, 4096, 1)]);
 }
 
-/// One step of [`the_backends_agree_on_every_byte`].
+/// One step of [`every_placement_agrees_on_every_byte`].
 #[derive(Clone, Debug)]
 enum Step {
     Write {
@@ -363,25 +371,29 @@ fn apply(store: &mut SparseStore, step: &Step) {
 }
 
 proptest::proptest! {
-    /// Heap and scratch stores given the same steps read the same bytes,
-    /// hold the same chunks and preload the same runs.
+    /// Stores on the heap, in a file and mixed, given the same steps,
+    /// read the same bytes, hold the same chunks and preload the same runs.
     #[test]
-    fn the_backends_agree_on_every_byte(steps in proptest::collection::vec(step(), 1..40)) {
-        let (mut heap, mut scratch) = (SparseStore::in_memory(), in_scratch());
+    fn every_placement_agrees_on_every_byte(steps in proptest::collection::vec(step(), 1..40)) {
         let images = steps.iter().filter(|s| matches!(s, Step::Image { .. })).count();
         proptest::prop_assume!(images <= LAYERS_MAX);
+        let mut stores = [SparseStore::in_memory(), in_scratch(), mixed()];
         for step in &steps {
-            apply(&mut heap, step);
-            apply(&mut scratch, step);
+            for store in &mut stores {
+                apply(store, step);
+            }
         }
         let span = 20 * CHUNK_BYTES;
-        let (mut a, mut b) = (vec![1u8; span], vec![2u8; span]);
-        heap.read(0, &mut a).unwrap();
-        scratch.read(0, &mut b).unwrap();
-        proptest::prop_assert!(a == b, "the bytes differ");
-        proptest::prop_assert_eq!(heap.written_runs(), scratch.written_runs());
-        proptest::prop_assert_eq!(heap.held_bytes(), scratch.held_bytes());
-        proptest::prop_assert_eq!(heap.durable_end_bytes(), scratch.durable_end_bytes());
+        let mut heap = vec![1u8; span];
+        stores[0].read(0, &mut heap).unwrap();
+        for other in &stores[1..] {
+            let mut bytes = vec![2u8; span];
+            other.read(0, &mut bytes).unwrap();
+            proptest::prop_assert!(heap == bytes, "the bytes differ");
+            proptest::prop_assert_eq!(stores[0].written_runs(), other.written_runs());
+            proptest::prop_assert_eq!(stores[0].held_bytes(), other.held_bytes());
+            proptest::prop_assert_eq!(stores[0].durable_end_bytes(), other.durable_end_bytes());
+        }
     }
 }
 
@@ -411,7 +423,7 @@ fn an_image_of_an_image_adds_no_layer_and_forgetting_over_a_layer_reads_zeros() 
 #[test]
 fn scratch_files_leave_no_name_behind_and_a_full_disk_is_refused_up_front() {
     let dir = tempfile::tempdir().unwrap();
-    let scratch = ScratchDir::open(dir.path(), 0).unwrap();
+    let scratch = ScratchDir::with_heap_budget(dir.path(), 0, 0).unwrap();
     let mut store = SparseStore::in_scratch(scratch);
     store.write(0, &[7u8; 3 * CHUNK_BYTES]).unwrap();
     let names: Vec<_> = std::fs::read_dir(dir.path()).unwrap().collect();

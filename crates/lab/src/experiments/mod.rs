@@ -41,6 +41,10 @@ pub struct RunContext {
     /// Smaller runs for a quick look (`--quick`).
     pub quick: bool,
     pub seed: u64,
+    /// The data scale against the paper, 1/`scale` (`--scale`), for the
+    /// experiments that can run at more than one; `None`: each one's
+    /// default. An experiment refuses a scale it cannot run at.
+    pub scale: Option<u32>,
     /// Told each configuration the experiment finishes; it never changes
     /// what the experiment measures.
     pub progress: Progress,
@@ -55,6 +59,7 @@ impl RunContext {
         RunContext {
             quick,
             seed,
+            scale: None,
             progress: Progress::default(),
             threads: HOST_THREADS,
         }

@@ -61,12 +61,33 @@ use flashlab_workloads::tpcc::TpccOptions;
 
 pub mod figures;
 
-/// Data scale of the study against the paper (see the module essay).
+/// Data scale of the study against the paper, by default (see the module
+/// essay).
 pub const SCALE: u32 = 100;
-/// Of SCALE: the factor applied to the rows of a warehouse, and the one
-/// applied to the count of warehouses (with think times divided by it).
-const ROWS_DIVISOR: u32 = 10;
-const WAREHOUSE_DIVISOR: u32 = SCALE / ROWS_DIVISOR;
+/// The scales the study runs at (`reproduce --scale 1/N`): the default,
+/// and a tenth, where each warehouse holds the specification's full rows.
+pub const SCALES: [u32; 2] = [SCALE, 10];
+/// The factor applied to the count of warehouses at every scale (with
+/// think times divided by it); the rows of a warehouse are divided by the
+/// rest of the scale ([`rows_divisor`]).
+const WAREHOUSE_DIVISOR: u32 = 10;
+
+/// The study's scale in `ctx`: 1/[`SCALE`] unless `--scale` names one of
+/// [`SCALES`].
+pub(crate) fn scale(ctx: &RunContext) -> anyhow::Result<u32> {
+    match ctx.scale {
+        None => Ok(SCALE),
+        Some(n) if SCALES.contains(&n) => Ok(n),
+        Some(n) => Err(anyhow::anyhow!(
+            "petrov2010 runs at scale 1/100 or 1/10, not 1/{n}"
+        )),
+    }
+}
+
+/// The divisor of a warehouse's rows at scale 1/`scale`.
+pub(crate) fn rows_divisor(scale: u32) -> u32 {
+    scale / WAREHOUSE_DIVISOR
+}
 /// The paper's database: 800 warehouses.
 pub(crate) const PAPER_WAREHOUSES: u32 = 800;
 /// DBT2's database connections.
@@ -238,10 +259,11 @@ pub fn cells() -> Vec<Cell> {
 }
 
 fn tpcc_options(ctx: &RunContext) -> TpccOptions {
+    let rows = rows_divisor(scale(ctx).unwrap_or(SCALE));
     TpccOptions {
         warehouses: PAPER_WAREHOUSES / WAREHOUSE_DIVISOR,
-        items: flashlab_workloads::tpcc::ITEMS / ROWS_DIVISOR,
-        customers_per_district: flashlab_workloads::tpcc::CUSTOMERS_PER_DISTRICT / ROWS_DIVISOR,
+        items: flashlab_workloads::tpcc::ITEMS / rows,
+        customers_per_district: flashlab_workloads::tpcc::CUSTOMERS_PER_DISTRICT / rows,
         think: true,
         think_divisor: f64::from(WAREHOUSE_DIVISOR),
         connections: CONNECTIONS,
@@ -281,7 +303,7 @@ pub(crate) fn options(
             ..tpcc_options(ctx)
         },
         page_bytes: cell.page_bytes,
-        buffer_bytes: (cell.buffer_mb << 20) / u64::from(SCALE),
+        buffer_bytes: (cell.buffer_mb << 20) / u64::from(scale(ctx).unwrap_or(SCALE)),
         seed: ctx.seed,
         progress_interval_ns: 0,
         log_bytes: Some(LOG_BYTES),
@@ -304,8 +326,8 @@ fn point(cell: Cell, warehouses: u32, report: &BenchReport) -> Point {
     }
 }
 
-/// The studies already run, by seed and quick mode.
-type StudyCache = Mutex<HashMap<(u64, bool), Arc<Study>>>;
+/// The studies already run, by seed, quick mode and scale.
+type StudyCache = Mutex<HashMap<(u64, bool, u32), Arc<Study>>>;
 
 /// Run the study, or return the one already run with this context.
 pub fn study(ctx: &RunContext) -> anyhow::Result<Arc<Study>> {
@@ -315,7 +337,7 @@ pub fn study(ctx: &RunContext) -> anyhow::Result<Arc<Study>> {
     // the other waits for it.
     static RUNNING: Mutex<()> = Mutex::new(());
     let _running = RUNNING.lock().unwrap_or_else(|e| e.into_inner());
-    let key = (ctx.seed, ctx.quick);
+    let key = (ctx.seed, ctx.quick, scale(ctx)?);
     if let Some(study) = done.lock().expect("study cache").get(&key) {
         return Ok(study.clone());
     }

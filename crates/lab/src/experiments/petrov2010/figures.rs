@@ -5,7 +5,8 @@
 use std::sync::Arc;
 
 use super::{
-    BUFFER_MB, CPUS, Cell, PAGE_BYTES, SCALE, Study, check, check_ratio, published, study,
+    BUFFER_MB, CPUS, Cell, PAGE_BYTES, Study, check, check_ratio, published, rows_divisor, scale,
+    study,
 };
 use crate::chart::{LineChart, Series};
 use crate::check::Check;
@@ -55,14 +56,40 @@ fn kb(page_bytes: usize) -> usize {
     page_bytes / 1024
 }
 
-fn description() -> String {
+fn description(ctx: &RunContext) -> String {
+    let scale = scale(ctx).unwrap_or(super::SCALE);
     format!(
         "TPC-C on the ssd-array-2010 preset (petrov2010 Table 3's 8-SSD array), 4 KB against 16 KB pages, buffers of 640, 1280 and 2560 MB and 1, 2 and 4 CPUs at 2.3 GHz (the Sun Fire X4440's Opteron 8356), the CPU priced at the petrov2010 profile: the engine's own event prices (statements, page accesses, page I/O and its KB, log bytes) times one scale, fitted to the 1-CPU, 4 KB, 2560 MB maximum. \
          Each cell's load rises from 200 to 800 of the paper's warehouses and on past them (every warehouse active, think times shortened in proportion) until the sweep has passed its peak on both sides; Table 4 is each sweep's peak and Table 5 the response time there. \
-         Scale factor 1/{SCALE}: each warehouse holds a tenth of the specification's rows (10,000 items, 300 customers per district), a tenth of the warehouses run with keying and think times divided by ten (one simulated warehouse stands for ten of the paper's, offering the same load), and buffers are a hundredth (6.4, 12.8, 25.6 MB), so buffer to data, terminals per warehouse (10) and NURand's skew keep the paper's ratios. \
+         Scale factor 1/{scale}: {} a tenth of the warehouses run with keying and think times divided by ten (one simulated warehouse stands for ten of the paper's, offering the same load), and buffers are 1/{scale} ({}), so buffer to data, terminals per warehouse (10) and NURand's skew keep the paper's ratios. \
          DBT2's 20 database connections are kept: terminals queue for one, and response times include the wait. Warehouses are given in the paper's units. One database of 800 paper warehouses per page size is loaded once (its host time is in timings.json) and each run starts from a copy of it. \
-         Full-page images are on (InnoDB's doublewrite buffer is the paper's server's torn-page protection). Log, data and rollback space are each on an instance of the array preset."
+         Full-page images are on (InnoDB's doublewrite buffer is the paper's server's torn-page protection). Log, data and rollback space are each on an instance of the array preset.",
+        rows_of_a_warehouse(scale),
+        buffers_mb(scale)
     )
+}
+
+/// What a warehouse holds at scale 1/`scale`, as the description says it.
+fn rows_of_a_warehouse(scale: u32) -> String {
+    let rows = rows_divisor(scale);
+    if rows == 1 {
+        "each warehouse holds the specification's full rows (100,000 items, 3,000 customers per district);".into()
+    } else {
+        format!(
+            "each warehouse holds 1/{rows} of the specification's rows ({} items, {} customers per district);",
+            flashlab_workloads::tpcc::ITEMS / rows,
+            flashlab_workloads::tpcc::CUSTOMERS_PER_DISTRICT / rows
+        )
+    }
+}
+
+/// The buffers at scale 1/`scale`, in MB.
+fn buffers_mb(scale: u32) -> String {
+    let mb: Vec<String> = BUFFER_MB
+        .iter()
+        .map(|&b| format!("{:.1}", b as f64 / f64::from(scale)))
+        .collect();
+    format!("{} MB", mb.join(", "))
 }
 
 /// Figure 4: NoTPM and New-Order response time against warehouses.
@@ -387,8 +414,8 @@ impl Skeleton for Table4 {
         study(ctx)
     }
 
-    fn description(&self, _: &RunContext, _: &Arc<Study>) -> String {
-        description()
+    fn description(&self, ctx: &RunContext, _: &Arc<Study>) -> String {
+        description(ctx)
     }
 
     fn tables(&self, s: &Arc<Study>) -> Vec<Table> {
@@ -452,10 +479,10 @@ impl Skeleton for Figure5 {
         study(ctx)
     }
 
-    fn description(&self, _: &RunContext, _: &Arc<Study>) -> String {
+    fn description(&self, ctx: &RunContext, _: &Arc<Study>) -> String {
         format!(
             "The Table 4 maxima of petrov2010-table4 (4 KB pages) against CPUs and buffer size. {}",
-            description()
+            description(ctx)
         )
     }
 
