@@ -4,8 +4,6 @@
 mod common;
 use common::*;
 
-use std::path::Path;
-
 #[test]
 fn devices_lists_every_preset_with_sources() {
     let out = flashlab(&["devices", "--json"]);
@@ -182,7 +180,7 @@ fn replay_json_keys_and_every_request_accounted_for() {
 fn trace_generate_convert_replay_and_plot() {
     let dir = tempfile::tempdir().unwrap();
     let d = |name: &str| dir.path().join(name).display().to_string();
-    let out = flashlab(&[
+    succeed(&[
         "trace",
         "generate",
         "--count",
@@ -192,8 +190,7 @@ fn trace_generate_convert_replay_and_plot() {
         "--out",
         &d("g.csv"),
     ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let out = flashlab(&[
+    succeed(&[
         "trace",
         "convert",
         &d("g.csv"),
@@ -202,35 +199,16 @@ fn trace_generate_convert_replay_and_plot() {
         "--out",
         &d("g.mqsim"),
     ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let a = flashlab(&[
-        "replay",
-        "--device",
-        "ssd-2010",
-        "--trace",
-        &d("g.csv"),
-        "--json",
-    ]);
-    let b = flashlab(&[
-        "replay",
-        "--device",
-        "ssd-2010",
-        "--trace",
-        &d("g.mqsim"),
-        "--format",
-        "mqsim",
-        "--json",
-    ]);
-    let (a, b): (serde_json::Value, serde_json::Value) = (
-        serde_json::from_slice(&a.stdout).unwrap(),
-        serde_json::from_slice(&b.stdout).unwrap(),
-    );
+    let replay_latency = |trace: &str, format: &[&str]| {
+        let replay = ["replay", "--device", "ssd-2010", "--trace", trace, "--json"];
+        success_json(&flashlab(&[&replay[..], format].concat()))["latency_us"].clone()
+    };
     assert_eq!(
-        a["latency_us"], b["latency_us"],
+        replay_latency(&d("g.csv"), &[]),
+        replay_latency(&d("g.mqsim"), &["--format", "mqsim"]),
         "the same requests in two formats replay alike"
     );
-    let out = flashlab(&["plot", &d("g.csv"), "--out", &d("g.svg")]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    succeed(&["plot", &d("g.csv"), "--out", &d("g.svg")]);
     let svg = std::fs::read_to_string(d("g.svg")).unwrap();
     assert!(svg.contains("<svg") && svg.len() > 1000);
     assert_bad_input(
@@ -239,28 +217,9 @@ fn trace_generate_convert_replay_and_plot() {
     );
 }
 
-fn make_database(dir: &Path) {
-    use flashlab::engine::{Database, DbConfig, TableSpec};
-    let _rt = real_runtime(1);
-    let mut config = DbConfig::simple("file", "file", 4096, 1 << 20);
-    config.data[0].capacity_bytes = Some(4 << 20);
-    config.log.capacity_bytes = Some(4 << 20);
-    let db = Database::open_or_create_dir(dir, &config).unwrap();
-    let t = db.create_table(TableSpec::bytes("kv")).unwrap();
-    let mut txn = db.begin().unwrap();
-    for i in 0..200u32 {
-        txn.put(&t, format!("{i:05}").as_bytes(), &[1u8; 50])
-            .unwrap();
-    }
-    txn.commit().unwrap();
-    db.close().unwrap();
-}
-
 #[test]
 fn check_passes_a_healthy_database_and_fails_a_damaged_one() {
-    let dir = tempfile::tempdir().unwrap();
-    make_database(dir.path());
-    let db_dir = dir.path().display().to_string();
+    let (dir, db_dir) = temp_database();
     let out = flashlab(&["check", &db_dir]);
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
     assert!(stdout(&out).contains("ok"));
@@ -280,9 +239,7 @@ fn check_passes_a_healthy_database_and_fails_a_damaged_one() {
 
 #[test]
 fn truncated_or_missing_files_and_unknown_versions_are_bad_input() {
-    let dir = tempfile::tempdir().unwrap();
-    make_database(dir.path());
-    let db_dir = dir.path().display().to_string();
+    let (dir, db_dir) = temp_database();
     let log = dir.path().join("log.wal");
     let len = std::fs::metadata(&log).unwrap().len();
     std::fs::OpenOptions::new()
@@ -325,9 +282,7 @@ fn master_copies(log: &[u8]) -> Vec<usize> {
 /// devices opened directly meet WAL-14.)
 #[test]
 fn a_log_without_a_valid_master_record_is_refused_naming_why() {
-    let dir = tempfile::tempdir().unwrap();
-    make_database(dir.path());
-    let db_dir = dir.path().display().to_string();
+    let (dir, db_dir) = temp_database();
     let log = dir.path().join("log.wal");
     let healthy = std::fs::read(&log).unwrap();
     let copies = master_copies(&healthy);
@@ -361,9 +316,7 @@ fn a_log_without_a_valid_master_record_is_refused_naming_why() {
 
 #[test]
 fn query_reads_a_table_and_refuses_time_travel_past_a_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    make_database(dir.path());
-    let db_dir = dir.path().display().to_string();
+    let (_dir, db_dir) = temp_database();
     let out = flashlab(&[
         "query", &db_dir, "--table", "kv", "--prefix", "0001", "--json",
     ]);
