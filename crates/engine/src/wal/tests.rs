@@ -311,8 +311,13 @@ fn leftovers_of_an_unfinished_force_are_erased_on_resume() {
 #[test]
 fn concurrent_committers_share_forces() {
     let stats = sim(|rt| {
-        let device: DeviceRef = Arc::new(flashlab_devices::sim::SimDevice::new(Box::new(SlowLog)));
-        let wal = Wal::create(device, WalConfig::default(), 0, None).unwrap();
+        // Every request 1 ms late: forces take long enough to be shared.
+        let slow = FaultPlan {
+            spike_ppm: 1_000_000,
+            spike_ns: 1_000_000,
+            ..FaultPlan::none(1)
+        };
+        let wal = Wal::create(faulty_log(64 << 20, slow), WalConfig::default(), 0, None).unwrap();
         let handles: Vec<_> = (0..16u64)
             .map(|client| {
                 let wal = wal.clone();
@@ -339,30 +344,6 @@ fn concurrent_committers_share_forces() {
     assert!(stats.commits_per_write() > 4.0, "{stats:?}");
 }
 
-/// A log device where every request takes 1 ms.
-struct SlowLog;
-
-impl flashlab_devices::DeviceModel for SlowLog {
-    fn name(&self) -> &str {
-        "slow-log"
-    }
-    fn capacity_bytes(&self) -> u64 {
-        64 << 20
-    }
-    fn sector_bytes(&self) -> u32 {
-        512
-    }
-    fn submit(&mut self, now_ns: u64, _req: &flashlab_devices::IoRequest) -> u64 {
-        now_ns + 1_000_000
-    }
-    fn stats(&self) -> flashlab_devices::ModelStats {
-        flashlab_devices::ModelStats::default()
-    }
-    fn describe(&self) -> Vec<flashlab_devices::model::Parameter> {
-        Vec::new()
-    }
-}
-
 #[test]
 fn a_failed_flush_stops_the_log_for_good() {
     sim(|_| {
@@ -379,7 +360,13 @@ fn a_failed_flush_stops_the_log_for_good() {
             last_record_lsn: 0,
             beyond: BeyondEnd::default(),
         };
-        let wal = Wal::resume(failing_flush(), WalConfig::default(), master, &end).unwrap();
+        // Every flush fails, as an fsync error would.
+        let failing = FaultPlan {
+            flush_error_ppm: 1_000_000,
+            ..FaultPlan::none(1)
+        };
+        let device = faulty_log(1 << 20, failing);
+        let wal = Wal::resume(device, WalConfig::default(), master, &end).unwrap();
         let (_, end) = wal.append(1, 0, Body::Commit { commit_ts: 1 }).unwrap();
         let err = wal.flush_to(end).unwrap_err();
         assert!(matches!(err, Error::LogFailed(_)), "{err}");
@@ -394,14 +381,9 @@ fn a_failed_flush_stops_the_log_for_good() {
     });
 }
 
-/// A 1 MB memory log device whose every flush fails, as an fsync error
-/// would.
-fn failing_flush() -> DeviceRef {
-    let plan = FaultPlan {
-        flush_error_ppm: 1_000_000,
-        ..FaultPlan::none(1)
-    };
-    let memory = Arc::new(MemoryDevice::new("log", 1 << 20));
+/// A memory log device of `bytes` behind the fault layer, with `plan`.
+fn faulty_log(bytes: u64, plan: FaultPlan) -> DeviceRef {
+    let memory = Arc::new(MemoryDevice::new("log", bytes));
     Arc::new(FaultyDevice::new(memory, Role::Log, plan))
 }
 
