@@ -28,6 +28,16 @@ fn open(device: &DeviceRef, mode: StoreMode, segment: u64) -> IplStore {
     IplStore::open(device.clone(), PAGE, None, segment, "data", mode).unwrap()
 }
 
+/// A generator seeded `seed` and a new store with `segment`-byte log
+/// segments on fresh NAND: the generator, the NAND's memory, its device
+/// and the store.
+fn new_store(seed: u64, segment: u64) -> (ChaCha8Rng, Arc<MemoryDevice>, DeviceRef, IplStore) {
+    let rng = ChaCha8Rng::seed_from_u64(seed);
+    let (memory, device) = nand();
+    let store = open(&device, StoreMode::Create, segment);
+    (rng, memory, device, store)
+}
+
 fn page(rng: &mut ChaCha8Rng, page_no: u32) -> Vec<u8> {
     let mut p = vec![0u8; PAGE];
     rng.fill(&mut p[..]);
@@ -55,6 +65,13 @@ fn sealed_update(rng: &mut ChaCha8Rng, p: &[u8]) -> Vec<u8> {
     let mut q = update(rng, p);
     crate::page::seal(&mut q);
     q
+}
+
+/// `got` and `want` hold the same body (the header, with its checksum and
+/// LSN, may differ).
+#[track_caller]
+fn assert_same_body(got: &[u8], want: &[u8], what: &str) {
+    assert_eq!(got[PAGE_BODY_OFFSET..], want[PAGE_BODY_OFFSET..], "{what}");
 }
 
 fn read(store: &IplStore, page_no: u32) -> Vec<u8> {
@@ -133,9 +150,7 @@ fn the_layout_of_a_small_device() {
 
 #[test]
 fn updates_go_to_log_sectors_and_pages_are_rebuilt_from_them() {
-    let mut rng = ChaCha8Rng::seed_from_u64(1);
-    let (_, device) = nand();
-    let store = open(&device, StoreMode::Create, 8 << 10);
+    let (mut rng, _, _device, store) = new_store(1, 8 << 10);
     let mut images = write_pages(&store, &mut rng, 15);
     assert_eq!(
         store.ipl_stats().direct_programs,
@@ -170,9 +185,7 @@ fn updates_go_to_log_sectors_and_pages_are_rebuilt_from_them() {
 fn a_full_log_segment_merges_and_the_map_survives_a_reopen() {
     let mut merges = Vec::new();
     for segment in [4u64 << 10, 8 << 10, 16 << 10, 32 << 10] {
-        let mut rng = ChaCha8Rng::seed_from_u64(2);
-        let (_, device) = nand();
-        let store = open(&device, StoreMode::Create, segment);
+        let (mut rng, _, device, store) = new_store(2, segment);
         let pages = store.layout().pages_per_unit * 3;
         let mut images = write_pages(&store, &mut rng, pages);
         for _ in 0..600 {
@@ -623,9 +636,7 @@ fn flip(inner: &MemoryDevice, offset_bytes: u64) {
 /// the others as pages no check accepts, never as an older version.
 #[test]
 fn a_damaged_log_sector_loses_only_its_slot_and_a_write_merges_it_away() {
-    let mut rng = ChaCha8Rng::seed_from_u64(11);
-    let (inner, device) = nand();
-    let store = open(&device, StoreMode::Create, 8 << 10);
+    let (mut rng, inner, device, store) = new_store(11, 8 << 10);
     let mut images = write_pages(&store, &mut rng, 15);
     for n in [3usize, 5] {
         let next = update(&mut rng, &images[n]);
@@ -740,9 +751,7 @@ type SealedStore = (ChaCha8Rng, DeviceRef, IplStore, EndLog, Vec<Vec<u8>>);
 /// A new store with `segment`-byte log segments holding `count` sealed
 /// pages (written in place, IPL-5), and a log ending at `end_lsn`.
 fn store_of_sealed_pages(seed: u64, segment: u64, count: u32, end_lsn: u64) -> SealedStore {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let (_, device) = nand();
-    let store = open(&device, StoreMode::Create, segment);
+    let (mut rng, _, device, store) = new_store(seed, segment);
     let images = write_sealed_pages(&store, &mut rng, count);
     (rng, device, store, EndLog::at(end_lsn), images)
 }
@@ -805,11 +814,7 @@ fn a_selective_merge_leaves_an_aborted_transactions_records_out() {
     assert_eq!(s.selective_merges, 1);
     assert!(s.records_discarded >= 3, "{s:?}");
     let after = read(&store, 4);
-    assert_eq!(
-        &after[PAGE_BODY_OFFSET..],
-        &before[4][PAGE_BODY_OFFSET..],
-        "byte-identical body after the merge"
-    );
+    assert_same_body(&after, &before[4], "byte-identical body after the merge");
     assert_eq!(
         crate::page::lsn(&after),
         4,
@@ -843,11 +848,7 @@ fn a_selective_merge_carries_an_active_transactions_records_over() {
     device
         .read(store.layout().slot_bytes(st.phys, 5), &mut slot)
         .unwrap();
-    assert_eq!(
-        &slot[PAGE_BODY_OFFSET..],
-        &before[5][PAGE_BODY_OFFSET..],
-        "the slot holds the committed version"
-    );
+    assert_same_body(&slot, &before[5], "the slot holds the committed version");
     assert_eq!(
         crate::page::compute_checksum(&slot),
         u32::from_le_bytes(slot[0..4].try_into().unwrap()),
@@ -893,10 +894,7 @@ fn an_abort_de_applies_its_in_memory_records() {
         1,
         "one sector: 3's records and the header"
     );
-    assert_eq!(
-        &read(&store, 4)[PAGE_BODY_OFFSET..],
-        &restored[PAGE_BODY_OFFSET..]
-    );
+    assert_same_body(&read(&store, 4), &restored, "the aborted change de-applied");
 }
 
 /// Found in review (issue 14): during a restart without redo, a damaged
