@@ -112,26 +112,35 @@ fn characterize_json_has_the_documented_shape_and_is_deterministic() {
     assert_eq!(a.stdout, b.stdout, "same seed, same figures");
 }
 
+/// A bad line of an MQSim trace is bad input naming the line.
 #[test]
-fn malformed_trace_line_is_bad_input_naming_the_line() {
-    let (_dir, trace) = temp_file("t.mqsim", "0 0 0 8 1\n1000 0 8 x 0\n");
-    assert_bad_input(
-        &flashlab(&[
-            "replay", "--device", "ssd-2010", "--trace", &trace, "--format", "mqsim",
-        ]),
-        &["t.mqsim:2"],
-    );
-}
-
-#[test]
-fn request_beyond_capacity_is_bad_input_naming_the_line() {
-    let (_dir, trace) = temp_file("t.mqsim", "0 0 0 8 1\n1000 0 999999999999 8 0\n");
-    assert_bad_input(
-        &flashlab(&[
-            "replay", "--device", "ssd-2008", "--trace", &trace, "--format", "mqsim",
-        ]),
-        &["line 2", "capacity"],
-    );
+fn a_bad_trace_line_is_bad_input_naming_the_line() {
+    // (case, device, trace, what the error names)
+    let cases: [(&str, &str, &str, &[&str]); 2] = [
+        (
+            "a malformed line",
+            "ssd-2010",
+            "0 0 0 8 1\n1000 0 8 x 0\n",
+            &["t.mqsim:2"],
+        ),
+        (
+            "a request beyond the capacity",
+            "ssd-2008",
+            "0 0 0 8 1\n1000 0 999999999999 8 0\n",
+            &["line 2", "capacity"],
+        ),
+    ];
+    for (case, device, text, needles) in cases {
+        // Shown with the failure of the case it names.
+        println!("case: {case}");
+        let (_dir, trace) = temp_file("t.mqsim", text);
+        assert_bad_input(
+            &flashlab(&[
+                "replay", "--device", device, "--trace", &trace, "--format", "mqsim",
+            ]),
+            needles,
+        );
+    }
 }
 
 #[test]
@@ -455,31 +464,37 @@ fn tpcc_bad_input_is_one_line_naming_the_option() {
     );
 }
 
+/// A simulated TPC-C run of 3 s (1 s of warm-up) at a small scale: 1,000
+/// items, 100 customers a district.
+const SMALL_TPCC: [&str; 10] = [
+    "bench",
+    "tpcc",
+    "--items",
+    "1000",
+    "--customers-per-district",
+    "100",
+    "--duration",
+    "3s",
+    "--warmup",
+    "1s",
+];
+
 /// `bench tpcc` with its data space In-Page Logging on raw NAND: TPC-C
 /// runs consistent, and the store's counters are reported.
 #[test]
 fn tpcc_bench_runs_on_an_ipl_space() {
-    let out = flashlab(&[
-        "bench",
-        "tpcc",
+    let ipl = [
         "--data-store",
         "ipl",
         "--data-device",
         "nand-k9wag08u1a",
         "--ipl-log-segment-kb",
         "4",
-        "--items",
-        "1000",
-        "--customers-per-district",
-        "100",
         "--buffer-mb",
         "1",
-        "--duration",
-        "3s",
-        "--warmup",
-        "1s",
         "--json",
-    ]);
+    ];
+    let out = flashlab(&[&SMALL_TPCC[..], &ipl].concat());
     let json = success_json(&out);
     assert_eq!(json["consistency"], "ok");
     assert!(json["tpcc"]["tpmc"].as_f64().unwrap() > 0.0);
@@ -507,25 +522,16 @@ fn tpcc_bench_runs_on_an_ipl_space() {
 /// A small simulated `bench tpcc --json`: tpmC, the five types, consistency.
 #[test]
 fn tpcc_bench_reports_tpmc_and_the_five_types() {
-    let out = flashlab(&[
-        "bench",
-        "tpcc",
+    let pages = [
         "--warehouses",
         "2",
-        "--items",
-        "1000",
-        "--customers-per-district",
-        "100",
-        "--duration",
-        "3s",
-        "--warmup",
-        "1s",
         "--table-page-bytes",
         "stock=4096",
         "--table-page-bytes",
         "order_line=16384",
         "--json",
-    ]);
+    ];
+    let out = flashlab(&[&SMALL_TPCC[..], &pages].concat());
     let json = success_json(&out);
     assert_eq!(json["consistency"], "ok");
     assert_eq!(json["clients"], 20, "10 terminals per warehouse");
