@@ -400,15 +400,23 @@ fn four_bytes(id: PageId, image: bool, offset: u32, byte: u8) -> Body {
     }
 }
 
+/// A new log for changes of page `id`, and a maker of those changes:
+/// [`four_bytes`] of `id`.
+fn log_for_page(id: PageId) -> (Arc<Wal>, impl Fn(bool, u32, u8) -> Body) {
+    let wal = Wal::create(memory_log(), WalConfig::default(), 0, None).unwrap();
+    (wal, move |image, offset, byte| {
+        four_bytes(id, image, offset, byte)
+    })
+}
+
 /// A page is rebuilt from its image and the changes after it, and with a
 /// `before_lsn` (an In-Page Logging space's L* during a restart without
 /// redo) from the records before it only, never past it.
 #[test]
 fn a_page_is_rebuilt_from_its_image_and_stops_before_the_given_lsn() {
     sim(|_| {
-        let wal = Wal::create(memory_log(), WalConfig::default(), 0, None).unwrap();
         let id = PageId::new(0, 7);
-        let change = |image, offset, byte| four_bytes(id, image, offset, byte);
+        let (wal, change) = log_for_page(id);
         let (first, _) = wal.append(1, 0, change(true, 100, 0xA1)).unwrap();
         let (second, _) = wal.append(1, first, change(false, 200, 0xB2)).unwrap();
         let (third, _) = wal.append(1, second, change(false, 100, 0xC3)).unwrap();
@@ -442,9 +450,8 @@ fn a_page_is_rebuilt_from_its_image_and_stops_before_the_given_lsn() {
 #[test]
 fn a_repair_at_an_ipl_restart_skips_an_earlier_restarts_hole() {
     sim(|_| {
-        let wal = Wal::create(memory_log(), WalConfig::default(), 0, None).unwrap();
         let id = PageId::new(0, 9);
-        let change = |image, offset, byte| four_bytes(id, image, offset, byte);
+        let (wal, change) = log_for_page(id);
         wal.append(1, 0, change(true, 100, 0xA1)).unwrap();
         let (hole, _) = wal.append(1, 0, change(false, 200, 0xB2)).unwrap();
         // Another space's restart leaves this space's pages alone.
