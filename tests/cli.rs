@@ -4,8 +4,6 @@
 mod common;
 use common::*;
 
-use std::path::Path;
-
 #[test]
 fn devices_lists_every_preset_with_sources() {
     let out = flashlab(&["devices", "--json"]);
@@ -114,26 +112,35 @@ fn characterize_json_has_the_documented_shape_and_is_deterministic() {
     assert_eq!(a.stdout, b.stdout, "same seed, same figures");
 }
 
+/// A bad line of an MQSim trace is bad input naming the line.
 #[test]
-fn malformed_trace_line_is_bad_input_naming_the_line() {
-    let (_dir, trace) = temp_file("t.mqsim", "0 0 0 8 1\n1000 0 8 x 0\n");
-    assert_bad_input(
-        &flashlab(&[
-            "replay", "--device", "ssd-2010", "--trace", &trace, "--format", "mqsim",
-        ]),
-        &["t.mqsim:2"],
-    );
-}
-
-#[test]
-fn request_beyond_capacity_is_bad_input_naming_the_line() {
-    let (_dir, trace) = temp_file("t.mqsim", "0 0 0 8 1\n1000 0 999999999999 8 0\n");
-    assert_bad_input(
-        &flashlab(&[
-            "replay", "--device", "ssd-2008", "--trace", &trace, "--format", "mqsim",
-        ]),
-        &["line 2", "capacity"],
-    );
+fn a_bad_trace_line_is_bad_input_naming_the_line() {
+    // (case, device, trace, what the error names)
+    let cases: [(&str, &str, &str, &[&str]); 2] = [
+        (
+            "a malformed line",
+            "ssd-2010",
+            "0 0 0 8 1\n1000 0 8 x 0\n",
+            &["t.mqsim:2"],
+        ),
+        (
+            "a request beyond the capacity",
+            "ssd-2008",
+            "0 0 0 8 1\n1000 0 999999999999 8 0\n",
+            &["line 2", "capacity"],
+        ),
+    ];
+    for (case, device, text, needles) in cases {
+        // Shown with the failure of the case it names.
+        println!("case: {case}");
+        let (_dir, trace) = temp_file("t.mqsim", text);
+        assert_bad_input(
+            &flashlab(&[
+                "replay", "--device", device, "--trace", &trace, "--format", "mqsim",
+            ]),
+            needles,
+        );
+    }
 }
 
 #[test]
@@ -182,7 +189,7 @@ fn replay_json_keys_and_every_request_accounted_for() {
 fn trace_generate_convert_replay_and_plot() {
     let dir = tempfile::tempdir().unwrap();
     let d = |name: &str| dir.path().join(name).display().to_string();
-    let out = flashlab(&[
+    succeed(&[
         "trace",
         "generate",
         "--count",
@@ -192,8 +199,7 @@ fn trace_generate_convert_replay_and_plot() {
         "--out",
         &d("g.csv"),
     ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let out = flashlab(&[
+    succeed(&[
         "trace",
         "convert",
         &d("g.csv"),
@@ -202,35 +208,16 @@ fn trace_generate_convert_replay_and_plot() {
         "--out",
         &d("g.mqsim"),
     ]);
-    assert!(out.status.success(), "{}", stderr(&out));
-    let a = flashlab(&[
-        "replay",
-        "--device",
-        "ssd-2010",
-        "--trace",
-        &d("g.csv"),
-        "--json",
-    ]);
-    let b = flashlab(&[
-        "replay",
-        "--device",
-        "ssd-2010",
-        "--trace",
-        &d("g.mqsim"),
-        "--format",
-        "mqsim",
-        "--json",
-    ]);
-    let (a, b): (serde_json::Value, serde_json::Value) = (
-        serde_json::from_slice(&a.stdout).unwrap(),
-        serde_json::from_slice(&b.stdout).unwrap(),
-    );
+    let replay_latency = |trace: &str, format: &[&str]| {
+        let replay = ["replay", "--device", "ssd-2010", "--trace", trace, "--json"];
+        success_json(&flashlab(&[&replay[..], format].concat()))["latency_us"].clone()
+    };
     assert_eq!(
-        a["latency_us"], b["latency_us"],
+        replay_latency(&d("g.csv"), &[]),
+        replay_latency(&d("g.mqsim"), &["--format", "mqsim"]),
         "the same requests in two formats replay alike"
     );
-    let out = flashlab(&["plot", &d("g.csv"), "--out", &d("g.svg")]);
-    assert!(out.status.success(), "{}", stderr(&out));
+    succeed(&["plot", &d("g.csv"), "--out", &d("g.svg")]);
     let svg = std::fs::read_to_string(d("g.svg")).unwrap();
     assert!(svg.contains("<svg") && svg.len() > 1000);
     assert_bad_input(
@@ -239,28 +226,9 @@ fn trace_generate_convert_replay_and_plot() {
     );
 }
 
-fn make_database(dir: &Path) {
-    use flashlab::engine::{Database, DbConfig, TableSpec};
-    let _rt = real_runtime(1);
-    let mut config = DbConfig::simple("file", "file", 4096, 1 << 20);
-    config.data[0].capacity_bytes = Some(4 << 20);
-    config.log.capacity_bytes = Some(4 << 20);
-    let db = Database::open_or_create_dir(dir, &config).unwrap();
-    let t = db.create_table(TableSpec::bytes("kv")).unwrap();
-    let mut txn = db.begin().unwrap();
-    for i in 0..200u32 {
-        txn.put(&t, format!("{i:05}").as_bytes(), &[1u8; 50])
-            .unwrap();
-    }
-    txn.commit().unwrap();
-    db.close().unwrap();
-}
-
 #[test]
 fn check_passes_a_healthy_database_and_fails_a_damaged_one() {
-    let dir = tempfile::tempdir().unwrap();
-    make_database(dir.path());
-    let db_dir = dir.path().display().to_string();
+    let (dir, db_dir) = temp_database();
     let out = flashlab(&["check", &db_dir]);
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
     assert!(stdout(&out).contains("ok"));
@@ -280,9 +248,7 @@ fn check_passes_a_healthy_database_and_fails_a_damaged_one() {
 
 #[test]
 fn truncated_or_missing_files_and_unknown_versions_are_bad_input() {
-    let dir = tempfile::tempdir().unwrap();
-    make_database(dir.path());
-    let db_dir = dir.path().display().to_string();
+    let (dir, db_dir) = temp_database();
     let log = dir.path().join("log.wal");
     let len = std::fs::metadata(&log).unwrap().len();
     std::fs::OpenOptions::new()
@@ -325,9 +291,7 @@ fn master_copies(log: &[u8]) -> Vec<usize> {
 /// devices opened directly meet WAL-14.)
 #[test]
 fn a_log_without_a_valid_master_record_is_refused_naming_why() {
-    let dir = tempfile::tempdir().unwrap();
-    make_database(dir.path());
-    let db_dir = dir.path().display().to_string();
+    let (dir, db_dir) = temp_database();
     let log = dir.path().join("log.wal");
     let healthy = std::fs::read(&log).unwrap();
     let copies = master_copies(&healthy);
@@ -361,9 +325,7 @@ fn a_log_without_a_valid_master_record_is_refused_naming_why() {
 
 #[test]
 fn query_reads_a_table_and_refuses_time_travel_past_a_restart() {
-    let dir = tempfile::tempdir().unwrap();
-    make_database(dir.path());
-    let db_dir = dir.path().display().to_string();
+    let (_dir, db_dir) = temp_database();
     let out = flashlab(&[
         "query", &db_dir, "--table", "kv", "--prefix", "0001", "--json",
     ]);
@@ -502,31 +464,37 @@ fn tpcc_bad_input_is_one_line_naming_the_option() {
     );
 }
 
+/// A simulated TPC-C run of 3 s (1 s of warm-up) at a small scale: 1,000
+/// items, 100 customers a district.
+const SMALL_TPCC: [&str; 10] = [
+    "bench",
+    "tpcc",
+    "--items",
+    "1000",
+    "--customers-per-district",
+    "100",
+    "--duration",
+    "3s",
+    "--warmup",
+    "1s",
+];
+
 /// `bench tpcc` with its data space In-Page Logging on raw NAND: TPC-C
 /// runs consistent, and the store's counters are reported.
 #[test]
 fn tpcc_bench_runs_on_an_ipl_space() {
-    let out = flashlab(&[
-        "bench",
-        "tpcc",
+    let ipl = [
         "--data-store",
         "ipl",
         "--data-device",
         "nand-k9wag08u1a",
         "--ipl-log-segment-kb",
         "4",
-        "--items",
-        "1000",
-        "--customers-per-district",
-        "100",
         "--buffer-mb",
         "1",
-        "--duration",
-        "3s",
-        "--warmup",
-        "1s",
         "--json",
-    ]);
+    ];
+    let out = flashlab(&[&SMALL_TPCC[..], &ipl].concat());
     let json = success_json(&out);
     assert_eq!(json["consistency"], "ok");
     assert!(json["tpcc"]["tpmc"].as_f64().unwrap() > 0.0);
@@ -554,25 +522,16 @@ fn tpcc_bench_runs_on_an_ipl_space() {
 /// A small simulated `bench tpcc --json`: tpmC, the five types, consistency.
 #[test]
 fn tpcc_bench_reports_tpmc_and_the_five_types() {
-    let out = flashlab(&[
-        "bench",
-        "tpcc",
+    let pages = [
         "--warehouses",
         "2",
-        "--items",
-        "1000",
-        "--customers-per-district",
-        "100",
-        "--duration",
-        "3s",
-        "--warmup",
-        "1s",
         "--table-page-bytes",
         "stock=4096",
         "--table-page-bytes",
         "order_line=16384",
         "--json",
-    ]);
+    ];
+    let out = flashlab(&[&SMALL_TPCC[..], &pages].concat());
     let json = success_json(&out);
     assert_eq!(json["consistency"], "ok");
     assert_eq!(json["clients"], 20, "10 terminals per warehouse");

@@ -7,36 +7,11 @@ mod common;
 use std::collections::BTreeMap;
 use std::path::Path;
 
-use common::{assert_bad_input, flashlab, names, real_runtime, stderr, stdout, success_json};
-use flashlab::engine::{Database, DbConfig, TableSpec};
-
-fn config() -> DbConfig {
-    let mut config = DbConfig::simple("file", "file", 4096, 1 << 20);
-    config.data[0].capacity_bytes = Some(4 << 20);
-    config.log.capacity_bytes = Some(4 << 20);
-    config
-}
-
-/// A small database with table `kv` (200 rows), closed cleanly.
-fn make_database(dir: &Path) {
-    let _rt = real_runtime(1);
-    let db = Database::open_or_create_dir(dir, &config()).unwrap();
-    fill(&db, 0..200);
-    db.close().unwrap();
-}
-
-fn fill(db: &Database, keys: std::ops::Range<u32>) {
-    let t = match db.table("kv") {
-        Ok(t) => t,
-        Err(_) => db.create_table(TableSpec::bytes("kv")).unwrap(),
-    };
-    let mut txn = db.begin().unwrap();
-    for i in keys {
-        txn.put(&t, format!("{i:05}").as_bytes(), &[1u8; 50])
-            .unwrap();
-    }
-    txn.commit().unwrap();
-}
+use common::{
+    assert_bad_input, fill, flashlab, names, real_runtime, small_config, stderr, stdout,
+    success_json, temp_database, temp_dir,
+};
+use flashlab::engine::{Database, DbConfig};
 
 /// Every file in `dir` (name, contents).
 fn snapshot(dir: &Path) -> BTreeMap<String, Vec<u8>> {
@@ -95,10 +70,9 @@ fn path(dir: &Path) -> String {
 /// A crash image: the files of a database copied while it is open, after a
 /// commit and before any checkpoint, so opening it needs recovery.
 fn crash_image(to: &Path) {
-    let live = tempfile::tempdir().unwrap();
-    make_database(live.path());
+    let (live, _) = temp_database();
     let _rt = real_runtime(1);
-    let db = Database::open_dir(live.path(), &config()).unwrap();
+    let db = Database::open_dir(live.path(), &small_config()).unwrap();
     fill(&db, 200..400);
     for (name, bytes) in snapshot(live.path()) {
         std::fs::write(to.join(name), bytes).unwrap();
@@ -108,20 +82,16 @@ fn crash_image(to: &Path) {
 
 #[test]
 fn a_second_writer_is_refused_naming_the_directory_and_the_holders_pid() {
-    let dir = tempfile::tempdir().unwrap();
-    make_database(dir.path());
+    let (dir, d) = temp_database();
     let _rt = real_runtime(1);
-    let held = Database::open_dir(dir.path(), &config()).unwrap();
+    let held = Database::open_dir(dir.path(), &small_config()).unwrap();
     // Two opens in one process conflict too (flock is per open file).
-    let err = Database::open_dir(dir.path(), &config())
+    let err = Database::open_dir(dir.path(), &small_config())
         .err()
         .expect("a second writer in the same process must be refused")
         .to_string();
     let pid = format!("process {}", std::process::id());
-    assert!(
-        err.contains(&pid) && err.contains(&path(dir.path())),
-        "{err}"
-    );
+    assert!(err.contains(&pid) && err.contains(&d), "{err}");
     // Other processes: a writer (check --repair), readers (check, query).
     for args in [
         vec!["check", "--repair"],
@@ -129,43 +99,41 @@ fn a_second_writer_is_refused_naming_the_directory_and_the_holders_pid() {
         vec!["query", "--table", "kv"],
     ] {
         let mut args = args.clone();
-        let d = path(dir.path());
         args.insert(1, &d);
         assert_bad_input(&flashlab(&args), &[&pid, &d, "flashlab.lock"]);
     }
     held.close().unwrap();
-    let out = flashlab(&["check", &path(dir.path())]);
+    let out = flashlab(&["check", &d]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
 
 #[test]
 fn check_and_query_write_nothing_even_when_recovery_is_needed() {
-    let dir = tempfile::tempdir().unwrap();
+    let (dir, d) = temp_dir();
     crash_image(dir.path());
     let before = snapshot(dir.path());
-    let out = flashlab(&["check", &path(dir.path())]);
+    let out = flashlab(&["check", &d]);
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
     assert_unchanged(&before, dir.path(), "check");
-    let out = flashlab(&["query", &path(dir.path()), "--table", "kv", "--json"]);
+    let out = flashlab(&["query", &d, "--table", "kv", "--json"]);
     let json = success_json(&out);
     assert_eq!(json["total"], 400, "recovery in memory sees every commit");
     assert_unchanged(&before, dir.path(), "query");
     // Only --repair writes: recovery's work reaches the files.
-    let out = flashlab(&["check", "--repair", &path(dir.path())]);
+    let out = flashlab(&["check", "--repair", &d]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert!(snapshot(dir.path())["log.wal"] != before["log.wal"]);
 }
 
 #[test]
 fn readers_share_the_directory_and_keep_writers_out() {
-    let dir = tempfile::tempdir().unwrap();
-    make_database(dir.path());
+    let (dir, d) = temp_database();
     let _rt = real_runtime(1);
-    let reader = Database::open_dir_read_only(dir.path(), &config()).unwrap();
-    let out = flashlab(&["query", &path(dir.path()), "--table", "kv"]);
+    let reader = Database::open_dir_read_only(dir.path(), &small_config()).unwrap();
+    let out = flashlab(&["query", &d, "--table", "kv"]);
     assert!(out.status.success(), "{}", stderr(&out));
     assert_bad_input(
-        &flashlab(&["check", "--repair", &path(dir.path())]),
+        &flashlab(&["check", "--repair", &d]),
         &["in use by a reader"],
     );
     reader.close().unwrap();
@@ -173,8 +141,7 @@ fn readers_share_the_directory_and_keep_writers_out() {
 
 #[test]
 fn swapped_files_are_named_and_never_reinitialised() {
-    let dir = tempfile::tempdir().unwrap();
-    make_database(dir.path());
+    let (dir, d) = temp_database();
     let data = dir.path().join("data.data");
     let log = dir.path().join("log.wal");
     let swap = dir.path().join("swap");
@@ -184,7 +151,6 @@ fn swapped_files_are_named_and_never_reinitialised() {
     let before = snapshot(dir.path());
     for args in [vec!["check"], vec!["check", "--repair"]] {
         let mut args = args.clone();
-        let d = path(dir.path());
         args.push(&d);
         let out = flashlab(&args);
         assert_bad_input(&out, &["damaged", "swapped"]);
@@ -199,14 +165,13 @@ fn swapped_files_are_named_and_never_reinitialised() {
     std::fs::rename(&data, &swap).unwrap();
     std::fs::rename(&log, &data).unwrap();
     std::fs::rename(&swap, &log).unwrap();
-    let out = flashlab(&["query", &path(dir.path()), "--table", "kv", "--json"]);
+    let out = flashlab(&["query", &d, "--table", "kv", "--json"]);
     assert!(out.status.success(), "{}", stderr(&out));
 }
 
 #[test]
 fn damaged_master_records_are_reported_with_evidence_and_never_reinitialised() {
-    let dir = tempfile::tempdir().unwrap();
-    make_database(dir.path());
+    let (dir, d) = temp_database();
     let log = dir.path().join("log.wal");
     let mut bytes = std::fs::read(&log).unwrap();
     bytes[20] ^= 1; // sector 0: checksum mismatch
@@ -218,7 +183,6 @@ fn damaged_master_records_are_reported_with_evidence_and_never_reinitialised() {
     std::fs::write(&data, &page).unwrap();
     let before = snapshot(dir.path());
     for repair in [false, true] {
-        let d = path(dir.path());
         let args = check_args(&d, repair);
         assert_refused_unchanged(
             &args,
@@ -239,7 +203,7 @@ fn damaged_master_records_are_reported_with_evidence_and_never_reinitialised() {
 fn opening_never_creates_and_creation_never_overwrites() {
     let dir = tempfile::tempdir().unwrap();
     let _rt = real_runtime(1);
-    let err = Database::open_dir(dir.path(), &config())
+    let err = Database::open_dir(dir.path(), &small_config())
         .err()
         .unwrap()
         .to_string();
@@ -247,22 +211,21 @@ fn opening_never_creates_and_creation_never_overwrites() {
     assert!(names(dir.path()).is_empty(), "{:?}", names(dir.path()));
     // A stray file of the same name: creation refuses and leaves no trace.
     std::fs::write(dir.path().join("log.wal"), b"mine").unwrap();
-    let err = Database::create_dir(dir.path(), &config())
+    let err = Database::create_dir(dir.path(), &small_config())
         .unwrap_err()
         .to_string();
     assert!(err.contains("refusing to overwrite"), "{err}");
     assert_eq!(names(dir.path()), ["log.wal"]);
     assert_eq!(std::fs::read(dir.path().join("log.wal")).unwrap(), b"mine");
     std::fs::remove_file(dir.path().join("log.wal")).unwrap();
-    Database::create_dir(dir.path(), &config()).unwrap();
-    let err = Database::create_dir(dir.path(), &config())
+    Database::create_dir(dir.path(), &small_config()).unwrap();
+    let err = Database::create_dir(dir.path(), &small_config())
         .unwrap_err()
         .to_string();
     assert!(err.contains("already holds a database"), "{err}");
     assert!(!dir.path().join(".flashlab-creating").exists());
 }
 
-/// Files and directories left in `dir`.
 /// The run's standard error says `needle`.
 fn assert_said(out: &std::process::Output, needle: &str) {
     assert!(stderr(out).contains(needle), "{}", stderr(out));
@@ -331,7 +294,7 @@ fn space_files_grow_on_demand_instead_of_being_preallocated() {
     use std::os::unix::fs::MetadataExt;
     let dir = tempfile::tempdir().unwrap();
     let _rt = real_runtime(1);
-    let mut config = config();
+    let mut config = small_config();
     config.data[0].capacity_bytes = Some(1 << 30);
     config.log.capacity_bytes = Some(1 << 30);
     Database::create_dir(dir.path(), &config).unwrap();
@@ -355,7 +318,8 @@ fn space_files_grow_on_demand_instead_of_being_preallocated() {
 }
 
 /// Start `flashlab args`, wait until `ready` holds (at most 30 s), send
-/// `signal` and return the finished output.
+/// `signal` and return the finished output, which must end with the exit
+/// code of a program ended by that signal (128 + its number).
 fn interrupt(args: &[&str], ready: impl Fn() -> bool, signal: &str) -> std::process::Output {
     let child = std::process::Command::new(env!("CARGO_BIN_EXE_flashlab"))
         .args(args)
@@ -373,7 +337,14 @@ fn interrupt(args: &[&str], ready: impl Fn() -> bool, signal: &str) -> std::proc
         .status()
         .unwrap();
     assert!(status.success());
-    child.wait_with_output().unwrap()
+    let out = child.wait_with_output().unwrap();
+    let code = match signal {
+        "-INT" => 130,
+        "-TERM" => 143,
+        other => panic!("no exit code known for signal {other}"),
+    };
+    assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
+    out
 }
 
 /// [`interrupt`] `bench tpcb --real DIR ARGS --progress 0` once the
@@ -410,7 +381,6 @@ fn sigterm_and_sigint_remove_a_real_bench_and_a_sorts_files() {
         "--duration 60s --clients 1 --accounts-per-branch 2000",
         "-TERM",
     );
-    assert_eq!(out.status.code(), Some(143), "{}", stderr(&out));
     assert_said(&out, "interrupted by SIGTERM: removed");
     assert_nothing_left(dir.path());
     assert!(
@@ -418,14 +388,13 @@ fn sigterm_and_sigint_remove_a_real_bench_and_a_sorts_files() {
         "a partial report: {}",
         stdout(&out)
     );
-    let out = interrupt(
+    interrupt(
         &[
             "bench", "sort", "--real", &d, "--size", "2GB", "--memory", "16MB",
         ],
         || has_file(dir.path(), "input"),
         "-INT",
     );
-    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
     assert_nothing_left(dir.path());
 }
 
@@ -459,7 +428,6 @@ fn sigint_keeps_a_keep_database_consistent_and_says_so() {
         "--keep --duration 60s --clients 2 --accounts-per-branch 2000 --buffer-mb 16",
         "-INT",
     );
-    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
     assert_said(&out, &format!("kept {d}"));
     let out = flashlab(&["check", &d]);
     assert!(out.status.success(), "{}{}", stdout(&out), stderr(&out));
@@ -474,7 +442,7 @@ fn a_data_file_of_another_database_is_named_as_foreign() {
 /// map puts page 0, so its superblock records the identity instead.
 #[test]
 fn a_log_structured_data_file_of_another_database_is_named_as_foreign() {
-    let mut config = config();
+    let mut config = small_config();
     config.data[0].store = flashlab_engine::store::StoreKind::LogStructured;
     config.data[0].segment_bytes = Some(128 << 10);
     check_refuses_a_file_of_another_database_with(
@@ -487,7 +455,7 @@ fn a_log_structured_data_file_of_another_database_is_named_as_foreign() {
 /// Copy `file` from another database over this one's: `check` and `check
 /// --repair` refuse with `message` and change nothing.
 fn check_refuses_a_file_of_another_database(file: &str, message: &str) {
-    check_refuses_a_file_of_another_database_with(&config(), file, message);
+    check_refuses_a_file_of_another_database_with(&small_config(), file, message);
 }
 
 fn check_refuses_a_file_of_another_database_with(config: &DbConfig, file: &str, message: &str) {
@@ -534,7 +502,6 @@ fn sigint_while_a_keep_database_is_being_loaded_removes_it() {
         "--keep --duration 60s --clients 1 --accounts-per-branch 100000 --scale 20 --buffer-mb 64",
         "-INT",
     );
-    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
     assert_said(&out, "flashlab.manifest");
     assert_eq!(
         names(dir.path()),
@@ -546,7 +513,7 @@ fn sigint_while_a_keep_database_is_being_loaded_removes_it() {
 #[test]
 fn data_files_swapped_among_themselves_are_named() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = config();
+    let mut config = small_config();
     let mut second = config.data[0].clone();
     second.name = "second".into();
     config.data.push(second);
@@ -580,7 +547,7 @@ fn data_files_swapped_among_themselves_are_named() {
 #[test]
 fn regression_a_log_file_of_ragged_length_takes_commits_and_reopens() {
     let dir = tempfile::tempdir().unwrap();
-    let mut config = config();
+    let mut config = small_config();
     config.log.capacity_bytes = Some((4 << 20) + 256);
     let _rt = real_runtime(1);
     let db = Database::open_or_create_dir(dir.path(), &config).unwrap();

@@ -21,6 +21,14 @@ pub fn stdout(out: &Output) -> String {
     String::from_utf8_lossy(&out.stdout).into_owned()
 }
 
+/// Run `flashlab` with `args`, which must succeed (fails the test,
+/// showing stderr, if not); its output.
+pub fn succeed(args: &[&str]) -> Output {
+    let out = flashlab(args);
+    assert!(out.status.success(), "{}", stderr(&out));
+    out
+}
+
 /// The JSON a successful run printed (fails the test, showing stderr,
 /// if the run failed).
 pub fn success_json(out: &Output) -> serde_json::Value {
@@ -77,4 +85,41 @@ pub fn names(dir: &Path) -> Vec<String> {
 pub fn real_runtime(seed: u64) -> impl Sized {
     let rt = flashlab::runtime::RealRuntime::new(seed);
     (flashlab::runtime::RealRuntime::enter(&rt), rt)
+}
+
+/// The small test database's configuration: 4 KB pages, a 1 MB buffer, a
+/// data file and a log file of 4 MB each.
+pub fn small_config() -> flashlab::engine::DbConfig {
+    let mut config = flashlab::engine::DbConfig::simple("file", "file", 4096, 1 << 20);
+    config.data[0].capacity_bytes = Some(4 << 20);
+    config.log.capacity_bytes = Some(4 << 20);
+    config
+}
+
+/// Rows `keys` (key `{i:05}`, 50 bytes of 1) put in table `kv`, created
+/// if missing, and committed in one transaction.
+pub fn fill(db: &flashlab::engine::Database, keys: std::ops::Range<u32>) {
+    let t = match db.table("kv") {
+        Ok(t) => t,
+        Err(_) => db
+            .create_table(flashlab::engine::TableSpec::bytes("kv"))
+            .unwrap(),
+    };
+    let mut txn = db.begin().unwrap();
+    for i in keys {
+        txn.put(&t, format!("{i:05}").as_bytes(), &[1u8; 50])
+            .unwrap();
+    }
+    txn.commit().unwrap();
+}
+
+/// A fresh temporary directory holding a small database (table `kv` of
+/// 200 rows, closed cleanly): the directory and its path.
+pub fn temp_database() -> (tempfile::TempDir, String) {
+    let (dir, path) = temp_dir();
+    let _rt = real_runtime(1);
+    let db = flashlab::engine::Database::open_or_create_dir(dir.path(), &small_config()).unwrap();
+    fill(&db, 0..200);
+    db.close().unwrap();
+    (dir, path)
 }

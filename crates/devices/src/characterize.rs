@@ -784,6 +784,17 @@ mod tests {
         (device, c)
     }
 
+    /// A tiny characterization of a 1 us [`FixedLatency`] device: 10
+    /// requests a point, random points at `queue_depth`.
+    fn tiny_fixed(queue_depth: u32) -> Characterization {
+        let options = CharacterizeOptions {
+            requests_per_point: 10,
+            queue_depth,
+            ..CharacterizeOptions::default()
+        };
+        characterize_fixed(1_000, options).1
+    }
+
     /// Disks keep no state that preconditioning would change, so the disk
     /// tests skip it to stay quick.
     fn quick() -> CharacterizeOptions {
@@ -951,14 +962,7 @@ mod tests {
 
     #[test]
     fn characterize_json_has_the_agreed_shape() {
-        let (_, c) = characterize_fixed(
-            1_000,
-            CharacterizeOptions {
-                requests_per_point: 10,
-                queue_depth: 4,
-                ..CharacterizeOptions::default()
-            },
-        );
+        let c = tiny_fixed(4);
         let json = serde_json::to_value(&c).unwrap();
         let keys = |v: &serde_json::Value| {
             let mut k: Vec<String> = v.as_object().unwrap().keys().cloned().collect();
@@ -996,14 +1000,7 @@ mod tests {
 
     #[test]
     fn characterize_text_table_lists_every_point() {
-        let (_, c) = characterize_fixed(
-            1_000,
-            CharacterizeOptions {
-                requests_per_point: 10,
-                queue_depth: 1,
-                ..CharacterizeOptions::default()
-            },
-        );
+        let c = tiny_fixed(1);
         let text = c.to_text_table();
         assert!(text.starts_with("device fixed\n"));
         assert!(text.contains("read MB/s") && text.contains("write IOPS"));

@@ -327,37 +327,53 @@ mod tests {
         assert_eq!(n.next_page(1), Some(2));
     }
 
+    /// Programs that break the NAND rules: each refused, changing nothing.
     #[test]
-    fn programming_a_programmed_page_is_refused() {
-        let mut n = nand();
-        n.program_page(0, 0, &[1u8; 2048]).unwrap();
-        let err = n.program_page(0, 0, &[2u8; 2048]).unwrap_err();
-        assert!(matches!(
-            err,
-            DeviceError::ProgramProgrammed {
-                block: 0,
-                page: 0,
-                ..
+    fn programming_a_programmed_page_or_out_of_order_is_refused() {
+        type Refusal = fn(&DeviceError) -> bool;
+        // (case, pages programmed first, page programmed, refusal): all in block 0
+        let cases: [(&str, &[u64], u64, Refusal); 2] = [
+            ("a programmed page", &[0], 0, |e| {
+                matches!(
+                    e,
+                    DeviceError::ProgramProgrammed {
+                        block: 0,
+                        page: 0,
+                        ..
+                    }
+                )
+            }),
+            ("out of order", &[], 2, |e| {
+                matches!(
+                    e,
+                    DeviceError::ProgramOutOfOrder {
+                        block: 0,
+                        page: 2,
+                        next: 0,
+                        ..
+                    }
+                )
+            }),
+        ];
+        for (case, before, page, refusal) in cases {
+            let mut n = nand();
+            for &p in before {
+                n.program_page(0, p, &[1u8; 2048]).unwrap();
             }
-        ));
-        let mut buf = vec![0u8; 2048];
-        n.read_page(0, 0, &mut buf).unwrap();
-        assert_eq!(buf, vec![1u8; 2048], "the refused program changed nothing");
-    }
-
-    #[test]
-    fn programming_out_of_order_is_refused() {
-        let mut n = nand();
-        let err = n.program_page(0, 2, &[1u8; 2048]).unwrap_err();
-        assert!(matches!(
-            err,
-            DeviceError::ProgramOutOfOrder {
-                block: 0,
-                page: 2,
-                next: 0,
-                ..
-            }
-        ));
+            let err = n.program_page(0, page, &[2u8; 2048]).unwrap_err();
+            assert!(refusal(&err), "{case}: {err}");
+            let mut buf = vec![0u8; 2048];
+            n.read_page(0, page, &mut buf).unwrap();
+            let held = if before.contains(&page) {
+                1
+            } else {
+                ERASED_BYTE
+            };
+            assert!(
+                buf.iter().all(|&b| b == held),
+                "{case}: the refused program changed nothing"
+            );
+        }
     }
 
     #[test]

@@ -659,8 +659,7 @@ mod tests {
 
     #[test]
     fn a_described_ssd_builds() {
-        let (_dir, path) = write(SSD);
-        let model = build_from_file(&path).unwrap();
+        let model = built(SSD);
         assert_eq!(model.name(), "tiny");
     }
 
@@ -678,8 +677,7 @@ mod tests {
 
     #[test]
     fn a_described_disk_sets_its_read_cache() {
-        let (_dir, path) = write(HDD);
-        let model = build_from_file(&path).unwrap();
+        let model = built(HDD);
         assert_eq!(
             listed(model.as_ref(), "read_cache_bytes"),
             (8 << 20).to_string()
@@ -688,54 +686,48 @@ mod tests {
         let text = format!(
             "{HDD}read_cache_bytes = 1048576\nread_cache_segments = 4\nread_ahead = false\n"
         );
-        let (_dir, path) = write(&text);
-        let model = build_from_file(&path).unwrap();
+        let model = built(&text);
         assert_eq!(listed(model.as_ref(), "read_cache_segments"), "4");
         assert_eq!(listed(model.as_ref(), "read_segment_bytes"), "262144");
         assert_eq!(listed(model.as_ref(), "read_ahead"), "off");
-        let (_dir, path) = write(&format!("{HDD}read_cache_segments = 0\n"));
-        let err = build_from_file(&path).err().unwrap().to_string();
+        let err = refused(&format!("{HDD}read_cache_segments = 0\n"));
         assert!(
             err.contains("dev.toml") && err.contains("segments"),
             "{err}"
         );
     }
 
+    /// A misspelt key, of a disk or of an SSD: one line naming the file
+    /// and the key.
     #[test]
-    fn an_unknown_disk_key_is_one_line_naming_file_and_key() {
-        let (_dir, path) = write(&format!("{HDD}read_cache_segmnets = 4\n"));
-        let err = build_from_file(&path).err().unwrap().to_string();
-        assert!(
-            err.contains("dev.toml") && err.contains("read_cache_segmnets"),
-            "{err}"
-        );
-        assert!(!err.contains('\n'), "{err}");
+    fn an_unknown_key_is_one_line_naming_file_and_key() {
+        for (device, key) in [(HDD, "read_cache_segmnets"), (SSD, "read_ahaed_pages")] {
+            let err = refused(&format!("{device}{key} = 4\n"));
+            assert!(err.contains("dev.toml") && err.contains(key), "{err}");
+            assert!(!err.contains('\n'), "{err}");
+        }
     }
 
     #[test]
     fn impossible_descriptions_name_the_file_and_the_problem() {
-        let (_dir, path) =
-            write(&SSD.replace("erase_unit_bytes = 262144", "erase_unit_bytes = 2048"));
-        let err = build_from_file(&path).err().unwrap().to_string();
+        let err = refused(&SSD.replace("erase_unit_bytes = 262144", "erase_unit_bytes = 2048"));
         assert!(
             err.contains("dev.toml") && err.contains("larger than the erase unit"),
             "{err}"
         );
-        let (_dir, path) = write(&SSD.replace("channels = 2", "channels = 0"));
-        let err = build_from_file(&path).err().unwrap().to_string();
+        let err = refused(&SSD.replace("channels = 2", "channels = 0"));
         assert!(err.contains("zero channels"), "{err}");
-        let (_dir, path) = write(
+        refused(
             "kind = \"hdd\"\nname = \"d\"\ncapacity_gb = 10.0\nrpm = 0\nsustained_mb_s = 100.0\nseek_avg_ms = 4.0\n",
         );
-        assert!(build_from_file(&path).is_err());
-        let (_dir, path) = write("kind = \"tape\"");
-        assert!(
-            build_from_file(&path)
-                .err()
-                .unwrap()
-                .to_string()
-                .contains("dev.toml")
-        );
+        let err = refused("kind = \"tape\"");
+        assert!(err.contains("dev.toml"), "{err}");
+    }
+
+    /// The device `text` describes; the test fails if it is refused.
+    fn built(text: &str) -> Box<dyn DeviceModel> {
+        let (_dir, path) = write(text);
+        build_from_file(&path).unwrap_or_else(|e| panic!("refused: {e}\n{text}"))
     }
 
     /// The one-line error `text` gives; the test fails if it builds.
@@ -745,16 +737,6 @@ mod tests {
             Ok(_) => panic!("accepted:\n{text}"),
             Err(e) => e.to_string(),
         }
-    }
-
-    #[test]
-    fn an_unknown_ssd_key_is_one_line_naming_file_and_key() {
-        let err = refused(&format!("{SSD}read_ahaed_pages = 4\n"));
-        assert!(
-            err.contains("dev.toml") && err.contains("read_ahaed_pages"),
-            "{err}"
-        );
-        assert!(!err.contains('\n'), "{err}");
     }
 
     /// Every new key with a value it must refuse: the error is one line
@@ -822,13 +804,11 @@ mod tests {
         let text = format!(
             "{SSD}write_command_us = 1e6\nread_ahead_pages = {READ_AHEAD_PAGES_MAX}\nstripe_pages = 64\n"
         );
-        let (_dir, path) = write(&text);
-        let model = build_from_file(&path).unwrap();
+        let model = built(&text);
         assert_eq!(listed(model.as_ref(), "write_command_ns"), "1000000000");
         assert_eq!(listed(model.as_ref(), "stripe_pages"), "64");
         let text = format!("{SSD}ftl = \"super-block\"\nerase_units_per_super_block = 2\n");
-        let (_dir, path) = write(&text);
-        let model = build_from_file(&path).unwrap();
+        let model = built(&text);
         assert_eq!(listed(model.as_ref(), "erase_units_per_super_block"), "2");
     }
 

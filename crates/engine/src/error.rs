@@ -193,3 +193,13 @@ impl Error {
         }
     }
 }
+
+/// Test support: the message of `r`'s error; panics when `r` is `Ok` (its
+/// value need not be `Debug`, as `unwrap_err` would want).
+#[cfg(test)]
+pub(crate) fn error_text<T, E: std::fmt::Display>(r: std::result::Result<T, E>) -> String {
+    match r {
+        Ok(_) => panic!("expected an error"),
+        Err(e) => e.to_string(),
+    }
+}

@@ -646,12 +646,22 @@ fn check_entry(key: &LockKey, entry: &Entry, graph: &Graph) -> std::result::Resu
 mod tests {
     use std::sync::Arc;
 
-    use flashlab_runtime::{Sim, SimConfig};
+    use flashlab_runtime::{Rt, Sim, SimConfig};
 
     use super::*;
 
     fn key(k: &str) -> LockKey {
         (1, k.as_bytes().to_vec())
+    }
+
+    /// `f` in the simulated world on an empty lock table; what it returns,
+    /// once it finished.
+    fn with_locks<T: Send + 'static>(f: impl FnOnce(Rt, Arc<Locks>) -> T + Send + 'static) -> T {
+        Sim::run(SimConfig::default(), |rt| f(rt, Arc::new(Locks::new())))
+            .unwrap()
+            .0
+            .finished()
+            .unwrap()
     }
 
     /// The lock manager with each test transaction's held rows (a
@@ -686,22 +696,19 @@ mod tests {
 
     #[test]
     fn shared_locks_coexist_and_exclusive_conflicts() {
-        Sim::run(SimConfig::default(), |_| {
-            let locks = Locks::new();
+        with_locks(|_, locks| {
             locks.lock(1, &key("a"), LockMode::Shared).unwrap();
             locks.lock(2, &key("a"), LockMode::Shared).unwrap();
             locks.release_all(2);
             // 1 upgrades: no other holder.
             locks.lock(1, &key("a"), LockMode::Exclusive).unwrap();
             assert_eq!(locks.stats().deaths, 0);
-        })
-        .unwrap();
+        });
     }
 
     #[test]
     fn a_wait_that_would_close_a_cycle_is_refused() {
-        Sim::run(SimConfig::default(), |rt| {
-            let locks = Arc::new(Locks::new());
+        with_locks(|rt, locks| {
             locks.lock(1, &key("a"), LockMode::Exclusive).unwrap();
             locks.lock(2, &key("b"), LockMode::Exclusive).unwrap();
             let l2 = locks.clone();
@@ -714,14 +721,12 @@ mod tests {
             assert_eq!(locks.stats().deaths, 1);
             locks.release_all(1);
             waiter.join().unwrap();
-        })
-        .unwrap();
+        });
     }
 
     #[test]
     fn older_waits_for_younger_until_release() {
-        let order = Sim::run(SimConfig::default(), |rt| {
-            let locks = Arc::new(Locks::new());
+        let order = with_locks(|rt, locks| {
             let log = Arc::new(Mutex::new(Vec::new()));
             locks.lock(5, &key("r"), LockMode::Exclusive).unwrap();
             let (l2, log2) = (locks.clone(), log.clone());
@@ -734,11 +739,7 @@ mod tests {
             locks.release_all(5);
             older.join();
             log.lock().clone()
-        })
-        .unwrap()
-        .0
-        .finished()
-        .unwrap();
+        });
         assert_eq!(order, vec!["younger releases", "older got it"]);
     }
 
@@ -747,8 +748,7 @@ mod tests {
     /// compatible waiter at the front at once.
     #[test]
     fn grants_follow_arrival_order_without_barging() {
-        let order = Sim::run(SimConfig::default(), |rt| {
-            let locks = Arc::new(Locks::new());
+        let order = with_locks(|rt, locks| {
             let log = Arc::new(Mutex::new(Vec::new()));
             locks.lock(1, &key("r"), LockMode::Shared).unwrap();
             let mut tasks = Vec::new();
@@ -772,11 +772,7 @@ mod tests {
             }
             assert_eq!(locks.stats().waits, 3);
             log.lock().clone()
-        })
-        .unwrap()
-        .0
-        .finished()
-        .unwrap();
+        });
         assert_eq!(order, vec![2, 3, 4]);
     }
 
@@ -803,8 +799,7 @@ mod tests {
     /// of every shard.
     #[test]
     fn a_cycle_across_shards_is_refused_and_a_failure_wakes_every_shard() {
-        Sim::run(SimConfig::default(), |rt| {
-            let locks = Arc::new(Locks::new());
+        with_locks(|rt, locks| {
             let k = keys_on_distinct_shards(&locks, 3);
             for (txn, row) in [(1, &k[0]), (2, &k[1]), (3, &k[2])] {
                 locks.lock(txn, row, LockMode::Exclusive).unwrap();
@@ -828,8 +823,7 @@ mod tests {
             }
             let err = locks.lock(4, &key("new"), LockMode::Shared).unwrap_err();
             assert!(matches!(err, Error::LogFailed(_)), "{err}");
-        })
-        .unwrap();
+        });
     }
 
     fn rt_sleep_and_release(locks: &Locks, txn: u64) {
@@ -849,33 +843,32 @@ mod tests {
     }
 
     fn broken_tables_are_seen() {
-        let manager = LockManager::new();
         let mut entry = Entry::default();
         entry.holders.0.push((1, LockMode::Exclusive));
         entry.holders.0.push((2, LockMode::Exclusive));
-        manager
-            .shard_of(&key("a"))
-            .try_lock()
-            .unwrap()
-            .rows
-            .insert(key("a"), entry);
-        assert!(manager.check().unwrap_err().contains("LOCK-1"));
-        let manager = LockManager::new();
-        let slot = Arc::new(WaitSlot::default());
+        let err = check_of_one_row("a", entry);
+        assert!(err.contains("LOCK-1"), "{err}");
         let mut entry = Entry::default();
         entry.holders.0.push((1, LockMode::Shared));
         entry.queue.push_back(Waiter {
             txn: 2,
             mode: LockMode::Shared,
-            slot,
+            slot: Arc::new(WaitSlot::default()),
         });
+        let err = check_of_one_row("b", entry);
+        assert!(err.contains("LOCK-5"), "{err}");
+    }
+
+    /// What the whole-state check says of a table whose one row, `row`,
+    /// is `entry`.
+    fn check_of_one_row(row: &str, entry: Entry) -> String {
+        let manager = LockManager::new();
         manager
-            .shard_of(&key("b"))
+            .shard_of(&key(row))
             .try_lock()
             .unwrap()
             .rows
-            .insert(key("b"), entry);
-        let err = manager.check().unwrap_err();
-        assert!(err.contains("LOCK-5"), "{err}");
+            .insert(key(row), entry);
+        manager.check().unwrap_err()
     }
 }

@@ -167,10 +167,25 @@ fn read(store: &dyn PageStore, n: u32) -> Result<Vec<u8>> {
 
 use common::run as sim;
 
-/// A new store of `subject`'s kind with pages 1.. written once (version 1), unsynced.
-fn created_with_pages(subject: &Subject, plan: FaultPlan) -> (Medium, Arc<dyn PageStore>) {
+/// In the simulated world, `check` each store of [`SUBJECTS`] in turn.
+fn each_subject(check: impl Fn(&Subject) + Send + 'static) {
+    sim(move || {
+        for subject in &SUBJECTS {
+            check(subject);
+        }
+    });
+}
+
+/// A new store of `subject`'s kind on a fresh medium with faults `plan`.
+fn created(subject: &Subject, plan: FaultPlan) -> (Medium, Arc<dyn PageStore>) {
     let m = medium_with(subject, plan);
     let store = open(subject, &m, StoreMode::Create).unwrap();
+    (m, store)
+}
+
+/// A new store of `subject`'s kind with pages 1.. written once (version 1), unsynced.
+fn created_with_pages(subject: &Subject, plan: FaultPlan) -> (Medium, Arc<dyn PageStore>) {
+    let (m, store) = created(subject, plan);
     for n in 1..PAGES {
         store.write_page(n, &image(n, 1)).unwrap();
     }
@@ -201,14 +216,11 @@ fn sync_write_and_crash(
 /// PS-2: a page never written reads as zeros.
 #[test]
 fn ps2_a_page_never_written_reads_as_zeros() {
-    sim(|| {
-        for subject in &SUBJECTS {
-            let kind = subject.kind;
-            let m = medium(subject);
-            let store = open(subject, &m, StoreMode::Create).unwrap();
-            assert!(store.info().capacity_pages >= u64::from(PAGES), "{kind}");
-            assert_eq!(read(store.as_ref(), 7).unwrap(), vec![0u8; PAGE], "{kind}");
-        }
+    each_subject(|subject| {
+        let kind = subject.kind;
+        let (_m, store) = created(subject, FaultPlan::none(1));
+        assert!(store.info().capacity_pages >= u64::from(PAGES), "{kind}");
+        assert_eq!(read(store.as_ref(), 7).unwrap(), vec![0u8; PAGE], "{kind}");
     });
 }
 
@@ -217,18 +229,16 @@ fn ps2_a_page_never_written_reads_as_zeros() {
 /// after the sync reads as one of its two versions.
 #[test]
 fn ps1_synced_pages_survive_a_crash() {
-    sim(|| {
-        for subject in &SUBJECTS {
-            let kind = subject.kind;
-            let (m, store) = created_with_pages(subject, FaultPlan::none(1));
-            let rewritten = (1..PAGES).step_by(3);
-            let store = sync_write_and_crash(subject, &m, store, rewritten, 2, (5, 3));
-            for n in 1..PAGES {
-                let got = read(store.as_ref(), n).unwrap();
-                let synced = if (n - 1) % 3 == 0 { 2 } else { 1 };
-                let ok = got == image(n, synced) || (n == 5 && got == image(n, 3));
-                assert!(ok, "{kind}: page {n} lost its synced image");
-            }
+    each_subject(|subject| {
+        let kind = subject.kind;
+        let (m, store) = created_with_pages(subject, FaultPlan::none(1));
+        let rewritten = (1..PAGES).step_by(3);
+        let store = sync_write_and_crash(subject, &m, store, rewritten, 2, (5, 3));
+        for n in 1..PAGES {
+            let got = read(store.as_ref(), n).unwrap();
+            let synced = if (n - 1) % 3 == 0 { 2 } else { 1 };
+            let ok = got == image(n, synced) || (n == 5 && got == image(n, 3));
+            assert!(ok, "{kind}: page {n} lost its synced image");
         }
     });
 }
@@ -237,28 +247,25 @@ fn ps1_synced_pages_survive_a_crash() {
 /// and `read_pages` agrees with `read_page`.
 #[test]
 fn ps1_a_reopened_store_reads_every_last_image() {
-    sim(|| {
-        for subject in &SUBJECTS {
-            let kind = subject.kind;
-            let m = medium(subject);
-            let store = open(subject, &m, StoreMode::Create).unwrap();
-            let batch: Vec<(u32, Vec<u8>)> = (1..PAGES).map(|n| (n, image(n, 9))).collect();
-            let refs: Vec<(u32, &[u8])> = batch.iter().map(|(n, p)| (*n, &p[..])).collect();
-            store.write_batch(&refs, &Default::default()).unwrap();
-            store.sync(&DurableLog).unwrap();
-            drop(store);
-            let store = open(subject, &m, StoreMode::Open).unwrap();
-            let mut run = vec![0u8; PAGE * 4];
-            store.read_pages(10, &mut run).unwrap();
-            for (i, got) in run.chunks(PAGE).enumerate() {
-                let n = 10 + i as u32;
-                let single = read(store.as_ref(), n).unwrap() == image(n, 9);
-                assert!(single, "{kind}: read_page, page {n}: not its last image");
-                assert!(
-                    got == &image(n, 9)[..],
-                    "{kind}: read_pages, page {n}: not its last image"
-                );
-            }
+    each_subject(|subject| {
+        let kind = subject.kind;
+        let (m, store) = created(subject, FaultPlan::none(1));
+        let batch: Vec<(u32, Vec<u8>)> = (1..PAGES).map(|n| (n, image(n, 9))).collect();
+        let refs: Vec<(u32, &[u8])> = batch.iter().map(|(n, p)| (*n, &p[..])).collect();
+        store.write_batch(&refs, &Default::default()).unwrap();
+        store.sync(&DurableLog).unwrap();
+        drop(store);
+        let store = open(subject, &m, StoreMode::Open).unwrap();
+        let mut run = vec![0u8; PAGE * 4];
+        store.read_pages(10, &mut run).unwrap();
+        for (i, got) in run.chunks(PAGE).enumerate() {
+            let n = 10 + i as u32;
+            let single = read(store.as_ref(), n).unwrap() == image(n, 9);
+            assert!(single, "{kind}: read_page, page {n}: not its last image");
+            assert!(
+                got == &image(n, 9)[..],
+                "{kind}: read_pages, page {n}: not its last image"
+            );
         }
     });
 }
@@ -268,32 +275,30 @@ fn ps1_a_reopened_store_reads_every_last_image() {
 /// for this page's.
 #[test]
 fn ps3_damage_is_reported_never_returned_as_the_page() {
-    sim(|| {
-        for subject in &SUBJECTS {
-            let kind = subject.kind;
-            let (m, store) = created_with_pages(subject, FaultPlan::none(1));
-            store.sync(&DurableLog).unwrap();
-            let offset = store.location_of(12);
-            drop(store);
-            // Flip a byte in the middle of page 12's image on the medium.
-            let at = offset + PAGE as u64 / 2;
-            let mut sector = vec![0u8; 512];
-            let sector_at = at / 512 * 512;
-            m.memory.read(sector_at, &mut sector).unwrap();
-            sector[(at - sector_at) as usize] ^= 0x5a;
-            m.memory.write(sector_at, &sector).unwrap();
-            m.memory.flush().unwrap();
-            let store = open(subject, &m, StoreMode::Open);
-            let Ok(store) = store else {
-                continue; // refused at open, naming the damage: allowed
-            };
-            match read(store.as_ref(), 12) {
-                Err(e) => assert!(!e.to_string().is_empty(), "{kind}"),
-                Ok(got) => assert!(
-                    page::verify(&got, PageId::new(0, 12), "data", offset).is_err(),
-                    "{kind}: a damaged page 12 passed its checks"
-                ),
-            }
+    each_subject(|subject| {
+        let kind = subject.kind;
+        let (m, store) = created_with_pages(subject, FaultPlan::none(1));
+        store.sync(&DurableLog).unwrap();
+        let offset = store.location_of(12);
+        drop(store);
+        // Flip a byte in the middle of page 12's image on the medium.
+        let at = offset + PAGE as u64 / 2;
+        let mut sector = vec![0u8; 512];
+        let sector_at = at / 512 * 512;
+        m.memory.read(sector_at, &mut sector).unwrap();
+        sector[(at - sector_at) as usize] ^= 0x5a;
+        m.memory.write(sector_at, &sector).unwrap();
+        m.memory.flush().unwrap();
+        let store = open(subject, &m, StoreMode::Open);
+        let Ok(store) = store else {
+            return; // refused at open, naming the damage: allowed
+        };
+        match read(store.as_ref(), 12) {
+            Err(e) => assert!(!e.to_string().is_empty(), "{kind}"),
+            Ok(got) => assert!(
+                page::verify(&got, PageId::new(0, 12), "data", offset).is_err(),
+                "{kind}: a damaged page 12 passed its checks"
+            ),
         }
     });
 }
@@ -358,19 +363,17 @@ fn check_after_crash(
 /// ([`Unsynced`]), and the store opens.
 #[test]
 fn crash_keeps_synced_pages_and_unsynced_ones_by_the_store_rule() {
-    sim(|| {
-        for subject in &SUBJECTS {
-            for seed in 1..=4 {
-                let (m, store) = created_with_pages(subject, FaultPlan::crashes(seed));
-                store.sync(&DurableLog).unwrap();
-                for n in (1..PAGES).step_by(2) {
-                    store.write_page(n, &image(n, 2)).unwrap();
-                }
-                drop(store);
-                m.crash_tearing();
-                let store = open(subject, &m, StoreMode::Open).unwrap();
-                check_after_crash(subject, store.as_ref(), |n| n % 2 == 1, (1, 2));
+    each_subject(|subject| {
+        for seed in 1..=4 {
+            let (m, store) = created_with_pages(subject, FaultPlan::crashes(seed));
+            store.sync(&DurableLog).unwrap();
+            for n in (1..PAGES).step_by(2) {
+                store.write_page(n, &image(n, 2)).unwrap();
             }
+            drop(store);
+            m.crash_tearing();
+            let store = open(subject, &m, StoreMode::Open).unwrap();
+            check_after_crash(subject, store.as_ref(), |n| n % 2 == 1, (1, 2));
         }
     });
 }
@@ -379,18 +382,16 @@ fn crash_keeps_synced_pages_and_unsynced_ones_by_the_store_rule() {
 /// syncs then survives a second crash, whatever the first one left.
 #[test]
 fn a_store_reopened_after_a_crash_keeps_its_next_syncs() {
-    sim(|| {
-        for subject in &SUBJECTS {
-            let (m, store) = created_with_pages(subject, FaultPlan::crashes(9));
-            store.sync(&DurableLog).unwrap();
-            for n in 1..PAGES {
-                store.write_page(n, &image(n, 2)).unwrap();
-            }
-            drop(store);
-            m.crash_tearing();
-            let store = open(subject, &m, StoreMode::Open).unwrap();
-            let store = sync_write_and_crash(subject, &m, store, 1..PAGES, 3, (4, 4));
-            check_after_crash(subject, store.as_ref(), |n| n == 4, (3, 4));
+    each_subject(|subject| {
+        let (m, store) = created_with_pages(subject, FaultPlan::crashes(9));
+        store.sync(&DurableLog).unwrap();
+        for n in 1..PAGES {
+            store.write_page(n, &image(n, 2)).unwrap();
         }
+        drop(store);
+        m.crash_tearing();
+        let store = open(subject, &m, StoreMode::Open).unwrap();
+        let store = sync_write_and_crash(subject, &m, store, 1..PAGES, 3, (4, 4));
+        check_after_crash(subject, store.as_ref(), |n| n == 4, (3, 4));
     });
 }

@@ -256,26 +256,48 @@ mod tests {
             published: Some(1.0),
             form: crate::check::Form::Ratio,
         };
-        let run = ["lee2008-figure6"];
-        let one = [
-            o("lee2008.figure6.merge_hdd_over_ssd", false),
-            o("lee2008.figure6.run_generation_hdd_over_ssd", true),
-        ];
-        assert_eq!(
-            status_cell(row, &one, &run),
-            ("checked: 1 of 2 pass".into(), "plotted")
+        let (merge, run_generation) = (
+            "lee2008.figure6.merge_hdd_over_ssd",
+            "lee2008.figure6.run_generation_hdd_over_ssd",
         );
-        let none = [o("lee2008.figure6.merge_hdd_over_ssd", false)];
-        assert_eq!(status_cell(row, &none, &run).1, "miss");
-        let all = [
-            o("lee2008.figure6.merge_hdd_over_ssd", true),
-            o("lee2007.alpha_positive", false),
+        // (case, outcomes as (check, pass), whether the row's experiment
+        // ran, cell)
+        type Passes<'a> = &'a [(&'a str, bool)];
+        let cases: [(&str, Passes, bool, (&str, &str)); 4] = [
+            (
+                "one of two passes",
+                &[(merge, false), (run_generation, true)],
+                true,
+                ("checked: 1 of 2 pass", "plotted"),
+            ),
+            (
+                "none passes",
+                &[(merge, false)],
+                true,
+                ("checked: 0 of 1 pass", "miss"),
+            ),
+            (
+                "all of its own pass; another row's check does not count",
+                &[(merge, true), ("lee2007.alpha_positive", false)],
+                true,
+                ("checked: 1 of 1 pass", "pass"),
+            ),
+            (
+                "its experiment not run",
+                &[(merge, true), ("lee2007.alpha_positive", false)],
+                false,
+                ("checked (not in this run)", "note"),
+            ),
         ];
-        assert_eq!(
-            status_cell(row, &all, &run),
-            ("checked: 1 of 1 pass".into(), "pass")
-        );
-        assert_eq!(status_cell(row, &all, &[]).0, "checked (not in this run)");
+        for (case, checks, ran, (text, class)) in cases {
+            let outcomes: Vec<Outcome> = checks.iter().map(|&(id, pass)| o(id, pass)).collect();
+            let experiments: &[&str] = if ran { &["lee2008-figure6"] } else { &[] };
+            assert_eq!(
+                status_cell(row, &outcomes, experiments),
+                (text.to_string(), class),
+                "{case}"
+            );
+        }
     }
 
     #[test]

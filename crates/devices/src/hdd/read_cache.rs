@@ -307,6 +307,14 @@ impl ReadCache {
 mod tests {
     use super::*;
 
+    /// `test` on a new cache of `segments` segments of `sectors` sectors
+    /// each (on a disk of 10,000), then every invariant checked.
+    fn on_cache(segments: u32, sectors: u64, read_ahead: bool, test: impl FnOnce(&mut ReadCache)) {
+        let mut cache = ReadCache::new(segments, sectors, 10_000, read_ahead);
+        test(&mut cache);
+        cache.check();
+    }
+
     fn run(segment: usize, from_lba: u64) -> ReadAhead {
         ReadAhead {
             segment,
@@ -318,94 +326,94 @@ mod tests {
 
     #[test]
     fn hdd_read_cache_miss_fills_a_segment_and_reads_ahead_to_its_end() {
-        let mut cache = ReadCache::new(4, 64, 10_000, true);
-        let (index, goal) = cache.fill(100, 108);
-        assert_eq!((index, goal), (0, 164));
-        cache.start(run(index, 108));
-        assert!(cache.serves_from_run(108));
-        assert!(cache.serves_from_run(164), "up to the goal");
-        assert!(!cache.serves_from_run(165));
-        assert!(!cache.serves_from_run(99));
-        cache.check();
-        // A read at 120..128 slides the segment to start there.
-        assert_eq!(cache.slide(120, 128), (164, 184));
-        assert_eq!(cache.segment(0).first, 120);
-        // The disk re-anchors the read-ahead at the read's end; until then
-        // it starts before the segment, which the check refuses.
-        assert!(std::panic::catch_unwind(|| cache.check()).is_err());
-        cache.set_run(run(0, 128));
-        cache.check();
+        on_cache(4, 64, true, |cache| {
+            let (index, goal) = cache.fill(100, 108);
+            assert_eq!((index, goal), (0, 164));
+            cache.start(run(index, 108));
+            assert!(cache.serves_from_run(108));
+            assert!(cache.serves_from_run(164), "up to the goal");
+            assert!(!cache.serves_from_run(165));
+            assert!(!cache.serves_from_run(99));
+            cache.check();
+            // A read at 120..128 slides the segment to start there.
+            assert_eq!(cache.slide(120, 128), (164, 184));
+            assert_eq!(cache.segment(0).first, 120);
+            // The disk re-anchors the read-ahead at the read's end; until then
+            // it starts before the segment, which the check refuses.
+            assert!(std::panic::catch_unwind(|| cache.check()).is_err());
+            cache.set_run(run(0, 128));
+        });
     }
 
     #[test]
     fn hdd_read_cache_without_read_ahead_holds_the_read_only() {
-        let mut cache = ReadCache::new(2, 64, 10_000, false);
-        let (index, goal) = cache.fill(100, 108);
-        assert_eq!(goal, 108);
-        cache.start(run(index, 108));
-        assert!(cache.run().is_none());
-        assert!(cache.take_held(100, 108).is_some());
-        assert!(cache.take_held(100, 109).is_none());
-        cache.check();
+        on_cache(2, 64, false, |cache| {
+            let (index, goal) = cache.fill(100, 108);
+            assert_eq!(goal, 108);
+            cache.start(run(index, 108));
+            assert!(cache.run().is_none());
+            assert!(cache.take_held(100, 108).is_some());
+            assert!(cache.take_held(100, 109).is_none());
+        });
     }
 
     #[test]
     fn hdd_read_cache_replaces_the_least_recently_used_segment() {
-        let mut cache = ReadCache::new(3, 16, 10_000, false);
-        for first in [0, 100, 200] {
-            cache.fill(first, first + 8);
-        }
-        // Use the first again: the second is now the oldest.
-        assert_eq!(cache.take_held(0, 8), Some(0));
-        let (index, _) = cache.fill(300, 308);
-        assert_eq!(index, 1);
-        assert!(cache.take_held(100, 108).is_none());
-        assert!(cache.take_held(300, 308).is_some());
-        cache.check();
+        on_cache(3, 16, false, |cache| {
+            for first in [0, 100, 200] {
+                cache.fill(first, first + 8);
+            }
+            // Use the first again: the second is now the oldest.
+            assert_eq!(cache.take_held(0, 8), Some(0));
+            let (index, _) = cache.fill(300, 308);
+            assert_eq!(index, 1);
+            assert!(cache.take_held(100, 108).is_none());
+            assert!(cache.take_held(300, 308).is_some());
+        });
     }
 
     #[test]
     fn hdd_read_cache_write_drops_the_segments_it_overlaps() {
-        let mut cache = ReadCache::new(3, 16, 10_000, false);
-        cache.fill(0, 8);
-        cache.fill(100, 108);
-        cache.invalidate(104, 105);
-        assert!(cache.take_held(100, 108).is_none());
-        assert!(cache.take_held(0, 8).is_some());
-        cache.check();
+        on_cache(3, 16, false, |cache| {
+            cache.fill(0, 8);
+            cache.fill(100, 108);
+            cache.invalidate(104, 105);
+            assert!(cache.take_held(100, 108).is_none());
+            assert!(cache.take_held(0, 8).is_some());
+        });
     }
 
     #[test]
     fn hdd_read_cache_a_miss_drops_overlapping_segments() {
-        let mut cache = ReadCache::new(3, 16, 10_000, true);
-        let (a, _) = cache.fill(0, 8);
-        cache.start(run(a, 8));
-        cache.stop(12);
-        // A miss at 10..12 would hold 10..26, over segment a's 0..12.
-        cache.fill(10, 12);
-        assert!(cache.take_held(0, 8).is_none());
-        cache.check();
+        on_cache(3, 16, true, |cache| {
+            let (a, _) = cache.fill(0, 8);
+            cache.start(run(a, 8));
+            cache.stop(12);
+            // A miss at 10..12 would hold 10..26, over segment a's 0..12.
+            cache.fill(10, 12);
+            assert!(cache.take_held(0, 8).is_none());
+        });
     }
 
     #[test]
     fn hdd_read_cache_large_read_keeps_its_last_segment_of_sectors() {
-        let mut cache = ReadCache::new(2, 16, 10_000, true);
-        let (index, goal) = cache.fill(0, 40);
-        assert_eq!(cache.segment(index).first, 24);
-        assert_eq!(goal, 40, "a read as large as the segment leaves no room");
-        cache.check();
+        on_cache(2, 16, true, |cache| {
+            let (index, goal) = cache.fill(0, 40);
+            assert_eq!(cache.segment(index).first, 24);
+            assert_eq!(goal, 40, "a read as large as the segment leaves no room");
+        });
     }
 
     #[test]
     #[should_panic(expected = "RCACHE-3")]
     fn hdd_read_cache_check_catches_overlapping_segments() {
-        let mut cache = ReadCache::new(2, 16, 10_000, false);
-        cache.fill(0, 8);
-        cache.segments[1] = Segment {
-            first: 4,
-            end: 12,
-            last_use: 0,
-        };
-        cache.check();
+        on_cache(2, 16, false, |cache| {
+            cache.fill(0, 8);
+            cache.segments[1] = Segment {
+                first: 4,
+                end: 12,
+                last_use: 0,
+            };
+        });
     }
 }

@@ -193,11 +193,17 @@ mod tests {
     use super::*;
     use flashlab_devices::memory::MemoryDevice;
 
-    #[test]
-    fn nothing_reaches_the_device_before_release_and_all_of_it_after() {
+    /// A zeroed memory device, a closed gate, and the device behind it.
+    fn gated_memory() -> (DeviceRef, Arc<WriteGate>, DeviceRef) {
         let base: DeviceRef = Arc::new(MemoryDevice::new("base", 1 << 16));
         let gate = WriteGate::new();
         let gated = gate.wrap(base.clone());
+        (base, gate, gated)
+    }
+
+    #[test]
+    fn nothing_reaches_the_device_before_release_and_all_of_it_after() {
+        let (base, gate, gated) = gated_memory();
         gated.write(512, &[7u8; 512]).unwrap();
         gated.flush().unwrap();
         let mut buf = vec![0u8; 1024];
@@ -221,13 +227,11 @@ mod tests {
 
     #[test]
     fn a_dropped_gate_writes_nothing() {
-        let base: DeviceRef = Arc::new(MemoryDevice::new("base", 1 << 16));
-        {
-            let gate = WriteGate::new();
-            let gated = gate.wrap(base.clone());
-            gated.write(0, &[1u8; 512]).unwrap();
-            gated.trim(512, 512).unwrap();
-        }
+        let (base, gate, gated) = gated_memory();
+        gated.write(0, &[1u8; 512]).unwrap();
+        gated.trim(512, 512).unwrap();
+        drop(gated);
+        drop(gate);
         let mut buf = vec![1u8; 1024];
         base.read(0, &mut buf).unwrap();
         assert!(buf.iter().all(|&b| b == 0));

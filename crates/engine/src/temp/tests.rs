@@ -12,6 +12,7 @@ use flashlab_runtime::{Rt, Sim, SimConfig};
 
 use super::tuple::{KeyDist, SortRecords, VecSource};
 use super::*;
+use crate::error::error_text;
 use crate::row::{Column, Schema, Type, Value};
 
 fn sim<T: Send + 'static>(f: impl FnOnce(Rt) -> T + Send + 'static) -> T {
@@ -404,38 +405,52 @@ fn join_inputs() -> Vec<JoinCase> {
     ]
 }
 
-#[test]
-fn temp_merge_join_equals_reference() {
-    sim(|_| {
+/// The cluster size of the join tests.
+const JOIN_CLUSTER: usize = 2048;
+
+/// In the simulated world, `check` each join input on one memory temp
+/// space: the space, the input's name, its two sides, and their join by
+/// [`reference_join`].
+fn on_join_inputs(
+    check: impl Fn(&TempSpace, &str, &[Vec<u8>], &[Vec<u8>], Pairs) + Send + 'static,
+) {
+    sim(move |_| {
         let space = memory_space(None);
-        let c = 2048;
         for (name, l, r) in join_inputs() {
             let want = reference_join(&l, &r);
-            for (memory, overlap) in [5 * c, 7 * c, 9 * c, 64 * c, 1 << 28]
-                .into_iter()
-                .flat_map(|m| [(m, false), (m, true)])
-                .filter(|&(m, overlap)| !overlap || m >= 7 * c)
-            {
-                let mut config = MergeJoinConfig::new(
-                    memory,
-                    c,
-                    SortKey::sort_benchmark(),
-                    SortKey::sort_benchmark(),
-                );
-                config.overlap = overlap;
-                let join = MergeJoin::new(&space, config).unwrap();
-                let (got, stats) = joined(&l, &r, |l, r, sink| join.join(l, r, sink));
-                assert!(
-                    got == want,
-                    "{name} memory {memory} overlap {overlap}: {} vs {}",
-                    got.len(),
-                    want.len()
-                );
-                assert_eq!(stats.output_tuples, want.len() as u64);
-                assert_eq!(space.used_bytes(), 0, "{name}");
-                if name == "duplicates both sides" && memory == 5 * c {
-                    assert!(stats.groups_spilled > 0, "{stats:?}");
-                }
+            check(&space, &name, &l, &r, want);
+        }
+    });
+}
+
+#[test]
+fn temp_merge_join_equals_reference() {
+    let c = JOIN_CLUSTER;
+    on_join_inputs(move |space, name, l, r, want| {
+        for (memory, overlap) in [5 * c, 7 * c, 9 * c, 64 * c, 1 << 28]
+            .into_iter()
+            .flat_map(|m| [(m, false), (m, true)])
+            .filter(|&(m, overlap)| !overlap || m >= 7 * c)
+        {
+            let mut config = MergeJoinConfig::new(
+                memory,
+                c,
+                SortKey::sort_benchmark(),
+                SortKey::sort_benchmark(),
+            );
+            config.overlap = overlap;
+            let join = MergeJoin::new(space, config).unwrap();
+            let (got, stats) = joined(l, r, |l, r, sink| join.join(l, r, sink));
+            assert!(
+                got == want,
+                "{name} memory {memory} overlap {overlap}: {} vs {}",
+                got.len(),
+                want.len()
+            );
+            assert_eq!(stats.output_tuples, want.len() as u64);
+            assert_eq!(space.used_bytes(), 0, "{name}");
+            if name == "duplicates both sides" && memory == 5 * c {
+                assert!(stats.groups_spilled > 0, "{stats:?}");
             }
         }
     });
@@ -443,49 +458,45 @@ fn temp_merge_join_equals_reference() {
 
 #[test]
 fn temp_hash_join_equals_reference_in_both_layouts() {
-    sim(|_| {
-        let space = memory_space(None);
-        let c = 2048;
-        for (name, l, r) in join_inputs() {
-            let mut want = reference_join(&l, &r);
-            want.sort();
-            for layout in [
-                PartitionLayout::AppendLinked,
-                PartitionLayout::Regions { extent_clusters: 4 },
-            ] {
-                for (memory, overlap) in [5 * c, 8 * c, 64 * c, 1 << 28]
-                    .into_iter()
-                    .flat_map(|m| [(m, false), (m, true)])
-                {
-                    let mut config = HashJoinConfig::new(
-                        memory,
-                        c,
-                        layout,
-                        SortKey::sort_benchmark(),
-                        SortKey::sort_benchmark(),
-                    );
-                    config.overlap = overlap;
-                    let join = HashJoin::new(&space, config).unwrap();
-                    let (mut got, stats) = joined(&l, &r, |l, r, sink| join.join(l, r, sink));
-                    got.sort();
+    let c = JOIN_CLUSTER;
+    on_join_inputs(move |space, name, l, r, mut want| {
+        want.sort();
+        for layout in [
+            PartitionLayout::AppendLinked,
+            PartitionLayout::Regions { extent_clusters: 4 },
+        ] {
+            for (memory, overlap) in [5 * c, 8 * c, 64 * c, 1 << 28]
+                .into_iter()
+                .flat_map(|m| [(m, false), (m, true)])
+            {
+                let mut config = HashJoinConfig::new(
+                    memory,
+                    c,
+                    layout,
+                    SortKey::sort_benchmark(),
+                    SortKey::sort_benchmark(),
+                );
+                config.overlap = overlap;
+                let join = HashJoin::new(space, config).unwrap();
+                let (mut got, stats) = joined(l, r, |l, r, sink| join.join(l, r, sink));
+                got.sort();
+                assert!(
+                    got == want,
+                    "{name} {layout:?} memory {memory} overlap {overlap}: {stats:?}"
+                );
+                if !overlap {
+                    assert_eq!(stats.pages_read_ahead, 0, "{stats:?}");
+                }
+                assert_eq!(space.used_bytes(), 0);
+                assert_eq!(stats.layout, layout.name());
+                if memory == 5 * c && name == "duplicates both sides" {
                     assert!(
-                        got == want,
-                        "{name} {layout:?} memory {memory} overlap {overlap}: {stats:?}"
+                        stats.block_joined > 0 && stats.levels == hash_join::LEVELS_MAX,
+                        "{stats:?}"
                     );
-                    if !overlap {
-                        assert_eq!(stats.pages_read_ahead, 0, "{stats:?}");
-                    }
-                    assert_eq!(space.used_bytes(), 0);
-                    assert_eq!(stats.layout, layout.name());
-                    if memory == 5 * c && name == "duplicates both sides" {
-                        assert!(
-                            stats.block_joined > 0 && stats.levels == hash_join::LEVELS_MAX,
-                            "{stats:?}"
-                        );
-                    }
-                    if memory == 1 << 28 {
-                        assert!(stats.in_memory);
-                    }
+                }
+                if memory == 1 << 28 {
+                    assert!(stats.in_memory);
                 }
             }
         }
@@ -724,18 +735,17 @@ fn temp_bad_settings_name_the_setting() {
     sim(|_| {
         let space = memory_space(None);
         let key = SortKey::sort_benchmark;
-        let err = |r: Result<ExternalSort>| r.err().unwrap().to_string();
         let mut plain = SortConfig::new(4 * 2048, 2048, key());
         plain.overlap = false;
-        let e = err(ExternalSort::new(&space, plain));
+        let e = error_text(ExternalSort::new(&space, plain));
         assert!(
             e.starts_with("memory_bytes too small") && e.contains("at least 5"),
             "{e}"
         );
         let overlapped = SortConfig::new(6 * 2048, 2048, key());
-        let e = err(ExternalSort::new(&space, overlapped));
+        let e = error_text(ExternalSort::new(&space, overlapped));
         assert!(e.contains("at least 7"), "{e}");
-        let e = err(ExternalSort::new(
+        let e = error_text(ExternalSort::new(
             &space,
             SortConfig::new(1 << 20, 2500, key()),
         ));
@@ -743,32 +753,29 @@ fn temp_bad_settings_name_the_setting() {
             e.starts_with("cluster_bytes") && e.contains("sector"),
             "{e}"
         );
-        let e = err(ExternalSort::new(
+        let e = error_text(ExternalSort::new(
             &space,
             SortConfig::new(1 << 20, 1024, key()),
         ));
         assert!(e.starts_with("cluster_bytes") && e.contains("2 KB"), "{e}");
-        let e = HashJoin::new(
+        let e = error_text(HashJoin::new(
             &space,
             HashJoinConfig::new(4 * 2048, 2048, PartitionLayout::AppendLinked, key(), key()),
-        )
-        .err()
-        .unwrap()
-        .to_string();
+        ));
         assert!(
             e.starts_with("memory_bytes too small") && e.contains("at least 5"),
             "{e}"
         );
-        let e = MergeJoin::new(&space, MergeJoinConfig::new(2 * 2048, 2048, key(), key()))
-            .err()
-            .unwrap()
-            .to_string();
+        let e = error_text(MergeJoin::new(
+            &space,
+            MergeJoinConfig::new(2 * 2048, 2048, key(), key()),
+        ));
         assert!(e.starts_with("memory_bytes too small"), "{e}");
         // A cap beyond the device, a database without a temp device.
-        let e = TempSpace::new(Arc::new(MemoryDevice::new("m", 1 << 20)), Some(2 << 20))
-            .err()
-            .unwrap()
-            .to_string();
+        let e = error_text(TempSpace::new(
+            Arc::new(MemoryDevice::new("m", 1 << 20)),
+            Some(2 << 20),
+        ));
         assert!(e.starts_with("temp capacity_bytes"), "{e}");
         let devices = crate::Devices {
             data: Vec::new(),
@@ -776,25 +783,14 @@ fn temp_bad_settings_name_the_setting() {
             rollback: None,
             temp: None,
         };
-        let e = TempSpace::from_devices(&devices, None)
-            .err()
-            .unwrap()
-            .to_string();
+        let e = error_text(TempSpace::from_devices(&devices, None));
         assert!(e.starts_with("temp:") && e.contains("no temp space"), "{e}");
         // A tuple larger than memory, a tuple shorter than its key.
         let big = vec![vec![7u8; 9000]];
         let sort = ExternalSort::new(&space, SortConfig::new(7 * 2048, 2048, key())).unwrap();
-        let e = sort
-            .sort(&mut VecSource::new(big))
-            .err()
-            .unwrap()
-            .to_string();
+        let e = error_text(sort.sort(&mut VecSource::new(big)));
         assert!(e.starts_with("memory_bytes too small"), "{e}");
-        let e = sort
-            .sort(&mut VecSource::new(vec![vec![1u8; 5]]))
-            .err()
-            .unwrap()
-            .to_string();
+        let e = error_text(sort.sort(&mut VecSource::new(vec![vec![1u8; 5]])));
         assert!(e.starts_with("tuple:"), "{e}");
         assert_eq!(space.used_bytes(), 0);
         // Errors convert to engine errors of the right kind.
@@ -828,10 +824,11 @@ fn temp_real_world_file_is_gone_during_and_after() {
         assert!(stats.runs > 1);
     }
     assert_eq!(std::fs::read_dir(dir.path()).unwrap().count(), 0);
-    let e = TempSpace::in_dir(&dir.path().join("missing"), 1 << 20, false)
-        .err()
-        .unwrap()
-        .to_string();
+    let e = error_text(TempSpace::in_dir(
+        &dir.path().join("missing"),
+        1 << 20,
+        false,
+    ));
     assert!(e.starts_with("temp directory"), "{e}");
 }
 

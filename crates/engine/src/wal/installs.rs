@@ -112,13 +112,20 @@ impl Installs {
 mod tests {
     use super::*;
 
-    #[test]
-    fn records_come_and_go_through_their_slots() {
-        let installs = Installs::new(64);
+    /// `slots` slots with `lsns` registered in order, and the overflow set
+    /// the ones that found no slot went to.
+    fn registered(slots: usize, lsns: &[u64]) -> (Installs, BTreeSet<u64>) {
+        let installs = Installs::new(slots);
         let mut overflow = BTreeSet::new();
-        for lsn in [4096, 4160, 8192] {
+        for &lsn in lsns {
             installs.register(lsn, &mut overflow);
         }
+        (installs, overflow)
+    }
+
+    #[test]
+    fn records_come_and_go_through_their_slots() {
+        let (installs, overflow) = registered(64, &[4096, 4160, 8192]);
         assert!(overflow.is_empty());
         assert_eq!(installs.oldest(), Some(4096));
         assert_eq!(installs.installed(4096), Removed::Slot);
@@ -132,12 +139,8 @@ mod tests {
     /// slot that is freed later is still found.
     #[test]
     fn a_record_behind_a_freed_slot_is_found() {
-        let installs = Installs::new(4);
-        let mut overflow = BTreeSet::new();
         let lsns: Vec<u64> = (1..=4).collect();
-        for &lsn in &lsns {
-            installs.register(lsn, &mut overflow);
-        }
+        let (installs, overflow) = registered(4, &lsns);
         assert!(overflow.is_empty(), "4 records fit 4 slots");
         for &lsn in &lsns[..3] {
             assert_eq!(installs.installed(lsn), Removed::Slot);
@@ -149,11 +152,7 @@ mod tests {
 
     #[test]
     fn records_beyond_the_slots_overflow_and_come_back() {
-        let installs = Installs::new(2);
-        let mut overflow = BTreeSet::new();
-        for lsn in [10, 20, 30, 40] {
-            installs.register(lsn, &mut overflow);
-        }
+        let (installs, mut overflow) = registered(2, &[10, 20, 30, 40]);
         assert_eq!(overflow.iter().copied().collect::<Vec<_>>(), vec![30, 40]);
         assert_eq!(installs.oldest(), Some(10));
         assert_eq!(installs.installed(10), Removed::Slot);
@@ -168,9 +167,7 @@ mod tests {
 
     #[test]
     fn a_record_never_registered_is_looked_for_elsewhere() {
-        let installs = Installs::new(8);
-        let mut overflow = BTreeSet::new();
-        installs.register(5, &mut overflow);
+        let (installs, _) = registered(8, &[5]);
         assert_eq!(installs.installed(77), Removed::Elsewhere);
         assert_eq!(
             installs.oldest(),

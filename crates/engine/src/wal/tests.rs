@@ -2,8 +2,9 @@
 
 use std::sync::Arc;
 
+use flashlab_devices::DeviceRef;
+use flashlab_devices::fault::{FaultPlan, FaultyDevice, Role};
 use flashlab_devices::memory::MemoryDevice;
-use flashlab_devices::{Device, DeviceRef};
 use flashlab_runtime::{Sim, SimConfig};
 
 use super::*;
@@ -46,11 +47,24 @@ fn scan(device: &DeviceRef) -> Result<(Vec<u64>, LogEnd)> {
     ))
 }
 
-/// A 4 MB memory log with `n` commits, each forced; the end of each.
-fn log_with_commits(n: u64) -> (Arc<MemoryDevice>, DeviceRef, Arc<Wal>, Vec<u64>) {
-    let memory = Arc::new(MemoryDevice::new("log", 4 << 20));
+/// A new log on a memory device of `bytes`: the memory (to crash), the
+/// device, and the log.
+fn memory_wal(bytes: u64) -> (Arc<MemoryDevice>, DeviceRef, Arc<Wal>) {
+    let memory = Arc::new(MemoryDevice::new("log", bytes));
     let device: DeviceRef = memory.clone();
     let wal = Wal::create(device.clone(), WalConfig::default(), 0, None).unwrap();
+    (memory, device, wal)
+}
+
+/// The log on `device` resumed at `end`, as recovery resumes it.
+fn resumed(device: &DeviceRef, end: &LogEnd) -> Arc<Wal> {
+    let master = Wal::read_master(device).unwrap().unwrap();
+    Wal::resume(device.clone(), WalConfig::default(), master, end).unwrap()
+}
+
+/// A 4 MB memory log with `n` commits, each forced; the end of each.
+fn log_with_commits(n: u64) -> (Arc<MemoryDevice>, DeviceRef, Arc<Wal>, Vec<u64>) {
+    let (memory, device, wal) = memory_wal(4 << 20);
     let ends = (1..=n).map(|txn| commit(&wal, txn)).collect();
     (memory, device, wal, ends)
 }
@@ -64,8 +78,7 @@ fn commit(wal: &Wal, txn: u64) -> u64 {
 #[test]
 fn appended_records_read_back_after_a_force() {
     sim(|_| {
-        let device = memory_log();
-        let wal = Wal::create(device.clone(), WalConfig::default(), 0, None).unwrap();
+        let wal = Wal::create(memory_log(), WalConfig::default(), 0, None).unwrap();
         let mut lsns = Vec::new();
         for i in 0..100u64 {
             let (lsn, end) = wal.append(i, 0, Body::Commit { commit_ts: i }).unwrap();
@@ -90,9 +103,7 @@ fn appended_records_read_back_after_a_force() {
 #[test]
 fn unforced_records_are_lost_by_a_crash_and_the_log_resumes() {
     sim(|_| {
-        let memory = Arc::new(MemoryDevice::new("log", 64 << 20));
-        let device: DeviceRef = memory.clone();
-        let wal = Wal::create(device.clone(), WalConfig::default(), 0, None).unwrap();
+        let (memory, device, wal) = memory_wal(64 << 20);
         let durable_end = commit(&wal, 1);
         wal.append(2, 0, Body::Commit { commit_ts: 2 }).unwrap();
         memory.crash();
@@ -100,8 +111,7 @@ fn unforced_records_are_lost_by_a_crash_and_the_log_resumes() {
         assert_eq!(txns, vec![1]);
         assert_eq!(end.end_lsn, durable_end);
         // Resume mid-sector: the next force rewrites the sector with both records.
-        let master = Wal::read_master(&device).unwrap().unwrap();
-        let wal = Wal::resume(device.clone(), WalConfig::default(), master, &end).unwrap();
+        let wal = resumed(&device, &end);
         commit(&wal, 3);
         memory.crash();
         assert_eq!(scan(&device).unwrap().0, vec![1, 3]);
@@ -113,9 +123,7 @@ fn unforced_records_are_lost_by_a_crash_and_the_log_resumes() {
 #[test]
 fn the_log_is_recycled_and_bounded() {
     sim(|_| {
-        let memory = Arc::new(MemoryDevice::new("log", 1 << 20));
-        let device: DeviceRef = memory.clone();
-        let wal = Wal::create(device.clone(), WalConfig::default(), 0, None).unwrap();
+        let (memory, device, wal) = memory_wal(1 << 20);
         let mut last = 0;
         for txn in 1..=60_500u64 {
             commit(&wal, txn);
@@ -224,50 +232,47 @@ fn a_full_log_names_the_oldest_open_transaction() {
     });
 }
 
+/// A log of 400 forced commits in which `damage` rewrites the sector
+/// holding the end of the 200th, crashed and scanned as recovery would:
+/// that sector's offset and the scan's refusal.
+fn refusal_of_damage_mid_log(damage: fn(&mut [u8])) -> (u64, Error) {
+    let (memory, device, wal, ends) = log_with_commits(400);
+    let layout = wal.layout();
+    let at = layout.offset_of_sector(layout.sector_of(ends[199]));
+    let mut sector = vec![0u8; 512];
+    device.read(at, &mut sector).unwrap();
+    damage(&mut sector);
+    device.write(at, &sector).unwrap();
+    device.flush().unwrap();
+    memory.crash();
+    (at, scan(&device).unwrap_err())
+}
+
 /// One flipped bit before the durable end is damage, named by LSN and
 /// offset: never an end of the log (a reader that took any bad record for
 /// the end would resume the log over acknowledged commits).
 #[test]
 fn regression_a_flipped_bit_in_the_durable_log_is_refused_not_truncated() {
-    sim(|_| {
-        let (memory, device, wal, ends) = log_with_commits(400);
-        let layout = wal.layout();
-        let middle = layout.offset_of(ends[199]);
-        let mut sector = vec![0u8; 512];
-        let at = middle - middle % 512;
-        device.read(at, &mut sector).unwrap();
-        sector[100] ^= 0x04;
-        device.write(at, &sector).unwrap();
-        device.flush().unwrap();
-        memory.crash();
-        let err = scan(&device).unwrap_err();
-        assert!(matches!(err, Error::LogDamaged { .. }), "{err}");
-        let text = err.to_string();
-        assert!(
-            text.contains("checksum") && text.contains(&format!("offset {at}")),
-            "{text}"
-        );
-    });
+    let (at, err) = sim(|_| refusal_of_damage_mid_log(|sector| sector[100] ^= 0x04));
+    assert!(matches!(err, Error::LogDamaged { .. }), "{err}");
+    let text = err.to_string();
+    assert!(
+        text.contains("checksum") && text.contains(&format!("offset {at}")),
+        "{text}"
+    );
 }
 
 /// A lost (or misdirected) write in the middle of the durable log leaves an
-/// older sector there; a later sector proves the log was durable past it.
+/// older sector there (here: never written); a later sector proves the log
+/// was durable past it.
 #[test]
 fn a_lost_write_before_the_durable_end_is_damage() {
-    sim(|_| {
-        let (_memory, device, wal, ends) = log_with_commits(400);
-        let layout = wal.layout();
-        let k = layout.sector_of(ends[199]);
-        device
-            .write(layout.offset_of_sector(k), &vec![0u8; 512])
-            .unwrap();
-        device.flush().unwrap();
-        let err = scan(&device).unwrap_err().to_string();
-        assert!(
-            err.contains("a write before the durable end was lost"),
-            "{err}"
-        );
-    });
+    let (_, err) = sim(|_| refusal_of_damage_mid_log(|sector| sector.fill(0)));
+    assert!(
+        err.to_string()
+            .contains("a write before the durable end was lost"),
+        "{err}"
+    );
 }
 
 /// Sectors of an unfinished force that landed past the end are erased
@@ -293,8 +298,7 @@ fn leftovers_of_an_unfinished_force_are_erased_on_resume() {
         assert_eq!(txns, (1..=50).collect::<Vec<_>>());
         assert_eq!(end.end_lsn, end_before);
         assert!(end.beyond.leftovers.len() >= 2, "{:?}", end.beyond);
-        let master = Wal::read_master(&device).unwrap().unwrap();
-        let wal = Wal::resume(device.clone(), WalConfig::default(), master, &end).unwrap();
+        let wal = resumed(&device, &end);
         commit(&wal, 81);
         memory.crash();
         let (txns, end) = scan(&device).unwrap();
@@ -307,8 +311,13 @@ fn leftovers_of_an_unfinished_force_are_erased_on_resume() {
 #[test]
 fn concurrent_committers_share_forces() {
     let stats = sim(|rt| {
-        let device: DeviceRef = Arc::new(flashlab_devices::sim::SimDevice::new(Box::new(SlowLog)));
-        let wal = Wal::create(device, WalConfig::default(), 0, None).unwrap();
+        // Every request 1 ms late: forces take long enough to be shared.
+        let slow = FaultPlan {
+            spike_ppm: 1_000_000,
+            spike_ns: 1_000_000,
+            ..FaultPlan::none(1)
+        };
+        let wal = Wal::create(faulty_log(64 << 20, slow), WalConfig::default(), 0, None).unwrap();
         let handles: Vec<_> = (0..16u64)
             .map(|client| {
                 let wal = wal.clone();
@@ -335,30 +344,6 @@ fn concurrent_committers_share_forces() {
     assert!(stats.commits_per_write() > 4.0, "{stats:?}");
 }
 
-/// A log device where every request takes 1 ms.
-struct SlowLog;
-
-impl flashlab_devices::DeviceModel for SlowLog {
-    fn name(&self) -> &str {
-        "slow-log"
-    }
-    fn capacity_bytes(&self) -> u64 {
-        64 << 20
-    }
-    fn sector_bytes(&self) -> u32 {
-        512
-    }
-    fn submit(&mut self, now_ns: u64, _req: &flashlab_devices::IoRequest) -> u64 {
-        now_ns + 1_000_000
-    }
-    fn stats(&self) -> flashlab_devices::ModelStats {
-        flashlab_devices::ModelStats::default()
-    }
-    fn describe(&self) -> Vec<flashlab_devices::model::Parameter> {
-        Vec::new()
-    }
-}
-
 #[test]
 fn a_failed_flush_stops_the_log_for_good() {
     sim(|_| {
@@ -375,7 +360,13 @@ fn a_failed_flush_stops_the_log_for_good() {
             last_record_lsn: 0,
             beyond: BeyondEnd::default(),
         };
-        let wal = Wal::resume(Arc::new(FailingFlush), WalConfig::default(), master, &end).unwrap();
+        // Every flush fails, as an fsync error would.
+        let failing = FaultPlan {
+            flush_error_ppm: 1_000_000,
+            ..FaultPlan::none(1)
+        };
+        let device = faulty_log(1 << 20, failing);
+        let wal = Wal::resume(device, WalConfig::default(), master, &end).unwrap();
         let (_, end) = wal.append(1, 0, Body::Commit { commit_ts: 1 }).unwrap();
         let err = wal.flush_to(end).unwrap_err();
         assert!(matches!(err, Error::LogFailed(_)), "{err}");
@@ -390,35 +381,10 @@ fn a_failed_flush_stops_the_log_for_good() {
     });
 }
 
-/// A device whose every flush fails, as an fsync error would.
-struct FailingFlush;
-
-impl Device for FailingFlush {
-    fn name(&self) -> &str {
-        "failing"
-    }
-    fn capacity_bytes(&self) -> u64 {
-        1 << 20
-    }
-    fn sector_bytes(&self) -> u32 {
-        512
-    }
-    fn read(&self, _offset: u64, buf: &mut [u8]) -> Result<(), flashlab_devices::DeviceError> {
-        buf.fill(0);
-        Ok(())
-    }
-    fn write(&self, _offset: u64, _data: &[u8]) -> Result<(), flashlab_devices::DeviceError> {
-        Ok(())
-    }
-    fn flush(&self) -> Result<(), flashlab_devices::DeviceError> {
-        Err(flashlab_devices::DeviceError::FlushFailed {
-            device: "failing".into(),
-            problem: "injected".into(),
-        })
-    }
-    fn trim(&self, _offset: u64, _len: u64) -> Result<(), flashlab_devices::DeviceError> {
-        Ok(())
-    }
+/// A memory log device of `bytes` behind the fault layer, with `plan`.
+fn faulty_log(bytes: u64, plan: FaultPlan) -> DeviceRef {
+    let memory = Arc::new(MemoryDevice::new("log", bytes));
+    Arc::new(FaultyDevice::new(memory, Role::Log, plan))
 }
 
 /// A change of page `id` writing four `byte`s at `offset` (an image: on a
@@ -434,15 +400,23 @@ fn four_bytes(id: PageId, image: bool, offset: u32, byte: u8) -> Body {
     }
 }
 
+/// A new log for changes of page `id`, and a maker of those changes:
+/// [`four_bytes`] of `id`.
+fn log_for_page(id: PageId) -> (Arc<Wal>, impl Fn(bool, u32, u8) -> Body) {
+    let wal = Wal::create(memory_log(), WalConfig::default(), 0, None).unwrap();
+    (wal, move |image, offset, byte| {
+        four_bytes(id, image, offset, byte)
+    })
+}
+
 /// A page is rebuilt from its image and the changes after it, and with a
 /// `before_lsn` (an In-Page Logging space's L* during a restart without
 /// redo) from the records before it only, never past it.
 #[test]
 fn a_page_is_rebuilt_from_its_image_and_stops_before_the_given_lsn() {
     sim(|_| {
-        let wal = Wal::create(memory_log(), WalConfig::default(), 0, None).unwrap();
         let id = PageId::new(0, 7);
-        let change = |image, offset, byte| four_bytes(id, image, offset, byte);
+        let (wal, change) = log_for_page(id);
         let (first, _) = wal.append(1, 0, change(true, 100, 0xA1)).unwrap();
         let (second, _) = wal.append(1, first, change(false, 200, 0xB2)).unwrap();
         let (third, _) = wal.append(1, second, change(false, 100, 0xC3)).unwrap();
@@ -476,9 +450,8 @@ fn a_page_is_rebuilt_from_its_image_and_stops_before_the_given_lsn() {
 #[test]
 fn a_repair_at_an_ipl_restart_skips_an_earlier_restarts_hole() {
     sim(|_| {
-        let wal = Wal::create(memory_log(), WalConfig::default(), 0, None).unwrap();
         let id = PageId::new(0, 9);
-        let change = |image, offset, byte| four_bytes(id, image, offset, byte);
+        let (wal, change) = log_for_page(id);
         wal.append(1, 0, change(true, 100, 0xA1)).unwrap();
         let (hole, _) = wal.append(1, 0, change(false, 200, 0xB2)).unwrap();
         // Another space's restart leaves this space's pages alone.

@@ -9,6 +9,7 @@ use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
 
 use super::*;
+use crate::error::error_text;
 
 const PAGE: usize = 8192;
 const UNITS: u64 = 24;
@@ -25,6 +26,16 @@ fn nand() -> (Arc<MemoryDevice>, DeviceRef) {
 
 fn open(device: &DeviceRef, mode: StoreMode, segment: u64) -> IplStore {
     IplStore::open(device.clone(), PAGE, None, segment, "data", mode).unwrap()
+}
+
+/// A generator seeded `seed` and a new store with `segment`-byte log
+/// segments on fresh NAND: the generator, the NAND's memory, its device
+/// and the store.
+fn new_store(seed: u64, segment: u64) -> (ChaCha8Rng, Arc<MemoryDevice>, DeviceRef, IplStore) {
+    let rng = ChaCha8Rng::seed_from_u64(seed);
+    let (memory, device) = nand();
+    let store = open(&device, StoreMode::Create, segment);
+    (rng, memory, device, store)
 }
 
 fn page(rng: &mut ChaCha8Rng, page_no: u32) -> Vec<u8> {
@@ -48,10 +59,33 @@ fn update(rng: &mut ChaCha8Rng, p: &[u8]) -> Vec<u8> {
     q
 }
 
+/// [`update`], sealed (its checksum over the change), as a write-back
+/// leaves a page.
+fn sealed_update(rng: &mut ChaCha8Rng, p: &[u8]) -> Vec<u8> {
+    let mut q = update(rng, p);
+    crate::page::seal(&mut q);
+    q
+}
+
+/// `got` and `want` hold the same body (the header, with its checksum and
+/// LSN, may differ).
+#[track_caller]
+fn assert_same_body(got: &[u8], want: &[u8], what: &str) {
+    assert_eq!(got[PAGE_BODY_OFFSET..], want[PAGE_BODY_OFFSET..], "{what}");
+}
+
 fn read(store: &IplStore, page_no: u32) -> Vec<u8> {
     let mut buf = vec![0u8; PAGE];
     store.read_page(page_no, &mut buf).unwrap();
     buf
+}
+
+/// Every page of `store` from 0 reads back its image in `images`; `when`
+/// names the moment in a failure.
+fn assert_reads_back(store: &IplStore, images: &[Vec<u8>], when: &str) {
+    for (n, want) in images.iter().enumerate() {
+        assert_eq!(&read(store, n as u32), want, "{when}: page {n}");
+    }
 }
 
 struct NoLog;
@@ -69,10 +103,7 @@ fn the_whole_state_check_holds_and_catches_broken_state() {
     let (memory, device) = nand();
     let store = open(&device, StoreMode::Create, 8 << 10);
     let mut rng = ChaCha8Rng::seed_from_u64(3);
-    let mut images: Vec<Vec<u8>> = (0..40).map(|n| page(&mut rng, n)).collect();
-    for (n, image) in images.iter().enumerate() {
-        store.write_page(n as u32, image).unwrap();
-    }
+    let mut images = write_pages(&store, &mut rng, 40);
     store.sync(&NoLog).unwrap();
     store.check();
     for (n, image) in images.iter_mut().enumerate().step_by(3) {
@@ -119,13 +150,8 @@ fn the_layout_of_a_small_device() {
 
 #[test]
 fn updates_go_to_log_sectors_and_pages_are_rebuilt_from_them() {
-    let mut rng = ChaCha8Rng::seed_from_u64(1);
-    let (_, device) = nand();
-    let store = open(&device, StoreMode::Create, 8 << 10);
-    let mut images: Vec<Vec<u8>> = (0..15).map(|n| page(&mut rng, n)).collect();
-    for (n, p) in images.iter().enumerate() {
-        store.write_page(n as u32, p).unwrap();
-    }
+    let (mut rng, _, _device, store) = new_store(1, 8 << 10);
+    let mut images = write_pages(&store, &mut rng, 15);
     assert_eq!(
         store.ipl_stats().direct_programs,
         15,
@@ -149,9 +175,7 @@ fn updates_go_to_log_sectors_and_pages_are_rebuilt_from_them() {
     store.write_page(3, &next).unwrap();
     images[3] = next;
     assert_eq!(store.ipl_stats().diff_writes, 1);
-    for (n, p) in images.iter().enumerate() {
-        assert_eq!(&read(&store, n as u32), p, "page {n}");
-    }
+    assert_reads_back(&store, &images, "after the writes");
     assert!(store.ipl_stats().log_sectors_read > 0);
 }
 
@@ -161,14 +185,9 @@ fn updates_go_to_log_sectors_and_pages_are_rebuilt_from_them() {
 fn a_full_log_segment_merges_and_the_map_survives_a_reopen() {
     let mut merges = Vec::new();
     for segment in [4u64 << 10, 8 << 10, 16 << 10, 32 << 10] {
-        let mut rng = ChaCha8Rng::seed_from_u64(2);
-        let (_, device) = nand();
-        let store = open(&device, StoreMode::Create, segment);
+        let (mut rng, _, device, store) = new_store(2, segment);
         let pages = store.layout().pages_per_unit * 3;
-        let mut images: Vec<Vec<u8>> = (0..pages).map(|n| page(&mut rng, n)).collect();
-        for (n, p) in images.iter().enumerate() {
-            store.write_page(n as u32, p).unwrap();
-        }
+        let mut images = write_pages(&store, &mut rng, pages);
         for _ in 0..600 {
             let n = rng.random_range(0..pages) as usize;
             let next = update(&mut rng, &images[n]);
@@ -178,14 +197,10 @@ fn a_full_log_segment_merges_and_the_map_survives_a_reopen() {
         }
         let s = store.ipl_stats();
         assert!(s.merges > 0 && s.erases >= s.merges, "{s:?}");
-        for (n, p) in images.iter().enumerate() {
-            assert_eq!(&read(&store, n as u32), p, "page {n}");
-        }
+        assert_reads_back(&store, &images, "after the merges");
         store.sync(&NoLog).unwrap();
         let again = open(&device, StoreMode::Open, segment);
-        for (n, p) in images.iter().enumerate() {
-            assert_eq!(&read(&again, n as u32), p, "page {n} after reopen");
-        }
+        assert_reads_back(&again, &images, "after the reopen");
         merges.push(s.merges);
     }
     assert!(
@@ -197,32 +212,37 @@ fn a_full_log_segment_merges_and_the_map_survives_a_reopen() {
 #[test]
 fn opening_a_foreign_or_reshaped_device_is_refused() {
     let (_, device) = nand();
-    let err = IplStore::open(device.clone(), PAGE, None, 8 << 10, "data", StoreMode::Open)
-        .err()
-        .unwrap()
-        .to_string();
+    let err = error_text(IplStore::open(
+        device.clone(),
+        PAGE,
+        None,
+        8 << 10,
+        "data",
+        StoreMode::Open,
+    ));
     assert!(
         err.contains("'data'") && err.contains("no IPL space"),
         "{err}"
     );
     open(&device, StoreMode::Create, 8 << 10);
-    let err = IplStore::open(
+    let err = error_text(IplStore::open(
         device.clone(),
         PAGE,
         None,
         16 << 10,
         "data",
         StoreMode::Open,
-    )
-    .err()
-    .unwrap()
-    .to_string();
+    ));
     assert!(err.contains("no IPL space"), "{err}");
     let memory: DeviceRef = Arc::new(MemoryDevice::new("memory", UNITS * ERASE_UNIT_BYTES));
-    let err = IplStore::open(memory, PAGE, None, 8 << 10, "data", StoreMode::Create)
-        .err()
-        .unwrap()
-        .to_string();
+    let err = error_text(IplStore::open(
+        memory,
+        PAGE,
+        None,
+        8 << 10,
+        "data",
+        StoreMode::Create,
+    ));
     assert!(err.contains("erased raw NAND"), "{err}");
 }
 
@@ -291,6 +311,18 @@ impl LogForce for EndLog {
     }
 }
 
+impl EndLog {
+    /// A log ending at `lsn`.
+    fn at(lsn: u64) -> EndLog {
+        EndLog(std::sync::atomic::AtomicU64::new(lsn))
+    }
+
+    /// Move the log's end to `lsn`.
+    fn set_end(&self, lsn: u64) {
+        self.0.store(lsn, std::sync::atomic::Ordering::SeqCst);
+    }
+}
+
 /// Lose power: every write not flushed is kept, dropped or torn.
 fn crash(inner: &MemoryDevice, seed: u64) {
     let mut fates = ChaCha8Rng::seed_from_u64(seed);
@@ -322,7 +354,7 @@ fn a_force_cut_anywhere_leaves_every_page_at_the_last_marker() {
         let (inner, nand, cut, store) = store_behind_a_cut(4 << 10);
         // Page LSNs follow the log's end, as in the engine: an in-place
         // program of a cut force is known by its LSN beyond L* (IPL-5).
-        let log = Arc::new(EndLog(std::sync::atomic::AtomicU64::new(0)));
+        let log = Arc::new(EndLog::at(0));
         store.attach_log(log.clone());
         let pages = store.layout().pages_per_unit * 2;
         let mut current: Vec<Vec<u8>> = vec![vec![0u8; PAGE]; pages as usize];
@@ -342,7 +374,7 @@ fn a_force_cut_anywhere_leaves_every_page_at_the_last_marker() {
                 update(&mut rng, &last)
             };
             let lsn = step + 1;
-            log.0.store(lsn, std::sync::atomic::Ordering::SeqCst);
+            log.set_end(lsn);
             crate::page::set_lsn(&mut next, lsn);
             crate::page::seal(&mut next);
             if rng.random_bool(0.8) {
@@ -376,7 +408,7 @@ fn a_force_cut_anywhere_leaves_every_page_at_the_last_marker() {
         }
         // The store goes on working after the crash, and again after a
         // second reopen (nothing of the cut force comes back).
-        log.0.store(2_000_000, std::sync::atomic::Ordering::SeqCst);
+        log.set_end(2_000_000);
         for n in 0..pages {
             let mut p = sealed_page(&mut rng, n);
             crate::page::set_lsn(&mut p, 1_000_000 + u64::from(n));
@@ -384,18 +416,10 @@ fn a_force_cut_anywhere_leaves_every_page_at_the_last_marker() {
             again.write_page(n, &p).unwrap();
             durable[n as usize] = p;
         }
-        for (n, want) in durable.iter().enumerate() {
-            assert_eq!(
-                &read(&again, n as u32),
-                want,
-                "seed {seed}: page {n} before the reopen"
-            );
-        }
+        assert_reads_back(&again, &durable, &format!("seed {seed}, before the reopen"));
         drop(again);
         let third = open(&nand, StoreMode::Open, 4 << 10);
-        for (n, want) in durable.iter().enumerate() {
-            assert_eq!(&read(&third, n as u32), want, "seed {seed}: page {n}");
-        }
+        assert_reads_back(&third, &durable, &format!("seed {seed}"));
     }
 }
 
@@ -411,8 +435,7 @@ fn a_deferred_erase_merge_cut_before_the_marker_leaves_the_old_copy_in_force() {
     // Fill the segment with groups of page 0 until the next one merges.
     let home = store.unit(0).phys;
     loop {
-        let mut next = update(&mut rng, &images[0]);
-        crate::page::seal(&mut next);
+        let next = sealed_update(&mut rng, &images[0]);
         let free = store.unit(0).log_next.unwrap_or(1);
         if usize::from(free) + 2 > usize::from(store.layout().segment_sectors()) {
             break;
@@ -437,9 +460,7 @@ fn a_deferred_erase_merge_cut_before_the_marker_leaves_the_old_copy_in_force() {
     let again = open(&nand, StoreMode::Open, 4 << 10);
     assert_eq!(again.marker().0, marked, "the cut force has no marker");
     assert_eq!(again.unit(0).phys, home, "the old copy is in force");
-    for (n, p) in images.iter().enumerate() {
-        assert_eq!(&read(&again, n as u32), p, "page {n}");
-    }
+    assert_reads_back(&again, &images, "after the cut and the reopen");
 }
 
 /// IPL-11: groups of a force cut before its marker are merged away at the
@@ -449,12 +470,11 @@ fn a_deferred_erase_merge_cut_before_the_marker_leaves_the_old_copy_in_force() {
 fn sequence_numbers_of_an_unmarked_force_are_never_revived() {
     let mut rng = ChaCha8Rng::seed_from_u64(22);
     let (inner, nand, cut, store) = store_behind_a_cut(8 << 10);
-    let log = EndLog(std::sync::atomic::AtomicU64::new(10));
+    let log = EndLog::at(10);
     let mut images = write_sealed_pages(&store, &mut rng, 20);
     // Two logged versions of pages 3 and 17, marked.
     for n in [3usize, 17] {
-        let mut next = update(&mut rng, &images[n]);
-        crate::page::seal(&mut next);
+        let next = sealed_update(&mut rng, &images[n]);
         store.note_update(n as u32, 1, crate::page::lsn(&next), &images[n], &next);
         store.force(&log).unwrap();
         images[n] = read(&store, n as u32);
@@ -465,7 +485,7 @@ fn sequence_numbers_of_an_unmarked_force_are_never_revived() {
         let next = update(&mut rng, &images[n]);
         store.note_update(n as u32, 1, 99, &images[n], &next);
     }
-    log.0.store(20, std::sync::atomic::Ordering::SeqCst);
+    log.set_end(20);
     cut.arm(3); // group, group, device flush: the marker is cut
     assert!(store.force(&log).is_err());
     crash(&inner, 1);
@@ -480,17 +500,14 @@ fn sequence_numbers_of_an_unmarked_force_are_never_revived() {
         "sequence numbers go on above the unmarked force"
     );
     // A later marker: the unmarked groups stay gone.
-    let mut next = update(&mut rng, &images[5]);
-    crate::page::seal(&mut next);
+    let next = sealed_update(&mut rng, &images[5]);
     again.note_update(5, 1, crate::page::lsn(&next), &images[5], &next);
     again.force(&log).unwrap();
     images[5] = read(&again, 5);
     drop(again);
     let third = open(&nand, StoreMode::Open, 8 << 10);
     assert!(third.marker().0 > f_star + 1);
-    for (n, p) in images.iter().enumerate() {
-        assert_eq!(&read(&third, n as u32), p, "page {n}");
-    }
+    assert_reads_back(&third, &images, "after a later marker and a reopen");
 }
 
 /// A commit is covered by a marker before it is acknowledged (IPL-13): a
@@ -499,20 +516,13 @@ fn sequence_numbers_of_an_unmarked_force_are_never_revived() {
 /// abort forces nothing.
 #[test]
 fn a_commit_forces_the_space_once_and_an_abort_does_not() {
-    let mut rng = ChaCha8Rng::seed_from_u64(5);
-    let (_, device) = nand();
-    let store = open(&device, StoreMode::Create, 8 << 10);
-    let log = EndLog(std::sync::atomic::AtomicU64::new(0));
-    let images: Vec<Vec<u8>> = (0..15).map(|n| sealed_page(&mut rng, n)).collect();
-    for (n, p) in images.iter().enumerate() {
-        store.write_page(n as u32, p).unwrap();
-    }
+    let (mut rng, _device, store, log, _images) = store_of_sealed_pages(5, 8 << 10, 15, 0);
     let base = read(&store, 4);
     let next = update(&mut rng, &base);
     store.note_update(4, 7, 900, &base, &next);
     let other = update(&mut rng, &read(&store, 5));
     store.note_update(5, 8, 901, &read(&store, 5), &other);
-    log.0.store(950, std::sync::atomic::Ordering::SeqCst);
+    log.set_end(950);
     store.transaction_ended(8, false, 0, &log).unwrap();
     let before = store.ipl_stats();
     assert_eq!(before.forces, 15, "one force per write, none for the abort");
@@ -581,12 +591,24 @@ fn store_behind_a_cut(segment: u64) -> (Arc<MemoryDevice>, DeviceRef, Arc<Cut>, 
 }
 
 /// Random sealed images of pages `0..count`, each written to `store`.
-fn write_sealed_pages(store: &IplStore, rng: &mut ChaCha8Rng, count: u32) -> Vec<Vec<u8>> {
-    let images: Vec<Vec<u8>> = (0..count).map(|n| sealed_page(rng, n)).collect();
+/// Pages `0..count` of `store` written with the images `image` gives
+/// them; those images.
+fn write_images(store: &IplStore, count: u32, image: impl FnMut(u32) -> Vec<u8>) -> Vec<Vec<u8>> {
+    let images: Vec<Vec<u8>> = (0..count).map(image).collect();
     for (n, p) in images.iter().enumerate() {
         store.write_page(n as u32, p).unwrap();
     }
     images
+}
+
+/// Pages `0..count` written with random bytes ([`page`]); their images.
+fn write_pages(store: &IplStore, rng: &mut ChaCha8Rng, count: u32) -> Vec<Vec<u8>> {
+    write_images(store, count, |n| page(rng, n))
+}
+
+/// Pages `0..count` written as valid sealed pages; their images.
+fn write_sealed_pages(store: &IplStore, rng: &mut ChaCha8Rng, count: u32) -> Vec<Vec<u8>> {
+    write_images(store, count, |n| sealed_page(rng, n))
 }
 
 fn sealed_page(rng: &mut ChaCha8Rng, page_no: u32) -> Vec<u8> {
@@ -614,13 +636,8 @@ fn flip(inner: &MemoryDevice, offset_bytes: u64) {
 /// the others as pages no check accepts, never as an older version.
 #[test]
 fn a_damaged_log_sector_loses_only_its_slot_and_a_write_merges_it_away() {
-    let mut rng = ChaCha8Rng::seed_from_u64(11);
-    let (inner, device) = nand();
-    let store = open(&device, StoreMode::Create, 8 << 10);
-    let mut images: Vec<Vec<u8>> = (0..15).map(|n| page(&mut rng, n)).collect();
-    for (n, p) in images.iter().enumerate() {
-        store.write_page(n as u32, p).unwrap();
-    }
+    let (mut rng, inner, device, store) = new_store(11, 8 << 10);
+    let mut images = write_pages(&store, &mut rng, 15);
     for n in [3usize, 5] {
         let next = update(&mut rng, &images[n]);
         store.note_update(n as u32, 1, 0, &images[n], &next);
@@ -642,9 +659,7 @@ fn a_damaged_log_sector_loses_only_its_slot_and_a_write_merges_it_away() {
     store.write_page(3, &images[3]).unwrap();
     let s = store.ipl_stats();
     assert_eq!((s.merges, s.poisoned_slots), (1, 0), "{s:?}");
-    for (n, p) in images.iter().enumerate() {
-        assert_eq!(&read(&store, n as u32), p, "page {n}");
-    }
+    assert_reads_back(&store, &images, "after the merge");
     // A damaged group after a reopen: the slot is not known.
     let next = update(&mut rng, &images[7]);
     store.note_update(7, 1, 0, &images[7], &next);
@@ -684,9 +699,7 @@ fn an_unreadable_commit_sector_is_known_by_the_unit_it_holds() {
     });
     let store = open(&device, StoreMode::Create, 4 << 10);
     // Every page LSN (random here) is at or before the marker's L.
-    store.attach_log(Arc::new(EndLog(std::sync::atomic::AtomicU64::new(
-        u64::MAX,
-    ))));
+    store.attach_log(Arc::new(EndLog::at(u64::MAX)));
     let per = store.layout().pages_per_unit;
     let mut images: Vec<Vec<u8>> = (0..2 * per).map(|n| sealed_page(&mut rng, n)).collect();
     for (n, p) in images.iter().enumerate() {
@@ -696,16 +709,14 @@ fn an_unreadable_commit_sector_is_known_by_the_unit_it_holds() {
     // Transaction 0: no active transaction's records to carry (IPL-SEL).
     while store.unit(0).generation == 0 || store.unit(1).generation == 0 {
         for n in [0usize, per as usize] {
-            let mut next = update(&mut rng, &images[n]);
-            crate::page::seal(&mut next);
+            let next = sealed_update(&mut rng, &images[n]);
             store.note_update(n as u32, 0, 0, &images[n], &next);
             store.write_page(n as u32, &next).unwrap();
             images[n] = next;
         }
     }
     // Unit 0 logs again after its merge; unit 1 does not.
-    let mut next = update(&mut rng, &images[1]);
-    crate::page::seal(&mut next);
+    let next = sealed_update(&mut rng, &images[1]);
     store.note_update(1, 0, 0, &images[1], &next);
     store.write_page(1, &next).unwrap();
     images[1] = next;
@@ -730,27 +741,25 @@ fn an_unreadable_commit_sector_is_known_by_the_unit_it_holds() {
     let again = open(&device, StoreMode::Open, 4 << 10);
     assert_eq!(again.unit(0).phys, a, "known by its log sector");
     assert_eq!(again.unit(1).phys, b, "known by its pages");
-    for (n, p) in images.iter().enumerate() {
-        assert_eq!(&read(&again, n as u32), p, "page {n}");
-    }
+    assert_reads_back(&again, &images, "at the reopen");
 }
 
-/// A new store with `segment`-byte log segments whose logical unit 0
-/// holds 15 sealed pages (written in place, IPL-5), a log at LSN 1, and
-/// the pages.
-fn unit_of_sealed_pages(
-    seed: u64,
-    segment: u64,
-) -> (ChaCha8Rng, DeviceRef, IplStore, EndLog, Vec<Vec<u8>>) {
-    let mut rng = ChaCha8Rng::seed_from_u64(seed);
-    let (_, device) = nand();
-    let store = open(&device, StoreMode::Create, segment);
-    let log = EndLog(std::sync::atomic::AtomicU64::new(1));
-    let before: Vec<Vec<u8>> = (0..15).map(|n| sealed_page(&mut rng, n)).collect();
-    for (n, p) in before.iter().enumerate() {
-        store.write_page(n as u32, p).unwrap();
-    }
-    (rng, device, store, log, before)
+/// What a test of a store of sealed pages works with: the seeded
+/// generator, the device, the store, its log, and the pages' images.
+type SealedStore = (ChaCha8Rng, DeviceRef, IplStore, EndLog, Vec<Vec<u8>>);
+
+/// A new store with `segment`-byte log segments holding `count` sealed
+/// pages (written in place, IPL-5), and a log ending at `end_lsn`.
+fn store_of_sealed_pages(seed: u64, segment: u64, count: u32, end_lsn: u64) -> SealedStore {
+    let (mut rng, _, device, store) = new_store(seed, segment);
+    let images = write_sealed_pages(&store, &mut rng, count);
+    (rng, device, store, EndLog::at(end_lsn), images)
+}
+
+/// A new store whose logical unit 0 holds 15 sealed pages, with a log at
+/// LSN 1.
+fn unit_of_sealed_pages(seed: u64, segment: u64) -> SealedStore {
+    store_of_sealed_pages(seed, segment, 15, 1)
 }
 
 /// Fill unit 0's log segment with store-own (transaction 0) groups of
@@ -765,10 +774,9 @@ fn merge_unit_zero(
     let merges = store.ipl_stats().merges;
     let mut other = read(store, filler);
     while store.ipl_stats().merges == merges {
-        let mut next = update(rng, &other);
-        crate::page::seal(&mut next);
+        let next = sealed_update(rng, &other);
         store.note_update(filler, 0, lsn, &other, &next);
-        log.0.store(lsn, std::sync::atomic::Ordering::SeqCst);
+        log.set_end(lsn);
         store.force(log).unwrap();
         other = next;
         lsn += 1;
@@ -787,12 +795,12 @@ fn a_selective_merge_leaves_an_aborted_transactions_records_out() {
     let changed = update(&mut rng, &mid);
     store.note_update(4, 9, 2, &before[4], &mid);
     store.note_update(4, 9, 3, &mid, &changed);
-    log.0.store(3, std::sync::atomic::Ordering::SeqCst);
+    log.set_end(3);
     store.force(&log).unwrap(); // its records reach the log (a write-back)
     let mut restored = changed.clone();
     restored[PAGE_BODY_OFFSET..].copy_from_slice(&before[4][PAGE_BODY_OFFSET..]);
     store.note_update(4, 9, 4, &changed, &restored); // the compensation
-    log.0.store(4, std::sync::atomic::Ordering::SeqCst);
+    log.set_end(4);
     store.transaction_ended(9, false, 0, &log).unwrap();
     let s = store.ipl_stats();
     assert_eq!(
@@ -806,11 +814,7 @@ fn a_selective_merge_leaves_an_aborted_transactions_records_out() {
     assert_eq!(s.selective_merges, 1);
     assert!(s.records_discarded >= 3, "{s:?}");
     let after = read(&store, 4);
-    assert_eq!(
-        &after[PAGE_BODY_OFFSET..],
-        &before[4][PAGE_BODY_OFFSET..],
-        "byte-identical body after the merge"
-    );
+    assert_same_body(&after, &before[4], "byte-identical body after the merge");
     assert_eq!(
         crate::page::lsn(&after),
         4,
@@ -829,7 +833,7 @@ fn a_selective_merge_carries_an_active_transactions_records_over() {
     crate::page::set_lsn(&mut changed, 2);
     crate::page::seal(&mut changed);
     store.note_update(5, 11, 2, &before[5], &changed);
-    log.0.store(2, std::sync::atomic::Ordering::SeqCst);
+    log.set_end(2);
     store.force(&log).unwrap();
     let lsn = merge_unit_zero(&store, &mut rng, &log, 7, 3);
     let s = store.ipl_stats();
@@ -844,11 +848,7 @@ fn a_selective_merge_carries_an_active_transactions_records_over() {
     device
         .read(store.layout().slot_bytes(st.phys, 5), &mut slot)
         .unwrap();
-    assert_eq!(
-        &slot[PAGE_BODY_OFFSET..],
-        &before[5][PAGE_BODY_OFFSET..],
-        "the slot holds the committed version"
-    );
+    assert_same_body(&slot, &before[5], "the slot holds the committed version");
     assert_eq!(
         crate::page::compute_checksum(&slot),
         u32::from_le_bytes(slot[0..4].try_into().unwrap()),
@@ -886,7 +886,7 @@ fn an_abort_de_applies_its_in_memory_records() {
     store.transaction_ended(9, false, 0, &log).unwrap();
     let s = store.ipl_stats();
     assert_eq!((s.records_deapplied, s.deapply_refused), (2, 0), "{s:?}");
-    log.0.store(4, std::sync::atomic::Ordering::SeqCst);
+    log.set_end(4);
     let sectors = store.ipl_stats().sector_writes;
     store.force(&log).unwrap();
     assert_eq!(
@@ -894,10 +894,7 @@ fn an_abort_de_applies_its_in_memory_records() {
         1,
         "one sector: 3's records and the header"
     );
-    assert_eq!(
-        &read(&store, 4)[PAGE_BODY_OFFSET..],
-        &restored[PAGE_BODY_OFFSET..]
-    );
+    assert_same_body(&read(&store, 4), &restored, "the aborted change de-applied");
 }
 
 /// Found in review (issue 14): during a restart without redo, a damaged
@@ -908,11 +905,7 @@ fn an_abort_de_applies_its_in_memory_records() {
 /// the newest marker, until recovery ends.
 #[test]
 fn regression_the_repair_limit_at_a_restart_follows_the_newest_marker() {
-    let mut rng = ChaCha8Rng::seed_from_u64(23);
-    let (_inner, nand) = nand();
-    let store = open(&nand, StoreMode::Create, 8 << 10);
-    let log = EndLog(std::sync::atomic::AtomicU64::new(10));
-    let images = write_sealed_pages(&store, &mut rng, 4);
+    let (mut rng, nand, store, log, images) = store_of_sealed_pages(23, 8 << 10, 4, 10);
     store.force(&log).unwrap();
     assert_eq!(
         store.repair_before_lsn(),
@@ -923,10 +916,9 @@ fn regression_the_repair_limit_at_a_restart_follows_the_newest_marker() {
     let again = open(&nand, StoreMode::Open, 8 << 10);
     assert_eq!(again.repair_before_lsn(), Some(10), "L* at open");
     // Recovery changes a page and a write-back forces it: a newer marker.
-    let mut next = update(&mut rng, &images[2]);
-    crate::page::seal(&mut next);
+    let next = sealed_update(&mut rng, &images[2]);
     again.note_update(2, 1, crate::page::lsn(&next), &images[2], &next);
-    log.0.store(20, std::sync::atomic::Ordering::SeqCst);
+    log.set_end(20);
     again.force(&log).unwrap();
     assert_eq!(again.marker().1, 20);
     assert_eq!(again.repair_before_lsn(), Some(20), "the newest marker");
@@ -947,10 +939,9 @@ fn regression_the_repair_limit_at_a_restart_follows_the_newest_marker() {
 #[test]
 fn regression_a_unit_known_by_its_log_needs_a_marked_first_group() {
     let (mut rng, _device, store, log, before) = unit_of_sealed_pages(34, 4 << 10);
-    let mut changed = update(&mut rng, &before[5]);
-    crate::page::seal(&mut changed);
+    let changed = sealed_update(&mut rng, &before[5]);
     store.note_update(5, 11, 2, &before[5], &changed);
-    log.0.store(2, std::sync::atomic::Ordering::SeqCst);
+    log.set_end(2);
     store.force(&log).unwrap();
     merge_unit_zero(&store, &mut rng, &log, 7, 3);
     assert!(store.ipl_stats().records_carried >= 1);
