@@ -24,6 +24,12 @@ pub const SCRATCH_FILE_PREFIX: &str = ".flashlab-sim-";
 /// The directory stores made from now on keep their contents in.
 static CURRENT: Mutex<Option<Arc<ScratchDir>>> = Mutex::new(None);
 
+/// The number the next scratch file's name carries, across every directory.
+static NEXT_FILE: AtomicU64 = AtomicU64::new(0);
+
+/// Taken names a new scratch file steps over before giving up.
+const NAME_ATTEMPTS_MAX: u32 = 64;
+
 /// Bytes of chunks the process's scratch files hold now, and at most.
 static HELD_BYTES: AtomicU64 = AtomicU64::new(0);
 static PEAK_BYTES: AtomicU64 = AtomicU64::new(0);
@@ -37,8 +43,6 @@ pub const HEAP_BUDGET_BYTES_DEFAULT: u64 = 512 << 20;
 #[derive(Debug)]
 pub struct ScratchDir {
     path: PathBuf,
-    /// Numbers the files this process creates here.
-    next_file: AtomicU64,
     /// Chunk bytes its stores may keep on the heap, and keep now.
     heap_budget_bytes: u64,
     heap_held_bytes: AtomicU64,
@@ -81,7 +85,6 @@ impl ScratchDir {
     ) -> Result<Arc<ScratchDir>, ScratchError> {
         let dir = ScratchDir {
             path: path.to_path_buf(),
-            next_file: AtomicU64::new(0),
             heap_budget_bytes,
             heap_held_bytes: AtomicU64::new(0),
         };
@@ -124,17 +127,35 @@ impl ScratchDir {
     }
 
     /// A new empty file, already unlinked: it disappears when closed.
+    ///
+    /// Names are numbered process-wide, so two directories opened on one
+    /// path never collide; a name left by a dead process with the same id
+    /// is stepped over, at most [`NAME_ATTEMPTS_MAX`] times.
     pub(crate) fn create_file(&self) -> io::Result<File> {
-        let n = self.next_file.fetch_add(1, Ordering::Relaxed);
-        let name = format!("{SCRATCH_FILE_PREFIX}{}-{n}", std::process::id());
-        let path = self.path.join(name);
-        let file = OpenOptions::new()
-            .read(true)
-            .write(true)
-            .create_new(true)
-            .open(&path)?;
-        std::fs::remove_file(&path)?;
-        Ok(file)
+        let mut attempts = 0;
+        loop {
+            let n = NEXT_FILE.fetch_add(1, Ordering::Relaxed);
+            let name = format!("{SCRATCH_FILE_PREFIX}{}-{n}", std::process::id());
+            let path = self.path.join(name);
+            let opened = OpenOptions::new()
+                .read(true)
+                .write(true)
+                .create_new(true)
+                .open(&path);
+            match opened {
+                Ok(file) => {
+                    std::fs::remove_file(&path)?;
+                    return Ok(file);
+                }
+                Err(e) if e.kind() == io::ErrorKind::AlreadyExists => {
+                    attempts += 1;
+                    if attempts >= NAME_ATTEMPTS_MAX {
+                        return Err(e);
+                    }
+                }
+                Err(e) => return Err(e),
+            }
+        }
     }
 }
 

@@ -61,7 +61,7 @@ fn description(ctx: &RunContext) -> String {
     format!(
         "TPC-C on the ssd-array-2010 preset (petrov2010 Table 3's 8-SSD array), 4 KB against 16 KB pages, buffers of 640, 1280 and 2560 MB and 1, 2 and 4 CPUs at 2.3 GHz (the Sun Fire X4440's Opteron 8356), the CPU priced at the petrov2010 profile: the engine's own event prices (statements, page accesses, page I/O and its KB, log bytes) times one scale, fitted to the 1-CPU, 4 KB, 2560 MB maximum. \
          Each cell's load rises from 200 to 800 of the paper's warehouses and on past them (every warehouse active, think times shortened in proportion) until the sweep has passed its peak on both sides; Table 4 is each sweep's peak and Table 5 the response time there. \
-         Scale factor 1/{scale}: {} a tenth of the warehouses run with keying and think times divided by ten (one simulated warehouse stands for ten of the paper's, offering the same load), and buffers are 1/{scale} ({}), so buffer to data, terminals per warehouse (10) and NURand's skew keep the paper's ratios. \
+         Scale factor 1/{scale}: {}, a tenth of the warehouses run with keying and think times divided by ten (one simulated warehouse stands for ten of the paper's, offering the same load), and buffers are {}, so buffer to data, terminals per warehouse (10) and NURand's skew keep the paper's ratios. \
          DBT2's 20 database connections are kept: terminals queue for one, and response times include the wait. Warehouses are given in the paper's units. One database of 800 paper warehouses per page size is loaded once (its host time is in timings.json) and each run starts from a copy of it. \
          Full-page images are on (InnoDB's doublewrite buffer is the paper's server's torn-page protection). Log, data and rollback space are each on an instance of the array preset.",
         rows_of_a_warehouse(scale),
@@ -72,24 +72,53 @@ fn description(ctx: &RunContext) -> String {
 /// What a warehouse holds at scale 1/`scale`, as the description says it.
 fn rows_of_a_warehouse(scale: u32) -> String {
     let rows = rows_divisor(scale);
-    if rows == 1 {
-        "each warehouse holds the specification's full rows (100,000 items, 3,000 customers per district);".into()
-    } else {
-        format!(
-            "each warehouse holds 1/{rows} of the specification's rows ({} items, {} customers per district);",
-            flashlab_workloads::tpcc::ITEMS / rows,
-            flashlab_workloads::tpcc::CUSTOMERS_PER_DISTRICT / rows
-        )
-    }
+    let (items, customers) = (
+        flashlab_workloads::tpcc::ITEMS / rows,
+        flashlab_workloads::tpcc::CUSTOMERS_PER_DISTRICT / rows,
+    );
+    let share = match rows {
+        1 => "the specification's full rows".to_string(),
+        n => format!("{} of the specification's rows", fraction(n)),
+    };
+    format!(
+        "each warehouse holds {share} ({} items, {} customers per district)",
+        thousands(items),
+        thousands(customers)
+    )
 }
 
-/// The buffers at scale 1/`scale`, in MB.
+/// The buffers at scale 1/`scale`: the fraction, and each in MB.
 fn buffers_mb(scale: u32) -> String {
     let mb: Vec<String> = BUFFER_MB
         .iter()
-        .map(|&b| format!("{:.1}", b as f64 / f64::from(scale)))
+        .map(|&b| {
+            let mb = b as f64 / f64::from(scale);
+            if mb.fract() == 0.0 { format!("{mb}") } else { format!("{mb:.1}") }
+        })
         .collect();
-    format!("{} MB", mb.join(", "))
+    format!("{} ({} MB)", fraction(scale), mb.join(", "))
+}
+
+/// 1/`n` in words, as the description writes it.
+fn fraction(n: u32) -> String {
+    match n {
+        10 => "a tenth".into(),
+        100 => "a hundredth".into(),
+        n => format!("1/{n}"),
+    }
+}
+
+/// `n` with thousands separators.
+fn thousands(n: u32) -> String {
+    let digits = n.to_string();
+    let mut out = String::new();
+    for (i, c) in digits.chars().enumerate() {
+        if i > 0 && (digits.len() - i) % 3 == 0 {
+            out.push(',');
+        }
+        out.push(c);
+    }
+    out
 }
 
 /// Figure 4: NoTPM and New-Order response time against warehouses.
@@ -586,5 +615,38 @@ impl Skeleton for Figure5 {
     fn data(&self, s: &Arc<Study>) -> serde_json::Value {
         let (measured, paper) = figure5_gains(s);
         serde_json::json!({ "cpu_doubling_gain": measured.0, "buffer_doubling_gain": measured.1, "paper_cpu_doubling_gain": paper.0, "paper_buffer_doubling_gain": paper.1 })
+    }
+}
+
+#[cfg(test)]
+mod tests {
+    use super::*;
+
+    /// The description states each scale's rows and buffers, and refuses
+    /// nothing at the two scales the study runs at.
+    #[test]
+    fn the_description_states_the_scale_it_ran_at() {
+        let at = |scale| {
+            let mut ctx = RunContext::new(true, 1);
+            ctx.scale = scale;
+            description(&ctx)
+        };
+        let default = at(None);
+        for fragment in [
+            "Scale factor 1/100: each warehouse holds a tenth of the specification's rows (10,000 items, 300 customers per district), a tenth of the warehouses",
+            "buffers are a hundredth (6.4, 12.8, 25.6 MB)",
+        ] {
+            assert!(default.contains(fragment), "{default}");
+        }
+        let tenth = at(Some(10));
+        for fragment in [
+            "Scale factor 1/10: each warehouse holds the specification's full rows (100,000 items, 3,000 customers per district)",
+            "buffers are a tenth (64, 128, 256 MB)",
+        ] {
+            assert!(tenth.contains(fragment), "{tenth}");
+        }
+        let mut ctx = RunContext::new(true, 1);
+        ctx.scale = Some(7);
+        assert!(scale(&ctx).is_err());
     }
 }
