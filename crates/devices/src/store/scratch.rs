@@ -159,6 +159,12 @@ impl ScratchDir {
     }
 }
 
+/// The number the next scratch file's name will carry.
+#[cfg(test)]
+pub(crate) fn peek_next_file_number() -> u64 {
+    NEXT_FILE.load(Ordering::Relaxed)
+}
+
 /// Keep the contents of stores made from now on in `dir`, or on the heap
 /// if `None`.
 pub fn keep_contents_in(dir: Option<Arc<ScratchDir>>) {

@@ -441,3 +441,27 @@ fn scratch_files_leave_no_name_behind_and_a_full_disk_is_refused_up_front() {
     let missing = ScratchDir::open(&dir.path().join("absent"), 0).unwrap_err();
     assert!(missing.to_string().contains("absent"), "{missing}");
 }
+
+/// Regression: each directory once numbered its own files, so two opened
+/// on one path by concurrent tests chose the same name and one failed.
+#[test]
+fn two_directories_on_one_path_never_choose_the_same_name() {
+    let dir = tempfile::tempdir().unwrap();
+    let first = ScratchDir::with_heap_budget(dir.path(), 0, 0).unwrap();
+    let second = ScratchDir::with_heap_budget(dir.path(), 0, 0).unwrap();
+    let held: Vec<_> = (0..8)
+        .flat_map(|_| [first.create_file(), second.create_file()])
+        .collect::<Result<_, _>>()
+        .expect("every name is new");
+    assert_eq!(held.len(), 16);
+    let leftover = format!(
+        "{}{}-",
+        super::scratch::SCRATCH_FILE_PREFIX,
+        std::process::id()
+    );
+    let next = super::scratch::peek_next_file_number();
+    std::fs::write(dir.path().join(format!("{leftover}{next}")), b"stale").unwrap();
+    first
+        .create_file()
+        .expect("a name left by a dead process is stepped over");
+}

@@ -93,7 +93,11 @@ fn buffers_mb(scale: u32) -> String {
         .iter()
         .map(|&b| {
             let mb = b as f64 / f64::from(scale);
-            if mb.fract() == 0.0 { format!("{mb}") } else { format!("{mb:.1}") }
+            if mb.fract() == 0.0 {
+                format!("{mb}")
+            } else {
+                format!("{mb:.1}")
+            }
         })
         .collect();
     format!("{} ({} MB)", fraction(scale), mb.join(", "))
