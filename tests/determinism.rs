@@ -1,8 +1,10 @@
 //! The simulated world is deterministic: the same seed and configuration
 //! give bit-identical results and I/O traces, run after run.
 
+mod common;
+
+use common::{small_tpcc_on_array, traced_bench, without_host_times};
 use flashlab::lab::bench::{BenchOptions, bench};
-use flashlab_devices::trace::formats::write_flashlab_csv;
 
 /// Least trace bytes a run must produce to count as having done I/O (the
 /// 8-client run writes about 9.5 KB since the log was rewritten on main).
@@ -23,18 +25,10 @@ fn run_clients(seed: u64, clients: u32) -> (Vec<u8>, String) {
         scale: 4,
         accounts_per_branch: 500,
         seed,
-        trace: true,
         progress_interval_ns: 100_000_000,
         ..BenchOptions::default()
     };
-    let mut report = bench(&options, |_| {}).expect("bench");
-    let mut csv = Vec::new();
-    write_flashlab_csv(&report.trace, &mut csv).unwrap();
-    report.host_seconds = 0.0;
-    report.load_host_seconds = 0.0;
-    report.run_host_seconds = 0.0;
-    report.trace.clear();
-    (csv, serde_json::to_string(&report).unwrap())
+    traced_bench(&options)
 }
 
 #[test]
@@ -78,11 +72,7 @@ fn tpcc_run(seed: u64) -> String {
         progress_interval_ns: 250_000_000,
         ..BenchOptions::default()
     };
-    let mut report = bench(&options, |_| {}).expect("bench tpcc");
-    report.host_seconds = 0.0;
-    report.load_host_seconds = 0.0;
-    report.run_host_seconds = 0.0;
-    serde_json::to_string(&report).unwrap()
+    without_host_times(bench(&options, |_| {}).expect("bench tpcc"))
 }
 
 /// TPC-C too: same seed and configuration, identical report (tpmC, every
@@ -100,27 +90,16 @@ fn tpcc_same_seed_gives_identical_results() {
 #[test]
 fn runs_from_one_loaded_image_are_identical_and_consistent() {
     use flashlab::lab::bench::load_image;
+    let small = small_tpcc_on_array(3, 5);
     let options = BenchOptions {
-        workload: "tpcc".into(),
-        clients: 20,
         duration_ns: 1_000_000_000,
         warmup_ns: 200_000_000,
-        data_device: "ssd-array-2010".into(),
-        log_device: "ssd-array-2010".into(),
-        page_bytes: 4096,
-        buffer_bytes: 2 << 20,
-        log_bytes: Some(16 << 20),
         tpcc: flashlab_workloads::tpcc::TpccOptions {
-            warehouses: 3,
             active_warehouses: 2,
-            items: 1_000,
-            customers_per_district: 60,
             connections: 8,
-            ..Default::default()
+            ..small.tpcc.clone()
         },
-        seed: 5,
-        progress_interval_ns: 0,
-        ..BenchOptions::default()
+        ..small
     };
     let image = load_image(&options).expect("load image");
     let run = || {

@@ -8,7 +8,7 @@ use std::collections::BTreeMap;
 use std::path::Path;
 
 use common::{
-    assert_bad_input, fill, flashlab, names, real_runtime, small_config, stderr, stdout,
+    assert_bad_input, fill, flashlab, interrupt, names, real_runtime, small_config, stderr, stdout,
     success_json, temp_database, temp_dir,
 };
 use flashlab::engine::{Database, DbConfig};
@@ -317,36 +317,6 @@ fn space_files_grow_on_demand_instead_of_being_preallocated() {
     );
 }
 
-/// Start `flashlab args`, wait until `ready` holds (at most 30 s), send
-/// `signal` and return the finished output, which must end with the exit
-/// code of a program ended by that signal (128 + its number).
-fn interrupt(args: &[&str], ready: impl Fn() -> bool, signal: &str) -> std::process::Output {
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_flashlab"))
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let start = std::time::Instant::now();
-    while !ready() && start.elapsed() < std::time::Duration::from_secs(30) {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    std::thread::sleep(std::time::Duration::from_millis(200));
-    let status = std::process::Command::new("kill")
-        .args([signal, &child.id().to_string()])
-        .status()
-        .unwrap();
-    assert!(status.success());
-    let out = child.wait_with_output().unwrap();
-    let code = match signal {
-        "-INT" => 130,
-        "-TERM" => 143,
-        other => panic!("no exit code known for signal {other}"),
-    };
-    assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
-    out
-}
-
 /// [`interrupt`] `bench tpcb --real DIR ARGS --progress 0` once the
 /// database's manifest is in `dir`; `args` are the bench's options,
 /// separated by spaces.
@@ -359,7 +329,7 @@ fn interrupt_tpcb(dir: &Path, args: &str, signal: &str) -> std::process::Output 
         &["--progress", "0"],
     ]
     .concat();
-    interrupt(&all, || has_file(dir, "flashlab.manifest"), signal)
+    interrupt(&all, |_| has_file(dir, "flashlab.manifest"), signal)
 }
 
 /// True once some file under `dir` (one level of subdirectories) is named `name`.
@@ -392,7 +362,7 @@ fn sigterm_and_sigint_remove_a_real_bench_and_a_sorts_files() {
         &[
             "bench", "sort", "--real", &d, "--size", "2GB", "--memory", "16MB",
         ],
-        || has_file(dir.path(), "input"),
+        |_| has_file(dir.path(), "input"),
         "-INT",
     );
     assert_nothing_left(dir.path());

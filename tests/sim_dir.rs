@@ -8,15 +8,16 @@ mod common;
 
 use std::path::Path;
 
-use common::{assert_bad_input, flashlab, stderr};
+use common::{
+    assert_bad_input, flashlab, interrupt, small_tpcc_on_array, traced_bench, without_host_times,
+};
 use flashlab::lab::bench::{BenchOptions, bench, load_image};
 use flashlab::lab::simtest::{StoreChoice, at_rest::AtRest, run_seed_damaged};
 use flashlab_devices::store::scratch::{self, ScratchDir};
-use flashlab_devices::trace::formats::write_flashlab_csv;
 
 /// A TPC-B run's trace and report, host times zeroed.
 fn tpcb(seed: u64) -> (Vec<u8>, String) {
-    let options = BenchOptions {
+    traced_bench(&BenchOptions {
         workload: "tpcb".into(),
         clients: 8,
         duration_ns: 500_000_000,
@@ -28,47 +29,14 @@ fn tpcb(seed: u64) -> (Vec<u8>, String) {
         accounts_per_branch: 2000,
         buffer_bytes: 1 << 20,
         seed,
-        trace: true,
         progress_interval_ns: 100_000_000,
         ..BenchOptions::default()
-    };
-    let mut report = bench(&options, |_| {}).expect("bench");
-    let mut csv = Vec::new();
-    write_flashlab_csv(&report.trace, &mut csv).unwrap();
-    report.trace.clear();
-    (csv, without_host_times(report))
+    })
 }
 
-fn without_host_times(mut report: flashlab::lab::bench::BenchReport) -> String {
-    report.host_seconds = 0.0;
-    report.load_host_seconds = 0.0;
-    report.run_host_seconds = 0.0;
-    serde_json::to_string(&report).unwrap()
-}
-
-/// Two TPC-C runs from one loaded image on the 2010 array, 4 KB pages and
-/// a buffer small enough to evict.
+/// Two TPC-C runs from one loaded image on the 2010 array.
 fn tpcc_from_image(seed: u64) -> Vec<String> {
-    let options = BenchOptions {
-        workload: "tpcc".into(),
-        clients: 20,
-        duration_ns: 500_000_000,
-        warmup_ns: 100_000_000,
-        data_device: "ssd-array-2010".into(),
-        log_device: "ssd-array-2010".into(),
-        page_bytes: 4096,
-        buffer_bytes: 2 << 20,
-        log_bytes: Some(16 << 20),
-        tpcc: flashlab_workloads::tpcc::TpccOptions {
-            warehouses: 2,
-            items: 1_000,
-            customers_per_district: 60,
-            ..Default::default()
-        },
-        seed,
-        progress_interval_ns: 0,
-        ..BenchOptions::default()
-    };
+    let options = small_tpcc_on_array(2, seed);
     let image = load_image(&options).expect("load image");
     (0..2)
         .map(|_| {
@@ -173,35 +141,24 @@ fn an_interrupted_run_leaves_no_scratch_file() {
         "--sim-memory",
         "0",
     ];
-    let child = std::process::Command::new(env!("CARGO_BIN_EXE_flashlab"))
-        .args(args)
-        .stdout(std::process::Stdio::piped())
-        .stderr(std::process::Stdio::piped())
-        .spawn()
-        .unwrap();
-    let fds = format!("/proc/{}/fd", child.id());
-    let in_use = || {
-        std::fs::read_dir(&fds)
-            .into_iter()
-            .flatten()
-            .flatten()
-            .any(|fd| {
-                std::fs::read_link(fd.path()).is_ok_and(|target| {
-                    let t = target.to_string_lossy().into_owned();
-                    t.starts_with(d)
-                        && t.contains(scratch::SCRATCH_FILE_PREFIX)
-                        && t.ends_with("(deleted)")
-                })
+    // The child holds a scratch file: an fd on a deleted file of ours.
+    let holds_scratch = |pid: u32| {
+        let fds = std::fs::read_dir(format!("/proc/{pid}/fd"));
+        fds.into_iter().flatten().flatten().any(|fd| {
+            std::fs::read_link(fd.path()).is_ok_and(|target| {
+                let t = target.to_string_lossy().into_owned();
+                t.starts_with(d)
+                    && t.contains(scratch::SCRATCH_FILE_PREFIX)
+                    && t.ends_with("(deleted)")
             })
+        })
     };
-    let start = std::time::Instant::now();
-    while !in_use() && start.elapsed() < std::time::Duration::from_secs(30) {
-        std::thread::sleep(std::time::Duration::from_millis(20));
-    }
-    assert!(in_use(), "the run holds unlinked scratch files in {d}");
-    // SAFETY: kill(2) on our own child's pid.
-    unsafe { libc::kill(child.id() as libc::pid_t, libc::SIGINT) };
-    let out = child.wait_with_output().unwrap();
-    assert_eq!(out.status.code(), Some(130), "{}", stderr(&out));
+    let held = std::cell::Cell::new(false);
+    let holds = |pid| {
+        held.set(held.get() || holds_scratch(pid));
+        held.get()
+    };
+    interrupt(&args, holds, "-INT");
+    assert!(held.get(), "the run held unlinked scratch files in {d}");
     assert_eq!(entries(dir.path()), Vec::<String>::new());
 }

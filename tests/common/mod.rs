@@ -123,3 +123,82 @@ pub fn temp_database() -> (tempfile::TempDir, String) {
     db.close().unwrap();
     (dir, path)
 }
+
+/// `report` as JSON, its host times zeroed: what must not change between
+/// two runs of one seed.
+pub fn without_host_times(mut report: flashlab::lab::bench::BenchReport) -> String {
+    report.host_seconds = 0.0;
+    report.load_host_seconds = 0.0;
+    report.run_host_seconds = 0.0;
+    serde_json::to_string(&report).unwrap()
+}
+
+/// Run `options` with tracing on: its trace as flashlab CSV, and its
+/// report without the trace or host times.
+pub fn traced_bench(options: &flashlab::lab::bench::BenchOptions) -> (Vec<u8>, String) {
+    let traced = flashlab::lab::bench::BenchOptions {
+        trace: true,
+        ..options.clone()
+    };
+    let mut report = flashlab::lab::bench::bench(&traced, |_| {}).expect("bench");
+    let mut csv = Vec::new();
+    flashlab_devices::trace::formats::write_flashlab_csv(&report.trace, &mut csv).unwrap();
+    report.trace.clear();
+    (csv, without_host_times(report))
+}
+
+/// A small TPC-C on the 2010 array: 4 KB pages, a 2 MB buffer that
+/// evicts, 1,000 items and 60 customers a district, for runs from a
+/// loaded image.
+pub fn small_tpcc_on_array(warehouses: u32, seed: u64) -> flashlab::lab::bench::BenchOptions {
+    flashlab::lab::bench::BenchOptions {
+        workload: "tpcc".into(),
+        clients: 20,
+        duration_ns: 500_000_000,
+        warmup_ns: 100_000_000,
+        data_device: "ssd-array-2010".into(),
+        log_device: "ssd-array-2010".into(),
+        page_bytes: 4096,
+        buffer_bytes: 2 << 20,
+        log_bytes: Some(16 << 20),
+        tpcc: flashlab_workloads::tpcc::TpccOptions {
+            warehouses,
+            items: 1_000,
+            customers_per_district: 60,
+            ..Default::default()
+        },
+        seed,
+        progress_interval_ns: 0,
+        ..flashlab::lab::bench::BenchOptions::default()
+    }
+}
+
+/// Start `flashlab args`, wait until `ready(its pid)` holds (at most 30 s), send
+/// `signal` and return the finished output, which must end with the exit
+/// code of a program ended by that signal (128 + its number).
+pub fn interrupt(args: &[&str], ready: impl Fn(u32) -> bool, signal: &str) -> Output {
+    let child = Command::new(env!("CARGO_BIN_EXE_flashlab"))
+        .args(args)
+        .stdout(std::process::Stdio::piped())
+        .stderr(std::process::Stdio::piped())
+        .spawn()
+        .unwrap();
+    let start = std::time::Instant::now();
+    while !ready(child.id()) && start.elapsed() < std::time::Duration::from_secs(30) {
+        std::thread::sleep(std::time::Duration::from_millis(20));
+    }
+    std::thread::sleep(std::time::Duration::from_millis(200));
+    let status = Command::new("kill")
+        .args([signal, &child.id().to_string()])
+        .status()
+        .unwrap();
+    assert!(status.success());
+    let out = child.wait_with_output().unwrap();
+    let code = match signal {
+        "-INT" => 130,
+        "-TERM" => 143,
+        other => panic!("no exit code known for signal {other}"),
+    };
+    assert_eq!(out.status.code(), Some(code), "{}", stderr(&out));
+    out
+}
