@@ -101,6 +101,15 @@ pub fn open_simulated(name: &str) -> Result<DeviceRef, DeviceError> {
     Ok(Arc::new(SimDevice::new(build_model(name)?)))
 }
 
+/// [`open_simulated`] for a run that never crashes its devices (an
+/// experiment): its store remembers no write for a crash to undo, so it
+/// holds no before-images however long it goes without a flush (STORE-6).
+pub fn open_simulated_never_crashing(name: &str) -> Result<DeviceRef, DeviceError> {
+    let device = open_simulated_stored(name, None)?;
+    device.store().lock().expect("store").turn_off_crash_model();
+    Ok(device)
+}
+
 /// A device of the simulated world whose contents can be imaged
 /// ([`crate::store::SparseStore::image`]) and that starts from `image` if
 /// given: a database loaded once serves many runs, each on fresh devices

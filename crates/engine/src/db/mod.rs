@@ -127,8 +127,20 @@ impl Devices {
     /// Build the devices a configuration names, for the simulated world (or
     /// to emulate modelled devices in the real world): presets and `memory`.
     pub fn from_presets(config: &DbConfig) -> Result<Devices> {
-        let open =
-            |name: &str| presets::open_simulated(name).map_err(|e| Error::Config(e.to_string()));
+        Devices::open_each(config, presets::open_simulated)
+    }
+
+    /// [`Devices::from_presets`] for a run that never crashes them (an
+    /// experiment): their stores keep no before-images (STORE-6).
+    pub fn from_presets_never_crashing(config: &DbConfig) -> Result<Devices> {
+        Devices::open_each(config, presets::open_simulated_never_crashing)
+    }
+
+    fn open_each(
+        config: &DbConfig,
+        open: fn(&str) -> std::result::Result<DeviceRef, flashlab_devices::DeviceError>,
+    ) -> Result<Devices> {
+        let open = |name: &str| open(name).map_err(|e| Error::Config(e.to_string()));
         Ok(Devices {
             data: config
                 .data

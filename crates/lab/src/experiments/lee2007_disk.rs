@@ -212,7 +212,7 @@ fn config(device: &str) -> DbConfig {
 
 fn scenario(rt: &Rt, side: &str, device: &str, pages: u64, seed: u64) -> anyhow::Result<DeviceRun> {
     let config = config(device);
-    let devices = Devices::from_presets(&config).map_err(err)?;
+    let devices = Devices::from_presets_never_crashing(&config).map_err(err)?;
     let tuples = pages * TUPLES_PER_PAGE;
     let db = Database::open_with(&config, devices.clone()).map_err(err)?;
     let table_pages = load(&db, tuples)?;

@@ -79,7 +79,7 @@ fn scale_note(ctx: &RunContext) -> String {
 
 /// A device for the temp space, traced if asked.
 fn temp_device(name: &str, tracer: Option<&Tracer>) -> anyhow::Result<DeviceRef> {
-    let device = presets::open_simulated(name).map_err(|e| anyhow!("{e}"))?;
+    let device = presets::open_simulated_never_crashing(name).map_err(|e| anyhow!("{e}"))?;
     Ok(match tracer {
         Some(t) => std::sync::Arc::new(TracedDevice::new(device, Space::Temp, t.clone())),
         None => device,
