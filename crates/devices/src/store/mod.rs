@@ -62,7 +62,9 @@
 //! docs/PERFORMANCE-HISTORY.md, "Benchmarks without a crash model, changes
 //! in place, visits without a handle"). Such a run turns
 //! the crash model off: a write goes straight to the chunks, and every
-//! byte written counts as durable. Crash tests keep it on.
+//! byte written counts as durable. Benchmarks do it for their stores, and
+//! experiments open their devices with
+//! [`crate::presets::open_simulated_never_crashing`]. Crash tests keep it on.
 
 mod chunks;
 pub mod scratch;
