@@ -36,8 +36,12 @@ use std::sync::Arc;
 use super::CHUNK_BYTES;
 use super::scratch::{self, ScratchDir};
 
-/// A chunk on the heap.
-type HeapChunk = Arc<[u8; CHUNK_BYTES]>;
+/// A chunk on the heap: exactly [`CHUNK_BYTES`] from the allocator's size
+/// class of that size, so the budget counts what is resident. (A
+/// reference-counted chunk carried a header that put each one in the next
+/// class up, a quarter more than counted.) Layers share by freezing, never
+/// a chunk.
+type HeapChunk = Box<[u8; CHUNK_BYTES]>;
 
 /// Most frozen layers under a store (CHUNK-2). A study images a loaded
 /// database once and starts its runs from that image (an image of an image
@@ -103,7 +107,7 @@ impl Layer {
         self.release(chunk);
         if on_heap {
             let whole: [u8; CHUNK_BYTES] = bytes.try_into().expect("a whole chunk");
-            self.slots.insert(chunk, Slot::Heap(Arc::new(whole)));
+            self.slots.insert(chunk, Slot::Heap(Box::new(whole)));
             self.heap_chunks += 1;
         } else {
             self.slots.insert(chunk, Slot::File);
@@ -261,8 +265,8 @@ impl Chunks {
         let within = (from % CHUNK) as usize;
         match self.top.slots.get_mut(&chunk) {
             // Top heap chunks are never shared: a share freezes the top.
-            Some(Slot::Heap(arc)) => {
-                Arc::make_mut(arc)[within..within + bytes.len()].copy_from_slice(bytes);
+            Some(Slot::Heap(heap)) => {
+                heap[within..within + bytes.len()].copy_from_slice(bytes);
                 return Ok(true);
             }
             Some(Slot::File) => return Ok(false),
