@@ -671,10 +671,11 @@ fn open_one(
 }
 
 /// The device a space's store sees in its file: the file itself, or for
-/// an In-Page Logging space raw NAND of the K9WAG08U1A's geometry in it
-/// (`NandFile`: program-once, whole-unit erases, the NOP limit).
+/// a store on raw NAND (`StoreKind::needs_raw_nand`) the K9WAG08U1A's
+/// geometry in it (`NandFile`: program-once, whole-unit erases, the NOP
+/// limit).
 fn medium(space: &ManifestSpace, file: DeviceRef) -> Result<DeviceRef> {
-    if space.store != Some(crate::store::StoreKind::Ipl) {
+    if !space.store.is_some_and(|kind| kind.needs_raw_nand()) {
         return Ok(file);
     }
     let spec = NandSpec::k9wag08u1a().with_capacity_bytes(space.capacity_bytes);

@@ -74,6 +74,12 @@ impl StoreKind {
         }
     }
 
+    /// True if the store runs on raw NAND (program-once pages, whole-unit
+    /// erases) rather than on a block device.
+    pub fn needs_raw_nand(self) -> bool {
+        matches!(self, StoreKind::Ipl)
+    }
+
     /// Every store's name, for error messages.
     pub fn names() -> &'static [&'static str] {
         &["in-place", "ipl", "log-structured"]
