@@ -238,22 +238,24 @@ fn a_store_without_crash_model_remembers_nothing_and_reads_back_every_write(
     assert_eq!(store.unflushed_writes(), 0);
 }
 
-#[test]
-#[should_panic(expected = "STORE-6")]
-fn a_store_without_crash_model_refuses_an_image() {
+/// A store whose crash model is off, one write made.
+fn written_without_crash_model() -> SparseStore {
     let mut store = SparseStore::new();
     store.turn_off_crash_model();
     store.write(0, &[1u8; 512]).unwrap();
-    let _ = store.image();
+    store
+}
+
+#[test]
+#[should_panic(expected = "STORE-6")]
+fn a_store_without_crash_model_refuses_an_image() {
+    let _ = written_without_crash_model().image();
 }
 
 #[test]
 #[should_panic(expected = "STORE-6")]
 fn a_store_without_crash_model_refuses_a_crash() {
-    let mut store = SparseStore::new();
-    store.turn_off_crash_model();
-    store.write(0, &[1u8; 512]).unwrap();
-    store.crash();
+    written_without_crash_model().crash();
 }
 
 fn an_image_shares_chunks_until_either_side_writes_them(new: fn() -> SparseStore) {
