@@ -104,18 +104,11 @@ fn contents_in_scratch_files_change_no_result_and_leave_no_file() {
 #[test]
 fn a_scratch_directory_too_small_or_missing_is_refused_before_any_work() {
     let dir = tempfile::tempdir().unwrap();
-    let d = dir.path().to_str().unwrap();
     // 10,000 warehouses need far more than any test machine's disk.
-    let out = flashlab(&[
-        "bench",
-        "tpcc",
-        "--warehouses",
-        "10000",
-        "--terminals",
-        "10",
-        "--sim-dir",
-        d,
-    ]);
+    let too_many = "bench tpcc --warehouses 10000 --terminals 10 --sim-dir";
+    let mut args: Vec<&str> = too_many.split(' ').collect();
+    args.push(dir.path().to_str().unwrap());
+    let out = flashlab(&args);
     assert_bad_input(&out, &["--sim-dir", "GB free", "needs about"]);
     let missing = dir.path().join("absent");
     let out = flashlab(&["bench", "tpcb", "--sim-dir", missing.to_str().unwrap()]);
