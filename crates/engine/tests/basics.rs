@@ -35,6 +35,14 @@ fn create_kv(devices: Devices) -> (Database, Table) {
     (db, t)
 }
 
+/// [`create_kv`] on new memory devices: the devices, their stores, the
+/// database and the table.
+fn new_kv() -> (Devices, Vec<Arc<MemoryDevice>>, Database, Table) {
+    let (devices, raw) = memory_devices();
+    let (db, t) = create_kv(devices.clone());
+    (devices, raw, db, t)
+}
+
 /// The database on `devices` opened again (recovered), and its table "kv".
 fn reopen_kv(devices: Devices) -> (Database, Table) {
     let db = Database::open_with(&small_config(), devices).unwrap();
@@ -45,8 +53,7 @@ fn reopen_kv(devices: Devices) -> (Database, Table) {
 #[test]
 fn put_get_scan_delete_commit_and_abort() {
     sim(|_| {
-        let (devices, _) = memory_devices();
-        let (db, t) = create_kv(devices);
+        let (_, _, db, t) = new_kv();
         let mut txn = db.begin().unwrap();
         for i in 0..500u32 {
             txn.put(
@@ -92,8 +99,7 @@ fn put_get_scan_delete_commit_and_abort() {
 #[test]
 fn committed_data_survives_close_and_reopen() {
     sim(|_| {
-        let (devices, _) = memory_devices();
-        let (db, t) = create_kv(devices.clone());
+        let (devices, _, db, t) = new_kv();
         let mut txn = db.begin().unwrap();
         txn.put(&t, b"a", b"1").unwrap();
         txn.commit().unwrap();
@@ -107,8 +113,7 @@ fn committed_data_survives_close_and_reopen() {
 #[test]
 fn crash_loses_uncommitted_and_keeps_committed() {
     sim(|_| {
-        let (devices, raw) = memory_devices();
-        let (db, t) = create_kv(devices.clone());
+        let (devices, raw, db, t) = new_kv();
         let mut txn = db.begin().unwrap();
         for i in 0..300u32 {
             txn.put(&t, format!("c{i:04}").as_bytes(), &[7u8; 40])
