@@ -37,10 +37,9 @@ use super::CHUNK_BYTES;
 use super::scratch::{self, ScratchDir};
 
 /// A chunk on the heap: exactly [`CHUNK_BYTES`] from the allocator's size
-/// class of that size, so the budget counts what is resident. (A
-/// reference-counted chunk carried a header that put each one in the next
-/// class up, a quarter more than counted.) Layers share by freezing, never
-/// a chunk.
+/// class of that size, so the budget counts what is resident (an `Arc`'s
+/// header would put each in the next class up, a quarter more than
+/// counted). Layers share by freezing, never a chunk.
 type HeapChunk = Box<[u8; CHUNK_BYTES]>;
 
 /// Most frozen layers under a store (CHUNK-2). A study images a loaded
