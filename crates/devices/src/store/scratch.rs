@@ -28,7 +28,7 @@ static CURRENT: Mutex<Option<Arc<ScratchDir>>> = Mutex::new(None);
 static NEXT_FILE: AtomicU64 = AtomicU64::new(0);
 
 /// Taken names a new scratch file steps over before giving up.
-const NAME_ATTEMPTS_MAX: u32 = 64;
+pub(crate) const NAME_ATTEMPTS_MAX: u32 = 64;
 
 /// Bytes of chunks the process's scratch files hold now, and at most.
 static HELD_BYTES: AtomicU64 = AtomicU64::new(0);

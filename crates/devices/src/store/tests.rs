@@ -444,6 +444,10 @@ fn scratch_files_leave_no_name_behind_and_a_full_disk_is_refused_up_front() {
     assert!(missing.to_string().contains("absent"), "{missing}");
 }
 
+/// Stale names the regression test below leaves in the way.
+const STALE_NAMES: u64 = 32;
+const _: () = assert!(STALE_NAMES < super::scratch::NAME_ATTEMPTS_MAX as u64);
+
 /// Regression: each directory once numbered its own files, so two opened
 /// on one path by concurrent tests chose the same name and one failed.
 #[test]
@@ -461,9 +465,14 @@ fn two_directories_on_one_path_never_choose_the_same_name() {
         super::scratch::SCRATCH_FILE_PREFIX,
         std::process::id()
     );
+    // Names left by a dead process with this id over the next numbers
+    // (more than concurrent tests take meanwhile, fewer than the attempts
+    // allowed): the new file steps over them.
     let next = super::scratch::peek_next_file_number();
-    std::fs::write(dir.path().join(format!("{leftover}{next}")), b"stale").unwrap();
+    for n in next..next + STALE_NAMES {
+        std::fs::write(dir.path().join(format!("{leftover}{n}")), b"stale").unwrap();
+    }
     first
         .create_file()
-        .expect("a name left by a dead process is stepped over");
+        .expect("names left by a dead process are stepped over");
 }
