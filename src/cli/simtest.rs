@@ -132,9 +132,13 @@ fn describe(r: &SeedReport) {
     }
     println!(
         "  commits: {} acknowledged, {} in doubt, lost: {}",
-        r.acked_commits,
-        r.in_doubt_commits,
-        if r.lost_commits == 0 { "none" } else { "SOME" }
+        r.outcome.acked_commits,
+        r.outcome.in_doubt_commits,
+        if r.outcome.lost_commits == 0 {
+            "none"
+        } else {
+            "SOME"
+        }
     );
     if r.ipl_recoveries > 0 {
         println!(
@@ -149,9 +153,9 @@ fn describe(r: &SeedReport) {
     }
     println!(
         "  damaged page images caught: {} of {}; pages repaired from the log: {}",
-        r.faults.damaged_pages_caught, r.faults.damaged_pages, r.pages_repaired
+        r.faults.damaged_pages_caught, r.faults.damaged_pages, r.outcome.pages_repaired
     );
-    if r.lost_write_effects > 0 {
+    if r.outcome.lost_write_effects > 0 {
         println!("  a lost write (misdirected write) showed in the final check: a known limit");
     }
     if let Some(why) = &r.refused {
@@ -182,7 +186,7 @@ fn print_summary(s: &Summary) {
     }
     println!(
         "damaged pages       {} damaged page images, {} caught by checksum or page id; {} pages repaired from the log",
-        s.faults.damaged_pages, s.faults.damaged_pages_caught, s.pages_repaired
+        s.faults.damaged_pages, s.faults.damaged_pages_caught, s.outcome.pages_repaired
     );
     println!(
         "WAL before data     {} violations; {} flushes after a failed flush",
@@ -190,7 +194,7 @@ fn print_summary(s: &Summary) {
     );
     println!(
         "commits             {} acknowledged, {} in doubt, {} seeds lost acknowledged commits",
-        s.acked_commits, s.in_doubt_commits, s.lost_commits
+        s.outcome.acked_commits, s.outcome.in_doubt_commits, s.outcome.lost_commits
     );
     println!(
         "refused             {} seeds refused to open or read, naming the damage",
@@ -213,10 +217,10 @@ fn print_summary(s: &Summary) {
         s.log_damage_refused,
         s.log_damage_silently_lost
     );
-    if s.lost_write_effects > 0 {
+    if s.outcome.lost_write_effects > 0 {
         println!(
             "lost writes         {} misdirect seeds showed a lost write (a known limit)",
-            s.lost_write_effects
+            s.outcome.lost_write_effects
         );
     }
     println!("{}", if s.failed.is_empty() { "ok" } else { "FAILED" });

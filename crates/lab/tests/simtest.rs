@@ -19,7 +19,7 @@ fn assert_all_passed(summary: &Summary, what: &str) {
         "{} {what} seeds failed",
         summary.failed.len()
     );
-    assert_eq!(summary.lost_commits, 0);
+    assert_eq!(summary.outcome.lost_commits, 0);
 }
 
 /// Seeds CI runs (each takes milliseconds to a few tens of milliseconds).
@@ -199,7 +199,7 @@ fn simtest_ipl_seeds_all_pass() {
 fn regression_ipl_write_back_waits_for_the_force_that_captured_the_page() {
     let r = run_seed_with(68, "mixed", StoreChoice::Ipl);
     assert!(r.passed(), "{:?}\n  {}", r.failure, r.scenario);
-    assert_eq!(r.lost_commits, 0);
+    assert_eq!(r.outcome.lost_commits, 0);
     assert!(r.ipl_recoveries > 0 && r.ipl_pages_redone == 0, "{r:?}");
 }
 
@@ -217,7 +217,7 @@ fn regression_ipl_media_restarts_never_read_a_wrong_page() {
     for seed in [1084, 1608] {
         let r = run_seed_with(seed, "mixed", StoreChoice::Ipl);
         assert!(r.passed(), "seed {seed}: {:?}\n  {}", r.failure, r.scenario);
-        assert_eq!(r.lost_commits, 0, "seed {seed}");
+        assert_eq!(r.outcome.lost_commits, 0, "seed {seed}");
         assert_eq!(r.ipl_pages_redone, 0, "seed {seed}");
     }
 }
@@ -253,7 +253,7 @@ fn simtest_ipl_media_seeds_all_pass() {
             r.failure,
             r.scenario
         );
-        assert_eq!(r.lost_commits, 0, "seed {seed}");
+        assert_eq!(r.outcome.lost_commits, 0, "seed {seed}");
         if let Some(why) = &r.refused {
             assert!(
                 names_media_damage(why),
@@ -261,7 +261,7 @@ fn simtest_ipl_media_seeds_all_pass() {
             );
             refused += 1;
         }
-        repaired += r.pages_repaired;
+        repaired += r.outcome.pages_repaired;
         damaged += r.faults.damaged_pages;
         caught += r.faults.damaged_pages_caught;
         flips += r.faults.read_flips + r.faults.write_flips + r.faults.read_errors;

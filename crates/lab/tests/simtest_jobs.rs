@@ -11,7 +11,7 @@ fn seeds_on_three_threads_report_exactly_what_one_thread_does() {
             seen.push((
                 r.seed,
                 r.scenario.clone(),
-                r.acked_commits,
+                r.outcome.acked_commits,
                 r.failure.clone(),
             ));
         });

@@ -599,6 +599,43 @@ fn workload_cut(rng: &mut ChaCha8Rng) -> Cut {
     }
 }
 
+/// What became of the acknowledged commits: one seed's, or a run's sum.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Serialize)]
+pub struct CommitOutcome {
+    pub acked_commits: u64,
+    pub in_doubt_commits: u64,
+    /// Seeds whose acknowledged commits were not all present after
+    /// recovery (must be zero; misdirect seeds are counted apart).
+    pub lost_commits: u64,
+    /// Misdirect seeds whose final check failed: the visible effect of a
+    /// lost write (LIMIT: lost writes).
+    pub lost_write_effects: u64,
+    /// Pages the engine rebuilt from the log in the final recovery and check.
+    pub pages_repaired: u64,
+}
+
+impl CommitOutcome {
+    /// Count `o` into this sum.
+    pub fn add(&mut self, o: &CommitOutcome) {
+        let mut o = *o;
+        for (sum, n) in self.counts_mut().into_iter().zip(o.counts_mut()) {
+            *sum += *n;
+        }
+    }
+
+    /// The five counts, in field order.
+    fn counts_mut(&mut self) -> [&mut u64; 5] {
+        let c = self;
+        [
+            &mut c.acked_commits,
+            &mut c.in_doubt_commits,
+            &mut c.lost_commits,
+            &mut c.lost_write_effects,
+            &mut c.pages_repaired,
+        ]
+    }
+}
+
 /// What one seed did and found.
 #[derive(Clone, Debug, Default, PartialEq, Serialize)]
 pub struct SeedReport {
@@ -614,16 +651,8 @@ pub struct SeedReport {
     /// Longest chain of crashes inside recoveries of crashes.
     pub recovery_crash_depth: u64,
     pub faults: FaultCounts,
-    pub acked_commits: u64,
-    pub in_doubt_commits: u64,
-    /// Seeds whose acknowledged commits were not all present after
-    /// recovery (must be zero; misdirect seeds are counted apart).
-    pub lost_commits: u64,
-    /// Misdirect seeds whose final check failed: the visible effect of a
-    /// lost write (LIMIT: lost writes).
-    pub lost_write_effects: u64,
-    /// Pages the engine rebuilt from the log in the final recovery and check.
-    pub pages_repaired: u64,
+    #[serde(flatten)]
+    pub outcome: CommitOutcome,
     /// Damaging faults injected into the log device (flips, read errors).
     pub log_damage: u64,
     /// The database refused to open (or to read) naming the damage: a
@@ -960,9 +989,9 @@ fn final_check(
     let (repaired, checked) = outcome
         .finished()
         .ok_or_else(|| anyhow!("the final check did not finish"))??;
-    report.pages_repaired = repaired;
-    report.acked_commits = workload.acked();
-    report.in_doubt_commits = workload.in_doubt();
+    report.outcome.pages_repaired = repaired;
+    report.outcome.acked_commits = workload.acked();
+    report.outcome.in_doubt_commits = workload.in_doubt();
     report.faults = rig.counts();
     report.log_damage = log_damage(rig);
     let [recoveries, redone, skipped] = *rig.ipl_restarts.lock().expect("ipl restarts");
@@ -991,10 +1020,10 @@ fn final_check(
         } else if sc.profile == Profile::Misdirect {
             // LIMIT (lost writes): a misdirected write may leave a stale
             // page that no check can tell from a current one.
-            report.lost_write_effects = 1;
+            report.outcome.lost_write_effects = 1;
         } else {
             if e.contains("LOST COMMITS") {
-                report.lost_commits = 1;
+                report.outcome.lost_commits = 1;
             }
             return Err(anyhow!(e));
         }
@@ -1204,11 +1233,8 @@ pub struct Summary {
     /// Crash points by kind (event and task, or "time").
     pub crash_points: std::collections::BTreeMap<String, u64>,
     pub faults: FaultCounts,
-    pub acked_commits: u64,
-    pub in_doubt_commits: u64,
-    pub lost_commits: u64,
-    pub lost_write_effects: u64,
-    pub pages_repaired: u64,
+    #[serde(flatten)]
+    pub outcome: CommitOutcome,
     pub client_errors: u64,
     /// IPL recoveries, redo records of IPL pages applied and skipped.
     pub ipl_recoveries: u64,
@@ -1241,7 +1267,7 @@ impl Summary {
         self.refused += u64::from(r.refused.is_some());
         if r.log_damage > 0 {
             self.log_damage_seeds += 1;
-            match (&r.refused, r.lost_commits) {
+            match (&r.refused, r.outcome.lost_commits) {
                 (Some(_), _) => self.log_damage_refused += 1,
                 (None, 0) if r.passed() => self.log_damage_recovered += 1,
                 (None, _) => self.log_damage_silently_lost += 1,
@@ -1253,7 +1279,7 @@ impl Summary {
                 (Some(_), _, _) => self.at_rest_refused += 1,
                 (None, 1, true) => self.at_rest_limit_lost += 1,
                 (None, _, true) => self.at_rest_recovered += 1,
-                (None, _, false) if r.lost_commits > 0 => self.at_rest_silently_lost += 1,
+                (None, _, false) if r.outcome.lost_commits > 0 => self.at_rest_silently_lost += 1,
                 (None, _, false) => {} // failed otherwise: listed with the failures
             }
         }
@@ -1266,11 +1292,7 @@ impl Summary {
             *self.crash_points.entry(crash_kind(p)).or_default() += 1;
         }
         self.faults = self.faults.plus(&r.faults);
-        self.acked_commits += r.acked_commits;
-        self.in_doubt_commits += r.in_doubt_commits;
-        self.lost_commits += r.lost_commits;
-        self.lost_write_effects += r.lost_write_effects;
-        self.pages_repaired += r.pages_repaired;
+        self.outcome.add(&r.outcome);
         self.client_errors += r.client_errors;
         self.ipl_recoveries += r.ipl_recoveries;
         self.ipl_pages_redone += r.ipl_pages_redone;
