@@ -22,6 +22,7 @@ pub const DECLARED: &[(&str, &[&str])] = &[
     ]),
     ("lee2008-table2", &[
         "lee2008.table2.ssd_over_hdd_4", "lee2008.table2.hdd_64_over_4",
+        "lee2008.table2.order_of_magnitude_*",
         "lee2008.table2.hdd_tps_*", "lee2008.table2.hdd_cpu_pct_*",
         "lee2008.table2.ssd_tps_*", "lee2008.table2.ssd_cpu_pct_*",
         "lee2008.table2.ssd_saturation_clients", "lee2008.table2.cpu_per_txn",
