@@ -318,6 +318,11 @@ pub struct BenchReport {
     /// devices only): host pages written, flash pages written, erases.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub data_flash: Option<[u64; 3]>,
+    /// The log device's full merges over the run, warm-up included
+    /// (modelled devices only): each stops the log while its FTL copies
+    /// a whole block or super-block.
+    #[serde(skip_serializing_if = "Option::is_none")]
+    pub log_full_merges: Option<u64>,
     /// Host seconds the whole bench took.
     pub host_seconds: f64,
     /// Host seconds of the transactions alone: warm-up and measurement,
@@ -1118,6 +1123,8 @@ struct Loaded {
     /// The first data device's host pages written, flash pages written
     /// and erases, if it is a modelled SSD.
     flash: Option<[u64; 3]>,
+    /// The log device's full merges, if it is a modelled device.
+    log_full_merges: Option<u64>,
     stores: Vec<(String, flashlab_engine::store::StoreStats)>,
     /// The buffer pools' counters, all pools summed.
     buffer: flashlab_engine::buffer::BufferStats,
@@ -1132,6 +1139,11 @@ fn flash_counts(db: &Database) -> Option<[u64; 3]> {
         .first()
         .and_then(|d| d.model_stats())
         .map(|m| [m.host_pages_written, m.flash_pages_written, m.erases])
+}
+
+/// The log device's full merges so far, if it is a modelled device.
+fn log_full_merges(db: &Database) -> Option<u64> {
+    db.devices().log.model_stats().map(|m| m.full_merges)
 }
 
 /// Load the workload's data (or resume a kept database) and flush it.
@@ -1154,6 +1166,7 @@ fn load_phase(
     db.flush().map_err(|e| anyhow!("{e}"))?;
     let counters = db.store_counters();
     let flash = flash_counts(db);
+    let log_merges = log_full_merges(db);
     if let Some(hook) = &options.on_loaded {
         (hook.0)();
     }
@@ -1161,6 +1174,7 @@ fn load_phase(
         earlier,
         counters,
         flash,
+        log_full_merges: log_merges,
         seconds: (rt.now_ns() - start_ns) as f64 / NS_PER_S as f64,
         host_seconds: host.elapsed().as_secs_f64(),
         stores: db.store_stats(),
@@ -1299,6 +1313,9 @@ fn add_store_reports(report: &mut BenchReport, db: &Database, loaded: &Loaded, c
     report.data_flash = flash_counts(db)
         .zip(loaded.flash)
         .map(|(a, b)| [a[0] - b[0], a[1] - b[1], a[2] - b[2]]);
+    report.log_full_merges = log_full_merges(db)
+        .zip(loaded.log_full_merges)
+        .map(|(a, b)| a - b);
     report.buffer = buffer_step(&buffer_totals(db), &loaded.buffer, -1);
     report.data_stores = loaded
         .stores
@@ -1392,6 +1409,7 @@ fn report(
         load_host_seconds: 0.0,
         tpcc: None,
         data_flash: None,
+        log_full_merges: None,
         host_seconds: 0.0,
         run_host_seconds: 0.0,
         run_transactions: 0,
