@@ -55,4 +55,4 @@ pub mod trace;
 pub use device::{Device, DeviceRef, Wrapper};
 pub use error::DeviceError;
 pub use model::{DeviceModel, IoKind, IoRequest, ModelStats};
-pub use trace::{Space, TraceRecord};
+pub use trace::{Space, TraceRecord, busy_ns};

@@ -74,6 +74,29 @@ impl TraceRecord {
     }
 }
 
+/// Nanoseconds in which at least one of `records` was outstanding: the
+/// union of their submit-to-complete intervals (a device's busy time as
+/// the host sees it).
+pub fn busy_ns(records: &[TraceRecord]) -> u64 {
+    let mut spans: Vec<(u64, u64)> = records
+        .iter()
+        .map(|r| (r.submit_ns, r.complete_ns))
+        .collect();
+    spans.sort_unstable();
+    let (mut busy, mut open) = (0u64, None::<(u64, u64)>);
+    for (start, end) in spans {
+        open = match open {
+            Some((s, e)) if start <= e => Some((s, e.max(end))),
+            Some((s, e)) => {
+                busy += e.saturating_sub(s);
+                Some((start, end))
+            }
+            None => Some((start, end)),
+        };
+    }
+    busy + open.map_or(0, |(s, e)| e.saturating_sub(s))
+}
+
 /// A shared, append-only collection of trace records. Cloning gives another
 /// handle to the same collection. Records are kept in memory up to
 /// [`Tracer::RECORDS_MAX`]; beyond that they are counted but dropped, so that
@@ -134,5 +157,30 @@ impl Tracer {
 
     pub fn is_empty(&self) -> bool {
         self.len() == 0
+    }
+}
+
+#[cfg(test)]
+mod busy_tests {
+    use super::*;
+
+    fn at(submit_ns: u64, complete_ns: u64) -> TraceRecord {
+        TraceRecord {
+            submit_ns,
+            complete_ns,
+            device: "d".into(),
+            space: Space::Data,
+            kind: IoKind::Read,
+            offset_bytes: 0,
+            len_bytes: 4096,
+        }
+    }
+
+    #[test]
+    fn busy_time_counts_overlapping_requests_once() {
+        assert_eq!(busy_ns(&[]), 0);
+        // [0, 10) and [5, 20) overlap: 20; [30, 40) apart: 10; [32, 35) inside it.
+        let records = [at(30, 40), at(0, 10), at(32, 35), at(5, 20)];
+        assert_eq!(busy_ns(&records), 30);
     }
 }
