@@ -205,6 +205,9 @@ pub struct Point {
     pub notpm: f64,
     pub new_order_mean_s: f64,
     pub cpu_utilization: f64,
+    /// Buffer fetches that found their page resident, over all fetches
+    /// (the warm-up's included).
+    pub buffer_hit_ratio: f64,
     pub consistency: String,
 }
 
@@ -322,6 +325,10 @@ fn point(cell: Cell, warehouses: u32, report: &BenchReport) -> Point {
             .and_then(|t| t.transactions.first())
             .map_or(f64::NAN, |t| t.latency_ms.mean / 1e3),
         cpu_utilization: report.cpu_utilization,
+        buffer_hit_ratio: {
+            let b = &report.buffer;
+            b.hits as f64 / (b.hits + b.misses).max(1) as f64
+        },
         consistency: report.consistency.clone(),
     }
 }
@@ -512,6 +519,7 @@ mod tests {
             notpm,
             new_order_mean_s: 0.1,
             cpu_utilization: 0.5,
+            buffer_hit_ratio: 0.9,
             consistency: "ok".into(),
         };
         let study = Study {

@@ -440,40 +440,149 @@ fn consistency_notes(s: &Study) -> Vec<String> {
 /// Figure 4 with Tables 4 and 5.
 pub struct Table4;
 
-impl Skeleton for Table4 {
-    type Measured = Arc<Study>;
+/// Table 4's runs: the study at the run's scale, and, when that is not the
+/// default, the study at the default scale beside it for the comparison.
+pub struct Table4Runs {
+    study: Arc<Study>,
+    scale: u32,
+    at_default: Option<Arc<Study>>,
+}
 
-    fn measure(&self, ctx: &RunContext) -> anyhow::Result<Arc<Study>> {
-        study(ctx)
+impl Skeleton for Table4 {
+    type Measured = Table4Runs;
+
+    fn measure(&self, ctx: &RunContext) -> anyhow::Result<Table4Runs> {
+        let scale = scale(ctx)?;
+        let at_default = if scale == super::SCALE {
+            None
+        } else {
+            let default = RunContext {
+                scale: None,
+                ..ctx.clone()
+            };
+            Some(study(&default)?)
+        };
+        Ok(Table4Runs {
+            study: study(ctx)?,
+            scale,
+            at_default,
+        })
     }
 
-    fn description(&self, ctx: &RunContext, _: &Arc<Study>) -> String {
+    fn description(&self, ctx: &RunContext, _: &Table4Runs) -> String {
         description(ctx)
     }
 
-    fn tables(&self, s: &Arc<Study>) -> Vec<Table> {
-        vec![table4(s), table5(s)]
+    fn tables(&self, m: &Table4Runs) -> Vec<Table> {
+        let mut tables = vec![table4(&m.study), table5(&m.study)];
+        if let Some(default) = &m.at_default {
+            tables.push(scale_table(&m.study, m.scale, default));
+            tables.push(hit_ratio_table(&m.study, m.scale, default));
+        }
+        tables
     }
 
-    fn checks(&self, s: &Arc<Study>) -> Vec<Check> {
-        let mut checks = page_size_checks(s);
-        checks.extend(absolute_checks(s));
+    fn checks(&self, m: &Table4Runs) -> Vec<Check> {
+        let mut checks = page_size_checks(&m.study);
+        checks.extend(absolute_checks(&m.study));
         checks
     }
 
-    fn figures(&self, s: &Arc<Study>) -> anyhow::Result<Vec<Figure>> {
-        figure4(s)
+    fn figures(&self, m: &Table4Runs) -> anyhow::Result<Vec<Figure>> {
+        figure4(&m.study)
     }
 
-    fn notes(&self, s: &Arc<Study>) -> Vec<String> {
-        consistency_notes(s)
+    fn notes(&self, m: &Table4Runs) -> Vec<String> {
+        let mut notes = consistency_notes(&m.study);
+        if m.at_default.is_some() {
+            notes.push(format!(
+                "The scale table runs the study twice in this run: at 1/{} (the checks) and at the default 1/{} (the default report's run, for comparison only).",
+                m.scale,
+                super::SCALE
+            ));
+        }
+        notes
     }
 
-    /// The points, and the loads' host time (which the report moves to
-    /// timings.json: results.json holds only what the seed decides).
-    fn data(&self, s: &Arc<Study>) -> serde_json::Value {
-        serde_json::json!({"points": s.points, "load_host_seconds": s.load_host_seconds})
+    /// The points (and the default scale's, when run beside), and the
+    /// loads' host time (which the report moves to timings.json:
+    /// results.json holds only what the seed decides).
+    fn data(&self, m: &Table4Runs) -> serde_json::Value {
+        let mut data = serde_json::json!({
+            "points": m.study.points,
+            "load_host_seconds": m.study.load_host_seconds,
+        });
+        if let Some(default) = &m.at_default {
+            data["default_scale_points"] = serde_json::json!(default.points);
+        }
+        data
     }
+}
+
+/// The buffer hit ratio at each maximum, both page sizes, at the default
+/// scale and the run's: what the scale changes in the I/O a New-Order does.
+fn hit_ratio_table(s: &Study, scale: u32, default: &Study) -> Table {
+    let pct = |st: &Study, c: Cell| format!("{:.2}%", 100.0 * st.best(c).buffer_hit_ratio);
+    let rows = by_buffer_and_cpus(|c| vec![pct(default, c), pct(s, c)]);
+    let (d, r) = (format!("1/{}", super::SCALE), format!("1/{scale}"));
+    Table::new(
+        "Scale: buffer hit ratio at each maximum",
+        &[
+            "buffer",
+            "CPUs",
+            &format!("4 KB {d}"),
+            &format!("4 KB {r}"),
+            &format!("16 KB {d}"),
+            &format!("16 KB {r}"),
+        ],
+        rows,
+    )
+}
+
+/// The scale comparison: by cell, the 4 KB advantage over 16 KB and the
+/// 4 KB buffer gain from 640 to 2560 MB at the default scale, at the run's
+/// scale and in the paper.
+fn scale_table(s: &Study, scale: u32, default: &Study) -> Table {
+    let advantage = |st: &Study, buffer_mb, cpus| {
+        advantage_pct(ratio(st, "table4_tpcc_notpm", buffer_mb, cpus, |x| x.notpm).1)
+    };
+    let paper = |buffer_mb, cpus| {
+        let notpm = |page_bytes| published("table4_tpcc_notpm", cell(page_bytes, buffer_mb, cpus));
+        advantage_pct(notpm(4096) / notpm(16384))
+    };
+    let mut rows = Vec::new();
+    for buffer_mb in BUFFER_MB {
+        for cpus in CPUS {
+            rows.push(vec![
+                format!("4 KB over 16 KB, {buffer_mb} MB, {cpus} CPU"),
+                format!("{:+.1}%", advantage(default, buffer_mb, cpus)),
+                format!("{:+.1}%", advantage(s, buffer_mb, cpus)),
+                format!("{:+.1}%", paper(buffer_mb, cpus)),
+            ]);
+        }
+    }
+    let (small, large) = (BUFFER_MB[0], BUFFER_MB[BUFFER_MB.len() - 1]);
+    for cpus in CPUS {
+        let gain = |notpm: &dyn Fn(Cell) -> f64| {
+            100.0 * (notpm(cell(4096, large, cpus)) / notpm(cell(4096, small, cpus)) - 1.0)
+        };
+        rows.push(vec![
+            format!("4 KB, {small} MB to {large} MB, {cpus} CPU"),
+            format!("{:+.1}%", gain(&|c| default.best(c).notpm)),
+            format!("{:+.1}%", gain(&|c| s.best(c).notpm)),
+            format!("{:+.1}%", gain(&|c| published("table4_tpcc_notpm", c))),
+        ]);
+    }
+    Table::new(
+        "Scale: the page-size advantage and the buffer gain at two data scales",
+        &[
+            "what",
+            &format!("1/{}", super::SCALE),
+            &format!("1/{scale}"),
+            "paper",
+        ],
+        rows,
+    )
 }
 
 /// Figure 5: NoTPM against CPUs and against buffer size (4 KB pages).
@@ -625,6 +734,61 @@ impl Skeleton for Figure5 {
 #[cfg(test)]
 mod tests {
     use super::*;
+
+    /// A study of one point a cell: 4 KB pages at `notpm_4k`, 16 KB at
+    /// 1,000 NoTPM, every buffer hit ratio `hits`.
+    fn one_point_a_cell(notpm_4k: f64, hits: f64) -> Study {
+        let point = |cell: Cell| super::super::Point {
+            cell,
+            warehouses: 400,
+            notpm: if cell.page_bytes == 4096 {
+                notpm_4k
+            } else {
+                1000.0
+            },
+            new_order_mean_s: 0.1,
+            cpu_utilization: 1.0,
+            buffer_hit_ratio: hits,
+            consistency: "ok".into(),
+        };
+        Study {
+            points: super::super::cells().into_iter().map(point).collect(),
+            load_host_seconds: 0.0,
+            load_seconds: 0.0,
+        }
+    }
+
+    /// The scale tables put the default scale's values beside the run's
+    /// and the paper's, cell by cell.
+    #[test]
+    fn the_scale_tables_set_two_scales_beside_the_paper() {
+        let (default, tenth) = (
+            one_point_a_cell(1200.0, 0.95),
+            one_point_a_cell(1300.0, 0.97),
+        );
+        let table = scale_table(&tenth, 10, &default);
+        assert_eq!(table.columns, ["what", "1/100", "1/10", "paper"]);
+        // The paper's 640 MB, 1 CPU cell: 3,183 against 2,646 NoTPM.
+        assert_eq!(
+            table.rows[0],
+            [
+                "4 KB over 16 KB, 640 MB, 1 CPU",
+                "+20.0%",
+                "+30.0%",
+                "+20.3%"
+            ]
+        );
+        assert_eq!(table.rows.len(), 9 + 3);
+        assert_eq!(
+            table.rows[9][..3],
+            ["4 KB, 640 MB to 2560 MB, 1 CPU", "+0.0%", "+0.0%"]
+        );
+        let hits = hit_ratio_table(&tenth, 10, &default);
+        assert_eq!(
+            hits.rows[0],
+            ["640 MB", "1", "95.00%", "97.00%", "95.00%", "97.00%"]
+        );
+    }
 
     /// The description states each scale's rows and buffers, and refuses
     /// nothing at the two scales the study runs at.
