@@ -661,6 +661,11 @@ fn print_log(r: &BenchReport) {
         r.log.avg_write_ms,
         r.log.tail_rewrites
     );
+    if let Some(merges) = r.log_full_merges.filter(|&m| m > 0) {
+        println!(
+            "log device          {merges} full merges over the run, warm-up included (each stops the log while its FTL copies a block)"
+        );
+    }
     if r.log.group_waits > 0 {
         println!(
             "group wait          {} waits for the last group's commits, {} saw it, mean {:.1} us",
