@@ -28,7 +28,7 @@ pub struct Cli {
     #[arg(long, global = true, value_name = "DIR")]
     sim_dir: Option<std::path::PathBuf>,
     /// MB of simulated devices' contents kept in memory before the rest
-    /// goes to --sim-dir (default 512; 0: all of it in files)
+    /// goes to --sim-dir (default 256; 0: all of it in files)
     #[arg(long, global = true, value_name = "MB")]
     sim_memory: Option<u64>,
     #[command(subcommand)]

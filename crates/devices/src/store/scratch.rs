@@ -36,8 +36,9 @@ static PEAK_BYTES: AtomicU64 = AtomicU64::new(0);
 
 /// Bytes of chunks the stores of one directory keep on the heap before
 /// new ones go to files, unless `--sim-memory` says otherwise: small runs
-/// stay as fast as memory, large ones spill.
-pub const HEAP_BUDGET_BYTES_DEFAULT: u64 = 512 << 20;
+/// stay as fast as memory, large ones spill. 256 MB keeps a full
+/// `reproduce`, two units at a time, under 2 GB.
+pub const HEAP_BUDGET_BYTES_DEFAULT: u64 = 256 << 20;
 
 /// A directory checked to be usable, with room for what a run declared.
 #[derive(Debug)]
