@@ -110,8 +110,8 @@ pub mod wal;
 
 pub use config::{BufferConfig, DataSpaceConfig, DbConfig, SpaceConfig};
 pub use db::{
-    Builder, Database, IndexRows, Rows, TRANSACT_ATTEMPTS_MAX, Table, TableSpec, Transaction,
-    TypedRows,
+    Builder, BulkLoad, BulkLoadOptions, BulkLoadStats, Database, IndexRows, Rows,
+    TRANSACT_ATTEMPTS_MAX, Table, TableSpec, Transaction, TypedRows,
 };
 pub use error::{Error, ErrorKind, Result};
 pub use mvcc::Isolation;

@@ -15,8 +15,9 @@
 //! to a tree (the table layer keeps a latch per tree).
 //!
 //! Modules: [`node`] is the page layout (a slotted page per node), `tree`
-//! the algorithms (descent, split, scan), `check` the structural verifier
-//! and [`testing`] an in-memory `PageAccess` for tests.
+//! the algorithms (descent, split, scan), [`build`] the bottom-up build of
+//! a bulk load, `check` the structural verifier and [`testing`] an
+//! in-memory `PageAccess` for tests.
 //!
 //! Design choices: the root page never moves, so the catalog records it
 //! once; deletes never merge or free pages, which keeps them to one page
@@ -65,11 +66,13 @@
 //!     node should be was zeroed at rest: `Error::Damaged` naming the page,
 //!     never a "malformed" node or an empty one.
 
+pub mod build;
 mod check;
 pub mod node;
 pub mod testing;
 mod tree;
 
+pub use build::{BuildStats, TreeBuilder};
 pub use check::TreeStats;
 pub use node::{ENTRIES_PER_PAGE_MIN, NO_PAGE, max_entry_bytes};
 pub use tree::{AppendHint, BTree, LeafPosition};

@@ -584,7 +584,7 @@ impl BTree {
 }
 
 /// Fail with `TooLarge` if an entry breaks the size limit (BTREE-6).
-fn check_entry_size(page_bytes: usize, key: &[u8], value: &[u8]) -> Result<()> {
+pub(crate) fn check_entry_size(page_bytes: usize, key: &[u8], value: &[u8]) -> Result<()> {
     let limit_bytes = max_entry_bytes(page_bytes);
     let entry_bytes = key.len() + value.len();
     if entry_bytes > limit_bytes {

@@ -130,6 +130,19 @@ impl Inner {
         }
     }
 
+    /// Run `op` holding the exclusive latch of every tree of `trees`,
+    /// taken in the order given (a table before its indexes: nothing else
+    /// holds two tree latches at once).
+    pub(crate) fn with_trees_exclusive<R>(
+        &self,
+        trees: &[TreeRef<'_>],
+        op: impl FnOnce() -> R,
+    ) -> R {
+        let latches: Vec<_> = trees.iter().map(|tree| self.tree_latch(tree)).collect();
+        let _guards: Vec<_> = latches.iter().map(|latch| latch.write()).collect();
+        op()
+    }
+
     pub(crate) fn mtr(&self, space: SpaceId) -> Result<Mtr<'_>> {
         let s = self.space(space)?;
         let mtr = Mtr::new(&s.pool, s.id, &s.name, s.capacity_pages, &s.allocation)

@@ -81,6 +81,11 @@ pub struct TableDef {
     /// Typed tables have a schema; byte tables store raw keys and values.
     pub schema: Option<Schema>,
     pub indexes: Vec<IndexDef>,
+    /// A bulk load into the table began and has not ended (BULK-5): an
+    /// open that finds this set takes back the pages the load reserved.
+    /// Absent from the entry when false.
+    #[serde(default, skip_serializing_if = "is_false")]
+    pub loading: bool,
     /// The primary tree's latch (DB-8).
     #[serde(skip)]
     pub(crate) latch: LatchSlot,
@@ -120,6 +125,10 @@ impl TableDef {
             .find(|i| i.name == name)
             .ok_or_else(|| Error::Catalog(format!("table '{}' has no index '{name}'", self.name)))
     }
+}
+
+fn is_false(b: &bool) -> bool {
+    !*b
 }
 
 /// The catalog key of a table.
@@ -216,6 +225,7 @@ mod tests {
             root: 2,
             schema: None,
             indexes: Vec::new(),
+            loading: false,
             latch: LatchSlot::default(),
         };
         let filled = def.clone();

@@ -263,6 +263,7 @@ pub(crate) fn create_table(db: &Database, spec: TableSpec) -> Result<Table> {
         root,
         schema: spec.schema,
         indexes: defs,
+        loading: false,
         latch: Default::default(),
     };
     let catalog = TreeRef::at(0, CATALOG_ROOT);

@@ -108,6 +108,10 @@ pub struct RecoveryReport {
     pub records_undone: u64,
     /// Sectors past the end left by an unfinished write, erased.
     pub leftover_sectors: u64,
+    /// Bulk loads a crash cut short (BULK-5), and the pages they had
+    /// reserved, taken back to the free list.
+    pub bulk_loads_cut: u64,
+    pub bulk_pages_reclaimed: u64,
 }
 
 /// How far past the end analysis looks: one force's largest write.
@@ -285,6 +289,7 @@ pub(crate) fn recover_with_report(
     report.records_undone = undo(&db, losers, l_star)?;
     crate::db::create::finish_creation(&db, created)?;
     load_catalog(&db)?;
+    (report.bulk_loads_cut, report.bulk_pages_reclaimed) = crate::db::bulk::reclaim_cut_loads(&db)?;
     db.inner.wal.flush_all()?;
     db.flush()?;
     // The closing checkpoint moved the log start past every record the

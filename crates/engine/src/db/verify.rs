@@ -28,8 +28,8 @@ use std::collections::{BTreeSet, HashMap, HashSet};
 use serde::Serialize;
 
 use crate::btree::BTree;
-use crate::db::Database;
 use crate::db::catalog::CATALOG_ROOT;
+use crate::db::{DataSpace, Database};
 use crate::error::Result;
 use crate::page::{self, PageId};
 use crate::space::SpaceHeader;
@@ -73,7 +73,8 @@ pub fn verify(db: &Database) -> Result<VerifyReport> {
     let mut report = VerifyReport::default();
     verify_log(db, &mut report)?;
     verify_pages(db, &mut report)?;
-    let owners = verify_trees(db, &mut report)?;
+    let mut owners = verify_trees(db, &mut report)?;
+    crate::db::bulk::add_reserved(db, &mut owners);
     verify_reach(db, &mut report, &owners)?;
     verify_page_use(db, &mut report, &owners)?;
     if report.pages_repaired > 0 {
@@ -187,9 +188,9 @@ fn verify_pages(db: &Database, report: &mut VerifyReport) -> Result<()> {
 }
 
 /// Per data space: each tree page and the tree that holds it.
-type PageOwners = HashMap<u32, HashMap<u32, String>>;
+pub(crate) type PageOwners = HashMap<u32, HashMap<u32, String>>;
 
-fn verify_trees(db: &Database, report: &mut VerifyReport) -> Result<PageOwners> {
+pub(crate) fn verify_trees(db: &Database, report: &mut VerifyReport) -> Result<PageOwners> {
     let mut owners = PageOwners::new();
     let mut trees = vec![("catalog".to_string(), 0u32, CATALOG_ROOT)];
     for table in db.tables() {
@@ -256,49 +257,66 @@ fn verify_page_use(db: &Database, report: &mut VerifyReport, owners: &PageOwners
         return Ok(());
     }
     for space in &db.inner.spaces {
-        let mut mtr = db.inner.mtr(space.id)?;
-        let header = SpaceHeader::decode(crate::mtr::PageAccess::read(&mut mtr, 0)?, &space.name)?;
         let empty = HashMap::new();
         let owned = owners.get(&space.id).unwrap_or(&empty);
-        let mut free = HashSet::new();
-        let mut next = header.free_head;
-        while next != 0 {
-            if next >= header.page_count || !free.insert(next) {
-                report.problem(format!(
-                    "data space '{}': the free list reaches page {next} {}",
-                    space.name,
-                    if next >= header.page_count {
-                        "beyond the high-water mark"
-                    } else {
-                        "twice (a loop)"
-                    }
-                ));
-                break;
+        let (leaked, page_count) = match leaked_pages(db, space, owned)? {
+            Ok(found) => found,
+            Err(problem) => {
+                report.problem(problem);
+                continue;
             }
-            if let Some(tree) = owned.get(&next) {
-                report.problem(format!(
-                    "data space '{}': page {next} is on the free list and in {tree}",
-                    space.name
-                ));
-            }
-            next = SpaceHeader::free_next(crate::mtr::PageAccess::read(&mut mtr, next)?);
-        }
-        let leaked: Vec<u32> = (1..header.page_count)
-            .filter(|p| !owned.contains_key(p) && !free.contains(p))
-            .collect();
+        };
         if !leaked.is_empty() {
             let first: Vec<String> = leaked.iter().take(8).map(u32::to_string).collect();
             report.problem(format!(
                 "data space '{}': {} of its {} pages are in no tree and not on the free list (leaked): {}{}",
                 space.name,
                 leaked.len(),
-                header.page_count,
+                page_count,
                 first.join(", "),
                 if leaked.len() > first.len() { ", ..." } else { "" }
             ));
         }
     }
     Ok(())
+}
+
+/// The pages of `space` below its high-water mark that are neither in a
+/// tree (`owned`) nor on the free list, and the page count (VERIFY-1); or
+/// the problem that makes the free list unusable.
+pub(crate) fn leaked_pages(
+    db: &Database,
+    space: &DataSpace,
+    owned: &HashMap<u32, String>,
+) -> Result<std::result::Result<(Vec<u32>, u32), String>> {
+    let mut mtr = db.inner.mtr(space.id)?;
+    let header = SpaceHeader::decode(crate::mtr::PageAccess::read(&mut mtr, 0)?, &space.name)?;
+    let mut free = HashSet::new();
+    let mut next = header.free_head;
+    while next != 0 {
+        if next >= header.page_count || !free.insert(next) {
+            return Ok(Err(format!(
+                "data space '{}': the free list reaches page {next} {}",
+                space.name,
+                if next >= header.page_count {
+                    "beyond the high-water mark"
+                } else {
+                    "twice (a loop)"
+                }
+            )));
+        }
+        if let Some(tree) = owned.get(&next) {
+            return Ok(Err(format!(
+                "data space '{}': page {next} is on the free list and in {tree}",
+                space.name
+            )));
+        }
+        next = SpaceHeader::free_next(crate::mtr::PageAccess::read(&mut mtr, next)?);
+    }
+    let leaked = (1..header.page_count)
+        .filter(|p| !owned.contains_key(p) && !free.contains(p))
+        .collect();
+    Ok(Ok((leaked, header.page_count)))
 }
 
 #[cfg(test)]

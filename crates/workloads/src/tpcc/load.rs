@@ -1,12 +1,12 @@
 //! Population (clause 4.3.3.1), deterministic by seed, in key order.
 //!
-//! Every table's rows are generated and inserted in ascending primary-key
-//! order, so each B+tree grows by appends at its rightmost leaf (the
-//! engine's bulk-load path: no splits in the middle, full leaves). Each
-//! (table, warehouse, district) has its own random stream, derived from the
-//! seed, so the data does not depend on the order of loading. Rows go in
-//! batches of [`LOAD_BATCH_ROWS`] per transaction; a batch refused for a
-//! retryable reason (a full log waiting for a checkpoint) is tried again.
+//! Every table's rows are generated in ascending primary-key order and go
+//! into the engine's bulk load ([`Database::bulk_load`]), one per table,
+//! all open for the whole population: each tree is built bottom up with
+//! full leaves, each page written once, and the tables become visible
+//! together as the loads finish. Each (table, warehouse, district) has its
+//! own random stream, derived from the seed, so the data does not depend
+//! on the order of loading.
 //!
 //! Scaled populations (fewer items or customers per district, for tests
 //! and quick runs) keep the rules: stock rows per warehouse equal the
@@ -14,7 +14,7 @@
 //! 30% of them (900 of 3,000) are new orders.
 
 use flashlab_engine::row::Value;
-use flashlab_engine::{Database, Result, Table};
+use flashlab_engine::{BulkLoad, Database, Result};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -25,12 +25,6 @@ use super::random::{
 use super::schema::{self, Tables, i};
 use super::{DISTRICTS_PER_WAREHOUSE, TpccOptions};
 
-/// Rows inserted per load transaction.
-pub const LOAD_BATCH_ROWS: usize = 2_000;
-/// Tries of one batch before the load gives up.
-const LOAD_TRIES_MAX: u32 = 100;
-/// Pause before a refused batch is tried again.
-const LOAD_RETRY_BACKOFF_NS: u64 = 10_000_000;
 /// The date stamped on loaded rows (dates are runtime nanoseconds; 0 is null).
 pub const LOAD_DATE: i64 = 1;
 /// W_YTD and D_YTD at load, in cents (300,000.00 and 30,000.00).
@@ -91,26 +85,67 @@ fn address(rng: &mut ChaCha8Rng) -> [Value; 5] {
     ]
 }
 
+/// One bulk load per table, each fed in its primary-key order.
+struct Loads<'db> {
+    warehouse: BulkLoad<'db>,
+    stock: BulkLoad<'db>,
+    district: BulkLoad<'db>,
+    customer: BulkLoad<'db>,
+    history: BulkLoad<'db>,
+    order: BulkLoad<'db>,
+    order_line: BulkLoad<'db>,
+    new_order: BulkLoad<'db>,
+}
+
+impl<'db> Loads<'db> {
+    fn start(db: &'db Database, t: &Tables) -> Result<Loads<'db>> {
+        Ok(Loads {
+            warehouse: db.bulk_load(&t.warehouse)?,
+            stock: db.bulk_load(&t.stock)?,
+            district: db.bulk_load(&t.district)?,
+            customer: db.bulk_load(&t.customer)?,
+            history: db.bulk_load(&t.history)?,
+            order: db.bulk_load(&t.order)?,
+            order_line: db.bulk_load(&t.order_line)?,
+            new_order: db.bulk_load(&t.new_order)?,
+        })
+    }
+
+    fn finish(self) -> Result<()> {
+        for load in [
+            self.warehouse,
+            self.stock,
+            self.district,
+            self.customer,
+            self.history,
+            self.order,
+            self.order_line,
+            self.new_order,
+        ] {
+            load.finish()?;
+        }
+        Ok(())
+    }
+}
+
 /// Load the whole database: create the tables, then fill them.
 pub fn load(db: &Database, options: &TpccOptions, constants: &Constants) -> Result<()> {
     schema::create(db)?;
     let t = Tables::open(db)?;
     let seed = options.seed;
     let mut rng = stream(seed, Stream::Item, 0, 0);
-    load_rows(
-        db,
-        &t.item,
-        (1..=options.items).map(|id| item(&mut rng, id)),
-    )?;
+    let mut items = db.bulk_load(&t.item)?;
+    push_rows(&mut items, (1..=options.items).map(|id| item(&mut rng, id)))?;
+    items.finish()?;
+    let mut loads = Loads::start(db, &t)?;
     for w in 1..=options.warehouses {
-        load_warehouse(db, &t, options, constants, w)?;
+        load_warehouse(&mut loads, options, constants, w)?;
     }
-    Ok(())
+    loads.finish()
 }
 
 fn load_warehouse(
-    db: &Database,
-    t: &Tables,
+    loads: &mut Loads<'_>,
     options: &TpccOptions,
     constants: &Constants,
     w: u32,
@@ -123,23 +158,20 @@ fn load_warehouse(
         Value::Decimal(rng.random_range(0..=TAX_MAX)),
         Value::Decimal(W_YTD_LOAD_CENTS),
     ]);
-    load_rows(db, &t.warehouse, [row])?;
+    loads.warehouse.push(&row)?;
     let mut rng = stream(seed, Stream::Stock, w, 0);
-    load_rows(
-        db,
-        &t.stock,
+    push_rows(
+        &mut loads.stock,
         (1..=options.items).map(|id| stock(&mut rng, w, id)),
     )?;
     let mut rng = stream(seed, Stream::District, w, 0);
-    let districts: Vec<_> = (1..=DISTRICTS_PER_WAREHOUSE)
-        .map(|d| district(&mut rng, w, d, options))
-        .collect();
-    load_rows(db, &t.district, districts)?;
+    let districts = (1..=DISTRICTS_PER_WAREHOUSE).map(|d| district(&mut rng, w, d, options));
+    push_rows(&mut loads.district, districts)?;
     for d in 1..=DISTRICTS_PER_WAREHOUSE {
-        load_customers(db, t, options, constants, w, d)?;
+        load_customers(loads, options, constants, w, d)?;
     }
     for d in 1..=DISTRICTS_PER_WAREHOUSE {
-        load_orders(db, t, options, w, d)?;
+        load_orders(loads, options, w, d)?;
     }
     Ok(())
 }
@@ -230,8 +262,7 @@ pub fn load_history_id(options: &TpccOptions, w: u32, d: u32, c: u32) -> i64 {
 }
 
 fn load_customers(
-    db: &Database,
-    t: &Tables,
+    loads: &mut Loads<'_>,
     options: &TpccOptions,
     constants: &Constants,
     w: u32,
@@ -242,7 +273,7 @@ fn load_customers(
     let customers: Vec<_> = (1..=cpd)
         .map(|c| customer(&mut rng, (w, d, c), options, constants))
         .collect();
-    load_rows(db, &t.customer, customers)?;
+    push_rows(&mut loads.customer, customers)?;
     let history = (1..=cpd).map(|c| {
         vec![
             i(load_history_id(options, w, d, c)),
@@ -256,10 +287,10 @@ fn load_customers(
             s(astring(&mut rng, 12, 24)),
         ]
     });
-    load_rows(db, &t.history, history.collect::<Vec<_>>())
+    push_rows(&mut loads.history, history)
 }
 
-fn load_orders(db: &Database, t: &Tables, options: &TpccOptions, w: u32, d: u32) -> Result<()> {
+fn load_orders(loads: &mut Loads<'_>, options: &TpccOptions, w: u32, d: u32) -> Result<()> {
     let mut rng = stream(options.seed, Stream::Order, w, d);
     let mut customers: Vec<u32> = (1..=options.customers_per_district).collect();
     customers.shuffle(&mut rng);
@@ -304,52 +335,16 @@ fn load_orders(db: &Database, t: &Tables, options: &TpccOptions, w: u32, d: u32)
             ]);
         }
     }
-    load_rows(db, &t.order, orders)?;
-    load_rows(db, &t.order_line, lines)?;
+    push_rows(&mut loads.order, orders)?;
+    push_rows(&mut loads.order_line, lines)?;
     let new_orders = (first_new..=options.orders_per_district()).map(|o| vec![i(w), i(d), i(o)]);
-    load_rows(db, &t.new_order, new_orders.collect::<Vec<_>>())
+    push_rows(&mut loads.new_order, new_orders)
 }
 
-/// Insert `rows` into `table` in batches, in the order given.
-fn load_rows(
-    db: &Database,
-    table: &Table,
-    rows: impl IntoIterator<Item = Vec<Value>>,
-) -> Result<()> {
-    let mut batch = Vec::with_capacity(LOAD_BATCH_ROWS);
+/// Add `rows` to `load`, in the order given (ascending primary keys).
+fn push_rows(load: &mut BulkLoad<'_>, rows: impl IntoIterator<Item = Vec<Value>>) -> Result<()> {
     for row in rows {
-        batch.push(row);
-        if batch.len() == LOAD_BATCH_ROWS {
-            insert_batch(db, table, &batch)?;
-            batch.clear();
-        }
+        load.push(&row)?;
     }
-    if batch.is_empty() {
-        return Ok(());
-    }
-    insert_batch(db, table, &batch)
-}
-
-fn insert_batch(db: &Database, table: &Table, rows: &[Vec<Value>]) -> Result<()> {
-    let mut tries = 0;
-    loop {
-        tries += 1;
-        match try_batch(db, table, rows) {
-            Err(e) if e.is_retryable() && tries < LOAD_TRIES_MAX => {
-                // Give the checkpointer (a full log) or the lock holder a
-                // turn: a retry at the same instant would find the same.
-                flashlab_runtime::Rt::current().sleep(LOAD_RETRY_BACKOFF_NS);
-            }
-            other => return other,
-        }
-    }
-}
-
-fn try_batch(db: &Database, table: &Table, rows: &[Vec<Value>]) -> Result<()> {
-    let mut txn = db.begin()?;
-    if let Err(e) = txn.put_rows(table, rows) {
-        let _ = txn.abort();
-        return Err(e);
-    }
-    txn.commit()
+    Ok(())
 }
