@@ -605,6 +605,23 @@ fn progress_bar(options: &mut BenchOptions) -> Option<indicatif::ProgressBar> {
     Some(bar)
 }
 
+/// The load's times, and its bulk-loaded rows per host second.
+fn print_load(r: &BenchReport) {
+    let rows = if r.load_bulk_rows > 0 {
+        format!(
+            "; {} rows bulk-loaded, {:.0} a host second",
+            r.load_bulk_rows,
+            r.load_bulk_rows as f64 / r.load_host_seconds.max(1e-9)
+        )
+    } else {
+        String::new()
+    };
+    println!(
+        "load                {:.1} s ({} world), {:.1} s host{rows}",
+        r.load_seconds, r.world, r.load_host_seconds
+    );
+}
+
 fn print_summary(r: &BenchReport) {
     println!("workload            {} ({} world)", r.workload, r.world);
     if r.world == "real" {
@@ -633,10 +650,7 @@ fn print_summary(r: &BenchReport) {
         println!("CPU utilization     {:.1}%", r.cpu_utilization * 100.0);
     }
     print_log(r);
-    println!(
-        "load                {:.1} s ({} world), {:.1} s host",
-        r.load_seconds, r.world, r.load_host_seconds
-    );
+    print_load(r);
     print_stores(r);
     print_buffer(r);
     if let Some(t) = &r.tpcc {

@@ -204,7 +204,13 @@ fn bulk(
     fill: u8,
 ) -> flashlab_engine::BulkLoadStats {
     let mut load = db
-        .bulk_load_with(t, BulkLoadOptions { fill_percent: fill })
+        .bulk_load_with(
+            t,
+            BulkLoadOptions {
+                fill_percent: fill,
+                ..BulkLoadOptions::default()
+            },
+        )
         .unwrap();
     for i in ids {
         load.push(&row(i, 7)).unwrap();

@@ -311,6 +311,8 @@ pub struct BenchReport {
     /// simulated), and on the host.
     pub load_seconds: f64,
     pub load_host_seconds: f64,
+    /// Rows the load's bulk loads added (0 for a workload that inserts).
+    pub load_bulk_rows: u64,
     /// TPC-C: tpmC, tpmTotal, efficiency and the five types' figures.
     #[serde(skip_serializing_if = "Option::is_none")]
     pub tpcc: Option<flashlab_workloads::tpcc::TpccSummary>,
@@ -824,9 +826,10 @@ pub struct DbImage {
     data: Vec<Mutex<SparseStore>>,
     log: Mutex<SparseStore>,
     rollback: Option<Mutex<SparseStore>>,
-    /// Virtual and host seconds of the load.
+    /// Virtual and host seconds of the load, and the rows it bulk-loaded.
     pub load_seconds: f64,
     pub load_host_seconds: f64,
+    pub load_bulk_rows: u64,
 }
 
 impl std::fmt::Debug for DbImage {
@@ -927,6 +930,7 @@ pub fn load_image(options: &BenchOptions) -> anyhow::Result<Arc<DbImage>> {
             .ok_or_else(|| anyhow!("unknown workload"))?;
         let (start_ns, host) = (rt.now_ns(), std::time::Instant::now());
         workload.setup(&db).map_err(|e| anyhow!("loading: {e}"))?;
+        let load_bulk_rows = db.stats().bulk_loaded_rows;
         db.close().map_err(|e| anyhow!("{e}"))?;
         let mut images = stored
             .imaged
@@ -949,6 +953,7 @@ pub fn load_image(options: &BenchOptions) -> anyhow::Result<Arc<DbImage>> {
             rollback,
             load_seconds: (rt.now_ns() - start_ns) as f64 / NS_PER_S as f64,
             load_host_seconds: host.elapsed().as_secs_f64(),
+            load_bulk_rows,
         })
     })?;
     Ok(Arc::new(image))
@@ -1130,6 +1135,7 @@ struct Loaded {
     buffer: flashlab_engine::buffer::BufferStats,
     seconds: f64,
     host_seconds: f64,
+    bulk_rows: u64,
 }
 
 /// The first data device's flash counters, if it models flash.
@@ -1177,6 +1183,7 @@ fn load_phase(
         log_full_merges: log_merges,
         seconds: (rt.now_ns() - start_ns) as f64 / NS_PER_S as f64,
         host_seconds: host.elapsed().as_secs_f64(),
+        bulk_rows: db.stats().bulk_loaded_rows,
         stores: db.store_stats(),
         buffer: buffer_totals(db),
     })
@@ -1297,9 +1304,17 @@ fn run_loaded(
     report.run_host_seconds = run_host_seconds;
     report.run_transactions = committed_total;
     add_store_reports(&mut report, db, loaded, committed_total);
-    (report.load_seconds, report.load_host_seconds) = match &options.image {
-        Some(image) => (image.load_seconds, image.load_host_seconds),
-        None => (loaded.seconds, loaded.host_seconds),
+    (
+        report.load_seconds,
+        report.load_host_seconds,
+        report.load_bulk_rows,
+    ) = match &options.image {
+        Some(image) => (
+            image.load_seconds,
+            image.load_host_seconds,
+            image.load_bulk_rows,
+        ),
+        None => (loaded.seconds, loaded.host_seconds, loaded.bulk_rows),
     };
     if options.workload == "tpcc" {
         add_tpcc_summary(&mut report, options, workload.as_ref());
@@ -1407,6 +1422,7 @@ fn report(
         progress: r.progress,
         load_seconds: 0.0,
         load_host_seconds: 0.0,
+        load_bulk_rows: 0,
         tpcc: None,
         data_flash: None,
         log_full_merges: None,

@@ -10,8 +10,9 @@
 //! no page copied per entry and no redo per entry.
 //!
 //! The builder does no I/O. Its pages come from a *reserve* the caller
-//! fills ([`TreeBuilder::add_pages`], before each push that
-//! [`TreeBuilder::pages_wanted`] says may need more); the nodes it has
+//! fills ([`TreeBuilder::add_pages`]) with exactly the pages the next push
+//! takes ([`TreeBuilder::pages_for`]: 0 for most, one per node it starts),
+//! so no page is taken that the tree does not use; the nodes it has
 //! finished wait in [`TreeBuilder::take_finished`] until the caller writes
 //! them. The tree's root never moves (BTREE-1), so the top node is built on
 //! a page of its own and [`TreeBuilder::finish`] hands back its image, for
@@ -162,10 +163,39 @@ impl TreeBuilder {
         self.reserve.extend(pages);
     }
 
-    /// Pages the reserve must hold before the next push: one per level
-    /// (each may start a node) and one for a new top level.
-    pub fn pages_wanted(&self) -> usize {
-        (self.levels.len() + 2).saturating_sub(self.reserve.len())
+    /// Pages the reserve lacks for pushing `key` → `value`: the nodes the
+    /// push starts (a leaf, the next node of each full level above it, a
+    /// new top level), less the reserve.
+    pub fn pages_for(&self, key: &[u8], value: &[u8]) -> Result<usize> {
+        Ok(self
+            .pages_started(key, value)?
+            .saturating_sub(self.reserve.len()))
+    }
+
+    fn pages_started(&self, key: &[u8], value: &[u8]) -> Result<usize> {
+        if self.levels.is_empty() {
+            return Ok(1);
+        }
+        let cell_bytes = leaf_cell(key, value)?.len();
+        if self.leaf_takes(cell_bytes)? {
+            return Ok(0);
+        }
+        // A new leaf, then up the levels while each is full.
+        let mut pages = 1;
+        let mut separator = shortest_separator(&self.last_key, key);
+        for level in 1.. {
+            let Some(open) = self.levels.get(level) else {
+                return Ok(pages + 1);
+            };
+            let node = Node::parse(open.page_no, &open.image)?;
+            let need = internal_cell(&separator, 0)?.len() + SLOT_BYTES;
+            if need <= node.header().free_bytes() {
+                return Ok(pages);
+            }
+            pages += 1;
+            separator = node.key(node.count().saturating_sub(1))?.to_vec();
+        }
+        unreachable!("the loop returns at the top level")
     }
 
     /// Nodes finished and not yet taken.
@@ -185,7 +215,7 @@ impl TreeBuilder {
     }
 
     /// Append `key` → `value`, which must sort above every key pushed
-    /// before (BUILD-1). The reserve must hold [`TreeBuilder::pages_wanted`].
+    /// before (BUILD-1). The reserve must hold [`TreeBuilder::pages_for`].
     pub fn push(&mut self, key: &[u8], value: &[u8]) -> Result<()> {
         if self.stats.entries > 0 && key <= self.last_key.as_slice() {
             return Err(Error::Invalid(format!(
@@ -194,13 +224,16 @@ impl TreeBuilder {
             )));
         }
         check_entry_size(self.page_bytes, key, value)?;
-        assert!(self.pages_wanted() == 0, "BUILD-3: the reserve is short");
+        assert!(
+            self.pages_for(key, value)? == 0,
+            "BUILD-3: the reserve is short"
+        );
         let cell = leaf_cell(key, value)?;
         if self.levels.is_empty() {
             let page_no = self.take_page();
             let leaf = OpenNode::new(page_no, self.page_bytes, NodeKind::Leaf, 0, NO_PAGE)?;
             self.levels.push(leaf);
-        } else if !self.leaf_takes(&cell)? {
+        } else if !self.leaf_takes(cell.len())? {
             self.next_leaf(key)?;
         }
         if !self.levels[0].append(&cell)? {
@@ -215,9 +248,10 @@ impl TreeBuilder {
         Ok(())
     }
 
-    /// Whether the open leaf takes `cell` within the fill target.
-    fn leaf_takes(&self, cell: &[u8]) -> Result<bool> {
-        let after = self.levels[0].used_bytes()? + cell.len() + SLOT_BYTES;
+    /// Whether the open leaf takes a cell of `cell_bytes` within the fill
+    /// target.
+    fn leaf_takes(&self, cell_bytes: usize) -> Result<bool> {
+        let after = self.levels[0].used_bytes()? + cell_bytes + SLOT_BYTES;
         Ok(after <= self.leaf_fill_bytes && after <= capacity_bytes(self.page_bytes))
     }
 
@@ -290,7 +324,7 @@ impl TreeBuilder {
     fn take_page(&mut self) -> PageNo {
         self.reserve
             .pop_front()
-            .expect("BUILD-3: pages_wanted keeps the reserve filled")
+            .expect("BUILD-3: pages_for keeps the reserve filled")
     }
 
     /// Close every open node: the top one's image is the root's, the rest
@@ -359,7 +393,7 @@ mod tests {
             }
         };
         for (k, v) in entries {
-            let wanted = b.pages_wanted();
+            let wanted = b.pages_for(k, v).unwrap();
             b.add_pages((0..wanted).map(|_| pages.allocate(PageType::BTreeLeaf).unwrap()));
             b.push(k, v).unwrap();
             let done = b.take_finished();
@@ -478,7 +512,7 @@ mod tests {
         let mut pages = MemPages::new(2048).unwrap();
         let mut b = TreeBuilder::new(2048, 100).unwrap();
         let mut push = |b: &mut TreeBuilder, k: &[u8], v: &[u8]| {
-            let wanted = b.pages_wanted();
+            let wanted = b.pages_for(k, v)?;
             b.add_pages((0..wanted).map(|_| pages.allocate(PageType::BTreeLeaf).unwrap()));
             b.push(k, v)
         };

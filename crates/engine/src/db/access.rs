@@ -245,6 +245,22 @@ impl Inner {
         self.tree_write(tree, key, ctx, false, |_| Ok(Some(value.to_vec())))
     }
 
+    /// Delete `key` as a system operation (no transaction, no undo);
+    /// returns whether it was present and the record.
+    pub(crate) fn tree_delete_system(
+        &self,
+        tree: TreeRef,
+        key: &[u8],
+    ) -> Result<(bool, Option<Logged>)> {
+        let btree = BTree::open(tree.root);
+        self.latched(tree, Latching::Exclusive, |mtr| {
+            mtr.set_no_io(false);
+            let present = btree.delete(mtr, key)?.is_some();
+            let logged = take_mtr(mtr).commit(&self.wal, 0, 0, None)?;
+            Ok((present, logged))
+        })
+    }
+
     /// Read `key` and replace it with what `decide` makes of its current
     /// value, in one mini-transaction under the tree's latch (one descent,
     /// one set of page copies). `decide` returning `None` changes nothing.

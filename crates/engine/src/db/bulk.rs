@@ -9,9 +9,13 @@
 //! operation, like creating a table (DDL is not transactional in flashlab),
 //! and its rows carry commit timestamp 0, so every snapshot sees them.
 //!
-//! Pages are taken from the table's space an extent at a time
-//! ([`BULK_EXTENT_PAGES`], one short mini-transaction each), so a table's
-//! pages lie together even when several loads run side by side. Each
+//! Pages are taken from the table's space as the build starts nodes,
+//! exactly those it uses (one short mini-transaction for the pages of a
+//! push that starts nodes), as the inserts of an append would take them:
+//! a load leaves no page over for the free list to hand to the next
+//! split elsewhere (which, on In-Page Logging's NAND, lands in an erase
+//! unit already programmed and is logged whole instead of programmed in a
+//! fresh one, IPL-5). Each
 //! secondary index's entries are kept in memory, in one arena of at most
 //! [`BULK_INDEX_BYTES_MAX`], sorted when the rows end and built the same
 //! way. The load becomes visible at [`BulkLoad::finish`]: one
@@ -35,8 +39,8 @@
 //!    no data (PostgreSQL leaves a new relation's file behind the same way).
 //! 4. Rows arrive in strictly ascending primary-key order; a row out of
 //!    order is refused before anything of it is kept.
-//! 5. While a load runs, the table's catalog entry says so (`loading`,
-//!    written and forced before the first page is reserved, cleared after
+//! 5. While a load runs, the catalog holds its mark (`load/<table>`,
+//!    written and forced before the first page is reserved, deleted after
 //!    the final mini-transaction). An open that finds it set after a
 //!    crash walks the space's trees and frees every page below the
 //!    high-water mark that is in none of them and not free: the load's
@@ -52,7 +56,7 @@ use serde::Serialize;
 use crate::btree::build::{BuildStats, Built, TreeBuilder, write_image};
 use crate::btree::node::Node;
 use crate::db::access::{LogCtx, TreeRef};
-use crate::db::catalog::{CATALOG_ROOT, TableDef};
+use crate::db::catalog::{CATALOG_ROOT, LOAD_PREFIX, TableDef, load_key};
 use crate::db::verify::{self, PageOwners, VerifyReport};
 use crate::db::{Database, Inner, Table};
 use crate::error::{Error, Result};
@@ -60,13 +64,12 @@ use crate::mtr::PageAccess;
 use crate::page::{PageNo, PageType, SpaceId};
 use crate::row::{NO_PREV_VERSION, StoredRow, Value, VersionHeader};
 
-/// Most pages a load reserves from its space at once, and most pages one
-/// of its mini-transactions writes or frees: fewer in a small pool, where
-/// a mini-transaction may pin at most a quarter of the frames. With the
-/// space header a reservation changes one page more, within the redo of
-/// one log record ([`crate::wal::record::REDO_PAGES_MAX`]).
-pub const BULK_EXTENT_PAGES: usize = 32;
-const _: () = assert!(BULK_EXTENT_PAGES < crate::wal::record::REDO_PAGES_MAX);
+/// Most pages one of a load's mini-transactions writes or frees: fewer in
+/// a small pool, where a mini-transaction may pin at most a quarter of the
+/// frames; with the space header, within the redo of one log record
+/// ([`crate::wal::record::REDO_PAGES_MAX`]).
+pub const BULK_BATCH_PAGES: usize = 32;
+const _: () = assert!(BULK_BATCH_PAGES < crate::wal::record::REDO_PAGES_MAX);
 /// Most bytes of secondary-index keys a load keeps in memory, over all the
 /// table's indexes.
 pub const BULK_INDEX_BYTES_MAX: usize = 1 << 30;
@@ -79,14 +82,22 @@ const BULK_RETRY_BACKOFF_NS: u64 = 10_000_000;
 /// How to load.
 #[derive(Clone, Copy, Debug, PartialEq, Eq)]
 pub struct BulkLoadOptions {
-    /// Leaves are filled to this share of a page (50 to 100); internal
-    /// nodes always fill. 100, as appends in key order leave them.
+    /// The table's leaves are filled to this share of a page (50 to 100):
+    /// 100 by default, as appends in key order leave them, since rows
+    /// arrive at the right edge.
     pub fill_percent: u8,
+    /// The secondary indexes' leaves likewise: 90 by default, PostgreSQL's
+    /// B-tree fill factor, since index entries arrive anywhere and a full
+    /// leaf splits at its first insert.
+    pub index_fill_percent: u8,
 }
 
 impl Default for BulkLoadOptions {
     fn default() -> Self {
-        BulkLoadOptions { fill_percent: 100 }
+        BulkLoadOptions {
+            fill_percent: 100,
+            index_fill_percent: 90,
+        }
     }
 }
 
@@ -131,7 +142,7 @@ pub struct BulkLoad<'db> {
     def: Arc<TableDef>,
     options: BulkLoadOptions,
     page_bytes: usize,
-    /// Pages per reservation and per mini-transaction.
+    /// Pages written or freed per mini-transaction.
     batch_pages: usize,
     primary: TreeBuilder,
     indexes: Vec<IndexEntries>,
@@ -176,6 +187,9 @@ impl Database {
             }
         }
         drop(mtr);
+        // Both fill targets are checked before anything is written.
+        let primary = TreeBuilder::new(page_bytes, options.fill_percent)?;
+        TreeBuilder::new(page_bytes, options.index_fill_percent)?;
         let reserved = Arc::new(Mutex::new(Vec::new()));
         {
             let mut loads = inner.bulk_loads.lock().expect("bulk loads");
@@ -193,13 +207,13 @@ impl Database {
                 },
             );
         }
-        if let Err(e) = record_loading(self, &def, true) {
+        if let Err(e) = record_loading(self, &def.name, true) {
             inner.bulk_loads.lock().expect("bulk loads").remove(&def.id);
             return Err(e);
         }
         Ok(BulkLoad {
             db: self,
-            primary: TreeBuilder::new(page_bytes, options.fill_percent)?,
+            primary,
             indexes: def
                 .indexes
                 .iter()
@@ -255,10 +269,13 @@ impl BulkLoad<'_> {
                 self.def.name
             )));
         }
-        let wanted = self.primary.pages_wanted();
+        let wanted = self
+            .primary
+            .pages_for(&key, &value)
+            .map_err(|e| self.about(e))?;
         let pages = self.reserve(wanted)?;
         self.primary.add_pages(pages);
-        self.primary.push(&key, &value)?;
+        self.primary.push(&key, &value).map_err(|e| self.about(e))?;
         for (entries, index_key) in self.indexes.iter_mut().zip(index_keys) {
             entries.keys.push((entries.arena.len(), index_key.len()));
             entries.arena.extend_from_slice(&index_key);
@@ -271,18 +288,27 @@ impl BulkLoad<'_> {
         Ok(())
     }
 
+    /// `e`, naming the table it happened to.
+    fn about(&self, e: Error) -> Error {
+        match e {
+            Error::Invalid(m) => Error::Invalid(format!("table '{}': {m}", self.def.name)),
+            Error::TooLarge(m) => Error::TooLarge(format!("table '{}': {m}", self.def.name)),
+            other => other,
+        }
+    }
+
     /// Rows added so far.
     pub fn rows(&self) -> u64 {
         self.primary.entries()
     }
 
-    /// At least `wanted` pages for a builder: none when 0, else a whole
-    /// extent (or more), in one mini-transaction.
+    /// `wanted` pages for a builder, in one mini-transaction (none when
+    /// 0).
     fn reserve(&mut self, wanted: usize) -> Result<Vec<PageNo>> {
         if wanted == 0 {
             return Ok(Vec::new());
         }
-        let n = wanted.max(self.batch_pages);
+        let n = wanted;
         let space = self.def.space;
         let pages = system_mtr(&self.db.inner, |inner| {
             let mut mtr = inner.mtr(space)?;
@@ -325,6 +351,8 @@ impl BulkLoad<'_> {
         match self.build_and_link() {
             Ok(stats) => {
                 self.end()?;
+                let rows = &self.db.inner.bulk_loaded_rows;
+                rows.fetch_add(stats.rows, std::sync::atomic::Ordering::Relaxed);
                 Ok(stats)
             }
             Err(e) => {
@@ -352,7 +380,7 @@ impl BulkLoad<'_> {
 
     /// Clear the catalog's mark (BULK-5) and leave the registry.
     fn end(&mut self) -> Result<()> {
-        let cleared = record_loading(self.db, &self.def, false);
+        let cleared = record_loading(self.db, &self.def.name, false);
         self.db
             .inner
             .bulk_loads
@@ -454,9 +482,9 @@ impl BulkLoad<'_> {
             row: Vec::new(),
         }
         .encode();
-        let mut builder = TreeBuilder::new(self.page_bytes, self.options.fill_percent)?;
+        let mut builder = TreeBuilder::new(self.page_bytes, self.options.index_fill_percent)?;
         for &at in &keys {
-            let pages = self.reserve(builder.pages_wanted())?;
+            let pages = self.reserve(builder.pages_for(entries.key(at), &value)?)?;
             builder.add_pages(pages);
             builder.push(entries.key(at), &value)?;
             if builder.finished_count() >= self.batch_pages {
@@ -501,9 +529,9 @@ fn system_mtr<T>(inner: &Inner, mut op: impl FnMut(&Inner) -> Result<T>) -> Resu
 }
 
 /// Pages per reservation and per mini-transaction in `space`: at most
-/// [`BULK_EXTENT_PAGES`] and a quarter of its pool's frames.
+/// [`BULK_BATCH_PAGES`] and a quarter of its pool's frames.
 fn batch_pages(inner: &Inner, space: SpaceId) -> Result<usize> {
-    Ok((inner.space(space)?.pool.frames() / 4).clamp(1, BULK_EXTENT_PAGES))
+    Ok((inner.space(space)?.pool.frames() / 4).clamp(1, BULK_BATCH_PAGES))
 }
 
 /// Free `pages` of `space`, `batch_pages` per mini-transaction.
@@ -521,20 +549,23 @@ fn free_pages(inner: &Inner, space: SpaceId, pages: &[PageNo], batch_pages: usiz
     Ok(())
 }
 
-/// Write `def`'s catalog entry with its `loading` mark set or cleared, and
-/// force it (BULK-5). The definition in memory never carries the mark.
-fn record_loading(db: &Database, def: &TableDef, loading: bool) -> Result<()> {
+/// Set or clear the catalog's mark of a load into `name` and force it
+/// (BULK-5).
+fn record_loading(db: &Database, name: &str, loading: bool) -> Result<()> {
     let inner = &db.inner;
     let _ddl = inner.ddl.lock();
     inner.check_log()?;
-    let mut entry = def.clone();
-    entry.loading = loading;
     let catalog = TreeRef::at(0, CATALOG_ROOT);
-    let ctx = LogCtx {
-        txn: 0,
-        prev_lsn: 0,
+    let key = load_key(name);
+    let logged = if loading {
+        let ctx = LogCtx {
+            txn: 0,
+            prev_lsn: 0,
+        };
+        inner.tree_put(catalog, &key, &[], &ctx)?.1
+    } else {
+        inner.tree_delete_system(catalog, &key)?.1
     };
-    let (_, logged) = inner.tree_put(catalog, &entry.key(), &entry.encode(), &ctx)?;
     if let Some(logged) = logged {
         inner.wal.flush_to(logged.end_lsn)?;
         for page_log in inner.spaces.iter().filter_map(|s| s.store.page_log()) {
@@ -562,13 +593,24 @@ pub(crate) fn add_reserved(db: &Database, owners: &mut PageOwners) {
 /// mark. Returns the loads and the pages taken back.
 pub(crate) fn reclaim_cut_loads(db: &Database) -> Result<(u64, u64)> {
     let inner = &db.inner;
-    let cut: Vec<Arc<TableDef>> = inner
-        .catalog
-        .read()
-        .expect("catalog")
-        .values()
-        .filter(|def| def.loading)
-        .cloned()
+    let end = crate::row::prefix_end(LOAD_PREFIX).expect("the prefix ends below 0xFF");
+    let marks = inner.tree_scan(
+        TreeRef::at(0, CATALOG_ROOT),
+        std::ops::Bound::Included(LOAD_PREFIX),
+        std::ops::Bound::Excluded(end.as_slice()),
+        usize::MAX,
+    )?;
+    let names: Vec<String> = marks
+        .iter()
+        .map(|(key, _)| String::from_utf8_lossy(&key[LOAD_PREFIX.len()..]).into_owned())
+        .collect();
+    let catalog = inner.catalog.read().expect("catalog").clone();
+    let cut: Vec<(String, Option<SpaceId>)> = names
+        .into_iter()
+        .map(|name| {
+            let space = catalog.get(&name).map(|def| def.space);
+            (name, space)
+        })
         .collect();
     let Some(first) = cut.first() else {
         return Ok((0, 0));
@@ -576,7 +618,7 @@ pub(crate) fn reclaim_cut_loads(db: &Database) -> Result<(u64, u64)> {
     let damaged = |problem: &str| {
         Error::Damaged(format!(
             "a crash cut short the bulk load into table '{}', and its pages cannot be taken back: {problem}",
-            first.name
+            first.0
         ))
     };
     let mut report = VerifyReport::default();
@@ -584,7 +626,9 @@ pub(crate) fn reclaim_cut_loads(db: &Database) -> Result<(u64, u64)> {
     if let Some(problem) = report.problems.first() {
         return Err(damaged(problem));
     }
-    let spaces: BTreeSet<SpaceId> = cut.iter().map(|def| def.space).collect();
+    // A mark without its table (a damaged catalog) names no space; the
+    // walk of every tree still runs, and the mark goes.
+    let spaces: BTreeSet<SpaceId> = cut.iter().filter_map(|(_, space)| *space).collect();
     let mut reclaimed = 0;
     for id in spaces {
         let empty = HashMap::new();
@@ -594,15 +638,8 @@ pub(crate) fn reclaim_cut_loads(db: &Database) -> Result<(u64, u64)> {
         free_pages(inner, id, &leaked, batch_pages(inner, id)?)?;
         reclaimed += leaked.len() as u64;
     }
-    for def in &cut {
-        let mut cleared = (**def).clone();
-        cleared.loading = false;
-        record_loading(db, &cleared, false)?;
-        inner
-            .catalog
-            .write()
-            .expect("catalog")
-            .insert(cleared.name.clone(), Arc::new(cleared));
+    for (name, _) in &cut {
+        record_loading(db, name, false)?;
     }
     Ok((cut.len() as u64, reclaimed))
 }

@@ -19,6 +19,9 @@ use crate::row::Schema;
 pub const CATALOG_ROOT: PageNo = 1;
 /// Key prefix of table entries.
 pub const TABLE_PREFIX: &[u8] = b"table/";
+/// Key prefix of the marks of bulk loads under way (`db::bulk`, BULK-5):
+/// `load/<table name>`, an empty value.
+pub const LOAD_PREFIX: &[u8] = b"load/";
 /// Longest table or index name.
 pub const NAME_BYTES_MAX: usize = 128;
 /// Most secondary indexes per table.
@@ -81,11 +84,6 @@ pub struct TableDef {
     /// Typed tables have a schema; byte tables store raw keys and values.
     pub schema: Option<Schema>,
     pub indexes: Vec<IndexDef>,
-    /// A bulk load into the table began and has not ended (BULK-5): an
-    /// open that finds this set takes back the pages the load reserved.
-    /// Absent from the entry when false.
-    #[serde(default, skip_serializing_if = "is_false")]
-    pub loading: bool,
     /// The primary tree's latch (DB-8).
     #[serde(skip)]
     pub(crate) latch: LatchSlot,
@@ -127,8 +125,11 @@ impl TableDef {
     }
 }
 
-fn is_false(b: &bool) -> bool {
-    !*b
+/// The catalog key of the mark of a bulk load into table `name`.
+pub fn load_key(name: &str) -> Vec<u8> {
+    let mut key = LOAD_PREFIX.to_vec();
+    key.extend_from_slice(name.as_bytes());
+    key
 }
 
 /// The catalog key of a table.
@@ -225,7 +226,6 @@ mod tests {
             root: 2,
             schema: None,
             indexes: Vec::new(),
-            loading: false,
             latch: LatchSlot::default(),
         };
         let filled = def.clone();

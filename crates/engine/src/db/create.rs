@@ -13,7 +13,9 @@ use crate::btree::BTree;
 use crate::buffer::{BufferPool, LogForce};
 use crate::config::DbConfig;
 use crate::db::access::{LogCtx, TreeRef};
-use crate::db::catalog::{CATALOG_ROOT, INDEXES_MAX, IndexDef, TableDef, TableSpec, validate_name};
+use crate::db::catalog::{
+    CATALOG_ROOT, INDEXES_MAX, IndexDef, TABLE_PREFIX, TableDef, TableSpec, validate_name,
+};
 use crate::db::{DataSpace, Database, Devices, Table};
 use crate::error::{Error, Result};
 use crate::mtr::PageAccess;
@@ -263,7 +265,6 @@ pub(crate) fn create_table(db: &Database, spec: TableSpec) -> Result<Table> {
         root,
         schema: spec.schema,
         indexes: defs,
-        loading: false,
         latch: Default::default(),
     };
     let catalog = TreeRef::at(0, CATALOG_ROOT);
@@ -328,10 +329,13 @@ pub(crate) fn load_catalog(db: &Database) -> Result<()> {
     let mut mtr = inner.mtr(0)?;
     let mut defs = BTreeMap::new();
     let mut failure = None;
+    // The table entries only: the catalog also holds the marks of bulk
+    // loads under way (`LOAD_PREFIX`).
+    let end = crate::row::prefix_end(TABLE_PREFIX).expect("the prefix ends below 0xFF");
     BTree::open(CATALOG_ROOT).scan(
         &mut mtr,
-        std::ops::Bound::Unbounded,
-        std::ops::Bound::Unbounded,
+        std::ops::Bound::Included(TABLE_PREFIX),
+        std::ops::Bound::Excluded(end.as_slice()),
         |_, v| {
             match TableDef::decode(v) {
                 Ok(def) => {

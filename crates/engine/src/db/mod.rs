@@ -109,7 +109,7 @@ use crate::wal::record::Body;
 use crate::wal::{LogStats, Wal};
 
 pub use builder::Builder;
-pub use bulk::{BULK_EXTENT_PAGES, BULK_INDEX_BYTES_MAX, BulkLoad, BulkLoadOptions, BulkLoadStats};
+pub use bulk::{BULK_BATCH_PAGES, BULK_INDEX_BYTES_MAX, BulkLoad, BulkLoadOptions, BulkLoadStats};
 pub use catalog::{IndexDef, TableDef, TableSpec};
 pub use rows::{IndexRows, ROWS_CHUNK, Rows, TypedRows};
 pub use transact::TRANSACT_ATTEMPTS_MAX;
@@ -242,6 +242,8 @@ pub struct DbStats {
     pub commits: u64,
     pub aborts: u64,
     pub rollback: RollbackStats,
+    /// Rows that finished bulk loads added (`db::bulk`).
+    pub bulk_loaded_rows: u64,
 }
 
 /// A data space's name, page store and the store's counters.
@@ -305,6 +307,7 @@ pub(crate) struct Inner {
     /// Bulk loads under way, by table id: their space and the pages they
     /// have reserved (BULK-3), which `verify` counts as theirs.
     pub(crate) bulk_loads: std::sync::Mutex<BTreeMap<u32, bulk::Reserved>>,
+    pub(crate) bulk_loaded_rows: AtomicU64,
 }
 
 impl Inner {
@@ -512,6 +515,7 @@ impl Database {
                 tasks: std::sync::Mutex::new(Vec::new()),
                 recovery: std::sync::Mutex::new(None),
                 bulk_loads: std::sync::Mutex::new(BTreeMap::new()),
+                bulk_loaded_rows: AtomicU64::new(0),
             }),
         })
     }
@@ -783,6 +787,7 @@ impl Database {
             commits: self.inner.commits.load(Ordering::Relaxed),
             aborts: self.inner.aborts.load(Ordering::Relaxed),
             rollback: self.inner.rollback.stats(),
+            bulk_loaded_rows: self.inner.bulk_loaded_rows.load(Ordering::Relaxed),
         }
     }
 
