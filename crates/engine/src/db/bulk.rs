@@ -104,6 +104,7 @@ impl Default for BulkLoadOptions {
 /// What a finished load made.
 #[derive(Clone, Debug, Default, PartialEq, Eq, Serialize)]
 pub struct BulkLoadStats {
+    /// Rows loaded into the table.
     pub rows: u64,
     /// Entries of the secondary indexes, over all of them.
     pub index_entries: u64,
