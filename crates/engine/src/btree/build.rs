@@ -180,19 +180,18 @@ impl TreeBuilder {
         if self.leaf_takes(cell_bytes)? {
             return Ok(0);
         }
-        // A new leaf, then up the levels while each is full.
-        let mut pages = 1;
+        // A new leaf, then up the levels while each is full: arriving at
+        // `level`, the push has started `level` nodes.
         let mut separator = shortest_separator(&self.last_key, key);
         for level in 1.. {
             let Some(open) = self.levels.get(level) else {
-                return Ok(pages + 1);
+                return Ok(level + 1);
             };
             let node = Node::parse(open.page_no, &open.image)?;
             let need = internal_cell(&separator, 0)?.len() + SLOT_BYTES;
             if need <= node.header().free_bytes() {
-                return Ok(pages);
+                return Ok(level);
             }
-            pages += 1;
             separator = node.key(node.count().saturating_sub(1))?.to_vec();
         }
         unreachable!("the loop returns at the top level")
