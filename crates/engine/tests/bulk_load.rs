@@ -46,8 +46,11 @@ fn row(id: i64, n: i64) -> Vec<Value> {
     ]
 }
 
-#[test]
-fn put_rows_matches_put_row_and_rolls_back() {
+/// `test` in the simulated world on a new database holding tables `t`
+/// and `u` of the same spec, closed after it.
+fn with_t_and_u(
+    test: impl FnOnce(&Database, &flashlab_engine::Table, &flashlab_engine::Table) + Send + 'static,
+) {
     let rig = SsdRig::ssd();
     let devices = rig.devices();
     Sim::run(SimConfig::default(), move |_| {
@@ -59,42 +62,83 @@ fn put_rows_matches_put_row_and_rolls_back() {
                 ..spec()
             })
             .unwrap();
+        test(&db, &t, &u);
+        db.close().unwrap();
+    })
+    .unwrap();
+}
+
+#[test]
+fn put_rows_matches_put_row_and_rolls_back() {
+    with_t_and_u(|db, t, u| {
         // Ascending, then a descending run, then keys already present.
         let mut rows: Vec<_> = (0..1500).map(|i| row(i * 2, 1)).collect();
         rows.extend((0..300).rev().map(|i| row(i * 2 + 1, 2)));
         rows.extend((0..50).map(|i| row(i * 10, 3)));
         let mut txn = db.begin().unwrap();
-        txn.put_rows(&t, &rows).unwrap();
+        txn.put_rows(t, &rows).unwrap();
         for r in &rows {
-            txn.put_row(&u, r).unwrap();
+            txn.put_row(u, r).unwrap();
         }
         txn.commit().unwrap();
         let mut txn = db.begin().unwrap();
         for i in 0..3000 {
-            let a = txn.get_row(&t, &[Value::Int(i)]).unwrap();
-            let b = txn.get_row(&u, &[Value::Int(i)]).unwrap();
+            let a = txn.get_row(t, &[Value::Int(i)]).unwrap();
+            let b = txn.get_row(u, &[Value::Int(i)]).unwrap();
             assert_eq!(a, b, "row {i}");
         }
         for name in ["name00003-xxx", "name00050-"] {
             let key = [Value::Str(name.into())];
             assert_eq!(
-                txn.index_scan(&t, "by_name", &key).unwrap(),
-                txn.index_scan(&u, "by_name", &key).unwrap()
+                txn.index_scan(t, "by_name", &key).unwrap(),
+                txn.index_scan(u, "by_name", &key).unwrap()
             );
         }
         txn.commit().unwrap();
         // A rolled-back load leaves nothing.
         let mut txn = db.begin().unwrap();
         let more: Vec<_> = (10_000..12_000).map(|i| row(i, 4)).collect();
-        txn.put_rows(&t, &more).unwrap();
+        txn.put_rows(t, &more).unwrap();
         txn.abort().unwrap();
         let mut txn = db.begin().unwrap();
-        assert_eq!(txn.get_row(&t, &[Value::Int(10_500)]).unwrap(), None);
+        assert_eq!(txn.get_row(t, &[Value::Int(10_500)]).unwrap(), None);
         txn.commit().unwrap();
-        assert_verified(&db);
+        assert_verified(db);
+    });
+}
+
+/// A database with table `t`, then `load` into it cut by a power failure
+/// `growth ^ seed` ms in (before, inside or after the load), the devices
+/// crashed: the rig to recover from.
+fn cut_during(
+    seed: u64,
+    growth: f64,
+    load: impl FnOnce(&Database, &flashlab_engine::Table) + Send + 'static,
+) -> SsdRig {
+    let rig = SsdRig::ssd();
+    let devices = rig.devices();
+    Sim::run(SimConfig::default(), move |_| {
+        let db = Database::open_with(&config(), devices).unwrap();
+        db.create_table(spec()).unwrap();
         db.close().unwrap();
     })
     .unwrap();
+    let cut_ns = (growth.powi(seed as i32) * NS_PER_MS as f64) as u64;
+    let devices = rig.devices();
+    let sim = SimConfig {
+        seed,
+        deadline_ns: Some(cut_ns),
+        ..SimConfig::default()
+    };
+    Sim::run(sim, move |_| {
+        let db = Database::open_with(&config(), devices).unwrap();
+        let t = db.table("t").unwrap();
+        load(&db, &t);
+    })
+    .unwrap();
+    rig.data.crash();
+    rig.log.store().lock().unwrap().crash();
+    rig
 }
 
 /// A load of several transactions cut at seeded instants: after recovery
@@ -103,34 +147,14 @@ fn put_rows_matches_put_row_and_rolls_back() {
 fn a_crash_mid_load_leaves_whole_batches() {
     let mut counts = Vec::new();
     for seed in 0..16u64 {
-        let rig = SsdRig::ssd();
-        let devices = rig.devices();
-        Sim::run(SimConfig::default(), move |_| {
-            let db = Database::open_with(&config(), devices).unwrap();
-            db.create_table(spec()).unwrap();
-            db.close().unwrap();
-        })
-        .unwrap();
-        let cut_ns = (1.7f64.powi(seed as i32) * NS_PER_MS as f64) as u64;
-        let devices = rig.devices();
-        let sim = SimConfig {
-            seed,
-            deadline_ns: Some(cut_ns),
-            ..SimConfig::default()
-        };
-        Sim::run(sim, move |_| {
-            let db = Database::open_with(&config(), devices).unwrap();
-            let t = db.table("t").unwrap();
+        let rig = cut_during(seed, 1.7, |db, t| {
             for b in 0..BATCHES {
                 let rows: Vec<_> = (b * BATCH..(b + 1) * BATCH).map(|i| row(i, b)).collect();
                 let mut txn = db.begin().unwrap();
-                txn.put_rows(&t, &rows).unwrap();
+                txn.put_rows(t, &rows).unwrap();
                 txn.commit().unwrap();
             }
-        })
-        .unwrap();
-        rig.data.crash();
-        rig.log.store().lock().unwrap().crash();
+        });
         let devices = rig.devices();
         let (outcome, _) = Sim::run(SimConfig::default(), move |_| {
             let db = Database::open_with(&config(), devices).unwrap();
@@ -220,19 +244,9 @@ fn bulk(
 
 #[test]
 fn bulk_load_matches_put_rows_and_takes_changes_after() {
-    let rig = SsdRig::ssd();
-    let devices = rig.devices();
-    Sim::run(SimConfig::default(), move |_| {
-        let db = Database::open_with(&config(), devices).unwrap();
-        let t = db.create_table(spec()).unwrap();
-        let u = db
-            .create_table(TableSpec {
-                name: "u".into(),
-                ..spec()
-            })
-            .unwrap();
+    with_t_and_u(|db, t, u| {
         let n = 9_000;
-        let stats = bulk(&db, &t, 0..n, 90);
+        let stats = bulk(db, t, 0..n, 90);
         assert_eq!((stats.rows, stats.index_entries), (n as u64, n as u64));
         assert!(stats.height >= 2 && stats.pages > 100, "{stats:?}");
         for b in 0..(n / BATCH + 1) {
@@ -240,7 +254,7 @@ fn bulk_load_matches_put_rows_and_takes_changes_after() {
                 .map(|i| row(i, 7))
                 .collect();
             let mut txn = db.begin().unwrap();
-            txn.put_rows(&u, &rows).unwrap();
+            txn.put_rows(u, &rows).unwrap();
             txn.commit().unwrap();
         }
         let check = |db: &Database| {
@@ -248,8 +262,8 @@ fn bulk_load_matches_put_rows_and_takes_changes_after() {
             for i in (0..n + 5).step_by(13) {
                 let key = [Value::Int(i)];
                 assert_eq!(
-                    txn.get_row(&t, &key).unwrap(),
-                    txn.get_row(&u, &key).unwrap(),
+                    txn.get_row(t, &key).unwrap(),
+                    txn.get_row(u, &key).unwrap(),
                     "row {i}"
                 );
             }
@@ -259,38 +273,36 @@ fn bulk_load_matches_put_rows_and_takes_changes_after() {
                 "name00096-xxxxxxxxxxxxxxxxxxxxxx",
             ] {
                 let key = [Value::Str(name.into())];
-                let loaded = txn.index_scan(&t, "by_name", &key).unwrap();
+                let loaded = txn.index_scan(t, "by_name", &key).unwrap();
                 assert!(!loaded.is_empty(), "{name}");
                 assert_eq!(
                     loaded,
-                    txn.index_scan(&u, "by_name", &key).unwrap(),
+                    txn.index_scan(u, "by_name", &key).unwrap(),
                     "{name}"
                 );
             }
             txn.commit().unwrap();
         };
-        check(&db);
-        assert_verified(&db);
+        check(db);
+        assert_verified(db);
         // The loaded table takes updates, inserts in the middle and deletes.
         let mut txn = db.begin().unwrap();
         for i in (0..n).step_by(5) {
-            txn.put_row(&t, &row(i, 8)).unwrap();
-            txn.put_row(&u, &row(i, 8)).unwrap();
+            txn.put_row(t, &row(i, 8)).unwrap();
+            txn.put_row(u, &row(i, 8)).unwrap();
         }
         for i in (n..n + 300).rev() {
-            txn.put_row(&t, &row(i, 9)).unwrap();
-            txn.put_row(&u, &row(i, 9)).unwrap();
+            txn.put_row(t, &row(i, 9)).unwrap();
+            txn.put_row(u, &row(i, 9)).unwrap();
         }
         for i in (0..n).step_by(11) {
-            txn.delete_row(&t, &[Value::Int(i)]).unwrap();
-            txn.delete_row(&u, &[Value::Int(i)]).unwrap();
+            txn.delete_row(t, &[Value::Int(i)]).unwrap();
+            txn.delete_row(u, &[Value::Int(i)]).unwrap();
         }
         txn.commit().unwrap();
-        check(&db);
-        assert_verified(&db);
-        db.close().unwrap();
-    })
-    .unwrap();
+        check(db);
+        assert_verified(db);
+    });
 }
 
 #[test]
@@ -374,29 +386,9 @@ fn a_crash_mid_bulk_load_leaves_the_table_empty_or_whole() {
     let n = 6_000i64;
     let mut outcomes = Vec::new();
     for seed in 0..16u64 {
-        let rig = SsdRig::ssd();
-        let devices = rig.devices();
-        Sim::run(SimConfig::default(), move |_| {
-            let db = Database::open_with(&config(), devices).unwrap();
-            db.create_table(spec()).unwrap();
-            db.close().unwrap();
-        })
-        .unwrap();
-        let cut_ns = (1.6f64.powi(seed as i32) * NS_PER_MS as f64) as u64;
-        let devices = rig.devices();
-        let sim = SimConfig {
-            seed,
-            deadline_ns: Some(cut_ns),
-            ..SimConfig::default()
-        };
-        Sim::run(sim, move |_| {
-            let db = Database::open_with(&config(), devices).unwrap();
-            let t = db.table("t").unwrap();
-            bulk(&db, &t, 0..n, 100);
-        })
-        .unwrap();
-        rig.data.crash();
-        rig.log.store().lock().unwrap().crash();
+        let rig = cut_during(seed, 1.6, move |db, t| {
+            bulk(db, t, 0..n, 100);
+        });
         let devices = rig.devices();
         let (outcome, _) = Sim::run(SimConfig::default(), move |_| {
             let db = Database::open_with(&config(), devices).unwrap();
