@@ -130,6 +130,21 @@ impl Inner {
         }
     }
 
+    /// Make a system operation durable: force the log to the end of its
+    /// record, and tell every store with a page log, so that the operation
+    /// is acknowledged only once each store's durable state covers it
+    /// (PLOG-2, REC-4). Nothing to do when it changed nothing (`None`).
+    pub(crate) fn make_durable(&self, logged: Option<Logged>) -> Result<()> {
+        let Some(logged) = logged else {
+            return Ok(());
+        };
+        self.wal.flush_to(logged.end_lsn)?;
+        for page_log in self.spaces.iter().filter_map(|s| s.store.page_log()) {
+            page_log.transaction_ended(0, true, logged.end_lsn, &*self.wal)?;
+        }
+        Ok(())
+    }
+
     /// Run `op` holding the exclusive latch of every tree of `trees`,
     /// taken in the order given (a table before its indexes: nothing else
     /// holds two tree latches at once).

@@ -309,11 +309,10 @@ impl BulkLoad<'_> {
         if wanted == 0 {
             return Ok(Vec::new());
         }
-        let n = wanted;
         let space = self.def.space;
         let pages = system_mtr(&self.db.inner, |inner| {
             let mut mtr = inner.mtr(space)?;
-            let pages = (0..n)
+            let pages = (0..wanted)
                 .map(|_| mtr.allocate(PageType::BTreeLeaf))
                 .collect::<Result<Vec<_>>>()?;
             mtr.commit(&inner.wal, 0, 0, None)?;
@@ -417,8 +416,8 @@ impl BulkLoad<'_> {
 
     /// The final mini-transaction (BULK-2), under every tree's exclusive
     /// latch: each tree's new root, if its root is still an empty leaf.
-    /// Then the unused pages are freed, the log is forced, and a store with
-    /// a page log is told, as for a new table (PLOG-2, REC-4).
+    /// Then it is made durable as a new table is (PLOG-2, REC-4), and the
+    /// unused pages are freed.
     fn link(&mut self, built: &[(Option<Vec<u8>>, BuildStats)]) -> Result<()> {
         let def = self.def.clone();
         let trees: Vec<TreeRef<'_>> = std::iter::once(TreeRef::table(&def))
@@ -446,12 +445,7 @@ impl BulkLoad<'_> {
         // The trees hold every reserved page but the unused ones now, so
         // only those may be freed from here on, whatever fails (BULK-3).
         *self.reserved.lock().expect("reserved") = unused.clone();
-        if let Some(logged) = logged {
-            inner.wal.flush_to(logged.end_lsn)?;
-            for page_log in inner.spaces.iter().filter_map(|s| s.store.page_log()) {
-                page_log.transaction_ended(0, true, logged.end_lsn, &*inner.wal)?;
-            }
-        }
+        inner.make_durable(logged)?;
         // A crash before they are all free leaves the catalog's mark to the
         // next open (BULK-5).
         free_pages(inner, def.space, &unused, self.batch_pages)?;
@@ -567,13 +561,7 @@ fn record_loading(db: &Database, name: &str, loading: bool) -> Result<()> {
     } else {
         inner.tree_delete_system(catalog, &key)?.1
     };
-    if let Some(logged) = logged {
-        inner.wal.flush_to(logged.end_lsn)?;
-        for page_log in inner.spaces.iter().filter_map(|s| s.store.page_log()) {
-            page_log.transaction_ended(0, true, logged.end_lsn, &*inner.wal)?;
-        }
-    }
-    Ok(())
+    inner.make_durable(logged)
 }
 
 /// Count the pages of the loads under way as theirs, for `verify`.

@@ -277,15 +277,7 @@ pub(crate) fn create_table(db: &Database, spec: TableSpec) -> Result<Table> {
             prev_lsn: 0,
         },
     )?;
-    if let Some(logged) = logged {
-        inner.wal.flush_to(logged.end_lsn)?;
-        // A store with a page log: the new table is acknowledged only
-        // once the store's durable state covers its catalog record and its
-        // trees (PLOG-2, REC-4).
-        for page_log in inner.spaces.iter().filter_map(|s| s.store.page_log()) {
-            page_log.transaction_ended(0, true, logged.end_lsn, &*inner.wal)?;
-        }
-    }
+    inner.make_durable(logged)?;
     let def = Arc::new(def);
     inner
         .catalog
