@@ -103,7 +103,8 @@ impl Wal {
         let mut st = self.state.lock();
         st.writing_end_lsn = 0;
         let data_is_empty = data.is_empty();
-        if data.capacity() + sectors.capacity() <= FORCE_BUFFERS_KEPT_BYTES_MAX {
+        let kept_max = self.config.buffer_bytes * FORCE_BUFFERS_KEPT_FACTOR;
+        if data.capacity() <= kept_max && sectors.capacity() <= kept_max {
             st.force_buffers = (data, sectors);
         }
         // A flush of the log device that failed elsewhere meanwhile (the

@@ -455,9 +455,14 @@ fn ratio(a: u64, b: u64) -> f64 {
     if b == 0 { 0.0 } else { a as f64 / b as f64 }
 }
 
-/// Most bytes of buffers a force keeps for the next one (a force after a
-/// long stall may be larger; its buffers are freed).
-const FORCE_BUFFERS_KEPT_BYTES_MAX: usize = 4 << 20;
+/// A force keeps its two buffers (the stream bytes it took, and their
+/// sectors) for the next force while each holds at most this many times
+/// `buffer_bytes`: twice a full buffer under latches
+/// (`LATCHED_BUFFER_FACTOR`), as a growing buffer's capacity may double
+/// past its length. A force after a long stall may be larger; its buffers
+/// are freed. Freeing every full buffer instead made each force of a log
+/// kept full (a bulk load's) grow a new one from empty, in fresh memory.
+const FORCE_BUFFERS_KEPT_FACTOR: usize = 2 * LATCHED_BUFFER_FACTOR;
 
 struct LogState {
     /// Bytes from `buf_start_lsn` to `end_lsn` (WAL-3).
