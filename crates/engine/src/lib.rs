@@ -110,7 +110,7 @@ pub mod wal;
 
 pub use config::{BufferConfig, DataSpaceConfig, DbConfig, SpaceConfig};
 pub use db::{
-    Builder, BulkLoad, BulkLoadOptions, BulkLoadStats, Database, IndexRows, Rows,
+    Builder, BulkLoad, BulkLoadOptions, BulkLoadStats, BulkLogging, Database, IndexRows, Rows,
     TRANSACT_ATTEMPTS_MAX, Table, TableSpec, Transaction, TypedRows,
 };
 pub use error::{Error, ErrorKind, Result};

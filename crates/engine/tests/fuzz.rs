@@ -63,6 +63,8 @@ fn record() -> impl Strategy<Value = LogRecord> {
         Just(Body::CheckpointBegin),
         (any::<u32>(), any::<u64>())
             .prop_map(|(space, from_lsn)| Body::Restart { space, from_lsn }),
+        (any::<u32>(), prop::collection::vec(any::<u32>(), 0..8))
+            .prop_map(|(space, pages)| Body::Unlogged { space, pages }),
         (
             any::<u64>(),
             any::<u64>(),

@@ -20,6 +20,9 @@ pub(super) enum Source {
     Device,
     /// A page never written: zeros with the id set.
     Zero,
+    /// A page its caller overwrites whole: resident, pinned as it is;
+    /// absent, zeros with the id set, never read.
+    Overwrite,
 }
 
 /// How a frame was filled.
@@ -85,10 +88,10 @@ impl Core {
     /// next window if it is the read-ahead marker.
     fn hit(self: &Arc<Self>, frame: usize, id: PageId, source: Source) -> Result<PageRef> {
         let page = self.page_ref(frame, id);
-        if source == Source::Zero {
-            self.renew(&page)?;
-        } else {
-            self.after_hit(id);
+        match source {
+            Source::Zero => self.renew(&page)?,
+            Source::Device => self.after_hit(id),
+            Source::Overwrite => {}
         }
         Ok(page)
     }
@@ -248,7 +251,7 @@ impl Core {
         let mut data = self.data[frame].write();
         data.resize(self.page_bytes, 0);
         match source {
-            Source::Zero => {
+            Source::Zero | Source::Overwrite => {
                 data.fill(0);
                 page::set_id(&mut data, id);
                 Ok(Loaded::Clean)

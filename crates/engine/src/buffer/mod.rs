@@ -428,6 +428,13 @@ impl BufferPool {
         self.core.fetch(id, Source::Zero)
     }
 
+    /// Pin page `id` to overwrite it whole: as it is if resident, else a
+    /// frame of zeros with the id set. The device is never read, so a page
+    /// whose stored copy is torn or stale is no error here.
+    pub fn fetch_to_overwrite(&self, id: PageId) -> Result<PageRef> {
+        self.core.fetch(id, Source::Overwrite)
+    }
+
     /// Pin page `id` if it is resident; never waits or does I/O.
     pub fn fetch_resident(&self, id: PageId) -> Option<PageRef> {
         self.core.fetch_resident(id)

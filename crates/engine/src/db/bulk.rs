@@ -61,8 +61,9 @@ use crate::db::verify::{self, PageOwners, VerifyReport};
 use crate::db::{Database, Inner, Table};
 use crate::error::{Error, Result};
 use crate::mtr::PageAccess;
-use crate::page::{PageNo, PageType, SpaceId};
+use crate::page::{PageId, PageNo, PageType, SpaceId};
 use crate::row::{NO_PREV_VERSION, StoredRow, Value, VersionHeader};
+use crate::wal::record::Body;
 
 /// Most pages one of a load's mini-transactions writes or frees: fewer in
 /// a small pool, where a mini-transaction may pin at most a quarter of the
@@ -90,6 +91,25 @@ pub struct BulkLoadOptions {
     /// B-tree fill factor, since index entries arrive anywhere and a full
     /// leaf splits at its first insert.
     pub index_fill_percent: u8,
+    /// How the pages' contents reach the log: not at all by default
+    /// (BULK-6).
+    pub logging: BulkLogging,
+}
+
+/// How a load's finished pages are made durable.
+#[derive(Clone, Copy, Debug, Default, PartialEq, Eq)]
+pub enum BulkLogging {
+    /// Not logged (PostgreSQL's `COPY` into a new table under
+    /// `wal_level = minimal`): each batch of pages is named in one small
+    /// record, and [`BulkLoad::finish`] writes the pages to their device,
+    /// flushed, by a checkpoint before the final mini-transaction
+    /// (BULK-6). A space whose store keeps a log of each page's changes
+    /// (In-Page Logging) is loaded with page images instead.
+    #[default]
+    Minimal,
+    /// Each batch of pages is one record whose redo is the pages' images:
+    /// the log holds every page written, once.
+    PageImages,
 }
 
 impl Default for BulkLoadOptions {
@@ -97,6 +117,7 @@ impl Default for BulkLoadOptions {
         BulkLoadOptions {
             fill_percent: 100,
             index_fill_percent: 90,
+            logging: BulkLogging::default(),
         }
     }
 }
@@ -154,6 +175,8 @@ pub struct BulkLoad<'db> {
     /// Reserved pages no tree uses, for the final mini-transaction to free.
     unused: Vec<PageNo>,
     pages_written: u64,
+    /// Whether pages are written without their contents logged (BULK-6).
+    unlogged: bool,
     /// False once finished or abandoned.
     open: bool,
 }
@@ -177,6 +200,8 @@ impl Database {
             )));
         }
         let batch_pages = batch_pages(inner, def.space)?;
+        let unlogged = options.logging == BulkLogging::Minimal
+            && inner.space(def.space)?.store.page_log().is_none();
         let mut mtr = inner.mtr(def.space)?;
         let page_bytes = mtr.page_bytes();
         for root in roots(&def) {
@@ -228,6 +253,7 @@ impl Database {
             reserved,
             unused: Vec::new(),
             pages_written: 0,
+            unlogged,
             open: true,
         })
     }
@@ -325,9 +351,13 @@ impl BulkLoad<'_> {
         Ok(pages)
     }
 
-    /// Write finished nodes to their pages, in batches, each one
-    /// mini-transaction whose redo is the pages' images.
+    /// Write finished nodes to their pages, in batches: unlogged
+    /// (BULK-6), or each batch one mini-transaction whose redo is the
+    /// pages' images.
     fn write(&mut self, nodes: &[(PageNo, Vec<u8>)]) -> Result<()> {
+        if self.unlogged {
+            return self.write_unlogged(nodes);
+        }
         let space = self.def.space;
         for batch in nodes.chunks(self.batch_pages) {
             system_mtr(&self.db.inner, |inner| {
@@ -338,6 +368,34 @@ impl BulkLoad<'_> {
                 mtr.commit(&inner.wal, 0, 0, None)?;
                 Ok(())
             })?;
+            self.pages_written += batch.len() as u64;
+        }
+        Ok(())
+    }
+
+    /// Write finished nodes into their frames without logging their
+    /// contents (BULK-6): per batch, one record naming the pages, whose end
+    /// becomes their page LSN. A write-back of one of them forces the log
+    /// to that LSN first (the WAL rule), so the record is durable before
+    /// any of its pages is on the device, and redo and repair know the log
+    /// lacks their contents. Each page needs no read: it is overwritten.
+    fn write_unlogged(&mut self, nodes: &[(PageNo, Vec<u8>)]) -> Result<()> {
+        let inner = &self.db.inner;
+        let space = inner.space(self.def.space)?;
+        for batch in nodes.chunks(self.batch_pages) {
+            inner.wal.make_buffer_room()?;
+            let body = Body::Unlogged {
+                space: self.def.space,
+                pages: batch.iter().map(|(page_no, _)| *page_no).collect(),
+            };
+            let (_, end_lsn) = inner.wal.append(0, 0, body)?;
+            for (page_no, image) in batch {
+                let id = PageId::new(self.def.space, *page_no);
+                space
+                    .pool
+                    .fetch_to_overwrite(id)?
+                    .install(image, end_lsn, end_lsn);
+            }
             self.pages_written += batch.len() as u64;
         }
         Ok(())
@@ -404,6 +462,13 @@ impl BulkLoad<'_> {
             let index = self.build_index(entries)?;
             built.push(index);
         }
+        if self.unlogged && self.pages_written > 0 {
+            // BULK-6: every page written unlogged is on its device, flushed,
+            // before the final mini-transaction makes it reachable; the
+            // checkpoint also moves the horizon for full-page images past
+            // their LSNs, so the first change of each is logged whole.
+            self.db.checkpoint()?;
+        }
         self.link(&built)?;
         let roots = built.iter().filter(|(image, _)| image.is_some()).count();
         Ok(BulkLoadStats {
@@ -448,7 +513,7 @@ impl BulkLoad<'_> {
         inner.make_durable(logged)?;
         // A crash before they are all free leaves the catalog's mark to the
         // next open (BULK-5).
-        free_pages(inner, def.space, &unused, self.batch_pages)?;
+        free_pages(inner, def.space, &unused, self.batch_pages, Free::Read)?;
         self.reserved.lock().expect("reserved").clear();
         Ok(())
     }
@@ -457,7 +522,13 @@ impl BulkLoad<'_> {
     fn free_reserved(&mut self) -> Result<()> {
         let pages = std::mem::take(&mut *self.reserved.lock().expect("reserved"));
         self.unused.clear();
-        free_pages(&self.db.inner, self.def.space, &pages, self.batch_pages)
+        free_pages(
+            &self.db.inner,
+            self.def.space,
+            &pages,
+            self.batch_pages,
+            Free::Read,
+        )
     }
 
     /// Write what a finished build left and keep its root image; its
@@ -529,13 +600,31 @@ fn batch_pages(inner: &Inner, space: SpaceId) -> Result<usize> {
     Ok((inner.space(space)?.pool.frames() / 4).clamp(1, BULK_BATCH_PAGES))
 }
 
+/// How a load's pages are freed.
+#[derive(Clone, Copy, PartialEq, Eq)]
+enum Free {
+    /// Read as any page is (a load that ends or gives up while open).
+    Read,
+    /// Unread unless resident (a cut load's, at open: BULK-6).
+    Unread,
+}
+
 /// Free `pages` of `space`, `batch_pages` per mini-transaction.
-fn free_pages(inner: &Inner, space: SpaceId, pages: &[PageNo], batch_pages: usize) -> Result<()> {
+fn free_pages(
+    inner: &Inner,
+    space: SpaceId,
+    pages: &[PageNo],
+    batch_pages: usize,
+    how: Free,
+) -> Result<()> {
     for batch in pages.chunks(batch_pages) {
         system_mtr(inner, |inner| {
             let mut mtr = inner.mtr(space)?;
             for &page_no in batch {
-                mtr.free(page_no)?;
+                match how {
+                    Free::Read => mtr.free(page_no)?,
+                    Free::Unread => mtr.free_unread(page_no)?,
+                }
             }
             mtr.commit(&inner.wal, 0, 0, None)?;
             Ok(())
@@ -624,7 +713,7 @@ pub(crate) fn reclaim_cut_loads(db: &Database) -> Result<(u64, u64)> {
         let owned = owners.get(&id).unwrap_or(&empty);
         let (leaked, _) =
             verify::leaked_pages(db, inner.space(id)?, owned)?.map_err(|p| damaged(&p))?;
-        free_pages(inner, id, &leaked, batch_pages(inner, id)?)?;
+        free_pages(inner, id, &leaked, batch_pages(inner, id)?, Free::Unread)?;
         reclaimed += leaked.len() as u64;
     }
     for (name, _) in &cut {

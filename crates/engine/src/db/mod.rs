@@ -109,7 +109,9 @@ use crate::wal::record::Body;
 use crate::wal::{LogStats, Wal};
 
 pub use builder::Builder;
-pub use bulk::{BULK_BATCH_PAGES, BULK_INDEX_BYTES_MAX, BulkLoad, BulkLoadOptions, BulkLoadStats};
+pub use bulk::{
+    BULK_BATCH_PAGES, BULK_INDEX_BYTES_MAX, BulkLoad, BulkLoadOptions, BulkLoadStats, BulkLogging,
+};
 pub use catalog::{IndexDef, TableDef, TableSpec};
 pub use rows::{IndexRows, ROWS_CHUNK, Rows, TypedRows};
 pub use transact::TRANSACT_ATTEMPTS_MAX;

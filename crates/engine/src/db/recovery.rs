@@ -74,7 +74,7 @@
 //!    lost its tail (damage, naming both positions), since the active
 //!    transactions it lists would otherwise never be undone.
 
-use std::collections::BTreeMap;
+use std::collections::{BTreeMap, HashMap};
 
 use crate::config::DbConfig;
 use crate::db::create::{build_spaces, load_catalog};
@@ -112,6 +112,9 @@ pub struct RecoveryReport {
     /// reserved, taken back to the free list.
     pub bulk_loads_cut: u64,
     pub bulk_pages_reclaimed: u64,
+    /// Page changes redo skipped because a bulk load wrote the page
+    /// unlogged after them (BULK-6).
+    pub bulk_changes_skipped: u64,
 }
 
 /// How far past the end analysis looks: one force's largest write.
@@ -275,6 +278,7 @@ pub(crate) fn recover_with_report(
     };
     let redone = redo(&db, redo_lsn, end_lsn)?;
     report.pages_redone = redone.all;
+    report.bulk_changes_skipped = redone.unlogged_skipped;
     report.ipl_pages_redone = redone.page_log;
     report.ipl_pages_skipped = redone.page_log_skipped;
     assert!(
@@ -434,27 +438,61 @@ fn log_restarts(db: &Database, end_lsn: u64) -> Result<()> {
 #[derive(Default)]
 struct Redone {
     all: u64,
+    /// Page changes older than a bulk load's unlogged write (BULK-6).
+    unlogged_skipped: u64,
     page_log: u64,
     page_log_skipped: u64,
 }
 
+/// The next record of a redo pass that has not reached `end_lsn`, where
+/// analysis found the log's end.
+fn next_to(db: &Database, reader: &mut LogReader, end_lsn: u64) -> Result<LogRecord> {
+    reader.next_record()?.ok_or_else(|| Error::LogDamaged {
+        lsn: reader.end_lsn(),
+        offset_bytes: db.inner.wal.layout().offset_of(reader.end_lsn()),
+        problem: format!(
+            "redo found the end of the log before LSN {end_lsn}, where analysis found it"
+        ),
+    })
+}
+
+/// BULK-6: the pages a bulk load wrote unlogged from `redo_lsn` to
+/// `end_lsn`, each with the LSN of the last record naming it.
+fn unlogged_pages(db: &Database, redo_lsn: u64, end_lsn: u64) -> Result<HashMap<PageId, u64>> {
+    let mut reader = db.inner.wal.reader(redo_lsn);
+    let mut pages = HashMap::new();
+    while reader.end_lsn() < end_lsn {
+        let record = next_to(db, &mut reader, end_lsn)?;
+        if let Body::Unlogged {
+            space,
+            pages: named,
+        } = &record.body
+        {
+            for &page_no in named {
+                pages.insert(PageId::new(*space, page_no), record.lsn);
+            }
+        }
+    }
+    Ok(pages)
+}
+
 /// Repeat history from `redo_lsn` to `end_lsn` (REC-1), but for the pages
-/// of spaces that restart without redo (REC-4).
+/// of spaces that restart without redo (REC-4), and for the changes of a
+/// page before a bulk load wrote it unlogged (BULK-6): the load's image,
+/// on the device since its checkpoint, is newer than them all, and a load
+/// that never reached its checkpoint left the page to be freed unread.
 fn redo(db: &Database, redo_lsn: u64, end_lsn: u64) -> Result<Redone> {
+    let unlogged = unlogged_pages(db, redo_lsn, end_lsn)?;
     let mut reader = db.inner.wal.reader(redo_lsn);
     let mut done = Redone::default();
     while reader.end_lsn() < end_lsn {
-        let Some(record) = reader.next_record()? else {
-            return Err(Error::LogDamaged {
-                lsn: reader.end_lsn(),
-                offset_bytes: db.inner.wal.layout().offset_of(reader.end_lsn()),
-                problem: format!(
-                    "redo found the end of the log before LSN {end_lsn}, where analysis found it"
-                ),
-            });
-        };
+        let record = next_to(db, &mut reader, end_lsn)?;
         let record_end = reader.end_lsn();
         for redo in record.body.redo() {
+            if unlogged.get(&redo.page).is_some_and(|&at| record.lsn < at) {
+                done.unlogged_skipped += 1;
+                continue;
+            }
             let space = db.inner.space(redo.page.space)?;
             if u64::from(redo.page.page_no) >= space.capacity_pages {
                 return Err(Error::malformed(

@@ -647,6 +647,20 @@ impl<'a> Mtr<'a> {
         }
     }
 
+    /// Free `page_no` without reading it from its device when it is not
+    /// resident: a page whose contents nothing needs (a cut bulk load's,
+    /// perhaps torn by the crash, BULK-6), overwritten whole and logged as
+    /// an image.
+    pub fn free_unread(&mut self, page_no: PageNo) -> Result<()> {
+        if !self.pages.contains_key(&page_no) {
+            let handle = self
+                .pool
+                .fetch_to_overwrite(PageId::new(self.space, page_no))?;
+            self.insert_pinned(page_no, handle);
+        }
+        self.free(page_no)
+    }
+
     /// A page beyond the space's high-water mark: never on the device, so
     /// it is not read.
     fn load_new(&mut self, page_no: PageNo) -> Result<&mut MtrPage> {
@@ -659,6 +673,11 @@ impl<'a> Mtr<'a> {
         } else {
             self.pool.fetch_new(id)?
         };
+        Ok(self.insert_pinned(page_no, handle))
+    }
+
+    /// Keep a copy of pinned page `page_no`, with its pin.
+    fn insert_pinned(&mut self, page_no: PageNo, handle: PageRef) -> &mut MtrPage {
         let image = handle.read(copy_of);
         self.pages.insert(
             page_no,
@@ -671,7 +690,7 @@ impl<'a> Mtr<'a> {
                 in_place: None,
             },
         );
-        Ok(self.pages.get_mut(&page_no).expect("just loaded"))
+        self.pages.get_mut(&page_no).expect("just loaded")
     }
 
     fn header(&mut self) -> Result<SpaceHeader> {

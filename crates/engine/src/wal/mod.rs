@@ -447,7 +447,7 @@ fn reserve_use(body: &Body) -> Reserve {
             Reserve::Yes
         }
         Body::CheckpointBegin | Body::CheckpointEnd { .. } => Reserve::IfUnpinned,
-        Body::Update { .. } => Reserve::No,
+        Body::Update { .. } | Body::Unlogged { .. } => Reserve::No,
     }
 }
 

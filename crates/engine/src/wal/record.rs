@@ -109,6 +109,12 @@ pub enum Body {
     /// the closing checkpoint skips them
     /// ([`crate::wal::Wal::rebuild_page`]).
     Restart { space: u32, from_lsn: u64 },
+    /// Pages of space `space` that a bulk load wrote without logging their
+    /// contents (BULK-6): their state from this record on is not in the
+    /// log, so a repair of one of them from an image before it would
+    /// return an older page; it needs an image after it
+    /// ([`crate::wal::Wal::rebuild_page`]). Redo does nothing.
+    Unlogged { space: u32, pages: Vec<PageNo> },
 }
 
 impl Body {
@@ -121,6 +127,7 @@ impl Body {
             Body::CheckpointBegin => 5,
             Body::CheckpointEnd { .. } => 6,
             Body::Restart { .. } => 7,
+            Body::Unlogged { .. } => 8,
         }
     }
 
@@ -258,6 +265,11 @@ impl LogRecord {
         }
         if let Some(p) = redo.iter().find(|p| p.ranges.len() > REDO_RANGES_MAX) {
             return over("ranges on one page", p.ranges.len(), REDO_RANGES_MAX);
+        }
+        if let Body::Unlogged { pages, .. } = &self.body
+            && pages.len() > REDO_PAGES_MAX
+        {
+            return over("unlogged pages", pages.len(), REDO_PAGES_MAX);
         }
         if let Body::CheckpointEnd { active, dirty, .. } = &self.body {
             let n = active.len().max(dirty.len());
@@ -419,6 +431,7 @@ fn body_bytes_hint(body: &Body) -> usize {
         Body::CheckpointEnd { active, dirty, .. } => 40 + 24 * active.len() + 16 * dirty.len(),
         Body::Commit { .. } | Body::Abort | Body::CheckpointBegin => 8,
         Body::Restart { .. } => 12,
+        Body::Unlogged { pages, .. } => 8 + 4 * pages.len(),
     }
 }
 
@@ -436,6 +449,13 @@ fn encode_body(w: &mut Writer, body: &Body) {
         Body::Restart { space, from_lsn } => {
             w.u32(*space);
             w.u64(*from_lsn);
+        }
+        Body::Unlogged { space, pages } => {
+            w.u32(*space);
+            w.u32(pages.len() as u32);
+            for page in pages {
+                w.u32(*page);
+            }
         }
         Body::Abort | Body::CheckpointBegin => {}
         Body::CheckpointEnd {
@@ -491,6 +511,12 @@ fn decode_body(r: &mut Reader, kind: u8) -> Result<Body> {
             space: r.u32()?,
             from_lsn: r.u64()?,
         },
+        8 => {
+            let space = r.u32()?;
+            let n = bounded(r.u32()?, REDO_PAGES_MAX, "unlogged pages")?;
+            let pages = (0..n).map(|_| r.u32()).collect::<Result<Vec<_>>>()?;
+            Body::Unlogged { space, pages }
+        }
         6 => {
             let begin_lsn = r.u64()?;
             let next_txn = r.u64()?;

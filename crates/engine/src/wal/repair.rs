@@ -71,11 +71,21 @@ impl Wal {
         let in_hole = |lsn: u64| holes.iter().any(|&(from, to)| (from..to).contains(&lsn));
         let mut image: Option<Vec<u8>> = None;
         let mut last = (0, 0);
+        let mut unlogged_at = None;
         let mut reader = self.reader(start_lsn);
         while reader.end_lsn() < stop_lsn {
             let record = Self::next_before(&mut reader, durable_lsn, &self.layout)?;
             if in_hole(record.lsn) {
                 continue;
+            }
+            // BULK-6: the page's contents from here on are not in the log;
+            // an image before this record would rebuild an older page.
+            if let Body::Unlogged { space, pages } = &record.body
+                && *space == id.space
+                && pages.contains(&id.page_no)
+            {
+                image = None;
+                unlogged_at = Some(record.lsn);
             }
             for redo in record.body.redo().iter().filter(|r| r.page == id) {
                 if redo.image {
@@ -90,6 +100,12 @@ impl Wal {
             }
         }
         let Some(mut image) = image else {
+            if let Some(lsn) = unlogged_at {
+                return Err(Error::Open(format!(
+                    "page {id} cannot be repaired: a bulk load wrote it without logging it \
+                     (record at LSN {lsn}) and the log holds no image of it since"
+                )));
+            }
             return Err(Error::Open(format!(
                 "page {id} cannot be repaired: the log since LSN {start_lsn} holds no image of it{}",
                 if self.config.page_images {
