@@ -3,9 +3,9 @@
 //! [`Database::bulk_load`] fills an empty table from rows in ascending
 //! primary-key order, as PostgreSQL's `COPY` into a new table or InnoDB's
 //! sorted index build do: the table's tree is built bottom up
-//! ([`crate::btree::build`]), each page written once, whole, and its redo
-//! is that page's image, one record per batch of pages instead of one per
-//! row. No row is locked and no undo is logged: a load is a system
+//! ([`crate::btree::build`]), each page written once, whole, and not
+//! logged (BULK-6; or logged as its image, one record per batch of pages
+//! instead of one per row). No row is locked and no undo is logged: a load is a system
 //! operation, like creating a table (DDL is not transactional in flashlab),
 //! and its rows carry commit timestamp 0, so every snapshot sees them.
 //!
@@ -47,6 +47,14 @@
 //!    reserved pages, so VERIFY-1 holds again and nothing is lost (the
 //!    table is empty, or whole if the crash fell after the final
 //!    mini-transaction). One load at a time runs into a table.
+//! 6. A load without page images (`BulkLogging::Minimal`) names each batch
+//!    in an `Unlogged` record before its pages take their images, at that
+//!    record's end as page LSN, and writes every such page to its device,
+//!    flushed, by a checkpoint before the final mini-transaction. So the
+//!    final mini-transaction never makes a page reachable that a crash can
+//!    take back; redo never replays a change older than the load onto its
+//!    page; a cut load's pages, perhaps torn, are freed unread; and a
+//!    repair never rebuilds such a page from an image older than the load.
 
 use std::collections::{BTreeSet, HashMap};
 use std::sync::{Arc, Mutex};
