@@ -58,6 +58,11 @@ pub struct Args {
     /// tpcc: database connections the terminals share, as DBT2's 20 (default: one per terminal).
     #[arg(long)]
     connections: Option<u32>,
+    /// tpcc: how the load's pages reach the log: `minimal` (not at all, a
+    /// checkpoint per table makes them durable; the default) or
+    /// `page-images` (each page's image logged once).
+    #[arg(long, value_enum)]
+    load_logging: Option<LoadLogging>,
     /// Simulated CPU cores.
     #[arg(long, default_value_t = 2)]
     cores: u32,
@@ -362,6 +367,7 @@ fn refuse_irrelevant(args: &Args) -> anyhow::Result<()> {
         ("--active-warehouses", args.active_warehouses.is_some()),
         ("--connections", args.connections.is_some()),
         ("--terminals", args.terminals.is_some()),
+        ("--load-logging", args.load_logging.is_some()),
     ];
     for (flag, given) in tpcc_only {
         if given && workload != "tpcc" {
@@ -417,7 +423,18 @@ fn tpcc_options(args: &Args) -> anyhow::Result<flashlab_workloads::tpcc::TpccOpt
         active_warehouses: args.active_warehouses.unwrap_or(0),
         connections: args.connections.unwrap_or(0),
         seed: args.seed,
+        load_logging: match args.load_logging {
+            None | Some(LoadLogging::Minimal) => flashlab_engine::BulkLogging::Minimal,
+            Some(LoadLogging::PageImages) => flashlab_engine::BulkLogging::PageImages,
+        },
     })
+}
+
+/// `--load-logging`: the engine's [`flashlab_engine::BulkLogging`].
+#[derive(Clone, Copy, Debug, PartialEq, Eq, clap::ValueEnum)]
+enum LoadLogging {
+    Minimal,
+    PageImages,
 }
 
 /// The run's clients: --clients, or tpcc's --terminals (default 10 for

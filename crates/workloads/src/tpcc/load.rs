@@ -14,7 +14,7 @@
 //! 30% of them (900 of 3,000) are new orders.
 
 use flashlab_engine::row::Value;
-use flashlab_engine::{BulkLoad, Database, Result};
+use flashlab_engine::{BulkLoad, BulkLoadOptions, Database, Result};
 use rand::seq::SliceRandom;
 use rand::{Rng, SeedableRng};
 use rand_chacha::ChaCha8Rng;
@@ -98,16 +98,16 @@ struct Loads<'db> {
 }
 
 impl<'db> Loads<'db> {
-    fn start(db: &'db Database, t: &Tables) -> Result<Loads<'db>> {
+    fn start(db: &'db Database, t: &Tables, how: BulkLoadOptions) -> Result<Loads<'db>> {
         Ok(Loads {
-            warehouse: db.bulk_load(&t.warehouse)?,
-            stock: db.bulk_load(&t.stock)?,
-            district: db.bulk_load(&t.district)?,
-            customer: db.bulk_load(&t.customer)?,
-            history: db.bulk_load(&t.history)?,
-            order: db.bulk_load(&t.order)?,
-            order_line: db.bulk_load(&t.order_line)?,
-            new_order: db.bulk_load(&t.new_order)?,
+            warehouse: db.bulk_load_with(&t.warehouse, how)?,
+            stock: db.bulk_load_with(&t.stock, how)?,
+            district: db.bulk_load_with(&t.district, how)?,
+            customer: db.bulk_load_with(&t.customer, how)?,
+            history: db.bulk_load_with(&t.history, how)?,
+            order: db.bulk_load_with(&t.order, how)?,
+            order_line: db.bulk_load_with(&t.order_line, how)?,
+            new_order: db.bulk_load_with(&t.new_order, how)?,
         })
     }
 
@@ -134,10 +134,14 @@ pub fn load(db: &Database, options: &TpccOptions, constants: &Constants) -> Resu
     let t = Tables::open(db)?;
     let seed = options.seed;
     let mut rng = stream(seed, Stream::Item, 0, 0);
-    let mut items = db.bulk_load(&t.item)?;
+    let how = BulkLoadOptions {
+        logging: options.load_logging,
+        ..BulkLoadOptions::default()
+    };
+    let mut items = db.bulk_load_with(&t.item, how)?;
     push_rows(&mut items, (1..=options.items).map(|id| item(&mut rng, id)))?;
     items.finish()?;
-    let mut loads = Loads::start(db, &t)?;
+    let mut loads = Loads::start(db, &t, how)?;
     for w in 1..=options.warehouses {
         load_warehouse(&mut loads, options, constants, w)?;
     }

@@ -165,6 +165,9 @@ pub struct TpccOptions {
     pub connections: u32,
     /// Seed of the population and of NURand's constants.
     pub seed: u64,
+    /// How the load's pages reach the log: not at all by default, a
+    /// checkpoint per table making them durable (BULK-6).
+    pub load_logging: flashlab_engine::BulkLogging,
 }
 
 impl Default for TpccOptions {
@@ -179,6 +182,7 @@ impl Default for TpccOptions {
             active_warehouses: 0,
             connections: 0,
             seed: 1,
+            load_logging: flashlab_engine::BulkLogging::default(),
         }
     }
 }

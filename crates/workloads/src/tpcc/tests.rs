@@ -784,6 +784,7 @@ fn regression_a_load_refused_for_a_full_log_waits_for_the_checkpoint() {
             warehouses: 1,
             items: 10_000,
             customers_per_district: 300,
+            load_logging: flashlab_engine::BulkLogging::PageImages,
             ..small()
         });
         let loaded = tpcc.setup(&db).map_err(|e| e.to_string());
