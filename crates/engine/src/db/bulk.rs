@@ -521,7 +521,7 @@ impl BulkLoad<'_> {
         inner.make_durable(logged)?;
         // A crash before they are all free leaves the catalog's mark to the
         // next open (BULK-5).
-        free_pages(inner, def.space, &unused, self.batch_pages, Free::Read)?;
+        free_pages(inner, def.space, &unused, self.batch_pages)?;
         self.reserved.lock().expect("reserved").clear();
         Ok(())
     }
@@ -530,13 +530,7 @@ impl BulkLoad<'_> {
     fn free_reserved(&mut self) -> Result<()> {
         let pages = std::mem::take(&mut *self.reserved.lock().expect("reserved"));
         self.unused.clear();
-        free_pages(
-            &self.db.inner,
-            self.def.space,
-            &pages,
-            self.batch_pages,
-            Free::Read,
-        )
+        free_pages(&self.db.inner, self.def.space, &pages, self.batch_pages)
     }
 
     /// Write what a finished build left and keep its root image; its
@@ -608,31 +602,15 @@ fn batch_pages(inner: &Inner, space: SpaceId) -> Result<usize> {
     Ok((inner.space(space)?.pool.frames() / 4).clamp(1, BULK_BATCH_PAGES))
 }
 
-/// How a load's pages are freed.
-#[derive(Clone, Copy, PartialEq, Eq)]
-enum Free {
-    /// Read as any page is (a load that ends or gives up while open).
-    Read,
-    /// Unread unless resident (a cut load's, at open: BULK-6).
-    Unread,
-}
-
-/// Free `pages` of `space`, `batch_pages` per mini-transaction.
-fn free_pages(
-    inner: &Inner,
-    space: SpaceId,
-    pages: &[PageNo],
-    batch_pages: usize,
-    how: Free,
-) -> Result<()> {
+/// Free `pages` of `space`, `batch_pages` per mini-transaction, each
+/// unread unless resident: freeing overwrites a page whole, and a cut
+/// load's may be torn (BULK-6).
+fn free_pages(inner: &Inner, space: SpaceId, pages: &[PageNo], batch_pages: usize) -> Result<()> {
     for batch in pages.chunks(batch_pages) {
         system_mtr(inner, |inner| {
             let mut mtr = inner.mtr(space)?;
             for &page_no in batch {
-                match how {
-                    Free::Read => mtr.free(page_no)?,
-                    Free::Unread => mtr.free_unread(page_no)?,
-                }
+                mtr.free_unread(page_no)?;
             }
             mtr.commit(&inner.wal, 0, 0, None)?;
             Ok(())
@@ -721,7 +699,7 @@ pub(crate) fn reclaim_cut_loads(db: &Database) -> Result<(u64, u64)> {
         let owned = owners.get(&id).unwrap_or(&empty);
         let (leaked, _) =
             verify::leaked_pages(db, inner.space(id)?, owned)?.map_err(|p| damaged(&p))?;
-        free_pages(inner, id, &leaked, batch_pages(inner, id)?, Free::Unread)?;
+        free_pages(inner, id, &leaked, batch_pages(inner, id)?)?;
         reclaimed += leaked.len() as u64;
     }
     for (name, _) in &cut {
